@@ -1,0 +1,56 @@
+# tradebot — two commands on a fresh clone:
+#   make run    the main job (the daemon in paper mode on the embedded replay data)
+#   make test   the whole test suite (what CI runs, via .ci/run)
+#
+# Native libraries come from PyPI wheels in a venv kept outside the clone, keyed by version, installed once:
+# torch==2.11.0 (libtorch for tch), onnxruntime==1.31.1 (for ort, loaded at run time), onnx (model checker).
+
+TORCH_VERSION := 2.11.0
+ORT_VERSION   := 1.31.1
+PYENV ?= $(HOME)/.cache/tradebot/py-torch$(TORCH_VERSION)-ort$(ORT_VERSION)
+PYTHON ?= python3
+STAMP := $(PYENV)/.tradebot-complete
+CARGO ?= cargo
+
+# Evaluated in each recipe's shell, after the venv exists.
+CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
+
+.PHONY: all venv build run test lint fmt check-inference-only clean
+
+all: build
+
+# Idempotent: skipped when the stamp exists. An interrupted install leaves no stamp and is redone from scratch.
+venv: $(STAMP)
+$(STAMP):
+	@command -v $(PYTHON) >/dev/null || { echo "python3 is required (with the venv module) to install libtorch and ONNX Runtime"; exit 1; }
+	rm -rf "$(PYENV)"
+	mkdir -p "$(dir $(PYENV))"
+	$(PYTHON) -m venv "$(PYENV)"
+	"$(PYENV)/bin/python" -m pip install --no-cache-dir --disable-pip-version-check --progress-bar off \
+		"torch==$(TORCH_VERSION)" "onnxruntime==$(ORT_VERSION)" onnx numpy
+	touch "$(STAMP)"
+
+build: venv
+	$(CARGO_ENV) $(CARGO) build --release
+
+run: build
+	./target/release/tradebot run --config config/tradebot.toml
+
+# An inference-only build links no libtorch. Built first: the test build below relinks the default binary.
+check-inference-only: venv
+	$(CARGO_ENV) $(CARGO) build --no-default-features --bin tradebot
+	@if ldd target/debug/tradebot | grep -q torch; then echo "inference-only build links libtorch"; exit 1; fi
+	@echo "inference-only build: no libtorch linked"
+
+lint: venv
+	$(CARGO) fmt --check
+	$(CARGO_ENV) $(CARGO) clippy --all-targets -- -D warnings
+
+test: venv check-inference-only lint
+	$(CARGO_ENV) $(CARGO) test --all-targets
+
+fmt:
+	$(CARGO) fmt
+
+clean:
+	$(CARGO) clean

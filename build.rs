@@ -1,0 +1,21 @@
+//! Records where libtorch and the project's Python venv are, so the binary runs without
+//! LD_LIBRARY_PATH: an rpath to libtorch's lib directory (when the `train` feature links it), and the
+//! venv path for finding ONNX Runtime at run time.
+
+use std::path::PathBuf;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=LIBTORCH");
+    println!("cargo:rerun-if-env-changed=TRADEBOT_PYENV");
+    if let Some(venv) = std::env::var_os("TRADEBOT_PYENV") {
+        println!("cargo:rustc-env=TRADEBOT_BUILD_PYENV={}", PathBuf::from(venv).display());
+    }
+    if std::env::var_os("CARGO_FEATURE_TRAIN").is_none() {
+        return;
+    }
+    if let Some(libtorch) = std::env::var_os("LIBTORCH") {
+        let lib = PathBuf::from(libtorch).join("lib");
+        // RUNPATH: LD_LIBRARY_PATH still wins, so a GPU machine can point the same binary at its own libtorch.
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    }
+}

@@ -1,0 +1,92 @@
+//! `tradebot data import` and `tradebot data show`.
+
+use super::{DataCmd, EX_DATAERR, load_config};
+use crate::data::{ImportOptions, daily_bar_time, import_csv};
+use crate::domain::{Symbol, Timeframe};
+use crate::store::Store;
+use anyhow::{Context, anyhow};
+use chrono::{Duration, NaiveDate};
+use std::io::Write;
+use std::process::ExitCode;
+
+fn date(flag: &str, s: &str) -> anyhow::Result<NaiveDate> {
+    NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| anyhow!("{flag} {s:?} is not a date: write YYYY-MM-DD"))
+}
+
+pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        DataCmd::Import { file, symbols, symbol, timeframe, config } => {
+            let config = load_config(config)?;
+            let opts = ImportOptions {
+                symbols: symbols.iter().map(|s| Symbol::new(s)).collect::<Result<_, _>>().context("--symbols")?,
+                symbol: symbol.as_deref().map(Symbol::new).transpose().context("--symbol")?,
+                timeframe: Timeframe::parse(&timeframe).context("--timeframe")?,
+            };
+            let store = Store::open(&config.state_dir).context("opening the store")?;
+            let r = import_csv(&store, &file, &opts)?;
+            store.flush()?;
+            for (sym, n) in &r.rows {
+                println!("{sym}: {n} bars");
+            }
+            println!("{} new bars stored in {}", r.new_bars, store.dir().display());
+            if r.filtered > 0 {
+                println!("{} rows of other symbols skipped (--symbols)", r.filtered);
+            }
+            if r.bad.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            for b in &r.bad {
+                eprintln!("{}:{}: {}", file.display(), b.line, b.reason);
+            }
+            eprintln!(
+                "{}: {} bad rows not imported (listed above); the good rows were stored",
+                file.display(),
+                r.bad.len()
+            );
+            Ok(ExitCode::from(EX_DATAERR))
+        }
+        DataCmd::Show { symbol, from, to, timeframe, json, config } => {
+            let config = load_config(config)?;
+            let sym = Symbol::new(&symbol).context("SYMBOL")?;
+            let tf = Timeframe::parse(&timeframe).context("--timeframe")?;
+            let (from, to) = (date("--from", &from)?, date("--to", &to)?);
+            if from > to {
+                return Err(anyhow!("--from {from} is after --to {to}"));
+            }
+            let store = Store::open(&config.state_dir).context("opening the store")?;
+            // Whole days in New York time: [from 00:00, to+1 00:00).
+            let hi = daily_bar_time(to + Duration::days(1)) - Duration::microseconds(1);
+            let bars = store.bars(&sym, tf, daily_bar_time(from), hi)?;
+            let mut out = std::io::stdout().lock();
+            if json {
+                for b in &bars {
+                    let v =
+                        serde_json::json!({"t": b.t.to_rfc3339(), "o": b.o, "h": b.h, "l": b.l, "c": b.c, "v": b.v});
+                    writeln!(out, "{v}")?;
+                }
+            } else {
+                writeln!(
+                    out,
+                    "{:<25} {:>12} {:>12} {:>12} {:>12} {:>14}",
+                    "t", "open", "high", "low", "close", "volume"
+                )?;
+                for b in &bars {
+                    writeln!(
+                        out,
+                        "{:<25} {:>12.4} {:>12.4} {:>12.4} {:>12.4} {:>14.0}",
+                        b.t.to_rfc3339(),
+                        b.o,
+                        b.h,
+                        b.l,
+                        b.c,
+                        b.v
+                    )?;
+                }
+            }
+            if bars.is_empty() {
+                eprintln!("no {tf} bars of {sym} between {from} and {to} in {}", store.dir().display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

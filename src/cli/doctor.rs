@@ -1,0 +1,26 @@
+//! `tradebot doctor`: loads each native library for real and says where it came from.
+
+use crate::config::Config;
+use anyhow::Context;
+use std::process::ExitCode;
+
+pub fn run(config: Config) -> anyhow::Result<ExitCode> {
+    let venv = crate::native::pyenv_dir();
+    println!("python venv:   {}", venv.display());
+    let ort =
+        crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref()).context("loading ONNX Runtime")?;
+    println!("onnxruntime:   {}", ort.path.display());
+    #[cfg(feature = "train")]
+    {
+        let cuda = crate::native::load_torch_cuda();
+        let t = tch::Tensor::from_slice(&[1.0f32, 2.0, 3.0]).sum(tch::Kind::Float);
+        println!("libtorch:      ok (sum [1,2,3] = {})", t.double_value(&[]));
+        println!(
+            "cuda:          {}",
+            if cuda { format!("{} device(s)", tch::Cuda::device_count()) } else { "not available".into() }
+        );
+    }
+    #[cfg(not(feature = "train"))]
+    println!("libtorch:      not linked (built without the `train` feature)");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,130 @@
+//! Command-line interface: argument types (clap) and dispatch. Each command lives in its own file and
+//! returns an exit code; `main` only prints the error chain.
+
+mod data;
+mod doctor;
+mod run;
+
+use crate::config::{Config, ConfigError};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `EX_DATAERR`: input data was incorrect (bad rows in an import).
+pub const EX_DATAERR: u8 = 65;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tradebot",
+    version,
+    about = "Trade with your own ML models: Alpaca data, ONNX inference, local GPU retraining"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon (paper by default; live needs mode = "live" in the config AND --live).
+    Run {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Confirms live trading with real money. Refused unless the config says mode = "live".
+        #[arg(long)]
+        live: bool,
+    },
+    /// Inspect configuration files.
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Import and inspect stored market data.
+    #[command(subcommand)]
+    Data(DataCmd),
+    /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
+    Doctor {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCmd {
+    /// Validate a config file and print the effective configuration, secrets masked.
+    Check { file: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DataCmd {
+    /// Load OHLCV CSV (plain or .gz) into the store, split-adjusted from the adjusted close.
+    Import {
+        file: PathBuf,
+        /// Only these symbols (comma-separated), for files with a Ticker column.
+        #[arg(long, value_delimiter = ',')]
+        symbols: Vec<String>,
+        /// The symbol of a file without a Ticker column.
+        #[arg(long)]
+        symbol: Option<String>,
+        #[arg(long, default_value = "1Day")]
+        timeframe: String,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Print stored bars.
+    Show {
+        symbol: String,
+        /// First day (YYYY-MM-DD), inclusive.
+        #[arg(long)]
+        from: String,
+        /// Last day (YYYY-MM-DD), inclusive.
+        #[arg(long)]
+        to: String,
+        #[arg(long, default_value = "1Day")]
+        timeframe: String,
+        /// One JSON object per bar and line: {"t","o","h","l","c","v"}.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+/// The config file used when none is named: `$TRADEBOT_CONFIG`, `./config/tradebot.toml`, then
+/// `/etc/tradebot/tradebot.toml`.
+pub fn default_config_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("TRADEBOT_CONFIG").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let local = Path::new("config/tradebot.toml");
+    if local.is_file() {
+        return local.to_path_buf();
+    }
+    PathBuf::from("/etc/tradebot/tradebot.toml")
+}
+
+fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
+    let path = path.unwrap_or_else(default_config_path);
+    let c = Config::load(&path)?;
+    crate::logging::init(c.log_level);
+    Ok(c)
+}
+
+/// Runs one command. Errors carry their context; a `ConfigError` in the chain means exit code 78.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Run { config, live } => run::run(load_config(config)?, live),
+        Command::Config(ConfigCmd::Check { file }) => {
+            let c = Config::load(&file)?;
+            crate::logging::init(c.log_level);
+            print!("{}", c.to_toml());
+            match crate::config::Credentials::load() {
+                Ok(Some(cr)) => println!("\n# Alpaca keys: found in {} (key id {:?})", cr.source, cr.key_id),
+                Ok(None) => println!("\n# Alpaca keys: not set (only needed for the alpaca feed or broker)"),
+                Err(e) => println!("\n# Alpaca keys: {e}"),
+            }
+            eprintln!("{}: ok", file.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Data(cmd) => data::run(cmd),
+        Command::Doctor { config } => doctor::run(load_config(config)?),
+    }
+}

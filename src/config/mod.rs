@@ -1,0 +1,486 @@
+//! Configuration: the TOML file (`raw`) parsed once, at start, into checked values (`Config`).
+//!
+//! Every problem names the file, the key, the value and the fix, all problems of a file are reported
+//! together, and the process exits with `EX_CONFIG` (78). Alpaca keys never come from the file: they come
+//! from the environment or systemd's `$CREDENTIALS_DIRECTORY` (`Credentials::load`), held as `Secret`s.
+
+mod raw;
+mod secret;
+
+pub use raw::RawConfig;
+pub use secret::Secret;
+
+use crate::domain::{Symbol, Timeframe};
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use url::Url;
+
+/// `EX_CONFIG` from sysexits.h: what the process exits with on a bad configuration.
+pub const EX_CONFIG: u8 = 78;
+
+pub const DEFAULT_TRADING_URL_PAPER: &str = "https://paper-api.alpaca.markets";
+pub const DEFAULT_TRADING_URL_LIVE: &str = "https://api.alpaca.markets";
+pub const DEFAULT_DATA_URL: &str = "https://data.alpaca.markets";
+pub const DEFAULT_STREAM_URL: &str = "wss://stream.data.alpaca.markets/v2/iex";
+pub const DEFAULT_TRADE_UPDATES_URL_PAPER: &str = "wss://paper-api.alpaca.markets/stream";
+pub const DEFAULT_TRADE_UPDATES_URL_LIVE: &str = "wss://api.alpaca.markets/stream";
+
+/// A configuration that could not be used: every problem found, each naming the file and the key.
+#[derive(Debug, thiserror::Error)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}: {p}", self.file.display())?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Paper,
+    Live,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeedKind {
+    Replay,
+    Alpaca,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BrokerKind {
+    Sim,
+    Alpaca,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KillSwitchAction {
+    Halt,
+    Flatten,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub source: PathBuf,
+    pub mode: Mode,
+    pub state_dir: PathBuf,
+    #[serde(serialize_with = "ser_display")]
+    pub log_level: log::LevelFilter,
+    pub alpaca: AlpacaConfig,
+    pub market: MarketConfig,
+    pub feed: FeedConfig,
+    pub broker: BrokerConfig,
+    pub risk: RiskConfig,
+    pub runtime: RuntimeConfig,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AlpacaConfig {
+    pub trading_url: Url,
+    pub data_url: Url,
+    pub stream_url: Url,
+    pub trade_updates_url: Url,
+    #[serde(serialize_with = "ser_secs")]
+    pub request_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MarketConfig {
+    pub symbols: Vec<Symbol>,
+    pub timeframe: Timeframe,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FeedConfig {
+    pub kind: FeedKind,
+    /// Bars to import into the store before a replay, when it lacks them.
+    pub file: Option<PathBuf>,
+    /// Replay speed: 0 = as fast as possible, N = N times real time.
+    pub speed: f64,
+    pub from: Option<NaiveDate>,
+    pub to: Option<NaiveDate>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BrokerConfig {
+    pub kind: BrokerKind,
+    pub initial_cash: Decimal,
+    pub fee_bps: f64,
+    pub slippage_bps: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RiskConfig {
+    pub max_position_pct: f64,
+    pub max_gross_exposure_pct: f64,
+    pub max_order_notional: Decimal,
+    pub daily_loss_limit_pct: f64,
+    pub kill_switch: KillSwitchAction,
+    #[serde(serialize_with = "ser_secs")]
+    pub max_bar_age: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeConfig {
+    pub onnxruntime_lib: Option<PathBuf>,
+}
+
+fn ser_display<T: fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl Config {
+    /// Reads and parses a config file. The error lists every problem, each prefixed with the file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let fail = |p: String| ConfigError { file: path.to_path_buf(), problems: vec![p] };
+        let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read the file: {e}")))?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses config text; `path` is only used to name the file in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+            file: path.to_path_buf(),
+            problems: vec![format!("{}", e.to_string().trim_end())],
+        })?;
+        Self::from_raw(path, raw)
+    }
+
+    pub fn from_raw(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
+        let mut c = Checker::default();
+        let mode = c.choice("mode", raw.mode.as_deref(), "paper", &[("paper", Mode::Paper), ("live", Mode::Live)]);
+        let state_dir = PathBuf::from(raw.state_dir.unwrap_or_else(|| "./var".into()));
+        let log_level = c.choice(
+            "log_level",
+            raw.log_level.as_deref(),
+            "info",
+            &[
+                ("off", log::LevelFilter::Off),
+                ("error", log::LevelFilter::Error),
+                ("warn", log::LevelFilter::Warn),
+                ("info", log::LevelFilter::Info),
+                ("debug", log::LevelFilter::Debug),
+                ("trace", log::LevelFilter::Trace),
+            ],
+        );
+        let (trading_default, updates_default) = match mode {
+            Mode::Live => (DEFAULT_TRADING_URL_LIVE, DEFAULT_TRADE_UPDATES_URL_LIVE),
+            Mode::Paper => (DEFAULT_TRADING_URL_PAPER, DEFAULT_TRADE_UPDATES_URL_PAPER),
+        };
+        let a = raw.alpaca;
+        let alpaca = AlpacaConfig {
+            trading_url: c.url("alpaca.trading_url", a.trading_url.as_deref(), trading_default, &["https", "http"]),
+            data_url: c.url("alpaca.data_url", a.data_url.as_deref(), DEFAULT_DATA_URL, &["https", "http"]),
+            stream_url: c.url("alpaca.stream_url", a.stream_url.as_deref(), DEFAULT_STREAM_URL, &["wss", "ws"]),
+            trade_updates_url: c.url(
+                "alpaca.trade_updates_url",
+                a.trade_updates_url.as_deref(),
+                updates_default,
+                &["wss", "ws"],
+            ),
+            request_timeout: Duration::from_secs_f64(c.range(
+                "alpaca.request_timeout_secs",
+                a.request_timeout_secs,
+                10.0,
+                (0.0, false),
+                (300.0, true),
+            )),
+        };
+        // A paper config must not point at the live host, nor the reverse: the mode is the one switch.
+        let host = alpaca.trading_url.host_str().unwrap_or_default().to_string();
+        if mode == Mode::Paper && host == "api.alpaca.markets" {
+            c.problem(format!(
+                "alpaca.trading_url = {:?}: that is the live host but mode = \"paper\"; use {DEFAULT_TRADING_URL_PAPER} or set mode = \"live\"",
+                alpaca.trading_url.as_str()
+            ));
+        }
+        if mode == Mode::Live && host.starts_with("paper-api.") {
+            c.problem(format!(
+                "alpaca.trading_url = {:?}: that is the paper host but mode = \"live\"; use {DEFAULT_TRADING_URL_LIVE} or set mode = \"paper\"",
+                alpaca.trading_url.as_str()
+            ));
+        }
+
+        let m = raw.market;
+        let mut symbols = Vec::new();
+        match m.symbols {
+            None => c.problem(
+                "market.symbols is missing: list the symbols to trade, e.g. symbols = [\"AAPL\", \"MSFT\"]".into(),
+            ),
+            Some(list) if list.is_empty() => c.problem("market.symbols = []: list at least one symbol".into()),
+            Some(list) => {
+                for s in list {
+                    match Symbol::new(&s) {
+                        Ok(sym) if symbols.contains(&sym) => {
+                            c.problem(format!("market.symbols: {s:?} is listed twice"))
+                        }
+                        Ok(sym) => symbols.push(sym),
+                        Err(e) => c.problem(format!("market.symbols: {e}")),
+                    }
+                }
+            }
+        }
+        let timeframe = match Timeframe::parse(m.timeframe.as_deref().unwrap_or("1Day")) {
+            Ok(tf) => tf,
+            Err(e) => {
+                c.problem(format!("market.timeframe = {:?}: {e}", m.timeframe.unwrap_or_default()));
+                Timeframe::DAY1
+            }
+        };
+        let market = MarketConfig { symbols, timeframe };
+
+        let f = raw.feed;
+        let feed = FeedConfig {
+            kind: c.choice(
+                "feed.kind",
+                f.kind.as_deref(),
+                "replay",
+                &[("replay", FeedKind::Replay), ("alpaca", FeedKind::Alpaca)],
+            ),
+            file: f.file.map(PathBuf::from),
+            speed: c.range("feed.speed", f.speed, 0.0, (0.0, true), (1.0e6, true)),
+            from: c.date("feed.from", f.from.as_deref()),
+            to: c.date("feed.to", f.to.as_deref()),
+        };
+        if let (Some(from), Some(to)) = (feed.from, feed.to)
+            && from > to
+        {
+            c.problem(format!("feed.from = {from} is after feed.to = {to}: swap them"));
+        }
+
+        let b = raw.broker;
+        let broker = BrokerConfig {
+            kind: c.choice(
+                "broker.kind",
+                b.kind.as_deref(),
+                "sim",
+                &[("sim", BrokerKind::Sim), ("alpaca", BrokerKind::Alpaca)],
+            ),
+            initial_cash: c.positive_decimal("broker.initial_cash", b.initial_cash.as_deref(), "100000"),
+            fee_bps: c.range("broker.fee_bps", b.fee_bps, 0.0, (0.0, true), (1000.0, true)),
+            slippage_bps: c.range("broker.slippage_bps", b.slippage_bps, 0.0, (0.0, true), (1000.0, true)),
+        };
+        if mode == Mode::Live && broker.kind != BrokerKind::Alpaca {
+            c.problem(
+                "mode = \"live\" needs broker.kind = \"alpaca\": the simulated broker cannot trade real money".into(),
+            );
+        }
+
+        let r = raw.risk;
+        let risk = RiskConfig {
+            max_position_pct: c.range("risk.max_position_pct", r.max_position_pct, 0.25, (0.0, false), (1.0, true)),
+            max_gross_exposure_pct: c.range(
+                "risk.max_gross_exposure_pct",
+                r.max_gross_exposure_pct,
+                1.0,
+                (0.0, false),
+                (4.0, true),
+            ),
+            max_order_notional: c.positive_decimal("risk.max_order_notional", r.max_order_notional.as_deref(), "50000"),
+            daily_loss_limit_pct: c.range(
+                "risk.daily_loss_limit_pct",
+                r.daily_loss_limit_pct,
+                0.05,
+                (0.0, false),
+                (1.0, true),
+            ),
+            kill_switch: c.choice(
+                "risk.kill_switch",
+                r.kill_switch.as_deref(),
+                "halt",
+                &[("halt", KillSwitchAction::Halt), ("flatten", KillSwitchAction::Flatten)],
+            ),
+            max_bar_age: match r.max_bar_age_secs {
+                Some(0) => {
+                    c.problem("risk.max_bar_age_secs = 0: must be at least 1".into());
+                    Duration::from_secs(1)
+                }
+                Some(s) => Duration::from_secs(s),
+                None => Duration::from_secs(2 * timeframe.seconds().max(60) as u64),
+            },
+        };
+        let runtime = RuntimeConfig { onnxruntime_lib: raw.runtime.onnxruntime_lib.map(PathBuf::from) };
+
+        if c.problems.is_empty() {
+            Ok(Config {
+                source: path.to_path_buf(),
+                mode,
+                state_dir,
+                log_level,
+                alpaca,
+                market,
+                feed,
+                broker,
+                risk,
+                runtime,
+            })
+        } else {
+            Err(ConfigError { file: path.to_path_buf(), problems: c.problems })
+        }
+    }
+
+    /// The effective configuration as TOML, for `tradebot config check`.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render the config: {e}\n"))
+    }
+}
+
+/// Collects problems while parsing, so one run reports all of them.
+#[derive(Default)]
+struct Checker {
+    problems: Vec<String>,
+}
+
+impl Checker {
+    fn problem(&mut self, p: String) {
+        self.problems.push(p);
+    }
+
+    fn choice<T: Copy>(&mut self, key: &str, v: Option<&str>, default: &str, options: &[(&str, T)]) -> T {
+        let v = v.unwrap_or(default);
+        if let Some((_, t)) = options.iter().find(|(name, _)| *name == v) {
+            return *t;
+        }
+        let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
+        self.problem(format!("{key} = {v:?}: must be one of {}", names.join(", ")));
+        options[0].1
+    }
+
+    /// A number in a range; each bound is (value, inclusive).
+    fn range(&mut self, key: &str, v: Option<f64>, default: f64, lo: (f64, bool), hi: (f64, bool)) -> f64 {
+        let x = v.unwrap_or(default);
+        let above = if lo.1 { x >= lo.0 } else { x > lo.0 };
+        let below = if hi.1 { x <= hi.0 } else { x < hi.0 };
+        if x.is_finite() && above && below {
+            return x;
+        }
+        let (l, r) = (if lo.1 { '[' } else { '(' }, if hi.1 { ']' } else { ')' });
+        self.problem(format!("{key} = {x}: must be in {l}{}, {}{r}", lo.0, hi.0));
+        default
+    }
+
+    fn url(&mut self, key: &str, v: Option<&str>, default: &str, schemes: &[&str]) -> Url {
+        let s = v.unwrap_or(default);
+        match Url::parse(s) {
+            Ok(u) if schemes.contains(&u.scheme()) && u.host_str().is_some() => u,
+            Ok(u) => {
+                self.problem(format!(
+                    "{key} = {s:?}: scheme {:?} is not allowed here; use {}://",
+                    u.scheme(),
+                    schemes.join(":// or ")
+                ));
+                Url::parse(default).unwrap_or(u)
+            }
+            Err(e) => {
+                self.problem(format!("{key} = {s:?}: not a URL ({e}); e.g. {default}"));
+                Url::parse(default).unwrap_or_else(|_| Url::parse("http://127.0.0.1/").expect("literal URL parses"))
+            }
+        }
+    }
+
+    fn date(&mut self, key: &str, v: Option<&str>) -> Option<NaiveDate> {
+        let s = v?;
+        match NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+            Ok(d) => Some(d),
+            Err(_) => {
+                self.problem(format!("{key} = {s:?}: not a date; write YYYY-MM-DD"));
+                None
+            }
+        }
+    }
+
+    fn positive_decimal(&mut self, key: &str, v: Option<&str>, default: &str) -> Decimal {
+        let s = v.unwrap_or(default);
+        match s.trim().parse::<Decimal>() {
+            Ok(d) if d > Decimal::ZERO => d,
+            _ => {
+                self.problem(format!(
+                    "{key} = {s:?}: must be a decimal number above zero, written as a string, e.g. \"{default}\""
+                ));
+                default.parse().unwrap_or(Decimal::ONE)
+            }
+        }
+    }
+}
+
+/// Alpaca API keys, read from the environment or from systemd credentials, never from the config file.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub key_id: Secret,
+    pub secret_key: Secret,
+    /// Where they came from, for logs ("environment" or the credentials directory).
+    pub source: String,
+}
+
+pub const KEY_ID_VAR: &str = "APCA_API_KEY_ID";
+pub const SECRET_KEY_VAR: &str = "APCA_API_SECRET_KEY";
+
+impl Credentials {
+    /// Looks for `APCA_API_KEY_ID` and `APCA_API_SECRET_KEY` in the environment, then as files of those
+    /// names in `$CREDENTIALS_DIRECTORY` (systemd `LoadCredential=`). `Ok(None)` when neither has both.
+    pub fn load() -> Result<Option<Credentials>, String> {
+        Self::load_from(|k| std::env::var(k).ok())
+    }
+
+    pub fn load_from(env: impl Fn(&str) -> Option<String>) -> Result<Option<Credentials>, String> {
+        let id = env(KEY_ID_VAR).filter(|s| !s.trim().is_empty());
+        let secret = env(SECRET_KEY_VAR).filter(|s| !s.trim().is_empty());
+        match (id, secret) {
+            (Some(i), Some(s)) => {
+                return Ok(Some(Credentials {
+                    key_id: Secret::new(i.trim()),
+                    secret_key: Secret::new(s.trim()),
+                    source: "environment".into(),
+                }));
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(format!(
+                    "only one of {KEY_ID_VAR} and {SECRET_KEY_VAR} is set in the environment: set both"
+                ));
+            }
+            (None, None) => {}
+        }
+        let Some(dir) = env("CREDENTIALS_DIRECTORY") else { return Ok(None) };
+        let read = |name: &str| -> Result<Option<String>, String> {
+            let p = Path::new(&dir).join(name);
+            match std::fs::read_to_string(&p) {
+                Ok(s) => Ok(Some(s.trim().to_string())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("cannot read credential {}: {e}", p.display())),
+            }
+        };
+        match (read(KEY_ID_VAR)?, read(SECRET_KEY_VAR)?) {
+            (Some(i), Some(s)) => {
+                Ok(Some(Credentials { key_id: Secret::new(i), secret_key: Secret::new(s), source: dir }))
+            }
+            (None, None) => Ok(None),
+            _ => Err(format!(
+                "{dir} holds only one of {KEY_ID_VAR} and {SECRET_KEY_VAR}: add the other with LoadCredential="
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+//! `RawConfig`: the TOML file as written, mirrored by serde with `deny_unknown_fields`. Nothing outside
+//! `config` sees these types; `Config::from_raw` turns them into checked values once, at start.
+
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub mode: Option<String>,
+    pub state_dir: Option<String>,
+    pub log_level: Option<String>,
+    #[serde(default)]
+    pub alpaca: RawAlpaca,
+    #[serde(default)]
+    pub market: RawMarket,
+    #[serde(default)]
+    pub feed: RawFeed,
+    #[serde(default)]
+    pub broker: RawBroker,
+    #[serde(default)]
+    pub risk: RawRisk,
+    #[serde(default)]
+    pub runtime: RawRuntime,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAlpaca {
+    pub trading_url: Option<String>,
+    pub data_url: Option<String>,
+    pub stream_url: Option<String>,
+    pub trade_updates_url: Option<String>,
+    pub request_timeout_secs: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMarket {
+    pub symbols: Option<Vec<String>>,
+    pub timeframe: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFeed {
+    pub kind: Option<String>,
+    pub file: Option<String>,
+    pub speed: Option<f64>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBroker {
+    pub kind: Option<String>,
+    pub initial_cash: Option<String>,
+    pub fee_bps: Option<f64>,
+    pub slippage_bps: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRisk {
+    pub max_position_pct: Option<f64>,
+    pub max_gross_exposure_pct: Option<f64>,
+    pub max_order_notional: Option<String>,
+    pub daily_loss_limit_pct: Option<f64>,
+    pub kill_switch: Option<String>,
+    pub max_bar_age_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRuntime {
+    pub onnxruntime_lib: Option<String>,
+}

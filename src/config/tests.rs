@@ -1,0 +1,101 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(Path::new("config/x.toml"), text)
+}
+
+const MIN: &str = "[market]\nsymbols = [\"AAPL\"]\n";
+
+#[test]
+fn minimal_config_gets_real_alpaca_defaults() {
+    let c = parse(MIN).unwrap();
+    assert_eq!(c.mode, Mode::Paper);
+    assert_eq!(c.alpaca.trading_url.as_str(), "https://paper-api.alpaca.markets/");
+    assert_eq!(c.alpaca.data_url.as_str(), "https://data.alpaca.markets/");
+    assert_eq!(c.alpaca.stream_url.as_str(), "wss://stream.data.alpaca.markets/v2/iex");
+    assert_eq!(c.alpaca.trade_updates_url.as_str(), "wss://paper-api.alpaca.markets/stream");
+    assert_eq!(c.broker.kind, BrokerKind::Sim);
+    assert_eq!(c.market.timeframe, Timeframe::DAY1);
+}
+
+#[test]
+fn out_of_range_names_file_key_value_and_range() {
+    let e = parse(&format!("{MIN}[risk]\nmax_position_pct = 1.5\n")).unwrap_err();
+    assert_eq!(e.to_string(), "config/x.toml: risk.max_position_pct = 1.5: must be in (0, 1]");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let e = parse("mode = \"yolo\"\n[market]\nsymbols = [\"AAPL\", \"aapl\", \"BAD SYM\"]\ntimeframe = \"7Sec\"\n[broker]\nfee_bps = -1\ninitial_cash = \"0\"\n").unwrap_err();
+    let text = e.to_string();
+    for needle in [
+        "mode = \"yolo\": must be one of \"paper\", \"live\"",
+        "market.symbols: \"aapl\" is listed twice",
+        "market.symbols: symbol \"BAD SYM\"",
+        "market.timeframe = \"7Sec\"",
+        "broker.fee_bps = -1: must be in [0, 1000]",
+        "broker.initial_cash = \"0\"",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    assert!(text.lines().all(|l| l.starts_with("config/x.toml: ")));
+}
+
+#[test]
+fn unknown_keys_are_refused_with_their_name() {
+    let e = parse(&format!("{MIN}[risk]\nmax_positon_pct = 0.1\n")).unwrap_err();
+    let text = e.to_string();
+    assert!(text.starts_with("config/x.toml: "), "{text}");
+    assert!(text.contains("max_positon_pct"), "{text}");
+}
+
+#[test]
+fn paper_and_live_hosts_cannot_be_mixed() {
+    let e = parse(&format!("{MIN}[alpaca]\ntrading_url = \"https://api.alpaca.markets\"\n")).unwrap_err();
+    assert!(e.to_string().contains("that is the live host but mode = \"paper\""), "{e}");
+    let e = parse(&format!("mode = \"live\"\n{MIN}[broker]\nkind = \"sim\"\n")).unwrap_err();
+    assert!(e.to_string().contains("needs broker.kind = \"alpaca\""), "{e}");
+    let c = parse(&format!("mode = \"live\"\n{MIN}[broker]\nkind = \"alpaca\"\n")).unwrap();
+    assert_eq!(c.alpaca.trading_url.as_str(), "https://api.alpaca.markets/");
+}
+
+#[test]
+fn stream_urls_need_ws_schemes() {
+    let e = parse(&format!("{MIN}[alpaca]\nstream_url = \"https://x.example\"\n")).unwrap_err();
+    assert!(e.to_string().contains("alpaca.stream_url = \"https://x.example\": scheme \"https\""), "{e}");
+}
+
+#[test]
+fn shipped_configs_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for f in ["config/tradebot.toml", "config/alpaca-paper.toml", "config/alpaca-live.toml.example"] {
+        let c = Config::load(&root.join(f)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!c.market.symbols.is_empty(), "{f}");
+    }
+}
+
+#[test]
+fn credentials_from_env_then_directory() {
+    let env = |k: &str| match k {
+        KEY_ID_VAR => Some("PKID".to_string()),
+        SECRET_KEY_VAR => Some("s3cret".to_string()),
+        _ => None,
+    };
+    let c = Credentials::load_from(env).unwrap().unwrap();
+    assert_eq!(c.key_id.expose(), "PKID");
+    assert!(!format!("{c:?}").contains("s3cret"));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(KEY_ID_VAR), "PKFILE\n").unwrap();
+    let d = dir.path().to_string_lossy().to_string();
+    let env = |k: &str| (k == "CREDENTIALS_DIRECTORY").then(|| d.clone());
+    let e = Credentials::load_from(env).unwrap_err();
+    assert!(e.contains("holds only one of"), "{e}");
+    std::fs::write(dir.path().join(SECRET_KEY_VAR), "sfile\n").unwrap();
+    let c = Credentials::load_from(env).unwrap().unwrap();
+    assert_eq!((c.key_id.expose(), c.secret_key.expose()), ("PKFILE", "sfile"));
+
+    let half = |k: &str| (k == KEY_ID_VAR).then(|| "x".to_string());
+    assert!(Credentials::load_from(half).is_err());
+    assert!(Credentials::load_from(|_| None).unwrap().is_none());
+}

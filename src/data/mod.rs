@@ -1,0 +1,219 @@
+//! Historical bars from files: `tradebot data import` reads OHLCV CSV (plain or gzip) into the store,
+//! split-adjusting from the adjusted close, and reports every bad row with its line number.
+//!
+//! Two layouts are understood, by their header (case-insensitive):
+//! - `Ticker,Date,Open,High,Low,Close,Volume,Adj Close` (the shipped data; `Symbol` works for `Ticker`);
+//! - `Date,Open,High,Low,Close,Volume[,Adj Close]`, one symbol per file, named with `--symbol`.
+//!
+//! A `Date` of `YYYY-MM-DD` is a daily bar stamped at midnight America/New_York (Alpaca's convention);
+//! an RFC 3339 timestamp is taken as it is.
+//!
+//! Adjustment: with an `Adj Close` column, `factor = adj_close / close`; open, high, low and close are
+//! multiplied by it and volume divided by it, so a 2:1 split shows no -50% jump. The adjusted close also
+//! carries dividends, so the factor moves slightly on ex-dividend days too: prices are total-return
+//! adjusted, as most model training expects.
+
+use crate::domain::{Bar, Symbol, Timeframe};
+use crate::store::{Store, StoreError};
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+use chrono_tz::America::New_York;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("cannot read {file}: {source}")]
+    Io { file: String, source: std::io::Error },
+    #[error("{file}: {reason}")]
+    Layout { file: String, reason: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A row that was not imported, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadRow {
+    pub line: u64,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct ImportReport {
+    /// Rows read per symbol (imported or already present).
+    pub rows: BTreeMap<String, usize>,
+    /// Bars that were not in the store before.
+    pub new_bars: usize,
+    /// Rows skipped because `--symbols` did not list their symbol.
+    pub filtered: usize,
+    pub bad: Vec<BadRow>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// Only these symbols (multi-symbol layout). Empty: all.
+    pub symbols: Vec<Symbol>,
+    /// The symbol of a single-symbol file.
+    pub symbol: Option<Symbol>,
+    pub timeframe: Timeframe,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions { symbols: Vec::new(), symbol: None, timeframe: Timeframe::DAY1 }
+    }
+}
+
+struct Columns {
+    ticker: Option<usize>,
+    date: usize,
+    open: usize,
+    high: usize,
+    low: usize,
+    close: usize,
+    volume: usize,
+    adj: Option<usize>,
+}
+
+fn columns(headers: &csv::StringRecord, file: &str) -> Result<Columns, ImportError> {
+    let find = |names: &[&str]| headers.iter().position(|h| names.iter().any(|n| h.trim().eq_ignore_ascii_case(n)));
+    let need = |name: &str| {
+        find(&[name]).ok_or_else(|| ImportError::Layout {
+            file: file.to_string(),
+            reason: format!(
+                "no {name:?} column in the header {:?}: expected Ticker,Date,Open,High,Low,Close,Volume,Adj Close or Date,Open,High,Low,Close,Volume[,Adj Close]",
+                headers.iter().collect::<Vec<_>>().join(",")
+            ),
+        })
+    };
+    Ok(Columns {
+        ticker: find(&["ticker", "symbol"]),
+        date: need("date")?,
+        open: need("open")?,
+        high: need("high")?,
+        low: need("low")?,
+        close: need("close")?,
+        volume: need("volume")?,
+        adj: find(&["adj close", "adj_close", "adjclose", "adjusted close"]),
+    })
+}
+
+/// Opens a file, gunzipping it when it starts with the gzip magic bytes.
+pub fn open_maybe_gz(path: &Path) -> Result<Box<dyn Read>, ImportError> {
+    let file = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(|source| ImportError::Io { file: file.clone(), source })?;
+    let mut r = BufReader::new(f);
+    let magic = r.fill_buf().map_err(|source| ImportError::Io { file, source })?;
+    if magic.starts_with(&[0x1f, 0x8b]) { Ok(Box::new(flate2::read::GzDecoder::new(r))) } else { Ok(Box::new(r)) }
+}
+
+/// Daily bars are stamped at midnight New York time, as Alpaca stamps its daily bars.
+pub fn daily_bar_time(d: NaiveDate) -> DateTime<Utc> {
+    let midnight = d.and_hms_opt(0, 0, 0).unwrap_or_default();
+    match New_York.from_local_datetime(&midnight).earliest() {
+        Some(t) => t.with_timezone(&Utc),
+        None => Utc.from_utc_datetime(&midnight),
+    }
+}
+
+fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+    let s = s.trim();
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(daily_bar_time(d));
+    }
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| format!("date {s:?} is neither YYYY-MM-DD nor an RFC 3339 timestamp"))
+}
+
+fn number(rec: &csv::StringRecord, idx: usize, name: &str) -> Result<f64, String> {
+    let s = rec.get(idx).ok_or_else(|| format!("{name} is missing"))?.trim();
+    let x: f64 = s.parse().map_err(|_| format!("{name} {s:?} is not a number"))?;
+    if x.is_finite() { Ok(x) } else { Err(format!("{name} is {s}")) }
+}
+
+/// Imports a CSV file into the store. Good rows are stored even when some rows are bad; every bad row is
+/// in the report with its line number.
+pub fn import_csv(store: &Store, path: &Path, opts: &ImportOptions) -> Result<ImportReport, ImportError> {
+    let file = path.display().to_string();
+    let reader = open_maybe_gz(path)?;
+    let mut rdr = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(reader);
+    let headers = rdr.headers().map_err(|e| ImportError::Layout { file: file.clone(), reason: e.to_string() })?.clone();
+    let cols = columns(&headers, &file)?;
+    if cols.ticker.is_none() && opts.symbol.is_none() {
+        return Err(ImportError::Layout {
+            file,
+            reason: "this file has no Ticker column: name its symbol with --symbol SYMBOL".into(),
+        });
+    }
+    let wanted: HashSet<&Symbol> = opts.symbols.iter().collect();
+    let mut report = ImportReport::default();
+    let mut seen: HashMap<(Symbol, DateTime<Utc>), u64> = HashMap::new();
+    let mut batch = Vec::with_capacity(8192);
+    for rec in rdr.records() {
+        let rec = match rec {
+            Ok(r) => r,
+            Err(e) => {
+                let line = e.position().map(|p| p.line()).unwrap_or(0);
+                report.bad.push(BadRow { line, reason: format!("unreadable row: {e}") });
+                continue;
+            }
+        };
+        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        match parse_row(&rec, &cols, opts) {
+            Ok(bar) => {
+                if !wanted.is_empty() && !wanted.contains(&bar.symbol) {
+                    report.filtered += 1;
+                    continue;
+                }
+                if let Some(first) = seen.insert((bar.symbol.clone(), bar.t), line) {
+                    report.bad.push(BadRow {
+                        line,
+                        reason: format!("{} {} repeats line {first}", bar.symbol, bar.t.date_naive()),
+                    });
+                    continue;
+                }
+                *report.rows.entry(bar.symbol.to_string()).or_default() += 1;
+                batch.push(bar);
+                if batch.len() == batch.capacity() {
+                    report.new_bars += store.put_bars(&batch)?;
+                    batch.clear();
+                }
+            }
+            Err(reason) => report.bad.push(BadRow { line, reason }),
+        }
+    }
+    report.new_bars += store.put_bars(&batch)?;
+    Ok(report)
+}
+
+fn parse_row(rec: &csv::StringRecord, c: &Columns, opts: &ImportOptions) -> Result<Bar, String> {
+    let symbol = match (c.ticker, &opts.symbol) {
+        (_, Some(s)) => s.clone(),
+        (Some(i), None) => Symbol::new(rec.get(i).unwrap_or("")).map_err(|e| e.to_string())?,
+        (None, None) => return Err("no symbol".into()),
+    };
+    let t = parse_time(rec.get(c.date).ok_or("date is missing")?)?;
+    let (o, h, l, cl, v) = (
+        number(rec, c.open, "open")?,
+        number(rec, c.high, "high")?,
+        number(rec, c.low, "low")?,
+        number(rec, c.close, "close")?,
+        number(rec, c.volume, "volume")?,
+    );
+    let factor = match c.adj {
+        Some(i) if rec.get(i).is_some_and(|s| !s.trim().is_empty()) => {
+            let adj = number(rec, i, "adj close")?;
+            if adj <= 0.0 || cl <= 0.0 {
+                return Err(format!("adj close {adj} and close {cl} must both be above zero"));
+            }
+            adj / cl
+        }
+        _ => 1.0,
+    };
+    Bar::new(symbol, opts.timeframe, t, o * factor, h * factor, l * factor, cl * factor, v / factor)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,42 @@
+//! Domain types shared by every layer: symbols, timeframes, bars, decimal money, order ids and the order
+//! lifecycle. Nothing here knows about serde wire formats of any broker; `alpaca::parse` converts into
+//! these types once.
+
+mod bar;
+mod ids;
+mod money;
+mod order;
+mod symbol;
+mod timeframe;
+
+pub use bar::{Bar, BarError};
+pub use ids::{ClientOrderId, IdError, OrderId};
+pub use money::{MoneyError, Price, Qty};
+pub use order::{OrderEvent, OrderStatus, TransitionError};
+pub use symbol::{Symbol, SymbolError};
+pub use timeframe::{Timeframe, TimeframeError};
+
+use serde::{Deserialize, Serialize};
+
+/// Direction of an order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Buy,
+    Sell,
+}
+
+impl Side {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Buy => "buy",
+            Side::Sell => "sell",
+        }
+    }
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

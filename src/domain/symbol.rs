@@ -1,0 +1,95 @@
+//! `Symbol`: a checked ticker (stocks `AAPL`, `BRK.B`; crypto pairs `BTC/USD`).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A ticker symbol: 1 to 15 characters of `A-Z`, `0-9`, `.`, `/` and `-`, starting with a letter or digit.
+/// Lower-case input is upper-cased, so `aapl` and `AAPL` are the same symbol.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Symbol(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SymbolError {
+    #[error("symbol is empty")]
+    Empty,
+    #[error("symbol {0:?} is longer than 15 characters")]
+    TooLong(String),
+    #[error("symbol {0:?} has a character outside A-Z, 0-9, '.', '/', '-'")]
+    BadChar(String),
+}
+
+impl Symbol {
+    pub const MAX_LEN: usize = 15;
+
+    pub fn new(raw: &str) -> Result<Self, SymbolError> {
+        let s = raw.trim().to_ascii_uppercase();
+        if s.is_empty() {
+            return Err(SymbolError::Empty);
+        }
+        if s.len() > Self::MAX_LEN {
+            return Err(SymbolError::TooLong(s));
+        }
+        let first_ok = s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+        if !first_ok || !s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '-')) {
+            return Err(SymbolError::BadChar(raw.to_string()));
+        }
+        Ok(Symbol(s))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Crypto pairs (`BTC/USD`) trade around the clock; stocks follow the exchange calendar.
+    pub fn is_crypto(&self) -> bool {
+        self.0.contains('/')
+    }
+}
+
+impl TryFrom<String> for Symbol {
+    type Error = SymbolError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Symbol::new(&s)
+    }
+}
+
+impl From<Symbol> for String {
+    fn from(s: Symbol) -> String {
+        s.0
+    }
+}
+
+impl std::str::FromStr for Symbol {
+    type Err = SymbolError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Symbol::new(s)
+    }
+}
+
+impl fmt::Display for Symbol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_stocks_and_crypto_and_uppercases() {
+        assert_eq!(Symbol::new("aapl").unwrap().as_str(), "AAPL");
+        assert_eq!(Symbol::new("BRK.B").unwrap().as_str(), "BRK.B");
+        assert!(Symbol::new("BTC/USD").unwrap().is_crypto());
+        assert!(!Symbol::new("MSFT").unwrap().is_crypto());
+    }
+
+    #[test]
+    fn rejects_bad_symbols() {
+        assert_eq!(Symbol::new(" "), Err(SymbolError::Empty));
+        assert!(matches!(Symbol::new("ABCDEFGHIJKLMNOP"), Err(SymbolError::TooLong(_))));
+        assert!(matches!(Symbol::new("AA PL"), Err(SymbolError::BadChar(_))));
+        assert!(matches!(Symbol::new("/USD"), Err(SymbolError::BadChar(_))));
+    }
+}

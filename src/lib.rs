@@ -1,0 +1,25 @@
+//! tradebot: a trading daemon for people who trade with machine-learning models on their own machine.
+//!
+//! How data flows (modules in brackets; the ones marked * land in later versions):
+//!
+//! ```text
+//!  CSV / Alpaca REST ─► [data] import ─► [store] sled trees (bars, orders, fills, ...)
+//!  Alpaca WS* / replay ─► MarketFeed* ─► Engine::process(Event) -> Vec<Command>*
+//!                                           features* ─► policy (ort)* ─► risk* ─► OMS* ─► broker*
+//! ```
+//!
+//! - [`domain`]: symbols, timeframes, bars, decimal money, order ids, the order lifecycle table.
+//! - [`config`]: the TOML file parsed once into checked values; `Secret` for API keys.
+//! - [`store`]: sled, typed trees, time-ordered keys, the durability rule, one owner at a time.
+//! - [`data`]: CSV import with split adjustment and line-numbered bad rows.
+//! - [`native`]: ONNX Runtime and libtorch discovery and loading.
+//! - [`logging`]: journald when under systemd, readable stderr otherwise.
+//! - [`cli`]: the commands of the `tradebot` binary.
+
+pub mod cli;
+pub mod config;
+pub mod data;
+pub mod domain;
+pub mod logging;
+pub mod native;
+pub mod store;

@@ -1,0 +1,143 @@
+//! The `tradebot` binary end to end: config check and its exit codes, secrets never printed, data import
+//! and show across the AAPL split, the live gate, and the store lock.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tradebot(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tradebot"));
+    c.args(args).current_dir(root()).env_remove("RUST_LOG").env_remove("TRADEBOT_CONFIG");
+    c.env_remove("APCA_API_KEY_ID").env_remove("APCA_API_SECRET_KEY").env_remove("CREDENTIALS_DIRECTORY");
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().expect("tradebot runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// A copy of the demo config with its state under `dir`, and extra lines appended.
+fn config_in(dir: &Path, extra_top: &str, extra_end: &str) -> PathBuf {
+    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
+    let demo =
+        demo.replace("state_dir = \"./var\"", &format!("state_dir = {:?}", dir.join("state").display().to_string()));
+    let p = dir.join("t.toml");
+    std::fs::write(&p, format!("{extra_top}\n{demo}\n{extra_end}")).unwrap();
+    p
+}
+
+#[test]
+fn config_check_passes_on_the_demo_and_masks_secrets() {
+    let secret = "SUPERSECRET-7f3a9c";
+    let o = tradebot(
+        &["config", "check", "config/tradebot.toml"],
+        &[("APCA_API_KEY_ID", "PKKEYID-0042"), ("APCA_API_SECRET_KEY", secret), ("RUST_LOG", "trace")],
+    );
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("trading_url = \"https://paper-api.alpaca.markets/\""), "{out}");
+    assert!(out.contains("Alpaca keys: found in environment"), "{out}");
+    assert!(!out.contains(secret) && !out.contains("PKKEYID-0042"), "a secret leaked:\n{out}");
+}
+
+#[test]
+fn out_of_range_config_exits_78_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = config_in(dir.path(), "", "");
+    let bad = std::fs::read_to_string(&p).unwrap().replace("max_position_pct = 0.4", "max_position_pct = 1.5");
+    std::fs::write(&p, bad).unwrap();
+    let o = tradebot(&["config", "check", p.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{}: risk.max_position_pct = 1.5: must be in (0, 1]", p.display())), "{err}");
+}
+
+#[test]
+fn import_then_show_has_no_split_jump() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let cfg = cfg.to_str().unwrap();
+    let o = tradebot(&["data", "import", "data/stocks-daily-2000-2013.csv.gz", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("AAPL: 3270 bars"), "{}", text(&o));
+    let o = tradebot(
+        &["data", "show", "AAPL", "--from", "2005-02-24", "--to", "2005-03-02", "--json", "--config", cfg],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let days: Vec<&str> = rows.iter().map(|r| &r["t"].as_str().unwrap()[..10]).collect();
+    assert_eq!(days, ["2005-02-24", "2005-02-25", "2005-02-28", "2005-03-01", "2005-03-02"]);
+    for w in rows.windows(2) {
+        let change = w[1]["c"].as_f64().unwrap() / w[0]["c"].as_f64().unwrap() - 1.0;
+        assert!(change.abs() < 0.05, "jump of {change} between {} and {}", w[0]["t"], w[1]["t"]);
+        for k in ["o", "h", "l", "c", "v"] {
+            assert!(w[1][k].is_number(), "{k} missing");
+        }
+    }
+}
+
+#[test]
+fn bad_rows_exit_65_with_line_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let csv = dir.path().join("x.csv");
+    std::fs::write(&csv, "Date,Open,High,Low,Close,Volume\n2020-01-02,1,2,0.5,1.5,10\n2020-01-03,1,2,0.5,NaN,10\n")
+        .unwrap();
+    let o =
+        tradebot(&["data", "import", csv.to_str().unwrap(), "--symbol", "XYZ", "--config", cfg.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(65), "{}", text(&o));
+    assert!(text(&o).contains("x.csv:3: close is NaN"), "{}", text(&o));
+    assert!(text(&o).contains("XYZ: 1 bars"), "{}", text(&o));
+}
+
+#[test]
+fn live_gate_needs_both_config_and_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let paper = config_in(dir.path(), "", "");
+    let o = tradebot(&["run", "--config", paper.to_str().unwrap(), "--live"], &[]);
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    assert!(text(&o).contains("--live was given but mode = \"paper\""), "{}", text(&o));
+
+    let live_text = std::fs::read_to_string(root().join("config/alpaca-live.toml.example")).unwrap();
+    let live = dir.path().join("live.toml");
+    std::fs::write(&live, live_text.replace("/var/lib/tradebot", &dir.path().join("s").display().to_string())).unwrap();
+    let o = tradebot(&["run", "--config", live.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    assert!(text(&o).contains("add --live to the command line"), "{}", text(&o));
+}
+
+#[test]
+fn a_held_store_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let _held = tradebot::store::Store::open(&dir.path().join("state")).unwrap();
+    let started = std::time::Instant::now();
+    let o = tradebot(
+        &["data", "show", "AAPL", "--from", "2005-01-01", "--to", "2005-01-10", "--config", cfg.to_str().unwrap()],
+        &[],
+    );
+    assert!(started.elapsed().as_secs() < 10);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("in use by another tradebot process"), "{}", text(&o));
+}
+
+#[test]
+fn run_replays_the_demo_window_and_summarises() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let o = tradebot(&["run", "--config", cfg.to_str().unwrap()], &[]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    for sym in ["AAPL", "MSFT", "IBM"] {
+        let line = out.lines().find(|l| l.starts_with(sym)).unwrap_or_else(|| panic!("no {sym} line in {out}"));
+        assert!(line.contains("2004-01-02") && line.contains("2013-03-01"), "{line}");
+    }
+}
