@@ -13,6 +13,7 @@
 //! - [`store`]: sled, typed trees, time-ordered keys, the durability rule, one owner at a time.
 //! - [`data`]: CSV import with split adjustment and line-numbered bad rows.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
+//! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
 //! - [`logging`]: journald when under systemd, readable stderr otherwise.
 //! - [`cli`]: the commands of the `tradebot` binary.
 
@@ -22,4 +23,5 @@ pub mod data;
 pub mod domain;
 pub mod logging;
 pub mod native;
+pub mod onnx;
 pub mod store;
