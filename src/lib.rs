@@ -14,6 +14,7 @@
 //! - [`data`]: CSV import with split adjustment and line-numbered bad rows.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
+//! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
 //! - [`logging`]: journald when under systemd, readable stderr otherwise.
 //! - [`cli`]: the commands of the `tradebot` binary.
 
@@ -24,4 +25,6 @@ pub mod domain;
 pub mod logging;
 pub mod native;
 pub mod onnx;
+#[cfg(feature = "train")]
+pub mod rl;
 pub mod store;

@@ -1,0 +1,99 @@
+//! PPO hyper-parameters. Every value comes from here (and from the config file through it); the trainer
+//! has no constants of its own.
+
+use crate::onnx::Activation;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PpoConfig {
+    /// Hidden layer sizes of both the actor and the critic.
+    pub hidden: Vec<i64>,
+    pub activation: Activation,
+    /// Rollout length per environment per update.
+    pub n_steps: usize,
+    pub batch_size: usize,
+    pub n_epochs: usize,
+    pub learning_rate: f64,
+    /// Linear annealing of the learning rate to 0 over the run.
+    pub anneal_lr: bool,
+    pub gamma: f64,
+    pub gae_lambda: f64,
+    pub clip_range: f64,
+    /// Clipping of the value update around the rollout's values; `None` disables it.
+    pub clip_range_vf: Option<f64>,
+    pub ent_coef: f64,
+    pub vf_coef: f64,
+    pub max_grad_norm: f64,
+    /// Stop an update's epochs early when the approximate KL exceeds 1.5 × this.
+    pub target_kl: Option<f64>,
+    pub log_std_init: f64,
+    /// Bounds on the state-independent log standard deviation (they bound the entropy bonus's reach).
+    pub log_std_min: f64,
+    pub log_std_max: f64,
+    pub normalize_obs: bool,
+    pub obs_clip: f64,
+    pub normalize_advantage: bool,
+    pub seed: u64,
+    /// Mixed precision (bf16 autocast) for the forward passes on CUDA; ignored on CPU.
+    pub mixed_precision: bool,
+}
+
+impl Default for PpoConfig {
+    fn default() -> Self {
+        PpoConfig {
+            hidden: vec![256, 256],
+            activation: Activation::Tanh,
+            n_steps: 256,
+            batch_size: 256,
+            n_epochs: 10,
+            learning_rate: 3e-4,
+            anneal_lr: true,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            clip_range: 0.2,
+            clip_range_vf: Some(0.2),
+            ent_coef: 0.0,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            target_kl: None,
+            log_std_init: 0.0,
+            log_std_min: -5.0,
+            log_std_max: 2.0,
+            normalize_obs: true,
+            obs_clip: 10.0,
+            normalize_advantage: true,
+            seed: 0,
+            mixed_precision: false,
+        }
+    }
+}
+
+impl PpoConfig {
+    /// The network size the reports this project grew from used: [2048, 1024, 512].
+    pub fn large() -> Self {
+        PpoConfig { hidden: vec![2048, 1024, 512], ..Default::default() }
+    }
+
+    /// Checks ranges; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let checks: [(&str, bool); 12] = [
+            ("ppo.hidden: every size must be at least 1", self.hidden.iter().all(|h| *h >= 1)),
+            ("ppo.n_steps must be at least 1", self.n_steps >= 1),
+            ("ppo.batch_size must be at least 2", self.batch_size >= 2),
+            ("ppo.n_epochs must be at least 1", self.n_epochs >= 1),
+            ("ppo.learning_rate must be in (0, 1)", self.learning_rate > 0.0 && self.learning_rate < 1.0),
+            ("ppo.gamma must be in (0, 1]", self.gamma > 0.0 && self.gamma <= 1.0),
+            ("ppo.gae_lambda must be in [0, 1]", (0.0..=1.0).contains(&self.gae_lambda)),
+            ("ppo.clip_range must be in (0, 1)", self.clip_range > 0.0 && self.clip_range < 1.0),
+            ("ppo.max_grad_norm must be above 0", self.max_grad_norm > 0.0),
+            ("ppo.log_std_min must be below ppo.log_std_max", self.log_std_min < self.log_std_max),
+            ("ppo.ent_coef and ppo.vf_coef must not be negative", self.ent_coef >= 0.0 && self.vf_coef >= 0.0),
+            ("ppo.obs_clip must be above 0", self.obs_clip > 0.0),
+        ];
+        match checks.iter().find(|(_, ok)| !ok) {
+            Some((msg, _)) => Err(msg.to_string()),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! PPO on a `VecEnv`, with the rollout buffers on the training device.
+//!
+//! Per update: roll out `n_steps` × E transitions under `no_grad` (observations normalised with running
+//! statistics, Gaussian actions sampled on the device); compute GAE(λ) advantages backwards in time;
+//! then `n_epochs` passes of shuffled minibatches minimising the clipped surrogate, the (optionally
+//! clipped) value loss and the negative entropy bonus, with advantage normalisation per minibatch,
+//! global gradient-norm clipping and Adam with linear learning-rate annealing; an optional target-KL
+//! check ends the epochs early. On CPU a run is deterministic for a given seed.
+
+pub mod config;
+pub mod model;
+pub mod normalizer;
+
+pub use config::PpoConfig;
+pub use model::ActorCritic;
+pub use normalizer::RunningNorm;
+
+use super::VecEnv;
+use crate::onnx::mlp::{MlpPolicy, ObsNorm};
+use std::collections::VecDeque;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PpoError {
+    #[error("invalid PPO configuration: {0}")]
+    Config(String),
+    #[error("the environment has {env} {what} but the policy expects {policy}")]
+    Shape { what: &'static str, env: usize, policy: usize },
+    #[error("training diverged: {0} is not finite at update {1}")]
+    Diverged(&'static str, u64),
+    #[error(transparent)]
+    Torch(#[from] tch::TchError),
+}
+
+/// What one update did, for progress bars, JSON lines and tests.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UpdateStats {
+    pub update: u64,
+    pub env_steps: u64,
+    pub steps_per_sec: f64,
+    /// Mean return of the last (up to) 20 finished episodes.
+    pub mean_return: Option<f64>,
+    pub episodes: u64,
+    pub approx_kl: f64,
+    pub clip_fraction: f64,
+    pub explained_variance: f64,
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub learning_rate: f64,
+    pub epochs_run: usize,
+}
+
+pub struct Ppo {
+    pub cfg: PpoConfig,
+    pub vs: nn::VarStore,
+    pub model: ActorCritic,
+    pub norm: RunningNorm,
+    opt: nn::Optimizer,
+    obs_dim: usize,
+    act_dim: usize,
+    pub env_steps: u64,
+    pub updates: u64,
+    recent: VecDeque<f64>,
+    episodes: u64,
+}
+
+/// The rollout of one update, `[T, E, ...]`, on the training device.
+struct Rollout {
+    obs: Tensor,
+    actions: Tensor,
+    log_probs: Tensor,
+    values: Tensor,
+    rewards: Tensor,
+    dones: Tensor,
+    last_value: Tensor,
+}
+
+fn scalar(t: &Tensor) -> f64 {
+    t.double_value(&[])
+}
+
+impl Ppo {
+    pub fn new(cfg: PpoConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Ppo, PpoError> {
+        cfg.validate().map_err(PpoError::Config)?;
+        tch::manual_seed(cfg.seed as i64);
+        let vs = nn::VarStore::new(device);
+        let model = ActorCritic::new(&vs.root(), obs_dim, act_dim, &cfg);
+        let norm = RunningNorm::new(&(vs.root() / "obs_norm"), obs_dim, cfg.obs_clip);
+        let opt = nn::Adam { eps: 1e-5, ..Default::default() }.build(&vs, cfg.learning_rate)?;
+        Ok(Ppo {
+            cfg,
+            vs,
+            model,
+            norm,
+            opt,
+            obs_dim,
+            act_dim,
+            env_steps: 0,
+            updates: 0,
+            recent: VecDeque::new(),
+            episodes: 0,
+        })
+    }
+
+    pub fn device(&self) -> Device {
+        self.vs.device()
+    }
+
+    fn amp(&self) -> bool {
+        self.cfg.mixed_precision && self.device().is_cuda()
+    }
+
+    fn observe(&mut self, raw: &Tensor) -> Tensor {
+        let raw = raw.to_device(self.device()).to_kind(Kind::Float);
+        if self.cfg.normalize_obs {
+            self.norm.update(&raw);
+            self.norm.normalize(&raw)
+        } else {
+            raw
+        }
+    }
+
+    /// The deterministic action (the mean) for raw observations `[N, obs_dim]`.
+    pub fn act_deterministic(&self, raw: &Tensor) -> Tensor {
+        tch::no_grad(|| {
+            let raw = raw.to_device(self.device()).to_kind(Kind::Float);
+            let x = if self.cfg.normalize_obs { self.norm.normalize(&raw) } else { raw };
+            self.model.mean(&x)
+        })
+    }
+
+    /// Trains for `total_steps` environment steps (rounded up to whole updates). `on_update` sees every
+    /// update's statistics and returns `false` to stop early.
+    pub fn train<E: VecEnv>(
+        &mut self,
+        env: &mut E,
+        total_steps: u64,
+        mut on_update: impl FnMut(&UpdateStats) -> bool,
+    ) -> Result<(), PpoError> {
+        if env.obs_dim() != self.obs_dim {
+            return Err(PpoError::Shape { what: "observations", env: env.obs_dim(), policy: self.obs_dim });
+        }
+        if env.act_dim() != self.act_dim {
+            return Err(PpoError::Shape { what: "actions", env: env.act_dim(), policy: self.act_dim });
+        }
+        let per_update = (self.cfg.n_steps * env.num_envs()) as u64;
+        let n_updates = total_steps.div_ceil(per_update).max(1);
+        let mut obs = self.observe(&env.reset());
+        for u in 0..n_updates {
+            let started = Instant::now();
+            let lr = if self.cfg.anneal_lr {
+                self.cfg.learning_rate * (1.0 - u as f64 / n_updates as f64)
+            } else {
+                self.cfg.learning_rate
+            };
+            self.opt.set_lr(lr);
+            let (rollout, next_obs) = self.collect(env, obs);
+            obs = next_obs;
+            let mut stats = self.update(&rollout)?;
+            self.updates += 1;
+            self.env_steps += per_update;
+            stats.update = self.updates;
+            stats.env_steps = self.env_steps;
+            stats.learning_rate = lr;
+            stats.steps_per_sec = per_update as f64 / started.elapsed().as_secs_f64().max(1e-9);
+            stats.mean_return =
+                (!self.recent.is_empty()).then(|| self.recent.iter().sum::<f64>() / self.recent.len() as f64);
+            stats.episodes = self.episodes;
+            if !on_update(&stats) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn collect<E: VecEnv>(&mut self, env: &mut E, mut obs: Tensor) -> (Rollout, Tensor) {
+        let t_len = self.cfg.n_steps;
+        let (mut o, mut a, mut lp, mut v, mut r, mut d) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        for _ in 0..t_len {
+            let (action, log_prob, value) = tch::no_grad(|| {
+                tch::autocast(self.amp(), || {
+                    let mean = self.model.mean(&obs).to_kind(Kind::Float);
+                    let action = &mean + self.model.log_std().exp() * mean.randn_like();
+                    let log_prob = self.model.log_prob(&mean, &action);
+                    (action, log_prob, self.model.value(&obs).to_kind(Kind::Float))
+                })
+            });
+            let step = env.step(&action.to_device(env.device()));
+            for ret in &step.finished {
+                self.recent.push_back(*ret);
+                if self.recent.len() > 20 {
+                    self.recent.pop_front();
+                }
+                self.episodes += 1;
+            }
+            o.push(obs);
+            a.push(action);
+            lp.push(log_prob);
+            v.push(value);
+            r.push(step.reward.to_device(self.device()).to_kind(Kind::Float));
+            d.push(step.done.to_device(self.device()).to_kind(Kind::Float));
+            obs = self.observe(&step.obs);
+        }
+        let last_value = tch::no_grad(|| self.model.value(&obs).to_kind(Kind::Float));
+        let rollout = Rollout {
+            obs: Tensor::stack(&o, 0),
+            actions: Tensor::stack(&a, 0),
+            log_probs: Tensor::stack(&lp, 0),
+            values: Tensor::stack(&v, 0),
+            rewards: Tensor::stack(&r, 0),
+            dones: Tensor::stack(&d, 0),
+            last_value,
+        };
+        (rollout, obs)
+    }
+
+    /// GAE(λ): advantages `[T, E]`, computed backwards on the device.
+    fn advantages(&self, ro: &Rollout) -> Tensor {
+        let t_len = ro.rewards.size()[0];
+        let (gamma, lambda) = (self.cfg.gamma, self.cfg.gae_lambda);
+        let mut adv = Vec::with_capacity(t_len as usize);
+        let mut last = ro.last_value.zeros_like();
+        for t in (0..t_len).rev() {
+            let not_done = 1.0 - ro.dones.get(t);
+            let next_value = if t + 1 == t_len { ro.last_value.shallow_clone() } else { ro.values.get(t + 1) };
+            let delta = ro.rewards.get(t) + &next_value * gamma * &not_done - ro.values.get(t);
+            last = delta + &last * (gamma * lambda) * &not_done;
+            adv.push(last.shallow_clone());
+        }
+        adv.reverse();
+        Tensor::stack(&adv, 0)
+    }
+
+    fn update(&mut self, ro: &Rollout) -> Result<UpdateStats, PpoError> {
+        let adv = tch::no_grad(|| self.advantages(ro));
+        let returns = &adv + &ro.values;
+        let n = adv.numel() as i64;
+        let flat = |t: &Tensor| t.reshape([n, -1]);
+        let (obs, actions) = (flat(&ro.obs), flat(&ro.actions));
+        let (old_lp, old_v, adv, returns) =
+            (ro.log_probs.reshape([n]), ro.values.reshape([n]), adv.reshape([n]), returns.reshape([n]));
+        let (mut kl_sum, mut clip_sum, mut pl_sum, mut vl_sum, mut batches, mut epochs_run) =
+            (0.0, 0.0, 0.0, 0.0, 0usize, 0);
+        let bs = self.cfg.batch_size.min(n as usize) as i64;
+        'epochs: for _ in 0..self.cfg.n_epochs {
+            epochs_run += 1;
+            let perm = Tensor::randperm(n, (Kind::Int64, self.device()));
+            let mut epoch_kl = 0.0;
+            let mut epoch_batches = 0;
+            for start in (0..n).step_by(bs as usize) {
+                let idx = perm.narrow(0, start, bs.min(n - start));
+                let (o, a) = (obs.index_select(0, &idx), actions.index_select(0, &idx));
+                let (olp, ov, ret) =
+                    (old_lp.index_select(0, &idx), old_v.index_select(0, &idx), returns.index_select(0, &idx));
+                let mut ad = adv.index_select(0, &idx);
+                if self.cfg.normalize_advantage && ad.numel() > 1 {
+                    ad = (&ad - ad.mean(Kind::Float)) / (ad.std(true) + 1e-8);
+                }
+                let (mean, value) = tch::autocast(self.amp(), || (self.model.mean(&o), self.model.value(&o)));
+                let (mean, value) = (mean.to_kind(Kind::Float), value.to_kind(Kind::Float));
+                let log_ratio = self.model.log_prob(&mean, &a) - &olp;
+                let ratio = log_ratio.exp();
+                let clip = self.cfg.clip_range;
+                let pg = -(&ratio * &ad).min_other(&(ratio.clamp(1.0 - clip, 1.0 + clip) * &ad)).mean(Kind::Float);
+                let vl = match self.cfg.clip_range_vf {
+                    Some(c) => {
+                        let clipped = &ov + (&value - &ov).clamp(-c, c);
+                        (&value - &ret).square().max_other(&(clipped - &ret).square()).mean(Kind::Float) * 0.5
+                    }
+                    None => (&value - &ret).square().mean(Kind::Float) * 0.5,
+                };
+                let entropy = self.model.entropy();
+                let loss = &pg + &vl * self.cfg.vf_coef - &entropy * self.cfg.ent_coef;
+                let loss_v = scalar(&loss);
+                if !loss_v.is_finite() {
+                    return Err(PpoError::Diverged("loss", self.updates + 1));
+                }
+                self.opt.zero_grad();
+                loss.backward();
+                self.opt.clip_grad_norm(self.cfg.max_grad_norm);
+                self.opt.step();
+                let (kl, cf) = tch::no_grad(|| {
+                    let kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
+                    let cf = (&ratio - 1.0).abs().gt(clip).to_kind(Kind::Float).mean(Kind::Float);
+                    (scalar(&kl), scalar(&cf))
+                });
+                kl_sum += kl;
+                clip_sum += cf;
+                pl_sum += scalar(&pg);
+                vl_sum += scalar(&vl);
+                batches += 1;
+                epoch_kl += kl;
+                epoch_batches += 1;
+            }
+            if let Some(target) = self.cfg.target_kl
+                && epoch_kl / epoch_batches.max(1) as f64 > 1.5 * target
+            {
+                break 'epochs;
+            }
+        }
+        let b = batches.max(1) as f64;
+        let var_ret = scalar(&returns.var(false));
+        let explained_variance =
+            if var_ret > 0.0 { 1.0 - scalar(&(&returns - &old_v).var(false)) / var_ret } else { 0.0 };
+        Ok(UpdateStats {
+            update: 0,
+            env_steps: 0,
+            steps_per_sec: 0.0,
+            mean_return: None,
+            episodes: 0,
+            approx_kl: kl_sum / b,
+            clip_fraction: clip_sum / b,
+            explained_variance,
+            policy_loss: pl_sum / b,
+            value_loss: vl_sum / b,
+            entropy: scalar(&self.model.entropy()),
+            learning_rate: 0.0,
+            epochs_run,
+        })
+    }
+
+    /// The deterministic policy as plain weights for the ONNX writer, normalisation included.
+    pub fn export_policy(&self, action_clip: Option<f32>) -> Result<MlpPolicy, PpoError> {
+        let (hidden, head) = self.model.policy_layers()?;
+        let to_vec = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).contiguous());
+        let norm = if self.cfg.normalize_obs {
+            Some(ObsNorm {
+                mean: to_vec(&self.norm.mean)?,
+                var: to_vec(&self.norm.var)?,
+                eps: self.norm.eps as f32,
+                clip: self.norm.clip as f32,
+            })
+        } else {
+            None
+        };
+        Ok(MlpPolicy { norm, hidden, activation: self.model.activation(), head, action_clip })
+    }
+}
+
+#[cfg(test)]
+mod tests;
