@@ -15,6 +15,7 @@
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
 //! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
+//! - [`lstm`] (feature `train`): the LSTM direction classifier: device-resident dataset, training, metrics.
 //! - [`logging`]: journald when under systemd, readable stderr otherwise.
 //! - [`cli`]: the commands of the `tradebot` binary.
 
@@ -23,6 +24,8 @@ pub mod config;
 pub mod data;
 pub mod domain;
 pub mod logging;
+#[cfg(feature = "train")]
+pub mod lstm;
 pub mod native;
 pub mod onnx;
 #[cfg(feature = "train")]

@@ -1,0 +1,133 @@
+//! The direction classifier: an LSTM over the fast window, an LSTM over the slow window (cuDNN on CUDA),
+//! a dense branch over the context vector, and a dense head producing 3 logits (down, flat, up).
+//! Variables live under `fast/`, `slow/`, `ctx/` and `head/`, so checkpoint keys are stable.
+
+use super::LstmConfig;
+use crate::onnx::lstm::{LstmClassifier, LstmLayer};
+use crate::onnx::{Activation, Dense};
+use tch::{Kind, Tensor, nn, nn::Module, nn::RNN};
+
+pub struct LstmNet {
+    fast: nn::LSTM,
+    slow: nn::LSTM,
+    ctx: Vec<nn::Linear>,
+    head: Vec<nn::Linear>,
+    activation: Activation,
+    pub dims: NetDims,
+}
+
+/// Input sizes and window lengths.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct NetDims {
+    pub fast_dim: usize,
+    pub fast_len: usize,
+    pub slow_dim: usize,
+    pub slow_len: usize,
+    pub context_dim: usize,
+}
+
+fn rnn_cfg() -> nn::RNNConfig {
+    nn::RNNConfig { batch_first: true, ..Default::default() }
+}
+
+impl LstmNet {
+    pub fn new(vs: &nn::Path, dims: NetDims, cfg: &LstmConfig) -> Self {
+        let fast = nn::lstm(vs / "fast", dims.fast_dim as i64, cfg.fast_hidden, rnn_cfg());
+        let slow = nn::lstm(vs / "slow", dims.slow_dim as i64, cfg.slow_hidden, rnn_cfg());
+        let mut ctx = Vec::new();
+        let mut d = dims.context_dim as i64;
+        for (i, &h) in cfg.context_hidden.iter().enumerate() {
+            ctx.push(nn::linear(vs / "ctx" / format!("l{i}"), d, h, Default::default()));
+            d = h;
+        }
+        let mut head = Vec::new();
+        let mut hd = cfg.fast_hidden + cfg.slow_hidden + d;
+        for (i, &h) in cfg.head_hidden.iter().chain(std::iter::once(&3)).enumerate() {
+            head.push(nn::linear(vs / "head" / format!("l{i}"), hd, h, Default::default()));
+            hd = h;
+        }
+        LstmNet { fast, slow, ctx, head, activation: cfg.activation, dims }
+    }
+
+    fn act(&self, x: Tensor) -> Tensor {
+        match self.activation {
+            Activation::Tanh => x.tanh(),
+            Activation::Relu => x.relu(),
+        }
+    }
+
+    /// Logits `[B, 3]` from `fast` `[B, F, nf]`, `slow` `[B, S, ns]`, `context` `[B, nc]`.
+    pub fn forward(&self, fast: &Tensor, slow: &Tensor, context: &Tensor) -> Tensor {
+        let hf = self.fast.seq(fast).1.h().squeeze_dim(0);
+        let hs = self.slow.seq(slow).1.h().squeeze_dim(0);
+        let mut c = context.shallow_clone();
+        for l in &self.ctx {
+            c = self.act(l.forward(&c));
+        }
+        let kind = hf.kind();
+        let mut z = Tensor::cat(&[hf, hs, c.to_kind(kind)], 1);
+        let last = self.head.len() - 1;
+        for (i, l) in self.head.iter().enumerate() {
+            z = l.forward(&z);
+            if i < last {
+                z = self.act(z);
+            }
+        }
+        z
+    }
+
+    /// Class probabilities `[B, 3]`.
+    pub fn probs(&self, fast: &Tensor, slow: &Tensor, context: &Tensor) -> Tensor {
+        self.forward(fast, slow, context).to_kind(Kind::Float).softmax(-1, Kind::Float)
+    }
+
+    /// The weights as plain arrays for the ONNX writer (PyTorch layout and gate order).
+    pub fn export(&self, vs: &nn::VarStore) -> Result<LstmClassifier, tch::TchError> {
+        let vars = vs.variables();
+        let get = |name: &str| -> Result<Vec<f32>, tch::TchError> {
+            let t = vars.get(name).ok_or_else(|| tch::TchError::FileFormat(format!("no variable {name}")))?;
+            Vec::<f32>::try_from(t.to_device(tch::Device::Cpu).to_kind(Kind::Float).contiguous().reshape([-1]))
+        };
+        let layer = |p: &str, input: usize, hidden: i64| -> Result<LstmLayer, tch::TchError> {
+            Ok(LstmLayer {
+                input_size: input,
+                hidden: hidden as usize,
+                w_ih: get(&format!("{p}.weight_ih_l0"))?,
+                w_hh: get(&format!("{p}.weight_hh_l0"))?,
+                b_ih: get(&format!("{p}.bias_ih_l0"))?,
+                b_hh: get(&format!("{p}.bias_hh_l0"))?,
+            })
+        };
+        let dense = |l: &nn::Linear, name: &str| -> Result<Dense, tch::TchError> {
+            let size = l.ws.size();
+            Ok(Dense {
+                in_dim: size[1] as usize,
+                out_dim: size[0] as usize,
+                weight: get(&format!("{name}.weight"))?,
+                bias: get(&format!("{name}.bias"))?,
+            })
+        };
+        let fast_hidden = vars.get("fast.weight_hh_l0").map(|t| t.size()[1]).unwrap_or(0);
+        let slow_hidden = vars.get("slow.weight_hh_l0").map(|t| t.size()[1]).unwrap_or(0);
+        Ok(LstmClassifier {
+            fast: layer("fast", self.dims.fast_dim, fast_hidden)?,
+            fast_len: self.dims.fast_len,
+            slow: layer("slow", self.dims.slow_dim, slow_hidden)?,
+            slow_len: self.dims.slow_len,
+            context: self
+                .ctx
+                .iter()
+                .enumerate()
+                .map(|(i, l)| dense(l, &format!("ctx.l{i}")))
+                .collect::<Result<_, _>>()?,
+            context_dim: self.dims.context_dim,
+            head: self
+                .head
+                .iter()
+                .enumerate()
+                .map(|(i, l)| dense(l, &format!("head.l{i}")))
+                .collect::<Result<_, _>>()?,
+            activation: self.activation,
+        })
+    }
+}

@@ -1,0 +1,235 @@
+//! The training loop: shuffled minibatches gathered on the device, class-weighted cross-entropy, AdamW;
+//! after each epoch the validation loss, accuracy, macro-F1 and MCC; the best weights (by validation
+//! MCC) are kept in memory and on disk, and training stops after `patience` epochs without improvement.
+//! Checkpoints (`last.safetensors`, `best.safetensors`, `state.json`) allow a resume; the optimizer's
+//! moments are not checkpointed and restart from zero on resume.
+
+use super::LstmConfig;
+use super::dataset::WindowDataset;
+use super::metrics::Confusion;
+use super::model::{LstmNet, NetDims};
+use std::path::Path;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LstmError {
+    #[error("invalid LSTM configuration: {0}")]
+    Config(String),
+    #[error("the training split is empty")]
+    EmptyTrain,
+    #[error("training diverged: the loss is not finite at epoch {0}")]
+    Diverged(usize),
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint { path: String, reason: String },
+    #[error(transparent)]
+    Torch(#[from] tch::TchError),
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct EpochStats {
+    pub epoch: usize,
+    pub train_loss: f64,
+    pub val_loss: f64,
+    pub val_accuracy: f64,
+    pub val_macro_f1: f64,
+    pub val_mcc: f64,
+    pub epoch_secs: f64,
+    pub samples_per_sec: f64,
+    pub best_epoch: usize,
+    pub best_mcc: f64,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct State {
+    epoch: usize,
+    best_epoch: usize,
+    best_mcc: f64,
+    dims: NetDims,
+    config: LstmConfig,
+}
+
+/// The best epoch, its validation MCC and a copy of its weights.
+type Best = (usize, f64, Vec<(String, Tensor)>);
+
+pub struct LstmTrainer {
+    pub cfg: LstmConfig,
+    pub vs: nn::VarStore,
+    pub net: LstmNet,
+    opt: nn::Optimizer,
+    pub epoch: usize,
+    best: Option<Best>,
+}
+
+fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
+    tch::no_grad(|| vs.variables().into_iter().map(|(k, t)| (k, t.detach().copy())).collect())
+}
+
+impl LstmTrainer {
+    pub fn new(cfg: LstmConfig, dims: NetDims, device: Device) -> Result<Self, LstmError> {
+        cfg.validate().map_err(LstmError::Config)?;
+        tch::manual_seed(cfg.seed as i64);
+        let vs = nn::VarStore::new(device);
+        let net = LstmNet::new(&vs.root(), dims, &cfg);
+        let opt = nn::AdamW { wd: cfg.weight_decay, ..Default::default() }.build(&vs, cfg.learning_rate)?;
+        Ok(LstmTrainer { cfg, vs, net, opt, epoch: 0, best: None })
+    }
+
+    fn amp(&self) -> bool {
+        self.cfg.mixed_precision && self.vs.device().is_cuda()
+    }
+
+    fn class_weights(&self, ds: &WindowDataset, train: &Tensor) -> Option<Tensor> {
+        if !self.cfg.class_weighted {
+            return None;
+        }
+        let labels = ds.labels.index_select(0, train);
+        let counts = labels.bincount::<Tensor>(None, 3).to_kind(Kind::Float).clamp_min(1.0);
+        let n = labels.size()[0] as f64;
+        Some((counts.reciprocal() * (n / 3.0)).to_device(ds.device()))
+    }
+
+    /// Mean loss and confusion matrix over `idx`, in batches, without gradients.
+    pub fn evaluate(&self, ds: &WindowDataset, idx: &[i64], weights: Option<&Tensor>) -> (f64, Confusion) {
+        let mut conf = Confusion::new(3);
+        let mut loss_sum = 0.0;
+        tch::no_grad(|| {
+            for chunk in idx.chunks(self.cfg.batch_size.max(1)) {
+                let i = Tensor::from_slice(chunk).to_device(ds.device());
+                let b = ds.batch(&i);
+                let logits =
+                    tch::autocast(self.amp(), || self.net.forward(&b.fast, &b.slow, &b.context)).to_kind(Kind::Float);
+                let loss = logits.cross_entropy_loss(&b.labels, weights, tch::Reduction::Mean, -100, 0.0);
+                loss_sum += loss.double_value(&[]) * chunk.len() as f64;
+                let pred = Vec::<i64>::try_from(logits.argmax(-1, false).to_device(Device::Cpu)).unwrap_or_default();
+                let actual = Vec::<i64>::try_from(b.labels.to_device(Device::Cpu)).unwrap_or_default();
+                for (a, p) in actual.iter().zip(&pred) {
+                    conf.m[*a as usize][*p as usize] += 1;
+                }
+            }
+        });
+        (loss_sum / idx.len().max(1) as f64, conf)
+    }
+
+    /// Trains until `max_epochs`, early stopping, or `on_epoch` returning false; then restores the best
+    /// weights. Returns the statistics of every epoch run.
+    pub fn fit(
+        &mut self,
+        ds: &WindowDataset,
+        train: &[i64],
+        valid: &[i64],
+        checkpoint_dir: Option<&Path>,
+        mut on_epoch: impl FnMut(&EpochStats) -> bool,
+    ) -> Result<Vec<EpochStats>, LstmError> {
+        if train.is_empty() {
+            return Err(LstmError::EmptyTrain);
+        }
+        let device = ds.device();
+        let train_t = Tensor::from_slice(train).to_device(device);
+        let weights = self.class_weights(ds, &train_t);
+        let mut history = Vec::new();
+        while self.epoch < self.cfg.max_epochs {
+            let started = Instant::now();
+            self.epoch += 1;
+            let perm = train_t.index_select(0, &Tensor::randperm(train.len() as i64, (Kind::Int64, device)));
+            let (mut loss_sum, mut seen) = (0.0, 0usize);
+            for start in (0..train.len()).step_by(self.cfg.batch_size) {
+                let len = self.cfg.batch_size.min(train.len() - start);
+                let b = ds.batch(&perm.narrow(0, start as i64, len as i64));
+                let logits =
+                    tch::autocast(self.amp(), || self.net.forward(&b.fast, &b.slow, &b.context)).to_kind(Kind::Float);
+                let loss = logits.cross_entropy_loss(&b.labels, weights.as_ref(), tch::Reduction::Mean, -100, 0.0);
+                self.opt.backward_step(&loss);
+                loss_sum += loss.double_value(&[]) * len as f64;
+                seen += len;
+            }
+            let train_loss = loss_sum / seen.max(1) as f64;
+            if !train_loss.is_finite() {
+                return Err(LstmError::Diverged(self.epoch));
+            }
+            let (val_loss, conf) = self.evaluate(ds, valid, weights.as_ref());
+            let mcc = conf.mcc();
+            if self.best.as_ref().is_none_or(|(_, m, _)| mcc > *m) {
+                self.best = Some((self.epoch, mcc, snapshot(&self.vs)));
+            }
+            let (best_epoch, best_mcc) = self.best.as_ref().map(|(e, m, _)| (*e, *m)).unwrap_or((0, 0.0));
+            let secs = started.elapsed().as_secs_f64();
+            let stats = EpochStats {
+                epoch: self.epoch,
+                train_loss,
+                val_loss,
+                val_accuracy: conf.accuracy(),
+                val_macro_f1: conf.macro_f1(),
+                val_mcc: mcc,
+                epoch_secs: secs,
+                samples_per_sec: seen as f64 / secs.max(1e-9),
+                best_epoch,
+                best_mcc,
+            };
+            if let Some(dir) = checkpoint_dir {
+                let improved = best_epoch == self.epoch;
+                if improved || self.epoch.is_multiple_of(self.cfg.checkpoint_every) {
+                    self.save_checkpoint(dir, improved)?;
+                }
+            }
+            let go_on = on_epoch(&stats);
+            history.push(stats);
+            if !go_on || self.epoch - best_epoch >= self.cfg.patience {
+                break;
+            }
+        }
+        self.restore_best();
+        Ok(history)
+    }
+
+    /// Puts the best weights seen so far back into the model.
+    pub fn restore_best(&mut self) {
+        let Some((_, _, weights)) = &self.best else { return };
+        let vars = self.vs.variables();
+        tch::no_grad(|| {
+            for (k, w) in weights {
+                if let Some(v) = vars.get(k) {
+                    let mut v = v.shallow_clone();
+                    v.copy_(w);
+                }
+            }
+        });
+    }
+
+    pub fn best(&self) -> Option<(usize, f64)> {
+        self.best.as_ref().map(|(e, m, _)| (*e, *m))
+    }
+
+    fn ck_err(path: &Path, e: impl std::fmt::Display) -> LstmError {
+        LstmError::Checkpoint { path: path.display().to_string(), reason: e.to_string() }
+    }
+
+    /// Writes `last.safetensors` and `state.json`, and `best.safetensors` when `improved`.
+    pub fn save_checkpoint(&self, dir: &Path, improved: bool) -> Result<(), LstmError> {
+        std::fs::create_dir_all(dir).map_err(|e| Self::ck_err(dir, e))?;
+        self.vs.save(dir.join("last.safetensors"))?;
+        if improved {
+            self.vs.save(dir.join("best.safetensors"))?;
+        }
+        let (best_epoch, best_mcc) = self.best().unwrap_or((0, 0.0));
+        let state = State { epoch: self.epoch, best_epoch, best_mcc, dims: self.net.dims, config: self.cfg.clone() };
+        let p = dir.join("state.json");
+        let text = serde_json::to_string_pretty(&state).map_err(|e| Self::ck_err(&p, e))?;
+        std::fs::write(&p, text).map_err(|e| Self::ck_err(&p, e))
+    }
+
+    /// Continues from a checkpoint directory: the last weights, the epoch counter and the best model.
+    pub fn resume(&mut self, dir: &Path) -> Result<(), LstmError> {
+        let p = dir.join("state.json");
+        let text = std::fs::read_to_string(&p).map_err(|e| Self::ck_err(&p, e))?;
+        let state: State = serde_json::from_str(&text).map_err(|e| Self::ck_err(&p, e))?;
+        if state.dims != self.net.dims {
+            return Err(Self::ck_err(&p, format!("was trained on inputs {:?}, not {:?}", state.dims, self.net.dims)));
+        }
+        self.vs.load(dir.join("best.safetensors"))?;
+        self.best = Some((state.best_epoch, state.best_mcc, snapshot(&self.vs)));
+        self.vs.load(dir.join("last.safetensors"))?;
+        self.epoch = state.epoch;
+        Ok(())
+    }
+}
