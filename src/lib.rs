@@ -12,6 +12,7 @@
 //! - [`config`]: the TOML file parsed once into checked values; `Secret` for API keys.
 //! - [`store`]: sled, typed trees, time-ordered keys, the durability rule, one owner at a time.
 //! - [`data`]: CSV import with split adjustment and line-numbered bad rows.
+//! - [`models`]: model manifests and the registry (content-hash ids, verified loads, promote/rollback).
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
 //! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
@@ -26,6 +27,7 @@ pub mod domain;
 pub mod logging;
 #[cfg(feature = "train")]
 pub mod lstm;
+pub mod models;
 pub mod native;
 pub mod onnx;
 #[cfg(feature = "train")]

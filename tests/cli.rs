@@ -141,3 +141,44 @@ fn run_replays_the_demo_window_and_summarises() {
         assert!(line.contains("2004-01-02") && line.contains("2013-03-01"), "{line}");
     }
 }
+
+#[test]
+fn models_commands_promote_and_roll_back() {
+    use tradebot::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let cfg = cfg.to_str().unwrap();
+    let reg = Registry::open(&dir.path().join("state/models")).unwrap();
+    let draft = |kind| Manifest {
+        id: String::new(),
+        kind,
+        created_at: chrono::Utc::now(),
+        features: FeatureRef { version: 1, names: vec!["f".into()] },
+        inputs: vec![],
+        outputs: vec![],
+        symbols: vec![],
+        timeframe: tradebot::domain::Timeframe::DAY1,
+        train_from: None,
+        train_to: None,
+        holdout_from: None,
+        holdout_to: None,
+        metrics: Default::default(),
+        parent: None,
+        state: ModelState::Candidate,
+        onnx_sha256: String::new(),
+    };
+    let a = reg.add(b"model a", draft(ModelKind::Ppo)).unwrap();
+    let b = reg.add(b"model b", draft(ModelKind::Ppo)).unwrap();
+    for id in [&a.id, &b.id] {
+        let o = tradebot(&["models", "promote", id, "--config", cfg], &[]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = tradebot(&["models", "list", "--config", cfg], &[]);
+    let out = text(&o);
+    assert!(out.lines().any(|l| l.starts_with(&b.id) && l.contains("champion")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with(&a.id) && l.contains("retired")), "{out}");
+    let o = tradebot(&["models", "rollback", "ppo", "--config", cfg], &[]);
+    assert!(text(&o).contains(&format!("rolled back: {} is the ppo champion again", a.id)), "{}", text(&o));
+    let o = tradebot(&["models", "show", "ppo-0000000000000000", "--config", cfg], &[]);
+    assert!(!o.status.success() && text(&o).contains("no such model"), "{}", text(&o));
+}

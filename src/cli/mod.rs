@@ -3,6 +3,7 @@
 
 mod data;
 mod doctor;
+mod models;
 mod run;
 
 use crate::config::{Config, ConfigError};
@@ -40,8 +41,44 @@ pub enum Command {
     /// Import and inspect stored market data.
     #[command(subcommand)]
     Data(DataCmd),
+    /// The model registry: list, show, promote, roll back.
+    #[command(subcommand)]
+    Models(ModelsCmd),
     /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
     Doctor {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelsCmd {
+    /// Every model version with its state and metrics.
+    List {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// One model's manifest (its ONNX file's hash is verified).
+    Show {
+        id: String,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Make a model the champion of its kind by hand; the previous champion is retired.
+    Promote {
+        id: String,
+        #[arg(long, default_value = "manual promotion")]
+        reason: String,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Put back the champion that the current one replaced (kind: ppo or lstm).
+    Rollback {
+        kind: String,
+        #[arg(long, default_value = "manual rollback")]
+        reason: String,
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -125,6 +162,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Data(cmd) => data::run(cmd),
+        Command::Models(cmd) => models::run(cmd),
         Command::Doctor { config } => doctor::run(load_config(config)?),
     }
 }

@@ -1,0 +1,62 @@
+//! `tradebot models list|show|promote|rollback`: the model registry under `state_dir/models`.
+
+use super::{ModelsCmd, load_config};
+use crate::models::{ModelKind, Registry};
+use anyhow::Context;
+use std::process::ExitCode;
+
+pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
+    let config_path = match &cmd {
+        ModelsCmd::List { config, .. }
+        | ModelsCmd::Show { config, .. }
+        | ModelsCmd::Promote { config, .. }
+        | ModelsCmd::Rollback { config, .. } => config.clone(),
+    };
+    let config = load_config(config_path)?;
+    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    match cmd {
+        ModelsCmd::List { json, .. } => {
+            let (models, bad) = reg.list()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&models)?);
+            } else {
+                println!("{:<22} {:<5} {:<10} {:<20} metrics", "id", "kind", "state", "created");
+                for m in &models {
+                    let metrics: Vec<String> = m.metrics.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+                    println!(
+                        "{:<22} {:<5} {:<10} {:<20} {}",
+                        m.id,
+                        m.kind.as_str(),
+                        format!("{:?}", m.state).to_lowercase(),
+                        m.created_at.format("%Y-%m-%d %H:%M:%S"),
+                        metrics.join(" ")
+                    );
+                }
+                if models.is_empty() {
+                    println!("(no models in {})", reg.root().display());
+                }
+            }
+            for e in &bad {
+                eprintln!("unreadable: {e}");
+            }
+            Ok(if bad.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        ModelsCmd::Show { id, .. } => {
+            let (m, bytes) = reg.load(&id)?;
+            println!("{}", serde_json::to_string_pretty(&m)?);
+            eprintln!("{}: {} bytes of ONNX, hash verified", m.id, bytes.len());
+            Ok(ExitCode::SUCCESS)
+        }
+        ModelsCmd::Promote { id, reason, .. } => {
+            let m = reg.promote(&id, &reason)?;
+            println!("{} is now the {} champion", m.id, m.kind.as_str());
+            Ok(ExitCode::SUCCESS)
+        }
+        ModelsCmd::Rollback { kind, reason, .. } => {
+            let kind: ModelKind = kind.parse().map_err(anyhow::Error::msg)?;
+            let m = reg.rollback(kind, &reason)?;
+            println!("rolled back: {} is the {} champion again", m.id, m.kind.as_str());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The model manifest: what a model is, what it expects and where it came from. The daemon refuses a
+//! model whose manifest does not match its feature pipeline (`Manifest::check_inputs`).
+
+use crate::domain::{Symbol, Timeframe};
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    Ppo,
+    Lstm,
+}
+
+impl ModelKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelKind::Ppo => "ppo",
+            ModelKind::Lstm => "lstm",
+        }
+    }
+}
+
+impl std::str::FromStr for ModelKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ppo" => Ok(ModelKind::Ppo),
+            "lstm" => Ok(ModelKind::Lstm),
+            _ => Err(format!("model kind {s:?}: use ppo or lstm")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelState {
+    Candidate,
+    Champion,
+    Retired,
+}
+
+/// A named tensor and its shape; `-1` is the batch dimension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorSpec {
+    pub name: String,
+    pub shape: Vec<i64>,
+}
+
+/// The feature pipeline a model was trained on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureRef {
+    pub version: u32,
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// `{kind}-{first 16 hex digits of the ONNX file's SHA-256}`.
+    pub id: String,
+    pub kind: ModelKind,
+    pub created_at: DateTime<Utc>,
+    pub features: FeatureRef,
+    pub inputs: Vec<TensorSpec>,
+    pub outputs: Vec<TensorSpec>,
+    pub symbols: Vec<Symbol>,
+    pub timeframe: Timeframe,
+    pub train_from: Option<NaiveDate>,
+    pub train_to: Option<NaiveDate>,
+    pub holdout_from: Option<NaiveDate>,
+    pub holdout_to: Option<NaiveDate>,
+    #[serde(default)]
+    pub metrics: BTreeMap<String, f64>,
+    pub parent: Option<String>,
+    pub state: ModelState,
+    /// SHA-256 of `model.onnx`, checked at every load.
+    pub onnx_sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MismatchError {
+    #[error(
+        "model {id} was trained on feature version {model}, the pipeline runs version {pipeline}: retrain it or run the matching tradebot"
+    )]
+    FeatureVersion { id: String, model: u32, pipeline: u32 },
+    #[error("model {id} expects features {model:?}, the pipeline produces {pipeline:?}")]
+    FeatureNames { id: String, model: Vec<String>, pipeline: Vec<String> },
+    #[error("model {id} expects input {name} of shape {model:?}, the pipeline provides {pipeline:?}")]
+    Shape { id: String, name: String, model: Vec<i64>, pipeline: Vec<i64> },
+    #[error("model {id} has no input named {name}")]
+    MissingInput { id: String, name: String },
+    #[error("model {id} trades {model:?}, the config trades {config:?}")]
+    Symbols { id: String, model: Vec<Symbol>, config: Vec<Symbol> },
+}
+
+impl Manifest {
+    /// Refuses a model that does not fit the running pipeline: feature version and names, every input
+    /// the pipeline will feed (name and shape), and the traded symbols.
+    pub fn check_inputs(
+        &self,
+        features: &FeatureRef,
+        inputs: &[TensorSpec],
+        symbols: &[Symbol],
+    ) -> Result<(), MismatchError> {
+        let id = self.id.clone();
+        if self.features.version != features.version {
+            return Err(MismatchError::FeatureVersion { id, model: self.features.version, pipeline: features.version });
+        }
+        if self.features.names != features.names {
+            return Err(MismatchError::FeatureNames {
+                id,
+                model: self.features.names.clone(),
+                pipeline: features.names.clone(),
+            });
+        }
+        for want in inputs {
+            let Some(have) = self.inputs.iter().find(|i| i.name == want.name) else {
+                return Err(MismatchError::MissingInput { id, name: want.name.clone() });
+            };
+            if have.shape != want.shape {
+                return Err(MismatchError::Shape {
+                    id,
+                    name: want.name.clone(),
+                    model: have.shape.clone(),
+                    pipeline: want.shape.clone(),
+                });
+            }
+        }
+        if self.symbols != symbols {
+            return Err(MismatchError::Symbols { id, model: self.symbols.clone(), config: symbols.to_vec() });
+        }
+        Ok(())
+    }
+}

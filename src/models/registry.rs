@@ -1,0 +1,220 @@
+//! The registry: one directory per model version (`<root>/<id>/model.onnx` and `manifest.json`), and a
+//! `history.jsonl` of every promotion and rollback. Writes are atomic (a temporary file or directory
+//! renamed into place), and every load checks the ONNX file against the manifest's SHA-256, so a
+//! truncated or corrupted model is refused by name instead of being run.
+
+use super::manifest::{Manifest, ModelKind, ModelState};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+pub const ONNX_FILE: &str = "model.onnx";
+pub const MANIFEST_FILE: &str = "manifest.json";
+const HISTORY_FILE: &str = "history.jsonl";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("model registry {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("model {id}: no such model in {root} (see `tradebot models list`)")]
+    NotFound { id: String, root: String },
+    #[error("model {id}: manifest {path} is unreadable: {reason}")]
+    BadManifest { id: String, path: String, reason: String },
+    #[error(
+        "model {id}: {path} does not match its manifest (SHA-256 {found}, expected {expected}); the file is corrupt: remove the model directory or restore it"
+    )]
+    Corrupt { id: String, path: String, found: String, expected: String },
+    #[error("no earlier {kind} champion to roll back to")]
+    NoRollback { kind: &'static str },
+}
+
+/// One promotion or rollback, as recorded in `history.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub at: DateTime<Utc>,
+    pub kind: ModelKind,
+    pub action: String,
+    pub promoted: String,
+    pub demoted: Option<String>,
+    pub reason: String,
+}
+
+pub struct Registry {
+    root: PathBuf,
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RegistryError + '_ {
+    move |source| RegistryError::Io { path: path.display().to_string(), source }
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+impl Registry {
+    pub fn open(root: &Path) -> Result<Registry, RegistryError> {
+        std::fs::create_dir_all(root).map_err(io(root))?;
+        Ok(Registry { root: root.to_path_buf() })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn dir(&self, id: &str) -> PathBuf {
+        self.root.join(id)
+    }
+
+    /// Adds a model as a candidate. `draft`'s id, hash and state are filled in here. Adding the same
+    /// bytes twice returns the existing manifest.
+    pub fn add(&self, onnx: &[u8], mut draft: Manifest) -> Result<Manifest, RegistryError> {
+        let sha = sha256_hex(onnx);
+        draft.id = format!("{}-{}", draft.kind.as_str(), &sha[..16]);
+        draft.onnx_sha256 = sha;
+        draft.state = ModelState::Candidate;
+        let dir = self.dir(&draft.id);
+        if dir.join(MANIFEST_FILE).is_file() {
+            return self.get(&draft.id);
+        }
+        let tmp = self.root.join(format!(".tmp-{}-{}", draft.id, std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+        std::fs::write(tmp.join(ONNX_FILE), onnx).map_err(io(&tmp))?;
+        let text = serde_json::to_vec_pretty(&draft).map_err(|e| RegistryError::BadManifest {
+            id: draft.id.clone(),
+            path: tmp.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        std::fs::write(tmp.join(MANIFEST_FILE), text).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
+        Ok(draft)
+    }
+
+    /// The manifest of one model (the ONNX file is not read).
+    pub fn get(&self, id: &str) -> Result<Manifest, RegistryError> {
+        let path = self.dir(id).join(MANIFEST_FILE);
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(RegistryError::NotFound { id: id.to_string(), root: self.root.display().to_string() });
+            }
+            Err(e) => return Err(io(&path)(e)),
+        };
+        serde_json::from_slice(&text).map_err(|e| RegistryError::BadManifest {
+            id: id.to_string(),
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The manifest and the ONNX bytes, verified against the manifest's hash.
+    pub fn load(&self, id: &str) -> Result<(Manifest, Vec<u8>), RegistryError> {
+        let m = self.get(id)?;
+        let path = self.dir(id).join(ONNX_FILE);
+        let bytes = std::fs::read(&path).map_err(io(&path))?;
+        let found = sha256_hex(&bytes);
+        if found != m.onnx_sha256 {
+            return Err(RegistryError::Corrupt {
+                id: id.to_string(),
+                path: path.display().to_string(),
+                found,
+                expected: m.onnx_sha256,
+            });
+        }
+        Ok((m, bytes))
+    }
+
+    /// Every readable model, oldest first, and the errors of the unreadable ones.
+    pub fn list(&self) -> Result<(Vec<Manifest>, Vec<RegistryError>), RegistryError> {
+        let (mut ok, mut bad) = (Vec::new(), Vec::new());
+        for entry in std::fs::read_dir(&self.root).map_err(io(&self.root))? {
+            let entry = entry.map_err(io(&self.root))?;
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') || !entry.path().is_dir() {
+                continue;
+            }
+            match self.get(&name) {
+                Ok(m) => ok.push(m),
+                Err(e) => bad.push(e),
+            }
+        }
+        ok.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        Ok((ok, bad))
+    }
+
+    pub fn champion(&self, kind: ModelKind) -> Result<Option<Manifest>, RegistryError> {
+        Ok(self.list()?.0.into_iter().find(|m| m.kind == kind && m.state == ModelState::Champion))
+    }
+
+    fn set_state(&self, m: &mut Manifest, state: ModelState) -> Result<(), RegistryError> {
+        m.state = state;
+        let path = self.dir(&m.id).join(MANIFEST_FILE);
+        let text = serde_json::to_vec_pretty(m).map_err(|e| RegistryError::BadManifest {
+            id: m.id.clone(),
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        write_atomic(&path, &text)
+    }
+
+    fn record(&self, e: &HistoryEntry) -> Result<(), RegistryError> {
+        use std::io::Write;
+        let path = self.root.join(HISTORY_FILE);
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
+        let line = serde_json::to_string(e).unwrap_or_default();
+        writeln!(f, "{line}").and_then(|_| f.sync_all()).map_err(io(&path))
+    }
+
+    pub fn history(&self) -> Result<Vec<HistoryEntry>, RegistryError> {
+        let path = self.root.join(HISTORY_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(t) => Ok(t.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+
+    fn switch(&self, id: &str, action: &str, reason: &str) -> Result<Manifest, RegistryError> {
+        let (mut new, _) = self.load(id)?;
+        let old = self.champion(new.kind)?;
+        if let Some(mut old) = old.clone().filter(|o| o.id != new.id) {
+            self.set_state(&mut old, ModelState::Retired)?;
+        }
+        self.set_state(&mut new, ModelState::Champion)?;
+        self.record(&HistoryEntry {
+            at: Utc::now(),
+            kind: new.kind,
+            action: action.into(),
+            promoted: new.id.clone(),
+            demoted: old.map(|o| o.id).filter(|o| o != id),
+            reason: reason.into(),
+        })?;
+        Ok(new)
+    }
+
+    /// Makes `id` the champion of its kind; the previous champion is retired. The ONNX file is verified.
+    pub fn promote(&self, id: &str, reason: &str) -> Result<Manifest, RegistryError> {
+        self.switch(id, "promote", reason)
+    }
+
+    /// Puts back the champion that the current one replaced.
+    pub fn rollback(&self, kind: ModelKind, reason: &str) -> Result<Manifest, RegistryError> {
+        let current = self.champion(kind)?.map(|m| m.id);
+        let previous = self
+            .history()?
+            .into_iter()
+            .rev()
+            .find(|e| e.kind == kind && Some(&e.promoted) == current.as_ref() && e.demoted.is_some())
+            .and_then(|e| e.demoted)
+            .ok_or(RegistryError::NoRollback { kind: kind.as_str() })?;
+        self.switch(&previous, "rollback", reason)
+    }
+}

@@ -1,0 +1,92 @@
+use super::*;
+use crate::domain::{Symbol, Timeframe};
+
+fn draft(kind: ModelKind) -> Manifest {
+    Manifest {
+        id: String::new(),
+        kind,
+        created_at: chrono::Utc::now(),
+        features: FeatureRef { version: 1, names: vec!["ret_1".into(), "rsi_14".into()] },
+        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, 7] }],
+        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, 3] }],
+        symbols: vec![Symbol::new("AAPL").unwrap()],
+        timeframe: Timeframe::DAY1,
+        train_from: None,
+        train_to: None,
+        holdout_from: None,
+        holdout_to: None,
+        metrics: Default::default(),
+        parent: None,
+        state: ModelState::Champion,
+        onnx_sha256: String::new(),
+    }
+}
+
+#[test]
+fn add_is_content_addressed_and_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let a = r.add(b"onnx-bytes-a", draft(ModelKind::Ppo)).unwrap();
+    assert!(a.id.starts_with("ppo-") && a.id.len() == 4 + 16, "{}", a.id);
+    assert_eq!(a.state, ModelState::Candidate, "a new model is never champion by itself");
+    assert_eq!(r.add(b"onnx-bytes-a", draft(ModelKind::Ppo)).unwrap().id, a.id);
+    assert_ne!(r.add(b"onnx-bytes-b", draft(ModelKind::Ppo)).unwrap().id, a.id);
+    assert_eq!(r.list().unwrap().0.len(), 2);
+    assert_eq!(r.load(&a.id).unwrap().1, b"onnx-bytes-a");
+}
+
+#[test]
+fn corrupt_model_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let a = r.add(b"good bytes", draft(ModelKind::Lstm)).unwrap();
+    std::fs::write(dir.path().join(&a.id).join(registry::ONNX_FILE), b"good byt").unwrap();
+    let e = r.load(&a.id).unwrap_err();
+    assert!(matches!(e, RegistryError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains(&a.id));
+    assert!(r.promote(&a.id, "test").is_err(), "a corrupt model cannot be promoted");
+    std::fs::write(dir.path().join(&a.id).join(registry::MANIFEST_FILE), b"{").unwrap();
+    let (ok, bad) = r.list().unwrap();
+    assert!(ok.is_empty() && bad.len() == 1, "the bad manifest is reported, not dropped");
+    assert!(matches!(r.get("ppo-nope"), Err(RegistryError::NotFound { .. })));
+}
+
+#[test]
+fn promote_retires_the_old_champion_and_rollback_restores_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let a = r.add(b"a", draft(ModelKind::Ppo)).unwrap();
+    let b = r.add(b"b", draft(ModelKind::Ppo)).unwrap();
+    let l = r.add(b"l", draft(ModelKind::Lstm)).unwrap();
+    assert!(matches!(r.rollback(ModelKind::Ppo, "x"), Err(RegistryError::NoRollback { .. })));
+    r.promote(&a.id, "first").unwrap();
+    r.promote(&l.id, "lstm").unwrap();
+    r.promote(&b.id, "better sharpe").unwrap();
+    assert_eq!(r.champion(ModelKind::Ppo).unwrap().unwrap().id, b.id);
+    assert_eq!(r.get(&a.id).unwrap().state, ModelState::Retired);
+    assert_eq!(r.champion(ModelKind::Lstm).unwrap().unwrap().id, l.id, "kinds are independent");
+    let back = r.rollback(ModelKind::Ppo, "live drawdown").unwrap();
+    assert_eq!(back.id, a.id);
+    assert_eq!(r.get(&b.id).unwrap().state, ModelState::Retired);
+    let h = r.history().unwrap();
+    assert_eq!(h.last().unwrap().action, "rollback");
+    assert_eq!(h.last().unwrap().demoted.as_deref(), Some(b.id.as_str()));
+}
+
+#[test]
+fn manifest_mismatch_is_refused() {
+    let m = Manifest { id: "ppo-x".into(), ..draft(ModelKind::Ppo) };
+    let f = m.features.clone();
+    let sym = m.symbols.clone();
+    let obs = |n| vec![TensorSpec { name: "obs".into(), shape: vec![-1, n] }];
+    assert!(m.check_inputs(&f, &obs(7), &sym).is_ok());
+    assert!(matches!(m.check_inputs(&f, &obs(8), &sym), Err(MismatchError::Shape { .. })));
+    let v2 = FeatureRef { version: 2, ..f.clone() };
+    assert!(matches!(m.check_inputs(&v2, &obs(7), &sym), Err(MismatchError::FeatureVersion { .. })));
+    let renamed = FeatureRef { names: vec!["ret_1".into(), "rsi_7".into()], ..f.clone() };
+    assert!(matches!(m.check_inputs(&renamed, &obs(7), &sym), Err(MismatchError::FeatureNames { .. })));
+    let other = vec![Symbol::new("MSFT").unwrap()];
+    assert!(matches!(m.check_inputs(&f, &obs(7), &other), Err(MismatchError::Symbols { .. })));
+    let missing = vec![TensorSpec { name: "x".into(), shape: vec![-1, 7] }];
+    assert!(matches!(m.check_inputs(&f, &missing, &sym), Err(MismatchError::MissingInput { .. })));
+}
