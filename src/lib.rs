@@ -12,6 +12,8 @@
 //! - [`config`]: the TOML file parsed once into checked values; `Secret` for API keys.
 //! - [`store`]: sled, typed trees, time-ordered keys, the durability rule, one owner at a time.
 //! - [`data`]: CSV import with split adjustment and line-numbered bad rows.
+//! - [`features`]: the versioned feature set, one bar in, one row out; the batch path runs the same state.
+//! - [`env`]: the vectorized trading environment (E envs x A assets) and the one execution rule.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`logging`]: journald when under systemd, readable stderr otherwise.
 //! - [`cli`]: the commands of the `tradebot` binary.
@@ -20,6 +22,8 @@ pub mod cli;
 pub mod config;
 pub mod data;
 pub mod domain;
+pub mod env;
+pub mod features;
 pub mod logging;
 pub mod native;
 pub mod store;

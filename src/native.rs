@@ -117,18 +117,17 @@ pub fn init_onnxruntime(configured: Option<&Path>) -> Result<&'static OnnxRuntim
 pub fn load_torch_cuda() -> bool {
     static LOADED: OnceLock<bool> = OnceLock::new();
     *LOADED.get_or_init(|| {
-        for name in [c"libtorch_cuda.so"] {
-            // SAFETY: dlopen with a valid NUL-terminated name; the handle is deliberately kept open for
-            // the life of the process.
-            let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-            if h.is_null() {
-                // SAFETY: dlerror returns a thread-local C string or null.
-                let err = unsafe { libc::dlerror() };
-                if !err.is_null() {
-                    // SAFETY: non-null dlerror result is a valid C string.
-                    let msg = unsafe { std::ffi::CStr::from_ptr(err) }.to_string_lossy();
-                    log::debug!("libtorch_cuda not loaded: {msg}");
-                }
+        let name = c"libtorch_cuda.so";
+        // SAFETY: dlopen with a valid NUL-terminated name; the handle is deliberately kept open for
+        // the life of the process.
+        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        if h.is_null() {
+            // SAFETY: dlerror returns a thread-local C string or null.
+            let err = unsafe { libc::dlerror() };
+            if !err.is_null() {
+                // SAFETY: non-null dlerror result is a valid C string.
+                let msg = unsafe { std::ffi::CStr::from_ptr(err) }.to_string_lossy();
+                log::debug!("libtorch_cuda not loaded: {msg}");
             }
         }
         tch::Cuda::is_available()

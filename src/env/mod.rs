@@ -1,0 +1,1 @@
+//! The vectorized trading environment (placeholder while being built).
