@@ -1,1 +1,19 @@
-//! The vectorized trading environment (placeholder while being built).
+//! The trading environment PPO trains in: E envs x A assets stepped together over a shared [`Panel`].
+//!
+//! - [`exec`]: the one execution rule per asset (sells before buys, caps, fees, slippage, trailing stop,
+//!   cooldown), which the SimBroker reuses.
+//! - [`VecEnv`]: the plain-Rust CPU environment, state in flat arrays, seeded random episode starts,
+//!   fixed-length episodes, auto-reset.
+//! - [`panel`]: prices, feature rows and turbulence, time-major.
+
+pub mod exec;
+pub mod panel;
+pub mod rng;
+mod vec_env;
+
+pub use exec::{ExecParams, Fill, Position};
+pub use panel::{Panel, PanelError};
+pub use vec_env::{EnvConfig, EnvError, Step, VecEnv};
+
+#[cfg(test)]
+mod tests;

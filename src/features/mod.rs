@@ -50,4 +50,4 @@ pub fn batch(spec: &FeatureSpec, bars: &[Bar]) -> FeatureMatrix {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
