@@ -4,16 +4,20 @@
 //!   cooldown), which the SimBroker reuses.
 //! - [`VecEnv`]: the plain-Rust CPU environment, state in flat arrays, seeded random episode starts,
 //!   fixed-length episodes, auto-reset.
+//! - [`finrl`]: FinRL 0.3.7's NumPy mixed-precision accounting, for the parity test and the speed peer.
 //! - [`panel`]: prices, feature rows and turbulence, time-major.
 
 pub mod exec;
+pub mod finrl;
 pub mod panel;
 pub mod rng;
 mod vec_env;
 
 pub use exec::{ExecParams, Fill, Position};
 pub use panel::{Panel, PanelError};
-pub use vec_env::{EnvConfig, EnvError, Step, VecEnv};
+pub use vec_env::{Accounting, EnvConfig, EnvError, Step, VecEnv};
 
+#[cfg(test)]
+mod parity_tests;
 #[cfg(test)]
 mod tests;

@@ -6,9 +6,21 @@
 //! prices and rewards the change in equity marked at them.
 
 use super::exec::{ExecParams, Position, buy_phase, liquidate, sell_phase};
+use super::finrl::{self, Kind, Np};
 use super::panel::Panel;
 use super::rng::SplitMix64;
 use std::sync::Arc;
+
+/// How cash is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Accounting {
+    /// f64 cash, the rule in `exec` (stops, cooldown, slippage, cap after fees).
+    #[default]
+    Standard,
+    /// FinRL 0.3.7's numpy env, its float32/float64 mix included (see `finrl`); for the parity test and
+    /// for comparing with FinRL on the same work. Ignores slippage, stops and cooldown.
+    FinrlNumpy,
+}
 
 /// Environment settings; built from config (`[env]`), or by hand for tests and benchmarks.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +38,7 @@ pub struct EnvConfig {
     /// Start every episode at day 0 instead of a random day.
     pub fixed_start: bool,
     pub seed: u64,
+    pub accounting: Accounting,
 }
 
 impl Default for EnvConfig {
@@ -40,6 +53,7 @@ impl Default for EnvConfig {
             turbulence_threshold: None,
             fixed_start: false,
             seed: 0,
+            accounting: Accounting::Standard,
         }
     }
 }
@@ -69,6 +83,7 @@ pub struct VecEnv {
     panel: Arc<Panel>,
     rng: SplitMix64,
     cash: Vec<f64>,
+    cash_kind: Vec<Kind>,
     pos: Vec<Position>,
     day: Vec<usize>,
     steps: Vec<usize>,
@@ -87,6 +102,7 @@ impl VecEnv {
         let mut env = VecEnv {
             rng: SplitMix64::new(cfg.seed),
             cash: vec![0.0; e],
+            cash_kind: vec![Kind::Weak; e],
             pos: vec![Position::default(); e * a],
             day: vec![0; e],
             steps: vec![0; e],
@@ -130,6 +146,7 @@ impl VecEnv {
         self.day[i] = if self.cfg.fixed_start { 0 } else { self.rng.below(span) };
         self.steps[i] = 0;
         self.cash[i] = self.cfg.initial_cash;
+        self.cash_kind[i] = Kind::Weak;
         self.pos[i * a..(i + 1) * a].fill(Position::default());
         self.equity[i] = self.cfg.initial_cash;
     }
@@ -187,27 +204,36 @@ impl VecEnv {
         let cash = &mut self.cash[i];
         let p = &self.cfg.exec;
         let act = |k: usize| if actions[k].is_nan() { 0.0 } else { f64::from(actions[k]) };
-        let mut turnover = 0.0;
         let turbulent = match (&self.panel.turbulence, self.cfg.turbulence_threshold) {
             (Some(t), Some(th)) => t[day] > th,
             _ => false,
         };
-        if turbulent {
-            for k in 0..a {
-                turnover += liquidate(p, &mut pos[k], cash, f64::from(prices[k])).notional;
-            }
+        let (equity, turnover) = if self.cfg.accounting == Accounting::FinrlNumpy {
+            let mut np_cash = Np::new(*cash, self.cash_kind[i]);
+            let mut scratch = Vec::with_capacity(a);
+            let total = finrl::step(p, pos, &mut np_cash, prices, actions, turbulent, &mut scratch);
+            (*cash, self.cash_kind[i]) = (np_cash.v, np_cash.kind);
+            (total.v, 0.0)
         } else {
-            for k in 0..a {
-                turnover += sell_phase(p, &mut pos[k], cash, f64::from(prices[k]), act(k)).notional;
+            let mut turnover = 0.0;
+            if turbulent {
+                for k in 0..a {
+                    turnover += liquidate(p, &mut pos[k], cash, f64::from(prices[k])).notional;
+                }
+            } else {
+                for k in 0..a {
+                    turnover += sell_phase(p, &mut pos[k], cash, f64::from(prices[k]), act(k)).notional;
+                }
+                for k in 0..a {
+                    turnover += buy_phase(p, &mut pos[k], cash, f64::from(prices[k]), act(k)).notional;
+                }
             }
+            let mut equity = *cash;
             for k in 0..a {
-                turnover += buy_phase(p, &mut pos[k], cash, f64::from(prices[k]), act(k)).notional;
+                equity += pos[k].holding * f64::from(prices[k]);
             }
-        }
-        let mut equity = *cash;
-        for k in 0..a {
-            equity += pos[k].holding * f64::from(prices[k]);
-        }
+            (equity, turnover)
+        };
         let change = equity - self.equity[i];
         self.equity[i] = equity;
         let reward = self.cfg.reward_scale * (change - self.cfg.turnover_penalty * turnover);
