@@ -56,18 +56,6 @@ impl Np {
         Np { v, kind }
     }
 
-    pub fn add(self, rhs: Np) -> Np {
-        self.op(rhs, |a, b| a + b, |a, b| a + b)
-    }
-
-    pub fn sub(self, rhs: Np) -> Np {
-        self.op(rhs, |a, b| a - b, |a, b| a - b)
-    }
-
-    pub fn mul(self, rhs: Np) -> Np {
-        self.op(rhs, |a, b| a * b, |a, b| a * b)
-    }
-
     /// NumPy's `//` on floats (`npy_divmod`), in the promoted type.
     pub fn floor_div(self, rhs: Np) -> Np {
         self.op(rhs, floor_div_f64, floor_div_f32)
@@ -76,6 +64,27 @@ impl Np {
     /// Python's `min(self, other)`: `other` only when strictly smaller.
     fn min(self, other: Np) -> Np {
         if other.v < self.v { other } else { self }
+    }
+}
+
+impl std::ops::Add for Np {
+    type Output = Np;
+    fn add(self, rhs: Np) -> Np {
+        self.op(rhs, |a, b| a + b, |a, b| a + b)
+    }
+}
+
+impl std::ops::Sub for Np {
+    type Output = Np;
+    fn sub(self, rhs: Np) -> Np {
+        self.op(rhs, |a, b| a - b, |a, b| a - b)
+    }
+}
+
+impl std::ops::Mul for Np {
+    type Output = Np;
+    fn mul(self, rhs: Np) -> Np {
+        self.op(rhs, |a, b| a * b, |a, b| a * b)
     }
 }
 
@@ -149,7 +158,7 @@ pub fn step(
     let fee = p.fee_bps / 1e4;
     let (sell_keep, buy_pay) = (Np::new(1.0 - fee, Kind::Weak), Np::new(1.0 + fee, Kind::Weak));
     if turbulent {
-        *cash = cash.add(stock_value(pos, prices, scratch).mul(sell_keep));
+        *cash = *cash + stock_value(pos, prices, scratch) * sell_keep;
         pos.iter_mut().for_each(|q| q.holding = 0.0);
     } else {
         let hmax = p.max_trade as f32;
@@ -159,7 +168,7 @@ pub fn step(
                 let held = Np::f32(pos[k].holding as f32);
                 let qty = held.min(Np::new(-u, Kind::I64));
                 pos[k].holding = f64::from((pos[k].holding - qty.v) as f32);
-                *cash = cash.add(Np::f32(prices[k]).mul(qty).mul(sell_keep));
+                *cash = *cash + Np::f32(prices[k]) * qty * sell_keep;
             }
         }
         for (k, &u) in units.iter().enumerate() {
@@ -167,11 +176,11 @@ pub fn step(
                 let price = Np::f32(prices[k]);
                 let qty = cash.floor_div(price).min(Np::new(u, Kind::I64));
                 pos[k].holding = f64::from((pos[k].holding + qty.v) as f32);
-                *cash = cash.sub(price.mul(qty).mul(buy_pay));
+                *cash = *cash - price * qty * buy_pay;
             }
         }
     }
-    cash.add(stock_value(pos, prices, scratch))
+    *cash + stock_value(pos, prices, scratch)
 }
 
 #[cfg(test)]
@@ -181,11 +190,11 @@ mod tests {
     #[test]
     fn promotion_follows_numpy_2() {
         let w = Np::new(1e6, Kind::Weak);
-        assert_eq!(w.add(Np::f32(0.1)).kind, Kind::F32);
-        assert_eq!(w.add(Np::f32(0.1)).v, f64::from(1e6f32 + 0.1f32));
-        assert_eq!(Np::f32(2.5).mul(Np::new(3.0, Kind::I64)).kind, Kind::F64);
-        assert_eq!(Np::f32(2.5).add(Np::new(1.0, Kind::F64)).kind, Kind::F64);
-        assert_eq!(w.mul(Np::new(3.0, Kind::Weak)).kind, Kind::Weak);
+        assert_eq!((w + Np::f32(0.1)).kind, Kind::F32);
+        assert_eq!((w + Np::f32(0.1)).v, f64::from(1e6f32 + 0.1f32));
+        assert_eq!((Np::f32(2.5) * Np::new(3.0, Kind::I64)).kind, Kind::F64);
+        assert_eq!((Np::f32(2.5) + Np::new(1.0, Kind::F64)).kind, Kind::F64);
+        assert_eq!((w * Np::new(3.0, Kind::Weak)).kind, Kind::Weak);
     }
 
     #[test]
