@@ -3,7 +3,7 @@ use super::*;
 use crate::features::FeatureSpec;
 use std::sync::Arc;
 
-fn real_panel() -> Arc<Panel> {
+pub(crate) fn real_panel() -> Arc<Panel> {
     let bars: Vec<_> = ["AAPL", "IBM", "MSFT"].iter().map(|s| crate::features::tests::real_bars(s)).collect();
     Arc::new(Panel::from_bars(&FeatureSpec::default(), &bars).unwrap())
 }

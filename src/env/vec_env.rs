@@ -66,6 +66,8 @@ pub enum EnvError {
     NoEnvs,
     #[error("actions has {got} values, expected n_envs x n_assets = {want}")]
     ActionShape { got: usize, want: usize },
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 /// What one `step` returns, per env.
