@@ -12,6 +12,7 @@ the sell-everything rule runs too; actions are uniform in [-1, 1], float32.
 
   finrl_env.py fixture OUT.bin.gz   write the parity fixture (inputs and FinRL's holdings and total asset)
   finrl_env.py time [--repeat N]    time FinRL's env on the same panel and actions; prints JSON
+                 [--against JSON]  ... and the ratio to tradebot's `bench env --json` line
 """
 import argparse, gzip, importlib.util, json, pathlib, struct, subprocess, sys, tempfile, time, zipfile
 
@@ -86,6 +87,7 @@ def main():
     ap.add_argument("--assets", type=int, default=30)
     ap.add_argument("--seed", type=int, default=20260101)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--against", help="tradebot's `bench env --json` line on the same work: print the ratio")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         Env = load_finrl_env(pathlib.Path(tmp))
@@ -104,9 +106,14 @@ def main():
         rollout(Env, prices, tech, turb, actions)
         best = min(best, time.perf_counter() - t0)
     steps = len(actions)
+    print("finrl:    " if args.against else "", end="")
     print(json.dumps({"peer": "finrl-0.3.7-numpy", "envs": 1, "assets": args.assets, "steps": steps,
                       "seconds": best, "env_steps_per_s": steps / best,
                       "asset_steps_per_s": steps * args.assets / best}))
+    if args.against:
+        ours = json.loads(args.against)
+        print(f"ratio:    tradebot {ours['env_steps_per_s']:,.0f} env-steps/s / FinRL {steps / best:,.0f} env-steps/s"
+              f" = {ours['env_steps_per_s'] * best / steps:,.0f}x on the same work")
 
 
 if __name__ == "__main__":

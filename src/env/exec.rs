@@ -87,6 +87,7 @@ impl ExecParams {
 
 /// Stop check, then the requested sell (action < 0). Also starts the cooldown of a stopped asset and
 /// counts down an active one. Returns the fill (qty ≤ 0).
+#[inline]
 pub fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
     if pos.cooldown > 0 {
         pos.cooldown -= 1;
@@ -110,6 +111,7 @@ pub fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64
     sell(p, pos, cash, price, want.min(pos.holding))
 }
 
+#[inline]
 fn sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, qty: f64) -> Fill {
     if qty <= 0.0 {
         return Fill::default();
@@ -126,6 +128,7 @@ fn sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, qty: f64
 }
 
 /// The requested buy (action > 0), unless the asset is cooling down after a stop-out. Returns the fill.
+#[inline]
 pub fn buy_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
     if action <= 0.0 || pos.cooldown > 0 {
         return Fill::default();

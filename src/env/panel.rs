@@ -96,3 +96,30 @@ fn misaligned_day(len_differs: bool, bars: &[Bar], first: &[Bar]) -> Option<usiz
     }
     bars.iter().zip(first).position(|(x, y)| x.t != y.t)
 }
+
+impl Panel {
+    /// A seeded synthetic panel for benchmarks: geometric random walks (2% daily volatility) from prices
+    /// in [10, 200], `n_features` columns of the one-day log return, turbulence |N(0, 40)|-like with about
+    /// 3% of days above 100.
+    pub fn synthetic(n_days: usize, n_assets: usize, n_features: usize, seed: u64) -> Result<Self, PanelError> {
+        let mut rng = super::rng::SplitMix64::new(seed);
+        let mut unit = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut last: Vec<f64> = (0..n_assets).map(|_| 10.0 + 190.0 * unit()).collect();
+        let mut prices = Vec::with_capacity(n_days * n_assets);
+        let mut features = Vec::with_capacity(n_days * n_assets * n_features);
+        let mut turbulence = Vec::with_capacity(n_days);
+        for day in 0..n_days {
+            for p in last.iter_mut() {
+                // Sum of 4 uniforms: roughly normal, variance 1/3, scaled to 2% daily.
+                let z = (unit() + unit() + unit() + unit() - 2.0) * 3f64.sqrt();
+                let r = if day == 0 { 0.0 } else { 0.02 * z };
+                *p = (*p * r.exp()).max(0.01);
+                prices.push(*p as f32);
+                features.extend(std::iter::repeat_n(r as f32, n_features));
+            }
+            let calm = (unit() + unit() + unit() - 1.5).abs() * 60.0;
+            turbulence.push(if unit() < 0.03 { 100.0 + 200.0 * unit() } else { calm });
+        }
+        Panel::new(n_assets, prices, n_features, features, Some(turbulence))
+    }
+}

@@ -12,7 +12,8 @@ use super::rng::SplitMix64;
 use std::sync::Arc;
 
 /// How cash is computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Accounting {
     /// f64 cash, the rule in `exec` (stops, cooldown, slippage, cap after fees).
     #[default]
@@ -23,7 +24,7 @@ pub enum Accounting {
 }
 
 /// Environment settings; built from config (`[env]`), or by hand for tests and benchmarks.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct EnvConfig {
     pub n_envs: usize,
     /// Steps per episode; the start day is drawn so that the episode fits the panel.

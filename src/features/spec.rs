@@ -89,6 +89,16 @@ impl FeatureSpec {
         win("adx_period", self.adx_period, 1);
         win("bb_window", self.bb_window, 2);
         win("volume_z_window", self.volume_z_window, 2);
+        for (key, list) in [
+            ("return_horizons", &self.return_horizons),
+            ("vol_windows", &self.vol_windows),
+            ("sma_windows", &self.sma_windows),
+            ("ema_spans", &self.ema_spans),
+        ] {
+            if list.is_empty() {
+                errs.push(SpecError { key, value: "[]".into(), reason: "list at least one window" });
+            }
+        }
         if self.macd_fast >= self.macd_slow {
             errs.push(SpecError {
                 key: "macd_fast",
