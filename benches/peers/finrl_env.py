@@ -75,7 +75,7 @@ def write_fixture(out, prices, tech, turb, actions, holdings, total, amount_f32)
     for arr, dt in [(prices, "<f4"), (tech, "<f4"), (turb, "<f8"), (actions, "<f4"), (holdings, "<f4"),
                     (total, "<f8"), (amount_f32, "u1")]:
         body += np.ascontiguousarray(arr, dtype=dt).tobytes()
-    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:
+    with open(out, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:
         f.write(bytes(body))
 
 

@@ -90,9 +90,17 @@ impl std::ops::Mul for Np {
 
 macro_rules! npy_floor_div {
     ($name:ident, $t:ty) => {
+        /// `npy_divmod`'s quotient: the floor of the exact quotient a / b. When the rounded quotient is
+        /// more than a few ulps from an integer, its floor is that floor already (the fmod path is slow).
         fn $name(a: $t, b: $t) -> $t {
             if b == 0.0 {
                 return a / b;
+            }
+            let q = a / b;
+            let f = q.floor();
+            let margin = q.abs() * (8.0 * <$t>::EPSILON) + <$t>::MIN_POSITIVE;
+            if q.is_finite() && q - f > margin && (f + 1.0) - q > margin {
+                return f;
             }
             let m = a % b;
             let mut div = (a - m) / b;
@@ -162,8 +170,9 @@ pub fn step(
         pos.iter_mut().for_each(|q| q.holding = 0.0);
     } else {
         let hmax = p.max_trade as f32;
-        let units: Vec<f64> = actions.iter().map(|a| f64::from((a * hmax).trunc())).collect();
-        for (k, &u) in units.iter().enumerate() {
+        let unit = |k: usize| f64::from((actions[k] * hmax).trunc());
+        for k in 0..pos.len() {
+            let u = unit(k);
             if -u >= p.min_order {
                 let held = Np::f32(pos[k].holding as f32);
                 let qty = held.min(Np::new(-u, Kind::I64));
@@ -171,7 +180,8 @@ pub fn step(
                 *cash = *cash + Np::f32(prices[k]) * qty * sell_keep;
             }
         }
-        for (k, &u) in units.iter().enumerate() {
+        for k in 0..pos.len() {
+            let u = unit(k);
             if u >= p.min_order {
                 let price = Np::f32(prices[k]);
                 let qty = cash.floor_div(price).min(Np::new(u, Kind::I64));
@@ -195,6 +205,34 @@ mod tests {
         assert_eq!((Np::f32(2.5) * Np::new(3.0, Kind::I64)).kind, Kind::F64);
         assert_eq!((Np::f32(2.5) + Np::new(1.0, Kind::F64)).kind, Kind::F64);
         assert_eq!((w * Np::new(3.0, Kind::Weak)).kind, Kind::Weak);
+    }
+
+    /// The fast path and the fmod path agree, near integers and away from them, for both signs.
+    #[test]
+    fn floor_division_fast_path_agrees_with_npy_divmod() {
+        fn slow(a: f64, b: f64) -> f64 {
+            let m = a % b;
+            let mut div = (a - m) / b;
+            if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+                div -= 1.0;
+            }
+            if div == 0.0 {
+                return 0.0f64.copysign(a / b);
+            }
+            let mut floor = div.floor();
+            if div - floor > 0.5 {
+                floor += 1.0;
+            }
+            floor
+        }
+        let mut rng = super::super::rng::SplitMix64::new(3);
+        for _ in 0..200_000 {
+            let b = 0.01 + (rng.next_u64() % 40_000) as f64 / 100.0;
+            let n = (rng.next_u64() % 100_000) as f64 - 50_000.0;
+            let jitter = [0.0, 1e-12, -1e-12, 0.37, f64::EPSILON * n.abs()][rng.below(5)];
+            let a = n * b + jitter * b;
+            assert_eq!(floor_div_f64(a, b).to_bits(), slow(a, b).to_bits(), "{a} // {b}");
+        }
     }
 
     #[test]

@@ -85,28 +85,38 @@ pub(crate) fn fixture_panel(f: &Fixture) -> Arc<Panel> {
     Arc::new(Panel::new(f.assets, f.prices.clone(), 1, f.tech.clone(), Some(f.turbulence.clone())).unwrap())
 }
 
+/// The fixture's panel with its last day repeated, so that an episode of `days - 1` steps does not end
+/// (and reset) on the last step: the holdings after it stay visible.
+fn extended_panel(f: &Fixture) -> Arc<Panel> {
+    let a = f.assets;
+    let mut prices = f.prices.clone();
+    prices.extend_from_slice(&f.prices[(f.days - 1) * a..]);
+    let mut tech = f.tech.clone();
+    tech.extend_from_slice(&f.tech[(f.days - 1) * a..]);
+    let mut turbulence = f.turbulence.clone();
+    turbulence.push(0.0);
+    Arc::new(Panel::new(a, prices, 1, tech, Some(turbulence)).unwrap())
+}
+
 #[test]
 fn finrl_numpy_env_is_reproduced_step_by_step() {
     let f = load_fixture();
     assert_eq!((f.days, f.assets), (2520, 30));
-    let mut env = VecEnv::new(finrl_config(f.days, Accounting::FinrlNumpy), fixture_panel(&f)).unwrap();
+    let cfg = EnvConfig { episode_len: f.days, ..finrl_config(f.days, Accounting::FinrlNumpy) };
+    let mut env = VecEnv::new(cfg, extended_panel(&f)).unwrap();
     assert_eq!(env.equity()[0], f.total[0]);
     let mut step = Step::default();
     let a = f.assets;
     let (mut turbulent_days, mut worst) = (0, 0f64);
     for t in 0..f.days - 1 {
         env.step(&f.actions[t * a..(t + 1) * a], &mut step).unwrap();
-        let want = &f.holdings[t * a..(t + 1) * a];
-        if t + 1 < f.days - 1 {
-            let got: Vec<f32> = env.positions().iter().map(|p| p.holding as f32).collect();
-            assert_eq!(got, want, "holdings differ after step {}", t + 1);
-        }
+        let got: Vec<f32> = env.positions().iter().map(|p| p.holding as f32).collect();
+        assert_eq!(got, &f.holdings[t * a..(t + 1) * a], "holdings differ after step {}", t + 1);
         let rel = (step.equity[0] - f.total[t + 1]).abs() / f.total[t + 1].abs();
         worst = worst.max(rel);
         assert!(rel <= 1e-5, "total asset after step {}: {} vs FinRL {}", t + 1, step.equity[0], f.total[t + 1]);
         turbulent_days += usize::from(f.turbulence[t + 1] > 99.0);
     }
-    assert!(step.done[0], "the episode ends on the panel's last day");
     assert!(turbulent_days > 30, "the fixture must exercise the turbulence rule");
     // The fixture must have traded a lot, or matching it proves little.
     let changes = (1..f.days - 1)
@@ -114,6 +124,19 @@ fn finrl_numpy_env_is_reproduced_step_by_step() {
         .sum::<usize>();
     assert!(changes > 20_000, "only {changes} holding changes in the fixture");
     eprintln!("FinRL parity: worst relative total-asset difference {worst:e}");
+}
+
+#[test]
+fn finrl_episode_ends_on_the_panels_last_day() {
+    let f = load_fixture();
+    let mut env = VecEnv::new(finrl_config(f.days, Accounting::FinrlNumpy), fixture_panel(&f)).unwrap();
+    let mut step = Step::default();
+    let a = f.assets;
+    for t in 0..f.days - 1 {
+        env.step(&f.actions[t * a..(t + 1) * a], &mut step).unwrap();
+        assert_eq!(step.done[0], t == f.days - 2, "step {}", t + 1);
+    }
+    assert_eq!(step.equity[0], f.total[f.days - 1]);
 }
 
 /// The standard f64 accounting under the same settings runs the same rule: it holds exactly FinRL's

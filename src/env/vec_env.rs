@@ -91,6 +91,8 @@ pub struct VecEnv {
     day: Vec<usize>,
     steps: Vec<usize>,
     equity: Vec<f64>,
+    /// Reused by the FinRL accounting's float32 sums.
+    scratch: Vec<f32>,
 }
 
 impl VecEnv {
@@ -110,6 +112,7 @@ impl VecEnv {
             day: vec![0; e],
             steps: vec![0; e],
             equity: vec![0.0; e],
+            scratch: Vec::with_capacity(a),
             cfg,
             panel,
         };
@@ -213,8 +216,7 @@ impl VecEnv {
         };
         let (equity, turnover) = if self.cfg.accounting == Accounting::FinrlNumpy {
             let mut np_cash = Np::new(*cash, self.cash_kind[i]);
-            let mut scratch = Vec::with_capacity(a);
-            let total = finrl::step(p, pos, &mut np_cash, prices, actions, turbulent, &mut scratch);
+            let total = finrl::step(p, pos, &mut np_cash, prices, actions, turbulent, &mut self.scratch);
             (*cash, self.cash_kind[i]) = (np_cash.v, np_cash.kind);
             (total.v, 0.0)
         } else {
