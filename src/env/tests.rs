@@ -150,3 +150,26 @@ fn turbulence_above_the_threshold_liquidates_and_blocks_buys() {
     assert_eq!(step.equity[0], 100_020.0);
     assert!(step.done[0]);
 }
+
+#[test]
+fn bad_panels_and_configs_are_refused_with_the_reason() {
+    assert_eq!(Panel::new(0, vec![], 0, vec![], None).unwrap_err(), PanelError::Empty);
+    // NaN never equals itself: match on the variant.
+    let e = Panel::new(2, vec![1.0, 2.0, f32::NAN, 3.0], 0, vec![], None).unwrap_err();
+    assert!(matches!(e, PanelError::BadPrice { day: 1, asset: 0, .. }), "{e}");
+    let e = Panel::new(2, vec![1.0, 2.0, 0.0, 3.0], 0, vec![], None).unwrap_err();
+    assert_eq!(e, PanelError::BadPrice { day: 1, asset: 0, value: 0.0 });
+    let e = Panel::new(2, vec![1.0; 4], 3, vec![0.0; 11], None).unwrap_err();
+    assert_eq!(e, PanelError::Shape { what: "features", got: 11, want: 12 });
+    let e = Panel::new(2, vec![1.0; 4], 0, vec![], Some(vec![0.0; 3])).unwrap_err();
+    assert_eq!(e, PanelError::Shape { what: "turbulence", got: 3, want: 2 });
+    let bars: Vec<_> = ["AAPL", "FB"].iter().map(|s| crate::features::tests::real_bars(s)).collect();
+    let e = Panel::from_bars(&FeatureSpec::default(), &bars).unwrap_err();
+    assert!(matches!(e, PanelError::Misaligned { asset: 1, got: 196, want: 3270, .. }), "{e}");
+
+    let panel = tiny_panel(&[[1.0, 1.0]; 3], None);
+    let too_long = EnvConfig { episode_len: 3, ..Default::default() };
+    assert_eq!(VecEnv::new(too_long, panel.clone()).err(), Some(EnvError::EpisodeTooLong { len: 3, days: 3 }));
+    let none = EnvConfig { n_envs: 0, episode_len: 2, ..Default::default() };
+    assert_eq!(VecEnv::new(none, panel).err(), Some(EnvError::NoEnvs));
+}
