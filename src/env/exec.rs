@@ -159,8 +159,12 @@ pub fn buy_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64,
     Fill { qty, notional, fee, stopped: false }
 }
 
-/// Sells the whole holding (FinRL's turbulence rule, the kill switch's flatten).
+/// The bar's phase when everything must go (FinRL's turbulence rule, the kill switch's flatten): counts
+/// down the cooldown like [`sell_phase`], then sells the whole holding, with no stop check.
 pub fn liquidate(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64) -> Fill {
+    if pos.cooldown > 0 {
+        pos.cooldown -= 1;
+    }
     sell(p, pos, cash, price, pos.holding)
 }
 

@@ -110,6 +110,16 @@ impl TchEnv {
         Tensor::stack(&self.holding, 1)
     }
 
+    /// Cooldown counters as `[E, A]` (f64 whole numbers).
+    pub fn cooldowns(&self) -> Tensor {
+        Tensor::stack(&self.cooldown, 1)
+    }
+
+    /// Entry prices and high-water marks as `[E, A]` each.
+    pub fn entries_and_high_water(&self) -> (Tensor, Tensor) {
+        (Tensor::stack(&self.entry, 1), Tensor::stack(&self.high_water, 1))
+    }
+
     /// Each env's current day, `[E]` int64.
     pub fn days(&self) -> &Tensor {
         &self.day
@@ -179,11 +189,7 @@ impl TchEnv {
 
     /// `exec::sell_phase` over all envs for asset `k` (or `exec::liquidate` where `sell_all`).
     fn sell(&mut self, k: usize, p: &ExecParams, price: &Tensor, act: &Tensor, sell_all: Option<&Tensor>) -> Tensor {
-        let cd = &self.cooldown[k];
-        let cd = match sell_all {
-            Some(s) => (cd - 1.0).clamp_min(0.0).where_self(&s.logical_not(), cd),
-            None => (cd - 1.0).clamp_min(0.0),
-        };
+        let cd = (&self.cooldown[k] - 1.0).clamp_min(0.0);
         let held = self.holding[k].copy();
         let is_held = held.gt(0.0);
         let hwm_up = self.high_water[k].maximum(price);

@@ -28,6 +28,7 @@ fn configs() -> Vec<EnvConfig> {
                 ..Default::default()
             },
             turnover_penalty: 0.001,
+            turbulence_threshold: Some(99.0),
             ..base.clone()
         },
         EnvConfig {
@@ -71,6 +72,14 @@ fn compare_with_vec_env(device: Device) {
             assert_eq!(bits(&to_vec(gpu.cash())), bits(cpu.cash()), "variant {v} step {s}: cash");
             let held: Vec<f64> = cpu.positions().iter().map(|p| p.holding).collect();
             assert_eq!(bits(&to_vec(&gpu.holdings())), bits(&held), "variant {v} step {s}: holdings");
+            let pos = cpu.positions();
+            let cd: Vec<f64> = pos.iter().map(|p| f64::from(p.cooldown)).collect();
+            assert_eq!(to_vec(&gpu.cooldowns()), cd, "variant {v} step {s}: cooldowns");
+            let (entry, hwm) = gpu.entries_and_high_water();
+            let want: Vec<f64> = pos.iter().map(|p| p.entry).collect();
+            assert_eq!(bits(&to_vec(&entry)), bits(&want), "variant {v} step {s}: entry prices");
+            let want: Vec<f64> = pos.iter().map(|p| p.high_water).collect();
+            assert_eq!(bits(&to_vec(&hwm)), bits(&want), "variant {v} step {s}: high-water marks");
             let days: Vec<f64> = cpu.days().iter().map(|d| *d as f64).collect();
             assert_eq!(to_vec(gpu.days()), days, "variant {v} step {s}: days");
             cpu.observe(&mut obs);

@@ -123,3 +123,14 @@ fn entry_is_the_average_price_and_high_water_restarts_on_a_new_entry() {
     buy_phase(&p, &mut pos, &mut cash, 80.0, 0.1);
     assert_eq!((pos.entry, pos.high_water), (80.0, 80.0));
 }
+
+#[test]
+fn liquidation_sells_everything_and_counts_down_the_cooldown() {
+    let p = params();
+    let mut pos = Position { holding: 7.0, entry: 9.0, high_water: 12.0, cooldown: 2 };
+    let mut cash = 0.0;
+    let f = liquidate(&p, &mut pos, &mut cash, 10.0);
+    assert_eq!(f.qty, -7.0);
+    assert!(close(cash, 70.0 * 0.999));
+    assert_eq!(pos, Position { cooldown: 1, ..Position::default() });
+}
