@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test lint fmt check-inference-only clean
+.PHONY: all venv build run test lint fmt check-inference-only clean bench-env
 
 all: build
 
@@ -54,3 +54,12 @@ fmt:
 
 clean:
 	$(CARGO) clean
+
+# The environment against FinRL 0.3.7's numpy env on the same work (1 env x 30 assets, episodes of 2,519 steps, FinRL's
+# rules), then batched throughput. FinRL is fetched with pip at run time (needs PyPI and gymnasium).
+BENCH_ENVS ?= 1024
+bench-env: build
+	@tb=$$(./target/release/tradebot bench env --envs 1 --assets 30 --steps 25190 --episode-len 2519 --finrl --json) && \
+	echo "tradebot: $$tb" && \
+	"$(PYENV)/bin/python" benches/peers/finrl_env.py time --against "$$tb" && \
+	./target/release/tradebot bench env --envs $(BENCH_ENVS) --assets 30 --steps 200 --episode-len 252

@@ -13,6 +13,8 @@
 //! - [`store`]: sled, typed trees, time-ordered keys, the durability rule, one owner at a time.
 //! - [`data`]: CSV import with split adjustment and line-numbered bad rows.
 //! - [`models`]: model manifests and the registry (content-hash ids, verified loads, promote/rollback).
+//! - [`features`]: the versioned feature set, one bar in, one row out; the batch path runs the same state.
+//! - [`env`]: the vectorized trading environment (E envs x A assets) and the one execution rule.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
 //! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
@@ -24,6 +26,8 @@ pub mod cli;
 pub mod config;
 pub mod data;
 pub mod domain;
+pub mod env;
+pub mod features;
 pub mod logging;
 #[cfg(feature = "train")]
 pub mod lstm;

@@ -182,3 +182,24 @@ fn models_commands_promote_and_roll_back() {
     let o = tradebot(&["models", "show", "ppo-0000000000000000", "--config", cfg], &[]);
     assert!(!o.status.success() && text(&o).contains("no such model"), "{}", text(&o));
 }
+
+#[test]
+fn bench_env_prints_throughput_as_json_and_refuses_bad_arguments() {
+    for extra in [&[][..], &["--finrl"][..]] {
+        let mut args = vec!["bench", "env", "--envs", "3", "--assets", "4", "--steps", "50", "--days", "40"];
+        args.extend_from_slice(&["--episode-len", "20", "--json"]);
+        args.extend_from_slice(extra);
+        let o = tradebot(&args, &[]);
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!((v["envs"].as_u64(), v["assets"].as_u64(), v["steps"].as_u64()), (Some(3), Some(4), Some(50)));
+        let (env_rate, asset_rate) = (v["env_steps_per_s"].as_f64().unwrap(), v["asset_steps_per_s"].as_f64().unwrap());
+        assert!(env_rate > 0.0 && (asset_rate / env_rate - 4.0).abs() < 1e-9, "{v}");
+    }
+    let o = tradebot(&["bench", "env", "--device", "tpu"], &[]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--device \"tpu\": must be cpu or cuda"), "{}", text(&o));
+    let o = tradebot(&["bench", "env", "--days", "10", "--episode-len", "10"], &[]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("episode_len = 10"), "{}", text(&o));
+}

@@ -1,6 +1,7 @@
 //! Command-line interface: argument types (clap) and dispatch. Each command lives in its own file and
 //! returns an exit code; `main` only prints the error chain.
 
+mod bench;
 mod data;
 mod doctor;
 mod models;
@@ -44,6 +45,9 @@ pub enum Command {
     /// The model registry: list, show, promote, roll back.
     #[command(subcommand)]
     Models(ModelsCmd),
+    /// Measure the speed of parts of tradebot.
+    #[command(subcommand)]
+    Bench(BenchCmd),
     /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
     Doctor {
         #[arg(long, short)]
@@ -82,6 +86,12 @@ pub enum ModelsCmd {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCmd {
+    /// Step the vectorized trading environment with random actions; prints env-steps/s and asset-steps/s.
+    Env(bench::EnvBench),
 }
 
 #[derive(Debug, Subcommand)]
@@ -164,5 +174,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Data(cmd) => data::run(cmd),
         Command::Models(cmd) => models::run(cmd),
         Command::Doctor { config } => doctor::run(load_config(config)?),
+        Command::Bench(BenchCmd::Env(b)) => bench::env(b),
     }
 }

@@ -4,6 +4,7 @@
 //! together, and the process exits with `EX_CONFIG` (78). Alpaca keys never come from the file: they come
 //! from the environment or systemd's `$CREDENTIALS_DIRECTORY` (`Credentials::load`), held as `Secret`s.
 
+mod env;
 mod raw;
 mod secret;
 
@@ -89,6 +90,8 @@ pub struct Config {
     pub broker: BrokerConfig,
     pub risk: RiskConfig,
     pub runtime: RuntimeConfig,
+    pub features: crate::features::FeatureSpec,
+    pub env: crate::env::EnvConfig,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -321,6 +324,8 @@ impl Config {
             },
         };
         let runtime = RuntimeConfig { onnxruntime_lib: raw.runtime.onnxruntime_lib.map(PathBuf::from) };
+        let features = c.features(raw.features);
+        let env = c.env(raw.env, &broker);
 
         if c.problems.is_empty() {
             Ok(Config {
@@ -334,6 +339,8 @@ impl Config {
                 broker,
                 risk,
                 runtime,
+                features,
+                env,
             })
         } else {
             Err(ConfigError { file: path.to_path_buf(), problems: c.problems })

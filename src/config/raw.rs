@@ -21,6 +21,10 @@ pub struct RawConfig {
     pub risk: RawRisk,
     #[serde(default)]
     pub runtime: RawRuntime,
+    #[serde(default)]
+    pub features: RawFeatures,
+    #[serde(default)]
+    pub env: RawEnv,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -74,4 +78,43 @@ pub struct RawRisk {
 #[serde(deny_unknown_fields)]
 pub struct RawRuntime {
     pub onnxruntime_lib: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFeatures {
+    pub return_horizons: Option<Vec<u64>>,
+    pub vol_windows: Option<Vec<u64>>,
+    pub sma_windows: Option<Vec<u64>>,
+    pub ema_spans: Option<Vec<u64>>,
+    pub macd_fast: Option<u64>,
+    pub macd_slow: Option<u64>,
+    pub macd_signal: Option<u64>,
+    pub rsi_period: Option<u64>,
+    pub cci_period: Option<u64>,
+    pub adx_period: Option<u64>,
+    pub bb_window: Option<u64>,
+    pub bb_k: Option<f64>,
+    pub volume_z_window: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEnv {
+    pub n_envs: Option<u64>,
+    pub episode_len: Option<u64>,
+    pub initial_cash: Option<f64>,
+    pub max_trade: Option<f64>,
+    pub min_order: Option<f64>,
+    pub fee_bps: Option<f64>,
+    pub slippage_bps: Option<f64>,
+    pub trailing_stop_pct: Option<f64>,
+    pub cooldown_bars: Option<u64>,
+    pub integer_units: Option<bool>,
+    pub buy_cap: Option<String>,
+    pub accounting: Option<String>,
+    pub reward_scale: Option<f64>,
+    pub turnover_penalty: Option<f64>,
+    pub turbulence_threshold: Option<f64>,
+    pub seed: Option<u64>,
 }

@@ -99,3 +99,35 @@ fn credentials_from_env_then_directory() {
     assert!(Credentials::load_from(half).is_err());
     assert!(Credentials::load_from(|_| None).unwrap().is_none());
 }
+
+#[test]
+fn features_and_env_sections_are_parsed_and_checked() {
+    let c = parse(MIN).unwrap();
+    assert_eq!(c.features, crate::features::FeatureSpec::default());
+    // The env charges what the simulated broker charges unless told otherwise.
+    assert_eq!((c.env.exec.fee_bps, c.env.exec.slippage_bps), (c.broker.fee_bps, c.broker.slippage_bps));
+    let c = parse(&format!(
+        "{MIN}[features]\nreturn_horizons = [1, 3]\nrsi_period = 7\n[env]\nn_envs = 8\ntrailing_stop_pct = 0.08\ncooldown_bars = 5\nbuy_cap = \"before-fees\"\naccounting = \"finrl-numpy\"\nturbulence_threshold = 99\n"
+    ))
+    .unwrap();
+    assert_eq!((c.features.return_horizons.clone(), c.features.rsi_period), (vec![1, 3], 7));
+    assert_eq!((c.env.n_envs, c.env.exec.trailing_stop, c.env.exec.cooldown_bars), (8, 0.08, 5));
+    assert!(c.env.exec.cash_cap_ignores_fees);
+    assert_eq!(c.env.accounting, crate::env::Accounting::FinrlNumpy);
+    assert_eq!(c.env.turbulence_threshold, Some(99.0));
+    let e = parse(&format!(
+        "{MIN}[features]\nmacd_fast = 40\nvol_windows = [1]\n[env]\ntrailing_stop_pct = 1.5\nn_envs = 0\nbuy_cap = \"x\"\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    for needle in [
+        "features.macd_fast = 40: must be below macd_slow",
+        "features.vol_windows = 1: must be in [2, 10000]",
+        "env.trailing_stop_pct = 1.5: must be in [0, 1)",
+        "env.n_envs = 0: must be a whole number in [1, 1048576]",
+        "env.buy_cap = \"x\": must be one of \"after-fees\", \"before-fees\"",
+    ] {
+        assert!(e.contains(needle), "missing {needle:?} in:\n{e}");
+    }
+    assert!(parse(&format!("{MIN}[env]\nhmax = 3\n")).is_err(), "unknown keys are refused");
+}

@@ -1,0 +1,161 @@
+//! `tradebot bench env`: steps the vectorized environment on a seeded synthetic panel with random actions
+//! and prints env-steps/s and asset-steps/s (one line of JSON with `--json`).
+
+use crate::env::{Accounting, EnvConfig, ExecParams, Panel, Step, VecEnv, rng::SplitMix64};
+use anyhow::{Context, bail};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct EnvBench {
+    #[arg(long, default_value_t = 1)]
+    pub envs: usize,
+    #[arg(long, default_value_t = 30)]
+    pub assets: usize,
+    /// Steps of every env (episodes of --episode-len steps restart as they end).
+    #[arg(long, default_value_t = 2519)]
+    pub steps: usize,
+    #[arg(long, default_value_t = 2520)]
+    pub days: usize,
+    #[arg(long, default_value_t = 2519)]
+    pub episode_len: usize,
+    /// cpu | cuda
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// rust (plain-Rust env, CPU only) | tch (libtorch tensors). Default: rust on cpu, tch on cuda.
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// FinRL's work: hmax 100, > 10 shares, 0.1% fees, turbulence rule, FinRL's NumPy accounting (rust
+    /// backend). Without it: stops, cooldown and slippage on, f64 accounting.
+    #[arg(long)]
+    pub finrl: bool,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+struct Timing {
+    backend: &'static str,
+    seconds: f64,
+}
+
+fn config(b: &EnvBench) -> EnvConfig {
+    let exec = if b.finrl {
+        ExecParams {
+            max_trade: 100.0,
+            min_order: 11.0,
+            fee_bps: 10.0,
+            cash_cap_ignores_fees: true,
+            ..Default::default()
+        }
+    } else {
+        ExecParams { trailing_stop: 0.05, cooldown_bars: 3, slippage_bps: 5.0, ..Default::default() }
+    };
+    EnvConfig {
+        n_envs: b.envs,
+        episode_len: b.episode_len,
+        initial_cash: 1e6,
+        exec,
+        reward_scale: 2f64.powi(-11),
+        turbulence_threshold: b.finrl.then_some(99.0),
+        fixed_start: b.finrl,
+        seed: b.seed,
+        accounting: if b.finrl { Accounting::FinrlNumpy } else { Accounting::Standard },
+        ..Default::default()
+    }
+}
+
+/// Random actions for 64 steps, reused cyclically so the generator is not timed.
+fn actions(b: &EnvBench) -> Vec<f32> {
+    let mut rng = SplitMix64::new(b.seed ^ 0xA5A5);
+    (0..64 * b.envs * b.assets).map(|_| rng.action()).collect()
+}
+
+fn run_rust(b: &EnvBench, panel: Arc<Panel>) -> anyhow::Result<Timing> {
+    let mut env = VecEnv::new(config(b), panel)?;
+    let acts = actions(b);
+    let n = b.envs * b.assets;
+    let mut step = Step::default();
+    let t0 = Instant::now();
+    for s in 0..b.steps {
+        let k = s % 64;
+        env.step(&acts[k * n..(k + 1) * n], &mut step)?;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    std::hint::black_box(&step);
+    Ok(Timing { backend: "rust", seconds })
+}
+
+#[cfg(feature = "train")]
+fn run_tch(b: &EnvBench, panel: &Panel, cuda: bool) -> anyhow::Result<Timing> {
+    use tch::{Device, Tensor};
+    let device = if cuda {
+        if !crate::native::load_torch_cuda() {
+            bail!("--device cuda: no CUDA device is usable (tch::Cuda::is_available() is false)");
+        }
+        Device::Cuda(0)
+    } else {
+        Device::Cpu
+    };
+    let mut cfg = config(b);
+    cfg.accounting = Accounting::Standard;
+    let mut env = crate::env::TchEnv::new(cfg, panel, device)?;
+    let acts = Tensor::from_slice(&actions(b)).view([64, b.envs as i64, b.assets as i64]).to_device(device);
+    let sync = || {
+        if cuda {
+            tch::Cuda::synchronize(0);
+        }
+    };
+    sync();
+    let t0 = Instant::now();
+    for s in 0..b.steps {
+        let step = env.step(&acts.get((s % 64) as i64))?;
+        std::hint::black_box(&step.reward);
+    }
+    sync();
+    Ok(Timing { backend: "tch", seconds: t0.elapsed().as_secs_f64() })
+}
+
+#[cfg(not(feature = "train"))]
+fn run_tch(_: &EnvBench, _: &Panel, _: bool) -> anyhow::Result<Timing> {
+    bail!("the tch backend needs a build with the `train` feature")
+}
+
+pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
+    if b.envs == 0 || b.assets == 0 || b.steps == 0 {
+        bail!("--envs, --assets and --steps must be at least 1");
+    }
+    let cuda = match b.device.as_str() {
+        "cpu" => false,
+        "cuda" => true,
+        other => bail!("--device {other:?}: must be cpu or cuda"),
+    };
+    let backend = b.backend.clone().unwrap_or_else(|| if cuda { "tch".into() } else { "rust".into() });
+    let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
+    let t = match backend.as_str() {
+        "rust" if cuda => bail!("--backend rust runs on the CPU only; use --backend tch with --device cuda"),
+        "rust" => run_rust(&b, Arc::new(panel))?,
+        "tch" => run_tch(&b, &panel, cuda)?,
+        other => bail!("--backend {other:?}: must be rust or tch"),
+    };
+    let env_steps = (b.steps * b.envs) as f64 / t.seconds;
+    let asset_steps = env_steps * b.assets as f64;
+    if b.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "backend": t.backend, "device": b.device, "finrl_rules": b.finrl, "envs": b.envs,
+                "assets": b.assets, "steps": b.steps, "seconds": t.seconds,
+                "env_steps_per_s": env_steps, "asset_steps_per_s": asset_steps,
+            })
+        );
+    } else {
+        println!(
+            "{} on {}: {} envs x {} assets x {} steps in {:.3} s: {:.0} env-steps/s, {:.0} asset-steps/s",
+            t.backend, b.device, b.envs, b.assets, b.steps, t.seconds, env_steps, asset_steps
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

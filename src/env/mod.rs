@@ -1,0 +1,30 @@
+//! The trading environment PPO trains in: E envs x A assets stepped together over a shared [`Panel`].
+//!
+//! - [`exec`]: the one execution rule per asset (sells before buys, caps, fees, slippage, trailing stop,
+//!   cooldown), which the SimBroker reuses.
+//! - [`VecEnv`]: the plain-Rust CPU environment, state in flat arrays, seeded random episode starts,
+//!   fixed-length episodes, auto-reset.
+//! - [`finrl`]: FinRL 0.3.7's NumPy mixed-precision accounting, for the parity test and the speed peer.
+//! - [`TchEnv`] (feature `train`): the same env on libtorch tensors, CPU or CUDA, agreeing bit for bit.
+//! - [`panel`]: prices, feature rows and turbulence, time-major.
+
+pub mod exec;
+pub mod finrl;
+pub mod panel;
+pub mod rng;
+#[cfg(feature = "train")]
+mod tch_env;
+mod vec_env;
+
+pub use exec::{ExecParams, Fill, Position};
+pub use panel::{Panel, PanelError};
+#[cfg(feature = "train")]
+pub use tch_env::{TchEnv, TchStep};
+pub use vec_env::{Accounting, EnvConfig, EnvError, Step, VecEnv};
+
+#[cfg(test)]
+mod parity_tests;
+#[cfg(all(test, feature = "train"))]
+mod tch_tests;
+#[cfg(test)]
+mod tests;
