@@ -14,8 +14,10 @@
 //! - [`data`]: CSV import with split adjustment and line-numbered bad rows.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`logging`]: journald when under systemd, readable stderr otherwise.
+//! - [`alpaca`]: Alpaca wire types, parsing, REST client, streams and a fake Alpaca server for tests.
 //! - [`cli`]: the commands of the `tradebot` binary.
 
+pub mod alpaca;
 pub mod cli;
 pub mod config;
 pub mod data;
