@@ -8,6 +8,7 @@
 pub mod backoff;
 pub mod event;
 pub mod fake;
+pub mod feed;
 pub mod model;
 pub mod parse;
 pub mod rest;

@@ -47,6 +47,7 @@ async fn session(app: App, mut sock: WebSocket) {
         let mut s = app.lock();
         if s.refuse_next_connections > 0 || s.market_active >= s.max_market_connections {
             s.refuse_next_connections = s.refuse_next_connections.saturating_sub(1);
+            s.market_refused += 1;
             true
         } else {
             s.market_active += 1;

@@ -75,6 +75,8 @@ pub struct Shared {
     /// Market-data connections accepted so far (the 406 refusals not counted).
     pub market_connections: usize,
     pub market_active: usize,
+    /// Market-data connections refused with 406.
+    pub market_refused: usize,
     /// More simultaneous market-data connections than this get 406.
     pub max_market_connections: usize,
     /// Refuse the next N market-data connections with 406 even under the limit.
@@ -117,6 +119,7 @@ impl FakeAlpaca {
             updates_received: Vec::new(),
             market_connections: 0,
             market_active: 0,
+            market_refused: 0,
             max_market_connections: 1,
             refuse_next_connections: 0,
             keys: (KEY_ID.into(), SECRET_KEY.into()),
