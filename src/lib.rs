@@ -20,8 +20,10 @@
 //! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
 //! - [`lstm`] (feature `train`): the LSTM direction classifier: device-resident dataset, training, metrics.
 //! - [`logging`]: journald when under systemd, readable stderr otherwise.
+//! - [`alpaca`]: Alpaca wire types, parsing, REST client, streams and a fake Alpaca server for tests.
 //! - [`cli`]: the commands of the `tradebot` binary.
 
+pub mod alpaca;
 pub mod cli;
 pub mod config;
 pub mod data;

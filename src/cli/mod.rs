@@ -4,6 +4,7 @@
 mod bench;
 mod data;
 mod doctor;
+mod fake;
 mod models;
 mod run;
 
@@ -48,6 +49,17 @@ pub enum Command {
     /// Measure the speed of parts of tradebot.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Run a fake Alpaca server (trading and data REST, both WebSockets) on 127.0.0.1 for local testing.
+    FakeAlpaca {
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Symbols the fake account can trade (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "AAPL,MSFT")]
+        symbols: Vec<String>,
+        /// Their initial price.
+        #[arg(long, default_value = "100")]
+        price: rust_decimal::Decimal,
+    },
     /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
     Doctor {
         #[arg(long, short)]
@@ -173,6 +185,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Data(cmd) => data::run(cmd),
         Command::Models(cmd) => models::run(cmd),
+        Command::FakeAlpaca { port, symbols, price } => fake::run(port, &symbols, price),
         Command::Doctor { config } => doctor::run(load_config(config)?),
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
     }

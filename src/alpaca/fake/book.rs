@@ -1,0 +1,180 @@
+//! The fake server's brokerage: one account with cash, positions, prices and every order ever placed.
+//! Market orders (and marketable limit orders) fill at once at the symbol's current price.
+
+use crate::alpaca::wire::rest as w;
+use chrono::{SecondsFormat, Utc};
+use rust_decimal::Decimal;
+use std::collections::{BTreeMap, HashSet};
+use std::str::FromStr;
+
+/// Why an order was refused: HTTP status and Alpaca's error body.
+pub type Refusal = (u16, w::ErrorBody);
+
+fn refusal(status: u16, code: i64, message: &str) -> Refusal {
+    (status, w::ErrorBody { code: Some(code), message: message.into() })
+}
+
+#[derive(Debug, Default)]
+pub struct Book {
+    pub cash: Decimal,
+    /// symbol → (qty, average entry price).
+    pub positions: BTreeMap<String, (Decimal, Decimal)>,
+    pub prices: BTreeMap<String, Decimal>,
+    pub orders: Vec<w::Order>,
+    client_ids: HashSet<String>,
+    next_id: u64,
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Nanos, true)
+}
+
+impl Book {
+    pub fn new(cash: Decimal) -> Self {
+        Book { cash, ..Book::default() }
+    }
+
+    /// Accepts, and fills where it can, an order; returns it as Alpaca would, or the refusal.
+    pub fn submit(&mut self, req: &w::OrderRequest) -> Result<w::Order, Refusal> {
+        let coid = req.client_order_id.clone().unwrap_or_else(|| format!("auto-{}", self.next_id));
+        if coid.len() > 48 {
+            return Err(refusal(422, 40010000, "client_order_id must be no more than 48 characters"));
+        }
+        if self.client_ids.contains(&coid) {
+            return Err(refusal(422, 40010001, "client_order_id must be unique"));
+        }
+        let qty = req.qty.as_deref().and_then(|q| Decimal::from_str(q).ok()).filter(|q| *q > Decimal::ZERO);
+        let Some(qty) = qty else { return Err(refusal(422, 42210000, "invalid qty")) };
+        let Some(&price) = self.prices.get(&req.symbol) else {
+            return Err(refusal(422, 42210000, &format!("asset {} not found", req.symbol)));
+        };
+        let marketable = match (req.kind, req.limit_price.as_deref().and_then(|p| Decimal::from_str(p).ok())) {
+            (w::OrderType::Market, _) => true,
+            (w::OrderType::Limit, Some(lp)) => {
+                (req.side == w::Side::Buy && lp >= price) || (req.side == w::Side::Sell && lp <= price)
+            }
+            _ => return Err(refusal(422, 42210000, "invalid order type")),
+        };
+        let held = self.positions.get(&req.symbol).map_or(Decimal::ZERO, |p| p.0);
+        match req.side {
+            w::Side::Buy if qty * price > self.cash => return Err(refusal(403, 40310000, "insufficient buying power")),
+            w::Side::Sell if qty > held => return Err(refusal(403, 40310000, "insufficient qty available for order")),
+            w::Side::Unknown => return Err(refusal(422, 42210000, "invalid side")),
+            _ => {}
+        }
+        self.next_id += 1;
+        self.client_ids.insert(coid.clone());
+        let mut o = w::Order {
+            id: format!("00000000-0000-4000-8000-{:012}", self.next_id),
+            client_order_id: coid,
+            created_at: Some(now()),
+            submitted_at: Some(now()),
+            symbol: req.symbol.clone(),
+            asset_class: Some(if req.symbol.contains('/') { "crypto" } else { "us_equity" }.into()),
+            qty: Some(qty.to_string()),
+            filled_qty: Some("0".into()),
+            order_class: Some(String::new()),
+            kind: req.kind,
+            side: req.side,
+            time_in_force: req.time_in_force,
+            limit_price: req.limit_price.clone(),
+            status: w::OrderStatus::New,
+            ..w::Order::default()
+        };
+        if marketable {
+            self.fill(&mut o, qty, price);
+        }
+        self.orders.push(o.clone());
+        Ok(o)
+    }
+
+    fn fill(&mut self, o: &mut w::Order, qty: Decimal, price: Decimal) {
+        let pos = self.positions.entry(o.symbol.clone()).or_insert((Decimal::ZERO, Decimal::ZERO));
+        if o.side == w::Side::Buy {
+            self.cash -= qty * price;
+            let total = pos.0 + qty;
+            pos.1 = (pos.0 * pos.1 + qty * price) / total;
+            pos.0 = total;
+        } else {
+            self.cash += qty * price;
+            pos.0 -= qty;
+        }
+        if pos.0.is_zero() {
+            self.positions.remove(&o.symbol);
+        }
+        o.status = w::OrderStatus::Filled;
+        o.filled_qty = Some(qty.to_string());
+        o.filled_avg_price = Some(price.to_string());
+        o.filled_at = Some(now());
+        o.updated_at = Some(now());
+    }
+
+    pub fn find(&self, id: &str) -> Option<&w::Order> {
+        let bare = |s: &str| s.replace('-', "");
+        self.orders.iter().find(|o| o.id == id || bare(&o.id) == bare(id))
+    }
+
+    pub fn find_by_client_id(&self, coid: &str) -> Option<&w::Order> {
+        self.orders.iter().find(|o| o.client_order_id == coid)
+    }
+
+    /// Cancels an open order: `Err` 404 when unknown, 422 when no longer cancelable.
+    pub fn cancel(&mut self, id: &str) -> Result<w::Order, Refusal> {
+        let Some(idx) = self.find(id).and_then(|f| self.orders.iter().position(|o| o.id == f.id)) else {
+            return Err(refusal(404, 40410000, "order not found"));
+        };
+        let o = &mut self.orders[idx];
+        if !matches!(o.status, w::OrderStatus::New | w::OrderStatus::Accepted | w::OrderStatus::PartiallyFilled) {
+            return Err(refusal(422, 42210000, "order is not cancelable"));
+        }
+        o.status = w::OrderStatus::Canceled;
+        o.canceled_at = Some(now());
+        Ok(o.clone())
+    }
+
+    pub fn position(&self, symbol: &str) -> Option<w::Position> {
+        let &(qty, avg) = self.positions.get(symbol)?;
+        let price = self.prices.get(symbol).copied().unwrap_or(avg);
+        Some(w::Position {
+            asset_id: format!("asset-{symbol}"),
+            symbol: symbol.into(),
+            exchange: "NASDAQ".into(),
+            asset_class: "us_equity".into(),
+            avg_entry_price: avg.to_string(),
+            qty: qty.to_string(),
+            qty_available: Some(qty.to_string()),
+            side: if qty >= Decimal::ZERO { "long" } else { "short" }.into(),
+            market_value: Some((qty * price).to_string()),
+            cost_basis: Some((qty * avg).to_string()),
+            current_price: Some(price.to_string()),
+            ..w::Position::default()
+        })
+    }
+
+    pub fn equity(&self) -> Decimal {
+        self.cash
+            + self
+                .positions
+                .iter()
+                .map(|(s, (q, avg))| *q * self.prices.get(s).copied().unwrap_or(*avg))
+                .sum::<Decimal>()
+    }
+
+    pub fn account(&self) -> w::Account {
+        w::Account {
+            id: "fake-account".into(),
+            account_number: Some("PAFAKE0001".into()),
+            status: "ACTIVE".into(),
+            currency: Some("USD".into()),
+            cash: self.cash.to_string(),
+            buying_power: self.cash.to_string(),
+            equity: self.equity().to_string(),
+            portfolio_value: Some(self.equity().to_string()),
+            multiplier: Some("1".into()),
+            trading_blocked: Some(false),
+            account_blocked: Some(false),
+            trade_suspended_by_user: Some(false),
+            ..w::Account::default()
+        }
+    }
+}

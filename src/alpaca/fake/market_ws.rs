@@ -1,0 +1,170 @@
+//! The fake market-data stream: `connected` → auth (10 s) → subscribe/unsubscribe answered with the full
+//! set → bars for subscribed symbols. Connection limit (406), auth failure (402), dropped and half-dead
+//! sockets on command.
+
+use super::{App, WsCmd};
+use crate::alpaca::wire::market as wm;
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use axum::routing::get;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+pub(super) fn router(app: App) -> Router {
+    Router::new()
+        .route("/v2/iex", get(upgrade))
+        .route("/v2/sip", get(upgrade))
+        .route("/v2/test", get(upgrade))
+        .route("/v1beta3/crypto/us", get(upgrade))
+        .with_state(app)
+}
+
+async fn upgrade(State(app): State<App>, ws: WebSocketUpgrade) -> Response {
+    ws.on_upgrade(move |sock| session(app, sock))
+}
+
+/// Decrements the active-connection count however the session ends.
+struct Active(App);
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.lock().market_active -= 1;
+    }
+}
+
+fn frame(msgs: &[wm::StreamMsg]) -> Message {
+    Message::Text(serde_json::to_string(msgs).unwrap_or_default().into())
+}
+
+fn err(code: i64, msg: &str) -> Message {
+    frame(&[wm::StreamMsg::Error { code, msg: msg.into() }])
+}
+
+async fn session(app: App, mut sock: WebSocket) {
+    let refused = {
+        let mut s = app.lock();
+        if s.refuse_next_connections > 0 || s.market_active >= s.max_market_connections {
+            s.refuse_next_connections = s.refuse_next_connections.saturating_sub(1);
+            s.market_refused += 1;
+            true
+        } else {
+            s.market_active += 1;
+            s.market_connections += 1;
+            false
+        }
+    };
+    if refused {
+        let _ = sock.send(err(406, "connection limit exceeded")).await;
+        let _ = sock.send(Message::Close(None)).await;
+        return;
+    }
+    let _active = Active(app.clone());
+    let mut rx = app.market_tx.subscribe();
+    if sock.send(frame(&[wm::StreamMsg::Success { msg: "connected".into() }])).await.is_err() {
+        return;
+    }
+    if !authenticate(&app, &mut sock).await {
+        return;
+    }
+    let mut subs = Subs::default();
+    loop {
+        tokio::select! {
+            msg = sock.recv() => match msg {
+                Some(Ok(Message::Text(t))) => {
+                    app.lock().market_received.push(t.to_string());
+                    let reply = subs.handle(&t);
+                    if sock.send(reply).await.is_err() { return; }
+                }
+                Some(Ok(_)) => {}
+                None | Some(Err(_)) => return,
+            },
+            cmd = rx.recv() => match cmd {
+                Ok(WsCmd::Bar(b)) if subs.has_bar(&b) => {
+                    if sock.send(frame(&[wm::StreamMsg::Bar(b)])).await.is_err() { return; }
+                }
+                Ok(WsCmd::Bar(_)) | Err(RecvError::Lagged(_)) => {}
+                Ok(WsCmd::Raw(f)) => {
+                    if sock.send(Message::Text(f.into())).await.is_err() { return; }
+                }
+                Ok(WsCmd::Drop) | Err(RecvError::Closed) => return,
+                Ok(WsCmd::Silence) => {
+                    tokio::time::sleep(Duration::from_secs(300)).await;
+                    return;
+                }
+            },
+        }
+    }
+}
+
+/// Waits up to 10 s for a valid auth message; answers it. `false`: the session is over.
+async fn authenticate(app: &App, sock: &mut WebSocket) -> bool {
+    let Ok(Some(Ok(Message::Text(t)))) = tokio::time::timeout(Duration::from_secs(10), sock.recv()).await else {
+        let _ = sock.send(err(404, "auth timeout")).await;
+        return false;
+    };
+    app.lock().market_received.push(t.to_string());
+    let Ok(auth) = serde_json::from_str::<wm::AuthRequest>(&t) else {
+        let _ = sock.send(err(401, "not authenticated")).await;
+        return false;
+    };
+    let keys = app.lock().keys.clone();
+    if auth.action != "auth" || (auth.key, auth.secret) != keys {
+        let _ = sock.send(err(402, "auth failed")).await;
+        let _ = sock.send(Message::Close(None)).await;
+        return false;
+    }
+    sock.send(frame(&[wm::StreamMsg::Success { msg: "authenticated".into() }])).await.is_ok()
+}
+
+#[derive(Default)]
+struct Subs {
+    trades: BTreeSet<String>,
+    quotes: BTreeSet<String>,
+    bars: BTreeSet<String>,
+    updated_bars: BTreeSet<String>,
+    daily_bars: BTreeSet<String>,
+    statuses: BTreeSet<String>,
+}
+
+impl Subs {
+    fn has_bar(&self, b: &wm::Bar) -> bool {
+        self.bars.contains("*") || b.symbol.as_ref().is_some_and(|s| self.bars.contains(s))
+    }
+
+    fn handle(&mut self, text: &str) -> Message {
+        let Ok(req) = serde_json::from_str::<wm::SubscribeRequest>(text) else { return err(400, "invalid syntax") };
+        let c = &req.channels;
+        let lists = [&c.trades, &c.quotes, &c.bars, &c.updated_bars, &c.daily_bars, &c.statuses];
+        let mine = [
+            &mut self.trades,
+            &mut self.quotes,
+            &mut self.bars,
+            &mut self.updated_bars,
+            &mut self.daily_bars,
+            &mut self.statuses,
+        ];
+        match req.action.as_str() {
+            "auth" => return err(403, "already authenticated"),
+            "subscribe" if lists.iter().all(|l| l.is_empty()) => return err(400, "invalid syntax"),
+            "subscribe" => mine.into_iter().zip(lists).for_each(|(m, l)| m.extend(l.iter().cloned())),
+            "unsubscribe" => mine.into_iter().zip(lists).for_each(|(m, l)| l.iter().for_each(|s| _ = m.remove(s))),
+            _ => return err(400, "invalid syntax"),
+        }
+        let v = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>();
+        frame(&[wm::StreamMsg::Subscription(wm::Subscription {
+            trades: v(&self.trades),
+            quotes: v(&self.quotes),
+            bars: v(&self.bars),
+            updated_bars: v(&self.updated_bars),
+            daily_bars: v(&self.daily_bars),
+            statuses: v(&self.statuses),
+            lulds: Vec::new(),
+            corrections: v(&self.trades),
+            cancel_errors: v(&self.trades),
+            imbalances: Vec::new(),
+            orderbooks: Vec::new(),
+        })])
+    }
+}

@@ -1,0 +1,218 @@
+//! A fake Alpaca for tests and local runs: real HTTP and real WebSockets on `127.0.0.1`, speaking the
+//! protocol of `shared/alpaca-protocol.md`, with its own account (`book`), a bar store for the data REST
+//! API and the streams, a log of what clients sent, and faults on demand.
+//!
+//! - `rest`: trading REST and data REST (bars with `next_page_token`), behind a gate that checks keys,
+//!   logs every request and injects queued [`Fault`]s.
+//! - `market_ws`: the market-data stream (`/v2/{iex,sip,test}`, `/v1beta3/crypto/us`).
+//! - `updates_ws`: the trade_updates stream (`/stream`).
+
+mod book;
+mod market_ws;
+mod rest;
+mod updates_ws;
+
+pub use book::Book;
+
+use crate::alpaca::wire::market as wm;
+use rust_decimal::Decimal;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::broadcast;
+use url::Url;
+
+pub const KEY_ID: &str = "PKFAKEKEYID";
+pub const SECRET_KEY: &str = "fakesecretkey";
+
+/// A fault the REST gate applies to the next request(s), in queue order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// HTTP 429 with `Retry-After` and `X-RateLimit-*` headers.
+    RateLimited { retry_after_secs: u64 },
+    /// HTTP 500 before doing anything.
+    ServerError,
+    /// Carry the request out, then answer 500 anyway (the ambiguous case for an order POST).
+    ServerErrorAfterProcessing,
+    /// Wait this long before handling the request.
+    Slow(Duration),
+}
+
+/// What a client sent over REST, for assertions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    pub at: tokio::time::Instant,
+}
+
+/// Commands to the open market-data sockets.
+#[derive(Debug, Clone)]
+pub(crate) enum WsCmd {
+    /// A bar for subscribers of its symbol.
+    Bar(wm::Bar),
+    /// Any frame, to every authenticated socket.
+    Raw(String),
+    /// Close the TCP connection without a close frame.
+    Drop,
+    /// Stop sending and stop reading (no pongs): a half-dead socket.
+    Silence,
+}
+
+#[derive(Debug)]
+pub struct Shared {
+    pub book: Book,
+    /// symbol → 1Min bars in time order, served by the data REST API.
+    pub bars: BTreeMap<String, Vec<wm::Bar>>,
+    pub faults: VecDeque<Fault>,
+    pub requests: Vec<Recorded>,
+    /// Text of every frame market-data clients sent, in order.
+    pub market_received: Vec<String>,
+    /// Text of every frame trade_updates clients sent, in order.
+    pub updates_received: Vec<String>,
+    /// Market-data connections accepted so far (the 406 refusals not counted).
+    pub market_connections: usize,
+    pub market_active: usize,
+    /// Market-data connections refused with 406.
+    pub market_refused: usize,
+    /// More simultaneous market-data connections than this get 406.
+    pub max_market_connections: usize,
+    /// Refuse the next N market-data connections with 406 even under the limit.
+    pub refuse_next_connections: usize,
+    pub keys: (String, String),
+}
+
+/// A running fake Alpaca. Dropping it stops the server.
+pub struct FakeAlpaca {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<Shared>>,
+    market_tx: broadcast::Sender<WsCmd>,
+    updates_tx: broadcast::Sender<String>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Clone)]
+pub(crate) struct App {
+    pub state: Arc<Mutex<Shared>>,
+    pub market_tx: broadcast::Sender<WsCmd>,
+    pub updates_tx: broadcast::Sender<String>,
+}
+
+impl App {
+    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl FakeAlpaca {
+    /// Starts on `127.0.0.1:port` (0 = any free port) with $100,000 cash and the keys [`KEY_ID`] /
+    /// [`SECRET_KEY`].
+    pub async fn start(port: u16) -> std::io::Result<FakeAlpaca> {
+        let state = Arc::new(Mutex::new(Shared {
+            book: Book::new(Decimal::from(100_000)),
+            bars: BTreeMap::new(),
+            faults: VecDeque::new(),
+            requests: Vec::new(),
+            market_received: Vec::new(),
+            updates_received: Vec::new(),
+            market_connections: 0,
+            market_active: 0,
+            market_refused: 0,
+            max_market_connections: 1,
+            refuse_next_connections: 0,
+            keys: (KEY_ID.into(), SECRET_KEY.into()),
+        }));
+        let (market_tx, _) = broadcast::channel(4096);
+        let (updates_tx, _) = broadcast::channel(1024);
+        let app = App { state: state.clone(), market_tx: market_tx.clone(), updates_tx: updates_tx.clone() };
+        let router = rest::router(app.clone()).merge(market_ws::router(app.clone())).merge(updates_ws::router(app));
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                log::error!("fake alpaca: server stopped: {e}");
+            }
+        });
+        Ok(FakeAlpaca { addr, state, market_tx, updates_tx, task })
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `http://127.0.0.1:PORT/`: the trading and the data base URL.
+    pub fn http_url(&self) -> Url {
+        Url::parse(&format!("http://{}/", self.addr))
+            .unwrap_or_else(|_| unreachable!("a socket address is a valid host"))
+    }
+
+    /// `ws://127.0.0.1:PORT/{path}`, e.g. `v2/iex` or `stream`.
+    pub fn ws_url(&self, path: &str) -> Url {
+        Url::parse(&format!("ws://{}/{path}", self.addr))
+            .unwrap_or_else(|_| unreachable!("a socket address is a valid host"))
+    }
+
+    pub fn set_price(&self, symbol: &str, price: Decimal) {
+        self.lock().book.prices.insert(symbol.into(), price);
+    }
+
+    pub fn push_fault(&self, f: Fault) {
+        self.lock().faults.push_back(f);
+    }
+
+    /// Adds a bar to the REST store (the symbol's price becomes its close) and streams it to subscribers.
+    pub fn publish_bar(&self, symbol: &str, bar: wm::Bar) {
+        let mut rest_bar = bar.clone();
+        rest_bar.symbol = None;
+        {
+            let mut s = self.lock();
+            if let Some(p) = Decimal::from_f64_retain(bar.c) {
+                s.book.prices.insert(symbol.into(), p);
+            }
+            s.bars.entry(symbol.into()).or_default().push(rest_bar);
+        }
+        let _ = self.market_tx.send(WsCmd::Bar(wm::Bar { symbol: Some(symbol.into()), ..bar }));
+    }
+
+    /// Adds bars to the REST store only (history the stream never sent).
+    pub fn store_bars(&self, symbol: &str, bars: Vec<wm::Bar>) {
+        self.lock().bars.entry(symbol.into()).or_default().extend(bars);
+    }
+
+    /// Sends a raw frame to every authenticated market-data socket.
+    pub fn send_market_raw(&self, frame: &str) {
+        let _ = self.market_tx.send(WsCmd::Raw(frame.into()));
+    }
+
+    /// Drops every open market-data socket without a close frame.
+    pub fn drop_market_sockets(&self) {
+        let _ = self.market_tx.send(WsCmd::Drop);
+    }
+
+    /// Makes every open market-data socket half-dead: nothing sent, nothing read, no pongs.
+    pub fn silence_market_sockets(&self) {
+        let _ = self.market_tx.send(WsCmd::Silence);
+    }
+
+    /// Sends a raw message to every listening trade_updates socket.
+    pub fn send_update_raw(&self, msg: &str) {
+        let _ = self.updates_tx.send(msg.into());
+    }
+
+    pub fn market_connections(&self) -> usize {
+        self.lock().market_connections
+    }
+
+    /// REST requests received so far whose path is `path`.
+    pub fn count(&self, method: &str, path: &str) -> usize {
+        self.lock().requests.iter().filter(|r| r.method == method && r.path == path).count()
+    }
+}
+
+impl Drop for FakeAlpaca {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,326 @@
+//! The fake's REST API: trading (`/v2/...`) and data (`/v2/stocks/bars`, crypto bars), behind `gate`.
+
+use super::{App, Fault, Recorded};
+use crate::alpaca::wire::market as wm;
+use crate::alpaca::wire::rest as w;
+use crate::alpaca::wire::updates as wu;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use std::collections::HashMap;
+use std::str::FromStr;
+
+type Q = Query<HashMap<String, String>>;
+
+pub(super) fn router(app: App) -> Router {
+    Router::new()
+        .route("/v2/account", get(account))
+        .route("/v2/clock", get(clock))
+        .route("/v2/calendar", get(calendar))
+        .route("/v2/assets", get(assets))
+        .route("/v2/assets/{symbol}", get(asset))
+        .route("/v2/orders", get(list_orders).post(submit).delete(cancel_all))
+        .route("/v2/orders/{id}", get(get_order).delete(cancel))
+        .route("/v2/orders:by_client_order_id", get(by_client_id))
+        .route("/v2/positions", get(positions).delete(close_all))
+        .route("/v2/positions/{symbol}", get(position).delete(close))
+        .route("/v2/stocks/bars", get(bars))
+        .route("/v1beta3/crypto/us/bars", get(bars))
+        .route_layer(axum::middleware::from_fn_with_state(app.clone(), gate))
+        .with_state(app)
+}
+
+fn error(status: u16, code: Option<i64>, message: &str) -> Response {
+    let s = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (s, Json(w::ErrorBody { code, message: message.into() })).into_response()
+}
+
+/// Logs the request, checks the keys, applies the next queued fault.
+async fn gate(State(app): State<App>, headers: HeaderMap, req: Request, next: Next) -> Response {
+    let fault = {
+        let mut s = app.lock();
+        s.requests.push(Recorded {
+            method: req.method().to_string(),
+            path: req.uri().path().to_string(),
+            query: req.uri().query().unwrap_or_default().to_string(),
+            at: tokio::time::Instant::now(),
+        });
+        let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        if (h("apca-api-key-id"), h("apca-api-secret-key")) != s.keys {
+            return error(403, Some(40110000), "request is not authorized");
+        }
+        s.faults.pop_front()
+    };
+    match fault {
+        None => next.run(req).await,
+        Some(Fault::ServerError) => error(500, Some(50010000), "internal server error occurred"),
+        Some(Fault::ServerErrorAfterProcessing) => {
+            let _ = next.run(req).await;
+            error(500, Some(50010000), "internal server error occurred")
+        }
+        Some(Fault::Slow(d)) => {
+            tokio::time::sleep(d).await;
+            next.run(req).await
+        }
+        Some(Fault::RateLimited { retry_after_secs }) => {
+            let mut r = error(429, Some(42910000), "rate limit exceeded");
+            let reset = Utc::now().timestamp().saturating_add_unsigned(retry_after_secs);
+            let h = r.headers_mut();
+            h.insert("retry-after", HeaderValue::from(retry_after_secs));
+            h.insert("x-ratelimit-limit", HeaderValue::from(200));
+            h.insert("x-ratelimit-remaining", HeaderValue::from(0));
+            h.insert("x-ratelimit-reset", HeaderValue::from(reset));
+            r
+        }
+    }
+}
+
+async fn account(State(app): State<App>) -> Json<w::Account> {
+    Json(app.lock().book.account())
+}
+
+async fn clock() -> Json<w::Clock> {
+    let now = Utc::now().with_timezone(&chrono_tz::America::New_York);
+    let t = |d: DateTime<chrono_tz::Tz>| d.to_rfc3339();
+    Json(w::Clock {
+        timestamp: t(now),
+        is_open: true,
+        next_open: t(now),
+        next_close: t(now + chrono::Duration::hours(1)),
+    })
+}
+
+async fn calendar(q: Q) -> Response {
+    let day = |k: &str| q.get(k).and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+    let (Some(start), Some(end)) = (day("start"), day("end")) else { return error(422, None, "invalid start or end") };
+    let days: Vec<w::CalendarDay> = start
+        .iter_days()
+        .take_while(|d| *d <= end)
+        .filter(|d| chrono::Datelike::weekday(d).num_days_from_monday() < 5)
+        .take(1000)
+        .map(|d| w::CalendarDay {
+            date: d.to_string(),
+            open: "09:30".into(),
+            close: "16:00".into(),
+            session_open: Some("0400".into()),
+            session_close: Some("2000".into()),
+            settlement_date: None,
+        })
+        .collect();
+    Json(days).into_response()
+}
+
+fn asset_of(symbol: &str) -> w::Asset {
+    let crypto = symbol.contains('/');
+    w::Asset {
+        id: format!("asset-{symbol}"),
+        class: if crypto { "crypto" } else { "us_equity" }.into(),
+        exchange: if crypto { "CRYPTO" } else { "NASDAQ" }.into(),
+        symbol: symbol.into(),
+        status: "active".into(),
+        tradable: true,
+        fractionable: true,
+        min_order_size: crypto.then(|| "0.0001".into()),
+        ..w::Asset::default()
+    }
+}
+
+async fn assets(State(app): State<App>) -> Json<Vec<w::Asset>> {
+    Json(app.lock().book.prices.keys().map(|s| asset_of(s)).collect())
+}
+
+async fn asset(State(app): State<App>, Path(symbol): Path<String>) -> Response {
+    let known = app.lock().book.prices.keys().find(|s| s.replace('/', "") == symbol.replace('/', "")).cloned();
+    match known {
+        Some(s) => Json(asset_of(&s)).into_response(),
+        None => error(404, Some(40410000), &format!("asset not found for {symbol}")),
+    }
+}
+
+fn update_msg(event: wu::TradeEvent, order: &w::Order) -> String {
+    let filled = event == wu::TradeEvent::Fill;
+    let msg = wu::UpdatesMsg::TradeUpdate(Box::new(wu::TradeUpdate {
+        event,
+        order: order.clone(),
+        timestamp: order.updated_at.clone().or(order.created_at.clone()),
+        price: if filled { order.filled_avg_price.clone() } else { None },
+        qty: if filled { order.filled_qty.clone() } else { None },
+        position_qty: None,
+        execution_id: None,
+        at: None,
+        event_id: None,
+        position_qtys: None,
+    }));
+    serde_json::to_string(&msg).unwrap_or_default()
+}
+
+async fn submit(State(app): State<App>, body: axum::body::Bytes) -> Response {
+    let Ok(req) = serde_json::from_slice::<w::OrderRequest>(&body) else {
+        return error(422, Some(40010000), "invalid request body");
+    };
+    let result = app.lock().book.submit(&req);
+    match result {
+        Ok(o) => {
+            let _ = app.updates_tx.send(update_msg(wu::TradeEvent::New, &o));
+            if o.status == w::OrderStatus::Filled {
+                let _ = app.updates_tx.send(update_msg(wu::TradeEvent::Fill, &o));
+            }
+            Json(o).into_response()
+        }
+        Err((status, body)) => error(status, body.code, &body.message),
+    }
+}
+
+async fn list_orders(State(app): State<App>, q: Q) -> Json<Vec<w::Order>> {
+    let open = |o: &w::Order| {
+        matches!(o.status, w::OrderStatus::New | w::OrderStatus::Accepted | w::OrderStatus::PartiallyFilled)
+    };
+    let status = q.get("status").map(String::as_str).unwrap_or("open");
+    let limit = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(50usize).min(500);
+    let s = app.lock();
+    let mut v: Vec<w::Order> = s
+        .book
+        .orders
+        .iter()
+        .filter(|o| match status {
+            "all" => true,
+            "closed" => !open(o),
+            _ => open(o),
+        })
+        .cloned()
+        .collect();
+    v.reverse();
+    v.truncate(limit);
+    Json(v)
+}
+
+async fn get_order(State(app): State<App>, Path(id): Path<String>) -> Response {
+    match app.lock().book.find(&id) {
+        Some(o) => Json(o.clone()).into_response(),
+        None => error(404, Some(40410000), "order not found"),
+    }
+}
+
+async fn by_client_id(State(app): State<App>, q: Q) -> Response {
+    let coid = q.get("client_order_id").cloned().unwrap_or_default();
+    match app.lock().book.find_by_client_id(&coid) {
+        Some(o) => Json(o.clone()).into_response(),
+        None => error(404, Some(40410000), "order not found"),
+    }
+}
+
+async fn cancel(State(app): State<App>, Path(id): Path<String>) -> Response {
+    let result = app.lock().book.cancel(&id);
+    match result {
+        Ok(o) => {
+            let _ = app.updates_tx.send(update_msg(wu::TradeEvent::Canceled, &o));
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err((status, body)) => error(status, body.code, &body.message),
+    }
+}
+
+async fn cancel_all(State(app): State<App>) -> Response {
+    let mut s = app.lock();
+    let ids: Vec<String> =
+        s.book.orders.iter().filter(|o| o.status == w::OrderStatus::New).map(|o| o.id.clone()).collect();
+    let out: Vec<w::MultiStatus> = ids
+        .into_iter()
+        .map(|id| {
+            let status = if s.book.cancel(&id).is_ok() { 200 } else { 500 };
+            w::MultiStatus { id: Some(id), symbol: None, status, body: None }
+        })
+        .collect();
+    (StatusCode::MULTI_STATUS, Json(out)).into_response()
+}
+
+async fn positions(State(app): State<App>) -> Json<Vec<w::Position>> {
+    let s = app.lock();
+    Json(s.book.positions.keys().filter_map(|sym| s.book.position(sym)).collect())
+}
+
+fn find_symbol(app: &App, raw: &str) -> Option<String> {
+    app.lock().book.positions.keys().find(|s| s.replace('/', "") == raw.replace('/', "")).cloned()
+}
+
+async fn position(State(app): State<App>, Path(symbol): Path<String>) -> Response {
+    let p = find_symbol(&app, &symbol).and_then(|s| app.lock().book.position(&s));
+    match p {
+        Some(p) => Json(p).into_response(),
+        None => error(404, Some(40410000), "position does not exist"),
+    }
+}
+
+fn close_order(app: &App, symbol: &str, qty: Option<Decimal>) -> Result<w::Order, (u16, w::ErrorBody)> {
+    let mut s = app.lock();
+    let held = s.book.positions.get(symbol).map_or(Decimal::ZERO, |p| p.0);
+    let req = w::OrderRequest {
+        symbol: symbol.into(),
+        qty: Some(qty.unwrap_or(held).to_string()),
+        notional: None,
+        side: w::Side::Sell,
+        kind: w::OrderType::Market,
+        time_in_force: w::TimeInForce::Day,
+        limit_price: None,
+        stop_price: None,
+        extended_hours: None,
+        client_order_id: None,
+    };
+    s.book.submit(&req)
+}
+
+async fn close(State(app): State<App>, Path(symbol): Path<String>, q: Q) -> Response {
+    let Some(sym) = find_symbol(&app, &symbol) else { return error(404, Some(40410000), "position does not exist") };
+    let qty = q.get("qty").and_then(|q| Decimal::from_str(q).ok());
+    match close_order(&app, &sym, qty) {
+        Ok(o) => Json(o).into_response(),
+        Err((status, body)) => error(status, body.code, &body.message),
+    }
+}
+
+async fn close_all(State(app): State<App>) -> Response {
+    let symbols: Vec<String> = app.lock().book.positions.keys().cloned().collect();
+    let out: Vec<w::MultiStatus> = symbols
+        .into_iter()
+        .map(|sym| match close_order(&app, &sym, None) {
+            Ok(o) => w::MultiStatus { id: None, symbol: Some(sym), status: 200, body: serde_json::to_value(o).ok() },
+            Err((status, b)) => {
+                w::MultiStatus { id: None, symbol: Some(sym), status, body: serde_json::to_value(b).ok() }
+            }
+        })
+        .collect();
+    (StatusCode::MULTI_STATUS, Json(out)).into_response()
+}
+
+/// Bars of the requested symbols within [start, end], ordered by symbol then time, `limit` per page; the
+/// page token is the offset of the next bar.
+async fn bars(State(app): State<App>, q: Q) -> Response {
+    let time = |k: &str| q.get(k).and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.to_utc());
+    let start = time("start").unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let end = time("end").unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok()).unwrap_or(1000).clamp(1, 10_000);
+    let offset = match q.get("page_token").map(|t| t.parse::<usize>()) {
+        None => 0,
+        Some(Ok(o)) => o,
+        Some(Err(_)) => return error(400, None, "invalid page_token"),
+    };
+    let mut symbols: Vec<&str> = q.get("symbols").map(|s| s.split(',').collect()).unwrap_or_default();
+    symbols.sort_unstable();
+    let s = app.lock();
+    let all: Vec<(&str, &wm::Bar)> = symbols
+        .iter()
+        .flat_map(|sym| s.bars.get(*sym).into_iter().flatten().map(move |b| (*sym, b)))
+        .filter(|(_, b)| DateTime::parse_from_rfc3339(&b.t).is_ok_and(|t| t >= start && t <= end))
+        .collect();
+    let mut page = w::BarsPage::default();
+    for (sym, b) in all.iter().skip(offset).take(limit) {
+        page.bars.entry((*sym).into()).or_default().push((*b).clone());
+    }
+    page.next_page_token = (offset + limit < all.len()).then(|| (offset + limit).to_string());
+    Json(page).into_response()
+}

@@ -1,0 +1,141 @@
+//! Market data over Alpaca's WebSocket behind the [`MarketFeed`] trait.
+//!
+//! A background task owns the socket: connect → `connected` → auth → subscribe (the reply is checked
+//! against what was asked) → gap backfill over REST → stream. Any loss (close, error, no frame within
+//! `silence_timeout` although we ping every `ping_interval`) tears the socket down and reconnects with
+//! exponential backoff and jitter; 406 (connection limit) waits the same way, never spins. Bars pass a
+//! [`BarGate`] so the consumer sees every minute bar exactly once and in time order per symbol, whether
+//! it came from the stream or the backfill.
+
+mod gate;
+mod session;
+#[cfg(test)]
+mod tests;
+
+pub use gate::BarGate;
+
+use crate::alpaca::backoff::Backoff;
+use crate::alpaca::event::MarketEvent;
+use crate::alpaca::rest::{RestClient, RestError};
+use crate::config::Secret;
+use crate::domain::{Bar, Symbol};
+use chrono::{DateTime, Utc};
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use url::Url;
+
+/// What a feed delivers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FeedEvent {
+    /// A closed minute bar, each (symbol, time) once, in time order per symbol.
+    Bar(Bar),
+    /// A late correction of a bar already delivered (`u` messages): replaces it.
+    BarUpdated(Bar),
+    /// Anything else the stream said (trades, quotes, trading statuses, ...).
+    Market(MarketEvent),
+    /// The stream is (again) live; `backfilled` bars were fetched over REST to close the gap.
+    Connected { backfilled: usize },
+    /// The connection was lost; a reconnect follows.
+    Disconnected { reason: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    #[error("market data stream {url}: authentication failed ({msg}); check APCA_API_KEY_ID / APCA_API_SECRET_KEY")]
+    Auth { url: String, msg: String },
+    #[error("market data stream {url}: refused: {code} {msg}")]
+    Refused { url: String, code: i64, msg: String },
+    #[error("market data stream {url}: the subscription reply does not cover what was asked: {detail}")]
+    Subscription { url: String, detail: String },
+    #[error("market data stream: connection limit (406) did not clear")]
+    ConnectionLimit,
+    #[error("market data stream: {0}")]
+    Lost(String),
+    #[error("market data backfill: {0}")]
+    Backfill(#[from] RestError),
+    #[error("market data feed stopped")]
+    Stopped,
+}
+
+impl FeedError {
+    /// Fatal errors end the feed; the rest are handled by reconnecting.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            FeedError::Auth { .. } | FeedError::Refused { .. } | FeedError::Subscription { .. } | FeedError::Stopped
+        )
+    }
+}
+
+/// A source of market events: the Alpaca stream, a replay of stored bars, a test double.
+pub trait MarketFeed {
+    /// The next event. Cancellation-safe for implementations backed by a channel (as `AlpacaFeed` is).
+    fn next(&mut self) -> impl Future<Output = Result<FeedEvent, FeedError>> + Send;
+}
+
+#[derive(Debug, Clone)]
+pub struct FeedConfig {
+    /// e.g. `wss://stream.data.alpaca.markets/v2/iex`.
+    pub url: Url,
+    pub key_id: Secret,
+    pub secret_key: Secret,
+    pub symbols: Vec<Symbol>,
+    /// Ask for trading statuses (halts) too.
+    pub statuses: bool,
+    pub ping_interval: Duration,
+    /// No frame at all (data, control or pong) for this long: the socket is dead.
+    pub silence_timeout: Duration,
+    /// Connect, handshake and each send must finish within this.
+    pub io_timeout: Duration,
+    pub backoff: Backoff,
+    /// Backfill from here at the first connect (`None`: only fill gaps after reconnects).
+    pub backfill_from: Option<DateTime<Utc>>,
+    /// `iex` or `sip` for the REST backfill.
+    pub rest_feed: Option<String>,
+}
+
+impl FeedConfig {
+    pub fn new(url: Url, key_id: Secret, secret_key: Secret, symbols: Vec<Symbol>) -> Self {
+        FeedConfig {
+            url,
+            key_id,
+            secret_key,
+            symbols,
+            statuses: true,
+            ping_interval: Duration::from_secs(10),
+            silence_timeout: Duration::from_secs(30),
+            io_timeout: Duration::from_secs(10),
+            backoff: Backoff::STREAM,
+            backfill_from: None,
+            rest_feed: None,
+        }
+    }
+}
+
+/// The Alpaca market-data feed. Dropping it stops the background task at its next step.
+pub struct AlpacaFeed {
+    rx: mpsc::Receiver<Result<FeedEvent, FeedError>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AlpacaFeed {
+    /// Starts the background task; `rest` is used for the gap backfill.
+    pub fn start(cfg: FeedConfig, rest: RestClient) -> AlpacaFeed {
+        let (tx, rx) = mpsc::channel(1024);
+        let task = tokio::spawn(session::run(cfg, rest, tx));
+        AlpacaFeed { rx, task }
+    }
+}
+
+impl MarketFeed for AlpacaFeed {
+    async fn next(&mut self) -> Result<FeedEvent, FeedError> {
+        self.rx.recv().await.unwrap_or(Err(FeedError::Stopped))
+    }
+}
+
+impl Drop for AlpacaFeed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

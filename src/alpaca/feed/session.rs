@@ -1,0 +1,264 @@
+//! The feed's background task: one session per connection (handshake, backfill, stream) and the
+//! reconnect loop around it.
+
+use super::{BarGate, FeedConfig, FeedError, FeedEvent};
+use crate::alpaca::event::{BarKind, Channels, Control, MarketEvent, StreamBar, StreamItem};
+use crate::alpaca::parse::market_frame;
+use crate::alpaca::rest::{BarsQuery, RestClient};
+use crate::alpaca::wire::market as wm;
+use crate::domain::Timeframe;
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, timeout, timeout_at};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+type Tx = mpsc::Sender<Result<FeedEvent, FeedError>>;
+
+/// How a session ended.
+enum End {
+    /// Reconnect after a backoff.
+    Lost(String),
+    /// 406: wait (backoff) and try again.
+    ConnLimit,
+    Fatal(FeedError),
+    /// The consumer is gone.
+    Stopped,
+}
+
+/// The reconnect loop. Returns when the consumer drops the feed or a fatal error was delivered.
+pub(super) async fn run(cfg: FeedConfig, rest: RestClient, tx: Tx) {
+    let mut gate = BarGate::default();
+    let mut attempt = 0u32;
+    loop {
+        let mut established = false;
+        match session(&cfg, &rest, &mut gate, &tx, &mut established).await {
+            End::Stopped => return,
+            End::Fatal(e) => {
+                log::error!("alpaca feed: {e}");
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+            End::ConnLimit => {
+                log::warn!("alpaca feed: connection limit exceeded (406); another client uses these keys")
+            }
+            End::Lost(reason) => {
+                log::warn!("alpaca feed: connection lost: {reason}");
+                if established && tx.send(Ok(FeedEvent::Disconnected { reason })).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if established {
+            attempt = 0;
+        }
+        let wait = cfg.backoff.delay(attempt);
+        attempt = attempt.saturating_add(1);
+        log::info!("alpaca feed: reconnecting in {wait:?} (attempt {attempt})");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+async fn session(cfg: &FeedConfig, rest: &RestClient, gate: &mut BarGate, tx: &Tx, established: &mut bool) -> End {
+    let mut ws = match timeout(cfg.io_timeout, connect_async(cfg.url.as_str())).await {
+        Ok(Ok((ws, _))) => ws,
+        Ok(Err(e)) => return End::Lost(format!("connect: {e}")),
+        Err(_) => return End::Lost("connect timed out".into()),
+    };
+    if let Err(end) = handshake(cfg, &mut ws).await {
+        return end;
+    }
+    *established = true;
+    let backfilled = match backfill(cfg, rest, gate, tx).await {
+        Ok(n) => n,
+        Err(end) => return end,
+    };
+    if tx.send(Ok(FeedEvent::Connected { backfilled })).await.is_err() {
+        return End::Stopped;
+    }
+    stream(cfg, &mut ws, gate, tx).await
+}
+
+/// `connected` → auth → `authenticated` → subscribe → a `subscription` covering the request.
+async fn handshake(cfg: &FeedConfig, ws: &mut Ws) -> Result<(), End> {
+    expect(cfg, ws, |c| matches!(c, Control::Connected)).await?;
+    let auth = wm::AuthRequest {
+        action: "auth".into(),
+        key: cfg.key_id.expose().into(),
+        secret: cfg.secret_key.expose().into(),
+    };
+    send(cfg, ws, &auth).await?;
+    expect(cfg, ws, |c| matches!(c, Control::Authenticated)).await?;
+    let syms: Vec<String> = cfg.symbols.iter().map(|s| s.to_string()).collect();
+    let channels = wm::Subscription {
+        bars: syms.clone(),
+        updated_bars: syms.clone(),
+        statuses: if cfg.statuses { syms } else { Vec::new() },
+        ..wm::Subscription::default()
+    };
+    let wanted = Channels {
+        bars: channels.bars.iter().cloned().collect(),
+        updated_bars: channels.updated_bars.iter().cloned().collect(),
+        statuses: channels.statuses.iter().cloned().collect(),
+        ..Channels::default()
+    };
+    send(cfg, ws, &wm::SubscribeRequest { action: "subscribe".into(), channels }).await?;
+    let reply = expect(cfg, ws, |c| matches!(c, Control::Subscription(_))).await?;
+    match reply {
+        Control::Subscription(got) if wanted.is_covered_by(&got) => Ok(()),
+        other => Err(End::Fatal(FeedError::Subscription {
+            url: cfg.url.to_string(),
+            detail: format!("asked {wanted:?}, got {other:?}"),
+        })),
+    }
+}
+
+async fn send<T: serde::Serialize>(cfg: &FeedConfig, ws: &mut Ws, msg: &T) -> Result<(), End> {
+    let text = serde_json::to_string(msg).map_err(|e| End::Lost(format!("encode: {e}")))?;
+    match timeout(cfg.io_timeout, ws.send(Message::text(text))).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(End::Lost(format!("send: {e}"))),
+        Err(_) => Err(End::Lost("send timed out".into())),
+    }
+}
+
+/// Reads until a control message; returns it when `want` accepts it, maps stream errors otherwise.
+async fn expect(cfg: &FeedConfig, ws: &mut Ws, want: impl Fn(&Control) -> bool) -> Result<Control, End> {
+    let deadline = Instant::now() + cfg.io_timeout;
+    loop {
+        let payload = match timeout_at(deadline, ws.next()).await {
+            Err(_) => return Err(End::Lost("handshake timed out".into())),
+            Ok(None) => return Err(End::Lost("closed during handshake".into())),
+            Ok(Some(Err(e))) => return Err(End::Lost(format!("handshake: {e}"))),
+            Ok(Some(Ok(Message::Text(t)))) => t.as_bytes().to_vec(),
+            Ok(Some(Ok(Message::Binary(b)))) => b.to_vec(),
+            Ok(Some(Ok(Message::Close(_)))) => return Err(End::Lost("closed by server during handshake".into())),
+            Ok(Some(Ok(_))) => continue,
+        };
+        for item in market_frame(&payload).items {
+            match item {
+                StreamItem::Control(Control::Error { code, msg }) => return Err(stream_error(cfg, code, msg)),
+                StreamItem::Control(c) if want(&c) => return Ok(c),
+                other => log::debug!("alpaca feed: ignored during handshake: {other:?}"),
+            }
+        }
+    }
+}
+
+/// Alpaca's stream error codes: 406 waits, bad keys and plan/subscription problems are fatal.
+fn stream_error(cfg: &FeedConfig, code: i64, msg: String) -> End {
+    let url = cfg.url.to_string();
+    match code {
+        406 => End::ConnLimit,
+        402 => End::Fatal(FeedError::Auth { url, msg }),
+        405 | 409..=413 => End::Fatal(FeedError::Refused { url, code, msg }),
+        _ => End::Lost(format!("stream error {code}: {msg}")),
+    }
+}
+
+/// Fetches the bars missed since the last one delivered (or since `backfill_from`).
+async fn backfill(cfg: &FeedConfig, rest: &RestClient, gate: &mut BarGate, tx: &Tx) -> Result<usize, End> {
+    let Some(start) = gate.resume_from(&cfg.symbols, cfg.backfill_from) else { return Ok(0) };
+    let q = BarsQuery {
+        symbols: cfg.symbols.clone(),
+        timeframe: Timeframe::MIN1,
+        start,
+        end: chrono::Utc::now(),
+        limit: 10_000,
+        feed: cfg.rest_feed.clone(),
+        page_token: None,
+    };
+    let bars = match rest.fetch_bars(&q, 1000).await {
+        Ok(b) => b,
+        Err(e) if e.is_recoverable() => return Err(End::Lost(format!("backfill: {e}"))),
+        Err(e) => return Err(End::Fatal(FeedError::Backfill(e))),
+    };
+    let mut n = 0;
+    for bar in bars {
+        if gate.admit(&bar) {
+            n += 1;
+            if tx.send(Ok(FeedEvent::Bar(bar))).await.is_err() {
+                return Err(End::Stopped);
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Streams until the socket dies: pings every `ping_interval`, gives up after `silence_timeout` without
+/// any frame.
+async fn stream(cfg: &FeedConfig, ws: &mut Ws, gate: &mut BarGate, tx: &Tx) -> End {
+    let mut ping = tokio::time::interval(cfg.ping_interval);
+    ping.tick().await;
+    let mut deadline = Instant::now() + cfg.silence_timeout;
+    loop {
+        tokio::select! {
+            m = timeout_at(deadline, ws.next()) => {
+                let payload = match m {
+                    Err(_) => return End::Lost(format!("no frame for {:?}: half-dead socket", cfg.silence_timeout)),
+                    Ok(None) => return End::Lost("closed".into()),
+                    Ok(Some(Err(e))) => return End::Lost(e.to_string()),
+                    Ok(Some(Ok(Message::Close(_)))) => return End::Lost("closed by server".into()),
+                    Ok(Some(Ok(Message::Text(t)))) => t.as_bytes().to_vec(),
+                    Ok(Some(Ok(Message::Binary(b)))) => b.to_vec(),
+                    Ok(Some(Ok(_))) => Vec::new(),
+                };
+                deadline = Instant::now() + cfg.silence_timeout;
+                if !payload.is_empty()
+                    && let Some(end) = deliver(cfg, &payload, gate, tx).await
+                {
+                    return end;
+                }
+            }
+            _ = ping.tick() => {
+                if let Err(end) = timeout(cfg.io_timeout, ws.send(Message::Ping(Vec::new().into()))).await
+                    .map_err(|_| End::Lost("ping timed out".into()))
+                    .and_then(|r| r.map_err(|e| End::Lost(format!("ping: {e}"))))
+                {
+                    return end;
+                }
+            }
+        }
+    }
+}
+
+/// Passes a frame's items on; `Some` ends the session.
+async fn deliver(cfg: &FeedConfig, payload: &[u8], gate: &mut BarGate, tx: &Tx) -> Option<End> {
+    for item in market_frame(payload).items {
+        let ev = match item {
+            StreamItem::Market(MarketEvent::Bar(StreamBar { kind: BarKind::Minute, bar, .. })) => {
+                if !gate.admit(&bar) {
+                    continue;
+                }
+                FeedEvent::Bar(bar)
+            }
+            StreamItem::Market(MarketEvent::Bar(StreamBar { kind: BarKind::Updated, bar, .. })) => {
+                if gate.seen(&bar) {
+                    FeedEvent::BarUpdated(bar)
+                } else if gate.admit(&bar) {
+                    FeedEvent::Bar(bar)
+                } else {
+                    continue;
+                }
+            }
+            StreamItem::Market(m) => FeedEvent::Market(m),
+            StreamItem::Control(Control::Error { code, msg }) => match stream_error(cfg, code, msg) {
+                End::Lost(reason) => {
+                    log::warn!("alpaca feed: {reason}");
+                    continue;
+                }
+                end => return Some(end),
+            },
+            StreamItem::Control(c) => {
+                log::debug!("alpaca feed: control message while streaming: {c:?}");
+                continue;
+            }
+        };
+        if tx.send(Ok(ev)).await.is_err() {
+            return Some(End::Stopped);
+        }
+    }
+    None
+}

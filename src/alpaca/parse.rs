@@ -1,0 +1,91 @@
+//! Conversion from `wire` types into domain types, once, with errors that name the field. Frames are
+//! parsed message by message: a bad message becomes a `ParseError` in the outcome (and a log line), the
+//! rest of the frame is still delivered, and an unknown `T`/`stream` is skipped. Nothing here panics on
+//! any input (`tests/alpaca_frames.rs` and `fuzz/` check that).
+
+mod market;
+mod rest;
+mod updates;
+
+pub use market::{market_frame, market_message};
+pub use rest::{account, asset, bars_page, calendar_day, clock, order, position};
+pub use updates::{updates_frame, updates_message};
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use std::str::FromStr;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("field {field}: {value:?} {reason}")]
+    Field { field: &'static str, value: String, reason: String },
+    #[error("bad bar: {0}")]
+    Bar(#[from] crate::domain::BarError),
+    #[error("bad symbol: {0}")]
+    Symbol(#[from] crate::domain::SymbolError),
+    #[error("bad order id: {0}")]
+    Id(#[from] crate::domain::IdError),
+}
+
+/// What a frame held: the items understood, the messages skipped as unknown, and the ones refused.
+#[derive(Debug)]
+pub struct Frame<T> {
+    pub items: Vec<T>,
+    pub unknown: usize,
+    pub errors: Vec<ParseError>,
+}
+
+impl<T> Default for Frame<T> {
+    fn default() -> Self {
+        Frame { items: Vec::new(), unknown: 0, errors: Vec::new() }
+    }
+}
+
+impl<T> Frame<T> {
+    fn push(&mut self, r: Result<Option<T>, ParseError>) {
+        match r {
+            Ok(Some(item)) => self.items.push(item),
+            Ok(None) => self.unknown += 1,
+            Err(e) => {
+                log::warn!("alpaca: skipped a malformed message: {e}");
+                self.errors.push(e);
+            }
+        }
+    }
+}
+
+fn field_err(field: &'static str, value: &str, reason: impl Into<String>) -> ParseError {
+    let value: String = value.chars().take(64).collect();
+    ParseError::Field { field, value, reason: reason.into() }
+}
+
+/// RFC 3339 with 0 to 9 fractional digits and any offset, into UTC.
+pub fn time(field: &'static str, s: &str) -> Result<DateTime<Utc>, ParseError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| field_err(field, s, format!("is not an RFC 3339 time: {e}")))
+}
+
+fn opt_time(field: &'static str, s: &Option<String>) -> Result<Option<DateTime<Utc>>, ParseError> {
+    s.as_deref().map(|s| time(field, s)).transpose()
+}
+
+/// A decimal sent as a JSON string.
+pub fn decimal(field: &'static str, s: &str) -> Result<Decimal, ParseError> {
+    Decimal::from_str(s.trim())
+        .or_else(|_| Decimal::from_scientific(s.trim()))
+        .map_err(|_| field_err(field, s, "is not a decimal number"))
+}
+
+fn opt_decimal(field: &'static str, s: &Option<String>) -> Result<Option<Decimal>, ParseError> {
+    s.as_deref().filter(|s| !s.is_empty()).map(|s| decimal(field, s)).transpose()
+}
+
+fn finite(field: &'static str, x: f64) -> Result<f64, ParseError> {
+    if x.is_finite() { Ok(x) } else { Err(field_err(field, &x.to_string(), "is not finite")) }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! `RestClient`: the one place REST I/O happens (`issue::<E>()`), plus the order-submission policy.
+
+use super::classify::classify;
+use super::{Endpoint, Host, Limiter, RateLimit, RestError};
+use crate::alpaca::backoff::Backoff;
+use crate::config::Secret;
+use reqwest::StatusCode;
+use std::sync::Arc;
+use std::time::Duration;
+use url::Url;
+
+/// How many times to retry and how long to wait between tries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (so at most `max_retries + 1` requests per call).
+    pub max_retries: u32,
+    pub backoff: Backoff,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            backoff: Backoff { initial: Duration::from_millis(250), max: Duration::from_secs(8) },
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RestConfig {
+    pub trading_url: Url,
+    pub data_url: Url,
+    pub key_id: Secret,
+    pub secret_key: Secret,
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
+    pub trading_limit: RateLimit,
+    pub data_limit: RateLimit,
+}
+
+/// A REST client for both Alpaca hosts. Cheap to clone (shares the connection pool and the limiters).
+#[derive(Debug, Clone)]
+pub struct RestClient {
+    http: reqwest::Client,
+    cfg: Arc<RestConfig>,
+    trading_limiter: Arc<Limiter>,
+    data_limiter: Arc<Limiter>,
+}
+
+/// One reply, before classification.
+struct Reply {
+    status: StatusCode,
+    headers: reqwest::header::HeaderMap,
+    body: Vec<u8>,
+}
+
+impl RestClient {
+    pub fn new(cfg: RestConfig) -> Result<Self, RestError> {
+        let http = reqwest::Client::builder()
+            .timeout(cfg.timeout)
+            .connect_timeout(cfg.timeout)
+            .user_agent(concat!("tradebot/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| RestError::Request { endpoint: "client", message: e.to_string() })?;
+        Ok(RestClient {
+            http,
+            trading_limiter: Arc::new(Limiter::new(cfg.trading_limit)),
+            data_limiter: Arc::new(Limiter::new(cfg.data_limit)),
+            cfg: Arc::new(cfg),
+        })
+    }
+
+    /// Issues `E` with rate limiting, a timeout on every attempt and bounded retries (see module docs).
+    /// Cancellation-safe in the sense that dropping it sends nothing more; a request already on the wire
+    /// may still be carried out by the server.
+    pub async fn issue<E: Endpoint>(&self, input: &E::Input) -> Result<E::Output, RestError> {
+        let mut attempt = 0u32;
+        loop {
+            let err = match self.once::<E>(input).await {
+                Ok(r) if r.status.is_success() => return E::parse(input, &r.body),
+                Ok(r) => classify(E::NAME, r.status, &r.headers, &r.body, E::client_order_id(input)),
+                Err(e) => e,
+            };
+            let retry = match &err {
+                RestError::RateLimited { retry_after, .. } => Some(*retry_after),
+                e if E::IDEMPOTENT && e.is_ambiguous() => Some(Duration::ZERO),
+                _ => None,
+            };
+            let Some(server_wait) = retry.filter(|_| attempt < self.cfg.retry.max_retries) else {
+                log::warn!("alpaca: {} failed after {} attempt(s): {err}", E::NAME, attempt + 1);
+                return Err(err);
+            };
+            let wait = server_wait.max(self.cfg.retry.backoff.delay(attempt));
+            if matches!(err, RestError::RateLimited { .. }) {
+                self.limiter(E::HOST).block_until(tokio::time::Instant::now() + wait);
+            }
+            log::info!("alpaca: {} attempt {} failed ({err}); retrying in {wait:?}", E::NAME, attempt + 1);
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.cfg.retry
+    }
+
+    fn limiter(&self, host: Host) -> &Limiter {
+        match host {
+            Host::Trading => &self.trading_limiter,
+            Host::Data => &self.data_limiter,
+        }
+    }
+
+    /// One attempt: wait for a token, send, read the whole body, all within the timeout.
+    async fn once<E: Endpoint>(&self, input: &E::Input) -> Result<Reply, RestError> {
+        self.limiter(E::HOST).acquire().await;
+        let base = match E::HOST {
+            Host::Trading => &self.cfg.trading_url,
+            Host::Data => &self.cfg.data_url,
+        };
+        let url = base
+            .join(E::path(input).trim_start_matches('/'))
+            .map_err(|e| RestError::Request { endpoint: E::NAME, message: e.to_string() })?;
+        let mut req = self
+            .http
+            .request(E::METHOD, url)
+            .header("APCA-API-KEY-ID", self.cfg.key_id.expose())
+            .header("APCA-API-SECRET-KEY", self.cfg.secret_key.expose())
+            .query(&E::query(input));
+        if let Some(body) = E::body(input) {
+            req = req.json(&body);
+        }
+        let timeout = self.cfg.timeout;
+        let fut = async {
+            let resp = req.send().await?;
+            let status = resp.status();
+            let headers = resp.headers().clone();
+            let body = resp.bytes().await?.to_vec();
+            Ok::<_, reqwest::Error>(Reply { status, headers, body })
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Err(_) => Err(RestError::Timeout { endpoint: E::NAME, timeout }),
+            Ok(Err(e)) if e.is_timeout() => Err(RestError::Timeout { endpoint: E::NAME, timeout }),
+            // reqwest's Display names the URL but never the headers, so no key can leak here.
+            Ok(Err(e)) => Err(RestError::Transport { endpoint: E::NAME, message: e.to_string() }),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! Alpaca REST: each call is a type implementing [`Endpoint`] (method, path, query, body, parse,
+//! idempotency); [`RestClient::issue`] is the one place that does I/O: rate limiting, the keys in headers,
+//! a timeout on every request, classification of errors, and bounded retries with jittered backoff
+//! (429 always, honouring `Retry-After` / `X-RateLimit-Reset`; 5xx and timeouts only for idempotent
+//! calls). Order submission is never retried blindly: see [`RestClient::submit_order`].
+
+mod classify;
+mod client;
+mod data;
+mod error;
+mod limiter;
+mod orders;
+mod trading;
+
+pub use client::{RestClient, RestConfig, RetryPolicy};
+pub use data::{BarsQuery, GetBars};
+pub use error::RestError;
+pub use limiter::{Limiter, RateLimit};
+pub use trading::*;
+
+use reqwest::Method;
+
+/// Which Alpaca host an endpoint lives on (each has its own rate limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    Trading,
+    Data,
+}
+
+/// One REST call, declared as a type.
+pub trait Endpoint {
+    type Input: Sync;
+    type Output;
+    const METHOD: Method;
+    /// Safe to send twice: retried after a 5xx or a timeout. Every call is retried after a 429 (the
+    /// server refused it without acting).
+    const IDEMPOTENT: bool;
+    /// `"GET /v2/account"`: how errors and logs name the call.
+    const NAME: &'static str;
+    const HOST: Host = Host::Trading;
+
+    fn path(input: &Self::Input) -> String;
+    fn query(_input: &Self::Input) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+    fn body(_input: &Self::Input) -> Option<serde_json::Value> {
+        None
+    }
+    /// The client_order_id an order POST carries, so a duplicate refusal can name it.
+    fn client_order_id(_input: &Self::Input) -> Option<&str> {
+        None
+    }
+    /// Turns a 2xx body into the output.
+    fn parse(input: &Self::Input, body: &[u8]) -> Result<Self::Output, RestError>;
+}
+
+/// Deserialises a body and converts it, naming the endpoint in any error.
+pub(crate) fn decode<W: serde::de::DeserializeOwned, T>(
+    endpoint: &'static str,
+    body: &[u8],
+    convert: impl FnOnce(W) -> Result<T, crate::alpaca::parse::ParseError>,
+) -> Result<T, RestError> {
+    let wire: W = serde_json::from_slice(body).map_err(|e| RestError::Decode { endpoint, message: e.to_string() })?;
+    convert(wire).map_err(|e| RestError::Decode { endpoint, message: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests;
