@@ -59,6 +59,7 @@ clean:
 # rules), then batched throughput. FinRL is fetched with pip at run time (needs PyPI and gymnasium).
 BENCH_ENVS ?= 1024
 bench-env: build
+	@"$(PYENV)/bin/python" -c 'import gymnasium' 2>/dev/null || "$(PYENV)/bin/python" -m pip install --quiet gymnasium
 	@tb=$$(./target/release/tradebot bench env --envs 1 --assets 30 --steps 25190 --episode-len 2519 --finrl --json) && \
 	echo "tradebot: $$tb" && \
 	"$(PYENV)/bin/python" benches/peers/finrl_env.py time --against "$$tb" && \

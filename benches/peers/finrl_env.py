@@ -10,9 +10,15 @@ geometric random walk per asset rounded to cents, float32; the tech array holds 
 return (float32); turbulence is |N(0, 40)| with about 3% of days pushed above FinRL's threshold of 99, so
 the sell-everything rule runs too; actions are uniform in [-1, 1], float32.
 
-  finrl_env.py fixture OUT.bin.gz   write the parity fixture (inputs and FinRL's holdings and total asset)
+  finrl_env.py fixture OUT.bin.gz   write the parity fixture (inputs and FinRL's holdings and total asset);
+                                    tests/fixtures/finrl_np_parity.bin.gz is this, byte for byte
   finrl_env.py time [--repeat N]    time FinRL's env on the same panel and actions; prints JSON
                  [--against JSON]  ... and the ratio to tradebot's `bench env --json` line
+
+Fixture layout (gzip, little-endian): b"FRL1", u32 days, u32 assets, u32 tech columns, then
+prices f32[days x assets], tech f32[days x tech], turbulence f64[days], actions f32[(days-1) x assets],
+FinRL's holdings after each step f32[(days-1) x assets], total asset f64[days] (before the first step,
+then after each), and u8[days-1]: 1 where FinRL's cash was a float32 after the step.
 """
 import argparse, gzip, importlib.util, json, pathlib, struct, subprocess, sys, tempfile, time, zipfile
 

@@ -1,9 +1,10 @@
 //! `TchEnv`: the same environment as `VecEnv` on libtorch tensors, on the CPU or a CUDA device.
 //!
-//! State is held per asset as `[E]` f64 tensors (cash, holding, entry, high-water, cooldown), the panel as
-//! `[T, A]` on the device. Each step runs the rule of `exec` with the same f64 operations in the same order
-//! (sells asset by asset, then buys asset by asset, each over all envs at once), so it agrees with
-//! `VecEnv` bit for bit; episode starts come from the same seeded generator. All envs start together and
+//! State is held as f64 tensors (cash `[E]`; holding, entry, high-water, cooldown `[E, A]`), the panel as
+//! `[T, A]` on the device. Each step runs the rule of `exec` with the same f64 operations: stops and sells
+//! for all envs and assets at once, then the buys' cash cap asset by asset (each buy spends cash the next
+//! one may need), with every sum over assets (cash, turnover, equity) taken in `VecEnv`'s order, so the
+//! two agree bit for bit. Episode starts come from the same seeded generator. All envs start together and
 //! episodes have a fixed length, so they also finish together: `done` is one flag per step.
 
 use super::exec::ExecParams;
@@ -23,10 +24,10 @@ pub struct TchEnv {
     turbulent: Option<Tensor>,
     rng: SplitMix64,
     cash: Tensor,
-    holding: Vec<Tensor>,
-    entry: Vec<Tensor>,
-    high_water: Vec<Tensor>,
-    cooldown: Vec<Tensor>,
+    holding: Tensor,
+    entry: Tensor,
+    high_water: Tensor,
+    cooldown: Tensor,
     day: Tensor,
     steps: usize,
     equity: Tensor,
@@ -59,13 +60,14 @@ impl TchEnv {
         };
         let e = cfg.n_envs as i64;
         let zeros = || Tensor::zeros([e], (Kind::Double, device));
+        let grid = || Tensor::zeros([e, a], (Kind::Double, device));
         let mut env = TchEnv {
             rng: SplitMix64::new(cfg.seed),
             cash: zeros(),
-            holding: (0..a).map(|_| zeros()).collect(),
-            entry: (0..a).map(|_| zeros()).collect(),
-            high_water: (0..a).map(|_| zeros()).collect(),
-            cooldown: (0..a).map(|_| zeros()).collect(),
+            holding: grid(),
+            entry: grid(),
+            high_water: grid(),
+            cooldown: grid(),
             day: Tensor::zeros([e], (Kind::Int64, device)),
             steps: 0,
             equity: zeros(),
@@ -90,10 +92,8 @@ impl TchEnv {
         self.steps = 0;
         let _ = self.cash.fill_(self.cfg.initial_cash);
         let _ = self.equity.fill_(self.cfg.initial_cash);
-        for k in 0..self.n_assets {
-            for t in [&mut self.holding[k], &mut self.entry[k], &mut self.high_water[k], &mut self.cooldown[k]] {
-                let _ = t.zero_();
-            }
+        for t in [&mut self.holding, &mut self.entry, &mut self.high_water, &mut self.cooldown] {
+            let _ = t.zero_();
         }
     }
 
@@ -106,18 +106,18 @@ impl TchEnv {
     }
 
     /// Holdings as `[E, A]`.
-    pub fn holdings(&self) -> Tensor {
-        Tensor::stack(&self.holding, 1)
+    pub fn holdings(&self) -> &Tensor {
+        &self.holding
     }
 
     /// Cooldown counters as `[E, A]` (f64 whole numbers).
-    pub fn cooldowns(&self) -> Tensor {
-        Tensor::stack(&self.cooldown, 1)
+    pub fn cooldowns(&self) -> &Tensor {
+        &self.cooldown
     }
 
     /// Entry prices and high-water marks as `[E, A]` each.
-    pub fn entries_and_high_water(&self) -> (Tensor, Tensor) {
-        (Tensor::stack(&self.entry, 1), Tensor::stack(&self.high_water, 1))
+    pub fn entries_and_high_water(&self) -> (&Tensor, &Tensor) {
+        (&self.entry, &self.high_water)
     }
 
     /// Each env's current day, `[E]` int64.
@@ -129,7 +129,7 @@ impl TchEnv {
     pub fn observe(&self) -> Tensor {
         let (a, f) = (self.n_assets as i64, self.n_features as i64);
         let prices = self.prices.index_select(0, &self.day);
-        let value = (self.holdings() * prices / self.cfg.initial_cash).to_kind(Kind::Float);
+        let value = (&self.holding * prices / self.cfg.initial_cash).to_kind(Kind::Float);
         let feats = self.features.index_select(0, &self.day).view([-1, a, f]);
         let per_asset = Tensor::cat(&[value.unsqueeze(2), feats], 2).view([-1, a * (1 + f)]);
         let cash = (&self.cash / self.cfg.initial_cash).to_kind(Kind::Float).unsqueeze(1);
@@ -147,30 +147,20 @@ impl TchEnv {
         self.day += 1;
         self.steps += 1;
         let prices = self.prices.index_select(0, &self.day);
-        let calm = self.turbulent.as_ref().map(|t| t.index_select(0, &self.day).logical_not());
+        // On a turbulent day every holding is sold and nothing bought: `[E, 1]`, broadcast over assets.
+        let sell_all = self.turbulent.as_ref().map(|t| t.index_select(0, &self.day).unsqueeze(1));
         let p = self.cfg.exec;
         let mut turnover = Tensor::zeros([want[0]], (Kind::Double, self.device));
-        for k in 0..self.n_assets {
-            let (price, act) = (prices.select(1, k as i64), actions.select(1, k as i64));
-            // On a turbulent day every holding is sold, whatever the action: a full sell, stops off.
-            let act = match &calm {
-                Some(c) => act.where_self(c, &Tensor::full_like(&act, -1.0)),
-                None => act,
-            };
-            let sell_all = calm.as_ref().map(|c| c.logical_not());
-            turnover += self.sell(k, &p, &price, &act, sell_all.as_ref());
-        }
-        for k in 0..self.n_assets {
-            let (price, act) = (prices.select(1, k as i64), actions.select(1, k as i64));
-            let act = match &calm {
-                Some(c) => act.where_self(c, &Tensor::zeros_like(&act)),
-                None => act,
-            };
-            turnover += self.buy(k, &p, &price, &act);
-        }
+        self.sell(&p, &prices, &actions, sell_all.as_ref(), &mut turnover);
+        let actions = match &sell_all {
+            Some(s) => actions.where_self(&s.logical_not(), &Tensor::zeros_like(&actions)),
+            None => actions,
+        };
+        self.buy(&p, &prices, &actions, &mut turnover);
+        let value = &self.holding * &prices;
         let mut equity = self.cash.copy();
-        for k in 0..self.n_assets {
-            equity += &self.holding[k] * prices.select(1, k as i64);
+        for k in 0..self.n_assets as i64 {
+            equity += value.select(1, k);
         }
         let change = &equity - &self.equity;
         let reward = ((change - turnover * self.cfg.turnover_penalty) * self.cfg.reward_scale).to_kind(Kind::Float);
@@ -187,79 +177,81 @@ impl TchEnv {
         if p.integer_units { q.trunc() } else { q }
     }
 
-    /// `exec::sell_phase` over all envs for asset `k` (or `exec::liquidate` where `sell_all`).
-    fn sell(&mut self, k: usize, p: &ExecParams, price: &Tensor, act: &Tensor, sell_all: Option<&Tensor>) -> Tensor {
-        let cd = (&self.cooldown[k] - 1.0).clamp_min(0.0);
-        let held = self.holding[k].copy();
+    /// `exec::sell_phase` (or `exec::liquidate` where `sell_all`) for every env and asset at once; only the
+    /// cash and turnover sums run asset by asset, in `VecEnv`'s order.
+    fn sell(&mut self, p: &ExecParams, price: &Tensor, act: &Tensor, sell_all: Option<&Tensor>, turnover: &mut Tensor) {
+        let cd = (&self.cooldown - 1.0).clamp_min(0.0);
+        let held = &self.holding;
         let is_held = held.gt(0.0);
-        let hwm_up = self.high_water[k].maximum(price);
-        let mut hwm = hwm_up.where_self(&is_held, &self.high_water[k]);
-        if let Some(s) = sell_all {
-            hwm = hwm.where_self(&s.logical_not(), &self.high_water[k]);
-        }
+        let calm_held = match sell_all {
+            Some(s) => is_held.logical_and(&s.logical_not()),
+            None => is_held,
+        };
+        let hwm = self.high_water.maximum(price).where_self(&calm_held, &self.high_water);
         let stop = if p.trailing_stop > 0.0 {
-            let hit = price.le_tensor(&(&hwm * (1.0 - p.trailing_stop))).logical_and(&is_held);
-            match sell_all {
-                Some(s) => hit.logical_and(&s.logical_not()),
-                None => hit,
-            }
+            price.le_tensor(&(&hwm * (1.0 - p.trailing_stop))).logical_and(&calm_held)
         } else {
-            Tensor::zeros_like(&is_held)
+            Tensor::zeros_like(&calm_held)
         };
         let want = Self::units(p, act);
         let asked = act.lt(0.0).logical_and(&want.ge(p.min_order)).logical_and(&want.gt(0.0));
-        let mut qty = want.minimum(&held).where_self(&asked, &Tensor::zeros_like(&held));
-        qty = held.where_self(&stop, &qty);
+        let zero = Tensor::zeros_like(held);
+        let mut qty = held.where_self(&stop, &want.minimum(held).where_self(&asked, &zero));
         if let Some(s) = sell_all {
             qty = held.where_self(s, &qty);
         }
         let traded = qty.gt(0.0);
-        let px = price * (1.0 - p.slippage_bps * 1e-4);
-        let notional = (&px * &qty).where_self(&traded, &Tensor::zeros_like(&qty));
-        let fee = &notional * (p.fee_bps * 1e-4);
-        let cash = &self.cash + (&notional - &fee);
-        self.cash = cash.where_self(&traded, &self.cash);
-        let left = (&held - &qty).where_self(&traded, &held);
+        let notional = (price * (1.0 - p.slippage_bps * 1e-4) * &qty).where_self(&traded, &zero);
+        let net = &notional - &notional * (p.fee_bps * 1e-4);
+        for k in 0..self.n_assets as i64 {
+            let cash = &self.cash + net.select(1, k);
+            self.cash = cash.where_self(&traded.select(1, k), &self.cash);
+            *turnover += notional.select(1, k);
+        }
+        let left = (held - &qty).where_self(&traded, held);
         let flat = left.le(0.0).logical_and(&traded);
-        let zero = Tensor::zeros_like(&held);
-        self.holding[k] = zero.where_self(&flat, &left);
-        self.entry[k] = zero.where_self(&flat, &self.entry[k]);
-        self.high_water[k] = zero.where_self(&flat, &hwm);
-        self.cooldown[k] = Tensor::full_like(&cd, f64::from(p.cooldown_bars) + 1.0).where_self(&stop, &cd);
-        notional
+        self.holding = zero.where_self(&flat, &left);
+        self.entry = zero.where_self(&flat, &self.entry);
+        self.high_water = zero.where_self(&flat, &hwm);
+        self.cooldown = Tensor::full_like(&cd, f64::from(p.cooldown_bars) + 1.0).where_self(&stop, &cd);
     }
 
-    /// `exec::buy_phase` over all envs for asset `k`.
-    fn buy(&mut self, k: usize, p: &ExecParams, price: &Tensor, act: &Tensor) -> Tensor {
+    /// `exec::buy_phase` for every env: the cash cap runs asset by asset (each buy spends what the next
+    /// may use), the position updates for all assets at once.
+    fn buy(&mut self, p: &ExecParams, price: &Tensor, act: &Tensor, turnover: &mut Tensor) {
         let want = Self::units(p, act);
         let asked = act
             .gt(0.0)
-            .logical_and(&self.cooldown[k].le(0.0))
+            .logical_and(&self.cooldown.le(0.0))
             .logical_and(&want.ge(p.min_order))
             .logical_and(&want.gt(0.0));
         let px = price * (1.0 + p.slippage_bps * 1e-4);
         let unit_cost = if p.cash_cap_ignores_fees { px.copy() } else { &px * (1.0 + p.fee_bps * 1e-4) };
-        let mut affordable = (&self.cash / &unit_cost).clamp_min(0.0);
-        if p.integer_units {
-            affordable = affordable.floor();
+        let zero_e = Tensor::zeros_like(&self.cash);
+        let mut qtys = Vec::with_capacity(self.n_assets);
+        for k in 0..self.n_assets as i64 {
+            let mut affordable = (&self.cash / unit_cost.select(1, k)).clamp_min(0.0);
+            if p.integer_units {
+                affordable = affordable.floor();
+            }
+            let qty = want.select(1, k).minimum(&affordable).where_self(&asked.select(1, k), &zero_e);
+            let traded = qty.gt(0.0);
+            let notional = (px.select(1, k) * &qty).where_self(&traded, &zero_e);
+            let spent = &notional + &notional * (p.fee_bps * 1e-4);
+            let left = &self.cash - spent;
+            let left = if p.cash_cap_ignores_fees { left } else { left.clamp_min(0.0) };
+            self.cash = left.where_self(&traded, &self.cash);
+            *turnover += notional;
+            qtys.push(qty);
         }
-        let zero = Tensor::zeros_like(&want);
-        let qty = want.minimum(&affordable).where_self(&asked, &zero);
+        let qty = Tensor::stack(&qtys, 1);
         let traded = qty.gt(0.0);
-        let notional = (&px * &qty).where_self(&traded, &zero);
-        let fee = &notional * (p.fee_bps * 1e-4);
-        let spent = &notional + &fee;
-        let left = &self.cash - &spent;
-        let left = if p.cash_cap_ignores_fees { left } else { left.clamp_min(0.0) };
-        self.cash = left.where_self(&traded, &self.cash);
-        let held = &self.holding[k];
+        let held = &self.holding;
         let was_held = held.gt(0.0);
-        let avg = (&self.entry[k] * held + &px * &qty) / (held + &qty);
-        let entry = avg.where_self(&was_held, &px);
-        let hwm = self.high_water[k].maximum(price).where_self(&was_held, price);
-        self.entry[k] = entry.where_self(&traded, &self.entry[k]);
-        self.high_water[k] = hwm.where_self(&traded, &self.high_water[k]);
-        self.holding[k] = (held + &qty).where_self(&traded, held);
-        notional
+        let entry = ((&self.entry * held + &px * &qty) / (held + &qty)).where_self(&was_held, &px);
+        let hwm = self.high_water.maximum(price).where_self(&was_held, price);
+        self.entry = entry.where_self(&traded, &self.entry);
+        self.high_water = hwm.where_self(&traded, &self.high_water);
+        self.holding = (held + &qty).where_self(&traded, held);
     }
 }

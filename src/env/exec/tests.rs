@@ -134,3 +134,47 @@ fn liquidation_sells_everything_and_counts_down_the_cooldown() {
     assert!(close(cash, 70.0 * 0.999));
     assert_eq!(pos, Position { cooldown: 1, ..Position::default() });
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Over any price path and actions: cash and holdings never go negative, and at the trade price
+        /// equity only loses what fees and slippage take (the accounting creates and destroys nothing).
+        #[test]
+        fn trades_conserve_equity_up_to_fees_and_slippage(
+            moves in prop::collection::vec((-0.1f64..0.1, -1.0f64..1.0, -1.0f64..1.0), 1..120),
+            fee_bps in 0.0f64..50.0,
+            slippage_bps in 0.0f64..50.0,
+            integer_units in any::<bool>(),
+            stop in prop::option::of(0.01f64..0.2),
+        ) {
+            let p = ExecParams {
+                max_trade: 50.0, min_order: 1.0, fee_bps, slippage_bps, integer_units,
+                trailing_stop: stop.unwrap_or(0.0), cooldown_bars: 2, cash_cap_ignores_fees: false,
+            };
+            let mut pos = [Position::default(); 2];
+            let mut cash = 5_000.0;
+            let mut prices = [40.0, 75.0];
+            for (dp, a0, a1) in moves {
+                prices[0] *= 1.0 + dp;
+                prices[1] *= 1.0 - dp / 2.0;
+                let equity = |cash: f64, pos: &[Position; 2]| cash + pos[0].holding * prices[0] + pos[1].holding * prices[1];
+                let before = equity(cash, &pos);
+                let mut fills = Vec::new();
+                for (k, a) in [a0, a1].into_iter().enumerate() {
+                    fills.push((k, sell_phase(&p, &mut pos[k], &mut cash, prices[k], a)));
+                }
+                for (k, a) in [a0, a1].into_iter().enumerate() {
+                    fills.push((k, buy_phase(&p, &mut pos[k], &mut cash, prices[k], a)));
+                }
+                let cost: f64 = fills.iter().map(|(k, f)| f.fee + f.qty.abs() * prices[*k] * slippage_bps * 1e-4).sum();
+                let after = equity(cash, &pos);
+                prop_assert!(cash >= 0.0 && pos.iter().all(|q| q.holding >= 0.0), "cash {cash}, {pos:?}");
+                prop_assert!((before - cost - after).abs() <= 1e-9 * before.abs().max(1.0), "{before} - {cost} != {after}");
+            }
+        }
+    }
+}
