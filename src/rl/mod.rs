@@ -2,6 +2,7 @@
 //!
 //! - `VecEnv`: E environments stepped together; observations, rewards and done flags are batched tensors
 //!   on the environment's device, so a CUDA environment never sends a step's data to the host.
+//! - `trading`: the trading environment (`env::VecEnv`) behind this trait.
 //! - `cartpole`: gymnasium's CartPole-v1, vectorized in Rust: the proof that `ppo` learns.
 //! - `ppo`: clipped-surrogate PPO with GAE, value clipping, entropy bonus, advantage normalisation,
 //!   gradient clipping, learning-rate annealing, optional target-KL stop and running observation
@@ -10,6 +11,7 @@
 pub mod cartpole;
 pub mod ppo;
 pub mod rng;
+pub mod trading;
 
 use tch::{Device, Tensor};
 

@@ -1,0 +1,80 @@
+//! The trading environment (`env::VecEnv`, plain Rust on the CPU) seen through the `rl::VecEnv` trait, so
+//! PPO trains on it. Actions are clipped to [-1, 1] (the env's action space); an episode's "return" for
+//! progress reports is its total return, `final equity / initial cash - 1`.
+
+use super::{Step, VecEnv};
+use crate::env::{self, EnvConfig, EnvError, Panel};
+use std::sync::Arc;
+use tch::{Device, Kind, Tensor};
+
+pub struct TradingEnv {
+    inner: env::VecEnv,
+    obs: Vec<f32>,
+    step: env::Step,
+    actions: Vec<f32>,
+    initial_cash: f64,
+}
+
+impl TradingEnv {
+    pub fn new(cfg: EnvConfig, panel: Arc<Panel>) -> Result<Self, EnvError> {
+        let initial_cash = cfg.initial_cash;
+        let inner = env::VecEnv::new(cfg, panel)?;
+        let obs = vec![0.0; inner.n_envs() * inner.obs_dim()];
+        let actions = vec![0.0; inner.n_envs() * inner.n_assets()];
+        Ok(TradingEnv { inner, obs, step: env::Step::default(), actions, initial_cash })
+    }
+
+    pub fn inner(&self) -> &env::VecEnv {
+        &self.inner
+    }
+
+    fn obs_tensor(&mut self) -> Tensor {
+        self.inner.observe(&mut self.obs);
+        Tensor::from_slice(&self.obs).view([self.inner.n_envs() as i64, self.inner.obs_dim() as i64])
+    }
+}
+
+impl VecEnv for TradingEnv {
+    fn num_envs(&self) -> usize {
+        self.inner.n_envs()
+    }
+
+    fn obs_dim(&self) -> usize {
+        self.inner.obs_dim()
+    }
+
+    fn act_dim(&self) -> usize {
+        self.inner.n_assets()
+    }
+
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+
+    /// The env resets itself at construction and after every episode: this returns the current state.
+    fn reset(&mut self) -> Tensor {
+        self.obs_tensor()
+    }
+
+    fn step(&mut self, actions: &Tensor) -> Step {
+        let flat = actions.to_device(Device::Cpu).to_kind(Kind::Float).clamp(-1.0, 1.0).reshape([-1]);
+        match Vec::<f32>::try_from(flat) {
+            Ok(v) if v.len() == self.actions.len() => self.actions.copy_from_slice(&v),
+            // A malformed action batch trades nothing rather than stopping training.
+            _ => self.actions.iter_mut().for_each(|a| *a = 0.0),
+        }
+        let n = self.inner.n_envs();
+        if self.inner.step(&self.actions, &mut self.step).is_err() {
+            self.step = env::Step { reward: vec![0.0; n], done: vec![false; n], equity: vec![self.initial_cash; n] };
+        }
+        let finished =
+            (0..n).filter(|&i| self.step.done[i]).map(|i| self.step.equity[i] / self.initial_cash - 1.0).collect();
+        let done: Vec<f32> = self.step.done.iter().map(|d| f32::from(u8::from(*d))).collect();
+        Step {
+            obs: self.obs_tensor(),
+            reward: Tensor::from_slice(&self.step.reward),
+            done: Tensor::from_slice(&done),
+            finished,
+        }
+    }
+}
