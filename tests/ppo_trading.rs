@@ -19,8 +19,8 @@ fn planted_panel(days: usize, seed: u64) -> Panel {
     let mut rng = SplitMix64::new(seed);
     let signal: Vec<Vec<f32>> =
         (0..=days).map(|_| (0..ASSETS).map(|_| if rng.next_f64() < 0.5 { -1.0 } else { 1.0 }).collect()).collect();
-    let mut price = vec![100.0f64; ASSETS];
-    let mut last_ret = vec![0.0f32; ASSETS];
+    let mut price = [100.0f64; ASSETS];
+    let mut last_ret = [0.0f32; ASSETS];
     let (mut prices, mut features) = (Vec::new(), Vec::new());
     for t in 0..days {
         for a in 0..ASSETS {
