@@ -8,6 +8,7 @@
 //!                                           features* ─► policy (ort)* ─► risk* ─► OMS* ─► broker*
 //! ```
 //!
+//! - [`broker`]: the simulated broker, filling orders with the environment's execution rule.
 //! - [`domain`]: symbols, timeframes, bars, decimal money, order ids, the order lifecycle table.
 //! - [`config`]: the TOML file parsed once into checked values; `Secret` for API keys.
 //! - [`store`]: sled, typed trees, time-ordered keys, the durability rule, one owner at a time.
@@ -24,6 +25,7 @@
 //! - [`cli`]: the commands of the `tradebot` binary.
 
 pub mod alpaca;
+pub mod broker;
 pub mod cli;
 pub mod config;
 pub mod data;

@@ -1,0 +1,143 @@
+//! The simulated broker: cash and positions of one local account, filled bar by bar with the shared
+//! execution rule of `env::exec` (stop checks and sells before buys, sells capped at the holding, buys
+//! capped by cash after fees, minimum order size, fee and slippage in basis points, trailing stop,
+//! cooldown after a stop-out).
+//!
+//! The rule is shared exactly, not re-implemented: the rule sizes a trade as `|action| × max_trade` with
+//! the action clamped to [-1, 1], so the broker runs it with `max_trade` set to the order's quantity and
+//! an action of ±1, which gives the same quantity bit for bit (`1 × q = q`). A property test drives the broker and the environment with the same random
+//! actions and compares cash, holdings and equity at every bar.
+
+use crate::domain::{Side, Symbol};
+use crate::env::{ExecParams, Position, exec};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    #[error("no price for {0} yet: an order can only fill against a bar of its symbol")]
+    NoPrice(Symbol),
+    #[error("price of {symbol} is {price}: must be finite and above zero")]
+    BadPrice { symbol: Symbol, price: f64 },
+    #[error("order quantity {0} must be finite and above zero")]
+    BadQty(f64),
+}
+
+/// An order to the simulated broker: a market order for `qty` units, filled at the bar's price.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimOrder {
+    pub symbol: Symbol,
+    pub side: Side,
+    pub qty: f64,
+}
+
+/// What happened to one symbol in one bar.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimFill {
+    pub symbol: Symbol,
+    /// Units bought (> 0) or sold (< 0); 0 when the rule dropped the order.
+    pub qty: f64,
+    pub price: f64,
+    pub notional: f64,
+    pub fee: f64,
+    /// The fill was a trailing-stop exit, not a requested order.
+    pub stopped: bool,
+}
+
+pub struct SimBroker {
+    params: ExecParams,
+    cash: f64,
+    positions: BTreeMap<Symbol, Position>,
+    prices: BTreeMap<Symbol, f64>,
+}
+
+impl SimBroker {
+    /// `exec.max_trade` is ignored: orders carry their own quantities.
+    pub fn new(initial_cash: f64, exec: ExecParams) -> Self {
+        SimBroker { params: exec, cash: initial_cash, positions: BTreeMap::new(), prices: BTreeMap::new() }
+    }
+
+    /// The rule's parameters and action for an order of `qty` units (0: none) in direction `sign`.
+    fn sized(&self, qty: f64, sign: f64) -> (ExecParams, f64) {
+        (ExecParams { max_trade: qty, ..self.params }, if qty > 0.0 { sign } else { 0.0 })
+    }
+
+    pub fn cash(&self) -> f64 {
+        self.cash
+    }
+
+    pub fn holding(&self, symbol: &Symbol) -> f64 {
+        self.positions.get(symbol).map(|p| p.holding).unwrap_or(0.0)
+    }
+
+    pub fn position(&self, symbol: &Symbol) -> Option<&Position> {
+        self.positions.get(symbol)
+    }
+
+    /// Cash plus every holding at its last price.
+    pub fn equity(&self) -> f64 {
+        let mut e = self.cash;
+        for (s, p) in &self.positions {
+            e += p.holding * self.prices.get(s).copied().unwrap_or(0.0);
+        }
+        e
+    }
+
+    /// One bar: new prices for `bars` (every symbol the account trades at this time), then the orders.
+    /// Every symbol with a price gets its stop check and cooldown countdown, as in the environment; the
+    /// sells of all symbols execute before any buy. Orders for the same symbol and side add up.
+    pub fn step(&mut self, bars: &[(Symbol, f64)], orders: &[SimOrder]) -> Result<Vec<SimFill>, SimError> {
+        for (symbol, price) in bars {
+            if !(price.is_finite() && *price > 0.0) {
+                return Err(SimError::BadPrice { symbol: symbol.clone(), price: *price });
+            }
+        }
+        for o in orders {
+            if !(o.qty.is_finite() && o.qty > 0.0) {
+                return Err(SimError::BadQty(o.qty));
+            }
+            if !bars.iter().any(|(s, _)| s == &o.symbol) {
+                return Err(SimError::NoPrice(o.symbol.clone()));
+            }
+        }
+        for (symbol, price) in bars {
+            self.prices.insert(symbol.clone(), *price);
+        }
+        let wanted = |symbol: &Symbol, side: Side| -> f64 {
+            orders.iter().filter(|o| &o.symbol == symbol && o.side == side).map(|o| o.qty).sum()
+        };
+        let mut fills = Vec::new();
+        for (symbol, price) in bars {
+            let (params, action) = self.sized(wanted(symbol, Side::Sell), -1.0);
+            let pos = self.positions.entry(symbol.clone()).or_default();
+            let f = exec::sell_phase(&params, pos, &mut self.cash, *price, action);
+            fills.push(SimFill {
+                symbol: symbol.clone(),
+                qty: f.qty,
+                price: *price,
+                notional: f.notional,
+                fee: f.fee,
+                stopped: f.stopped,
+            });
+        }
+        for (i, (symbol, price)) in bars.iter().enumerate() {
+            let (params, action) = self.sized(wanted(symbol, Side::Buy), 1.0);
+            let pos = self.positions.entry(symbol.clone()).or_default();
+            let f = exec::buy_phase(&params, pos, &mut self.cash, *price, action);
+            if f.qty != 0.0 {
+                fills[i] = SimFill {
+                    symbol: symbol.clone(),
+                    qty: fills[i].qty + f.qty,
+                    price: *price,
+                    notional: fills[i].notional + f.notional,
+                    fee: fills[i].fee + f.fee,
+                    stopped: fills[i].stopped,
+                };
+            }
+        }
+        fills.retain(|f| f.qty != 0.0);
+        Ok(fills)
+    }
+}
+
+#[cfg(test)]
+mod tests;
