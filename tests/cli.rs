@@ -203,3 +203,34 @@ fn bench_env_prints_throughput_as_json_and_refuses_bad_arguments() {
     assert!(!o.status.success());
     assert!(text(&o).contains("episode_len = 10"), "{}", text(&o));
 }
+
+/// Regression: a replay window without `from`/`to` overflowed chrono's date arithmetic and panicked.
+#[test]
+fn run_without_a_replay_window_replays_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let text_cfg =
+        std::fs::read_to_string(&cfg).unwrap().replace("from = \"2004-01-01\"", "").replace("to = \"2013-03-01\"", "");
+    std::fs::write(&cfg, text_cfg).unwrap();
+    let o = tradebot(&["run", "--config", cfg.to_str().unwrap()], &[]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let line = out.lines().find(|l| l.starts_with("AAPL")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("3270") && line.contains("2000-03-01") && line.contains("2013-03-01"), "{line}");
+}
+
+#[test]
+fn data_show_refuses_bad_dates_without_panicking() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let cfg = cfg.to_str().unwrap();
+    for (from, to, needle) in [
+        ("2005-01-01", "262143-12-31", "--to \"262143-12-31\" is not a date"),
+        ("2005-13-01", "2005-01-10", "--from \"2005-13-01\" is not a date"),
+        ("2005-02-01", "2005-01-10", "is after --to"),
+    ] {
+        let o = tradebot(&["data", "show", "AAPL", "--from", from, "--to", to, "--config", cfg], &[]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains(needle), "{needle}: {}", text(&o));
+    }
+}

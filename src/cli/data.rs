@@ -55,7 +55,10 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
             }
             let store = Store::open(&config.state_dir).context("opening the store")?;
             // Whole days in New York time: [from 00:00, to+1 00:00).
-            let hi = daily_bar_time(to + Duration::days(1)) - Duration::microseconds(1);
+            let next = to
+                .checked_add_days(chrono::Days::new(1))
+                .ok_or_else(|| anyhow!("--to {to} is too far in the future"))?;
+            let hi = daily_bar_time(next) - Duration::microseconds(1);
             let bars = store.bars(&sym, tf, daily_bar_time(from), hi)?;
             let mut out = std::io::stdout().lock();
             if json {

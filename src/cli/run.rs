@@ -9,6 +9,9 @@ use anyhow::{Context, bail};
 use chrono::{Duration, NaiveDate};
 use std::process::ExitCode;
 
+const FIRST_DAY: NaiveDate = NaiveDate::from_ymd_opt(1800, 1, 1).expect("a valid date");
+const LAST_DAY: NaiveDate = NaiveDate::from_ymd_opt(2300, 1, 1).expect("a valid date");
+
 /// The live gate: both the config and the command line must say live, or neither.
 pub fn check_live_gate(config: &Config, live_flag: bool) -> Result<(), ConfigError> {
     let problem = match (config.mode, live_flag) {
@@ -46,7 +49,8 @@ pub fn run(config: Config, live: bool) -> anyhow::Result<ExitCode> {
                 "the store has no {tf} bars for {missing:?} and feed.file is not set: run `tradebot data import FILE` first"
             );
         };
-        log::info!("importing {} for {:?}", file.display(), missing);
+        let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+        log::info!("importing {} for {}", file.display(), names.join(", "));
         let r = import_csv(&store, file, &ImportOptions { symbols: missing.clone(), symbol: None, timeframe: tf })?;
         if !r.bad.is_empty() {
             bail!(
@@ -58,8 +62,9 @@ pub fn run(config: Config, live: bool) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let from = daily_bar_time(config.feed.from.unwrap_or(NaiveDate::MIN));
-    let to = daily_bar_time(config.feed.to.unwrap_or(NaiveDate::MAX) - Duration::days(1)) + Duration::days(1);
+    // An open end means all stored bars; bounded so that time arithmetic cannot overflow.
+    let from = daily_bar_time(config.feed.from.unwrap_or(FIRST_DAY));
+    let to = daily_bar_time(config.feed.to.unwrap_or(LAST_DAY)) + Duration::days(1) - Duration::microseconds(1);
     println!("tradebot {} — {:?} mode, replay of {tf} bars", env!("CARGO_PKG_VERSION"), config.mode);
     println!("{:<8} {:>6} {:>12} {:>12} {:>14} {:>10}", "symbol", "bars", "first", "last", "buy&hold", "max DD");
     for sym in &config.market.symbols {
