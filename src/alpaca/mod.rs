@@ -12,4 +12,5 @@ pub mod feed;
 pub mod model;
 pub mod parse;
 pub mod rest;
+pub mod updates;
 pub mod wire;
