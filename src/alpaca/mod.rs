@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod event;
 pub mod fake;
 pub mod feed;
+pub mod history;
 pub mod model;
 pub mod parse;
 pub mod rest;

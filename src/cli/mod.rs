@@ -4,6 +4,7 @@
 mod data;
 mod doctor;
 mod fake;
+mod fetch;
 mod run;
 
 use crate::config::{Config, ConfigError};
@@ -81,6 +82,8 @@ pub enum DataCmd {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Download missing bars from Alpaca's data API into the store (incremental).
+    Fetch(fetch::FetchArgs),
     /// Print stored bars.
     Show {
         symbol: String,
