@@ -117,7 +117,7 @@ impl App {
 
 impl FakeAlpaca {
     /// Starts on `127.0.0.1:port` (0 = any free port) with $100,000 cash and the keys [`KEY_ID`] /
-    /// [`SECRET_KEY`].
+    /// [`SECRET_KEY`]. Cancellation-safe (nothing is listening until it returns).
     pub async fn start(port: u16) -> std::io::Result<FakeAlpaca> {
         let state = Arc::new(Mutex::new(Shared {
             book: Book::new(Decimal::from(100_000)),

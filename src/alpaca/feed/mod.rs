@@ -7,11 +7,13 @@
 //! [`BarGate`] so the consumer sees every minute bar exactly once and in time order per symbol, whether
 //! it came from the stream or the backfill.
 
+mod aggregate;
 mod gate;
 mod session;
 #[cfg(test)]
 mod tests;
 
+pub use aggregate::{AggregateError, Aggregator};
 pub use gate::BarGate;
 
 use crate::alpaca::backoff::Backoff;
@@ -96,13 +98,16 @@ pub struct FeedConfig {
 }
 
 impl FeedConfig {
+    /// Defaults: ping 10 s, silence 30 s, I/O 10 s, backoff 0.5 s doubling to 60 s; trading statuses
+    /// for stocks (the crypto stream has none).
     pub fn new(url: Url, key_id: Secret, secret_key: Secret, symbols: Vec<Symbol>) -> Self {
+        let statuses = !symbols.iter().any(Symbol::is_crypto);
         FeedConfig {
             url,
             key_id,
             secret_key,
             symbols,
-            statuses: true,
+            statuses,
             ping_interval: Duration::from_secs(10),
             silence_timeout: Duration::from_secs(30),
             io_timeout: Duration::from_secs(10),

@@ -1,4 +1,8 @@
 //! The trade_updates task: connect → auth → listen → forward, and the reconnect loop around it.
+//!
+//! Everything here runs inside the stream's own task; aborting that task (dropping the handle) drops the
+//! socket and loses nothing already handed to the consumer, so every function here is cancellation-safe
+//! in that sense. No lock is held anywhere in these functions.
 
 use super::{UpdatesConfig, UpdatesError, UpdatesEvent};
 use crate::alpaca::event::UpdatesItem;
