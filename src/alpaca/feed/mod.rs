@@ -118,6 +118,20 @@ impl FeedConfig {
     }
 }
 
+impl FeedConfig {
+    /// The daemon's stream URL and symbols, with `request_timeout` as the I/O timeout.
+    pub fn from_config(c: &crate::config::Config, creds: &crate::config::Credentials) -> Self {
+        let mut f = FeedConfig::new(
+            c.alpaca.stream_url.clone(),
+            creds.key_id.clone(),
+            creds.secret_key.clone(),
+            c.market.symbols.clone(),
+        );
+        f.io_timeout = c.alpaca.request_timeout;
+        f
+    }
+}
+
 /// The Alpaca market-data feed. Dropping it stops the background task at its next step.
 pub struct AlpacaFeed {
     rx: mpsc::Receiver<Result<FeedEvent, FeedError>>,

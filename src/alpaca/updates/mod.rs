@@ -64,6 +64,16 @@ impl UpdatesConfig {
     }
 }
 
+impl UpdatesConfig {
+    /// The daemon's trade_updates URL, with `request_timeout` as the I/O timeout.
+    pub fn from_config(c: &crate::config::Config, creds: &crate::config::Credentials) -> Self {
+        let mut u =
+            UpdatesConfig::new(c.alpaca.trade_updates_url.clone(), creds.key_id.clone(), creds.secret_key.clone());
+        u.io_timeout = c.alpaca.request_timeout;
+        u
+    }
+}
+
 /// A running trade_updates stream. Dropping it stops the task.
 pub struct TradeUpdates {
     rx: mpsc::Receiver<Result<UpdatesEvent, UpdatesError>>,
