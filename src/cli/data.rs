@@ -15,6 +15,7 @@ fn date(flag: &str, s: &str) -> anyhow::Result<NaiveDate> {
 
 pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
     match cmd {
+        DataCmd::Fetch(args) => super::fetch::run(args),
         DataCmd::Import { file, symbols, symbol, timeframe, config } => {
             let config = load_config(config)?;
             let opts = ImportOptions {

@@ -5,6 +5,7 @@ mod bench;
 mod data;
 mod doctor;
 mod fake;
+mod fetch;
 mod models;
 mod run;
 
@@ -128,6 +129,8 @@ pub enum DataCmd {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Download missing bars from Alpaca's data API into the store (incremental).
+    Fetch(fetch::FetchArgs),
     /// Print stored bars.
     Show {
         symbol: String,

@@ -48,6 +48,13 @@ pub struct Recorded {
     pub at: tokio::time::Instant,
 }
 
+/// Commands to the open trade_updates sockets.
+#[derive(Debug, Clone)]
+pub(crate) enum UpdCmd {
+    Msg(String),
+    Drop,
+}
+
 /// Commands to the open market-data sockets.
 #[derive(Debug, Clone)]
 pub(crate) enum WsCmd {
@@ -75,6 +82,8 @@ pub struct Shared {
     /// Market-data connections accepted so far (the 406 refusals not counted).
     pub market_connections: usize,
     pub market_active: usize,
+    /// trade_updates connections accepted so far.
+    pub updates_connections: usize,
     /// Market-data connections refused with 406.
     pub market_refused: usize,
     /// More simultaneous market-data connections than this get 406.
@@ -89,7 +98,7 @@ pub struct FakeAlpaca {
     pub addr: SocketAddr,
     state: Arc<Mutex<Shared>>,
     market_tx: broadcast::Sender<WsCmd>,
-    updates_tx: broadcast::Sender<String>,
+    updates_tx: broadcast::Sender<UpdCmd>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -97,7 +106,7 @@ pub struct FakeAlpaca {
 pub(crate) struct App {
     pub state: Arc<Mutex<Shared>>,
     pub market_tx: broadcast::Sender<WsCmd>,
-    pub updates_tx: broadcast::Sender<String>,
+    pub updates_tx: broadcast::Sender<UpdCmd>,
 }
 
 impl App {
@@ -108,7 +117,7 @@ impl App {
 
 impl FakeAlpaca {
     /// Starts on `127.0.0.1:port` (0 = any free port) with $100,000 cash and the keys [`KEY_ID`] /
-    /// [`SECRET_KEY`].
+    /// [`SECRET_KEY`]. Cancellation-safe (nothing is listening until it returns).
     pub async fn start(port: u16) -> std::io::Result<FakeAlpaca> {
         let state = Arc::new(Mutex::new(Shared {
             book: Book::new(Decimal::from(100_000)),
@@ -119,6 +128,7 @@ impl FakeAlpaca {
             updates_received: Vec::new(),
             market_connections: 0,
             market_active: 0,
+            updates_connections: 0,
             market_refused: 0,
             max_market_connections: 1,
             refuse_next_connections: 0,
@@ -198,7 +208,12 @@ impl FakeAlpaca {
 
     /// Sends a raw message to every listening trade_updates socket.
     pub fn send_update_raw(&self, msg: &str) {
-        let _ = self.updates_tx.send(msg.into());
+        let _ = self.updates_tx.send(UpdCmd::Msg(msg.into()));
+    }
+
+    /// Drops every open trade_updates socket without a close frame.
+    pub fn drop_update_sockets(&self) {
+        let _ = self.updates_tx.send(UpdCmd::Drop);
     }
 
     pub fn market_connections(&self) -> usize {

@@ -1,6 +1,6 @@
 //! The fake's REST API: trading (`/v2/...`) and data (`/v2/stocks/bars`, crypto bars), behind `gate`.
 
-use super::{App, Fault, Recorded};
+use super::{App, Fault, Recorded, UpdCmd};
 use crate::alpaca::wire::market as wm;
 use crate::alpaca::wire::rest as w;
 use crate::alpaca::wire::updates as wu;
@@ -166,9 +166,9 @@ async fn submit(State(app): State<App>, body: axum::body::Bytes) -> Response {
     let result = app.lock().book.submit(&req);
     match result {
         Ok(o) => {
-            let _ = app.updates_tx.send(update_msg(wu::TradeEvent::New, &o));
+            let _ = app.updates_tx.send(UpdCmd::Msg(update_msg(wu::TradeEvent::New, &o)));
             if o.status == w::OrderStatus::Filled {
-                let _ = app.updates_tx.send(update_msg(wu::TradeEvent::Fill, &o));
+                let _ = app.updates_tx.send(UpdCmd::Msg(update_msg(wu::TradeEvent::Fill, &o)));
             }
             Json(o).into_response()
         }
@@ -218,7 +218,7 @@ async fn cancel(State(app): State<App>, Path(id): Path<String>) -> Response {
     let result = app.lock().book.cancel(&id);
     match result {
         Ok(o) => {
-            let _ = app.updates_tx.send(update_msg(wu::TradeEvent::Canceled, &o));
+            let _ = app.updates_tx.send(UpdCmd::Msg(update_msg(wu::TradeEvent::Canceled, &o)));
             StatusCode::NO_CONTENT.into_response()
         }
         Err((status, body)) => error(status, body.code, &body.message),

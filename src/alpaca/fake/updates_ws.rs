@@ -2,7 +2,7 @@
 //! key/secret, legacy `authenticate` with key_id/secret_key); `listen`; then every order event, sent as
 //! binary frames holding JSON, as paper does.
 
-use super::App;
+use super::{App, UpdCmd};
 use crate::alpaca::wire::updates as wu;
 use axum::Router;
 use axum::extract::State;
@@ -46,6 +46,7 @@ fn listen_of(text: &str) -> Option<wu::ListenRequest> {
 
 async fn session(app: App, mut sock: WebSocket) {
     let mut rx = app.updates_tx.subscribe();
+    app.lock().updates_connections += 1;
     let (mut authed, mut listening) = (false, false);
     loop {
         tokio::select! {
@@ -74,10 +75,11 @@ async fn session(app: App, mut sock: WebSocket) {
                 if sock.send(reply).await.is_err() { return; }
             }
             u = rx.recv() => match u {
-                Ok(text) if listening => {
+                Ok(UpdCmd::Msg(text)) if listening => {
                     if sock.send(Message::Binary(text.into_bytes().into())).await.is_err() { return; }
                 }
-                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Ok(UpdCmd::Drop) => return,
+                Ok(UpdCmd::Msg(_)) | Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return,
             },
         }

@@ -7,11 +7,13 @@
 //! [`BarGate`] so the consumer sees every minute bar exactly once and in time order per symbol, whether
 //! it came from the stream or the backfill.
 
+mod aggregate;
 mod gate;
 mod session;
 #[cfg(test)]
 mod tests;
 
+pub use aggregate::{AggregateError, Aggregator};
 pub use gate::BarGate;
 
 use crate::alpaca::backoff::Backoff;
@@ -96,13 +98,16 @@ pub struct FeedConfig {
 }
 
 impl FeedConfig {
+    /// Defaults: ping 10 s, silence 30 s, I/O 10 s, backoff 0.5 s doubling to 60 s; trading statuses
+    /// for stocks (the crypto stream has none).
     pub fn new(url: Url, key_id: Secret, secret_key: Secret, symbols: Vec<Symbol>) -> Self {
+        let statuses = !symbols.iter().any(Symbol::is_crypto);
         FeedConfig {
             url,
             key_id,
             secret_key,
             symbols,
-            statuses: true,
+            statuses,
             ping_interval: Duration::from_secs(10),
             silence_timeout: Duration::from_secs(30),
             io_timeout: Duration::from_secs(10),
@@ -110,6 +115,20 @@ impl FeedConfig {
             backfill_from: None,
             rest_feed: None,
         }
+    }
+}
+
+impl FeedConfig {
+    /// The daemon's stream URL and symbols, with `request_timeout` as the I/O timeout.
+    pub fn from_config(c: &crate::config::Config, creds: &crate::config::Credentials) -> Self {
+        let mut f = FeedConfig::new(
+            c.alpaca.stream_url.clone(),
+            creds.key_id.clone(),
+            creds.secret_key.clone(),
+            c.market.symbols.clone(),
+        );
+        f.io_timeout = c.alpaca.request_timeout;
+        f
     }
 }
 

@@ -1,5 +1,9 @@
 //! The feed's background task: one session per connection (handshake, backfill, stream) and the
 //! reconnect loop around it.
+//!
+//! Everything here runs inside the stream's own task; aborting that task (dropping the handle) drops the
+//! socket and loses nothing already handed to the consumer, so every function here is cancellation-safe
+//! in that sense. No lock is held anywhere in these functions.
 
 use super::{BarGate, FeedConfig, FeedError, FeedEvent};
 use crate::alpaca::event::{BarKind, Channels, Control, MarketEvent, StreamBar, StreamItem};

@@ -167,9 +167,9 @@ async fn half_dead_socket_is_replaced_within_the_silence_timeout() {
     let FeedEvent::Disconnected { reason } = next(&mut feed).await else { panic!() };
     let detected = silenced.elapsed();
     assert!(reason.contains("half-dead"), "{reason}");
-    assert!(detected >= Duration::from_millis(500) && detected < Duration::from_millis(900), "{detected:?}");
+    assert!(detected >= Duration::from_millis(500) && detected < Duration::from_millis(1000), "{detected:?}");
     wait_connected(&mut feed).await;
-    assert!(silenced.elapsed() < Duration::from_millis(1200), "replaced within the timeout plus one backoff");
+    assert!(silenced.elapsed() < Duration::from_millis(1400), "replaced within the timeout plus one backoff");
     assert_eq!(fake.market_connections(), 2);
     fake.publish_bar("AAPL", wire_bar(5));
     assert!(matches!(next(&mut feed).await, FeedEvent::Bar(b) if b.t.timestamp() == T0 + 300));

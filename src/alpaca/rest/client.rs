@@ -38,6 +38,22 @@ pub struct RestConfig {
     pub data_limit: RateLimit,
 }
 
+impl RestConfig {
+    /// From the daemon's configuration and keys, with the default retry policy and Alpaca's limits.
+    pub fn from_config(a: &crate::config::AlpacaConfig, c: &crate::config::Credentials) -> Self {
+        RestConfig {
+            trading_url: a.trading_url.clone(),
+            data_url: a.data_url.clone(),
+            key_id: c.key_id.clone(),
+            secret_key: c.secret_key.clone(),
+            timeout: a.request_timeout,
+            retry: RetryPolicy::default(),
+            trading_limit: RateLimit::TRADING,
+            data_limit: RateLimit::DATA_FREE,
+        }
+    }
+}
+
 /// A REST client for both Alpaca hosts. Cheap to clone (shares the connection pool and the limiters).
 #[derive(Debug, Clone)]
 pub struct RestClient {

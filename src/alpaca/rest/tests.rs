@@ -190,7 +190,11 @@ async fn insufficient_buying_power_and_timeouts() {
     let started = std::time::Instant::now();
     let e = quick.issue::<GetClock>(&()).await.unwrap_err();
     assert!(matches!(e, RestError::Timeout { .. }), "{e:?}");
-    assert!(started.elapsed() < Duration::from_millis(1500), "four attempts of 200 ms: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "four attempts of 200 ms, not four slow replies of 2 s: {:?}",
+        started.elapsed()
+    );
     assert_eq!(fake.count("GET", "/v2/clock"), 4);
 }
 
@@ -226,4 +230,36 @@ async fn bars_follow_next_page_token() {
     assert!(matches!(c.fetch_bars(&q, 2).await, Err(RestError::Unexpected { .. })), "page cap");
     let last = fake.lock().requests.last().unwrap().query.clone();
     assert!(last.contains("page_token=10") && last.contains("feed=iex") && last.contains("limit=10"), "{last}");
+}
+
+#[tokio::test]
+async fn a_429_holds_back_every_caller_until_the_reset() {
+    let (fake, c) = setup().await;
+    fake.push_fault(Fault::RateLimited { retry_after_secs: 1 });
+    let first = tokio::spawn({
+        let c = c.clone();
+        async move { c.issue::<GetClock>(&()).await }
+    });
+    while fake.lock().requests.is_empty() {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let others: Vec<_> = (0..5)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move { c.issue::<GetAccount>(&()).await })
+        })
+        .collect();
+    first.await.unwrap().unwrap();
+    for o in others {
+        o.await.unwrap().unwrap();
+    }
+    let reqs = fake.lock().requests.clone();
+    assert_eq!(reqs.len(), 7, "the 429, its retry, five others: nothing more");
+    let limited_at = reqs[0].at;
+    assert!(
+        reqs[1..].iter().all(|r| r.at - limited_at >= Duration::from_millis(950)),
+        "no request went out during the Retry-After second: {:?}",
+        reqs.iter().map(|r| r.at - limited_at).collect::<Vec<_>>()
+    );
 }
