@@ -20,6 +20,7 @@
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
 //! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
 //! - [`lstm`] (feature `train`): the LSTM direction classifier: device-resident dataset, training, metrics.
+//! - [`replay`]: stored bars through the `MarketFeed` trait, as fast as possible or at N× real time.
 //! - [`logging`]: journald when under systemd, readable stderr otherwise.
 //! - [`alpaca`]: Alpaca wire types, parsing, REST client, streams and a fake Alpaca server for tests.
 //! - [`cli`]: the commands of the `tradebot` binary.
@@ -38,6 +39,7 @@ pub mod lstm;
 pub mod models;
 pub mod native;
 pub mod onnx;
+pub mod replay;
 #[cfg(feature = "train")]
 pub mod rl;
 pub mod store;
