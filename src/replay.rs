@@ -9,7 +9,6 @@ use crate::domain::{Bar, Symbol, Timeframe};
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
-use std::future::Future;
 use tokio::time::{Duration, Instant};
 
 pub struct ReplayFeed {
@@ -61,18 +60,16 @@ impl ReplayFeed {
 
 impl MarketFeed for ReplayFeed {
     /// Cancellation-safe: a bar leaves the queue only once its wait is over.
-    fn next(&mut self) -> impl Future<Output = Result<FeedEvent, FeedError>> + Send {
-        async move {
-            if !self.connected {
-                self.connected = true;
-                return Ok(FeedEvent::Connected { backfilled: 0 });
-            }
-            let Some(t) = self.bars.front().map(|b| b.t) else { return Err(FeedError::Stopped) };
-            if let Some(at) = self.due(t) {
-                tokio::time::sleep_until(at).await;
-            }
-            self.bars.pop_front().map(FeedEvent::Bar).ok_or(FeedError::Stopped)
+    async fn next(&mut self) -> Result<FeedEvent, FeedError> {
+        if !self.connected {
+            self.connected = true;
+            return Ok(FeedEvent::Connected { backfilled: 0 });
         }
+        let Some(t) = self.bars.front().map(|b| b.t) else { return Err(FeedError::Stopped) };
+        if let Some(at) = self.due(t) {
+            tokio::time::sleep_until(at).await;
+        }
+        self.bars.pop_front().map(FeedEvent::Bar).ok_or(FeedError::Stopped)
     }
 }
 
