@@ -200,3 +200,25 @@ async fn wrong_keys_are_fatal_without_retries() {
     assert!(matches!(feed.next().await, Err(FeedError::Stopped)));
     assert_eq!(fake.market_connections(), 1);
 }
+
+/// The crypto stream (v1beta3 us) end to end: the same session code, a `/`-pair symbol, no statuses
+/// asked (crypto has no trading halts), bars delivered with their pair symbol.
+#[tokio::test]
+async fn crypto_feed_handshake_and_bars() {
+    let fake = FakeAlpaca::start(0).await.unwrap();
+    let mut cfg = config(&fake, KEY_ID, &["BTC/USD"]);
+    cfg.url = fake.ws_url("v1beta3/crypto/us");
+    let mut feed = AlpacaFeed::start(cfg, rest(&fake));
+    wait_connected(&mut feed).await;
+    let received = fake.lock().market_received.clone();
+    assert_eq!(received.len(), 2, "{received:?}");
+    assert!(received[1].contains(r#""bars":["BTC/USD"]"#), "{}", received[1]);
+    assert!(!received[1].contains(r#""statuses":["BTC/USD"]"#), "{}", received[1]);
+    fake.publish_bar("BTC/USD", wire_bar(0));
+    fake.publish_bar("BTC/USD", wire_bar(1));
+    for i in 0..2 {
+        let FeedEvent::Bar(b) = next(&mut feed).await else { panic!("bar {i} missing") };
+        assert_eq!((b.symbol.as_str(), b.t.timestamp()), ("BTC/USD", T0 + 60 * i));
+        assert!(b.symbol.is_crypto());
+    }
+}
