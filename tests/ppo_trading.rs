@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
+use tradebot::env::rng::SplitMix64;
 use tradebot::env::{self, EnvConfig, ExecParams, Panel};
 use tradebot::rl::ppo::{Ppo, PpoConfig};
-use tradebot::rl::rng::SplitMix64;
 use tradebot::rl::trading::TradingEnv;
 
 const ASSETS: usize = 2;

@@ -22,8 +22,33 @@ impl SplitMix64 {
         (self.next_u64() % n.max(1) as u64) as usize
     }
 
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in [lo, hi).
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.next_f64()
+    }
+
     /// Uniform in [-1, 1).
     pub fn action(&mut self) -> f32 {
         ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reproducible_and_roughly_uniform() {
+        let (mut a, mut b) = (SplitMix64::new(3), SplitMix64::new(3));
+        let xs: Vec<f64> = (0..10_000).map(|_| a.next_f64()).collect();
+        assert!(xs.iter().zip((0..10_000).map(|_| b.next_f64())).all(|(x, y)| *x == y));
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        assert!((mean - 0.5).abs() < 0.01, "{mean}");
+        assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
     }
 }

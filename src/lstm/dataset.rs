@@ -163,7 +163,7 @@ pub fn synthetic(
     context_dim: usize,
     seed: u64,
 ) -> DatasetSpec {
-    let mut rng = crate::rl::rng::SplitMix64::new(seed);
+    let mut rng = crate::env::rng::SplitMix64::new(seed);
     let mut normal = || {
         let (u1, u2) = (rng.next_f64().max(1e-12), rng.next_f64());
         ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32

@@ -5,8 +5,8 @@
 //! at 500 steps; reward is 1 per step. Reset draws every state variable uniformly from [-0.05, 0.05].
 //! The action is continuous here (the PPO policy is Gaussian): a value above 0 pushes right.
 
-use super::rng::SplitMix64;
 use super::{Step, VecEnv};
+use crate::env::rng::SplitMix64;
 use tch::{Device, Kind, Tensor};
 
 const GRAVITY: f64 = 9.8;

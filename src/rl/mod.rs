@@ -10,7 +10,6 @@
 
 pub mod cartpole;
 pub mod ppo;
-pub mod rng;
 pub mod trading;
 
 use tch::{Device, Tensor};
