@@ -73,11 +73,8 @@ pub async fn fetch_missing(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alpaca::fake::{FakeAlpaca, KEY_ID, SECRET_KEY};
-    use crate::alpaca::rest::{RateLimit, RestConfig, RetryPolicy};
+    use crate::alpaca::fake::FakeAlpaca;
     use crate::alpaca::wire::market as wm;
-    use crate::config::Secret;
-    use std::time::Duration;
 
     const T0: i64 = 1_714_573_800;
 
@@ -90,17 +87,7 @@ mod tests {
     async fn second_run_fetches_only_what_is_missing() {
         let fake = FakeAlpaca::start(0).await.unwrap();
         fake.store_bars("AAPL", (0..30).map(bar).collect());
-        let rest = RestClient::new(RestConfig {
-            trading_url: fake.http_url(),
-            data_url: fake.http_url(),
-            key_id: Secret::new(KEY_ID),
-            secret_key: Secret::new(SECRET_KEY),
-            timeout: Duration::from_secs(5),
-            retry: RetryPolicy::default(),
-            trading_limit: RateLimit::TRADING,
-            data_limit: RateLimit::DATA_FREE,
-        })
-        .unwrap();
+        let rest = RestClient::new(fake.rest_config()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let syms = [Symbol::new("AAPL").unwrap()];

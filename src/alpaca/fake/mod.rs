@@ -164,6 +164,22 @@ impl FakeAlpaca {
             .unwrap_or_else(|_| unreachable!("a socket address is a valid host"))
     }
 
+    /// A REST configuration for this fake: both hosts on it, its keys, a 5 s timeout, the default retry
+    /// policy and Alpaca's limits. Tests override what they exercise with struct-update syntax.
+    pub fn rest_config(&self) -> crate::alpaca::rest::RestConfig {
+        use crate::alpaca::rest::{RateLimit, RestConfig, RetryPolicy};
+        RestConfig {
+            trading_url: self.http_url(),
+            data_url: self.http_url(),
+            key_id: crate::config::Secret::new(KEY_ID),
+            secret_key: crate::config::Secret::new(SECRET_KEY),
+            timeout: Duration::from_secs(5),
+            retry: RetryPolicy::default(),
+            trading_limit: RateLimit::TRADING,
+            data_limit: RateLimit::DATA_FREE,
+        }
+    }
+
     pub fn set_price(&self, symbol: &str, price: Decimal) {
         self.lock().book.prices.insert(symbol.into(), price);
     }

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::alpaca::fake::{FakeAlpaca, KEY_ID, SECRET_KEY};
-use crate::alpaca::rest::{RateLimit, RestConfig, RetryPolicy};
+use crate::alpaca::rest::{RateLimit, RestConfig};
 use crate::alpaca::wire::market as wm;
 use chrono::SecondsFormat;
 use std::sync::Arc;
@@ -27,17 +27,8 @@ fn wire_bar(i: i64) -> wm::Bar {
 }
 
 fn rest(fake: &FakeAlpaca) -> RestClient {
-    RestClient::new(RestConfig {
-        trading_url: fake.http_url(),
-        data_url: fake.http_url(),
-        key_id: Secret::new(KEY_ID),
-        secret_key: Secret::new(SECRET_KEY),
-        timeout: Duration::from_secs(5),
-        retry: RetryPolicy::default(),
-        trading_limit: RateLimit::TRADING,
-        data_limit: RateLimit { per_minute: 100_000, burst: 1000 },
-    })
-    .unwrap()
+    RestClient::new(RestConfig { data_limit: RateLimit { per_minute: 100_000, burst: 1000 }, ..fake.rest_config() })
+        .unwrap()
 }
 
 fn config(fake: &FakeAlpaca, key: &str, symbols: &[&str]) -> FeedConfig {

@@ -12,17 +12,14 @@ use std::time::Duration;
 
 fn client_with(fake: &FakeAlpaca, key: &str, timeout: Duration) -> RestClient {
     RestClient::new(RestConfig {
-        trading_url: fake.http_url(),
-        data_url: fake.http_url(),
         key_id: Secret::new(key),
-        secret_key: Secret::new(SECRET_KEY),
         timeout,
         retry: RetryPolicy {
             max_retries: 3,
             backoff: Backoff { initial: Duration::from_millis(10), max: Duration::from_millis(40) },
         },
-        trading_limit: RateLimit::TRADING,
         data_limit: RateLimit { per_minute: 10_000, burst: 100 },
+        ..fake.rest_config()
     })
     .unwrap()
 }

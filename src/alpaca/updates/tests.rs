@@ -4,7 +4,7 @@
 use super::*;
 use crate::alpaca::event::UpdateKind;
 use crate::alpaca::fake::{FakeAlpaca, KEY_ID, SECRET_KEY};
-use crate::alpaca::rest::{NewOrder, OrderKind, RateLimit, RestClient, RestConfig, RetryPolicy, TimeInForce};
+use crate::alpaca::rest::{NewOrder, OrderKind, RestClient, TimeInForce};
 use crate::domain::{ClientOrderId, OrderEvent, Qty, Side, Symbol};
 use futures_util::{SinkExt, StreamExt};
 use rust_decimal::Decimal;
@@ -21,17 +21,7 @@ async fn next(s: &mut TradeUpdates) -> UpdatesEvent {
 }
 
 async fn buy(fake: &FakeAlpaca, coid: &str) {
-    let rest = RestClient::new(RestConfig {
-        trading_url: fake.http_url(),
-        data_url: fake.http_url(),
-        key_id: Secret::new(KEY_ID),
-        secret_key: Secret::new(SECRET_KEY),
-        timeout: Duration::from_secs(5),
-        retry: RetryPolicy::default(),
-        trading_limit: RateLimit::TRADING,
-        data_limit: RateLimit::DATA_FREE,
-    })
-    .unwrap();
+    let rest = RestClient::new(fake.rest_config()).unwrap();
     let order = NewOrder {
         symbol: Symbol::new("AAPL").unwrap(),
         side: Side::Buy,
