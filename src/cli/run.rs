@@ -36,13 +36,13 @@ pub fn run(config: Config, live: bool) -> anyhow::Result<ExitCode> {
     }
     let store = Store::open(&config.state_dir).context("opening the store")?;
     let tf = config.market.timeframe;
-    let missing: Vec<_> = config
-        .market
-        .symbols
-        .iter()
-        .filter(|s| store.bar_count(s, tf).map(|n| n == 0).unwrap_or(true))
-        .cloned()
-        .collect();
+    // One seek per symbol: is there any bar at all? A store error stops the run rather than passing for "none".
+    let mut missing = Vec::new();
+    for s in &config.market.symbols {
+        if store.last_bar_time(s, tf)?.is_none() {
+            missing.push(s.clone());
+        }
+    }
     if !missing.is_empty() {
         let Some(file) = &config.feed.file else {
             bail!(

@@ -64,7 +64,9 @@ impl VecEnv for TradingEnv {
             _ => self.actions.iter_mut().for_each(|a| *a = 0.0),
         }
         let n = self.inner.n_envs();
-        if self.inner.step(&self.actions, &mut self.step).is_err() {
+        if let Err(e) = self.inner.step(&self.actions, &mut self.step) {
+            // Unreachable while `actions` is sized n_envs x n_assets, as `new` does; loud if that breaks.
+            log::error!("trading env step failed: {e}; this step trades nothing");
             self.step = env::Step { reward: vec![0.0; n], done: vec![false; n], equity: vec![self.initial_cash; n] };
         }
         let finished =
