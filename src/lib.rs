@@ -31,6 +31,7 @@ pub mod cli;
 pub mod config;
 pub mod data;
 pub mod domain;
+pub mod engine;
 pub mod env;
 pub mod features;
 pub mod logging;
@@ -40,6 +41,7 @@ pub mod models;
 pub mod native;
 pub mod onnx;
 pub mod replay;
+pub mod risk;
 #[cfg(feature = "train")]
 pub mod rl;
 pub mod store;

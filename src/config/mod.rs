@@ -5,11 +5,17 @@
 //! from the environment or systemd's `$CREDENTIALS_DIRECTORY` (`Credentials::load`), held as `Secret`s.
 
 mod env;
+mod lstm;
+mod ppo;
 mod raw;
 mod secret;
+mod train;
 
+pub use lstm::LstmConfig;
+pub use ppo::PpoConfig;
 pub use raw::RawConfig;
 pub use secret::Secret;
+pub use train::TrainConfig;
 
 use crate::domain::{Symbol, Timeframe};
 use chrono::NaiveDate;
@@ -92,6 +98,9 @@ pub struct Config {
     pub runtime: RuntimeConfig,
     pub features: crate::features::FeatureSpec,
     pub env: crate::env::EnvConfig,
+    pub train: TrainConfig,
+    pub ppo: PpoConfig,
+    pub lstm: LstmConfig,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -326,6 +335,15 @@ impl Config {
         let runtime = RuntimeConfig { onnxruntime_lib: raw.runtime.onnxruntime_lib.map(PathBuf::from) };
         let features = c.features(raw.features);
         let env = c.env(raw.env, &broker);
+        let train = c.train(raw.train);
+        let ppo = raw.ppo;
+        if let Err(e) = ppo.validate() {
+            c.problem(e);
+        }
+        let lstm = raw.lstm;
+        if let Err(e) = lstm.validate() {
+            c.problem(e);
+        }
 
         if c.problems.is_empty() {
             Ok(Config {
@@ -341,6 +359,9 @@ impl Config {
                 runtime,
                 features,
                 env,
+                train,
+                ppo,
+                lstm,
             })
         } else {
             Err(ConfigError { file: path.to_path_buf(), problems: c.problems })

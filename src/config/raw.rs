@@ -25,6 +25,12 @@ pub struct RawConfig {
     pub features: RawFeatures,
     #[serde(default)]
     pub env: RawEnv,
+    #[serde(default)]
+    pub train: RawTrain,
+    #[serde(default)]
+    pub ppo: super::PpoConfig,
+    #[serde(default)]
+    pub lstm: super::LstmConfig,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,4 +123,14 @@ pub struct RawEnv {
     pub turnover_penalty: Option<f64>,
     pub turbulence_threshold: Option<f64>,
     pub seed: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrain {
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub holdout_from: Option<String>,
+    pub holdout_to: Option<String>,
+    pub checkpoint_every: Option<u64>,
 }

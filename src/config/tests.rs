@@ -131,3 +131,30 @@ fn features_and_env_sections_are_parsed_and_checked() {
     }
     assert!(parse(&format!("{MIN}[env]\nhmax = 3\n")).is_err(), "unknown keys are refused");
 }
+
+#[test]
+fn train_ppo_and_lstm_sections_are_parsed_and_checked() {
+    let c = parse(&format!(
+        "{MIN}[train]\nfrom = \"2001-01-01\"\nholdout_from = \"2011-01-01\"\n[ppo]\nhidden = [64, 64]\n[lstm]\npatience = 7\n"
+    ))
+    .unwrap();
+    assert_eq!(c.train.train_end(), NaiveDate::from_ymd_opt(2010, 12, 31));
+    assert_eq!(c.ppo.hidden, vec![64, 64]);
+    assert_eq!(c.lstm.patience, 7);
+    assert_eq!(c.train.checkpoint_every, 10);
+
+    let e = parse(&format!(
+        "{MIN}[train]\nto = \"2011-06-01\"\nholdout_from = \"2011-01-01\"\n[ppo]\ngamma = 1.5\n[lstm]\nbatch_size = 1\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    for needle in [
+        "train.to = 2011-06-01 is not before train.holdout_from = 2011-01-01",
+        "ppo.gamma must be in (0, 1]",
+        "lstm.batch_size must be at least 2",
+    ] {
+        assert!(e.contains(needle), "missing {needle:?} in:\n{e}");
+    }
+    let e = parse(&format!("{MIN}[ppo]\nhiden = [3]\n")).unwrap_err().to_string();
+    assert!(e.contains("hiden"), "{e}");
+}

@@ -6,6 +6,7 @@ mod bar;
 mod ids;
 mod money;
 mod order;
+mod request;
 mod symbol;
 mod timeframe;
 
@@ -13,6 +14,7 @@ pub use bar::{Bar, BarError};
 pub use ids::{ClientOrderId, IdError, OrderId};
 pub use money::{MoneyError, Price, Qty};
 pub use order::{OrderEvent, OrderStatus, TransitionError};
+pub use request::{OrderRequest, OrderTif};
 pub use symbol::{Symbol, SymbolError};
 pub use timeframe::{Timeframe, TimeframeError};
 

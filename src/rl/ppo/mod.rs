@@ -7,11 +7,10 @@
 //! global gradient-norm clipping and Adam with linear learning-rate annealing; an optional target-KL
 //! check ends the epochs early. On CPU a run is deterministic for a given seed.
 
-pub mod config;
 pub mod model;
 pub mod normalizer;
 
-pub use config::PpoConfig;
+pub use crate::config::PpoConfig;
 pub use model::ActorCritic;
 pub use normalizer::RunningNorm;
 

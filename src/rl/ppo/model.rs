@@ -2,7 +2,7 @@
 //! state-independent log standard deviation. Variables are named under `pi/` and `vf/`, so checkpoint
 //! keys are stable.
 
-use super::config::PpoConfig;
+use super::PpoConfig;
 use crate::onnx::{Activation, Dense};
 use tch::{Kind, Tensor, nn, nn::Module};
 

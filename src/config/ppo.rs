@@ -1,4 +1,4 @@
-//! PPO hyper-parameters. Every value comes from here (and from the config file through it); the trainer
+//! PPO hyper-parameters (`[ppo]`). Every value comes from here (and from the config file through it); the trainer
 //! has no constants of its own.
 
 use crate::onnx::Activation;
