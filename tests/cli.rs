@@ -162,6 +162,7 @@ fn models_commands_promote_and_roll_back() {
         train_to: None,
         holdout_from: None,
         holdout_to: None,
+        params: Default::default(),
         metrics: Default::default(),
         parent: None,
         state: ModelState::Candidate,

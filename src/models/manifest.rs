@@ -73,6 +73,11 @@ pub struct Manifest {
     pub holdout_to: Option<NaiveDate>,
     #[serde(default)]
     pub metrics: BTreeMap<String, f64>,
+    /// What the live path needs to build the model's inputs exactly as training did, by kind. PPO: the
+    /// env's `initial_cash` and `max_trade` (observation scale, action size); LSTM: window lengths, the
+    /// slow timeframe's factor, horizon and label thresholds.
+    #[serde(default)]
+    pub params: BTreeMap<String, serde_json::Value>,
     pub parent: Option<String>,
     pub state: ModelState,
     /// SHA-256 of `model.onnx`, checked at every load.

@@ -15,6 +15,7 @@ fn draft(kind: ModelKind) -> Manifest {
         train_to: None,
         holdout_from: None,
         holdout_to: None,
+        params: Default::default(),
         metrics: Default::default(),
         parent: None,
         state: ModelState::Champion,
