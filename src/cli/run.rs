@@ -35,33 +35,8 @@ pub fn run(config: Config, live: bool) -> anyhow::Result<ExitCode> {
         );
     }
     let store = Store::open(&config.state_dir).context("opening the store")?;
+    ensure_bars(&config, &store)?;
     let tf = config.market.timeframe;
-    // One seek per symbol: is there any bar at all? A store error stops the run rather than passing for "none".
-    let mut missing = Vec::new();
-    for s in &config.market.symbols {
-        if store.last_bar_time(s, tf)?.is_none() {
-            missing.push(s.clone());
-        }
-    }
-    if !missing.is_empty() {
-        let Some(file) = &config.feed.file else {
-            bail!(
-                "the store has no {tf} bars for {missing:?} and feed.file is not set: run `tradebot data import FILE` first"
-            );
-        };
-        let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
-        log::info!("importing {} for {}", file.display(), names.join(", "));
-        let r = import_csv(&store, file, &ImportOptions { symbols: missing.clone(), symbol: None, timeframe: tf })?;
-        if !r.bad.is_empty() {
-            bail!(
-                "{}: {} bad rows (first: line {}: {}); fix the file or import it with `tradebot data import`",
-                file.display(),
-                r.bad.len(),
-                r.bad[0].line,
-                r.bad[0].reason
-            );
-        }
-    }
     // An open end means all stored bars; bounded so that time arithmetic cannot overflow.
     let from = daily_bar_time(config.feed.from.unwrap_or(FIRST_DAY));
     let to = daily_bar_time(config.feed.to.unwrap_or(LAST_DAY)) + Duration::days(1) - Duration::microseconds(1);
@@ -90,4 +65,37 @@ pub fn run(config: Config, live: bool) -> anyhow::Result<ExitCode> {
     }
     store.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Imports `feed.file` into the store for every configured symbol that has no bars yet (one seek per
+/// symbol). Used by `run`, `train` and `backtest`, so that each works on a fresh state directory.
+pub fn ensure_bars(config: &Config, store: &Store) -> anyhow::Result<()> {
+    let tf = config.market.timeframe;
+    // One seek per symbol: is there any bar at all? A store error stops the run rather than passing for "none".
+    let mut missing = Vec::new();
+    for s in &config.market.symbols {
+        if store.last_bar_time(s, tf)?.is_none() {
+            missing.push(s.clone());
+        }
+    }
+    if !missing.is_empty() {
+        let Some(file) = &config.feed.file else {
+            bail!(
+                "the store has no {tf} bars for {missing:?} and feed.file is not set: run `tradebot data import FILE` first"
+            );
+        };
+        let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+        log::info!("importing {} for {}", file.display(), names.join(", "));
+        let r = import_csv(store, file, &ImportOptions { symbols: missing.clone(), symbol: None, timeframe: tf })?;
+        if !r.bad.is_empty() {
+            bail!(
+                "{}: {} bad rows (first: line {}: {}); fix the file or import it with `tradebot data import`",
+                file.display(),
+                r.bad.len(),
+                r.bad[0].line,
+                r.bad[0].reason
+            );
+        }
+    }
+    Ok(())
 }
