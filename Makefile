@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test lint fmt check-inference-only clean bench-env
+.PHONY: all venv build run test lint fmt check-inference-only clean bench-env install
 
 all: build
 
@@ -64,3 +64,19 @@ bench-env: build
 	echo "tradebot: $$tb" && \
 	"$(PYENV)/bin/python" benches/peers/finrl_env.py time --against "$$tb" && \
 	./target/release/tradebot bench env --envs $(BENCH_ENVS) --assets 30 --steps 200 --episode-len 252
+
+# Install as a system service (run as root): the venv under /opt so that the binary's rpath (libtorch) and
+# ONNX Runtime stay readable under the unit's ProtectHome=yes; binary, unit, sysusers.d entry, and a paper
+# config when none exists. Then: put the Alpaca keys in /etc/tradebot/credentials/ and start the service.
+PREFIX ?= /usr/local
+SYSTEM_PYENV ?= /opt/tradebot/py-torch$(TORCH_VERSION)-ort$(ORT_VERSION)
+install:
+	$(MAKE) build PYENV=$(SYSTEM_PYENV)
+	install -D -m 0755 target/release/tradebot $(DESTDIR)$(PREFIX)/bin/tradebot
+	install -D -m 0644 systemd/tradebot.service $(DESTDIR)/etc/systemd/system/tradebot.service
+	install -D -m 0644 systemd/tradebot.sysusers $(DESTDIR)/usr/lib/sysusers.d/tradebot.conf
+	install -d -m 0750 $(DESTDIR)/etc/tradebot
+	install -d -m 0700 $(DESTDIR)/etc/tradebot/credentials
+	test -e $(DESTDIR)/etc/tradebot/tradebot.toml || install -m 0640 config/alpaca-paper.toml $(DESTDIR)/etc/tradebot/tradebot.toml
+	if [ -z "$(DESTDIR)" ]; then systemd-sysusers /usr/lib/sysusers.d/tradebot.conf && chgrp tradebot /etc/tradebot /etc/tradebot/tradebot.toml && systemctl daemon-reload; fi
+	@echo "installed; next: the two key files in /etc/tradebot/credentials/, then systemctl enable --now tradebot"
