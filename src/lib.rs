@@ -44,4 +44,5 @@ pub mod replay;
 pub mod risk;
 #[cfg(feature = "train")]
 pub mod rl;
+pub mod schedule;
 pub mod store;

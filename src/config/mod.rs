@@ -8,12 +8,14 @@ mod env;
 mod lstm;
 mod ppo;
 mod raw;
+mod retrain;
 mod secret;
 mod train;
 
 pub use lstm::LstmConfig;
 pub use ppo::PpoConfig;
 pub use raw::RawConfig;
+pub use retrain::{GateConfig, RetrainConfig};
 pub use secret::Secret;
 pub use train::TrainConfig;
 
@@ -101,6 +103,7 @@ pub struct Config {
     pub train: TrainConfig,
     pub ppo: PpoConfig,
     pub lstm: LstmConfig,
+    pub retrain: RetrainConfig,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -340,6 +343,7 @@ impl Config {
         if let Err(e) = ppo.validate() {
             c.problem(e);
         }
+        let retrain = c.retrain(raw.retrain);
         let lstm = raw.lstm;
         if let Err(e) = lstm.validate() {
             c.problem(e);
@@ -362,6 +366,7 @@ impl Config {
                 train,
                 ppo,
                 lstm,
+                retrain,
             })
         } else {
             Err(ConfigError { file: path.to_path_buf(), problems: c.problems })

@@ -31,6 +31,8 @@ pub struct RawConfig {
     pub ppo: super::PpoConfig,
     #[serde(default)]
     pub lstm: super::LstmConfig,
+    #[serde(default)]
+    pub retrain: RawRetrain,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -133,4 +135,19 @@ pub struct RawTrain {
     pub holdout_from: Option<String>,
     pub holdout_to: Option<String>,
     pub checkpoint_every: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetrain {
+    pub enabled: Option<bool>,
+    pub schedule: Option<String>,
+    pub timezone: Option<String>,
+    pub time_budget_secs: Option<f64>,
+    pub gpu_memory_mb: Option<u64>,
+    pub ppo_steps: Option<u64>,
+    pub lstm_epochs: Option<u64>,
+    pub min_sharpe_margin: Option<f64>,
+    pub max_drawdown: Option<f64>,
+    pub min_trades: Option<u64>,
 }

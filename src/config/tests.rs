@@ -158,3 +158,17 @@ fn train_ppo_and_lstm_sections_are_parsed_and_checked() {
     let e = parse(&format!("{MIN}[ppo]\nhiden = [3]\n")).unwrap_err().to_string();
     assert!(e.contains("hiden"), "{e}");
 }
+
+#[test]
+fn retrain_section_defaults_and_errors() {
+    let c = parse(MIN).unwrap();
+    assert!(c.retrain.enabled);
+    assert_eq!(c.retrain.schedule.spec(), "0 2 * * Sat");
+    assert_eq!(c.retrain.schedule.zone(), chrono_tz::America::New_York);
+    assert_eq!(c.retrain.gate.min_trades, 5);
+    let e = parse(&format!("{MIN}[retrain]\nschedule = \"0 2 * Sat\"\ntimezone = \"Nowhere\"\nmax_drawdown = 0\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("retrain.schedule / retrain.timezone"), "{e}");
+    assert!(e.contains("retrain.max_drawdown = 0"), "{e}");
+}

@@ -1,0 +1,81 @@
+//! The `[retrain]` section: when the daemon retrains (a cron expression in a time zone), with what budget
+//! the training child runs, and the promotion gate a candidate must pass on the holdout.
+
+use super::Checker;
+use super::raw::RawRetrain;
+use crate::schedule::Schedule;
+use serde::Serialize;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetrainConfig {
+    pub enabled: bool,
+    #[serde(serialize_with = "ser_schedule")]
+    pub schedule: Schedule,
+    /// The training child is killed when it runs longer than this.
+    #[serde(serialize_with = "super::ser_secs")]
+    pub time_budget: Duration,
+    /// Cap on the child's GPU memory, in MiB (passed to it; 0 = no cap).
+    pub gpu_memory_mb: u64,
+    /// PPO environment steps per retrain; `None` = `tradebot train ppo`'s default.
+    pub ppo_steps: Option<u64>,
+    /// LSTM epoch cap per retrain; `None` = `lstm.max_epochs`.
+    pub lstm_epochs: Option<u64>,
+    pub gate: GateConfig,
+}
+
+/// A candidate replaces the champion only if, on the holdout, in the same backtest, it beats the
+/// champion's Sharpe ratio by `min_sharpe_margin`, stays within `max_drawdown`, and trades at least
+/// `min_trades` times.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateConfig {
+    pub min_sharpe_margin: f64,
+    pub max_drawdown: f64,
+    pub min_trades: u64,
+}
+
+fn ser_schedule<S: serde::Serializer>(s: &Schedule, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(&format!("{} ({})", s.spec(), s.zone()))
+}
+
+impl Checker {
+    pub(super) fn retrain(&mut self, r: RawRetrain) -> RetrainConfig {
+        let spec = r.schedule.as_deref().unwrap_or(Schedule::DEFAULT_SPEC);
+        let zone = r.timezone.as_deref().unwrap_or(Schedule::DEFAULT_ZONE);
+        let schedule = match Schedule::parse(spec, zone) {
+            Ok(s) => s,
+            Err(e) => {
+                self.problem(format!("retrain.schedule / retrain.timezone: {e}"));
+                Schedule::parse(Schedule::DEFAULT_SPEC, Schedule::DEFAULT_ZONE)
+                    .unwrap_or_else(|_| unreachable!("the default schedule parses (tested)"))
+            }
+        };
+        let budget =
+            self.range("retrain.time_budget_secs", r.time_budget_secs, 3600.0, (0.0, false), (7.0 * 86400.0, true));
+        if matches!(r.ppo_steps, Some(0)) {
+            self.problem("retrain.ppo_steps = 0: must be at least 1 (or omit it)".into());
+        }
+        if matches!(r.lstm_epochs, Some(0)) {
+            self.problem("retrain.lstm_epochs = 0: must be at least 1 (or omit it)".into());
+        }
+        RetrainConfig {
+            enabled: r.enabled.unwrap_or(true),
+            schedule,
+            time_budget: Duration::from_secs_f64(budget),
+            gpu_memory_mb: r.gpu_memory_mb.unwrap_or(0),
+            ppo_steps: r.ppo_steps,
+            lstm_epochs: r.lstm_epochs,
+            gate: GateConfig {
+                min_sharpe_margin: self.range(
+                    "retrain.min_sharpe_margin",
+                    r.min_sharpe_margin,
+                    0.05,
+                    (-10.0, true),
+                    (10.0, true),
+                ),
+                max_drawdown: self.range("retrain.max_drawdown", r.max_drawdown, 0.3, (0.0, false), (1.0, true)),
+                min_trades: r.min_trades.unwrap_or(5),
+            },
+        }
+    }
+}
