@@ -29,6 +29,7 @@ pub mod alpaca;
 pub mod broker;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod data;
 pub mod domain;
 pub mod engine;

@@ -1,0 +1,41 @@
+//! The control protocol: `{"cmd":"status"}` in, `{"ok":true,"status":{...}}` or `{"ok":false,"error":"..."}`
+//! out, one JSON object per line.
+
+use super::StatusReport;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "lowercase")]
+pub enum Request {
+    Status,
+    /// Start a retrain now (outside the schedule).
+    Retrain,
+    Pause,
+    Resume,
+    Flatten,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Box<StatusReport>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Response {
+    pub fn done(message: impl Into<String>) -> Response {
+        Response { ok: true, status: None, message: Some(message.into()), error: None }
+    }
+
+    pub fn status(s: StatusReport) -> Response {
+        Response { ok: true, status: Some(Box::new(s)), message: None, error: None }
+    }
+
+    pub fn error(e: impl Into<String>) -> Response {
+        Response { ok: false, status: None, message: None, error: Some(e.into()) }
+    }
+}

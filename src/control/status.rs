@@ -1,0 +1,80 @@
+//! What `tradebot status` shows: the daemon's state in one serialisable value, filled by the engine loop.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// "paper" or "live".
+    pub mode: String,
+    pub pid: u32,
+    pub started_at: Option<DateTime<Utc>>,
+    /// What the daemon is doing, as in its last sd_notify STATUS= line.
+    pub activity: String,
+    pub feed: FeedStatus,
+    pub positions: Vec<PositionStatus>,
+    pub open_orders: Vec<OrderStatusLine>,
+    pub equity: f64,
+    pub cash: f64,
+    /// Equity change since the first bar of the current (New York) trading day.
+    pub pnl_today: f64,
+    pub models: ModelsStatus,
+    pub risk: RiskStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FeedStatus {
+    /// "replay" or "alpaca".
+    pub kind: String,
+    pub connected: bool,
+    pub reconnects: u64,
+    /// Close time of the last bar per symbol.
+    pub last_bar: BTreeMap<String, DateTime<Utc>>,
+    pub bars_received: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PositionStatus {
+    pub symbol: String,
+    pub qty: f64,
+    pub price: f64,
+    pub value: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct OrderStatusLine {
+    pub client_order_id: String,
+    pub symbol: String,
+    pub side: String,
+    pub qty: f64,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModelsStatus {
+    pub ppo: Option<String>,
+    pub lstm: Option<String>,
+    pub last_retrain: Option<RetrainStatus>,
+    pub next_retrain: Option<DateTime<Utc>>,
+}
+
+/// One retrain run and its outcome, as stored in the `runs` tree.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RetrainStatus {
+    pub started_at: Option<DateTime<Utc>>,
+    /// "promoted", "kept" (failed the gate), "failed" (crash, NaN, timeout, ...), "running".
+    pub outcome: String,
+    pub reason: String,
+    pub candidate: Option<String>,
+    /// The gate's numbers: candidate and champion Sharpe, drawdown, trades.
+    pub numbers: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RiskStatus {
+    pub kill_switch: bool,
+    pub kill_reason: Option<String>,
+    pub paused: bool,
+    pub gross_exposure: f64,
+}
