@@ -42,6 +42,7 @@ pub mod models;
 pub mod native;
 pub mod onnx;
 pub mod replay;
+pub mod retrain;
 pub mod risk;
 #[cfg(feature = "train")]
 pub mod rl;

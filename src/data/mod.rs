@@ -13,6 +13,8 @@
 //! carries dividends, so the factor moves slightly on ex-dividend days too: prices are total-return
 //! adjusted, as most model training expects.
 
+pub mod snapshot;
+
 use crate::domain::{Bar, Symbol, Timeframe};
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};

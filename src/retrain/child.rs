@@ -1,0 +1,231 @@
+//! The training child: `tradebot train ...` (the same binary) run as a separate process, so that a CUDA
+//! abort, an out-of-memory kill or a hang in training cannot touch trading. Its stdout is JSON lines
+//! (`{"event":"progress"|"epoch"|"done"|"error", ...}`), read as they come; its stderr goes to the log.
+//! It is killed when it outlives its time budget, or, where `nvidia-smi` exists, when its GPU memory
+//! exceeds the budget. Every way it can end is a `ChildOutcome`, never a panic.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+/// What to run and within which limits.
+#[derive(Debug, Clone)]
+pub struct ChildSpec {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub time_budget: Duration,
+    /// 0 = no GPU memory cap.
+    pub gpu_memory_mb: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildOutcome {
+    /// The child registered a model and said so in its `done` line.
+    Done {
+        model_id: String,
+        metrics: BTreeMap<String, f64>,
+    },
+    Failed(ChildFailure),
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ChildFailure {
+    #[error("cannot start {program}: {reason}")]
+    Spawn { program: String, reason: String },
+    #[error("training ran past its budget of {0:?} and was killed")]
+    Timeout(Duration),
+    #[error("training used {used_mb} MiB of GPU memory, over its budget of {budget_mb} MiB, and was killed")]
+    GpuMemory { used_mb: u64, budget_mb: u64 },
+    #[error("training reported an error: {0}")]
+    Reported(String),
+    #[error("training exited with {status} without finishing{}", last.as_ref().map(|l| format!(" (last output: {l})")).unwrap_or_default())]
+    Crashed { status: String, last: Option<String> },
+    #[error("training exited successfully but reported no model")]
+    NoModel,
+}
+
+/// Runs the child to its end. `on_line` sees every JSON line (progress for status and the dashboard).
+/// Cancellation-safe: dropping the future kills the child (`kill_on_drop`).
+pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutcome {
+    let mut child = match Command::new(&spec.program)
+        .args(&spec.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return ChildOutcome::Failed(ChildFailure::Spawn {
+                program: spec.program.display().to_string(),
+                reason: e.to_string(),
+            });
+        }
+    };
+    let pid = child.id();
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                log::info!("train: {l}");
+            }
+        });
+    }
+    let Some(stdout) = child.stdout.take() else {
+        return ChildOutcome::Failed(ChildFailure::Crashed { status: "no stdout".into(), last: None });
+    };
+    let mut lines = BufReader::new(stdout).lines();
+    let deadline = tokio::time::Instant::now() + spec.time_budget;
+    let mut gpu_check = tokio::time::interval(Duration::from_secs(2));
+    let (mut done, mut reported, mut last) = (None, None, None);
+    let failure = loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => break Some(ChildFailure::Timeout(spec.time_budget)),
+            _ = gpu_check.tick(), if spec.gpu_memory_mb > 0 => {
+                if let Some(pid) = pid
+                    && let Some(used) = gpu_memory_of(pid).await
+                    && used > spec.gpu_memory_mb
+                {
+                    break Some(ChildFailure::GpuMemory { used_mb: used, budget_mb: spec.gpu_memory_mb });
+                }
+            }
+            line = lines.next_line() => match line {
+                Ok(Some(l)) => {
+                    match serde_json::from_str::<Value>(&l) {
+                        Ok(v) => {
+                            on_line(&v);
+                            match v.get("event").and_then(Value::as_str) {
+                                Some("done") => done = Some(v),
+                                Some("error") => reported = v.get("message").and_then(Value::as_str).map(str::to_string),
+                                _ => {}
+                            }
+                        }
+                        Err(_) => log::info!("train (not JSON): {l}"),
+                    }
+                    last = Some(l);
+                }
+                Ok(None) | Err(_) => break None,
+            },
+        }
+    };
+    if let Some(f) = failure {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        return ChildOutcome::Failed(f);
+    }
+    let status = match tokio::time::timeout_at(deadline, child.wait()).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return ChildOutcome::Failed(ChildFailure::Crashed { status: e.to_string(), last }),
+        Err(_) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return ChildOutcome::Failed(ChildFailure::Timeout(spec.time_budget));
+        }
+    };
+    if let Some(msg) = reported {
+        return ChildOutcome::Failed(ChildFailure::Reported(msg));
+    }
+    if !status.success() {
+        return ChildOutcome::Failed(ChildFailure::Crashed { status: status.to_string(), last });
+    }
+    match done.as_ref().and_then(|d| d.get("model_id")).and_then(Value::as_str) {
+        Some(id) => ChildOutcome::Done { model_id: id.to_string(), metrics: metrics_of(done.as_ref()) },
+        None => ChildOutcome::Failed(ChildFailure::NoModel),
+    }
+}
+
+fn metrics_of(done: Option<&Value>) -> BTreeMap<String, f64> {
+    done.and_then(|d| d.get("metrics"))
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| v.as_f64().map(|x| (k.clone(), x))).collect())
+        .unwrap_or_default()
+}
+
+/// The child's GPU memory in MiB by `nvidia-smi`; `None` where there is no GPU or no answer.
+async fn gpu_memory_of(pid: u32) -> Option<u64> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(5),
+        Command::new("nvidia-smi")
+            .args(["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output(),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    parse_compute_apps(&String::from_utf8_lossy(&out.stdout), pid)
+}
+
+/// `nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits` lines: `pid, MiB`.
+fn parse_compute_apps(text: &str, pid: u32) -> Option<u64> {
+    text.lines()
+        .filter_map(|l| {
+            let (p, m) = l.split_once(',')?;
+            (p.trim().parse::<u32>().ok()? == pid).then(|| m.trim().parse::<u64>().ok()).flatten()
+        })
+        .reduce(|a, b| a + b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, budget_ms: u64) -> ChildSpec {
+        ChildSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            time_budget: Duration::from_millis(budget_ms),
+            gpu_memory_mb: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn done_line_gives_the_model_and_progress_is_seen() {
+        let mut seen = 0;
+        let out = run(
+            &sh(
+                r#"echo '{"event":"progress","steps":10}'; echo 'plain text'; echo '{"event":"done","model_id":"ppo-abc","metrics":{"mean_return":1.5}}'"#,
+                10_000,
+            ),
+            |_| seen += 1,
+        )
+        .await;
+        assert_eq!(
+            out,
+            ChildOutcome::Done { model_id: "ppo-abc".into(), metrics: BTreeMap::from([("mean_return".into(), 1.5)]) }
+        );
+        assert_eq!(seen, 2, "the two JSON lines");
+    }
+
+    #[tokio::test]
+    async fn every_failure_is_an_outcome() {
+        let crash = run(&sh(r#"echo '{"event":"progress"}'; kill -9 $$"#, 10_000), |_| {}).await;
+        assert!(matches!(crash, ChildOutcome::Failed(ChildFailure::Crashed { .. })), "{crash:?}");
+        let nan =
+            run(&sh(r#"echo '{"event":"error","message":"loss is NaN at update 3"}'; exit 1"#, 10_000), |_| {}).await;
+        assert_eq!(nan, ChildOutcome::Failed(ChildFailure::Reported("loss is NaN at update 3".into())));
+        let t0 = std::time::Instant::now();
+        let slow = run(&sh("sleep 30", 300), |_| {}).await;
+        assert_eq!(slow, ChildOutcome::Failed(ChildFailure::Timeout(Duration::from_millis(300))));
+        assert!(t0.elapsed() < Duration::from_secs(10), "the child was killed, not waited for");
+        let none = run(&sh("exit 0", 10_000), |_| {}).await;
+        assert_eq!(none, ChildOutcome::Failed(ChildFailure::NoModel));
+        let missing = run(&ChildSpec { program: "/nonexistent/tradebot".into(), ..sh("", 1000) }, |_| {}).await;
+        assert!(matches!(missing, ChildOutcome::Failed(ChildFailure::Spawn { .. })));
+    }
+
+    #[test]
+    fn nvidia_smi_lines_are_read_per_pid() {
+        let text = "4242, 1536\n99, 20\n4242, 512\n";
+        assert_eq!(parse_compute_apps(text, 4242), Some(2048));
+        assert_eq!(parse_compute_apps(text, 7), None);
+        assert_eq!(parse_compute_apps("No running processes found\n", 7), None);
+    }
+}
