@@ -16,6 +16,7 @@
 //! - [`models`]: model manifests and the registry (content-hash ids, verified loads, promote/rollback).
 //! - [`features`]: the versioned feature set, one bar in, one row out; the batch path runs the same state.
 //! - [`env`]: the vectorized trading environment (E envs x A assets) and the one execution rule.
+//! - [`oms`]: the order manager: idempotent submission, fills exactly once, positions, reconciliation.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
 //! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
@@ -39,6 +40,7 @@ pub mod logging;
 pub mod lstm;
 pub mod models;
 pub mod native;
+pub mod oms;
 pub mod onnx;
 pub mod replay;
 pub mod risk;
