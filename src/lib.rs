@@ -16,6 +16,8 @@
 //! - [`models`]: model manifests and the registry (content-hash ids, verified loads, promote/rollback).
 //! - [`features`]: the versioned feature set, one bar in, one row out; the batch path runs the same state.
 //! - [`env`]: the vectorized trading environment (E envs x A assets) and the one execution rule.
+//! - [`live`]: the live runner: feed, broker updates and ticks into events, the core on its own thread,
+//!   commands to the broker, one owner of shutdown.
 //! - [`oms`]: the order manager: idempotent submission, fills exactly once, positions, reconciliation.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
@@ -35,6 +37,7 @@ pub mod domain;
 pub mod engine;
 pub mod env;
 pub mod features;
+pub mod live;
 pub mod logging;
 #[cfg(feature = "train")]
 pub mod lstm;
