@@ -16,6 +16,9 @@
 //! - [`models`]: model manifests and the registry (content-hash ids, verified loads, promote/rollback).
 //! - [`features`]: the versioned feature set, one bar in, one row out; the batch path runs the same state.
 //! - [`env`]: the vectorized trading environment (E envs x A assets) and the one execution rule.
+//! - [`live`]: the live runner: feed, broker updates and ticks into events, the core on its own thread,
+//!   commands to the broker, one owner of shutdown.
+//! - [`oms`]: the order manager: idempotent submission, fills exactly once, positions, reconciliation.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
 //! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
@@ -35,11 +38,13 @@ pub mod domain;
 pub mod engine;
 pub mod env;
 pub mod features;
+pub mod live;
 pub mod logging;
 #[cfg(feature = "train")]
 pub mod lstm;
 pub mod models;
 pub mod native;
+pub mod oms;
 pub mod onnx;
 pub mod replay;
 pub mod retrain;

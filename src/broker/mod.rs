@@ -5,8 +5,10 @@
 //! - The `Broker` trait: the async edge the live runner talks to (Alpaca paper, Alpaca live, and the
 //!   simulated broker behind it for paper trading without Alpaca). It only takes risk-approved orders.
 
+pub mod alpaca;
 pub mod sim;
 
+pub use alpaca::AlpacaBroker;
 pub use sim::{SimBroker, SimError, SimFill, SimOrder};
 
 use crate::alpaca::event::BrokerOrder;

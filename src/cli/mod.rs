@@ -6,6 +6,7 @@ mod data;
 mod doctor;
 mod fake;
 mod fetch;
+mod live;
 mod models;
 mod run;
 

@@ -1,6 +1,6 @@
 //! `tradebot run`: the daemon. This version checks the live/paper gate, opens the store, imports the
 //! replay file when the store lacks its bars, and replays the configured window, printing a summary
-//! (buy-and-hold per symbol). The engine, brokers and scheduler plug in here as they land.
+//! (buy-and-hold per symbol). With the Alpaca feed and broker it hands over to the live runner (`cli::live`). The engine, brokers and scheduler plug in here as they land.
 
 use crate::config::{BrokerKind, Config, ConfigError, FeedKind, Mode};
 use crate::data::{ImportOptions, daily_bar_time, import_csv};
@@ -28,9 +28,12 @@ pub fn check_live_gate(config: &Config, live_flag: bool) -> Result<(), ConfigErr
 
 pub fn run(config: Config, live: bool) -> anyhow::Result<ExitCode> {
     check_live_gate(&config, live)?;
+    if config.feed.kind == FeedKind::Alpaca && config.broker.kind == BrokerKind::Alpaca {
+        return super::live::run(&config);
+    }
     if config.feed.kind == FeedKind::Alpaca || config.broker.kind == BrokerKind::Alpaca {
         bail!(
-            "{}: feed.kind / broker.kind = \"alpaca\" is not available in this version yet; use the replay feed and the sim broker (config/tradebot.toml)",
+            "{}: feed.kind and broker.kind must both be \"alpaca\" (the live runner) or both \"replay\"/\"sim\" in this version",
             config.source.display()
         );
     }

@@ -2,6 +2,10 @@
 //! a `RiskApproved<OrderRequest>`, and only this module can build one (the field is private and the
 //! constructor is visible to `risk` alone).
 
+mod notional;
+
+pub use notional::{NotionalRefusal, approve_notional};
+
 /// A value the risk checks let through. Built only inside `crate::risk`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RiskApproved<T>(T);

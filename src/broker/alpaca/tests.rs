@@ -1,0 +1,103 @@
+//! `AlpacaBroker` against the fake Alpaca: orders, idempotent resubmission, ambiguous failures,
+//! snapshots, asset checks and error mapping.
+
+use super::*;
+use crate::alpaca::fake::{FakeAlpaca, Fault};
+use crate::domain::{OrderStatus, Qty, Side};
+use crate::risk::approve_for_test;
+use chrono::DateTime;
+use std::str::FromStr;
+
+fn order(symbol: &str, bar: i64, qty: &str) -> RiskApproved<OrderRequest> {
+    let s = Symbol::new(symbol).unwrap();
+    let bar_time = DateTime::from_timestamp(1_700_000_000 + bar * 60, 0).unwrap();
+    approve_for_test(OrderRequest {
+        client_order_id: ClientOrderId::derive("t", &s, bar_time, 0),
+        symbol: s,
+        side: Side::Buy,
+        qty: Qty::from_str(qty).unwrap(),
+        tif: OrderTif::Day,
+        bar_time,
+        ref_price: 100.0,
+    })
+}
+
+async fn fake() -> (FakeAlpaca, AlpacaBroker) {
+    let fake = FakeAlpaca::start(0).await.unwrap();
+    fake.set_price("AAPL", Decimal::from(100));
+    let rest = RestClient::new(fake.rest_config()).unwrap();
+    (fake, AlpacaBroker::new(rest))
+}
+
+#[tokio::test]
+async fn submits_once_and_reports_the_order_in_the_snapshot() {
+    let (fake, mut broker) = fake().await;
+    let o = broker.submit(order("AAPL", 0, "2")).await.unwrap();
+    assert_eq!(o.status, OrderStatus::Filled, "the fake fills market orders at once");
+    // The same decision again (a restart resending): Alpaca refuses the id, the client finds the order.
+    let again = broker.submit(order("AAPL", 0, "2")).await.unwrap();
+    assert_eq!(again.id, o.id);
+    assert_eq!(fake.lock().book.orders.len(), 1);
+    let snap = broker.snapshot().await.unwrap();
+    assert_eq!(snap.orders.len(), 1);
+    assert_eq!(snap.positions, vec![(Symbol::new("AAPL").unwrap(), Decimal::from(2))]);
+    assert_eq!(snap.cash, Decimal::from(100_000 - 200));
+    assert!(snap.taken_at.is_some());
+}
+
+#[tokio::test]
+async fn a_server_error_after_the_order_was_placed_finds_it_instead_of_sending_again() {
+    let (fake, mut broker) = fake().await;
+    broker.submit(order("AAPL", 0, "1")).await.unwrap(); // caches the asset
+    fake.push_fault(Fault::ServerErrorAfterProcessing);
+    let o = broker.submit(order("AAPL", 1, "1")).await.unwrap();
+    assert_eq!(o.filled_qty, Decimal::ONE);
+    assert_eq!(fake.lock().book.orders.len(), 2);
+}
+
+#[tokio::test]
+async fn refusals_are_rejections_and_cancel_reaches_the_order() {
+    let (fake, mut broker) = fake().await;
+    let e = broker.submit(order("AAPL", 0, "5000")).await.unwrap_err();
+    assert!(matches!(e, BrokerError::Rejected(_)), "{e}");
+    assert!(!e.retriable());
+    let e = broker.submit(order("ZZZZ", 0, "1")).await.unwrap_err();
+    assert!(matches!(e, BrokerError::Rejected(_)), "unknown asset: {e}");
+    let filled = order("AAPL", 1, "1");
+    broker.submit(filled.clone()).await.unwrap();
+    let e = broker.cancel(&filled.client_order_id).await.unwrap_err();
+    assert!(matches!(e, BrokerError::Rejected(_)), "a filled order is not cancelable: {e}");
+    assert_eq!(fake.count("DELETE", &format!("/v2/orders/{}", fake.lock().book.orders[0].id)), 1);
+}
+
+#[test]
+fn asset_facts_refuse_orders_alpaca_would_refuse() {
+    let mut a = Asset {
+        symbol: Symbol::new("BTC/USD").unwrap(),
+        class: "crypto".into(),
+        tradable: true,
+        fractionable: true,
+        shortable: false,
+        min_order_size: Some(Decimal::from_str("0.0001").unwrap()),
+        min_trade_increment: None,
+        price_increment: None,
+    };
+    assert_eq!(asset_refusal(&a, Decimal::from_str("0.5").unwrap()), None);
+    assert!(asset_refusal(&a, Decimal::from_str("0.00001").unwrap()).is_some());
+    a.fractionable = false;
+    assert!(asset_refusal(&a, Decimal::from_str("0.5").unwrap()).is_some());
+    assert_eq!(asset_refusal(&a, Decimal::from(2)), None);
+    a.tradable = false;
+    assert!(asset_refusal(&a, Decimal::from(2)).is_some());
+}
+
+#[test]
+fn errors_map_by_what_they_mean_for_the_order() {
+    let timeout = || RestError::Timeout { endpoint: "x", timeout: std::time::Duration::from_secs(1) };
+    assert!(matches!(map_error(timeout(), true), BrokerError::Ambiguous(_)));
+    assert!(matches!(map_error(timeout(), false), BrokerError::Unavailable(_)));
+    let auth = RestError::Auth { endpoint: "x", status: 401, message: "no".into() };
+    assert!(matches!(map_error(auth, true), BrokerError::Auth(_)));
+    let bp = RestError::InsufficientBuyingPower { endpoint: "x", message: "no".into() };
+    assert!(matches!(map_error(bp, true), BrokerError::Rejected(_)));
+}

@@ -1,0 +1,98 @@
+//! The command task: carries out the core's commands against the broker, one at a time, each with a
+//! timeout, and reports the outcome back as an event. It starts with a reconciliation of its own.
+
+use super::RunnerConfig;
+use crate::alpaca::event::{BrokerOrder, OrderUpdate, UpdateKind};
+use crate::broker::{Broker, BrokerError};
+use crate::domain::{ClientOrderId, OrderRequest, OrderStatus};
+use crate::engine::{Command, Event};
+use crate::risk::RiskApproved;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Runs until shutdown; a command in hand is finished (its own timeout bounds it), queued ones are not.
+pub(super) async fn execute<B: Broker>(
+    mut broker: B,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    events: mpsc::Sender<Event>,
+    cfg: RunnerConfig,
+    stop: CancellationToken,
+) {
+    let mut next = Some(Command::Reconcile);
+    loop {
+        let cmd = match next.take() {
+            Some(c) => c,
+            None => tokio::select! {
+                biased;
+                _ = stop.cancelled() => return,
+                c = commands.recv() => match c { Some(c) => c, None => return },
+            },
+        };
+        let out = match cmd {
+            Command::Submit(o) => Some(submit(&mut broker, o, &cfg).await),
+            Command::Cancel(id) => {
+                cancel(&mut broker, &id, &cfg).await;
+                None
+            }
+            Command::Reconcile => reconcile(&mut broker, &cfg, &stop).await,
+        };
+        if let Some(ev) = out
+            && events.send(ev).await.is_err()
+        {
+            return;
+        }
+    }
+}
+
+async fn submit<B: Broker>(broker: &mut B, o: RiskApproved<OrderRequest>, cfg: &RunnerConfig) -> Event {
+    let id = o.client_order_id.clone();
+    match tokio::time::timeout(cfg.broker_timeout, broker.submit(o)).await {
+        Ok(Ok(order)) => Event::Order(Box::new(answer_as_update(order))),
+        Ok(Err(e)) => failed(id, &e),
+        Err(_) => failed(id, &BrokerError::Ambiguous(format!("no answer within {:?}", cfg.broker_timeout))),
+    }
+}
+
+fn failed(client_order_id: ClientOrderId, e: &BrokerError) -> Event {
+    log::warn!("runner: submit of {client_order_id} failed: {e}");
+    Event::SubmitFailed { client_order_id, reason: e.to_string(), retriable: e.retriable() }
+}
+
+/// The broker's answer to a submit, as the update the stream would send for it (the OMS takes each
+/// fill once, however often it hears of it).
+pub(super) fn answer_as_update(order: BrokerOrder) -> OrderUpdate {
+    let kind = match order.status {
+        OrderStatus::Filled => UpdateKind::Fill,
+        OrderStatus::PartiallyFilled => UpdateKind::PartialFill,
+        OrderStatus::Rejected => UpdateKind::Rejected,
+        OrderStatus::Canceled => UpdateKind::Canceled,
+        OrderStatus::Expired => UpdateKind::Expired,
+        OrderStatus::PendingNew => UpdateKind::PendingNew,
+        _ => UpdateKind::New,
+    };
+    OrderUpdate { kind, order, time: None, fill: None }
+}
+
+async fn cancel<B: Broker>(broker: &mut B, id: &ClientOrderId, cfg: &RunnerConfig) {
+    match tokio::time::timeout(cfg.broker_timeout, broker.cancel(id)).await {
+        Ok(Ok(())) => log::info!("runner: cancel of {id} sent"),
+        Ok(Err(e)) => log::warn!("runner: cancel of {id} failed: {e}"),
+        Err(_) => log::warn!("runner: cancel of {id}: no answer within {:?}", cfg.broker_timeout),
+    }
+}
+
+/// A snapshot, retried until it works or shutdown begins (the core trades nothing meanwhile).
+async fn reconcile<B: Broker>(broker: &mut B, cfg: &RunnerConfig, stop: &CancellationToken) -> Option<Event> {
+    loop {
+        let err = match tokio::time::timeout(cfg.broker_timeout, broker.snapshot()).await {
+            Ok(Ok(snap)) => return Some(Event::Reconciled(Box::new(snap))),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {:?}", cfg.broker_timeout),
+        };
+        log::warn!("runner: broker snapshot failed ({err}); retrying in {:?}", cfg.reconcile_retry);
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            _ = tokio::time::sleep(cfg.reconcile_retry) => {}
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The live runner: the async edge of `tradebot run`. It turns traffic into `Event`s, runs the trading
+//! core on its own thread, and carries out the core's `Command`s. It holds no trading state.
+//!
+//! ```text
+//!  MarketFeed (AlpacaFeed | ReplayFeed) ── feed task ──► Event::Bar ─────────┐
+//!  UpdateSource (TradeUpdates | sim) ── updates task ──► Event::Order,      │ tokio mpsc
+//!                                        reconnect ────► Event::BrokerReconnected
+//!  interval ─────────────────────────── tick task ────► Event::Tick ────────┤
+//!                                                                            ▼
+//!                      core thread (std::thread): Core::process(Event) -> Vec<Command>
+//!                                                                            │
+//!  Broker (AlpacaBroker | SimBrokerAdapter) ◄── command task ◄───────────────┘
+//!     Submit → the broker's answer as Event::Order, or Event::SubmitFailed
+//!     Cancel → broker.cancel;  Reconcile → broker.snapshot → Event::Reconciled (retried until it works)
+//! ```
+//!
+//! The runner starts with one `Command::Reconcile` of its own, so the core (its OMS) hears the broker's
+//! view before anything else. Every broker call has a timeout. A blocking core never stalls the reactor.
+//!
+//! **Shutdown** has one owner, a `CancellationToken` with a `TaskTracker`: SIGTERM, SIGINT, the caller's
+//! token, a fatal feed error or the end of a finite feed (a replay) cancel it. The tasks stop; the command
+//! task finishes the command in hand; the core gets `Control::Shutdown`, then its event channel closes and
+//! its thread returns it to the caller, who drops or flushes it. Everything must be done within
+//! `RunnerConfig::shutdown_deadline`.
+
+mod commands;
+mod scripted;
+mod tasks;
+#[cfg(test)]
+mod tests;
+
+pub use scripted::ScriptedCore;
+pub use tasks::{ChannelUpdates, UpdateSource};
+
+use crate::alpaca::feed::MarketFeed;
+use crate::broker::Broker;
+use crate::engine::{Command, Control, Event};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The synchronous trading core the runner drives: the engine, or a scripted stand-in in tests.
+pub trait Core: Send + 'static {
+    fn process(&mut self, ev: Event) -> Vec<Command>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunnerConfig {
+    /// How often `Event::Tick` is sent.
+    pub tick: Duration,
+    /// The longest any one broker call may take.
+    pub broker_timeout: Duration,
+    /// Wait between failed reconciliations.
+    pub reconcile_retry: Duration,
+    /// From the start of shutdown to everything stopped.
+    pub shutdown_deadline: Duration,
+    /// Listen for SIGTERM and SIGINT (off in tests, where the token is enough).
+    pub handle_signals: bool,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        RunnerConfig {
+            tick: Duration::from_secs(1),
+            broker_timeout: Duration::from_secs(30),
+            reconcile_retry: Duration::from_secs(2),
+            shutdown_deadline: Duration::from_secs(20),
+            handle_signals: true,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot start the core thread: {0}")]
+    Thread(std::io::Error),
+    #[error("the core thread panicked")]
+    CorePanicked,
+    #[error("shutdown did not finish within {0:?}")]
+    Deadline(Duration),
+    #[error("cannot listen for signals: {0}")]
+    Signals(std::io::Error),
+}
+
+/// Runs until `shutdown` is cancelled (or a signal, a fatal feed error, the end of the feed), then
+/// returns the core.
+pub async fn run<C, F, U, B>(
+    core: C,
+    feed: F,
+    updates: U,
+    broker: B,
+    cfg: RunnerConfig,
+    shutdown: CancellationToken,
+) -> Result<C, RunError>
+where
+    C: Core,
+    F: MarketFeed + Send + 'static,
+    U: UpdateSource,
+    B: Broker + 'static,
+{
+    let (ev_tx, ev_rx) = mpsc::channel::<Event>(4096);
+    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel::<Command>();
+    let core_thread = std::thread::Builder::new()
+        .name("tradebot-core".into())
+        .spawn(move || core_loop(core, ev_rx, cmd_tx))
+        .map_err(RunError::Thread)?;
+    let tracker = TaskTracker::new();
+    if cfg.handle_signals {
+        tracker.spawn(tasks::signals(shutdown.clone()).map_err(RunError::Signals)?);
+    }
+    tracker.spawn(tasks::feed(feed, ev_tx.clone(), shutdown.clone()));
+    tracker.spawn(tasks::updates(updates, ev_tx.clone(), shutdown.clone()));
+    tracker.spawn(tasks::ticks(cfg.tick, ev_tx.clone(), shutdown.clone()));
+    tracker.spawn(commands::execute(broker, cmd_rx, ev_tx.clone(), cfg, shutdown.clone()));
+    tracker.close();
+    shutdown.cancelled().await;
+    log::info!("runner: shutting down");
+    let stopped = async {
+        let _ = ev_tx.send(Event::Control(Control::Shutdown)).await;
+        drop(ev_tx);
+        tracker.wait().await;
+        tokio::task::spawn_blocking(move || core_thread.join()).await
+    };
+    match tokio::time::timeout(cfg.shutdown_deadline, stopped).await {
+        Err(_) => Err(RunError::Deadline(cfg.shutdown_deadline)),
+        Ok(Ok(Ok(core))) => Ok(core),
+        Ok(_) => Err(RunError::CorePanicked),
+    }
+}
+
+/// The core thread: events in, commands out, until every event sender is gone.
+fn core_loop<C: Core>(mut core: C, mut events: mpsc::Receiver<Event>, commands: mpsc::UnboundedSender<Command>) -> C {
+    while let Some(ev) = events.blocking_recv() {
+        for c in core.process(ev) {
+            if commands.send(c).is_err() {
+                log::debug!("runner: command dropped, the command task has stopped");
+            }
+        }
+    }
+    core
+}

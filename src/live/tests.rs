@@ -1,0 +1,171 @@
+//! Runner tests with an in-memory broker, a channel feed and channel updates: the first reconciliation
+//! comes before any order, one order per decision, reconnects reconcile, failures reach the OMS, and
+//! shutdown returns the core with its state.
+
+use super::*;
+use crate::alpaca::event::BrokerOrder;
+use crate::alpaca::feed::{FeedError, FeedEvent};
+use crate::alpaca::updates::UpdatesEvent;
+use crate::broker::BrokerError;
+use crate::domain::{Bar, ClientOrderId, OrderId, OrderRequest, OrderStatus, Qty, Symbol, Timeframe};
+use crate::engine::{BrokerSnapshot, ManualClock};
+use crate::oms::{Oms, OmsConfig};
+use crate::risk::RiskApproved;
+use crate::store::Store;
+use chrono::DateTime;
+use rust_decimal::Decimal;
+use std::sync::{Arc, Mutex};
+
+struct ChanFeed(mpsc::UnboundedReceiver<FeedEvent>);
+
+impl MarketFeed for ChanFeed {
+    async fn next(&mut self) -> Result<FeedEvent, FeedError> {
+        match self.0.recv().await {
+            Some(e) => Ok(e),
+            None => std::future::pending().await,
+        }
+    }
+}
+
+#[derive(Default)]
+struct MemState {
+    orders: Vec<BrokerOrder>,
+    snapshots: usize,
+    /// Submits answer with this error (outcome unknown) instead of placing the order.
+    fail_submits: bool,
+}
+
+/// Fills every order at once at 10.
+#[derive(Clone, Default)]
+struct MemBroker(Arc<Mutex<MemState>>);
+
+impl MemBroker {
+    fn state(&self) -> std::sync::MutexGuard<'_, MemState> {
+        self.0.lock().unwrap()
+    }
+}
+
+impl Broker for MemBroker {
+    async fn submit(&mut self, o: RiskApproved<OrderRequest>) -> Result<BrokerOrder, BrokerError> {
+        let mut s = self.state();
+        if s.fail_submits {
+            return Err(BrokerError::Ambiguous("connection reset".into()));
+        }
+        let b = BrokerOrder {
+            id: OrderId::new(&format!("m{}", s.orders.len())).unwrap(),
+            client_order_id: Some(o.client_order_id.clone()),
+            raw_client_order_id: o.client_order_id.to_string(),
+            symbol: o.symbol.clone(),
+            side: o.side,
+            qty: Some(o.qty.get()),
+            notional: None,
+            filled_qty: o.qty.get(),
+            filled_avg_price: Some(Decimal::from(10)),
+            limit_price: None,
+            status: OrderStatus::Filled,
+            broker_status: "filled".into(),
+            created_at: None,
+        };
+        s.orders.push(b.clone());
+        Ok(b)
+    }
+
+    async fn cancel(&mut self, _: &ClientOrderId) -> Result<(), BrokerError> {
+        Ok(())
+    }
+
+    async fn snapshot(&mut self) -> Result<BrokerSnapshot, BrokerError> {
+        let mut s = self.state();
+        s.snapshots += 1;
+        let mut pos = std::collections::BTreeMap::<Symbol, Decimal>::new();
+        for o in &s.orders {
+            *pos.entry(o.symbol.clone()).or_default() += o.filled_qty;
+        }
+        Ok(BrokerSnapshot { orders: s.orders.clone(), positions: pos.into_iter().collect(), ..Default::default() })
+    }
+}
+
+fn bar(symbol: &str, minute: i64) -> FeedEvent {
+    let t = DateTime::from_timestamp(1_700_000_000 + minute * 60, 0).unwrap();
+    FeedEvent::Bar(
+        Bar::new(Symbol::new(symbol).unwrap(), Timeframe::Minutes(1), t, 10.0, 10.0, 10.0, 10.0, 1.0).unwrap(),
+    )
+}
+
+struct Rig {
+    feed: mpsc::UnboundedSender<FeedEvent>,
+    updates: mpsc::UnboundedSender<UpdatesEvent>,
+    broker: MemBroker,
+    stop: CancellationToken,
+    run: tokio::task::JoinHandle<Result<ScriptedCore, RunError>>,
+    _dir: tempfile::TempDir,
+}
+
+fn start() -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let clock = ManualClock::new(DateTime::from_timestamp(1_700_000_000, 0).unwrap());
+    let oms = Oms::open(&store, Box::new(clock), OmsConfig::default()).unwrap();
+    let core = ScriptedCore::new(oms, Qty::new(Decimal::ONE).unwrap(), Decimal::from(1000), 0);
+    let (feed, feed_rx) = mpsc::unbounded_channel();
+    let (updates, upd_rx) = mpsc::unbounded_channel();
+    let broker = MemBroker::default();
+    let stop = CancellationToken::new();
+    let cfg = RunnerConfig {
+        broker_timeout: Duration::from_secs(2),
+        reconcile_retry: Duration::from_millis(10),
+        handle_signals: false,
+        ..RunnerConfig::default()
+    };
+    let run =
+        tokio::spawn(super::run(core, ChanFeed(feed_rx), ChannelUpdates(upd_rx), broker.clone(), cfg, stop.clone()));
+    Rig { feed, updates, broker, stop, run, _dir: dir }
+}
+
+/// Waits (up to 5 s) until `f` holds.
+async fn until(what: &str, f: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trades_each_decision_once_after_the_first_reconciliation_and_returns_the_core() {
+    let rig = start();
+    until("the first reconciliation", || rig.broker.state().snapshots == 1).await;
+    for ev in [bar("AAPL", 0), bar("MSFT", 0), bar("AAPL", 0), bar("AAPL", 1)] {
+        rig.feed.send(ev).unwrap();
+    }
+    until("three orders", || rig.broker.state().orders.len() == 3).await;
+    rig.updates.send(UpdatesEvent::Connected { reconnect: true }).unwrap();
+    until("a reconciliation after the reconnect", || rig.broker.state().snapshots == 2).await;
+    rig.stop.cancel();
+    let core = rig.run.await.unwrap().unwrap();
+    assert_eq!(rig.broker.state().orders.len(), 3, "the repeated AAPL bar was not ordered twice");
+    let oms = core.oms();
+    assert!(oms.ready());
+    assert_eq!(oms.fill_count(), 3);
+    assert_eq!(oms.position(&Symbol::new("AAPL").unwrap()), Decimal::from(2));
+    assert_eq!(oms.position(&Symbol::new("MSFT").unwrap()), Decimal::ONE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ambiguous_submit_failure_leads_to_a_reconciliation() {
+    let rig = start();
+    until("the first reconciliation", || rig.broker.state().snapshots == 1).await;
+    rig.broker.state().fail_submits = true;
+    rig.feed.send(bar("AAPL", 0)).unwrap();
+    until("a reconciliation after the failure", || rig.broker.state().snapshots == 2).await;
+    rig.stop.cancel();
+    let core = rig.run.await.unwrap().unwrap();
+    let id = ClientOrderId::derive(ScriptedCore::STRATEGY, &Symbol::new("AAPL").unwrap(), bar_time(0), 0);
+    assert_eq!(core.oms().order(&id).unwrap().status, OrderStatus::PendingNew, "in flight until the grace period ends");
+}
+
+fn bar_time(minute: i64) -> DateTime<chrono::Utc> {
+    DateTime::from_timestamp(1_700_000_000 + minute * 60, 0).unwrap()
+}

@@ -1,0 +1,153 @@
+//! What the order manager stores and reports: order records (`orders` tree), fill records (`fills`
+//! tree), position records (`positions` tree), the changes it reports, its errors and its settings.
+
+use crate::domain::{ClientOrderId, OrderId, OrderStatus, Side, Symbol};
+use crate::store::StoreError;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// One order as the OMS knows it. Key in the `orders` tree: the client_order_id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OmsOrder {
+    pub client_order_id: ClientOrderId,
+    /// The broker's id, once the broker has told us.
+    pub broker_id: Option<OrderId>,
+    pub symbol: Symbol,
+    pub side: Side,
+    /// `None` for a notional order placed by hand and adopted.
+    pub qty: Option<Decimal>,
+    /// Cumulative filled quantity: the sum of this order's fill records.
+    pub filled_qty: Decimal,
+    pub avg_fill_price: Option<Decimal>,
+    pub status: OrderStatus,
+    /// The bar the decision was taken on (`None` for adopted orders).
+    pub bar_time: Option<DateTime<Utc>>,
+    /// When the OMS first recorded it (its clock).
+    pub recorded_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Placed outside tradebot (by hand, another program) and adopted from the broker's reports.
+    pub adopted: bool,
+    /// Why it ended, when the OMS ended it itself (lost submissions, refusals).
+    pub note: Option<String>,
+}
+
+/// One fill. Key in the `fills` tree: `client_order_id 0x00 cum_qty` (the quantity at 12 decimal places
+/// as a sign-flipped big-endian i128, so an order's fills sort in fill order), so recording the same fill twice
+/// (a crash between the fill and the order write) overwrites the same record instead of adding one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FillRecord {
+    pub client_order_id: ClientOrderId,
+    pub symbol: Symbol,
+    pub side: Side,
+    /// Units in this fill (> 0).
+    pub qty: Decimal,
+    pub price: Decimal,
+    /// The order's cumulative filled quantity after this fill.
+    pub cum_qty: Decimal,
+    pub execution_id: Option<String>,
+    pub time: DateTime<Utc>,
+    /// Not reported as a fill event but inferred from the broker's filled quantity at reconciliation.
+    pub synthesised: bool,
+}
+
+impl FillRecord {
+    /// The position change: + for buys, - for sells.
+    pub fn signed_qty(&self) -> Decimal {
+        match self.side {
+            Side::Buy => self.qty,
+            Side::Sell => -self.qty,
+        }
+    }
+
+    pub fn key(&self) -> Vec<u8> {
+        fill_key(&self.client_order_id, self.cum_qty)
+    }
+}
+
+pub(super) fn fill_key(id: &ClientOrderId, cum: Decimal) -> Vec<u8> {
+    let mut k = id.as_str().as_bytes().to_vec();
+    k.push(0);
+    let mut c = cum;
+    c.rescale(12);
+    k.extend_from_slice(&((c.mantissa() as u128) ^ (1u128 << 127)).to_be_bytes());
+    k
+}
+
+/// One symbol's position. Key in the `positions` tree: the symbol. `qty` always equals the sum of the
+/// symbol's fill records plus `adjustment`, the difference the broker reported at reconciliations
+/// (trades we never saw, corporate actions); at open it is recomputed from the fills, so a crash between
+/// a fill and its position write loses nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PositionRecord {
+    pub qty: Decimal,
+    pub adjustment: Decimal,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What one call changed, for the engine and the logs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OmsChange {
+    Status {
+        id: ClientOrderId,
+        from: OrderStatus,
+        to: OrderStatus,
+    },
+    Fill(FillRecord),
+    Position {
+        symbol: Symbol,
+        from: Decimal,
+        to: Decimal,
+    },
+    /// An order the broker reported that tradebot did not place.
+    Adopted {
+        id: ClientOrderId,
+        symbol: Symbol,
+    },
+}
+
+/// What a reconciliation found and changed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReconcileReport {
+    pub changes: Vec<OmsChange>,
+    /// Orders we had sent that the broker has no record of, past the grace period: marked rejected.
+    pub lost: Vec<ClientOrderId>,
+    /// Fills inferred from the broker's filled quantities.
+    pub synthesised_fills: usize,
+}
+
+impl ReconcileReport {
+    /// True when the broker agreed with us on everything.
+    pub fn is_clean(&self) -> bool {
+        self.changes.is_empty() && self.lost.is_empty()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OmsError {
+    #[error("order store: {0}")]
+    Store(#[from] StoreError),
+    #[error("no order may be submitted before the OMS has reconciled with the broker")]
+    NotReady,
+    #[error("order {0} is not known to the OMS")]
+    UnknownOrder(ClientOrderId),
+    #[error("broker order {broker_id} cannot be adopted: {reason}")]
+    Unadoptable { broker_id: String, reason: String },
+    #[error("order {id}: {reason}")]
+    Invalid { id: ClientOrderId, reason: String },
+}
+
+/// Settings of the order manager.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OmsConfig {
+    /// An order recorded as sent (`PendingNew`) that the broker still does not know this long after it was
+    /// recorded is marked `Rejected` ("lost") at the next reconciliation.
+    pub lost_after: Duration,
+}
+
+impl Default for OmsConfig {
+    fn default() -> Self {
+        OmsConfig { lost_after: Duration::from_secs(60) }
+    }
+}
