@@ -33,6 +33,7 @@ pub mod broker;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod daemon;
 pub mod data;
 pub mod domain;
 pub mod engine;
