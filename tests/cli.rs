@@ -210,8 +210,10 @@ fn bench_env_prints_throughput_as_json_and_refuses_bad_arguments() {
 fn run_without_a_replay_window_replays_everything() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_in(dir.path(), "", "");
-    let text_cfg =
-        std::fs::read_to_string(&cfg).unwrap().replace("from = \"2004-01-01\"", "").replace("to = \"2013-03-01\"", "");
+    let text_cfg = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("\nfrom = \"2004-01-01\"", "\n")
+        .replace("\nto = \"2013-03-01\"", "\n");
     std::fs::write(&cfg, text_cfg).unwrap();
     let o = tradebot(&["run", "--config", cfg.to_str().unwrap()], &[]);
     let out = text(&o);
