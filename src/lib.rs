@@ -18,6 +18,8 @@
 //! - [`env`]: the vectorized trading environment (E envs x A assets) and the one execution rule.
 //! - [`live`]: the live runner: feed, broker updates and ticks into events, the core on its own thread,
 //!   commands to the broker, one owner of shutdown.
+//! - [`risk`]: the checks every order passes (`RiskChecks` → `RiskApproved`), trailing stops and cooldown,
+//!   the daily loss limit and its kill switch, persisted until `tradebot risk clear`.
 //! - [`oms`]: the order manager: idempotent submission, fills exactly once, positions, reconciliation.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.

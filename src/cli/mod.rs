@@ -8,6 +8,7 @@ mod fake;
 mod fetch;
 mod live;
 mod models;
+mod risk;
 mod run;
 
 use crate::config::{Config, ConfigError};
@@ -62,6 +63,9 @@ pub enum Command {
         #[arg(long, default_value = "100")]
         price: rust_decimal::Decimal,
     },
+    /// The kill switch: show it, or clear it after a trip (the daemon must be stopped).
+    #[command(subcommand)]
+    Risk(RiskCmd),
     /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
     Doctor {
         #[arg(long, short)]
@@ -97,6 +101,22 @@ pub enum ModelsCmd {
         kind: String,
         #[arg(long, default_value = "manual rollback")]
         reason: String,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RiskCmd {
+    /// Whether the kill switch is tripped (when, why, the equity numbers), the day's opening equity, the limits.
+    Status {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Clear a tripped kill switch; who cleared it and when goes to the log.
+    Clear {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -191,6 +211,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Models(cmd) => models::run(cmd),
         Command::FakeAlpaca { port, symbols, price } => fake::run(port, &symbols, price),
         Command::Doctor { config } => doctor::run(load_config(config)?),
+        Command::Risk(cmd) => risk::run(cmd),
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
     }
 }

@@ -78,7 +78,7 @@ pub enum BrokerKind {
     Alpaca,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KillSwitchAction {
     Halt,
@@ -150,6 +150,8 @@ pub struct RiskConfig {
     pub kill_switch: KillSwitchAction,
     #[serde(serialize_with = "ser_secs")]
     pub max_bar_age: Duration,
+    /// Stock orders outside regular hours (09:30-16:00 America/New_York) are allowed from 04:00 to 20:00.
+    pub extended_hours: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -334,6 +336,7 @@ impl Config {
                 Some(s) => Duration::from_secs(s),
                 None => Duration::from_secs(2 * timeframe.seconds().max(60) as u64),
             },
+            extended_hours: r.extended_hours.unwrap_or(false),
         };
         let runtime = RuntimeConfig { onnxruntime_lib: raw.runtime.onnxruntime_lib.map(PathBuf::from) };
         let features = c.features(raw.features);

@@ -80,6 +80,7 @@ pub struct RawRisk {
     pub daily_loss_limit_pct: Option<f64>,
     pub kill_switch: Option<String>,
     pub max_bar_age_secs: Option<u64>,
+    pub extended_hours: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

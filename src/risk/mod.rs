@@ -1,10 +1,39 @@
 //! Risk: the checks every order passes before any broker sees it. Approval is a type: a broker only takes
 //! a `RiskApproved<OrderRequest>`, and only this module can build one (the field is private and the
 //! constructor is visible to `risk` alone).
+//!
+//! ```text
+//!  RiskChecks::open(&RiskConfig, &ExecParams, &Store)   loads the kill switch (stays tripped until cleared)
+//!  on_bar(symbol, close)      -> Option<StopOut>        trailing stop / cooldown (the env::exec rule)
+//!  on_fill(symbol, side, ..)                            keeps the stop's holding in step
+//!  on_equity(now, equity)     -> Option<KillSwitchState> daily loss limit; trips, persists, flushes
+//!  check(OrderRequest, &RiskContext) -> Result<RiskApproved<OrderRequest>, Refusal>
+//! ```
+//!
+//! - `checks`: `RiskChecks` and the order of its checks; `context`: what a check looks at;
+//!   `refusal`: `Refusal` with stable reason codes; `hours`: market hours and the trading day;
+//!   `stops`: trailing stops and cooldown; `kill`: the daily loss limit and the persisted kill switch;
+//!   `notional`: the single notional cap the scripted order-path harness uses.
 
+mod checks;
+mod context;
+pub mod hours;
+mod kill;
 mod notional;
+mod refusal;
+mod stops;
+#[cfg(test)]
+mod tests;
 
+pub use checks::{Limits, RiskChecks};
+pub use context::{AssetRules, Holding, RiskContext};
+pub use kill::{
+    DAY_OPEN_KEY, DailyLoss, DayOpen, KILL_SWITCH_KEY, KillSwitchState, RiskError, clear as clear_kill_switch,
+    stored_state,
+};
 pub use notional::{NotionalRefusal, approve_notional};
+pub use refusal::Refusal;
+pub use stops::{StopOut, StopTracker};
 
 /// A value the risk checks let through. Built only inside `crate::risk`.
 #[derive(Debug, Clone, PartialEq)]
@@ -12,7 +41,6 @@ pub struct RiskApproved<T>(T);
 
 impl<T> RiskApproved<T> {
     /// Only the risk module approves.
-    #[allow(dead_code)] // the checks that call it land with the engine
     pub(in crate::risk) fn new(inner: T) -> Self {
         RiskApproved(inner)
     }

@@ -21,6 +21,9 @@ pub struct Book {
     pub positions: BTreeMap<String, (Decimal, Decimal)>,
     pub prices: BTreeMap<String, Decimal>,
     pub orders: Vec<w::Order>,
+    /// Every refused order request: (client_order_id as sent, the refusal's message), for assertions
+    /// such as "no client_order_id was ever sent twice".
+    pub refused: Vec<(Option<String>, String)>,
     client_ids: HashSet<String>,
     next_id: u64,
 }
@@ -34,8 +37,16 @@ impl Book {
         Book { cash, ..Book::default() }
     }
 
-    /// Accepts, and fills where it can, an order; returns it as Alpaca would, or the refusal.
+    /// Accepts, and fills where it can, an order; returns it as Alpaca would, or the refusal (recorded).
     pub fn submit(&mut self, req: &w::OrderRequest) -> Result<w::Order, Refusal> {
+        let out = self.try_submit(req);
+        if let Err((_, body)) = &out {
+            self.refused.push((req.client_order_id.clone(), body.message.clone()));
+        }
+        out
+    }
+
+    fn try_submit(&mut self, req: &w::OrderRequest) -> Result<w::Order, Refusal> {
         let coid = req.client_order_id.clone().unwrap_or_else(|| format!("auto-{}", self.next_id));
         if coid.len() > 48 {
             return Err(refusal(422, 40010000, "client_order_id must be no more than 48 characters"));

@@ -1,0 +1,86 @@
+//! `tradebot risk status|clear --config F`: the kill switch as stored in the state directory. Both open the
+//! store, so they need the daemon stopped (a running daemon holds the store's lock; the error says so).
+//! `clear` logs and prints who cleared it and when.
+
+use super::RiskCmd;
+use crate::config::Config;
+use crate::risk::{DayOpen, KillSwitchState, clear_kill_switch, stored_state};
+use crate::store::Store;
+use anyhow::Context;
+use std::process::ExitCode;
+
+pub fn run(cmd: RiskCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        RiskCmd::Status { config, json } => status(&super::load_config(config)?, json),
+        RiskCmd::Clear { config } => clear(&super::load_config(config)?),
+    }
+}
+
+fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
+    let store = Store::open(&config.state_dir).context("opening the store")?;
+    let (kill, day) = stored_state(&store).context("reading the risk state")?;
+    if json {
+        let v = serde_json::json!({
+            "tripped": kill.is_some(),
+            "kill_switch": kill,
+            "day_open": day,
+            "limits": &config.risk,
+        });
+        println!("{v}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_kill(kill.as_ref());
+    print_day(day.as_ref());
+    let r = &config.risk;
+    println!(
+        "limits: daily loss {}%, position {}% of equity, gross {}% of equity, order {} notional, bar age {} s, extended hours {}",
+        r.daily_loss_limit_pct * 100.0,
+        r.max_position_pct * 100.0,
+        r.max_gross_exposure_pct * 100.0,
+        r.max_order_notional,
+        r.max_bar_age.as_secs(),
+        r.extended_hours
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_kill(kill: Option<&KillSwitchState>) {
+    match kill {
+        None => println!("kill switch: not tripped"),
+        Some(k) => {
+            println!("kill switch: TRIPPED at {} (trading day {})", k.tripped_at, k.day);
+            println!("  why: {}", k.reason);
+            println!("  equity {} against {} at the open; action {:?}", k.equity, k.open_equity, k.action);
+            println!("  clear it with: tradebot risk clear --config FILE (daemon stopped)");
+        }
+    }
+}
+
+fn print_day(day: Option<&DayOpen>) {
+    match day {
+        Some(d) => println!("trading day {}: opening equity {} (first seen {})", d.day, d.equity, d.at),
+        None => println!("trading day: no equity seen yet"),
+    }
+}
+
+/// The person clearing: `$SUDO_USER` (who ran sudo), `$USER`, `$LOGNAME`, else the uid.
+fn who() -> String {
+    ["SUDO_USER", "USER", "LOGNAME"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        // SAFETY: getuid has no preconditions and cannot fail.
+        .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }))
+}
+
+fn clear(config: &Config) -> anyhow::Result<ExitCode> {
+    let store = Store::open(&config.state_dir).context("opening the store")?;
+    let who = who();
+    let now = chrono::Utc::now();
+    match clear_kill_switch(&store, &who, now).context("clearing the kill switch")? {
+        Some(k) => {
+            println!("kill switch cleared by {who} at {now} (it tripped at {}: {})", k.tripped_at, k.reason);
+        }
+        None => println!("kill switch was not tripped; nothing to clear ({who} at {now})"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

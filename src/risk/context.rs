@@ -1,0 +1,83 @@
+//! What the risk checks need to know besides the order: the account (equity, cash, positions with their
+//! last prices), the bar and the clock, whether the decision's inputs were finite, and each symbol's asset
+//! rules (Alpaca's assets endpoint: tradable, fractionable, minimum order size; crypto or stock).
+
+use crate::alpaca::model::Asset;
+use crate::domain::{Symbol, Timeframe};
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use std::collections::{BTreeMap, HashMap};
+
+/// One symbol's holding as the engine knows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Holding {
+    /// Units held (negative when short).
+    pub qty: Decimal,
+    /// The last price seen (the last bar's close).
+    pub price: f64,
+}
+
+/// The broker's rules for one symbol.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AssetRules {
+    pub tradable: bool,
+    pub fractionable: bool,
+    pub min_order_size: Option<Decimal>,
+    /// Crypto trades around the clock; stocks follow the exchange's hours.
+    pub crypto: bool,
+}
+
+impl AssetRules {
+    /// From Alpaca's asset record.
+    pub fn from_asset(a: &Asset) -> Self {
+        AssetRules {
+            tradable: a.tradable,
+            fractionable: a.fractionable,
+            min_order_size: a.min_order_size,
+            crypto: a.class == "crypto" || a.symbol.is_crypto(),
+        }
+    }
+
+    /// What is assumed for a symbol with no asset record (simulated broker, backtests): tradable, whole
+    /// units for stocks, fractional for crypto, no minimum.
+    pub fn assumed(symbol: &Symbol) -> Self {
+        let crypto = symbol.is_crypto();
+        AssetRules { tradable: true, fractionable: crypto, min_order_size: None, crypto }
+    }
+}
+
+/// Everything around one order that the checks look at.
+#[derive(Debug, Clone, Copy)]
+pub struct RiskContext<'a> {
+    pub equity: Decimal,
+    pub cash: Decimal,
+    /// Holdings by symbol; a symbol absent here is flat. The ordered symbol's entry gives its held units.
+    pub positions: &'a BTreeMap<Symbol, Holding>,
+    /// When the bar the decision was taken on closed (`Bar::close_time`).
+    pub bar_time: DateTime<Utc>,
+    pub timeframe: Timeframe,
+    /// The engine clock's now (wall clock live, bar clock in replays and backtests).
+    pub now: DateTime<Utc>,
+    /// False when any feature or model output of the decision was NaN or infinite.
+    pub inputs_finite: bool,
+    /// Per-symbol rules; a symbol absent here gets `AssetRules::assumed`.
+    pub assets: &'a HashMap<Symbol, AssetRules>,
+}
+
+impl RiskContext<'_> {
+    pub fn held(&self, symbol: &Symbol) -> Decimal {
+        self.positions.get(symbol).map_or(Decimal::ZERO, |h| h.qty)
+    }
+
+    pub fn rules(&self, symbol: &Symbol) -> AssetRules {
+        self.assets.get(symbol).cloned().unwrap_or_else(|| AssetRules::assumed(symbol))
+    }
+}
+
+/// `x` as a decimal, `None` when it is not finite. Shortest round-trip text, so 0.05 is exactly 0.05.
+pub(super) fn dec(x: f64) -> Option<Decimal> {
+    if !x.is_finite() {
+        return None;
+    }
+    x.to_string().parse::<Decimal>().ok().or_else(|| Decimal::from_f64_retain(x))
+}
