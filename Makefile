@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test lint fmt check-inference-only clean bench-env install
+.PHONY: all venv build run test lint fmt check-inference-only clean bench-env install chromium
 
 all: build
 
@@ -46,7 +46,13 @@ lint: venv
 	$(CARGO) fmt --check
 	$(CARGO_ENV) $(CARGO) clippy --all-targets -- -D warnings
 
-test: venv check-inference-only lint
+# Headless Chromium for the dashboard's browser test (Debian's package; needs root or sudo once).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi; }
+
+test: venv chromium check-inference-only lint
 	$(CARGO_ENV) $(CARGO) test --all-targets
 
 fmt:

@@ -28,6 +28,8 @@
 //! - [`replay`]: stored bars through the `MarketFeed` trait, as fast as possible or at N× real time.
 //! - [`logging`]: journald when under systemd, readable stderr otherwise.
 //! - [`alpaca`]: Alpaca wire types, parsing, REST client, streams and a fake Alpaca server for tests.
+//! - [`metrics`]: Prometheus metrics shared by the feed, engine and retrainer.
+//! - [`web`]: `/metrics` and the dashboard (server-rendered HTML and SVG, token required).
 //! - [`cli`]: the commands of the `tradebot` binary.
 
 pub mod alpaca;
@@ -45,6 +47,7 @@ pub mod live;
 pub mod logging;
 #[cfg(feature = "train")]
 pub mod lstm;
+pub mod metrics;
 pub mod models;
 pub mod native;
 pub mod oms;
@@ -56,3 +59,4 @@ pub mod risk;
 pub mod rl;
 pub mod schedule;
 pub mod store;
+pub mod web;

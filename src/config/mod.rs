@@ -11,6 +11,7 @@ mod raw;
 mod retrain;
 mod secret;
 mod train;
+mod web;
 
 pub use lstm::LstmConfig;
 pub use ppo::PpoConfig;
@@ -18,6 +19,7 @@ pub use raw::RawConfig;
 pub use retrain::{GateConfig, RetrainConfig};
 pub use secret::Secret;
 pub use train::TrainConfig;
+pub use web::{DEFAULT_WEB_LISTEN, WebConfig};
 
 use crate::domain::{Symbol, Timeframe};
 use chrono::NaiveDate;
@@ -104,6 +106,7 @@ pub struct Config {
     pub ppo: PpoConfig,
     pub lstm: LstmConfig,
     pub retrain: RetrainConfig,
+    pub web: WebConfig,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -347,6 +350,7 @@ impl Config {
             c.problem(e);
         }
         let retrain = c.retrain(raw.retrain);
+        let web = c.web(raw.web);
         let lstm = raw.lstm;
         if let Err(e) = lstm.validate() {
             c.problem(e);
@@ -370,6 +374,7 @@ impl Config {
                 ppo,
                 lstm,
                 retrain,
+                web,
             })
         } else {
             Err(ConfigError { file: path.to_path_buf(), problems: c.problems })

@@ -33,6 +33,8 @@ pub struct RawConfig {
     pub lstm: super::LstmConfig,
     #[serde(default)]
     pub retrain: RawRetrain,
+    #[serde(default)]
+    pub web: RawWeb,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -151,4 +153,12 @@ pub struct RawRetrain {
     pub min_sharpe_margin: Option<f64>,
     pub max_drawdown: Option<f64>,
     pub min_trades: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWeb {
+    pub enabled: Option<bool>,
+    pub listen: Option<String>,
+    pub token_file: Option<String>,
 }

@@ -1,0 +1,256 @@
+//! Prometheus metrics: one `Metrics` value, shared (`Arc`) by the feed, the engine, the retrainer and the
+//! web server, which serves it at `/metrics` in the OpenMetrics text format (`prometheus-client`).
+//!
+//! Counters are bumped where things happen (bars, reconnects, orders, rejects, retrains); gauges that
+//! describe the account (equity, positions, exposure, P&L, kill switch, models in use) are set from the
+//! daemon's `StatusReport` by `observe_status`, so `/metrics` and `tradebot status` never disagree.
+
+use crate::control::StatusReport;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+/// The content type `/metrics` answers with.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type FGauge = Gauge<f64, AtomicU64>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SymbolLabel {
+    pub symbol: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabel {
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub kind: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabel {
+    pub kind: String,
+    pub id: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub bars: Family<SymbolLabel, Counter>,
+    pub feed_reconnects: Counter,
+    pub backfilled_bars: Counter,
+    /// Seconds per decision: features + inference + strategy + risk.
+    pub decision_latency: Histogram,
+    /// Order transitions by the status entered.
+    pub orders: Family<StatusLabel, Counter>,
+    pub rejects: Family<ReasonLabel, Counter>,
+    pub equity: FGauge,
+    pub cash: FGauge,
+    pub position_value: Family<SymbolLabel, FGauge>,
+    pub position_qty: Family<SymbolLabel, FGauge>,
+    pub gross_exposure: FGauge,
+    pub pnl_today: FGauge,
+    pub kill_switch: Gauge,
+    pub paused: Gauge,
+    pub retrain_runs: Family<OutcomeLabel, Counter>,
+    pub train_steps_per_second: Family<KindLabel, FGauge>,
+    pub train_epoch_seconds: Family<KindLabel, FGauge>,
+    /// 1 for the model each kind trades with.
+    pub model_in_use: Family<ModelLabel, Gauge>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut r = Registry::with_prefix("tradebot");
+        let m = Metrics {
+            bars: Family::default(),
+            feed_reconnects: Counter::default(),
+            backfilled_bars: Counter::default(),
+            // 1 µs to about 0.5 s.
+            decision_latency: Histogram::new(exponential_buckets(1e-6, 2.0, 20)),
+            orders: Family::default(),
+            rejects: Family::default(),
+            equity: FGauge::default(),
+            cash: FGauge::default(),
+            position_value: Family::default(),
+            position_qty: Family::default(),
+            gross_exposure: FGauge::default(),
+            pnl_today: FGauge::default(),
+            kill_switch: Gauge::default(),
+            paused: Gauge::default(),
+            retrain_runs: Family::default(),
+            train_steps_per_second: Family::default(),
+            train_epoch_seconds: Family::default(),
+            model_in_use: Family::default(),
+            registry: Registry::default(),
+        };
+        r.register("bars_received", "Closed bars received, by symbol", m.bars.clone());
+        r.register("feed_reconnects", "Market-data stream reconnects", m.feed_reconnects.clone());
+        r.register("backfilled_bars", "Bars filled in over REST after a gap", m.backfilled_bars.clone());
+        r.register(
+            "decision_latency_seconds",
+            "Per-decision latency: features, inference, strategy and risk",
+            m.decision_latency.clone(),
+        );
+        r.register("orders", "Order transitions, by the status entered", m.orders.clone());
+        r.register("order_rejects", "Orders refused (risk or broker), by reason", m.rejects.clone());
+        r.register("equity", "Account equity", m.equity.clone());
+        r.register("cash", "Account cash", m.cash.clone());
+        r.register("position_value", "Market value of each position", m.position_value.clone());
+        r.register("position_qty", "Quantity held of each symbol", m.position_qty.clone());
+        r.register("gross_exposure", "Sum of |position value| over equity", m.gross_exposure.clone());
+        r.register("pnl_today", "Equity change since the trading day's first bar", m.pnl_today.clone());
+        r.register("kill_switch", "1 while the daily-loss kill switch is tripped", m.kill_switch.clone());
+        r.register("paused", "1 while trading is paused", m.paused.clone());
+        r.register("retrain_runs", "Retrain runs, by kind and outcome", m.retrain_runs.clone());
+        r.register(
+            "train_steps_per_second",
+            "Training throughput of the running or last run",
+            m.train_steps_per_second.clone(),
+        );
+        r.register("train_epoch_seconds", "Duration of the last training epoch", m.train_epoch_seconds.clone());
+        r.register("model_in_use", "1 for the model each kind trades with", m.model_in_use.clone());
+        Metrics { registry: r, ..m }
+    }
+
+    /// The exposition text (OpenMetrics), ending in `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail; an encoder error would be a bug in a metric's labels.
+        if let Err(e) = encode(&mut out, &self.registry) {
+            log::error!("metrics: cannot encode: {e}");
+        }
+        out
+    }
+
+    pub fn bar(&self, symbol: &str) {
+        self.bars.get_or_create(&SymbolLabel { symbol: symbol.to_string() }).inc();
+    }
+
+    pub fn order(&self, status: &str) {
+        self.orders.get_or_create(&StatusLabel { status: status.to_string() }).inc();
+    }
+
+    pub fn reject(&self, reason: &str) {
+        self.rejects.get_or_create(&ReasonLabel { reason: reason.to_string() }).inc();
+    }
+
+    pub fn retrain(&self, kind: &str, outcome: &str) {
+        self.retrain_runs.get_or_create(&OutcomeLabel { kind: kind.into(), outcome: outcome.into() }).inc();
+    }
+
+    /// A training progress line (the child's JSON): steps/s and epoch time when present.
+    pub fn training_progress(&self, kind: &str, line: &serde_json::Value) {
+        let label = KindLabel { kind: kind.to_string() };
+        if let Some(v) = line.get("steps_per_s").and_then(|v| v.as_f64()) {
+            self.train_steps_per_second.get_or_create(&label).set(v);
+        }
+        if let Some(v) = line.get("epoch_secs").and_then(|v| v.as_f64()) {
+            self.train_epoch_seconds.get_or_create(&label).set(v);
+        }
+    }
+
+    /// Sets the account gauges from the daemon's status, so `/metrics` and `tradebot status` agree.
+    pub fn observe_status(&self, s: &StatusReport) {
+        self.equity.set(s.equity);
+        self.cash.set(s.cash);
+        self.pnl_today.set(s.pnl_today);
+        self.gross_exposure.set(s.risk.gross_exposure);
+        self.kill_switch.set(i64::from(s.risk.kill_switch));
+        self.paused.set(i64::from(s.risk.paused));
+        self.position_value.clear();
+        self.position_qty.clear();
+        for p in &s.positions {
+            let l = SymbolLabel { symbol: p.symbol.clone() };
+            self.position_value.get_or_create(&l).set(p.value);
+            self.position_qty.get_or_create(&l).set(p.qty);
+        }
+        self.model_in_use.clear();
+        for (kind, id) in [("ppo", &s.models.ppo), ("lstm", &s.models.lstm)] {
+            if let Some(id) = id {
+                self.model_in_use.get_or_create(&ModelLabel { kind: kind.into(), id: id.clone() }).set(1);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::status::{PositionStatus, RiskStatus};
+
+    /// Parses the exposition with an independent parser (prometheus-parse) and finds one sample.
+    fn sample(text: &str, name: &str, label: Option<(&str, &str)>) -> Option<f64> {
+        let lines = text.lines().filter(|l| *l != "# EOF").map(|l| Ok(l.to_string()));
+        let scrape = prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
+        scrape.samples.iter().find(|s| s.metric == name && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v))).map(
+            |s| match s.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
+                prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            },
+        )
+    }
+
+    #[test]
+    fn exposition_parses_and_carries_the_values() {
+        let m = Metrics::new();
+        m.bar("AAPL");
+        m.bar("AAPL");
+        m.bar("MSFT");
+        m.reject("max_position");
+        m.retrain("ppo", "promoted");
+        m.decision_latency.observe(12e-6);
+        let status = StatusReport {
+            equity: 101_234.5,
+            cash: 5_000.0,
+            positions: vec![PositionStatus { symbol: "AAPL".into(), qty: 10.0, price: 150.0, value: 1500.0 }],
+            risk: RiskStatus { kill_switch: true, ..Default::default() },
+            ..Default::default()
+        };
+        m.observe_status(&status);
+        let text = m.encode();
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert_eq!(sample(&text, "tradebot_bars_received_total", Some(("symbol", "AAPL"))), Some(2.0));
+        assert_eq!(sample(&text, "tradebot_bars_received_total", Some(("symbol", "MSFT"))), Some(1.0));
+        assert_eq!(sample(&text, "tradebot_order_rejects_total", Some(("reason", "max_position"))), Some(1.0));
+        assert_eq!(sample(&text, "tradebot_retrain_runs_total", Some(("outcome", "promoted"))), Some(1.0));
+        assert_eq!(sample(&text, "tradebot_equity", None), Some(101_234.5));
+        assert_eq!(sample(&text, "tradebot_position_value", Some(("symbol", "AAPL"))), Some(1500.0));
+        assert_eq!(sample(&text, "tradebot_kill_switch", None), Some(1.0));
+        assert!(text.contains("tradebot_decision_latency_seconds_count 1"), "{text}");
+        // A position closed since the last status disappears from the exposition.
+        m.observe_status(&StatusReport::default());
+        assert_eq!(sample(&m.encode(), "tradebot_position_value", Some(("symbol", "AAPL"))), None);
+    }
+}

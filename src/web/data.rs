@@ -1,0 +1,109 @@
+//! What the dashboard shows, as plain values: the daemon's `StatusReport` plus the histories the page
+//! draws (equity against buy-and-hold, decisions, models and gate decisions, training runs). A
+//! `DashboardSource` produces it on each request; the daemon's source reads its store and registry.
+
+use crate::control::StatusReport;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DashboardData {
+    pub status: StatusReport,
+    /// Equity over time with the buy-and-hold benchmark on the same bars.
+    pub equity: Vec<EquityPoint>,
+    /// Most recent first.
+    pub decisions: Vec<DecisionView>,
+    pub models: Vec<ModelView>,
+    /// Every promotion-gate decision, most recent first.
+    pub gate: Vec<GateView>,
+    /// Training runs, most recent first; a running one has `progress`.
+    pub training: Vec<TrainingView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EquityPoint {
+    pub t: DateTime<Utc>,
+    pub equity: f64,
+    pub buy_hold: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionView {
+    pub t: DateTime<Utc>,
+    pub symbol: String,
+    pub model_id: String,
+    /// The model's outputs, e.g. `action` or `p_up`.
+    pub outputs: BTreeMap<String, f64>,
+    /// What the strategy did: "buy 12", "hold", "vetoed", "refused: max_position".
+    pub action: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelView {
+    pub id: String,
+    pub kind: String,
+    pub state: String,
+    pub created_at: DateTime<Utc>,
+    pub metrics: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateView {
+    pub at: DateTime<Utc>,
+    pub kind: String,
+    pub candidate: Option<String>,
+    /// "promoted", "kept" or "failed".
+    pub outcome: String,
+    pub reason: String,
+    pub numbers: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainingView {
+    pub id: String,
+    pub kind: String,
+    pub started_at: DateTime<Utc>,
+    /// "running", "promoted", "kept", "failed".
+    pub outcome: String,
+    /// Named curves over updates or epochs: "return", "loss", "val_mcc", ...
+    pub curves: BTreeMap<String, Vec<f64>>,
+    pub progress: Option<Progress>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub done: f64,
+    pub total: f64,
+    pub steps_per_s: f64,
+    pub eta_secs: f64,
+}
+
+/// Where the dashboard's data comes from. Called on each request, off the engine's thread.
+pub trait DashboardSource: Send + Sync + 'static {
+    fn snapshot(&self) -> DashboardData;
+}
+
+/// A fixed snapshot, replaceable at any time: tests, and daemons that push rather than pull.
+#[derive(Debug, Default)]
+pub struct SharedData(std::sync::RwLock<DashboardData>);
+
+impl SharedData {
+    pub fn new(d: DashboardData) -> Self {
+        SharedData(std::sync::RwLock::new(d))
+    }
+
+    pub fn set(&self, d: DashboardData) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = d;
+    }
+
+    pub fn update(&self, f: impl FnOnce(&mut DashboardData)) {
+        f(&mut self.0.write().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+impl DashboardSource for SharedData {
+    fn snapshot(&self) -> DashboardData {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}

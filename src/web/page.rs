@@ -1,0 +1,246 @@
+//! The dashboard page, rendered on the server from a `DashboardData`: numbers in tables (each with a
+//! `data-value` holding the exact value, for tests and scrapers), charts as inline SVG, refreshed every
+//! few seconds by the browser. No script, no external asset.
+
+use super::data::{DashboardData, EquityPoint, TrainingView};
+use super::svg::{Series, esc, line_chart};
+use std::fmt::Write;
+
+const STYLE: &str = include_str!("style.css");
+
+fn money(v: f64) -> String {
+    format!("{v:.2}")
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+fn num(v: f64) -> String {
+    if v.abs() >= 1000.0 || v == v.trunc() { format!("{v:.0}") } else { format!("{v:.4}") }
+}
+
+/// A `<td>` showing `shown` and carrying the exact value.
+fn td(class: &str, v: f64, shown: &str) -> String {
+    format!(r#"<td class="{class}" data-value="{v}">{}</td>"#, esc(shown))
+}
+
+fn stat(id: &str, label: &str, v: f64, shown: &str) -> String {
+    format!(
+        r#"<div class="stat"><span class="label">{label}</span><span id="{id}" data-value="{v}">{}</span></div>"#,
+        esc(shown)
+    )
+}
+
+/// Drawdown from the running peak, per point (0 = at a peak, 0.2 = 20% below it).
+pub fn drawdown(values: &[f64]) -> Vec<f64> {
+    let mut peak = f64::NEG_INFINITY;
+    values
+        .iter()
+        .map(|&v| {
+            peak = peak.max(v);
+            if peak > 0.0 { 1.0 - v / peak } else { 0.0 }
+        })
+        .collect()
+}
+
+pub fn render(d: &DashboardData, refresh_secs: u32) -> String {
+    let s = &d.status;
+    let mut o = String::with_capacity(32 * 1024);
+    let _ = write!(
+        o,
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="{refresh_secs}"><title>tradebot</title><style>{STYLE}</style></head><body>"#
+    );
+    let _ = write!(
+        o,
+        r#"<header><h1>tradebot</h1><span id="mode" class="badge">{}</span><span id="activity">{}</span></header>"#,
+        esc(&s.mode),
+        esc(&s.activity)
+    );
+    o.push_str(r#"<section class="stats">"#);
+    o.push_str(&stat("equity", "equity", s.equity, &money(s.equity)));
+    o.push_str(&stat("cash", "cash", s.cash, &money(s.cash)));
+    o.push_str(&stat("pnl-today", "P&L today", s.pnl_today, &money(s.pnl_today)));
+    o.push_str(&stat("exposure", "gross exposure", s.risk.gross_exposure, &pct(s.risk.gross_exposure)));
+    let ks = if s.risk.kill_switch { "TRIPPED" } else { "armed" };
+    let _ = write!(
+        o,
+        r#"<div class="stat"><span class="label">kill switch</span><span id="kill-switch" class="{}" title="{}">{ks}</span></div>"#,
+        if s.risk.kill_switch { "bad" } else { "ok" },
+        esc(s.risk.kill_reason.as_deref().unwrap_or(""))
+    );
+    let paused = if s.risk.paused { "paused" } else { "trading" };
+    let _ = write!(o, r#"<div class="stat"><span class="label">state</span><span id="paused">{paused}</span></div>"#);
+    o.push_str("</section>");
+    equity_section(&mut o, &d.equity);
+    positions_section(&mut o, d);
+    decisions_section(&mut o, d);
+    models_section(&mut o, d);
+    training_section(&mut o, &d.training);
+    let _ = write!(
+        o,
+        "<footer>pid {} · feed {} ({}) · {} bars received · {} reconnects</footer>",
+        s.pid,
+        esc(&s.feed.kind),
+        if s.feed.connected { "connected" } else { "disconnected" },
+        s.feed.bars_received,
+        s.feed.reconnects
+    );
+    o.push_str("</body></html>");
+    o
+}
+
+fn equity_section(o: &mut String, pts: &[EquityPoint]) {
+    let eq: Vec<f64> = pts.iter().map(|p| p.equity).collect();
+    let bh: Vec<f64> = pts.iter().map(|p| p.buy_hold).collect();
+    let first = pts.first().map(|p| p.t.date_naive().to_string()).unwrap_or_default();
+    let last = pts.last().map(|p| p.t.date_naive().to_string()).unwrap_or_default();
+    o.push_str("<section><h2>Equity against buy-and-hold</h2>");
+    o.push_str(&line_chart(
+        "equity-chart",
+        &[
+            Series { name: "tradebot", colour: "#0a66c2", values: &eq },
+            Series { name: "buy & hold", colour: "#888", values: &bh },
+        ],
+        (&first, &last),
+        |v| format!("{v:.0}"),
+    ));
+    let (dd, dd_bh) = (drawdown(&eq), drawdown(&bh));
+    let max_dd = dd.iter().copied().fold(0.0, f64::max);
+    let _ = write!(o, r#"<h2>Drawdown <span id="max-drawdown" data-value="{max_dd}">max {}</span></h2>"#, pct(max_dd));
+    let neg = |v: &[f64]| v.iter().map(|x| -x).collect::<Vec<f64>>();
+    o.push_str(&line_chart(
+        "drawdown-chart",
+        &[
+            Series { name: "tradebot", colour: "#c0392b", values: &neg(&dd) },
+            Series { name: "buy & hold", colour: "#888", values: &neg(&dd_bh) },
+        ],
+        (&first, &last),
+        pct,
+    ));
+    o.push_str("</section>");
+}
+
+fn positions_section(o: &mut String, d: &DashboardData) {
+    o.push_str(r#"<section><h2>Positions</h2><table id="positions"><tr><th>symbol</th><th>qty</th><th>price</th><th>value</th><th>last bar</th></tr>"#);
+    for p in &d.status.positions {
+        let last = d.status.feed.last_bar.get(&p.symbol).map(|t| t.to_rfc3339()).unwrap_or_default();
+        let _ = write!(
+            o,
+            r#"<tr data-symbol="{sym}"><td>{sym}</td>{}{}{}<td>{}</td></tr>"#,
+            td("qty", p.qty, &num(p.qty)),
+            td("price", p.price, &money(p.price)),
+            td("value", p.value, &money(p.value)),
+            esc(&last),
+            sym = esc(&p.symbol)
+        );
+    }
+    o.push_str(r#"</table><h2>Open orders</h2><table id="open-orders"><tr><th>client order id</th><th>symbol</th><th>side</th><th>qty</th><th>status</th></tr>"#);
+    for x in &d.status.open_orders {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td>{}<td>{}</td></tr>",
+            esc(&x.client_order_id),
+            esc(&x.symbol),
+            esc(&x.side),
+            td("qty", x.qty, &num(x.qty)),
+            esc(&x.status)
+        );
+    }
+    o.push_str("</table></section>");
+}
+
+fn decisions_section(o: &mut String, d: &DashboardData) {
+    o.push_str(r#"<section><h2>Recent decisions</h2><table id="decisions"><tr><th>bar</th><th>symbol</th><th>model</th><th>outputs</th><th>action</th></tr>"#);
+    for x in d.decisions.iter().take(50) {
+        let outs: Vec<String> = x.outputs.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&x.t.to_rfc3339()),
+            esc(&x.symbol),
+            esc(&x.model_id),
+            esc(&outs.join(" ")),
+            esc(&x.action)
+        );
+    }
+    o.push_str("</table></section>");
+}
+
+fn models_section(o: &mut String, d: &DashboardData) {
+    let m = &d.status.models;
+    let _ = write!(
+        o,
+        r#"<section><h2>Models</h2><p>PPO champion <code id="champion-ppo">{}</code> · LSTM champion <code id="champion-lstm">{}</code>{}</p>"#,
+        esc(m.ppo.as_deref().unwrap_or("none")),
+        esc(m.lstm.as_deref().unwrap_or("none")),
+        m.next_retrain.map(|t| format!(" · next retrain {}", esc(&t.to_rfc3339()))).unwrap_or_default()
+    );
+    o.push_str(r#"<table id="models"><tr><th>id</th><th>kind</th><th>state</th><th>created</th><th>metrics</th></tr>"#);
+    for x in &d.models {
+        let metrics: Vec<String> = x.metrics.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+        let _ = write!(
+            o,
+            r#"<tr data-id="{}"><td>{}</td><td>{}</td><td class="state">{}</td><td>{}</td><td>{}</td></tr>"#,
+            esc(&x.id),
+            esc(&x.id),
+            esc(&x.kind),
+            esc(&x.state),
+            esc(&x.created_at.to_rfc3339()),
+            esc(&metrics.join(" "))
+        );
+    }
+    o.push_str(r#"</table><h2>Promotion gate decisions</h2><table id="gate"><tr><th>when</th><th>kind</th><th>candidate</th><th>outcome</th><th>reason</th><th>numbers</th></tr>"#);
+    for g in &d.gate {
+        let nums: Vec<String> = g.numbers.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+        let _ = write!(
+            o,
+            r#"<tr><td>{}</td><td>{}</td><td>{}</td><td class="outcome">{}</td><td>{}</td><td>{}</td></tr>"#,
+            esc(&g.at.to_rfc3339()),
+            esc(&g.kind),
+            esc(g.candidate.as_deref().unwrap_or("")),
+            esc(&g.outcome),
+            esc(&g.reason),
+            esc(&nums.join(" "))
+        );
+    }
+    o.push_str("</table></section>");
+}
+
+fn training_section(o: &mut String, runs: &[TrainingView]) {
+    o.push_str(r#"<section id="training"><h2>Training runs</h2>"#);
+    if runs.is_empty() {
+        o.push_str("<p>none yet</p>");
+    }
+    for r in runs.iter().take(5) {
+        let _ = write!(
+            o,
+            r#"<div class="run" data-id="{}"><h3>{} {} · {} · <span class="outcome">{}</span></h3>"#,
+            esc(&r.id),
+            esc(&r.kind),
+            esc(&r.id),
+            esc(&r.started_at.to_rfc3339()),
+            esc(&r.outcome)
+        );
+        if let Some(p) = &r.progress {
+            let frac = if p.total > 0.0 { (p.done / p.total).clamp(0.0, 1.0) } else { 0.0 };
+            let _ = write!(
+                o,
+                r#"<p class="progress"><progress value="{frac:.3}" max="1"></progress> {} · <span class="rate" data-value="{}">{:.0}/s</span> · ETA {:.0} s</p>"#,
+                pct(frac),
+                p.steps_per_s,
+                p.steps_per_s,
+                p.eta_secs
+            );
+        }
+        for (name, values) in &r.curves {
+            let id = format!("train-{}-{}", r.id, name);
+            let n = values.len().to_string();
+            o.push_str(&line_chart(&id, &[Series { name, colour: "#6a1b9a", values }], ("1", &n), |v| {
+                format!("{v:.3}")
+            }));
+        }
+        o.push_str("</div>");
+    }
+    o.push_str("</section>");
+}

@@ -1,0 +1,137 @@
+use super::*;
+use crate::control::StatusReport;
+use crate::control::status::{PositionStatus, RiskStatus};
+use crate::web::data::{EquityPoint, TrainingView};
+use chrono::{TimeZone, Utc};
+use std::os::unix::fs::PermissionsExt;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+fn data() -> DashboardData {
+    let t0 = Utc.with_ymd_and_hms(2010, 1, 4, 21, 0, 0).unwrap();
+    DashboardData {
+        status: StatusReport {
+            mode: "paper".into(),
+            equity: 123_456.78,
+            cash: 1_000.5,
+            positions: vec![PositionStatus { symbol: "AAPL".into(), qty: 12.0, price: 200.0, value: 2400.0 }],
+            risk: RiskStatus { kill_switch: false, ..Default::default() },
+            ..Default::default()
+        },
+        equity: (0..30)
+            .map(|i| EquityPoint {
+                t: t0 + chrono::Duration::days(i),
+                equity: 100_000.0 + 500.0 * (i as f64).sin(),
+                buy_hold: 100_000.0 + 100.0 * i as f64,
+            })
+            .collect(),
+        training: vec![TrainingView {
+            id: "r1".into(),
+            kind: "ppo".into(),
+            started_at: t0,
+            outcome: "running".into(),
+            curves: [("return".to_string(), vec![0.0, 0.1, 0.2])].into_iter().collect(),
+            progress: Some(data::Progress { done: 50.0, total: 100.0, steps_per_s: 12_345.0, eta_secs: 4.0 }),
+        }],
+        ..Default::default()
+    }
+}
+
+async fn start(loopback: bool) -> (String, CancellationToken) {
+    let state =
+        WebState::new(Arc::new(Metrics::new()), Arc::new(SharedData::new(data())), Secret::new(TOKEN), loopback);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let stop = CancellationToken::new();
+    tokio::spawn(serve(listener, state, stop.clone()));
+    (url, stop)
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+#[tokio::test]
+async fn the_dashboard_needs_the_token() {
+    let (url, stop) = start(true).await;
+    let c = client();
+    for req in [
+        c.get(format!("{url}/")),
+        c.get(format!("{url}/")).bearer_auth("wrong-token-wrong-token"),
+        c.get(format!("{url}/")).header("Cookie", "tradebot_token=nope"),
+        c.get(format!("{url}/?token=nope")),
+        c.get(format!("{url}/api/status")),
+        c.get(format!("{url}/api/dashboard")),
+    ] {
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 401);
+        assert!(!r.text().await.unwrap().contains("123456"), "no data leaks on a refusal");
+    }
+    // ?token= sets the cookie and drops the token from the address.
+    let r = c.get(format!("{url}/?token={TOKEN}")).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/");
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let html = c.get(format!("{url}/")).header("Cookie", pair).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains(r#"id="equity" data-value="123456.78">123456.78<"#), "{html}");
+    assert!(
+        html.contains(r#"<tr data-symbol="AAPL">"#)
+            && html.contains("equity-chart")
+            && html.contains("train-r1-return")
+    );
+    assert!(!html.contains("http://") && !html.contains("https://"), "nothing is loaded from elsewhere");
+    let st: StatusReport =
+        c.get(format!("{url}/api/status")).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
+    assert_eq!(st, data().status);
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn metrics_are_open_on_loopback_only() {
+    let (url, stop) = start(true).await;
+    let r = client().get(format!("{url}/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    assert!(r.text().await.unwrap().ends_with("# EOF\n"));
+    stop.cancel();
+    let (url, stop) = start(false).await;
+    assert_eq!(client().get(format!("{url}/metrics")).send().await.unwrap().status(), 401);
+    let r = client().get(format!("{url}/metrics")).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    stop.cancel();
+}
+
+#[test]
+fn the_token_comes_from_the_file_env_credentials_or_a_new_private_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |file: Option<std::path::PathBuf>| WebConfig {
+        enabled: true,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        token_file: file,
+    };
+    let none = |_: &str| None;
+    // A new token, kept private and reused.
+    let a = resolve_token(&cfg(None), dir.path(), none).unwrap();
+    let mode = std::fs::metadata(dir.path().join("web.token")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(a.expose().len(), 64);
+    assert_eq!(resolve_token(&cfg(None), dir.path(), none).unwrap(), a);
+    // The environment wins over the state file.
+    let env = |k: &str| (k == TOKEN_VAR).then(|| "from-the-environment-123".to_string());
+    assert_eq!(resolve_token(&cfg(None), dir.path(), env).unwrap().expose(), "from-the-environment-123");
+    // A configured file must exist and be long enough; the error names it.
+    let short = dir.path().join("short");
+    std::fs::write(&short, "abc").unwrap();
+    let e = resolve_token(&cfg(Some(short)), dir.path(), none).unwrap_err().to_string();
+    assert!(e.contains("short") && e.contains("fewer than 16"), "{e}");
+    let e = resolve_token(&cfg(Some(dir.path().join("missing"))), dir.path(), none).unwrap_err().to_string();
+    assert!(e.contains("missing") && e.contains("does not exist"), "{e}");
+}
+
+#[test]
+fn drawdown_follows_the_running_peak() {
+    let dd = page::drawdown(&[100.0, 120.0, 90.0, 130.0]);
+    assert_eq!(dd, vec![0.0, 0.0, 0.25, 0.0]);
+}
