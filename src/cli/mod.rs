@@ -10,6 +10,11 @@ mod live;
 mod models;
 mod risk;
 mod run;
+mod train;
+#[cfg(feature = "train")]
+mod train_ckpt;
+#[cfg(feature = "train")]
+mod train_ppo;
 
 use crate::config::{Config, ConfigError};
 use clap::{Parser, Subcommand};
@@ -49,6 +54,9 @@ pub enum Command {
     /// The model registry: list, show, promote, roll back.
     #[command(subcommand)]
     Models(ModelsCmd),
+    /// Train a model on stored bars and register it as a candidate.
+    #[command(subcommand)]
+    Train(TrainCmd),
     /// Measure the speed of parts of tradebot.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -120,6 +128,12 @@ pub enum RiskCmd {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrainCmd {
+    /// PPO on the trading environment over the [train] range; exports ONNX, registers a candidate.
+    Ppo(train::PpoArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -213,5 +227,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor { config } => doctor::run(load_config(config)?),
         Command::Risk(cmd) => risk::run(cmd),
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
+        Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),
     }
 }

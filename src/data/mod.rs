@@ -13,7 +13,10 @@
 //! carries dividends, so the factor moves slightly on ex-dividend days too: prices are total-return
 //! adjusted, as most model training expects.
 
+pub mod align;
 pub mod snapshot;
+
+pub use align::{align_bars, aligned_bars};
 
 use crate::domain::{Bar, Symbol, Timeframe};
 use crate::store::{Store, StoreError};

@@ -138,6 +138,23 @@ impl Ppo {
         total_steps: u64,
         mut on_update: impl FnMut(&UpdateStats) -> bool,
     ) -> Result<(), PpoError> {
+        let per_update = (self.cfg.n_steps * env.num_envs()) as u64;
+        let n_updates = total_steps.div_ceil(per_update).max(1);
+        let first = self.updates;
+        self.train_until(env, first, first + n_updates, |_, s| on_update(s))
+    }
+
+    /// Runs updates until `self.updates == end`, the learning rate annealed linearly over the schedule
+    /// `first..end` (a resumed run passes the original schedule, so it continues where it stopped).
+    /// `on_update` sees the trainer itself (to write a checkpoint) and the update's statistics, and
+    /// returns `false` to stop early.
+    pub fn train_until<E: VecEnv>(
+        &mut self,
+        env: &mut E,
+        first: u64,
+        end: u64,
+        mut on_update: impl FnMut(&Ppo, &UpdateStats) -> bool,
+    ) -> Result<(), PpoError> {
         if env.obs_dim() != self.obs_dim {
             return Err(PpoError::Shape { what: "observations", env: env.obs_dim(), policy: self.obs_dim });
         }
@@ -145,12 +162,12 @@ impl Ppo {
             return Err(PpoError::Shape { what: "actions", env: env.act_dim(), policy: self.act_dim });
         }
         let per_update = (self.cfg.n_steps * env.num_envs()) as u64;
-        let n_updates = total_steps.div_ceil(per_update).max(1);
+        let span = end.saturating_sub(first).max(1) as f64;
         let mut obs = self.observe(&env.reset());
-        for u in 0..n_updates {
+        while self.updates < end {
             let started = Instant::now();
             let lr = if self.cfg.anneal_lr {
-                self.cfg.learning_rate * (1.0 - u as f64 / n_updates as f64)
+                self.cfg.learning_rate * (1.0 - self.updates.saturating_sub(first) as f64 / span)
             } else {
                 self.cfg.learning_rate
             };
@@ -167,11 +184,22 @@ impl Ppo {
             stats.mean_return =
                 (!self.recent.is_empty()).then(|| self.recent.iter().sum::<f64>() / self.recent.len() as f64);
             stats.episodes = self.episodes;
-            if !on_update(&stats) {
+            if !on_update(self, &stats) {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// Writes the variables (networks, log-std, observation statistics) to `path`.
+    pub fn save_weights(&self, path: &std::path::Path) -> Result<(), PpoError> {
+        Ok(self.vs.save(path)?)
+    }
+
+    /// Loads variables written by `save_weights` into this trainer (the shapes must match).
+    /// The optimizer's moments are not saved: a resumed run restarts Adam's running averages.
+    pub fn load_weights(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
+        Ok(self.vs.load(path)?)
     }
 
     fn collect<E: VecEnv>(&mut self, env: &mut E, mut obs: Tensor) -> (Rollout, Tensor) {

@@ -1,0 +1,328 @@
+//! `tradebot train ppo` itself (feature `train`): the `[train]` bars of the configured symbols, aligned on
+//! common times, become a `Panel` (config features) and a `TradingEnv` (config env); PPO trains on it with
+//! `[ppo]`, writing checkpoints; the policy is exported to ONNX, checked against ONNX Runtime on 1,000
+//! random observations, and registered as a candidate with the PPO model contract's manifest.
+
+use super::train::{DEFAULT_STEPS, PpoArgs, emit, eta};
+use super::train_ckpt::{self, CheckpointMeta};
+use crate::config::Config;
+use crate::data::{align_bars, aligned_bars, daily_bar_time, snapshot::Snapshot};
+use crate::domain::Bar;
+use crate::env::Panel;
+use crate::features::FEATURE_VERSION;
+use crate::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use crate::rl::VecEnv as _;
+use crate::rl::ppo::{Ppo, UpdateStats};
+use crate::rl::trading::TradingEnv;
+use crate::store::Store;
+use anyhow::{Context, bail};
+use chrono::{Duration, NaiveDate, Utc};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+const FIRST_DAY: NaiveDate = NaiveDate::from_ymd_opt(1800, 1, 1).expect("a valid date");
+const LAST_DAY: NaiveDate = NaiveDate::from_ymd_opt(2300, 1, 1).expect("a valid date");
+/// The tch and ONNX Runtime forwards must agree this closely, or the model is not registered.
+pub const PARITY_TOLERANCE: f32 = 1e-5;
+const PARITY_SAMPLES: i64 = 1000;
+
+pub fn pick_device(s: &str) -> anyhow::Result<Device> {
+    match s {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" if crate::native::load_torch_cuda() => Ok(Device::Cuda(0)),
+        "cuda" => bail!("--device cuda: no usable CUDA device (tch::Cuda::is_available() is false); use --device cpu"),
+        "auto" => Ok(if crate::native::load_torch_cuda() { Device::Cuda(0) } else { Device::Cpu }),
+        other => bail!("--device {other:?}: must be auto, cpu or cuda"),
+    }
+}
+
+/// The training panel and the dates it covers.
+pub struct TrainData {
+    pub panel: Panel,
+    pub first: NaiveDate,
+    pub last: NaiveDate,
+}
+
+/// The configured symbols' bars over the `[train]` range, from the store (imported from `feed.file` when
+/// missing) or from a dataset snapshot, aligned on common times and turned into a panel.
+pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow::Result<TrainData> {
+    let from_day = config.train.from.unwrap_or(FIRST_DAY);
+    let to_day = config.train.train_end().unwrap_or(LAST_DAY);
+    let (from, to) = (daily_bar_time(from_day), daily_bar_time(to_day) + Duration::days(1) - Duration::microseconds(1));
+    let symbols = &config.market.symbols;
+    let assets: Vec<Vec<Bar>> = match snapshot {
+        Some(path) => {
+            let snap = Snapshot::read(path)?;
+            let mut per = Vec::new();
+            for s in symbols {
+                let Some((_, bars)) = snap.series.iter().find(|(sym, _)| sym == s) else {
+                    bail!(
+                        "snapshot {} has no bars for {s}; it must hold every symbol of market.symbols",
+                        path.display()
+                    );
+                };
+                per.push(bars.iter().filter(|b| b.t >= from && b.t <= to).cloned().collect());
+            }
+            align_bars(per)
+        }
+        None => {
+            let store = Store::open(&config.state_dir).context("opening the store")?;
+            super::run::ensure_bars(config, &store)?;
+            aligned_bars(&store, symbols, config.market.timeframe, from, to)?
+        }
+    };
+    let range = format!("[train] range {from_day}..={to_day}");
+    let (Some(first), Some(last)) = (assets[0].first(), assets[0].last()) else {
+        bail!(
+            "no {} bars of {symbols:?} on common days in the {range}: import data (`tradebot data import`) or widen train.from / train.to",
+            config.market.timeframe
+        );
+    };
+    let (first, last) = (first.t.date_naive(), last.t.date_naive());
+    let days = assets[0].len();
+    let warmup = config.features.warmup();
+    let panel = Panel::from_bars(&config.features, &assets)
+        .with_context(|| format!("{days} common days in the {range}; the features need {warmup} days of warm-up"))?;
+    if let Some(i) = panel.features.iter().position(|x| !x.is_finite()) {
+        let nf = panel.n_features.max(1);
+        let (row, k) = (i / nf, i % nf);
+        let name = config.features.names().get(k).cloned().unwrap_or_default();
+        bail!(
+            "feature {name} of {} is not finite on training day {} of {}: check the stored bars (`tradebot data show`)",
+            symbols[row % panel.n_assets],
+            row / panel.n_assets,
+            panel.n_days
+        );
+    }
+    if config.env.episode_len >= panel.n_days {
+        bail!(
+            "env.episode_len = {} but the {range} has only {} usable days ({days} common days less {} of feature warm-up): lower env.episode_len below {} or widen the range",
+            config.env.episode_len,
+            panel.n_days,
+            days - panel.n_days,
+            panel.n_days
+        );
+    }
+    Ok(TrainData { panel, first, last })
+}
+
+/// Live progress: a bar on a terminal, JSON lines with `--json`, else one line per update on stderr.
+struct Progress {
+    json: bool,
+    bar: Option<indicatif::ProgressBar>,
+    total_updates: u64,
+    total_steps: u64,
+    started: Instant,
+    steps_at_start: u64,
+}
+
+impl Progress {
+    fn new(json: bool, total_updates: u64, total_steps: u64, steps_done: u64) -> Progress {
+        let bar = (!json && std::io::stderr().is_terminal()).then(|| {
+            let b = indicatif::ProgressBar::new(total_steps);
+            let style = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            b.set_style(style);
+            b.set_position(steps_done);
+            b
+        });
+        Progress { json, bar, total_updates, total_steps, started: Instant::now(), steps_at_start: steps_done }
+    }
+
+    fn update(&self, s: &UpdateStats) {
+        let done = s.env_steps.saturating_sub(self.steps_at_start) as f64;
+        let rate = done / self.started.elapsed().as_secs_f64().max(1e-9);
+        let eta_secs = self.total_steps.saturating_sub(s.env_steps) as f64 / rate.max(1e-9);
+        if self.json {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("event".into(), "progress".into());
+                o.insert("total_updates".into(), self.total_updates.into());
+                o.insert("total_steps".into(), self.total_steps.into());
+                o.insert("eta_secs".into(), eta_secs.into());
+            }
+            emit(&v);
+            return;
+        }
+        let ret = s.mean_return.map_or("-".to_string(), |r| format!("{r:+.4}"));
+        let msg = format!(
+            "update {}/{} | {:.0} steps/s | return {ret} | kl {:.4} | clip {:.3} | ev {:.3} | eta {}",
+            s.update,
+            self.total_updates,
+            rate,
+            s.approx_kl,
+            s.clip_fraction,
+            s.explained_variance,
+            eta(eta_secs)
+        );
+        match &self.bar {
+            Some(b) => {
+                b.set_position(s.env_steps.min(self.total_steps));
+                b.set_message(msg);
+            }
+            None => eprintln!("{msg}"),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish();
+        }
+    }
+}
+
+pub fn run(args: PpoArgs) -> anyhow::Result<ExitCode> {
+    let config = super::load_config(args.config.clone())?;
+    let device = pick_device(&args.device)?;
+    let data = load_data(&config, args.data.as_deref())?;
+    let dates = (data.first, data.last);
+    let mut env = TradingEnv::new(config.env.clone(), Arc::new(data.panel)).context("building the trading env")?;
+    let total_steps = args.steps.or(config.retrain.ppo_steps).unwrap_or(DEFAULT_STEPS);
+    if total_steps == 0 {
+        bail!("--steps 0: train for at least one step");
+    }
+    let mut ppo = Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), device)?;
+    let per_update = (config.ppo.n_steps * env.num_envs()) as u64;
+    let total_updates = total_steps.div_ceil(per_update).max(1);
+    let ckpt_dir = config.state_dir.join("checkpoints").join("ppo");
+    if args.resume {
+        let Some((path, meta)) = train_ckpt::latest(&ckpt_dir)? else {
+            bail!("--resume: no checkpoint in {}; train once without --resume", ckpt_dir.display());
+        };
+        ppo.load_weights(&path.join(train_ckpt::WEIGHTS)).with_context(|| {
+            format!(
+                "checkpoint {} does not fit this config (network or observation size changed?): train without --resume",
+                path.display()
+            )
+        })?;
+        ppo.updates = meta.updates;
+        ppo.env_steps = meta.env_steps;
+        log::info!("resuming from {} (update {}, {} env steps)", path.display(), meta.updates, meta.env_steps);
+    }
+    let every = config.train.checkpoint_every as u64;
+    let progress = Progress::new(args.json, total_updates, total_updates * per_update, ppo.env_steps);
+    let started = Instant::now();
+    let mut last: Option<UpdateStats> = None;
+    let mut ckpt_err = None;
+    let save = |p: &Ppo| train_ckpt::save(&ckpt_dir, p, total_updates);
+    ppo.train_until(&mut env, 0, total_updates, |p, s| {
+        progress.update(s);
+        last = Some(s.clone());
+        if (s.update % every == 0 || s.update >= total_updates)
+            && let Err(e) = save(p)
+        {
+            ckpt_err = Some(e);
+            return false;
+        }
+        true
+    })?;
+    progress.finish();
+    if let Some(e) = ckpt_err {
+        return Err(e);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let max_diff_and_bytes = export_checked(&ppo, &config)?;
+    let manifest = register(&config, &ppo, dates, last.as_ref(), seconds, max_diff_and_bytes)?;
+    if args.json {
+        emit(&serde_json::json!({ "event": "done", "model_id": manifest.id, "metrics": manifest.metrics }));
+    } else {
+        eprintln!(
+            "trained {} updates ({} env steps) in {seconds:.1} s; registered candidate {} in {}",
+            ppo.updates,
+            ppo.env_steps,
+            manifest.id,
+            config.state_dir.join("models").display()
+        );
+        println!("{}", manifest.id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The policy as ONNX bytes, refused unless ONNX Runtime's forward matches tch's on 1,000 random
+/// observations (scaled by the observation statistics) within `PARITY_TOLERANCE`.
+fn export_checked(ppo: &Ppo, config: &Config) -> anyhow::Result<(f32, Vec<u8>)> {
+    let policy = ppo.export_policy(Some(1.0))?;
+    let bytes = policy.to_onnx("obs", "action", &[("producer", "tradebot train ppo")])?;
+    let d = policy.obs_dim() as i64;
+    let (mean, var) = (ppo.norm.mean.to_device(Device::Cpu), ppo.norm.var.to_device(Device::Cpu));
+    let obs = Tensor::randn([PARITY_SAMPLES, d], (Kind::Float, Device::Cpu)) * var.sqrt() * 2.0 + mean;
+    let want = ppo.act_deterministic(&obs).clamp(-1.0, 1.0).to_device(Device::Cpu);
+    let want = Vec::<f32>::try_from(want.reshape([-1]))?;
+    let got = onnx_forward(config, &bytes, &Vec::<f32>::try_from(obs.reshape([-1]))?, d as usize)?;
+    let max_diff = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max);
+    if got.len() != want.len() || got.iter().chain(&want).any(|x| !x.is_finite()) || max_diff > PARITY_TOLERANCE {
+        bail!(
+            "the exported ONNX policy disagrees with the trained one by {max_diff} (tolerance {PARITY_TOLERANCE}) on {PARITY_SAMPLES} random observations: not registered; this is a bug in the exporter, please report it"
+        );
+    }
+    Ok((max_diff, bytes))
+}
+
+/// Runs the ONNX policy in ONNX Runtime on `obs` (`n x d`, row-major); returns the actions, flattened.
+pub fn onnx_forward(config: &Config, bytes: &[u8], obs: &[f32], d: usize) -> anyhow::Result<Vec<f32>> {
+    let rt = crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
+    let mut s = ort::session::Session::builder(&rt.env)?.commit_from_memory(bytes)?;
+    let x = ndarray::Array2::from_shape_vec((obs.len() / d.max(1), d), obs.to_vec())?;
+    let out = s.run(ort::inputs!["obs" => ort::value::TensorRef::from_array_view(x.view())?])?;
+    Ok(out["action"].try_extract_array::<f32>()?.iter().copied().collect())
+}
+
+fn register(
+    config: &Config,
+    ppo: &Ppo,
+    (first, last_day): (NaiveDate, NaiveDate),
+    last: Option<&UpdateStats>,
+    seconds: f64,
+    (max_diff, bytes): (f32, Vec<u8>),
+) -> anyhow::Result<Manifest> {
+    let (a, f) = (config.market.symbols.len() as i64, config.features.n_cols() as i64);
+    let mut metrics = BTreeMap::from([
+        ("env_steps".to_string(), ppo.env_steps as f64),
+        ("updates".to_string(), ppo.updates as f64),
+        ("train_seconds".to_string(), seconds),
+        ("onnx_max_abs_diff".to_string(), f64::from(max_diff)),
+    ]);
+    if let Some(s) = last {
+        metrics.insert("approx_kl".into(), s.approx_kl);
+        metrics.insert("clip_fraction".into(), s.clip_fraction);
+        metrics.insert("explained_variance".into(), s.explained_variance);
+        if let Some(r) = s.mean_return {
+            metrics.insert("mean_return".into(), r);
+        }
+    }
+    let params = BTreeMap::from([
+        ("env".to_string(), serde_json::to_value(&config.env)?),
+        ("feature_spec".to_string(), serde_json::to_value(&config.features)?),
+        ("ppo".to_string(), serde_json::to_value(&config.ppo)?),
+    ]);
+    let draft = Manifest {
+        id: String::new(),
+        kind: ModelKind::Ppo,
+        created_at: Utc::now(),
+        features: FeatureRef { version: FEATURE_VERSION, names: config.features.names() },
+        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, 1 + a * (1 + f)] }],
+        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, a] }],
+        symbols: config.market.symbols.clone(),
+        timeframe: config.market.timeframe,
+        train_from: Some(config.train.from.unwrap_or(first)),
+        train_to: Some(config.train.train_end().unwrap_or(last_day)),
+        holdout_from: config.train.holdout_from,
+        holdout_to: config.train.holdout_to,
+        metrics,
+        params,
+        parent: None,
+        state: ModelState::Candidate,
+        onnx_sha256: String::new(),
+    };
+    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    Ok(reg.add(&bytes, draft)?)
+}
+
+/// What a checkpoint records besides the weights.
+pub fn checkpoint_meta(p: &Ppo, total_updates: u64) -> CheckpointMeta {
+    CheckpointMeta { updates: p.updates, env_steps: p.env_steps, total_updates }
+}

@@ -1,0 +1,142 @@
+//! `tradebot train ppo` end to end on the shipped data (a small network and a short run): JSON lines that
+//! end with `done`, a registered candidate whose manifest fits the config's pipeline, an ONNX file that
+//! ONNX Runtime runs with actions in [-1, 1], checkpoints and `--resume`, and clear errors for bad input.
+#![cfg(feature = "train")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tradebot::config::Config;
+use tradebot::features::FEATURE_VERSION;
+use tradebot::models::{FeatureRef, ModelKind, ModelState, Registry, TensorSpec};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tradebot(args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tradebot"));
+    c.args(args).current_dir(root()).env_remove("RUST_LOG").env_remove("TRADEBOT_CONFIG");
+    c.output().expect("tradebot runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The demo config with its state under `dir`, a small network, 4 envs, two years of training data, and
+/// `replace` applied on top.
+fn small_config(dir: &Path, replace: &[(&str, &str)]) -> PathBuf {
+    let mut s = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
+    let state = format!("state_dir = {:?}", dir.join("state").display().to_string());
+    let edits = [
+        ("state_dir = \"./var\"", state.as_str()),
+        ("[env]\n", "[env]\nn_envs = 4\nepisode_len = 40\n"),
+        ("[ppo]\n", "[ppo]\nhidden = [16, 16]\nn_steps = 16\nbatch_size = 32\nn_epochs = 2\n"),
+        ("from = \"2000-06-01\"", "from = \"2005-01-01\""),
+        ("to = \"2010-12-31\"", "to = \"2006-12-31\""),
+        ("checkpoint_every = 10", "checkpoint_every = 2"),
+    ];
+    for (a, b) in edits.iter().chain(replace) {
+        assert!(s.contains(a), "the demo config lost {a:?}");
+        s = s.replacen(a, b, 1);
+    }
+    let p = dir.join("t.toml");
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn train_registers_a_model_that_fits_the_pipeline_and_resume_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg_path = small_config(dir.path(), &[]);
+    let cfg = cfg_path.to_str().unwrap();
+    let o = tradebot(&["train", "ppo", "--config", cfg, "--device", "cpu", "--steps", "256", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lines = json_lines(&o);
+    let (done, progress) = lines.split_last().expect("some output");
+    assert_eq!(done["event"], "done", "{lines:?}");
+    assert_eq!(progress.len(), 4, "256 steps of 4 envs x 16 = 4 updates: {lines:?}");
+    for (i, p) in progress.iter().enumerate() {
+        assert_eq!(p["event"], "progress");
+        assert_eq!(p["update"], i as u64 + 1);
+        assert!(p["approx_kl"].is_f64() && p["explained_variance"].is_f64() && p["steps_per_sec"].is_f64(), "{p}");
+    }
+    let id = done["model_id"].as_str().unwrap();
+    assert!(done["metrics"]["onnx_max_abs_diff"].as_f64().unwrap() <= 1e-5, "{done}");
+
+    let config = Config::load(&cfg_path).unwrap();
+    let reg = Registry::open(&config.state_dir.join("models")).unwrap();
+    let (m, bytes) = reg.load(id).unwrap();
+    assert_eq!((m.kind, m.state), (ModelKind::Ppo, ModelState::Candidate));
+    let (a, f) = (config.market.symbols.len() as i64, config.features.n_cols() as i64);
+    let obs_dim = 1 + a * (1 + f);
+    let pipeline = FeatureRef { version: FEATURE_VERSION, names: config.features.names() };
+    let inputs = [TensorSpec { name: "obs".into(), shape: vec![-1, obs_dim] }];
+    m.check_inputs(&pipeline, &inputs, &config.market.symbols).unwrap();
+    assert_eq!(m.outputs, [TensorSpec { name: "action".into(), shape: vec![-1, a] }]);
+    assert_eq!(m.params["env"]["initial_cash"], 100_000.0);
+    assert_eq!(m.params["env"]["exec"]["max_trade"], 100.0);
+    assert_eq!(m.holdout_from, config.train.holdout_from);
+
+    // ONNX Runtime runs it; actions stay in [-1, 1] even for wild observations.
+    let rt = tradebot::native::init_onnxruntime(None).unwrap();
+    let mut s = ort::session::Session::builder(&rt.env).unwrap().commit_from_memory(&bytes).unwrap();
+    let n = 64usize;
+    let obs: Vec<f32> = (0..n * obs_dim as usize).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 5.0).collect();
+    let x = ndarray::Array2::from_shape_vec((n, obs_dim as usize), obs).unwrap();
+    let out = s.run(ort::inputs!["obs" => ort::value::TensorRef::from_array_view(x.view()).unwrap()]).unwrap();
+    let acts = out["action"].try_extract_array::<f32>().unwrap();
+    assert_eq!(acts.shape(), [n, a as usize]);
+    assert!(acts.iter().all(|v| v.is_finite() && (-1.0..=1.0).contains(v)), "{acts:?}");
+
+    // Checkpoints every 2 updates; --resume goes on from update 4 to the new total.
+    let ckpts = config.state_dir.join("checkpoints/ppo");
+    assert!(ckpts.join("update-00000004/weights.safetensors").is_file(), "no checkpoint at update 4");
+    let o = tradebot(&["train", "ppo", "--config", cfg, "--device", "cpu", "--steps", "384", "--resume", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lines = json_lines(&o);
+    let updates: Vec<u64> =
+        lines.iter().filter(|l| l["event"] == "progress").map(|l| l["update"].as_u64().unwrap()).collect();
+    assert_eq!(updates, [5, 6], "{lines:?}");
+    let done = lines.last().unwrap();
+    assert_eq!(done["event"], "done");
+    assert_eq!(done["metrics"]["updates"], 6.0);
+    assert_ne!(done["model_id"].as_str().unwrap(), id, "the resumed run trained further");
+    assert!(reg.load(done["model_id"].as_str().unwrap()).is_ok());
+}
+
+#[test]
+fn bad_input_is_a_clear_error_and_an_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // No bars in the range.
+    let cfg = small_config(
+        dir.path(),
+        &[("from = \"2005-01-01\"", "from = \"1990-01-01\""), ("to = \"2006-12-31\"", "to = \"1995-12-31\"")],
+    );
+    let o =
+        tradebot(&["train", "ppo", "--config", cfg.to_str().unwrap(), "--device", "cpu", "--steps", "64", "--json"]);
+    assert!(!o.status.success());
+    let lines = json_lines(&o);
+    let last = lines.last().expect("an error line");
+    assert_eq!(last["event"], "error");
+    assert!(last["message"].as_str().unwrap().contains("no 1Day bars"), "{last}");
+    // Episodes longer than the data.
+    let cfg = small_config(dir.path(), &[("episode_len = 40", "episode_len = 5000")]);
+    let o = tradebot(&["train", "ppo", "--config", cfg.to_str().unwrap(), "--device", "cpu", "--steps", "64"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("env.episode_len = 5000") && !err.contains("panicked"), "{err}");
+    let o = tradebot(&["train", "ppo", "--config", cfg.to_str().unwrap(), "--device", "tpu"]);
+    assert!(!o.status.success() && text(&o).contains("must be auto, cpu or cuda"), "{}", text(&o));
+    // --resume without a checkpoint.
+    let cfg = small_config(dir.path(), &[]);
+    let o = tradebot(&["train", "ppo", "--config", cfg.to_str().unwrap(), "--device", "cpu", "--resume"]);
+    assert!(!o.status.success() && text(&o).contains("no checkpoint"), "{}", text(&o));
+}
