@@ -104,6 +104,14 @@ pub enum ModelsCmd {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Import the shipped default models (the repository's models/) missing from the registry, and make
+    /// one champion for each kind that has none.
+    Seed {
+        #[arg(long, default_value = "models")]
+        from: PathBuf,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
     /// Put back the champion that the current one replaced (kind: ppo or lstm).
     Rollback {
         kind: String,

@@ -1,4 +1,4 @@
-//! `tradebot models list|show|promote|rollback`: the model registry under `state_dir/models`.
+//! `tradebot models list|show|promote|rollback|seed`: the model registry under `state_dir/models`.
 
 use super::{ModelsCmd, load_config};
 use crate::models::{ModelKind, Registry};
@@ -10,7 +10,8 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
         ModelsCmd::List { config, .. }
         | ModelsCmd::Show { config, .. }
         | ModelsCmd::Promote { config, .. }
-        | ModelsCmd::Rollback { config, .. } => config.clone(),
+        | ModelsCmd::Rollback { config, .. }
+        | ModelsCmd::Seed { config, .. } => config.clone(),
     };
     let config = load_config(config_path)?;
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
@@ -51,6 +52,20 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
             let m = reg.promote(&id, &reason)?;
             println!("{} is now the {} champion", m.id, m.kind.as_str());
             Ok(ExitCode::SUCCESS)
+        }
+        ModelsCmd::Seed { from, .. } => {
+            let rep = reg.seed_from(&from)?;
+            println!(
+                "imported {} model(s) from {}: {:?}; new champions: {:?}",
+                rep.imported.len(),
+                from.display(),
+                rep.imported,
+                rep.champions
+            );
+            for e in &rep.refused {
+                eprintln!("refused: {e}");
+            }
+            Ok(if rep.refused.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         ModelsCmd::Rollback { kind, reason, .. } => {
             let kind: ModelKind = kind.parse().map_err(anyhow::Error::msg)?;

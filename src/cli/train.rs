@@ -26,6 +26,7 @@ pub struct PpoArgs {
     pub json: bool,
 }
 
+#[cfg(feature = "train")]
 /// Environment steps when neither `--steps` nor `retrain.ppo_steps` says.
 pub const DEFAULT_STEPS: u64 = 200_000;
 
@@ -59,6 +60,7 @@ fn run_ppo(_: PpoArgs) -> anyhow::Result<ExitCode> {
     )
 }
 
+#[cfg(feature = "train")]
 /// Formats seconds as `1h02m`, `3m05s` or `42s`.
 pub fn eta(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
@@ -69,7 +71,7 @@ pub fn eta(secs: f64) -> String {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "train"))]
 mod tests {
     #[test]
     fn eta_reads_well() {

@@ -91,3 +91,62 @@ fn manifest_mismatch_is_refused() {
     let missing = vec![TensorSpec { name: "x".into(), shape: vec![-1, 7] }];
     assert!(matches!(m.check_inputs(&f, &missing, &sym), Err(MismatchError::MissingInput { .. })));
 }
+
+#[test]
+fn seed_from_imports_missing_models_and_crowns_one_per_kind() {
+    let shipped_dir = tempfile::tempdir().unwrap();
+    let shipped = Registry::open(shipped_dir.path()).unwrap();
+    let p1 = shipped.add(b"ppo-one", draft(ModelKind::Ppo)).unwrap();
+    let p2 = shipped.add(b"ppo-two", draft(ModelKind::Ppo)).unwrap();
+    let l1 = shipped.add(b"lstm-one", draft(ModelKind::Lstm)).unwrap();
+    shipped.promote(&p1.id, "the shipped default").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let rep = r.seed_from(shipped_dir.path()).unwrap();
+    assert_eq!(rep.imported.len(), 3, "{rep:?}");
+    assert!(rep.refused.is_empty(), "{rep:?}");
+    assert_eq!(r.champion(ModelKind::Ppo).unwrap().unwrap().id, p1.id, "the shipped champion wins");
+    assert_eq!(r.champion(ModelKind::Lstm).unwrap().unwrap().id, l1.id, "the only lstm");
+    assert_eq!(r.get(&p2.id).unwrap().state, ModelState::Candidate);
+    assert_eq!(r.load(&p2.id).unwrap().1, b"ppo-two", "bytes copied and verified");
+    // Seeding again changes nothing; a champion of the registry's own is never replaced.
+    let own = r.add(b"own-ppo", draft(ModelKind::Ppo)).unwrap();
+    r.promote(&own.id, "trained here").unwrap();
+    let again = r.seed_from(shipped_dir.path()).unwrap();
+    assert!(again.imported.is_empty() && again.champions.is_empty(), "{again:?}");
+    assert_eq!(r.champion(ModelKind::Ppo).unwrap().unwrap().id, own.id);
+    assert!(r.seed_from(&dir.path().join("no-such-dir")).unwrap().imported.is_empty());
+}
+
+#[test]
+fn seed_from_refuses_a_shipped_model_whose_file_does_not_match() {
+    let shipped_dir = tempfile::tempdir().unwrap();
+    let shipped = Registry::open(shipped_dir.path()).unwrap();
+    let bad = shipped.add(b"tampered", draft(ModelKind::Ppo)).unwrap();
+    let good = shipped.add(b"fine", draft(ModelKind::Lstm)).unwrap();
+    std::fs::write(shipped_dir.path().join(&bad.id).join(registry::ONNX_FILE), b"tampered!").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let rep = r.seed_from(shipped_dir.path()).unwrap();
+    assert_eq!(rep.imported, vec![good.id]);
+    assert_eq!(rep.refused.len(), 1);
+    assert!(rep.refused[0].to_string().contains(&bad.id), "{}", rep.refused[0]);
+    assert!(matches!(r.get(&bad.id), Err(RegistryError::NotFound { .. })));
+    assert!(r.champion(ModelKind::Ppo).unwrap().is_none(), "no ppo champion from a refused model");
+}
+
+#[test]
+fn the_shipped_ppo_model_seeds_a_champion_that_fits_the_default_pipeline() {
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let rep = r.seed_from(&shipped).unwrap();
+    assert!(rep.refused.is_empty(), "{:?}", rep.refused);
+    let m = r.champion(ModelKind::Ppo).unwrap().expect("a shipped ppo champion");
+    let spec = crate::features::FeatureSpec::default();
+    let syms: Vec<Symbol> = ["AAPL", "MSFT", "IBM"].iter().map(|s| Symbol::new(s).unwrap()).collect();
+    let obs_dim = 1 + 3 * (1 + spec.n_cols() as i64);
+    let pipeline = FeatureRef { version: crate::features::FEATURE_VERSION, names: spec.names() };
+    m.check_inputs(&pipeline, &[TensorSpec { name: "obs".into(), shape: vec![-1, obs_dim] }], &syms).unwrap();
+    assert!(r.load(&m.id).is_ok(), "hash verified after the import");
+}
