@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test lint fmt check-inference-only clean bench-env install chromium
+.PHONY: all venv build run test lint fmt check-inference-only clean bench-env bench-ppo install chromium
 
 all: build
 
@@ -70,6 +70,16 @@ bench-env: build
 	echo "tradebot: $$tb" && \
 	"$(PYENV)/bin/python" benches/peers/finrl_env.py time --against "$$tb" && \
 	./target/release/tradebot bench env --envs $(BENCH_ENVS) --assets 30 --steps 200 --episode-len 252
+
+# End-to-end PPO training (rollouts + updates) against Stable-Baselines3 2.9.2 PPO on FinRL's numpy env, the same
+# work: 1 env x 30 assets, [64, 64] tanh, n_steps 2048, batch 64, 10 epochs, 4,096 steps, CPU, one torch thread.
+# SB3 and gymnasium are installed into the venv when missing (needs PyPI); FinRL's env file is fetched as for bench-env.
+bench-ppo: build
+	@"$(PYENV)/bin/python" -c 'import gymnasium, stable_baselines3 as s; assert s.__version__ == "2.9.2"' 2>/dev/null || \
+		"$(PYENV)/bin/python" -m pip install --quiet gymnasium "stable-baselines3==2.9.2"
+	@tb=$$(./target/release/tradebot bench ppo --json) && \
+	echo "tradebot: $$tb" && \
+	"$(PYENV)/bin/python" benches/peers/sb3_ppo.py --against "$$tb"
 
 # Install as a system service (run as root): the venv under /opt so that the binary's rpath (libtorch) and
 # ONNX Runtime stay readable under the unit's ProtectHome=yes; binary, unit, sysusers.d entry, and a paper

@@ -140,3 +140,34 @@ fn bad_input_is_a_clear_error_and_an_error_line() {
     let o = tradebot(&["train", "ppo", "--config", cfg.to_str().unwrap(), "--device", "cpu", "--resume"]);
     assert!(!o.status.success() && text(&o).contains("no checkpoint"), "{}", text(&o));
 }
+
+#[test]
+fn bench_ppo_states_its_configuration_and_refuses_bad_arguments() {
+    let o = tradebot(&[
+        "bench",
+        "ppo",
+        "--assets",
+        "2",
+        "--days",
+        "60",
+        "--steps",
+        "64",
+        "--n-steps",
+        "32",
+        "--batch-size",
+        "16",
+        "--epochs",
+        "1",
+        "--hidden",
+        "8,8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["updates"].as_u64(), v["env_steps"].as_u64()), (Some(2), Some(64)), "{v}");
+    assert_eq!(v["hidden"], serde_json::json!([8, 8]));
+    assert_eq!(v["obs_dim"], 1 + 2 * 2, "cash, then holding and one feature per asset");
+    assert!(v["env_steps_per_s"].as_f64().unwrap() > 0.0);
+    let o = tradebot(&["bench", "ppo", "--steps", "0"]);
+    assert!(!o.status.success() && text(&o).contains("at least 1"), "{}", text(&o));
+}

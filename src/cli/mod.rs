@@ -2,6 +2,7 @@
 //! returns an exit code; `main` only prints the error chain.
 
 mod bench;
+mod bench_ppo;
 mod data;
 mod doctor;
 mod fake;
@@ -148,6 +149,8 @@ pub enum TrainCmd {
 pub enum BenchCmd {
     /// Step the vectorized trading environment with random actions; prints env-steps/s and asset-steps/s.
     Env(bench::EnvBench),
+    /// End-to-end PPO training (rollouts + updates) on the trading env; prints env-steps/s and the config.
+    Ppo(bench_ppo::PpoBench),
 }
 
 #[derive(Debug, Subcommand)]
@@ -235,6 +238,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor { config } => doctor::run(load_config(config)?),
         Command::Risk(cmd) => risk::run(cmd),
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
+        Command::Bench(BenchCmd::Ppo(b)) => bench_ppo::ppo(b),
         Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),
     }
 }

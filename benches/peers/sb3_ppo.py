@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Stable-Baselines3 2.9.2 PPO on FinRL 0.3.7's numpy StockTradingEnv: the speed peer of `tradebot bench ppo`.
+
+The env is FinRL's own file, fetched as benches/peers/finrl_env.py does (never committed), over the same
+seeded synthetic panel (finrl_env.panel). The work matches `tradebot bench ppo`'s defaults: one env,
+30 assets, 2,520 days, an MLP of [64, 64] tanh for the actor and for the critic, n_steps 2048,
+batch 64, 10 epochs, 4,096 timesteps, on the CPU with one torch thread. Needs stable-baselines3==2.9.2
+and gymnasium in the running Python (`make bench-ppo` installs them into the venv).
+
+  sb3_ppo.py [--steps N] [--hidden 64,64] [--n-steps 2048] [--batch-size 64] [--epochs 10]
+             [--threads 1] [--against JSON]   ... and the ratio to tradebot's `bench ppo --json` line
+"""
+import argparse, json, pathlib, sys, tempfile, time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from finrl_env import load_finrl_env, panel  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--assets", type=int, default=30)
+    ap.add_argument("--days", type=int, default=2520)
+    ap.add_argument("--seed", type=int, default=20260101)
+    ap.add_argument("--steps", type=int, default=4096)
+    ap.add_argument("--hidden", default="64,64")
+    ap.add_argument("--n-steps", type=int, default=2048)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--against", help="tradebot's `bench ppo --json` line: print the ratio")
+    args = ap.parse_args()
+
+    import torch
+    import stable_baselines3
+    from stable_baselines3 import PPO
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        Env = load_finrl_env(pathlib.Path(tmp))
+    prices, tech, turb, _ = panel(args.days, args.assets, args.seed)
+    env = Env(config=dict(price_array=prices, tech_array=tech, turbulence_array=turb, if_train=True))
+    hidden = [int(h) for h in args.hidden.split(",")]
+    model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.epochs,
+                policy_kwargs=dict(net_arch=dict(pi=hidden, vf=hidden), activation_fn=torch.nn.Tanh),
+                device="cpu", seed=args.seed, verbose=0)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=args.steps)
+    seconds = time.perf_counter() - t0
+    done = model.num_timesteps
+    print("sb3:      " if args.against else "", end="")
+    print(json.dumps({"peer": f"sb3-{stable_baselines3.__version__}-ppo-on-finrl-0.3.7-numpy", "threads": args.threads,
+                      "envs": 1, "assets": args.assets, "obs_dim": int(env.observation_space.shape[0]),
+                      "hidden": hidden, "n_steps": args.n_steps, "batch_size": args.batch_size,
+                      "epochs": args.epochs, "env_steps": done, "seconds": seconds,
+                      "env_steps_per_s": done / seconds}))
+    if args.against:
+        ours = json.loads(args.against)
+        ratio = ours["env_steps_per_s"] / (done / seconds)
+        print(f"ratio: tradebot PPO is {ratio:.1f}x Stable-Baselines3's env-steps/s on the same work")
+
+
+if __name__ == "__main__":
+    main()

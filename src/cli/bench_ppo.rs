@@ -1,0 +1,126 @@
+//! `tradebot bench ppo`: end-to-end PPO training throughput (rollouts and updates, env steps per second)
+//! on the trading env over a seeded synthetic panel with FinRL's rules, for a stated configuration that
+//! `benches/peers/sb3_ppo.py` repeats with Stable-Baselines3 on FinRL's numpy env.
+
+use anyhow::bail;
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct PpoBench {
+    #[arg(long, default_value_t = 1)]
+    pub envs: usize,
+    #[arg(long, default_value_t = 30)]
+    pub assets: usize,
+    #[arg(long, default_value_t = 2520)]
+    pub days: usize,
+    /// Total environment steps (rounded up to whole updates of envs x n_steps).
+    #[arg(long, default_value_t = 4096)]
+    pub steps: u64,
+    /// Hidden layers of the actor and of the critic (comma-separated), tanh.
+    #[arg(long, value_delimiter = ',', default_value = "64,64")]
+    pub hidden: Vec<i64>,
+    #[arg(long, default_value_t = 2048)]
+    pub n_steps: usize,
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    #[arg(long, default_value_t = 10)]
+    pub epochs: usize,
+    /// libtorch intra-op threads (1 = the same single core the peer gets).
+    #[arg(long, default_value_t = 1)]
+    pub threads: i32,
+    /// cpu | cuda
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(feature = "train")]
+pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
+    use crate::env::{Accounting, EnvConfig, ExecParams, Panel};
+    use crate::rl::VecEnv as _;
+    use crate::rl::ppo::{Ppo, PpoConfig};
+    use crate::rl::trading::TradingEnv;
+    use anyhow::Context;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    if b.envs == 0 || b.assets == 0 || b.steps == 0 || b.days < 3 {
+        bail!("--envs, --assets and --steps must be at least 1, --days at least 3");
+    }
+    let device = match b.device.as_str() {
+        "cpu" | "cuda" => super::train_ppo::pick_device(&b.device)?,
+        other => bail!("--device {other:?}: must be cpu or cuda"),
+    };
+    tch::set_num_threads(b.threads.max(1));
+    let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
+    let env_cfg = EnvConfig {
+        n_envs: b.envs,
+        episode_len: b.days - 1,
+        initial_cash: 1e6,
+        exec: ExecParams {
+            max_trade: 100.0,
+            min_order: 11.0,
+            fee_bps: 10.0,
+            cash_cap_ignores_fees: true,
+            ..Default::default()
+        },
+        reward_scale: 2f64.powi(-11),
+        turbulence_threshold: Some(99.0),
+        fixed_start: true,
+        seed: b.seed,
+        accounting: Accounting::FinrlNumpy,
+        ..Default::default()
+    };
+    let mut env = TradingEnv::new(env_cfg, Arc::new(panel))?;
+    let cfg = PpoConfig {
+        hidden: b.hidden.clone(),
+        n_steps: b.n_steps,
+        batch_size: b.batch_size,
+        n_epochs: b.epochs,
+        seed: b.seed,
+        ..Default::default()
+    };
+    let mut ppo = Ppo::new(cfg, env.obs_dim(), env.act_dim(), device)?;
+    let t0 = Instant::now();
+    ppo.train(&mut env, b.steps, |_| true)?;
+    if device.is_cuda() {
+        tch::Cuda::synchronize(0);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let rate = ppo.env_steps as f64 / seconds;
+    if b.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "what": "tradebot-ppo", "device": b.device, "threads": b.threads, "envs": b.envs,
+                "assets": b.assets, "obs_dim": env.obs_dim(), "hidden": b.hidden, "n_steps": b.n_steps,
+                "batch_size": b.batch_size, "epochs": b.epochs, "updates": ppo.updates,
+                "env_steps": ppo.env_steps, "seconds": seconds, "env_steps_per_s": rate,
+            })
+        );
+    } else {
+        println!(
+            "PPO on {} ({} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates, {} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
+            b.device,
+            b.threads,
+            b.envs,
+            b.assets,
+            env.obs_dim(),
+            b.hidden,
+            b.n_steps,
+            b.batch_size,
+            b.epochs,
+            ppo.updates,
+            ppo.env_steps
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "train"))]
+pub fn ppo(_: PpoBench) -> anyhow::Result<ExitCode> {
+    bail!("bench ppo needs a build with the `train` feature (libtorch)")
+}
