@@ -10,6 +10,7 @@ mod live;
 mod models;
 mod risk;
 mod run;
+mod train_lstm;
 
 use crate::config::{Config, ConfigError};
 use clap::{Parser, Subcommand};
@@ -49,6 +50,9 @@ pub enum Command {
     /// The model registry: list, show, promote, roll back.
     #[command(subcommand)]
     Models(ModelsCmd),
+    /// Train a model on the stored bars and register it as a candidate.
+    #[command(subcommand)]
+    Train(TrainCmd),
     /// Measure the speed of parts of tradebot.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -120,6 +124,12 @@ pub enum RiskCmd {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrainCmd {
+    /// The LSTM direction classifier (fast, slow and context windows; early stopping on validation MCC).
+    Lstm(train_lstm::LstmTrainArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -213,5 +223,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor { config } => doctor::run(load_config(config)?),
         Command::Risk(cmd) => risk::run(cmd),
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
+        Command::Train(TrainCmd::Lstm(a)) => train_lstm::run(a),
     }
 }
