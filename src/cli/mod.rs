@@ -2,6 +2,7 @@
 //! returns an exit code; `main` only prints the error chain.
 
 mod bench;
+mod bench_lstm;
 mod data;
 mod doctor;
 mod fake;
@@ -136,6 +137,8 @@ pub enum TrainCmd {
 pub enum BenchCmd {
     /// Step the vectorized trading environment with random actions; prints env-steps/s and asset-steps/s.
     Env(bench::EnvBench),
+    /// Train the LSTM classifier on synthetic data of the report's shape; prints epoch time and samples/s.
+    Lstm(bench_lstm::LstmBench),
 }
 
 #[derive(Debug, Subcommand)]
@@ -223,6 +226,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor { config } => doctor::run(load_config(config)?),
         Command::Risk(cmd) => risk::run(cmd),
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
+        Command::Bench(BenchCmd::Lstm(b)) => bench_lstm::run(b),
         Command::Train(TrainCmd::Lstm(a)) => train_lstm::run(a),
     }
 }
