@@ -25,10 +25,14 @@ pub struct LstmBench {
 }
 
 /// The benchmark's shape: window lengths and input widths (the default feature set's 17 columns).
-pub const FAST_LEN: usize = 30;
-pub const SLOW_LEN: usize = 10;
-pub const FEATURES: usize = 17;
-pub const CONTEXT: usize = 5;
+#[cfg(feature = "train")]
+const FAST_LEN: usize = 30;
+#[cfg(feature = "train")]
+const SLOW_LEN: usize = 10;
+#[cfg(feature = "train")]
+const FEATURES: usize = 17;
+#[cfg(feature = "train")]
+const CONTEXT: usize = 5;
 
 #[cfg(not(feature = "train"))]
 pub fn run(_: LstmBench) -> anyhow::Result<std::process::ExitCode> {
