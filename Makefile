@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test lint fmt check-inference-only clean bench-env bench-ppo install chromium
+.PHONY: all venv build run test lint fmt check-inference-only clean bench-env bench-ppo bench-lstm install chromium
 
 all: build
 
@@ -80,6 +80,14 @@ bench-ppo: build
 	@tb=$$(./target/release/tradebot bench ppo --json) && \
 	echo "tradebot: $$tb" && \
 	"$(PYENV)/bin/python" benches/peers/sb3_ppo.py --against "$$tb"
+
+# LSTM training throughput: tradebot (device-resident panels, windows gathered by index) against the same
+# model in PyTorch with a DataLoader of materialised windows, on the same synthetic data.
+LSTM_SAMPLES ?= 490000
+bench-lstm: build
+	@tb=$$(./target/release/tradebot bench lstm --samples $(LSTM_SAMPLES) --dump target/bench-lstm --json) && \
+	echo "tradebot: $$tb" && \
+	"$(PYENV)/bin/python" benches/peers/lstm_torch.py target/bench-lstm --against "$$tb"
 
 # Install as a system service (run as root): the venv under /opt so that the binary's rpath (libtorch) and
 # ONNX Runtime stay readable under the unit's ProtectHome=yes; binary, unit, sysusers.d entry, and a paper

@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_ppo;
+mod bench_lstm;
 mod data;
 mod doctor;
 mod fake;
@@ -16,6 +17,7 @@ mod train;
 mod train_ckpt;
 #[cfg(feature = "train")]
 mod train_ppo;
+mod train_lstm;
 
 use crate::config::{Config, ConfigError};
 use clap::{Parser, Subcommand};
@@ -55,7 +57,7 @@ pub enum Command {
     /// The model registry: list, show, promote, roll back.
     #[command(subcommand)]
     Models(ModelsCmd),
-    /// Train a model on stored bars and register it as a candidate.
+    /// Train a model on the stored bars and register it as a candidate.
     #[command(subcommand)]
     Train(TrainCmd),
     /// Measure the speed of parts of tradebot.
@@ -143,6 +145,8 @@ pub enum RiskCmd {
 pub enum TrainCmd {
     /// PPO on the trading environment over the [train] range; exports ONNX, registers a candidate.
     Ppo(train::PpoArgs),
+    /// The LSTM direction classifier (fast, slow and context windows; early stopping on validation MCC).
+    Lstm(train_lstm::LstmTrainArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -151,6 +155,8 @@ pub enum BenchCmd {
     Env(bench::EnvBench),
     /// End-to-end PPO training (rollouts + updates) on the trading env; prints env-steps/s and the config.
     Ppo(bench_ppo::PpoBench),
+    /// Train the LSTM classifier on synthetic data of the report's shape; prints epoch time and samples/s.
+    Lstm(bench_lstm::LstmBench),
 }
 
 #[derive(Debug, Subcommand)]
@@ -240,5 +246,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
         Command::Bench(BenchCmd::Ppo(b)) => bench_ppo::ppo(b),
         Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),
+        Command::Bench(BenchCmd::Lstm(b)) => bench_lstm::run(b),
+        Command::Train(TrainCmd::Lstm(a)) => train_lstm::run(a),
     }
 }

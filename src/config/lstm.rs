@@ -24,6 +24,18 @@ pub struct LstmConfig {
     pub seed: u64,
     /// bf16 autocast on CUDA; ignored on CPU.
     pub mixed_precision: bool,
+    /// Bars in the fast window (`x_fast`).
+    pub fast_len: usize,
+    /// Slow bars in the slow window (`x_slow`).
+    pub slow_len: usize,
+    /// Fast bars aggregated into one slow bar.
+    pub slow_factor: usize,
+    /// Bars ahead for the label's log return; also the gap between train, validation and test.
+    pub horizon: usize,
+    /// Label up above this forward log return.
+    pub up_threshold: f64,
+    /// Label down below this forward log return (negative).
+    pub down_threshold: f64,
 }
 
 impl Default for LstmConfig {
@@ -43,11 +55,29 @@ impl Default for LstmConfig {
             class_weighted: true,
             seed: 0,
             mixed_precision: false,
+            fast_len: 30,
+            slow_len: 10,
+            slow_factor: 5,
+            horizon: 5,
+            up_threshold: 0.02,
+            down_threshold: -0.02,
         }
     }
 }
 
 impl LstmConfig {
+    /// The window lengths, slow timeframe and label thresholds of the dataset.
+    pub fn window_spec(&self) -> crate::features::windows::WindowSpec {
+        crate::features::windows::WindowSpec {
+            fast_len: self.fast_len,
+            slow_len: self.slow_len,
+            slow_factor: self.slow_factor,
+            horizon: self.horizon,
+            up_threshold: self.up_threshold,
+            down_threshold: self.down_threshold,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         let checks = [
             (
@@ -64,6 +94,31 @@ impl LstmConfig {
             ("lstm.weight_decay must not be negative", self.weight_decay >= 0.0),
             ("lstm.patience must be at least 1", self.patience >= 1),
             ("lstm.checkpoint_every must be at least 1", self.checkpoint_every >= 1),
+            ("lstm.fast_len must be in [1, 1000]: set a window of that many bars", (1..=1000).contains(&self.fast_len)),
+            (
+                "lstm.slow_len must be in [1, 1000]: set a window of that many slow bars",
+                (1..=1000).contains(&self.slow_len),
+            ),
+            (
+                "lstm.slow_factor must be in [2, 1000]: a slow bar aggregates at least 2 fast bars",
+                (2..=1000).contains(&self.slow_factor),
+            ),
+            (
+                "lstm.horizon must be in [1, 1000]: the label looks that many bars ahead",
+                (1..=1000).contains(&self.horizon),
+            ),
+            (
+                "lstm.up_threshold must be a finite log return in [0, 1), e.g. 0.02",
+                self.up_threshold.is_finite() && (0.0..1.0).contains(&self.up_threshold),
+            ),
+            (
+                "lstm.down_threshold must be a finite log return in (-1, 0], e.g. -0.02",
+                self.down_threshold.is_finite() && self.down_threshold > -1.0 && self.down_threshold <= 0.0,
+            ),
+            (
+                "lstm.down_threshold must be below lstm.up_threshold, or no sample is labelled flat",
+                self.down_threshold < self.up_threshold,
+            ),
         ];
         match checks.iter().find(|(_, ok)| !ok) {
             Some((m, _)) => Err(m.to_string()),

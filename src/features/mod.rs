@@ -11,6 +11,7 @@
 mod indicators;
 mod spec;
 mod state;
+pub mod windows;
 
 pub use spec::{FEATURE_VERSION, FeatureSpec, SpecError};
 pub use state::FeatureState;

@@ -1,0 +1,329 @@
+//! The body of `tradebot train lstm` (feature `train`): pooled dataset, training with progress, export,
+//! the tch/ONNX Runtime parity check, registration.
+
+use super::LstmTrainArgs;
+use crate::config::Config;
+use crate::features::windows::{self, WindowSpec, context_names};
+use crate::lstm::dataset::{DatasetSpec, WindowDataset};
+use crate::lstm::model::NetDims;
+use crate::lstm::train::{EpochStats, LstmTrainer};
+use crate::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use crate::store::Store;
+use anyhow::{Context, bail};
+use chrono::{Duration, NaiveDate};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use tch::{Device, Kind, Tensor};
+
+const TRAIN_FRAC: f64 = 0.7;
+const VALID_FRAC: f64 = 0.15;
+/// Fewest training samples worth a model.
+const MIN_TRAIN_SAMPLES: usize = 200;
+/// Largest tch / ONNX Runtime difference in probabilities accepted before registering.
+const PARITY_TOL: f32 = 1e-5;
+
+pub fn run(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    match train(args) {
+        Ok(code) => Ok(code),
+        Err(e) if json => {
+            println!("{}", json!({"event": "error", "message": format!("{e:#}")}));
+            Err(e)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// All symbols' samples pooled: panels concatenated, indices offset, sample times for the split.
+pub(crate) struct Pooled {
+    pub spec: DatasetSpec,
+    pub times: Vec<i64>,
+}
+
+pub(crate) fn pooled_dataset(config: &Config, store: &Store, w: &WindowSpec) -> anyhow::Result<Pooled> {
+    let fspec = &config.features;
+    let (nf, nc) = (fspec.n_cols(), context_names(fspec).len());
+    let first = NaiveDate::from_ymd_opt(1800, 1, 1).unwrap_or_default();
+    let from = crate::data::daily_bar_time(config.train.from.unwrap_or(first));
+    let to = config
+        .train
+        .train_end()
+        .map(|d| crate::data::daily_bar_time(d) + Duration::days(1) - Duration::microseconds(1))
+        .unwrap_or(from + Duration::days(365 * 500));
+    let mut s = DatasetSpec {
+        fast: vec![],
+        fast_dim: nf,
+        slow: vec![],
+        slow_dim: nf,
+        context: vec![],
+        context_dim: nc,
+        fast_len: w.fast_len,
+        slow_len: w.slow_len,
+        fast_end: vec![],
+        slow_end: vec![],
+        context_row: vec![],
+        labels: vec![],
+    };
+    let mut times = Vec::new();
+    for sym in &config.market.symbols {
+        let bars = store.bars(sym, config.market.timeframe, from, to)?;
+        let sw = windows::build(fspec, w, &bars);
+        let (f0, s0) = ((s.fast.len() / nf) as i64, (s.slow.len() / nf) as i64);
+        let mut n = 0;
+        for k in 0..sw.bar.len() {
+            let Some(label) = sw.label[k] else { continue };
+            s.fast_end.push(f0 + sw.bar[k] as i64);
+            s.slow_end.push(s0 + sw.slow_end[k] as i64);
+            s.context_row.push(f0 + sw.bar[k] as i64);
+            s.labels.push(label);
+            times.push(bars[sw.bar[k]].t.timestamp_micros());
+            n += 1;
+        }
+        log::info!("{sym}: {} bars, {n} labelled samples", bars.len());
+        s.fast.extend(sw.fast);
+        s.slow.extend(sw.slow);
+        s.context.extend(sw.context);
+    }
+    Ok(Pooled { spec: s, times })
+}
+
+fn device(name: &str) -> anyhow::Result<Device> {
+    Ok(match name {
+        "cpu" => Device::Cpu,
+        "cuda" if crate::native::load_torch_cuda() => Device::Cuda(0),
+        "cuda" => bail!("--device cuda: no CUDA device is usable; use --device cpu or auto"),
+        "auto" if crate::native::load_torch_cuda() => Device::Cuda(0),
+        "auto" => Device::Cpu,
+        other => bail!("--device {other:?}: use auto, cpu or cuda"),
+    })
+}
+
+fn train(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
+    let config = crate::cli::load_config(args.config)?;
+    let mut cfg = config.lstm.clone();
+    if let Some(e) = args.epochs {
+        if e == 0 {
+            bail!("--epochs 0: train at least 1 epoch");
+        }
+        cfg.max_epochs = e;
+    }
+    let w = cfg.window_spec();
+    let device = device(&args.device)?;
+    let store = Store::open(&config.state_dir).context("opening the store")?;
+    crate::cli::run::ensure_bars(&config, &store)?;
+    let pooled = pooled_dataset(&config, &store, &w)?;
+    drop(store);
+    let (tr, va, te) = windows::time_split(&pooled.times, TRAIN_FRAC, VALID_FRAC, w.horizon);
+    if tr.len() < MIN_TRAIN_SAMPLES || va.is_empty() || te.is_empty() {
+        bail!(
+            "too few bars: {} labelled samples ({} train, {} validation, {} test) from {:?} in the [train] range; each symbol needs about (warm-up {} + lstm.slow_len) x lstm.slow_factor + lstm.horizon bars before its first sample: widen [train] or shorten lstm.slow_len / slow_factor",
+            pooled.times.len(),
+            tr.len(),
+            va.len(),
+            te.len(),
+            config.market.symbols,
+            config.features.warmup()
+        );
+    }
+    let dims = NetDims {
+        fast_dim: pooled.spec.fast_dim,
+        fast_len: w.fast_len,
+        slow_dim: pooled.spec.slow_dim,
+        slow_len: w.slow_len,
+        context_dim: pooled.spec.context_dim,
+    };
+    let ds = WindowDataset::new(pooled.spec, device).context("building the dataset")?;
+    let mut trainer = LstmTrainer::new(cfg.clone(), dims, device)?;
+    let ck_dir = config.state_dir.join("checkpoints/lstm");
+    if args.resume {
+        trainer.resume(&ck_dir).context("resuming (drop --resume to start afresh)")?;
+    }
+    let out = Output::new(args.json, cfg.max_epochs, trainer.epoch);
+    out.start(&device, tr.len(), va.len(), te.len());
+    let history = trainer.fit(&ds, &tr, &va, Some(&ck_dir), |s| {
+        out.epoch(s, tr.len());
+        true
+    })?;
+    out.finish();
+    let (best_epoch, best_mcc) = trainer.best().unwrap_or((0, 0.0));
+    let (test_loss, test) = trainer.evaluate(&ds, &te, None);
+    let (val_loss, val) = trainer.evaluate(&ds, &va, None);
+    let net = trainer.net.export(&trainer.vs)?;
+    let onnx = net.to_onnx(&[("kind", "lstm"), ("features", &config.features.fingerprint())])?;
+    let max_diff = parity(&trainer, &onnx, &config, dims)?;
+    if max_diff > PARITY_TOL {
+        bail!("the exported ONNX model differs from tch by {max_diff} (> {PARITY_TOL}); not registered");
+    }
+    let mut metrics = BTreeMap::from([
+        ("val_mcc".to_string(), val.mcc()),
+        ("val_accuracy".to_string(), val.accuracy()),
+        ("val_macro_f1".to_string(), val.macro_f1()),
+        ("val_loss".to_string(), val_loss),
+        ("test_mcc".to_string(), test.mcc()),
+        ("test_accuracy".to_string(), test.accuracy()),
+        ("test_macro_f1".to_string(), test.macro_f1()),
+        ("test_loss".to_string(), test_loss),
+        ("best_epoch".to_string(), best_epoch as f64),
+        ("epochs".to_string(), trainer.epoch as f64),
+        ("train_samples".to_string(), tr.len() as f64),
+        ("parity_max_abs_diff".to_string(), max_diff as f64),
+    ]);
+    if let Some(last) = history.last() {
+        metrics.insert("samples_per_sec".into(), last.samples_per_sec);
+    }
+    log::info!("best epoch {best_epoch}, validation MCC {best_mcc:.4}");
+    let manifest = manifest(&config, &cfg, &w, dims, metrics.clone());
+    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    let m = reg.add(&onnx, manifest).context("registering the model")?;
+    if args.json {
+        println!("{}", json!({"event": "done", "model_id": m.id, "metrics": metrics}));
+    } else {
+        println!(
+            "registered {} (candidate): validation MCC {:.4}, test MCC {:.4}, best epoch {best_epoch}",
+            m.id,
+            val.mcc(),
+            test.mcc()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Largest |tch - ONNX Runtime| over probabilities of 256 random inputs.
+fn parity(t: &LstmTrainer, onnx: &[u8], config: &Config, d: NetDims) -> anyhow::Result<f32> {
+    let rt = crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
+    let mut s = ort::session::Session::builder(&rt.env)?.commit_from_memory(onnx)?;
+    let n = 256i64;
+    let cpu = (Kind::Float, Device::Cpu);
+    let (xf, xs, xc) = (
+        Tensor::randn([n, d.fast_len as i64, d.fast_dim as i64], cpu),
+        Tensor::randn([n, d.slow_len as i64, d.slow_dim as i64], cpu),
+        Tensor::randn([n, d.context_dim as i64], cpu),
+    );
+    let dev = t.vs.device();
+    let want = tch::no_grad(|| t.net.probs(&xf.to_device(dev), &xs.to_device(dev), &xc.to_device(dev)));
+    let want = Vec::<f32>::try_from(want.to_device(Device::Cpu).reshape([-1]))?;
+    let arr = |x: &Tensor| -> anyhow::Result<ndarray::ArrayD<f32>> {
+        let shape: Vec<usize> = x.size().iter().map(|&v| v as usize).collect();
+        Ok(ndarray::ArrayD::from_shape_vec(shape, Vec::<f32>::try_from(x.reshape([-1]))?)?)
+    };
+    let (af, as_, ac) = (arr(&xf)?, arr(&xs)?, arr(&xc)?);
+    let out = s.run(ort::inputs![
+        "x_fast" => ort::value::TensorRef::from_array_view(af.view())?,
+        "x_slow" => ort::value::TensorRef::from_array_view(as_.view())?,
+        "x_context" => ort::value::TensorRef::from_array_view(ac.view())?,
+    ])?;
+    let got = out["probs"].try_extract_array::<f32>()?;
+    Ok(got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max))
+}
+
+fn manifest(
+    config: &Config,
+    cfg: &crate::config::LstmConfig,
+    w: &WindowSpec,
+    d: NetDims,
+    metrics: BTreeMap<String, f64>,
+) -> Manifest {
+    let fspec = &config.features;
+    let params = BTreeMap::from([
+        ("fast_len".to_string(), json!(w.fast_len)),
+        ("slow_len".to_string(), json!(w.slow_len)),
+        ("slow_factor".to_string(), json!(w.slow_factor)),
+        ("horizon".to_string(), json!(w.horizon)),
+        ("up_threshold".to_string(), json!(w.up_threshold)),
+        ("down_threshold".to_string(), json!(w.down_threshold)),
+        ("context".to_string(), json!(context_names(fspec))),
+        ("classes".to_string(), json!(["down", "flat", "up"])),
+        ("feature_spec".to_string(), serde_json::to_value(fspec).unwrap_or_default()),
+        ("lstm".to_string(), serde_json::to_value(cfg).unwrap_or_default()),
+    ]);
+    Manifest {
+        id: String::new(),
+        kind: ModelKind::Lstm,
+        created_at: chrono::Utc::now(),
+        features: FeatureRef { version: crate::features::FEATURE_VERSION, names: fspec.names() },
+        inputs: vec![
+            TensorSpec { name: "x_fast".into(), shape: vec![-1, d.fast_len as i64, d.fast_dim as i64] },
+            TensorSpec { name: "x_slow".into(), shape: vec![-1, d.slow_len as i64, d.slow_dim as i64] },
+            TensorSpec { name: "x_context".into(), shape: vec![-1, d.context_dim as i64] },
+        ],
+        outputs: vec![TensorSpec { name: "probs".into(), shape: vec![-1, 3] }],
+        symbols: config.market.symbols.clone(),
+        timeframe: config.market.timeframe,
+        train_from: config.train.from,
+        train_to: config.train.train_end(),
+        holdout_from: config.train.holdout_from,
+        holdout_to: config.train.holdout_to,
+        metrics,
+        params,
+        parent: None,
+        state: ModelState::Candidate,
+        onnx_sha256: String::new(),
+    }
+}
+
+/// Progress: JSON lines, a progress bar on a terminal, or a plain line per epoch.
+struct Output {
+    json: bool,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Output {
+    fn new(json: bool, max_epochs: usize, done: usize) -> Self {
+        let bar = (!json && std::io::stderr().is_terminal()).then(|| {
+            let b = indicatif::ProgressBar::new(max_epochs as u64);
+            b.set_position(done as u64);
+            if let Ok(style) = indicatif::ProgressStyle::with_template("epoch {pos}/{len} [{bar:20}] ETA {eta} {msg}") {
+                b.set_style(style);
+            }
+            b
+        });
+        Output { json, bar }
+    }
+
+    fn start(&self, device: &Device, tr: usize, va: usize, te: usize) {
+        let dev = format!("{device:?}");
+        if self.json {
+            println!(
+                "{}",
+                json!({"event": "progress", "stage": "dataset", "device": dev, "train": tr, "valid": va, "test": te})
+            );
+        } else {
+            eprintln!("training on {dev}: {tr} train, {va} validation, {te} test samples");
+        }
+    }
+
+    fn epoch(&self, s: &EpochStats, train: usize) {
+        let line = format!(
+            "{:.2} s, {:.0} samples/s, loss {:.4}, val MCC {:.4} acc {:.4} F1 {:.4} (best {:.4} at {})",
+            s.epoch_secs,
+            s.samples_per_sec,
+            s.train_loss,
+            s.val_mcc,
+            s.val_accuracy,
+            s.val_macro_f1,
+            s.best_mcc,
+            s.best_epoch
+        );
+        if self.json {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("event".into(), json!("epoch"));
+                o.insert("train_samples".into(), json!(train));
+            }
+            println!("{v}");
+        } else if let Some(b) = &self.bar {
+            b.set_position(s.epoch as u64);
+            b.set_message(line);
+        } else {
+            println!("epoch {}: {line}", s.epoch);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish();
+        }
+    }
+}

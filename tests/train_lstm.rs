@@ -1,0 +1,108 @@
+//! `tradebot train lstm` end to end on the shipped bars in a temporary state directory: JSON lines ending
+//! in `done`, the model in the registry with the LSTM contract's manifest, ONNX Runtime returning
+//! probabilities; too few bars refused with an `error` line.
+#![cfg(feature = "train")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tradebot::models::{ModelKind, Registry};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The demo config with its state under `dir`, a small fast model, and `edit` applied.
+fn config(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
+    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
+    let text = demo
+        .replace("state_dir = \"./var\"", &format!("state_dir = {:?}", dir.join("state").display().to_string()))
+        .replace(
+            "[lstm]\n",
+            "[lstm]\nfast_len = 12\nslow_len = 4\nslow_factor = 5\nhorizon = 5\nbatch_size = 512\nfast_hidden = 8\nslow_hidden = 8\n",
+        );
+    let p = dir.join("t.toml");
+    std::fs::write(&p, edit(text)).unwrap();
+    p
+}
+
+fn train(cfg: &Path) -> (Output, Vec<serde_json::Value>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tradebot"))
+        .args(["train", "lstm", "--config", cfg.to_str().unwrap(), "--epochs", "2", "--device", "cpu", "--json"])
+        .current_dir(root())
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("tradebot runs");
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    (out, lines)
+}
+
+#[test]
+fn trains_registers_and_onnx_runtime_gives_probabilities() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, lines) = train(&config(dir.path(), |s| s));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let epochs = lines.iter().filter(|l| l["event"] == "epoch").count();
+    assert_eq!(epochs, 2);
+    let done = lines.last().unwrap();
+    assert_eq!(done["event"], "done");
+    let id = done["model_id"].as_str().unwrap();
+    let val_mcc = done["metrics"]["val_mcc"].as_f64().unwrap();
+    assert!(done["metrics"]["test_mcc"].as_f64().unwrap().abs() <= 1.0);
+
+    let reg = Registry::open(&dir.path().join("state/models")).unwrap();
+    let (m, bytes) = reg.load(id).unwrap();
+    assert_eq!(m.kind, ModelKind::Lstm);
+    assert_eq!(m.metrics["val_mcc"], val_mcc);
+    assert_eq!((m.params["fast_len"].as_u64(), m.params["slow_len"].as_u64()), (Some(12), Some(4)));
+    assert_eq!((m.params["slow_factor"].as_u64(), m.params["horizon"].as_u64()), (Some(5), Some(5)));
+    assert_eq!(m.params["up_threshold"].as_f64(), Some(0.02));
+    assert_eq!(m.params["down_threshold"].as_f64(), Some(-0.02));
+    let spec = tradebot::features::FeatureSpec::default();
+    let context = tradebot::features::windows::context_names(&spec);
+    assert_eq!(m.params["context"], serde_json::json!(context));
+    assert_eq!(m.features.names, spec.names());
+    let nf = spec.n_cols() as i64;
+    let shapes: Vec<(&str, Vec<i64>)> = m.inputs.iter().map(|i| (i.name.as_str(), i.shape.clone())).collect();
+    assert_eq!(
+        shapes,
+        [("x_fast", vec![-1, 12, nf]), ("x_slow", vec![-1, 4, nf]), ("x_context", vec![-1, context.len() as i64])]
+    );
+    assert_eq!((m.outputs[0].name.as_str(), m.outputs[0].shape.clone()), ("probs", vec![-1, 3]));
+
+    let rt = tradebot::native::init_onnxruntime(None).unwrap();
+    let mut s = ort::session::Session::builder(&rt.env).unwrap().commit_from_memory(&bytes).unwrap();
+    let fill = |shape: Vec<usize>| {
+        let n = shape.iter().product::<usize>();
+        ndarray::ArrayD::from_shape_vec(shape, (0..n).map(|i| ((i * 37) % 11) as f32 / 10.0 - 0.5).collect()).unwrap()
+    };
+    let (f, sl, c) = (fill(vec![7, 12, nf as usize]), fill(vec![7, 4, nf as usize]), fill(vec![7, context.len()]));
+    let out = s
+        .run(ort::inputs![
+            "x_fast" => ort::value::TensorRef::from_array_view(f.view()).unwrap(),
+            "x_slow" => ort::value::TensorRef::from_array_view(sl.view()).unwrap(),
+            "x_context" => ort::value::TensorRef::from_array_view(c.view()).unwrap(),
+        ])
+        .unwrap();
+    let p = out["probs"].try_extract_array::<f32>().unwrap();
+    assert_eq!(p.shape(), [7, 3]);
+    for row in p.outer_iter() {
+        let sum: f32 = row.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-5 && row.iter().all(|&x| x > 0.0), "{row:?}");
+    }
+    assert!(dir.path().join("state/checkpoints/lstm/best.safetensors").is_file());
+}
+
+#[test]
+fn too_few_bars_is_an_error_line_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), |s| s.replace("from = \"2000-06-01\"", "from = \"2010-09-01\""));
+    let (out, lines) = train(&cfg);
+    assert!(!out.status.success());
+    let last = lines.last().unwrap();
+    assert_eq!(last["event"], "error");
+    assert!(last["message"].as_str().unwrap().contains("too few bars"), "{last}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
