@@ -22,6 +22,7 @@
 //!   the daily loss limit and its kill switch, persisted until `tradebot risk clear`.
 //! - [`oms`]: the order manager: idempotent submission, fills exactly once, positions, reconciliation.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
+//! - [`policy`]: ONNX Runtime sessions for the PPO and LSTM models, checked against the pipeline at load.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
 //! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
 //! - [`lstm`] (feature `train`): the LSTM direction classifier: device-resident dataset, training, metrics.
@@ -52,6 +53,7 @@ pub mod models;
 pub mod native;
 pub mod oms;
 pub mod onnx;
+pub mod policy;
 pub mod replay;
 pub mod retrain;
 pub mod risk;
