@@ -8,6 +8,7 @@
 //!                                           features* ─► policy (ort)* ─► risk* ─► OMS* ─► broker*
 //! ```
 //!
+//! - [`backtest`]: the engine over stored bars with the SimBroker; metrics against buy-and-hold.
 //! - [`broker`]: the simulated broker, filling orders with the environment's execution rule.
 //! - [`domain`]: symbols, timeframes, bars, decimal money, order ids, the order lifecycle table.
 //! - [`config`]: the TOML file parsed once into checked values; `Secret` for API keys.
@@ -34,6 +35,7 @@
 //! - [`cli`]: the commands of the `tradebot` binary.
 
 pub mod alpaca;
+pub mod backtest;
 pub mod broker;
 pub mod cli;
 pub mod config;

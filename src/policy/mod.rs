@@ -19,7 +19,7 @@
 mod lstm;
 mod ppo;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use lstm::{LstmPolicy, LstmShapes};
 pub use ppo::PpoPolicy;
