@@ -21,7 +21,7 @@ pub use sim::{SimRun, SimRunError, simulate};
 use crate::broker::SimBroker;
 use crate::config::Config;
 use crate::domain::{Bar, Symbol, Timeframe};
-use crate::engine::{Engine, EngineConfig, ManualClock, StrategyConfig};
+use crate::engine::{Engine, EngineConfig, ManualClock, StrategyConfig, StrategyMode};
 use crate::env::ExecParams;
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
@@ -162,7 +162,8 @@ pub fn run(
         .map_err(|e| BacktestError::Scratch(e.to_string()))?;
     let env = &config.env;
     let cfg = EngineConfig {
-        strategy: StrategyConfig::default(),
+        // The backtest trades the PPO model; the LSTM input builder plugs in with the `lstm` branch.
+        strategy: StrategyConfig { mode: StrategyMode::Ppo, ..config.strategy.clone() },
         symbols: symbols.clone(),
         features: config.features.clone(),
         initial_cash: env.initial_cash,

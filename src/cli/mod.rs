@@ -1,7 +1,9 @@
 //! Command-line interface: argument types (clap) and dispatch. Each command lives in its own file and
 //! returns an exit code; `main` only prints the error chain.
 
+mod backtest;
 mod bench;
+mod bench_infer;
 mod data;
 mod doctor;
 mod fake;
@@ -52,6 +54,8 @@ pub enum Command {
     /// Measure the speed of parts of tradebot.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Run the engine over stored bars with the simulated broker; metrics against buy-and-hold.
+    Backtest(backtest::BacktestArgs),
     /// Run a fake Alpaca server (trading and data REST, both WebSockets) on 127.0.0.1 for local testing.
     FakeAlpaca {
         #[arg(long, default_value_t = 0)]
@@ -126,6 +130,8 @@ pub enum RiskCmd {
 pub enum BenchCmd {
     /// Step the vectorized trading environment with random actions; prints env-steps/s and asset-steps/s.
     Env(bench::EnvBench),
+    /// Per-decision latency (features + inference + strategy + risk) of the PPO model, p50/p99 in µs.
+    Infer(bench_infer::InferBench),
 }
 
 #[derive(Debug, Subcommand)]
@@ -213,5 +219,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor { config } => doctor::run(load_config(config)?),
         Command::Risk(cmd) => risk::run(cmd),
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
+        Command::Bench(BenchCmd::Infer(b)) => bench_infer::infer(b),
+        Command::Backtest(a) => backtest::run(a),
     }
 }

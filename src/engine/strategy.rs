@@ -50,6 +50,32 @@ impl Default for StrategyConfig {
     }
 }
 
+impl StrategyConfig {
+    /// Thresholds are probabilities in (0, 1]; the LSTM size is finite and positive; the name is usable
+    /// in a client order id.
+    pub fn validate(&self) -> Result<(), String> {
+        for (k, v) in [
+            ("up_threshold", self.up_threshold),
+            ("down_threshold", self.down_threshold),
+            ("veto_down", self.veto_down),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(format!("strategy.{k} = {v}: use a probability in (0, 1], e.g. 0.5"));
+            }
+        }
+        if !(self.lstm_qty.is_finite() && self.lstm_qty > 0.0) {
+            return Err(format!("strategy.lstm_qty = {}: use a positive number of units", self.lstm_qty));
+        }
+        if !self.name.chars().any(|c| c.is_ascii_alphanumeric()) {
+            return Err(format!(
+                "strategy.name = {:?}: use letters or digits (it goes into client order ids)",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Per-symbol direction probabilities [P(down), P(flat), P(up)].
 pub trait ProbSource: Send {
     /// Every closed bar, in time order (the source keeps its windows).
@@ -126,5 +152,13 @@ mod tests {
         assert!(!vetoed(&ens, &buy, Some([0.35, 0.3, 0.35])));
         assert!(!vetoed(&ens, &sell, Some([0.9, 0.05, 0.05])));
         assert!(!vetoed(&ens, &buy, None));
+        assert!(StrategyConfig::default().validate().is_ok());
+        assert!(StrategyConfig { up_threshold: 1.5, ..Default::default() }.validate().is_err());
+        assert!(
+            StrategyConfig { name: "--".into(), ..Default::default() }
+                .validate()
+                .unwrap_err()
+                .contains("strategy.name")
+        );
     }
 }
