@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test lint fmt check-inference-only clean bench-env install chromium
+.PHONY: all venv build run test lint fmt check-inference-only clean bench-env bench-infer install chromium
 
 all: build
 
@@ -70,6 +70,12 @@ bench-env: build
 	echo "tradebot: $$tb" && \
 	"$(PYENV)/bin/python" benches/peers/finrl_env.py time --against "$$tb" && \
 	./target/release/tradebot bench env --envs $(BENCH_ENVS) --assets 30 --steps 200 --episode-len 252
+
+# Per-decision latency of the PPO path (features + inference + strategy + risk), then onnxruntime's Python API
+# on the same ONNX file and observations, both on one core.
+bench-infer: build
+	@d=$$(mktemp -d) && taskset -c 0 ./target/release/tradebot bench infer --export $$d --json && \
+	taskset -c 0 "$(PYENV)/bin/python" benches/peers/ort_python.py $$d
 
 # Install as a system service (run as root): the venv under /opt so that the binary's rpath (libtorch) and
 # ONNX Runtime stay readable under the unit's ProtectHome=yes; binary, unit, sysusers.d entry, and a paper
