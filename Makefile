@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test lint fmt check-inference-only clean bench-env bench-ppo bench-lstm install chromium
+.PHONY: all venv build run test lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer install chromium
 
 all: build
 
@@ -88,6 +88,12 @@ bench-lstm: build
 	@tb=$$(./target/release/tradebot bench lstm --samples $(LSTM_SAMPLES) --dump target/bench-lstm --json) && \
 	echo "tradebot: $$tb" && \
 	"$(PYENV)/bin/python" benches/peers/lstm_torch.py target/bench-lstm --against "$$tb"
+
+# Per-decision latency of the PPO path (features + inference + strategy + risk), then onnxruntime's Python API
+# on the same ONNX file and observations, both on one core.
+bench-infer: build
+	@d=$$(mktemp -d) && taskset -c 0 ./target/release/tradebot bench infer --export $$d --json && \
+	taskset -c 0 "$(PYENV)/bin/python" benches/peers/ort_python.py $$d
 
 # Install as a system service (run as root): the venv under /opt so that the binary's rpath (libtorch) and
 # ONNX Runtime stay readable under the unit's ProtectHome=yes; binary, unit, sysusers.d entry, and a paper

@@ -8,6 +8,7 @@
 //!                                           features* ─► policy (ort)* ─► risk* ─► OMS* ─► broker*
 //! ```
 //!
+//! - [`backtest`]: the engine over stored bars with the SimBroker; metrics against buy-and-hold.
 //! - [`broker`]: the simulated broker, filling orders with the environment's execution rule.
 //! - [`domain`]: symbols, timeframes, bars, decimal money, order ids, the order lifecycle table.
 //! - [`config`]: the TOML file parsed once into checked values; `Secret` for API keys.
@@ -22,6 +23,7 @@
 //!   the daily loss limit and its kill switch, persisted until `tradebot risk clear`.
 //! - [`oms`]: the order manager: idempotent submission, fills exactly once, positions, reconciliation.
 //! - [`native`]: ONNX Runtime and libtorch discovery and loading.
+//! - [`policy`]: ONNX Runtime sessions for the PPO and LSTM models, checked against the pipeline at load.
 //! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
 //! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
 //! - [`lstm`] (feature `train`): the LSTM direction classifier: device-resident dataset, training, metrics.
@@ -33,6 +35,7 @@
 //! - [`cli`]: the commands of the `tradebot` binary.
 
 pub mod alpaca;
+pub mod backtest;
 pub mod broker;
 pub mod cli;
 pub mod config;
@@ -52,6 +55,7 @@ pub mod models;
 pub mod native;
 pub mod oms;
 pub mod onnx;
+pub mod policy;
 pub mod replay;
 pub mod retrain;
 pub mod risk;

@@ -1,9 +1,11 @@
 //! Command-line interface: argument types (clap) and dispatch. Each command lives in its own file and
 //! returns an exit code; `main` only prints the error chain.
 
+mod backtest;
 mod bench;
 mod bench_ppo;
 mod bench_lstm;
+mod bench_infer;
 mod data;
 mod doctor;
 mod fake;
@@ -63,6 +65,8 @@ pub enum Command {
     /// Measure the speed of parts of tradebot.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Run the engine over stored bars with the simulated broker; metrics against buy-and-hold.
+    Backtest(backtest::BacktestArgs),
     /// Run a fake Alpaca server (trading and data REST, both WebSockets) on 127.0.0.1 for local testing.
     FakeAlpaca {
         #[arg(long, default_value_t = 0)]
@@ -157,6 +161,8 @@ pub enum BenchCmd {
     Ppo(bench_ppo::PpoBench),
     /// Train the LSTM classifier on synthetic data of the report's shape; prints epoch time and samples/s.
     Lstm(bench_lstm::LstmBench),
+    /// Per-decision latency (features + inference + strategy + risk) of the PPO model, p50/p99 in µs.
+    Infer(bench_infer::InferBench),
 }
 
 #[derive(Debug, Subcommand)]
@@ -248,5 +254,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),
         Command::Bench(BenchCmd::Lstm(b)) => bench_lstm::run(b),
         Command::Train(TrainCmd::Lstm(a)) => train_lstm::run(a),
+        Command::Bench(BenchCmd::Infer(b)) => bench_infer::infer(b),
+        Command::Backtest(a) => backtest::run(a),
     }
 }

@@ -107,6 +107,8 @@ pub struct Config {
     pub lstm: LstmConfig,
     pub retrain: RetrainConfig,
     pub web: WebConfig,
+    /// `[strategy]`: how the engine turns model outputs into trades.
+    pub strategy: crate::engine::StrategyConfig,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -355,6 +357,10 @@ impl Config {
         if let Err(e) = lstm.validate() {
             c.problem(e);
         }
+        let strategy = raw.strategy;
+        if let Err(e) = strategy.validate() {
+            c.problem(e);
+        }
 
         if c.problems.is_empty() {
             Ok(Config {
@@ -375,6 +381,7 @@ impl Config {
                 lstm,
                 retrain,
                 web,
+                strategy,
             })
         } else {
             Err(ConfigError { file: path.to_path_buf(), problems: c.problems })

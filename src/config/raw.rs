@@ -35,6 +35,8 @@ pub struct RawConfig {
     pub retrain: RawRetrain,
     #[serde(default)]
     pub web: RawWeb,
+    #[serde(default)]
+    pub strategy: crate::engine::StrategyConfig,
 }
 
 #[derive(Debug, Default, Deserialize)]

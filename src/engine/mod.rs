@@ -11,6 +11,14 @@
 //! gives, the clock it reads. The async edges (feeds, broker tasks, control socket) only translate traffic
 //! into `Event`s and carry out `Command`s; they hold no trading state.
 
+mod core;
+pub mod strategy;
+#[cfg(test)]
+mod tests;
+
+pub use core::{DecisionRecord, Engine, EngineConfig, EngineError};
+pub use strategy::{ProbSource, StrategyConfig, StrategyMode};
+
 use crate::alpaca::event::{BrokerOrder, OrderUpdate};
 use crate::domain::{Bar, ClientOrderId, OrderRequest, Symbol};
 use crate::risk::RiskApproved;

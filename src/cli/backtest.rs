@@ -1,0 +1,87 @@
+//! `tradebot backtest`: the engine over stored bars with the SimBroker, for the champion PPO model or a
+//! given one; prints the strategy's metrics next to buy-and-hold's (or JSON), stores the equity curve and
+//! writes it as CSV on request.
+
+use super::load_config;
+use crate::backtest::{self, BacktestReport, Metrics};
+use crate::data::daily_bar_time;
+use crate::models::Registry;
+use crate::policy::ModelSel;
+use crate::store::Store;
+use anyhow::Context;
+use chrono::{Duration, NaiveDate};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct BacktestArgs {
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// A model id, or `latest` (the PPO champion).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// First day (YYYY-MM-DD); default: the first stored bar.
+    #[arg(long)]
+    pub from: Option<NaiveDate>,
+    /// Last day (YYYY-MM-DD), included; default: the last stored bar.
+    #[arg(long)]
+    pub to: Option<NaiveDate>,
+    #[arg(long)]
+    pub json: bool,
+    /// Write the equity curve (time, equity, cash, buy_hold) to this CSV file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+}
+
+pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(a.config)?;
+    crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
+    let store = Store::open(&config.state_dir).context("opening the store")?;
+    super::run::ensure_bars(&config, &store)?;
+    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    let from = daily_bar_time(a.from.or(config.feed.from).unwrap_or_else(first_day));
+    let to = daily_bar_time(a.to.or(config.feed.to).unwrap_or_else(last_day)) + Duration::days(1)
+        - Duration::microseconds(1);
+    let sel = ModelSel::parse(a.model.as_deref());
+    let report = backtest::run(&config, &store, &reg, &sel, from, to).context("backtest")?;
+    if let Some(path) = &a.csv {
+        backtest::write_csv(path, &report.curve).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn first_day() -> NaiveDate {
+    NaiveDate::from_ymd_opt(1800, 1, 1).unwrap_or_default()
+}
+
+fn last_day() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2300, 1, 1).unwrap_or_default()
+}
+
+/// A report line: its label and how to format it from a `Metrics`.
+type Row = (&'static str, fn(&Metrics) -> String);
+
+fn print_report(r: &BacktestReport) {
+    let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
+    println!("backtest of {} over {} bars, {} to {}", r.model_id, r.bars, day(r.from), day(r.to));
+    println!("{:<14} {:>12} {:>12}", "", "strategy", "buy&hold");
+    let rows: [Row; 9] = [
+        ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
+        ("CAGR", |m| format!("{:.2}%", m.cagr * 100.0)),
+        ("Sharpe", |m| format!("{:.3}", m.sharpe)),
+        ("Sortino", |m| format!("{:.3}", m.sortino)),
+        ("max drawdown", |m| format!("{:.2}%", m.max_drawdown * 100.0)),
+        ("turnover", |m| format!("{:.2}", m.turnover)),
+        ("trades", |m| m.trades.to_string()),
+        ("fees", |m| format!("{:.2}", m.fees)),
+        ("exposure", |m| format!("{:.1}%", m.exposure * 100.0)),
+    ];
+    for (name, f) in rows {
+        println!("{:<14} {:>12} {:>12}", name, f(&r.strategy), f(&r.buy_hold));
+    }
+}

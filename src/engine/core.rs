@@ -1,0 +1,362 @@
+//! `Engine`: the trading core. Closed bars update the streaming features per symbol; when every
+//! configured symbol has its bar for a timestamp, the strategy decides (PPO observation built exactly as
+//! `env::VecEnv::observe`, cash from the broker's last snapshot, holdings from the OMS), orders pass risk
+//! and go out through the OMS with deterministic client order ids, sells before buys. Every decision is
+//! stored in the `decisions` tree. No order leaves before the OMS has reconciled, while paused, or after
+//! shutdown.
+
+use super::strategy::{ProbSource, StrategyConfig, StrategyMode, Want, from_action, from_probs, vetoed};
+use super::{Command, Control, Event};
+use crate::domain::{Bar, ClientOrderId, OrderRequest, OrderTif, Qty, Side, Symbol};
+use crate::env::ExecParams;
+use crate::features::{FeatureSpec, FeatureState};
+use crate::oms::{Oms, OmsError};
+use crate::policy::PpoPolicy;
+use crate::risk::approve_notional;
+use crate::store::{Store, TreeName, TypedTree, keys::time_key};
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive;
+use serde::{Deserialize, Serialize};
+
+/// What the engine needs besides its models.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    pub strategy: StrategyConfig,
+    pub symbols: Vec<Symbol>,
+    pub features: FeatureSpec,
+    /// The observation's scale (the env's `initial_cash`).
+    pub initial_cash: f64,
+    /// Sizing: `max_trade`, `min_order`, `integer_units`.
+    pub exec: ExecParams,
+    pub max_order_notional: Decimal,
+    /// Ask for a reconciliation every this many ticks (0: never).
+    pub reconcile_every: u64,
+}
+
+/// One stored decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRecord {
+    pub t: DateTime<Utc>,
+    pub mode: StrategyMode,
+    pub model_id: Option<String>,
+    pub lstm_model_id: Option<String>,
+    /// Inputs, summarised: cash, holdings, closes, and the observation's length, min, max and mean.
+    pub cash: f64,
+    pub holdings: Vec<f64>,
+    pub closes: Vec<f64>,
+    pub obs_summary: [f64; 4],
+    pub actions: Vec<f32>,
+    pub probs: Vec<Option<[f32; 3]>>,
+    /// (symbol, side, qty) sent to the OMS.
+    pub orders: Vec<(String, String, f64)>,
+    pub note: Option<String>,
+}
+
+pub struct Engine {
+    cfg: EngineConfig,
+    oms: Oms,
+    policy: Option<PpoPolicy>,
+    probs: Option<Box<dyn ProbSource>>,
+    states: Vec<FeatureState>,
+    rows: Vec<Vec<f32>>,
+    ready: Vec<bool>,
+    last: Vec<Option<Bar>>,
+    obs: Vec<f32>,
+    actions: Vec<f32>,
+    cash: f64,
+    decisions: TypedTree<DecisionRecord>,
+    paused: bool,
+    halted: bool,
+    ticks: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("strategy {mode:?} needs {what}")]
+    Missing { mode: StrategyMode, what: &'static str },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl Engine {
+    pub fn new(
+        cfg: EngineConfig,
+        store: &Store,
+        oms: Oms,
+        policy: Option<PpoPolicy>,
+        probs: Option<Box<dyn ProbSource>>,
+    ) -> Result<Engine, EngineError> {
+        let mode = cfg.strategy.mode;
+        if matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble) && policy.is_none() {
+            return Err(EngineError::Missing { mode, what: "a PPO model" });
+        }
+        if matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble) && probs.is_none() {
+            return Err(EngineError::Missing { mode, what: "an LSTM probability source" });
+        }
+        let (a, f) = (cfg.symbols.len(), cfg.features.n_cols());
+        Ok(Engine {
+            states: (0..a).map(|_| FeatureState::new(cfg.features.clone())).collect(),
+            rows: vec![vec![0.0; f]; a],
+            ready: vec![false; a],
+            last: vec![None; a],
+            obs: vec![0.0; 1 + a * (1 + f)],
+            actions: vec![0.0; a],
+            cash: cfg.initial_cash,
+            decisions: store.tree(TreeName::Decisions)?,
+            paused: false,
+            halted: false,
+            ticks: 0,
+            cfg,
+            oms,
+            policy,
+            probs,
+        })
+    }
+
+    pub fn oms(&self) -> &Oms {
+        &self.oms
+    }
+
+    pub fn policy_mut(&mut self) -> Option<&mut PpoPolicy> {
+        self.policy.as_mut()
+    }
+
+    pub fn cash(&self) -> f64 {
+        self.cash
+    }
+
+    fn on_bar(&mut self, bar: Bar) -> Vec<Command> {
+        let Some(k) = self.cfg.symbols.iter().position(|s| *s == bar.symbol) else {
+            return Vec::new();
+        };
+        self.ready[k] = self.states[k].update_into(bar.o, bar.h, bar.l, bar.c, bar.v, &mut self.rows[k]);
+        if let Some(p) = self.probs.as_mut() {
+            p.on_bar(&bar);
+        }
+        let t = bar.t;
+        self.last[k] = Some(bar);
+        let complete = self.last.iter().all(|b| b.as_ref().is_some_and(|b| b.t == t));
+        if !complete || !self.ready.iter().all(|r| *r) {
+            return Vec::new();
+        }
+        self.decide(t)
+    }
+
+    /// The observation of `env::VecEnv::observe`, at the env's f32 prices.
+    fn observe(&mut self) -> (Vec<f64>, Vec<f64>) {
+        let f = self.cfg.features.n_cols();
+        let ic = self.cfg.initial_cash;
+        self.obs[0] = (self.cash / ic) as f32;
+        let (mut holdings, mut closes) = (Vec::new(), Vec::new());
+        for (k, sym) in self.cfg.symbols.iter().enumerate() {
+            let price = f64::from(self.last[k].as_ref().map_or(0.0, |b| b.c) as f32);
+            let holding = self.oms.position(sym).to_f64().unwrap_or(0.0);
+            let base = 1 + k * (1 + f);
+            self.obs[base] = ((holding * price) / ic) as f32;
+            self.obs[base + 1..base + 1 + f].copy_from_slice(&self.rows[k]);
+            holdings.push(holding);
+            closes.push(price);
+        }
+        (holdings, closes)
+    }
+
+    fn decide(&mut self, t: DateTime<Utc>) -> Vec<Command> {
+        if self.halted || self.paused {
+            return Vec::new();
+        }
+        if !self.oms.ready() {
+            log::info!("engine: bar {t} not traded: the OMS has not reconciled yet");
+            return Vec::new();
+        }
+        let (holdings, closes) = self.observe();
+        let o = &self.obs;
+        let (lo, hi) = o.iter().fold((f32::MAX, f32::MIN), |(l, h), v| (l.min(*v), h.max(*v)));
+        let mean = o.iter().map(|v| f64::from(*v)).sum::<f64>() / o.len() as f64;
+        let mut rec = DecisionRecord {
+            t,
+            mode: self.cfg.strategy.mode,
+            model_id: self.policy.as_ref().map(|p| p.id().to_string()),
+            lstm_model_id: self.probs.as_ref().map(|p| p.model_id()),
+            cash: self.cash,
+            holdings: holdings.clone(),
+            closes: closes.clone(),
+            obs_summary: [o.len() as f64, f64::from(lo), f64::from(hi), mean],
+            actions: Vec::new(),
+            probs: Vec::new(),
+            orders: Vec::new(),
+            note: None,
+        };
+        let wants = match self.wants(&holdings, &mut rec) {
+            Ok(w) => w,
+            Err(note) => {
+                log::error!("engine: no trade at {t}: {note}");
+                rec.note = Some(note);
+                self.store_decision(&rec);
+                return Vec::new();
+            }
+        };
+        let mut cmds = Vec::new();
+        for side in [Side::Sell, Side::Buy] {
+            for (k, w) in wants.iter().enumerate() {
+                if let Some(w) = w.filter(|w| w.side == side) {
+                    cmds.extend(self.order(k, w, t, closes[k], &mut rec));
+                }
+            }
+        }
+        self.store_decision(&rec);
+        cmds
+    }
+
+    /// The wanted trade per symbol, by mode; `Err` (no trade) on non-finite inputs or a model failure.
+    fn wants(&mut self, holdings: &[f64], rec: &mut DecisionRecord) -> Result<Vec<Option<Want>>, String> {
+        if let Some(i) = self.obs.iter().position(|v| !v.is_finite()) {
+            return Err(format!("observation value {i} is {}: inputs must be finite", self.obs[i]));
+        }
+        let a = self.cfg.symbols.len();
+        let mode = self.cfg.strategy.mode;
+        if matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble)
+            && let Some(src) = self.probs.as_mut()
+        {
+            for s in &self.cfg.symbols {
+                rec.probs.push(src.probs(s).transpose().map_err(|e| e.to_string())?);
+            }
+        }
+        if matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble)
+            && let Some(p) = self.policy.as_mut()
+        {
+            p.act_into(&self.obs, &mut self.actions).map_err(|e| e.to_string())?;
+            rec.actions = self.actions.clone();
+        }
+        let exec = &self.cfg.exec;
+        Ok((0..a)
+            .map(|k| match mode {
+                StrategyMode::Ppo => from_action(exec, self.actions[k], holdings[k]),
+                StrategyMode::Lstm => rec.probs[k].and_then(|p| from_probs(&self.cfg.strategy, exec, p, holdings[k])),
+                StrategyMode::Ensemble => from_action(exec, self.actions[k], holdings[k])
+                    .filter(|w| !vetoed(&self.cfg.strategy, w, rec.probs[k])),
+            })
+            .collect())
+    }
+
+    fn order(&mut self, k: usize, w: Want, t: DateTime<Utc>, price: f64, rec: &mut DecisionRecord) -> Vec<Command> {
+        let symbol = self.cfg.symbols[k].clone();
+        let Some(qty) = Decimal::from_f64_retain(w.qty).and_then(|d| Qty::new(d).ok()) else {
+            log::warn!("engine: {symbol}: quantity {} is not a valid order size", w.qty);
+            return Vec::new();
+        };
+        let req = OrderRequest {
+            client_order_id: ClientOrderId::derive(&self.cfg.strategy.name, &symbol, t, k as u16),
+            symbol: symbol.clone(),
+            side: w.side,
+            qty,
+            tif: OrderTif::Day,
+            bar_time: t,
+            ref_price: price,
+        };
+        let approved = match approve_notional(req, self.cfg.max_order_notional) {
+            Ok(a) => a,
+            Err(e) => {
+                log::warn!("engine: risk refused: {e}");
+                return Vec::new();
+            }
+        };
+        rec.orders.push((symbol.to_string(), format!("{:?}", w.side).to_lowercase(), w.qty));
+        self.oms_call(|oms| oms.submit(approved).map(|c| c.into_iter().collect()))
+    }
+
+    fn store_decision(&self, rec: &DecisionRecord) {
+        let mut key = time_key(rec.t).to_vec();
+        key.extend_from_slice(self.cfg.strategy.name.as_bytes());
+        if let Err(e) = self.decisions.insert(&key, rec) {
+            log::error!("engine: cannot store the decision at {}: {e}", rec.t);
+        }
+    }
+
+    fn oms_call(&mut self, f: impl FnOnce(&mut Oms) -> Result<Vec<Command>, OmsError>) -> Vec<Command> {
+        match f(&mut self.oms) {
+            Ok(c) => c,
+            Err(e @ OmsError::Store(_)) => {
+                log::error!("engine: {e}; no new orders from here on");
+                self.halted = true;
+                Vec::new()
+            }
+            Err(e) => {
+                log::warn!("engine: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Sells every position (ids derived from strategy "flatten" and the clock's time), then pauses.
+    fn flatten(&mut self, now: DateTime<Utc>) -> Vec<Command> {
+        self.paused = true;
+        let mut cmds = Vec::new();
+        for (i, (symbol, qty)) in self.oms.positions().into_iter().enumerate() {
+            let (Some(q), true) = (Qty::new(qty.abs()).ok(), qty > Decimal::ZERO) else { continue };
+            let price = self.last.iter().flatten().find(|b| b.symbol == symbol).map_or(0.0, |b| b.c);
+            let req = OrderRequest {
+                client_order_id: ClientOrderId::derive("flatten", &symbol, now, i as u16),
+                symbol,
+                side: Side::Sell,
+                qty: q,
+                tif: OrderTif::Day,
+                bar_time: now,
+                ref_price: price,
+            };
+            match approve_notional(req, Decimal::MAX) {
+                Ok(a) => cmds.extend(self.oms_call(|oms| oms.submit(a).map(|c| c.into_iter().collect()))),
+                Err(e) => log::error!("engine: flatten: {e}"),
+            }
+        }
+        cmds
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.last.iter().flatten().map(|b| b.t).max().unwrap_or_else(Utc::now)
+    }
+}
+
+impl crate::live::Core for Engine {
+    fn process(&mut self, ev: Event) -> Vec<Command> {
+        match ev {
+            Event::Bar(b) => self.on_bar(b),
+            Event::Order(u) => self.oms_call(|oms| oms.on_update(&u).map(|_| Vec::new())),
+            Event::Reconciled(snap) => {
+                if let Some(c) = snap.cash.to_f64() {
+                    self.cash = c;
+                }
+                self.oms_call(|oms| oms.reconcile(&snap).map(|_| Vec::new()))
+            }
+            Event::BrokerReconnected => vec![self.oms.on_broker_reconnected()],
+            Event::SubmitFailed { client_order_id, reason, retriable } => {
+                self.oms_call(|oms| oms.on_submit_failed(&client_order_id, &reason, retriable))
+            }
+            Event::Tick => {
+                self.ticks += 1;
+                let every = self.cfg.reconcile_every;
+                if every > 0 && self.ticks.is_multiple_of(every) {
+                    vec![self.oms.request_reconcile()]
+                } else {
+                    Vec::new()
+                }
+            }
+            Event::Control(Control::Pause) => {
+                self.paused = true;
+                Vec::new()
+            }
+            Event::Control(Control::Resume) => {
+                self.paused = false;
+                Vec::new()
+            }
+            Event::Control(Control::Flatten) => {
+                let now = self.now();
+                self.flatten(now)
+            }
+            Event::Control(Control::Shutdown) => {
+                self.halted = true;
+                Vec::new()
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Strategy modes: how model outputs become wanted trades, per symbol, before risk and the OMS.
+//!
+//! - `ppo`: the policy's actions, each `a_k` a trade of `a_k × max_trade` units under `env::exec`'s sizing.
+//! - `lstm`: per symbol, long `lstm_qty` units when P(up) ≥ `up_threshold`, flat when P(down) ≥
+//!   `down_threshold`, otherwise hold.
+//! - `ensemble`: the PPO trades, except buys of a symbol whose P(down) ≥ `veto_down` (vetoed).
+//!
+//! The LSTM probabilities come from a `ProbSource`: the real one (the LSTM input builder from the `lstm`
+//! branch feeding `policy::LstmPolicy`) plugs in at this seam; tests use a fake.
+
+use crate::domain::{Bar, Side, Symbol};
+use crate::env::ExecParams;
+use crate::policy::PolicyError;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StrategyMode {
+    #[default]
+    Ppo,
+    Lstm,
+    Ensemble,
+}
+
+/// The `[strategy]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StrategyConfig {
+    pub mode: StrategyMode,
+    /// Name in client order ids (first 8 alphanumerics).
+    pub name: String,
+    pub up_threshold: f32,
+    pub down_threshold: f32,
+    /// Ensemble: a PPO buy is vetoed when P(down) is at least this.
+    pub veto_down: f32,
+    /// LSTM mode: units held when long.
+    pub lstm_qty: f64,
+}
+
+impl Default for StrategyConfig {
+    fn default() -> Self {
+        StrategyConfig {
+            mode: StrategyMode::Ppo,
+            name: "engine".into(),
+            up_threshold: 0.5,
+            down_threshold: 0.5,
+            veto_down: 0.5,
+            lstm_qty: 10.0,
+        }
+    }
+}
+
+impl StrategyConfig {
+    /// Thresholds are probabilities in (0, 1]; the LSTM size is finite and positive; the name is usable
+    /// in a client order id.
+    pub fn validate(&self) -> Result<(), String> {
+        for (k, v) in [
+            ("up_threshold", self.up_threshold),
+            ("down_threshold", self.down_threshold),
+            ("veto_down", self.veto_down),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(format!("strategy.{k} = {v}: use a probability in (0, 1], e.g. 0.5"));
+            }
+        }
+        if !(self.lstm_qty.is_finite() && self.lstm_qty > 0.0) {
+            return Err(format!("strategy.lstm_qty = {}: use a positive number of units", self.lstm_qty));
+        }
+        if !self.name.chars().any(|c| c.is_ascii_alphanumeric()) {
+            return Err(format!(
+                "strategy.name = {:?}: use letters or digits (it goes into client order ids)",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Per-symbol direction probabilities [P(down), P(flat), P(up)].
+pub trait ProbSource: Send {
+    /// Every closed bar, in time order (the source keeps its windows).
+    fn on_bar(&mut self, bar: &Bar);
+    /// The probabilities for `symbol` at its last bar; `None` while its windows are not full.
+    fn probs(&mut self, symbol: &Symbol) -> Option<Result<[f32; 3], PolicyError>>;
+    fn model_id(&self) -> String;
+}
+
+/// A wanted trade for one symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Want {
+    pub side: Side,
+    pub qty: f64,
+}
+
+/// PPO: the action's units under the execution rule's sizing; sells capped at the holding (long-only).
+pub fn from_action(exec: &ExecParams, action: f32, holding: f64) -> Option<Want> {
+    let a = if action.is_nan() { 0.0 } else { f64::from(action) };
+    let units = exec.units(a);
+    if units < exec.min_order || units <= 0.0 {
+        return None;
+    }
+    if a > 0.0 {
+        Some(Want { side: Side::Buy, qty: units })
+    } else if holding > 0.0 {
+        Some(Want { side: Side::Sell, qty: units.min(holding) })
+    } else {
+        None
+    }
+}
+
+/// LSTM: towards `lstm_qty` units when up is likely, to flat when down is likely.
+pub fn from_probs(cfg: &StrategyConfig, exec: &ExecParams, p: [f32; 3], holding: f64) -> Option<Want> {
+    let (down, up) = (p[0], p[2]);
+    let diff = if up >= cfg.up_threshold && up >= down {
+        cfg.lstm_qty - holding
+    } else if down >= cfg.down_threshold {
+        -holding
+    } else {
+        0.0
+    };
+    let qty = if exec.integer_units { diff.abs().trunc() } else { diff.abs() };
+    if qty < exec.min_order || qty <= 0.0 {
+        return None;
+    }
+    Some(Want { side: if diff > 0.0 { Side::Buy } else { Side::Sell }, qty })
+}
+
+/// Ensemble: a buy is vetoed when P(down) ≥ `veto_down`.
+pub fn vetoed(cfg: &StrategyConfig, want: &Want, p: Option<[f32; 3]>) -> bool {
+    want.side == Side::Buy && p.is_some_and(|p| p[0] >= cfg.veto_down)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_probs_and_vetoes() {
+        let exec = ExecParams { max_trade: 10.0, ..ExecParams::default() };
+        assert_eq!(from_action(&exec, 0.55, 0.0), Some(Want { side: Side::Buy, qty: 5.0 }));
+        assert_eq!(from_action(&exec, -0.55, 3.0), Some(Want { side: Side::Sell, qty: 3.0 }));
+        assert_eq!(from_action(&exec, -0.55, 0.0), None);
+        assert_eq!(from_action(&exec, 0.05, 0.0), None, "below the minimum order");
+        let cfg = StrategyConfig { lstm_qty: 7.0, up_threshold: 0.6, down_threshold: 0.5, ..Default::default() };
+        assert_eq!(from_probs(&cfg, &exec, [0.1, 0.2, 0.7], 2.0), Some(Want { side: Side::Buy, qty: 5.0 }));
+        assert_eq!(from_probs(&cfg, &exec, [0.6, 0.2, 0.2], 2.0), Some(Want { side: Side::Sell, qty: 2.0 }));
+        assert_eq!(from_probs(&cfg, &exec, [0.3, 0.4, 0.3], 2.0), None);
+        let buy = Want { side: Side::Buy, qty: 1.0 };
+        let sell = Want { side: Side::Sell, qty: 1.0 };
+        let ens = StrategyConfig { veto_down: 0.4, ..Default::default() };
+        assert!(vetoed(&ens, &buy, Some([0.45, 0.1, 0.45])));
+        assert!(!vetoed(&ens, &buy, Some([0.35, 0.3, 0.35])));
+        assert!(!vetoed(&ens, &sell, Some([0.9, 0.05, 0.05])));
+        assert!(!vetoed(&ens, &buy, None));
+        assert!(StrategyConfig::default().validate().is_ok());
+        assert!(StrategyConfig { up_threshold: 1.5, ..Default::default() }.validate().is_err());
+        assert!(
+            StrategyConfig { name: "--".into(), ..Default::default() }
+                .validate()
+                .unwrap_err()
+                .contains("strategy.name")
+        );
+    }
+}

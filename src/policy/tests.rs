@@ -1,0 +1,147 @@
+//! Policies loaded from a temporary registry: small PPO models written with `onnx::MlpPolicy` (random
+//! weights), checked against the reference forward; mismatches refused; a failed swap keeps the old model.
+
+use super::*;
+use crate::domain::Timeframe;
+use crate::env::EnvConfig;
+use crate::models::{ModelState, TensorSpec};
+use crate::onnx::mlp::MlpPolicy;
+use crate::onnx::{Activation, Dense};
+
+/// A small deterministic generator (xorshift64*), uniform in [-a, a).
+pub(crate) struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self, a: f32) -> f32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let u = (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32;
+        (u * 2.0 - 1.0) * a
+    }
+
+    pub fn dense(&mut self, i: usize, o: usize, a: f32) -> Dense {
+        Dense {
+            in_dim: i,
+            out_dim: o,
+            weight: (0..i * o).map(|_| self.next(a)).collect(),
+            bias: (0..o).map(|_| self.next(a)).collect(),
+        }
+    }
+}
+
+/// A random PPO policy for `pipeline` (no observation normalisation, tanh, actions clipped to [-1, 1]).
+pub(crate) fn random_ppo(pipeline: &Pipeline, seed: u64) -> MlpPolicy {
+    let mut rng = Rng(seed | 1);
+    let d = PpoPolicy::obs_dim_for(pipeline);
+    let a = pipeline.symbols.len();
+    MlpPolicy {
+        norm: None,
+        hidden: vec![rng.dense(d, 16, 1.0)],
+        activation: Activation::Tanh,
+        head: rng.dense(16, a, 1.5),
+        action_clip: Some(1.0),
+    }
+}
+
+/// Registers `p` as a PPO model for `pipeline` and makes it the champion.
+pub(crate) fn register_ppo(reg: &Registry, pipeline: &Pipeline, p: &MlpPolicy, env: &EnvConfig) -> Manifest {
+    let bytes = p.to_onnx("obs", "action", &[]).expect("a valid test policy");
+    let mut params = std::collections::BTreeMap::new();
+    params.insert("env".to_string(), serde_json::to_value(env).expect("env config serialises"));
+    let draft = Manifest {
+        id: String::new(),
+        kind: ModelKind::Ppo,
+        created_at: chrono::Utc::now(),
+        features: pipeline.features.clone(),
+        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, p.obs_dim() as i64] }],
+        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, p.act_dim() as i64] }],
+        symbols: pipeline.symbols.clone(),
+        timeframe: Timeframe::DAY1,
+        train_from: None,
+        train_to: None,
+        holdout_from: None,
+        holdout_to: None,
+        metrics: Default::default(),
+        params,
+        parent: None,
+        state: ModelState::Candidate,
+        onnx_sha256: String::new(),
+    };
+    let m = reg.add(&bytes, draft).expect("registered");
+    reg.promote(&m.id, "test").expect("promoted")
+}
+
+pub(crate) fn pipeline(symbols: &[&str]) -> Pipeline {
+    let syms: Vec<_> = symbols.iter().map(|s| crate::domain::Symbol::new(s).expect("symbol")).collect();
+    Pipeline::new(&crate::features::FeatureSpec::default(), &syms)
+}
+
+#[test]
+fn champion_loads_and_matches_the_reference_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let pl = pipeline(&["AAPL", "MSFT"]);
+    let mlp = random_ppo(&pl, 42);
+    let m = register_ppo(&reg, &pl, &mlp, &EnvConfig::default());
+    let mut p = PpoPolicy::load(&reg, &ModelSel::Champion, &pl, SessionOptions::default()).unwrap();
+    assert_eq!(p.id(), m.id);
+    assert_eq!(p.env_params().map(|e| e.0), Some(EnvConfig::default().initial_cash));
+    let mut rng = Rng(9);
+    for _ in 0..20 {
+        let obs: Vec<f32> = (0..p.obs_dim()).map(|_| rng.next(2.0)).collect();
+        let got = p.act(&obs).unwrap();
+        let want = mlp.forward(&obs);
+        assert_eq!(got.len(), 2);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-5, "ort {g} vs reference {w}");
+        }
+    }
+    assert!(matches!(p.act(&[0.0; 3]), Err(PolicyError::InputLen { .. })));
+}
+
+#[test]
+fn mismatches_are_refused_and_a_failed_swap_keeps_the_running_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let pl = pipeline(&["AAPL", "MSFT"]);
+    let m = register_ppo(&reg, &pl, &random_ppo(&pl, 1), &EnvConfig::default());
+    let mut running = PpoPolicy::load(&reg, &ModelSel::Id(m.id.clone()), &pl, SessionOptions::default()).unwrap();
+
+    // Another symbol set: the manifest's symbols and obs width no longer fit.
+    let other = pipeline(&["AAPL", "MSFT", "IBM"]);
+    let e = PpoPolicy::load(&reg, &ModelSel::Id(m.id.clone()), &other, SessionOptions::default()).unwrap_err();
+    assert!(matches!(e, PolicyError::Mismatch { .. }), "{e}");
+    // A newer feature version.
+    let mut v2 = pl.clone();
+    v2.features.version += 1;
+    let e = PpoPolicy::load(&reg, &ModelSel::Champion, &v2, SessionOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("feature version"), "{e}");
+    // Unknown id, and a PPO model loaded as an LSTM.
+    let e = PpoPolicy::load(&reg, &ModelSel::Id("ppo-nope".into()), &pl, SessionOptions::default()).unwrap_err();
+    assert!(matches!(e, PolicyError::Registry(_)), "{e}");
+    let shapes = LstmShapes { fast_len: 4, n_fast: 2, slow_len: 2, n_slow: 2, n_context: 1 };
+    let e = LstmPolicy::load(&reg, &ModelSel::Id(m.id.clone()), &pl, shapes, SessionOptions::default()).unwrap_err();
+    assert!(matches!(e, PolicyError::WrongKind { .. }), "{e}");
+
+    let r = swap(&mut running, || PpoPolicy::load(&reg, &ModelSel::Champion, &other, SessionOptions::default()));
+    assert!(r.is_err());
+    assert_eq!(running.id(), m.id, "the running model is kept");
+    assert!(running.act(&vec![0.0; running.obs_dim()]).is_ok());
+
+    let m2 = register_ppo(&reg, &pl, &random_ppo(&pl, 2), &EnvConfig::default());
+    swap(&mut running, || PpoPolicy::load(&reg, &ModelSel::Champion, &pl, SessionOptions::default())).unwrap();
+    assert_eq!(running.id(), m2.id);
+}
+
+#[test]
+fn a_manifest_that_lies_about_the_graph_is_refused() {
+    let pl = pipeline(&["AAPL"]);
+    let mlp = random_ppo(&pl, 3);
+    let bytes = mlp.to_onnx("x", "action", &[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let good = register_ppo(&reg, &pl, &mlp, &EnvConfig::default());
+    let e = PpoPolicy::from_parts(good, &bytes, &pl, SessionOptions::default()).unwrap_err();
+    assert!(matches!(e, PolicyError::Contract { .. }), "{e}");
+}
