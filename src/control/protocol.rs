@@ -2,14 +2,18 @@
 //! out, one JSON object per line.
 
 use super::StatusReport;
+use crate::models::ModelKind;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "lowercase")]
 pub enum Request {
     Status,
-    /// Start a retrain now (outside the schedule).
-    Retrain,
+    /// Start a retrain now (outside the schedule): one kind, or every kind when `kind` is absent.
+    Retrain {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<ModelKind>,
+    },
     Pause,
     Resume,
     Flatten,

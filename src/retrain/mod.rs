@@ -5,6 +5,7 @@
 
 pub mod child;
 pub mod gate;
+pub mod holdout;
 pub mod pipeline;
 pub mod record;
 #[cfg(test)]
