@@ -12,8 +12,10 @@ mod fake;
 mod fetch;
 mod live;
 mod models;
+mod retrain;
 mod risk;
 mod run;
+mod status;
 mod train;
 #[cfg(feature = "train")]
 mod train_ckpt;
@@ -81,6 +83,25 @@ pub enum Command {
     /// The kill switch: show it, or clear it after a trip (the daemon must be stopped).
     #[command(subcommand)]
     Risk(RiskCmd),
+    /// Retrain now: asks the running daemon, or runs the retrain pipeline in the foreground when none runs.
+    Retrain {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// ppo or lstm; both when omitted.
+        #[arg(long)]
+        kind: Option<String>,
+        /// One JSON object per line (progress, then each run's record).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daemon's status (mode, feed, positions, orders, equity, models, last retrain, risk); without a
+    /// daemon, what the state directory says.
+    Status {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
     Doctor {
         #[arg(long, short)]
@@ -249,6 +270,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::FakeAlpaca { port, symbols, price } => fake::run(port, &symbols, price),
         Command::Doctor { config } => doctor::run(load_config(config)?),
         Command::Risk(cmd) => risk::run(cmd),
+        Command::Retrain { config, kind, json } => retrain::run(config, kind, json),
+        Command::Status { config, json } => status::run(config, json),
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
         Command::Bench(BenchCmd::Ppo(b)) => bench_ppo::ppo(b),
         Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),

@@ -2,14 +2,18 @@
 //! out, one JSON object per line.
 
 use super::StatusReport;
+use crate::models::ModelKind;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "lowercase")]
 pub enum Request {
     Status,
-    /// Start a retrain now (outside the schedule).
-    Retrain,
+    /// Start a retrain now (outside the schedule): one kind, or every kind when `kind` is absent.
+    Retrain {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<ModelKind>,
+    },
     Pause,
     Resume,
     Flatten,
@@ -37,5 +41,23 @@ impl Response {
 
     pub fn error(e: impl Into<String>) -> Response {
         Response { ok: false, status: None, message: None, error: Some(e.into()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retrain_takes_an_optional_kind_and_old_reports_still_parse() {
+        let plain: Request = serde_json::from_str(r#"{"cmd":"retrain"}"#).unwrap();
+        assert_eq!(plain, Request::Retrain { kind: None });
+        let lstm: Request = serde_json::from_str(r#"{"cmd":"retrain","kind":"lstm"}"#).unwrap();
+        assert_eq!(lstm, Request::Retrain { kind: Some(ModelKind::Lstm) });
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"cmd":"retrain"}"#);
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"retrain","kind":"svm"}"#).is_err());
+        // A report written before `version` existed, with fields missing, still reads (as version 0).
+        let old: StatusReport = serde_json::from_str(r#"{"mode":"paper","equity":5.0,"models":{"ppo":"p"}}"#).unwrap();
+        assert_eq!((old.version, old.equity, old.models.ppo.as_deref()), (0, 5.0, Some("p")));
     }
 }

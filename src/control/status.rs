@@ -1,11 +1,21 @@
-//! What `tradebot status` shows: the daemon's state in one serialisable value, filled by the engine loop.
+//! What `tradebot status` shows: the daemon's state in one serialisable value, filled by the engine loop
+//! (or, with no daemon running, from the store and the registry). Versioned: `version` says which shape
+//! this is, and every field has a default, so a newer or older reader still parses it.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The shape of `StatusReport` this build writes.
+pub const STATUS_VERSION: u32 = 1;
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct StatusReport {
+    /// `STATUS_VERSION` of the writer (0: written before versions).
+    pub version: u32,
+    /// Whether a daemon answered (false: read from the store and registry with no daemon running).
+    pub daemon_running: bool,
     /// "paper" or "live".
     pub mode: String,
     pub pid: u32,
@@ -24,6 +34,7 @@ pub struct StatusReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct FeedStatus {
     /// "replay" or "alpaca".
     pub kind: String,
@@ -35,6 +46,7 @@ pub struct FeedStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PositionStatus {
     pub symbol: String,
     pub qty: f64,
@@ -43,6 +55,7 @@ pub struct PositionStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OrderStatusLine {
     pub client_order_id: String,
     pub symbol: String,
@@ -52,15 +65,19 @@ pub struct OrderStatusLine {
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ModelsStatus {
     pub ppo: Option<String>,
     pub lstm: Option<String>,
+    /// The kind being retrained right now, if any.
+    pub retraining: Option<String>,
     pub last_retrain: Option<RetrainStatus>,
     pub next_retrain: Option<DateTime<Utc>>,
 }
 
 /// One retrain run and its outcome, as stored in the `runs` tree.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RetrainStatus {
     pub started_at: Option<DateTime<Utc>>,
     /// "promoted", "kept" (failed the gate), "failed" (crash, NaN, timeout, ...), "running".
@@ -72,6 +89,7 @@ pub struct RetrainStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RiskStatus {
     pub kill_switch: bool,
     pub kill_reason: Option<String>,

@@ -1,4 +1,6 @@
-//! The daemon around the engine: systemd notifications (`notify`). The replay and live drivers, the
-//! retrain scheduler and the control loop build on it.
+//! The daemon around the engine: systemd notifications (`notify`), the status as the state directory
+//! tells it (`status`), scheduled retraining in the background (`retrainer`). The replay and live drivers, the retrain scheduler and the control loop build on it.
 
 pub mod notify;
+pub mod retrainer;
+pub mod status;

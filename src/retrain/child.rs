@@ -21,6 +21,8 @@ pub struct ChildSpec {
     pub time_budget: Duration,
     /// 0 = no GPU memory cap.
     pub gpu_memory_mb: u64,
+    /// Extra environment variables for the child (the snapshot path, the GPU memory budget).
+    pub env: Vec<(OsString, OsString)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +56,7 @@ pub enum ChildFailure {
 pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutcome {
     let mut child = match Command::new(&spec.program)
         .args(&spec.args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -183,6 +186,7 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             time_budget: Duration::from_millis(budget_ms),
             gpu_memory_mb: 0,
+            env: Vec::new(),
         }
     }
 

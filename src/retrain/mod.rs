@@ -1,6 +1,15 @@
 //! Retraining: the pieces the daemon's weekend run is made of. `child`: the training process (the same
 //! binary, `tradebot train ...`) with its time and GPU-memory budgets; `gate`: the promotion decision from
-//! candidate and champion backtests on the holdout.
+//! candidate and champion backtests on the holdout; `pipeline`: one run end to end (snapshot, child,
+//! evaluation, gate, promotion); `record`: every run's outcome in the store's `runs` tree.
 
 pub mod child;
 pub mod gate;
+pub mod holdout;
+pub mod pipeline;
+pub mod record;
+#[cfg(test)]
+pub(crate) mod testkit;
+
+pub use pipeline::{EvalError, Evaluator, Pipeline, PipelineSpec, Progress, Trigger};
+pub use record::{RunOutcome, RunRecord};

@@ -1,0 +1,92 @@
+//! `tradebot status --config F [--json]`: the running daemon's `StatusReport` over the control socket, as a
+//! table or JSON. With no daemon, what the state directory says (champions, last retrain and its gate
+//! decision, stored positions, the kill switch), marked "daemon not running".
+
+use super::load_config;
+use crate::control::{Request, StatusReport, client, socket_path};
+use crate::store::Store;
+use anyhow::{Context, bail};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+    let config = load_config(config)?;
+    let socket = socket_path(&config.state_dir);
+    let report = match client::request(&socket, &Request::Status, Duration::from_secs(10)) {
+        Ok(r) => match (r.ok, r.status) {
+            (true, Some(s)) => *s,
+            _ => bail!("the daemon on {} did not give its status: {}", socket.display(), r.error.unwrap_or_default()),
+        },
+        Err(client::ClientError::NotRunning(_)) => {
+            let store = Store::open(&config.state_dir).context("opening the store")?;
+            crate::daemon::status::from_store(&config, &store, chrono::Utc::now())
+                .context("reading the state directory")?
+        }
+        Err(e) => return Err(e).context("asking the daemon for its status"),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(s: &StatusReport) {
+    if s.daemon_running {
+        let since = s.started_at.map(|t| format!(" since {t}")).unwrap_or_default();
+        println!("daemon:      running (pid {}{since}), {} mode: {}", s.pid, s.mode, s.activity);
+    } else {
+        println!(
+            "daemon:      not running ({} mode in the config); figures below are from the state directory",
+            s.mode
+        );
+    }
+    let f = &s.feed;
+    let conn = if !s.daemon_running {
+        "-"
+    } else if f.connected {
+        "connected"
+    } else {
+        "DISCONNECTED"
+    };
+    println!("feed:        {} {conn}, {} bars, {} reconnects", f.kind, f.bars_received, f.reconnects);
+    for (sym, t) in &f.last_bar {
+        println!("  last bar   {sym:<8} {t}");
+    }
+    if s.daemon_running {
+        println!("equity:      {:.2} (cash {:.2}, today {:+.2})", s.equity, s.cash, s.pnl_today);
+    }
+    println!("positions:   {}", if s.positions.is_empty() { "none" } else { "" });
+    for p in &s.positions {
+        println!("  {:<8} {:>12.4} @ {:>10.2} = {:>12.2}", p.symbol, p.qty, p.price, p.value);
+    }
+    if s.daemon_running {
+        println!("open orders: {}", s.open_orders.len());
+        for o in &s.open_orders {
+            println!("  {} {} {} {} {}", o.client_order_id, o.symbol, o.side, o.qty, o.status);
+        }
+    }
+    let m = &s.models;
+    println!("models:      ppo {}, lstm {}", m.ppo.as_deref().unwrap_or("none"), m.lstm.as_deref().unwrap_or("none"));
+    if let Some(k) = &m.retraining {
+        println!("  retraining {k} now");
+    }
+    match &m.last_retrain {
+        Some(r) => {
+            let at = r.started_at.map(|t| t.to_string()).unwrap_or_default();
+            let cand = r.candidate.as_deref().map(|c| format!(" (candidate {c})")).unwrap_or_default();
+            println!("  last retrain {at}: {}{cand}: {}", r.outcome, r.reason);
+        }
+        None => println!("  last retrain: never"),
+    }
+    if let Some(t) = m.next_retrain {
+        println!("  next retrain {t}");
+    }
+    let r = &s.risk;
+    match (&r.kill_switch, &r.kill_reason) {
+        (true, reason) => println!("risk:        KILL SWITCH TRIPPED: {}", reason.as_deref().unwrap_or("")),
+        (false, _) => println!("risk:        kill switch clear{}", if r.paused { ", trading paused" } else { "" }),
+    }
+}

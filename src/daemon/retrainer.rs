@@ -1,0 +1,195 @@
+//! The daemon's retrainer: asked at every bar with the engine's clock whether the `[retrain]` schedule
+//! fired since the last bar (so a replay retrains in simulated time), it starts the retrain pipeline on a
+//! background task, never more than one run at a time, and hands each run's record back as a
+//! `RetrainEvent` the engine reads between two bars (a new champion → the engine hot-swaps its policy).
+//! The control socket's `retrain` request starts a run the same way. Training itself is a child process,
+//! so nothing here can stop trading.
+
+use crate::engine::Clock;
+use crate::models::ModelKind;
+use crate::retrain::{Pipeline, Progress, RunRecord, Trigger};
+use crate::schedule::Schedule;
+use chrono::{DateTime, Utc};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::mpsc;
+
+/// One retrain run, as the daemon runs it (the real `Pipeline`, or a fake in tests).
+pub trait RunPipeline: Send + Sync + 'static {
+    fn run_once(
+        &self,
+        kind: ModelKind,
+        trigger: Trigger,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> impl Future<Output = RunRecord> + Send;
+}
+
+impl RunPipeline for Pipeline {
+    fn run_once(
+        &self,
+        kind: ModelKind,
+        trigger: Trigger,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> impl Future<Output = RunRecord> + Send {
+        self.run(kind, trigger, progress)
+    }
+}
+
+/// What the engine hears from the retrainer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RetrainEvent {
+    /// One kind's run ended (promoted, kept or failed); see `RunRecord::new_champion`.
+    Finished(Box<RunRecord>),
+    /// The whole batch of runs is over; another may start.
+    Idle,
+}
+
+impl RetrainEvent {
+    /// The model to hot-swap in, when this event is a promotion.
+    pub fn swap(&self) -> Option<(ModelKind, &str)> {
+        match self {
+            RetrainEvent::Finished(r) => r.new_champion().map(|id| (r.kind, id)),
+            RetrainEvent::Idle => None,
+        }
+    }
+}
+
+/// A run could not start because one is under way.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("a retrain is already running; try again when it ends")]
+pub struct Busy;
+
+pub struct Retrainer<P: RunPipeline> {
+    pipeline: Arc<P>,
+    schedule: Schedule,
+    enabled: bool,
+    kinds: Vec<ModelKind>,
+    last_check: Option<DateTime<Utc>>,
+    running: Arc<AtomicBool>,
+    events_tx: mpsc::UnboundedSender<RetrainEvent>,
+    events_rx: mpsc::UnboundedReceiver<RetrainEvent>,
+    progress: Option<mpsc::UnboundedSender<Progress>>,
+    rt: tokio::runtime::Handle,
+}
+
+impl<P: RunPipeline> Retrainer<P> {
+    /// `rt`: where runs are spawned (the daemon's runtime; the engine's thread is not async).
+    pub fn new(pipeline: P, schedule: Schedule, enabled: bool, rt: tokio::runtime::Handle) -> Self {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        Retrainer {
+            pipeline: Arc::new(pipeline),
+            schedule,
+            enabled,
+            kinds: vec![ModelKind::Ppo, ModelKind::Lstm],
+            last_check: None,
+            running: Arc::new(AtomicBool::new(false)),
+            events_tx,
+            events_rx,
+            progress: None,
+            rt,
+        }
+    }
+
+    /// The kinds a scheduled run retrains, in order (default: ppo, then lstm).
+    pub fn with_kinds(mut self, kinds: Vec<ModelKind>) -> Self {
+        self.kinds = kinds;
+        self
+    }
+
+    /// Where the runs' progress goes (the dashboard, `tradebot status`).
+    pub fn with_progress(mut self, tx: mpsc::UnboundedSender<Progress>) -> Self {
+        self.progress = Some(tx);
+        self
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    /// The next scheduled run after the last clock reading.
+    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+        self.enabled.then(|| self.last_check.and_then(|t| self.schedule.next_after(t))).flatten()
+    }
+
+    /// Called at every bar (or tick): starts a run when a fire time of the schedule passed since the
+    /// previous call. The first call only sets the baseline. A fire time that passes while a run is under
+    /// way is skipped (logged), and the next one tries again. Returns whether a run started.
+    pub fn on_clock(&mut self, clock: &dyn Clock) -> bool {
+        let now = clock.now();
+        let Some(since) = self.last_check else {
+            self.last_check = Some(now);
+            return false;
+        };
+        // The baseline never moves back, so a clock stepping backwards cannot replay a fire time.
+        if now <= since {
+            return false;
+        }
+        self.last_check = Some(now);
+        if !self.enabled {
+            return false;
+        }
+        let Some(fire) = self.schedule.fired_between(since, now) else { return false };
+        let trigger = Trigger { reason: format!("schedule {:?} at {fire}", self.schedule.spec()), clock_time: now };
+        match self.start(self.kinds.clone(), trigger) {
+            Ok(()) => true,
+            Err(Busy) => {
+                log::warn!("retrain: the run due at {fire} is skipped, the previous one is still running");
+                false
+            }
+        }
+    }
+
+    /// A run asked for by hand (control socket): one kind, or every kind.
+    pub fn request(&mut self, kind: Option<ModelKind>, reason: &str, clock: &dyn Clock) -> Result<(), Busy> {
+        let kinds = kind.map_or_else(|| self.kinds.clone(), |k| vec![k]);
+        self.start(kinds, Trigger { reason: reason.to_string(), clock_time: clock.now() })
+    }
+
+    fn start(&mut self, kinds: Vec<ModelKind>, trigger: Trigger) -> Result<(), Busy> {
+        if self.running.swap(true, Ordering::SeqCst) {
+            return Err(Busy);
+        }
+        log::info!("retrain: starting {kinds:?} ({})", trigger.reason);
+        let (pipeline, running, events) = (self.pipeline.clone(), self.running.clone(), self.events_tx.clone());
+        let progress = self.progress.clone();
+        self.rt.spawn(async move {
+            let mut report = move |p: Progress| {
+                if let Some(tx) = &progress {
+                    let _ = tx.send(p);
+                }
+            };
+            for kind in kinds {
+                let record = pipeline.run_once(kind, trigger.clone(), &mut report).await;
+                let _ = events.send(RetrainEvent::Finished(Box::new(record)));
+            }
+            running.store(false, Ordering::SeqCst);
+            let _ = events.send(RetrainEvent::Idle);
+        });
+        Ok(())
+    }
+
+    /// Events ready now, without waiting: what the engine calls between two bars.
+    pub fn poll(&mut self) -> Vec<RetrainEvent> {
+        let mut out = Vec::new();
+        while let Ok(e) = self.events_rx.try_recv() {
+            out.push(e);
+        }
+        out
+    }
+
+    /// Waits for the next event (async callers; a replay that must not outrun its retrain).
+    /// Cancellation-safe.
+    pub async fn recv(&mut self) -> Option<RetrainEvent> {
+        self.events_rx.recv().await
+    }
+
+    /// Waits for the next event from a thread outside the async runtime (the engine's thread).
+    pub fn recv_blocking(&mut self) -> Option<RetrainEvent> {
+        self.events_rx.blocking_recv()
+    }
+}
+
+#[cfg(test)]
+#[path = "retrainer_tests.rs"]
+mod tests;

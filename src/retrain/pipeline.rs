@@ -1,0 +1,310 @@
+//! One retrain run, end to end: snapshot the training window from the store (safetensors), run
+//! `tradebot train <kind> --config F --json` (the same binary) as a supervised child with the `[retrain]`
+//! budgets, stream its progress to the caller, then check and backtest the candidate and the champion on
+//! the holdout (through an `Evaluator`, the engine's backtest), apply the promotion gate, and promote or
+//! keep. Every ending, failures included, becomes a `RunRecord` in the store's `runs` tree and a log line.
+//! Nothing but a gate pass touches the registry's champion.
+//!
+//! The child cannot open the store (the daemon holds its lock), so it is told where the snapshot is by
+//! `TRADEBOT_TRAIN_SNAPSHOT`, and its GPU memory budget by `TRADEBOT_GPU_MEMORY_MB`.
+
+use super::child::{self, ChildFailure, ChildOutcome, ChildSpec};
+use super::gate::{self, GateInput};
+use super::record::{self, Failure, RunOutcome, RunRecord, SnapshotInfo};
+use crate::config::{Config, RetrainConfig, TrainConfig};
+use crate::data::daily_bar_time;
+use crate::data::snapshot::Snapshot;
+use crate::domain::{Symbol, Timeframe};
+use crate::models::{ModelKind, Registry};
+use crate::store::Store;
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The environment variable naming the dataset snapshot the training child reads.
+pub const SNAPSHOT_ENV: &str = "TRADEBOT_TRAIN_SNAPSHOT";
+/// The environment variable carrying the child's GPU memory budget in MiB (absent = no cap).
+pub const GPU_MEMORY_ENV: &str = "TRADEBOT_GPU_MEMORY_MB";
+
+/// A backtest failure or a candidate that does not load.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct EvalError(pub String);
+
+/// Holdout backtests of a model, by id (the engine's backtest implements it). Called off the async
+/// reactor (`spawn_blocking`).
+pub trait Evaluator: Send + Sync + 'static {
+    /// Checks that the candidate loads and that its ONNX export agrees with its reference (parity).
+    fn check(&self, _model_id: &str) -> Result<(), EvalError> {
+        Ok(())
+    }
+    /// The model's holdout figures: Sharpe, max drawdown, trades, total return.
+    fn evaluate(&self, model_id: &str) -> Result<GateInput, EvalError>;
+}
+
+/// What the pipeline reports while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    Snapshot {
+        kind: ModelKind,
+        bars: usize,
+    },
+    /// A JSON line of the child (`progress`, `epoch`, `done`, `error`).
+    Training {
+        kind: ModelKind,
+        line: serde_json::Value,
+    },
+    Evaluating {
+        kind: ModelKind,
+        candidate: String,
+    },
+    Finished(Box<RunRecord>),
+}
+
+/// Everything a run needs besides the store and the evaluator.
+#[derive(Debug, Clone)]
+pub struct PipelineSpec {
+    /// The `tradebot` binary (`std::env::current_exe()`), or a stand-in in tests.
+    pub program: PathBuf,
+    /// Arguments before `train ...` (empty for the binary itself; a wrapper's or a test script's).
+    pub program_args: Vec<OsString>,
+    pub config_file: PathBuf,
+    pub state_dir: PathBuf,
+    pub symbols: Vec<Symbol>,
+    pub timeframe: Timeframe,
+    pub train: TrainConfig,
+    pub retrain: RetrainConfig,
+}
+
+impl PipelineSpec {
+    pub fn from_config(c: &Config) -> std::io::Result<PipelineSpec> {
+        let config_file = std::path::absolute(&c.source)?;
+        Ok(PipelineSpec {
+            program: std::env::current_exe()?,
+            program_args: Vec::new(),
+            config_file,
+            state_dir: c.state_dir.clone(),
+            symbols: c.market.symbols.clone(),
+            timeframe: c.market.timeframe,
+            train: c.train.clone(),
+            retrain: c.retrain.clone(),
+        })
+    }
+
+    fn child_spec(&self, kind: ModelKind, snapshot: &std::path::Path) -> ChildSpec {
+        let mut args = self.program_args.clone();
+        args.extend(["train".into(), kind.as_str().into(), "--config".into()]);
+        args.push(self.config_file.clone().into_os_string());
+        args.push("--json".into());
+        match kind {
+            ModelKind::Ppo => {
+                if let Some(n) = self.retrain.ppo_steps {
+                    args.extend(["--steps".into(), n.to_string().into()]);
+                }
+            }
+            ModelKind::Lstm => {
+                if let Some(n) = self.retrain.lstm_epochs {
+                    args.extend(["--epochs".into(), n.to_string().into()]);
+                }
+            }
+        }
+        let mut env = vec![(OsString::from(SNAPSHOT_ENV), snapshot.as_os_str().to_owned())];
+        if self.retrain.gpu_memory_mb > 0 {
+            env.push((GPU_MEMORY_ENV.into(), self.retrain.gpu_memory_mb.to_string().into()));
+        }
+        ChildSpec {
+            program: self.program.clone(),
+            args,
+            time_budget: self.retrain.time_budget,
+            gpu_memory_mb: self.retrain.gpu_memory_mb,
+            env,
+        }
+    }
+
+    /// The training window: `[train.from, train end]`, cut at the clock's now (a replay never trains on
+    /// bars after its simulated present).
+    fn window(&self, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+        let first = NaiveDate::from_ymd_opt(1800, 1, 1).unwrap_or_default();
+        let from = daily_bar_time(self.train.from.unwrap_or(first));
+        let end = self.train.train_end().map(|d| daily_bar_time(d) + Duration::days(1) - Duration::microseconds(1));
+        (from, end.map_or(now, |e| e.min(now)))
+    }
+}
+
+/// Why a run was started, and when by the engine's clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trigger {
+    pub reason: String,
+    pub clock_time: DateTime<Utc>,
+}
+
+pub struct Pipeline {
+    spec: PipelineSpec,
+    store: Store,
+    evaluator: Arc<dyn Evaluator>,
+}
+
+impl Pipeline {
+    pub fn new(spec: PipelineSpec, store: Store, evaluator: Arc<dyn Evaluator>) -> Pipeline {
+        Pipeline { spec, store, evaluator }
+    }
+
+    pub fn spec(&self) -> &PipelineSpec {
+        &self.spec
+    }
+
+    /// Runs one retrain of `kind` to its end and stores its record. Never fails: every failure is in the
+    /// record (a record that cannot be stored is logged). Cancellation-safe in that dropping the future
+    /// kills the child and leaves the champion as it was.
+    pub async fn run(
+        &self,
+        kind: ModelKind,
+        trigger: Trigger,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> RunRecord {
+        let started_at = Utc::now();
+        let mut r = RunRecord {
+            id: format!("{}-{}", kind.as_str(), started_at.format("%Y%m%dT%H%M%S%.3fZ")),
+            kind,
+            trigger: trigger.reason,
+            clock_time: trigger.clock_time,
+            started_at,
+            ended_at: started_at,
+            outcome: RunOutcome::Failed,
+            failure: None,
+            snapshot: None,
+            candidate: None,
+            champion_before: None,
+            champion_after: None,
+            train_metrics: BTreeMap::new(),
+            candidate_metrics: None,
+            champion_metrics: None,
+            decision: None,
+        };
+        log::info!("retrain {}: started ({}, clock {})", r.id, r.trigger, r.clock_time);
+        if let Err(f) = self.stages(&mut r, progress).await {
+            r.outcome = RunOutcome::Failed;
+            r.failure = Some(f);
+        }
+        r.ended_at = Utc::now();
+        match r.outcome {
+            RunOutcome::Failed => log::warn!("retrain {}: {}; the champion keeps trading", r.id, r.reason()),
+            o => log::info!("retrain {}: {} ({})", r.id, o.as_str(), r.reason()),
+        }
+        if let Err(e) = record::save(&self.store, &r) {
+            log::error!("retrain {}: cannot store its record: {e}", r.id);
+        }
+        progress(Progress::Finished(Box::new(r.clone())));
+        r
+    }
+
+    async fn stages(&self, r: &mut RunRecord, progress: &mut (dyn FnMut(Progress) + Send)) -> Result<(), Failure> {
+        let kind = r.kind;
+        let registry = Registry::open(&self.spec.state_dir.join("models")).map_err(fail("registry", "registry"))?;
+        r.champion_before = registry.champion(kind).map_err(fail("registry", "registry"))?.map(|m| m.id);
+        r.champion_after = r.champion_before.clone();
+
+        let snap = self.snapshot(r).await?;
+        progress(Progress::Snapshot { kind, bars: snap.bars });
+        let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path));
+        r.snapshot = Some(snap);
+
+        let outcome = child::run(&spec, |line| progress(Progress::Training { kind, line: line.clone() })).await;
+        let candidate = match outcome {
+            ChildOutcome::Done { model_id, metrics } => {
+                r.train_metrics = metrics;
+                model_id
+            }
+            ChildOutcome::Failed(f) => {
+                return Err(Failure { stage: "train".into(), code: code(&f).into(), message: f.to_string() });
+            }
+        };
+        r.candidate = Some(candidate.clone());
+        let (manifest, _) = registry.load(&candidate).map_err(fail("registry", "registry"))?;
+        if manifest.kind != kind {
+            return Err(Failure {
+                stage: "registry".into(),
+                code: "wrong_kind".into(),
+                message: format!(
+                    "the child reported {candidate}, a {} model, for a {} retrain",
+                    manifest.kind.as_str(),
+                    kind.as_str()
+                ),
+            });
+        }
+
+        progress(Progress::Evaluating { kind, candidate: candidate.clone() });
+        let champion = r.champion_before.clone();
+        let ev = self.evaluator.clone();
+        let id = candidate.clone();
+        let (cand, champ) = tokio::task::spawn_blocking(move || -> Result<_, EvalError> {
+            ev.check(&id)?;
+            let cand = ev.evaluate(&id)?;
+            let champ = champion.map(|c| ev.evaluate(&c)).transpose()?;
+            Ok((cand, champ))
+        })
+        .await
+        .map_err(|e| Failure { stage: "evaluate".into(), code: "panic".into(), message: e.to_string() })?
+        .map_err(fail("evaluate", "evaluate"))?;
+        r.candidate_metrics = Some(cand);
+        r.champion_metrics = champ;
+
+        let decision = gate::decide(&cand, champ.as_ref(), &self.spec.retrain.gate);
+        r.outcome = if decision.promote { RunOutcome::Promoted } else { RunOutcome::Kept };
+        let reason = decision.reason.clone();
+        r.decision = Some(decision);
+        if r.outcome == RunOutcome::Promoted {
+            let m = registry
+                .promote(&candidate, &format!("retrain {}: {reason}", r.id))
+                .map_err(fail("promote", "promote"))?;
+            r.champion_after = Some(m.id);
+        }
+        Ok(())
+    }
+
+    /// Writes the training window to `state_dir/retrain/<run id>.safetensors`, off the reactor.
+    async fn snapshot(&self, r: &RunRecord) -> Result<SnapshotInfo, Failure> {
+        let (from, to) = self.spec.window(r.clock_time);
+        let dir = self.spec.state_dir.join("retrain");
+        let path = dir.join(format!("{}.safetensors", r.id));
+        let (store, symbols, tf) = (self.store.clone(), self.spec.symbols.clone(), self.spec.timeframe);
+        let write = move || -> Result<SnapshotInfo, String> {
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut series = Vec::new();
+            for s in symbols {
+                let bars = store.bars(&s, tf, from, to).map_err(|e| e.to_string())?;
+                series.push((s, bars));
+            }
+            let bars = series.iter().map(|(_, b)| b.len()).sum();
+            Snapshot { timeframe: tf, series }.write(&path).map_err(|e| e.to_string())?;
+            Ok(SnapshotInfo { path: path.display().to_string(), bars, from: Some(from), to: Some(to) })
+        };
+        tokio::task::spawn_blocking(write).await.map_err(|e| e.to_string()).and_then(|x| x).map_err(|message| Failure {
+            stage: "snapshot".into(),
+            code: "snapshot".into(),
+            message,
+        })
+    }
+}
+
+fn fail<E: std::fmt::Display>(stage: &'static str, code: &'static str) -> impl FnOnce(E) -> Failure {
+    move |e| Failure { stage: stage.into(), code: code.into(), message: e.to_string() }
+}
+
+/// The stable code of a child failure, for records and metrics.
+pub fn code(f: &ChildFailure) -> &'static str {
+    match f {
+        ChildFailure::Spawn { .. } => "spawn",
+        ChildFailure::Timeout(_) => "timeout",
+        ChildFailure::GpuMemory { .. } => "gpu_memory",
+        ChildFailure::Reported(_) => "reported",
+        ChildFailure::Crashed { .. } => "crash",
+        ChildFailure::NoModel => "no_model",
+    }
+}
+
+#[cfg(test)]
+#[path = "pipeline_tests.rs"]
+mod tests;

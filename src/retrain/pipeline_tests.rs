@@ -1,0 +1,140 @@
+//! The pipeline against fake training children (shell scripts) and a fake evaluator: a failure never
+//! touches the champion and is recorded; a gate pass promotes; a gate fail keeps the champion and says why.
+
+use super::*;
+use crate::retrain::record;
+use crate::retrain::testkit::{FakeEvaluator, done_line, registry_with_champion, spec, store_with_bars};
+use chrono::TimeZone;
+use std::time::Duration;
+
+struct Run {
+    record: RunRecord,
+    progress: Vec<Progress>,
+    champion_now: Option<String>,
+    stored: Vec<RunRecord>,
+}
+
+async fn run_with(dir: &std::path::Path, script: &str, budget_ms: u64, ev: Arc<FakeEvaluator>) -> Run {
+    let store = store_with_bars(dir);
+    let p = Pipeline::new(spec(dir, script, Duration::from_millis(budget_ms)), store.clone(), ev);
+    let clock_time = Utc.with_ymd_and_hms(2010, 12, 11, 7, 0, 0).unwrap();
+    let mut progress = Vec::new();
+    let record = p.run(ModelKind::Ppo, Trigger { reason: "test".into(), clock_time }, &mut |e| progress.push(e)).await;
+    let reg = Registry::open(&dir.join("models")).unwrap();
+    let champion_now = reg.champion(ModelKind::Ppo).unwrap().map(|m| m.id);
+    let stored = record::list(&store).unwrap();
+    Run { record, progress, champion_now, stored }
+}
+
+fn assert_failed_and_kept(run: &Run, champ: &str, code: &str) {
+    let r = &run.record;
+    assert_eq!(r.outcome, RunOutcome::Failed, "{r:?}");
+    assert_eq!(r.failure.as_ref().map(|f| f.code.as_str()), Some(code), "{r:?}");
+    assert_eq!(run.champion_now.as_deref(), Some(champ), "a failed run must leave the champion");
+    assert_eq!(r.champion_after.as_deref(), Some(champ));
+    assert_eq!(run.stored, vec![r.clone()], "the failure is stored");
+    assert!(matches!(run.progress.last(), Some(Progress::Finished(f)) if **f == *r));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashing_child_leaves_the_champion_and_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (champ, _) = registry_with_champion(dir.path(), ModelKind::Ppo);
+    let ev = Arc::new(FakeEvaluator::default());
+    let run = run_with(dir.path(), r#"echo '{"event":"progress","steps":64}'; kill -9 $$"#, 10_000, ev.clone()).await;
+    assert_failed_and_kept(&run, &champ, "crash");
+    assert!(run.record.reason().contains("train failed (crash)"), "{}", run.record.reason());
+    assert!(
+        run.progress.iter().any(|p| matches!(p, Progress::Training { line, .. } if line["steps"] == 64)),
+        "the child's progress is streamed"
+    );
+    assert!(ev.calls.lock().unwrap().is_empty(), "nothing to evaluate after a crash");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nan_loss_and_timeout_are_failures_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (champ, _) = registry_with_champion(dir.path(), ModelKind::Ppo);
+    let nan = r#"echo '{"event":"error","message":"loss is NaN at update 7"}'; exit 1"#;
+    let run = run_with(dir.path(), nan, 10_000, Arc::default()).await;
+    assert_failed_and_kept(&run, &champ, "reported");
+    assert!(run.record.reason().contains("loss is NaN at update 7"), "{}", run.record.reason());
+
+    let dir = tempfile::tempdir().unwrap();
+    let (champ, _) = registry_with_champion(dir.path(), ModelKind::Ppo);
+    let run = run_with(dir.path(), "sleep 30", 300, Arc::default()).await;
+    assert_failed_and_kept(&run, &champ, "timeout");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_pass_promotes_and_records_the_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (champ, cand) = registry_with_champion(dir.path(), ModelKind::Ppo);
+    // The child checks what it is given: the arguments and a readable snapshot of the window.
+    let script = format!(
+        r#"[ "$1 $2 $3" = "train ppo --config" ] || exit 3; [ "$5 $6 $7" = "--json --steps 1000" ] || exit 4
+test -s "$TRADEBOT_TRAIN_SNAPSHOT" || exit 5
+echo '{{"event":"progress","steps":500}}'; {}"#,
+        done_line(&cand)
+    );
+    let ev = Arc::new(FakeEvaluator::with(&[(&cand, 1.5), (&champ, 1.0)]));
+    let run = run_with(dir.path(), &script, 10_000, ev.clone()).await;
+    let r = &run.record;
+    assert_eq!(r.outcome, RunOutcome::Promoted, "{r:?}");
+    assert_eq!(run.champion_now.as_deref(), Some(cand.as_str()));
+    assert_eq!(r.new_champion(), Some(cand.as_str()));
+    assert_eq!(r.champion_before.as_deref(), Some(champ.as_str()));
+    let d = r.decision.as_ref().unwrap();
+    assert!(d.promote && d.reason.contains("beats"), "{d:?}");
+    assert_eq!((d.numbers["candidate_sharpe"], d.numbers["champion_sharpe"]), (1.5, 1.0));
+    assert_eq!(r.train_metrics["mean_return"], 1.5);
+    assert_eq!(*ev.calls.lock().unwrap(), vec![cand.clone(), champ.clone()]);
+    // The snapshot holds the window cut at the training end (30 of the 40 stored bars are in November).
+    let snap = r.snapshot.as_ref().unwrap();
+    assert_eq!(snap.bars, 30, "{snap:?}");
+    let read = crate::data::snapshot::Snapshot::read(std::path::Path::new(&snap.path)).unwrap();
+    assert_eq!(read.series[0].1.len(), 30);
+    assert_eq!(run.stored, vec![r.clone()]);
+    assert_eq!(r.to_status().outcome, "promoted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_fail_keeps_the_champion_and_records_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (champ, cand) = registry_with_champion(dir.path(), ModelKind::Ppo);
+    let ev = Arc::new(FakeEvaluator::with(&[(&cand, 1.05), (&champ, 1.0)]));
+    let run = run_with(dir.path(), &done_line(&cand), 10_000, ev).await;
+    let r = &run.record;
+    assert_eq!(r.outcome, RunOutcome::Kept, "{r:?}");
+    assert_eq!(run.champion_now.as_deref(), Some(champ.as_str()));
+    assert_eq!(r.new_champion(), None);
+    assert!(r.reason().contains("does not beat the champion's 1.000 by the margin 0.100"), "{}", r.reason());
+    assert_eq!(run.stored[0].decision.as_ref().map(|d| d.numbers["candidate_sharpe"]), Some(1.05));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_model_or_a_failed_backtest_keeps_the_champion() {
+    let dir = tempfile::tempdir().unwrap();
+    let (champ, cand) = registry_with_champion(dir.path(), ModelKind::Ppo);
+    let run = run_with(dir.path(), &done_line("ppo-0000000000000000"), 10_000, Arc::default()).await;
+    assert_failed_and_kept(&run, &champ, "registry");
+
+    let dir = tempfile::tempdir().unwrap();
+    let (champ2, cand2) = registry_with_champion(dir.path(), ModelKind::Ppo);
+    assert_eq!((&champ2, &cand2), (&champ, &cand), "content-addressed ids");
+    // The candidate backtests but the champion does not: no decision on half the numbers.
+    let ev = Arc::new(FakeEvaluator::with(&[(&cand, 3.0)]));
+    let run = run_with(dir.path(), &done_line(&cand), 10_000, ev).await;
+    assert_failed_and_kept(&run, &champ, "evaluate");
+    assert!(run.record.reason().contains(&format!("no backtest for {champ}")), "{}", run.record.reason());
+}
+
+#[test]
+fn the_window_never_passes_the_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(dir.path(), "", Duration::from_secs(1));
+    let early = Utc.with_ymd_and_hms(2010, 11, 10, 7, 0, 0).unwrap();
+    assert_eq!(s.window(early).1, early, "a replay at {early} must not train on later bars");
+    let late = Utc.with_ymd_and_hms(2011, 6, 1, 7, 0, 0).unwrap();
+    assert!(s.window(late).1 < crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2010, 12, 1).unwrap()));
+}

@@ -1,0 +1,124 @@
+//! The record of one retrain run, as stored in the store's `runs` tree (JSON, keyed by start time so the
+//! tree scans in time order): when it ran, what started it, how it ended (promoted, kept by the gate, or
+//! failed and why), the candidate's and the champion's holdout figures and the gate's decision.
+
+use super::gate::{GateDecision, GateInput};
+use crate::control::status::RetrainStatus;
+use crate::models::ModelKind;
+use crate::store::{Store, StoreError, TreeName, keys};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunOutcome {
+    /// The candidate passed the gate and is the champion now.
+    Promoted,
+    /// The candidate failed the gate; the champion stays.
+    Kept,
+    /// The run failed before a decision (snapshot, training, registry, evaluation); the champion stays.
+    Failed,
+}
+
+impl RunOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Promoted => "promoted",
+            RunOutcome::Kept => "kept",
+            RunOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// Why a run failed: the stage, a stable code, and the message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// "snapshot", "train", "registry", "evaluate", "promote".
+    pub stage: String,
+    /// "crash", "timeout", "gpu_memory", "reported" (e.g. a NaN loss), "spawn", "no_model", or the stage.
+    pub code: String,
+    pub message: String,
+}
+
+/// The training window written for the child.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotInfo {
+    pub path: String,
+    pub bars: usize,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub kind: ModelKind,
+    /// "schedule", "control socket", "command line", ...
+    pub trigger: String,
+    /// The engine's clock when the run was asked for (simulated time in a replay).
+    pub clock_time: DateTime<Utc>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub outcome: RunOutcome,
+    pub failure: Option<Failure>,
+    pub snapshot: Option<SnapshotInfo>,
+    pub candidate: Option<String>,
+    pub champion_before: Option<String>,
+    pub champion_after: Option<String>,
+    /// What the child reported in its `done` line.
+    pub train_metrics: BTreeMap<String, f64>,
+    pub candidate_metrics: Option<GateInput>,
+    pub champion_metrics: Option<GateInput>,
+    pub decision: Option<GateDecision>,
+}
+
+impl RunRecord {
+    /// One line for logs and the command line.
+    pub fn reason(&self) -> String {
+        match (&self.failure, &self.decision) {
+            (Some(f), _) => format!("{} failed ({}): {}", f.stage, f.code, f.message),
+            (None, Some(d)) => d.reason.clone(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// A promotion: the new champion's id.
+    pub fn new_champion(&self) -> Option<&str> {
+        (self.outcome == RunOutcome::Promoted).then_some(self.champion_after.as_deref()).flatten()
+    }
+
+    pub fn to_status(&self) -> RetrainStatus {
+        RetrainStatus {
+            started_at: Some(self.started_at),
+            outcome: self.outcome.as_str().to_string(),
+            reason: self.reason(),
+            candidate: self.candidate.clone(),
+            numbers: self.decision.as_ref().map(|d| d.numbers.clone()).unwrap_or_default(),
+        }
+    }
+
+    fn key(&self) -> Vec<u8> {
+        let mut k = keys::time_key(self.started_at).to_vec();
+        k.extend_from_slice(self.id.as_bytes());
+        k
+    }
+}
+
+/// Stores a run record (replacing one with the same start time and id).
+pub fn save(store: &Store, r: &RunRecord) -> Result<(), StoreError> {
+    store.tree::<RunRecord>(TreeName::Runs)?.insert(&r.key(), r)
+}
+
+/// Every stored run, most recent first.
+pub fn list(store: &Store) -> Result<Vec<RunRecord>, StoreError> {
+    let mut runs: Vec<RunRecord> =
+        store.tree::<RunRecord>(TreeName::Runs)?.scan_prefix(b"")?.into_iter().map(|(_, r)| r).collect();
+    runs.reverse();
+    Ok(runs)
+}
+
+/// The most recent run, if any.
+pub fn last(store: &Store) -> Result<Option<RunRecord>, StoreError> {
+    Ok(store.tree::<RunRecord>(TreeName::Runs)?.last()?.map(|(_, r)| r))
+}

@@ -1,0 +1,123 @@
+//! Test fixtures for retraining: a store with bars, a registry with models, a fake training child (a
+//! `/bin/sh -c` script standing in for `tradebot train`), and a fake evaluator with canned figures.
+
+use super::gate::GateInput;
+use super::pipeline::{EvalError, Evaluator, PipelineSpec};
+use crate::config::{GateConfig, RetrainConfig, TrainConfig};
+use crate::domain::{Bar, Symbol, Timeframe};
+use crate::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use crate::schedule::Schedule;
+use crate::store::Store;
+use chrono::{NaiveDate, TimeZone, Utc};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub fn store_with_bars(dir: &Path) -> Store {
+    let store = Store::open(dir).unwrap();
+    let s = Symbol::new("AAPL").unwrap();
+    let bars: Vec<Bar> = (0..40)
+        .map(|i| {
+            let t = Utc.with_ymd_and_hms(2010, 11, 1, 21, 0, 0).unwrap() + chrono::Duration::days(i);
+            let c = 10.0 + i as f64 * 0.1;
+            Bar::new(s.clone(), Timeframe::DAY1, t, c, c + 1.0, c - 1.0, c, 1000.0).unwrap()
+        })
+        .collect();
+    store.put_bars(&bars).unwrap();
+    store
+}
+
+pub fn draft(kind: ModelKind) -> Manifest {
+    Manifest {
+        id: String::new(),
+        kind,
+        created_at: Utc::now(),
+        features: FeatureRef { version: 1, names: vec!["ret_1".into()] },
+        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, 3] }],
+        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, 1] }],
+        symbols: vec![Symbol::new("AAPL").unwrap()],
+        timeframe: Timeframe::DAY1,
+        train_from: None,
+        train_to: None,
+        holdout_from: None,
+        holdout_to: None,
+        metrics: Default::default(),
+        params: Default::default(),
+        parent: None,
+        state: ModelState::Candidate,
+        onnx_sha256: String::new(),
+    }
+}
+
+/// A registry under `state/models` with a champion and a candidate of `kind`: (champion id, candidate id).
+pub fn registry_with_champion(state: &Path, kind: ModelKind) -> (String, String) {
+    let reg = Registry::open(&state.join("models")).unwrap();
+    let champ = reg.add(b"champion bytes", draft(kind)).unwrap();
+    reg.promote(&champ.id, "seed").unwrap();
+    let cand = reg.add(b"candidate bytes", draft(kind)).unwrap();
+    (champ.id, cand.id)
+}
+
+pub fn retrain_config(budget: Duration) -> RetrainConfig {
+    RetrainConfig {
+        enabled: true,
+        schedule: Schedule::parse(Schedule::DEFAULT_SPEC, Schedule::DEFAULT_ZONE).unwrap(),
+        time_budget: budget,
+        gpu_memory_mb: 0,
+        ppo_steps: Some(1000),
+        lstm_epochs: None,
+        gate: GateConfig { min_sharpe_margin: 0.1, max_drawdown: 0.25, min_trades: 5 },
+    }
+}
+
+/// A spec whose "tradebot" is `/bin/sh -c script`, called as `script train <kind> --config F --json ...`.
+pub fn spec(state: &Path, script: &str, budget: Duration) -> PipelineSpec {
+    PipelineSpec {
+        program: "/bin/sh".into(),
+        program_args: vec!["-c".into(), script.into(), "fake-tradebot".into()],
+        config_file: state.join("tradebot.toml"),
+        state_dir: state.to_path_buf(),
+        symbols: vec![Symbol::new("AAPL").unwrap()],
+        timeframe: Timeframe::DAY1,
+        train: TrainConfig {
+            from: None,
+            to: NaiveDate::from_ymd_opt(2010, 11, 30),
+            holdout_from: NaiveDate::from_ymd_opt(2010, 12, 1),
+            holdout_to: None,
+            checkpoint_every: 10,
+        },
+        retrain: retrain_config(budget),
+    }
+}
+
+/// Canned holdout figures by model id; records every call.
+#[derive(Default)]
+pub struct FakeEvaluator {
+    pub figures: BTreeMap<String, GateInput>,
+    pub calls: Mutex<Vec<String>>,
+}
+
+impl FakeEvaluator {
+    pub fn with(figures: &[(&str, f64)]) -> FakeEvaluator {
+        let figures = figures
+            .iter()
+            .map(|(id, sharpe)| {
+                (id.to_string(), GateInput { sharpe: *sharpe, max_drawdown: 0.1, trades: 20, total_return: 0.05 })
+            })
+            .collect();
+        FakeEvaluator { figures, calls: Mutex::default() }
+    }
+}
+
+impl Evaluator for FakeEvaluator {
+    fn evaluate(&self, model_id: &str) -> Result<GateInput, EvalError> {
+        self.calls.lock().unwrap().push(model_id.to_string());
+        self.figures.get(model_id).copied().ok_or_else(|| EvalError(format!("no backtest for {model_id}")))
+    }
+}
+
+/// The shell line printing the child's `done` event for `id`.
+pub fn done_line(id: &str) -> String {
+    format!(r#"echo '{{"event":"done","model_id":"{id}","metrics":{{"mean_return":1.5}}}}'"#)
+}

@@ -1,0 +1,188 @@
+//! `tradebot status` and `tradebot retrain` through the binary: without a daemon (the state directory's
+//! view; a foreground retrain whose child fails leaves the champion and is recorded), and against a
+//! control server started here, standing in for the daemon.
+
+use chrono::Utc;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tradebot::control::status::{ModelsStatus, RetrainStatus};
+use tradebot::control::{Request, Response, StatusReport, server, socket_path};
+use tradebot::domain::{Symbol, Timeframe};
+use tradebot::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use tradebot::retrain::{RunOutcome, RunRecord, record};
+use tradebot::store::Store;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tradebot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tradebot"))
+        .args(args)
+        .current_dir(root())
+        .env_remove("RUST_LOG")
+        .env_remove("TRADEBOT_CONFIG")
+        .output()
+        .expect("tradebot runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The demo config with its state under `dir`, only AAPL, and a 2 s training budget.
+fn config_in(dir: &Path) -> PathBuf {
+    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
+    let state = dir.join("state");
+    let mut c = demo.replace("state_dir = \"./var\"", &format!("state_dir = {:?}", state.display().to_string()));
+    c = c.replace("time_budget_secs = 3600", "time_budget_secs = 2");
+    let p = dir.join("t.toml");
+    std::fs::write(&p, c).unwrap();
+    p
+}
+
+fn draft(kind: ModelKind) -> Manifest {
+    Manifest {
+        id: String::new(),
+        kind,
+        created_at: Utc::now(),
+        features: FeatureRef { version: 1, names: vec!["ret_1".into()] },
+        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, 3] }],
+        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, 1] }],
+        symbols: vec![Symbol::new("AAPL").unwrap()],
+        timeframe: Timeframe::DAY1,
+        train_from: None,
+        train_to: None,
+        holdout_from: None,
+        holdout_to: None,
+        metrics: Default::default(),
+        params: Default::default(),
+        parent: None,
+        state: ModelState::Candidate,
+        onnx_sha256: String::new(),
+    }
+}
+
+fn seed_champion(state: &Path) -> String {
+    let reg = Registry::open(&state.join("models")).unwrap();
+    let m = reg.add(b"shipped ppo", draft(ModelKind::Ppo)).unwrap();
+    reg.promote(&m.id, "seed").unwrap().id
+}
+
+#[test]
+fn without_a_daemon_status_reads_the_state_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path());
+    let state = dir.path().join("state");
+    let champ = seed_champion(&state);
+    {
+        let store = Store::open(&state).unwrap();
+        let t = Utc::now();
+        let r: RunRecord = serde_json::from_value(serde_json::json!({
+            "id": "ppo-test", "kind": "ppo", "trigger": "schedule", "clock_time": t, "started_at": t, "ended_at": t,
+            "outcome": "kept", "failure": null, "snapshot": null, "candidate": "ppo-cand", "champion_before": champ,
+            "champion_after": champ, "train_metrics": {}, "candidate_metrics": null, "champion_metrics": null,
+            "decision": {"promote": false, "reason": "candidate Sharpe 0.9 does not beat", "numbers": {"candidate_sharpe": 0.9}}
+        }))
+        .unwrap();
+        record::save(&store, &r).unwrap();
+    }
+    let o = tradebot(&["status", "--config", cfg.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s: StatusReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!s.daemon_running && s.activity.contains("not running"), "{s:?}");
+    assert_eq!(s.version, tradebot::control::status::STATUS_VERSION);
+    assert_eq!(s.models.ppo.as_deref(), Some(champ.as_str()));
+    assert_eq!(s.models.lstm, None);
+    let last = s.models.last_retrain.as_ref().unwrap();
+    assert_eq!((last.outcome.as_str(), last.candidate.as_deref()), ("kept", Some("ppo-cand")));
+    assert_eq!(last.numbers["candidate_sharpe"], 0.9);
+    assert!(s.models.next_retrain.is_some_and(|t| t > Utc::now()));
+
+    let o = tradebot(&["status", "--config", cfg.to_str().unwrap()]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("daemon:      not running") && out.contains(&format!("ppo {champ}")), "{out}");
+    assert!(out.contains("kept (candidate ppo-cand): candidate Sharpe 0.9 does not beat"), "{out}");
+}
+
+#[test]
+fn without_a_daemon_retrain_runs_in_the_foreground_and_a_failure_keeps_the_champion() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path());
+    let state = dir.path().join("state");
+    let champ = seed_champion(&state);
+    let o = tradebot(&["retrain", "--config", cfg.to_str().unwrap(), "--kind", "ppo", "--json"]);
+    let out = text(&o);
+    // This build's training child cannot produce a promotable model within 2 s without a backtest.
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["event"], "snapshot", "{out}");
+    assert!(lines[0]["bars"].as_u64().unwrap() > 2000, "the training window of the shipped data: {out}");
+    let last = lines.last().unwrap();
+    assert_eq!((last["event"].as_str(), last["record"]["outcome"].as_str()), (Some("finished"), Some("failed")));
+    let reg = Registry::open(&state.join("models")).unwrap();
+    assert_eq!(reg.champion(ModelKind::Ppo).unwrap().map(|m| m.id), Some(champ.clone()));
+    let store = Store::open(&state).unwrap();
+    let runs = record::list(&store).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].outcome, runs[0].champion_after.as_deref()), (RunOutcome::Failed, Some(champ.as_str())));
+    assert!(runs[0].failure.is_some(), "{:?}", runs[0]);
+}
+
+#[test]
+fn with_a_daemon_both_commands_ask_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path());
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let listener = rt.block_on(async { server::bind(&socket_path(&state)) }).unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<server::Call>(4);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let srv = rt.spawn(server::serve(listener, tx, async {
+        let _ = stop_rx.await;
+    }));
+    let report = StatusReport {
+        version: 1,
+        daemon_running: true,
+        mode: "paper".into(),
+        pid: 4242,
+        activity: "trading".into(),
+        equity: 100_250.5,
+        models: ModelsStatus {
+            ppo: Some("ppo-0123456789abcdef".into()),
+            last_retrain: Some(RetrainStatus { outcome: "promoted".into(), ..Default::default() }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = report.clone();
+    let engine = rt.spawn(async move {
+        let mut seen = Vec::new();
+        while let Some((req, reply)) = rx.recv().await {
+            seen.push(req.clone());
+            let r = match req {
+                Request::Status => Response::status(answer.clone()),
+                Request::Retrain { kind } => Response::done(format!("retrain of {kind:?} started")),
+                _ => Response::error("unexpected"),
+            };
+            let _ = reply.send(r);
+        }
+        seen
+    });
+    let c = cfg.to_str().unwrap();
+    let o = tradebot(&["status", "--config", c, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(serde_json::from_slice::<StatusReport>(&o.stdout).unwrap(), report);
+    let o = tradebot(&["status", "--config", c]);
+    assert!(text(&o).contains("running (pid 4242") && text(&o).contains("100250.50"), "{}", text(&o));
+    let o = tradebot(&["retrain", "--config", c, "--kind", "lstm"]);
+    assert!(o.status.success() && text(&o).contains("retrain of Some(Lstm) started"), "{}", text(&o));
+    assert!(!state.join("db").exists(), "with a daemon, the commands must not open the store");
+    let _ = stop_tx.send(());
+    rt.block_on(srv).unwrap();
+    let seen = rt.block_on(engine).unwrap();
+    assert_eq!(seen, vec![Request::Status, Request::Status, Request::Retrain { kind: Some(ModelKind::Lstm) }]);
+}
