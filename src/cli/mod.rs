@@ -3,9 +3,9 @@
 
 mod backtest;
 mod bench;
-mod bench_ppo;
-mod bench_lstm;
 mod bench_infer;
+mod bench_lstm;
+mod bench_ppo;
 mod data;
 mod doctor;
 mod fake;
@@ -19,9 +19,9 @@ mod status;
 mod train;
 #[cfg(feature = "train")]
 mod train_ckpt;
+mod train_lstm;
 #[cfg(feature = "train")]
 mod train_ppo;
-mod train_lstm;
 
 use crate::config::{Config, ConfigError};
 use clap::{Parser, Subcommand};
