@@ -21,9 +21,9 @@ pub use sim::{SimRun, SimRunError, simulate};
 use crate::broker::SimBroker;
 use crate::config::Config;
 use crate::domain::{Bar, Symbol, Timeframe};
-use crate::engine::{Engine, EngineConfig, ManualClock, StrategyConfig, StrategyMode};
+use crate::engine::{Engine, EngineConfig, LstmProbs, ManualClock, ProbSource, StrategyConfig, StrategyMode};
 use crate::env::ExecParams;
-use crate::models::Registry;
+use crate::models::{ModelKind, Registry};
 use crate::oms::{Oms, OmsConfig};
 use crate::policy::{ModelSel, Pipeline, PolicyError, PpoPolicy, SessionOptions};
 use crate::store::{Store, StoreError, TreeName, keys::time_key};
@@ -144,6 +144,21 @@ pub fn run(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<BacktestReport, BacktestError> {
+    run_kind(config, store, registry, ModelKind::Ppo, sel, from, to)
+}
+
+/// Backtests the selected model of `kind`: a PPO model trades in `ppo` mode; an LSTM model in `lstm`
+/// mode (long `strategy.lstm_qty` units on P(up), flat on P(down)), its windows built by the same
+/// `features::windows` code as in training.
+pub fn run_kind(
+    config: &Config,
+    store: &Store,
+    registry: &Registry,
+    kind: ModelKind,
+    sel: &ModelSel,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<BacktestReport, BacktestError> {
     let symbols = config.market.symbols.clone();
     let bars = aligned_bars(store, &symbols, config.market.timeframe, from, to)?;
     let start = config.features.warmup().saturating_sub(1);
@@ -152,8 +167,21 @@ pub fn run(
         return Err(BacktestError::TooFewBars { got: days, need: start + 2, symbols });
     }
     let pipeline = Pipeline::new(&config.features, &symbols);
-    let policy = PpoPolicy::load(registry, sel, &pipeline, SessionOptions::default())?;
-    let model_id = policy.id().to_string();
+    let (policy, probs, mode): (_, Option<Box<dyn ProbSource>>, _) = match kind {
+        ModelKind::Ppo => {
+            (Some(PpoPolicy::load(registry, sel, &pipeline, SessionOptions::default())?), None, StrategyMode::Ppo)
+        }
+        ModelKind::Lstm => {
+            let w = config.lstm.window_spec();
+            let p = LstmProbs::load(registry, sel, &config.features, w, &symbols)?;
+            (None, Some(Box::new(p)), StrategyMode::Lstm)
+        }
+    };
+    let model_id = match (&policy, &probs) {
+        (Some(p), _) => p.id().to_string(),
+        (None, Some(p)) => p.model_id(),
+        (None, None) => String::new(),
+    };
     let nanos = Utc::now().timestamp_nanos_opt().unwrap_or_default();
     let scratch = Scratch(std::env::temp_dir().join(format!("tradebot-backtest-{}-{nanos}", std::process::id())));
     let scratch_store = Store::open(&scratch.0).map_err(|e| BacktestError::Scratch(e.to_string()))?;
@@ -162,8 +190,7 @@ pub fn run(
         .map_err(|e| BacktestError::Scratch(e.to_string()))?;
     let env = &config.env;
     let cfg = EngineConfig {
-        // The backtest trades the PPO model; the LSTM input builder plugs in with the `lstm` branch.
-        strategy: StrategyConfig { mode: StrategyMode::Ppo, ..config.strategy.clone() },
+        strategy: StrategyConfig { mode, ..config.strategy.clone() },
         symbols: symbols.clone(),
         features: config.features.clone(),
         initial_cash: env.initial_cash,
@@ -172,7 +199,7 @@ pub fn run(
         reconcile_every: 0,
     };
     let mut engine =
-        Engine::new(cfg, &scratch_store, oms, Some(policy), None).map_err(|e| BacktestError::Scratch(e.to_string()))?;
+        Engine::new(cfg, &scratch_store, oms, policy, probs).map_err(|e| BacktestError::Scratch(e.to_string()))?;
     let mut sim = SimBroker::new(env.initial_cash, env.exec);
     let run = simulate(&mut engine, &clock, &mut sim, &bars, start)?;
     let (bh, bh_act) = buy_and_hold(&bars, start, env.initial_cash, &env.exec);

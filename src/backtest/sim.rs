@@ -4,7 +4,7 @@
 //! reconciliation, as a live broker's would; then the bar itself. Prices are the env's (closes as f32).
 
 use super::metrics::Activity;
-use crate::alpaca::event::BrokerOrder;
+use crate::alpaca::event::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 use crate::broker::{SimBroker, SimError, SimOrder};
 use crate::domain::{Bar, OrderId, OrderRequest, OrderStatus, Symbol};
 use crate::engine::{BrokerSnapshot, Command, Engine, Event, ManualClock};
@@ -52,33 +52,8 @@ pub fn simulate(
         }
         clock.set(t);
         let prices: Vec<(Symbol, f64)> = bars.iter().map(|b| (b[d].symbol.clone(), f64::from(b[d].c as f32))).collect();
-        let orders: Vec<SimOrder> =
-            pending.iter().map(|r| SimOrder { symbol: r.symbol.clone(), side: r.side, qty: qty_f64(r) }).collect();
-        let fills = sim.step(&prices, &orders)?;
-        let mut snap = BrokerSnapshot {
-            cash: dec(sim.cash()),
-            equity: dec(sim.equity()),
-            taken_at: Some(t),
-            ..Default::default()
-        };
-        for r in pending.drain(..) {
-            let f = fills.iter().find(|f| f.symbol == r.symbol && !f.stopped);
-            let filled = f
-                .map_or(0.0, |f| if (f.qty > 0.0) == (r.side == crate::domain::Side::Buy) { f.qty.abs() } else { 0.0 });
-            snap.orders.extend(broker_order(&r, filled, f.map_or(0.0, |f| f.price), t));
-        }
-        for f in &fills {
-            run.activity.traded_notional += f.notional;
-            run.activity.fees += f.fee;
-            run.activity.trades += 1;
-        }
-        for (s, _) in &prices {
-            let h = sim.holding(s);
-            if h != 0.0 {
-                snap.positions.push((s.clone(), dec(h)));
-            }
-        }
-        engine.process(Event::Reconciled(Box::new(snap)));
+        let snap = fill_pending(sim, &mut pending, &prices, t, &mut run.activity)?;
+        deliver(engine, snap, t);
         if d >= start {
             let eq = sim.equity();
             run.curve.push((t, eq));
@@ -96,6 +71,41 @@ pub fn simulate(
         }
     }
     Ok(run)
+}
+
+/// One step of the simulated broker: the pending orders (decided on the previous bar) fill at these
+/// prices through the execution rule; returns the broker's view (each order filled, or canceled when the
+/// rule dropped it; positions; cash) for the engine's reconciliation, and adds the fills to `activity`.
+pub fn fill_pending(
+    sim: &mut SimBroker,
+    pending: &mut Vec<OrderRequest>,
+    prices: &[(Symbol, f64)],
+    t: DateTime<Utc>,
+    activity: &mut Activity,
+) -> Result<BrokerSnapshot, SimError> {
+    let orders: Vec<SimOrder> =
+        pending.iter().map(|r| SimOrder { symbol: r.symbol.clone(), side: r.side, qty: qty_f64(r) }).collect();
+    let fills = sim.step(prices, &orders)?;
+    let mut snap =
+        BrokerSnapshot { cash: dec(sim.cash()), equity: dec(sim.equity()), taken_at: Some(t), ..Default::default() };
+    for r in pending.drain(..) {
+        let f = fills.iter().find(|f| f.symbol == r.symbol && !f.stopped);
+        let filled =
+            f.map_or(0.0, |f| if (f.qty > 0.0) == (r.side == crate::domain::Side::Buy) { f.qty.abs() } else { 0.0 });
+        snap.orders.extend(broker_order(&r, filled, f.map_or(0.0, |f| f.price), t));
+    }
+    for f in &fills {
+        activity.traded_notional += f.notional;
+        activity.fees += f.fee;
+        activity.trades += 1;
+    }
+    for (s, _) in prices {
+        let h = sim.holding(s);
+        if h != 0.0 {
+            snap.positions.push((s.clone(), dec(h)));
+        }
+    }
+    Ok(snap)
 }
 
 fn dec(x: f64) -> Decimal {
@@ -126,4 +136,40 @@ fn broker_order(r: &OrderRequest, filled: f64, price: f64, t: DateTime<Utc>) -> 
         broker_status: if full { "filled" } else { "canceled" }.into(),
         created_at: Some(t),
     })
+}
+
+/// The broker's trade updates for each order of `snap` (as Alpaca's trade_updates stream would send
+/// them), then the snapshot itself as a reconciliation, which then finds nothing to adopt.
+pub fn deliver(engine: &mut Engine, snap: BrokerSnapshot, t: DateTime<Utc>) {
+    for o in &snap.orders {
+        let held = snap.positions.iter().find(|(s, _)| *s == o.symbol).map_or(Decimal::ZERO, |p| p.1);
+        for u in trade_updates(o, held, t) {
+            engine.process(Event::Order(Box::new(u)));
+        }
+    }
+    engine.process(Event::Reconciled(Box::new(snap)));
+}
+
+/// What Alpaca's trade_updates would say about a simulated day order: a fill (partial, then the rest
+/// canceled) or a cancel when the execution rule dropped it.
+fn trade_updates(o: &BrokerOrder, position_after: Decimal, t: DateTime<Utc>) -> Vec<OrderUpdate> {
+    let fill = (o.filled_qty > Decimal::ZERO).then(|| Fill {
+        price: o.filled_avg_price.unwrap_or_default(),
+        qty: o.filled_qty,
+        position_qty: position_after,
+        execution_id: Some(format!("sim-{}", o.raw_client_order_id)),
+    });
+    let update = |kind, order: BrokerOrder, fill| OrderUpdate { kind, order, time: Some(t), fill };
+    match (fill, o.status) {
+        (Some(f), OrderStatus::Filled) => vec![update(UpdateKind::Fill, o.clone(), Some(f))],
+        (Some(f), _) => {
+            let partial = BrokerOrder {
+                status: OrderStatus::PartiallyFilled,
+                broker_status: "partially_filled".into(),
+                ..o.clone()
+            };
+            vec![update(UpdateKind::PartialFill, partial, Some(f)), update(UpdateKind::Canceled, o.clone(), None)]
+        }
+        (None, _) => vec![update(UpdateKind::Canceled, o.clone(), None)],
+    }
 }

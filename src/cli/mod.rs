@@ -51,6 +51,9 @@ pub enum Command {
         /// Confirms live trading with real money. Refused unless the config says mode = "live".
         #[arg(long)]
         live: bool,
+        /// After a replay ends, keep serving status, /metrics and the dashboard until SIGTERM.
+        #[arg(long)]
+        linger: bool,
     },
     /// Inspect configuration files.
     #[command(subcommand)]
@@ -252,7 +255,7 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
 /// Runs one command. Errors carry their context; a `ConfigError` in the chain means exit code 78.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Run { config, live } => run::run(load_config(config)?, live),
+        Command::Run { config, live, linger } => run::run(load_config(config)?, live, linger),
         Command::Config(ConfigCmd::Check { file }) => {
             let c = Config::load(&file)?;
             crate::logging::init(c.log_level);

@@ -1,16 +1,28 @@
-//! `tradebot run`: the daemon. This version checks the live/paper gate, opens the store, imports the
-//! replay file when the store lacks its bars, and replays the configured window, printing a summary
-//! (buy-and-hold per symbol). With the Alpaca feed and broker it hands over to the live runner (`cli::live`). The engine, brokers and scheduler plug in here as they land.
+//! `tradebot run`: the daemon. It checks the live/paper gate, opens the store (importing `feed.file` when
+//! the store lacks its bars), seeds the model registry with the shipped models, and starts the control
+//! socket, `/metrics` and the dashboard. With `feed.kind = "replay"` and `broker.kind = "sim"` it runs the
+//! replay daemon (`daemon::replay`: engine, SimBroker, scheduled retrains in simulated time) and prints a
+//! summary at the end of the data; with the Alpaca feed and broker it hands over to the live runner
+//! (`cli::live`).
 
 use crate::config::{BrokerKind, Config, ConfigError, FeedKind, Mode};
-use crate::data::{ImportOptions, daily_bar_time, import_csv};
+use crate::daemon::notify::Notifier;
+use crate::daemon::replay::{self, ReplayParts, ReplaySummary};
+use crate::daemon::retrainer::Retrainer;
+use crate::data::{ImportOptions, import_csv};
+use crate::metrics::Metrics;
+use crate::models::Registry;
+use crate::retrain::holdout::holdout_evaluator;
+use crate::retrain::{Pipeline, PipelineSpec};
 use crate::store::Store;
+use crate::web::data::SharedData;
+use crate::web::{WebState, resolve_token};
 use anyhow::{Context, bail};
-use chrono::{Duration, NaiveDate};
+use std::path::PathBuf;
 use std::process::ExitCode;
-
-const FIRST_DAY: NaiveDate = NaiveDate::from_ymd_opt(1800, 1, 1).expect("a valid date");
-const LAST_DAY: NaiveDate = NaiveDate::from_ymd_opt(2300, 1, 1).expect("a valid date");
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// The live gate: both the config and the command line must say live, or neither.
 pub fn check_live_gate(config: &Config, live_flag: bool) -> Result<(), ConfigError> {
@@ -26,7 +38,7 @@ pub fn check_live_gate(config: &Config, live_flag: bool) -> Result<(), ConfigErr
     Err(ConfigError { file: config.source.clone(), problems: vec![problem.to_string()] })
 }
 
-pub fn run(config: Config, live: bool) -> anyhow::Result<ExitCode> {
+pub fn run(config: Config, live: bool, linger: bool) -> anyhow::Result<ExitCode> {
     check_live_gate(&config, live)?;
     if config.feed.kind == FeedKind::Alpaca && config.broker.kind == BrokerKind::Alpaca {
         return super::live::run(&config);
@@ -37,37 +49,126 @@ pub fn run(config: Config, live: bool) -> anyhow::Result<ExitCode> {
             config.source.display()
         );
     }
+    crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = Store::open(&config.state_dir).context("opening the store")?;
     ensure_bars(&config, &store)?;
-    let tf = config.market.timeframe;
-    // An open end means all stored bars; bounded so that time arithmetic cannot overflow.
-    let from = daily_bar_time(config.feed.from.unwrap_or(FIRST_DAY));
-    let to = daily_bar_time(config.feed.to.unwrap_or(LAST_DAY)) + Duration::days(1) - Duration::microseconds(1);
-    println!("tradebot {} — {:?} mode, replay of {tf} bars", env!("CARGO_PKG_VERSION"), config.mode);
-    println!("{:<8} {:>6} {:>12} {:>12} {:>14} {:>10}", "symbol", "bars", "first", "last", "buy&hold", "max DD");
-    for sym in &config.market.symbols {
-        let bars = store.bars(sym, tf, from, to)?;
-        let (Some(first), Some(last)) = (bars.first(), bars.last()) else {
-            println!("{sym:<8} {:>6}", 0);
-            continue;
-        };
-        let (mut peak, mut dd) = (f64::MIN, 0.0f64);
-        for b in &bars {
-            peak = peak.max(b.c);
-            dd = dd.max(1.0 - b.c / peak);
-        }
-        println!(
-            "{:<8} {:>6} {:>12} {:>12} {:>13.1}% {:>9.1}%",
-            sym.as_str(),
-            bars.len(),
-            first.t.date_naive(),
-            last.t.date_naive(),
-            (last.c / first.c - 1.0) * 100.0,
-            dd * 100.0
-        );
+    let registry = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    let shipped = std::env::var_os("TRADEBOT_MODELS_DIR").map_or_else(|| PathBuf::from("models"), PathBuf::from);
+    let seeded = registry.seed_from(&shipped).context("importing the shipped models")?;
+    for e in &seeded.refused {
+        log::warn!("shipped model refused: {e}");
     }
-    store.flush()?;
+    if !seeded.imported.is_empty() {
+        log::info!("imported shipped models {:?} from {}", seeded.imported, shipped.display());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let shutdown = CancellationToken::new();
+    rt.spawn(on_signal(shutdown.clone()));
+    let metrics = Arc::new(Metrics::new());
+    let dashboard = Arc::new(SharedData::default());
+    if config.web.enabled {
+        let token = resolve_token(&config.web, &config.state_dir, |k| std::env::var(k).ok())?;
+        let listener = rt.block_on(crate::web::bind(&config.web))?;
+        let loopback = config.web.listen.ip().is_loopback();
+        let state = WebState::new(metrics.clone(), dashboard.clone(), token, loopback);
+        rt.spawn(crate::web::serve(listener, state, shutdown.clone()));
+    }
+    let socket = crate::control::socket_path(&config.state_dir);
+    let listener = rt
+        .block_on(async { crate::control::server::bind(&socket) })
+        .with_context(|| format!("binding the control socket {}", socket.display()))?;
+    let (calls_tx, calls_rx) = mpsc::channel(16);
+    rt.spawn(crate::control::server::serve(listener, calls_tx, shutdown.clone().cancelled_owned()));
+    let spec = PipelineSpec::from_config(&config).context("locating the tradebot binary and the config file")?;
+    let pipeline = Pipeline::new(spec, store.clone(), holdout_evaluator(&config, &store));
+    let (progress_tx, progress_rx) = mpsc::unbounded_channel();
+    let retrainer =
+        Retrainer::new(pipeline, config.retrain.schedule.clone(), config.retrain.enabled, rt.handle().clone())
+            .with_progress(progress_tx);
+    println!(
+        "tradebot {} — {:?} mode, replay of {} bars",
+        env!("CARGO_PKG_VERSION"),
+        config.mode,
+        config.market.timeframe
+    );
+    let parts = ReplayParts {
+        config: config.clone(),
+        store,
+        registry,
+        metrics,
+        dashboard,
+        retrainer,
+        progress: Some(progress_rx),
+        calls: Some(calls_rx),
+        shutdown: shutdown.clone(),
+        notifier: Notifier::from_env(),
+        linger,
+    };
+    let summary = replay::run(parts);
+    shutdown.cancel();
+    rt.shutdown_timeout(std::time::Duration::from_secs(10));
+    let _ = std::fs::remove_file(&socket);
+    let summary = summary?;
+    print_summary(&summary);
     Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM or SIGINT: graceful shutdown (the replay loop stops between two bars and flushes).
+async fn on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        log::error!("cannot listen for SIGTERM/SIGINT; stop the daemon with the control socket or SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => log::info!("SIGTERM: shutting down"),
+        _ = int.recv() => log::info!("SIGINT: shutting down"),
+        _ = shutdown.cancelled() => return,
+    }
+    shutdown.cancel();
+}
+
+fn print_summary(s: &ReplaySummary) {
+    let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
+    println!(
+        "replay {}: {} bars, {} to {}",
+        if s.interrupted { "stopped early" } else { "finished" },
+        s.bars,
+        day(s.from),
+        day(s.to)
+    );
+    println!("{:<14} {:>12} {:>12}", "", "tradebot", "buy&hold");
+    type Row = (&'static str, fn(&crate::backtest::Metrics) -> String);
+    let rows: [Row; 5] = [
+        ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
+        ("Sharpe", |m| format!("{:.3}", m.sharpe)),
+        ("max drawdown", |m| format!("{:.2}%", m.max_drawdown * 100.0)),
+        ("trades", |m| m.trades.to_string()),
+        ("fees", |m| format!("{:.2}", m.fees)),
+    ];
+    for (label, f) in rows {
+        println!("{label:<14} {:>12} {:>12}", f(&s.strategy), f(&s.buy_hold));
+    }
+    println!("models at the end: ppo {}, lstm {}", s.ppo.as_deref().unwrap_or("-"), s.lstm.as_deref().unwrap_or("-"));
+    println!("bars without a decision after warm-up: {}", s.missed_decisions);
+    if s.retrains.is_empty() {
+        println!("retrains: none (the schedule did not fire in the replay window)");
+    } else {
+        println!("retrains: {}", s.retrains.len());
+        for r in &s.retrains {
+            println!(
+                "  {} at simulated {}: {} — {}",
+                r.kind.as_str(),
+                r.clock_time.date_naive(),
+                r.outcome.as_str(),
+                r.reason()
+            );
+        }
+    }
 }
 
 /// Imports `feed.file` into the store for every configured symbol that has no bars yet (one seek per

@@ -10,7 +10,7 @@ use crate::lstm::train::{EpochStats, LstmTrainer};
 use crate::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
 use crate::store::Store;
 use anyhow::{Context, bail};
-use chrono::{Duration, NaiveDate};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -42,7 +42,30 @@ pub(crate) struct Pooled {
     pub times: Vec<i64>,
 }
 
-pub(crate) fn pooled_dataset(config: &Config, store: &Store, w: &WindowSpec) -> anyhow::Result<Pooled> {
+/// The pooled dataset from the stored bars, or from the dataset snapshot named by
+/// `$TRADEBOT_TRAIN_SNAPSHOT` (the daemon's retrain, which holds the store's lock).
+pub(crate) fn pooled_from_env(config: &Config, w: &WindowSpec) -> anyhow::Result<Pooled> {
+    if let Some(path) = std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV) {
+        let path = std::path::PathBuf::from(path);
+        let snap = crate::data::snapshot::Snapshot::read(&path)
+            .with_context(|| format!("reading the dataset snapshot {}", path.display()))?;
+        return pooled_dataset(config, w, |sym, from, to| {
+            let Some((_, bars)) = snap.series.iter().find(|(s, _)| s == sym) else {
+                bail!("snapshot {} has no bars for {sym}; it must hold every symbol of market.symbols", path.display());
+            };
+            Ok(bars.iter().filter(|b| b.t >= from && b.t <= to).cloned().collect())
+        });
+    }
+    let store = Store::open(&config.state_dir).context("opening the store")?;
+    crate::cli::run::ensure_bars(config, &store)?;
+    pooled_dataset(config, w, |sym, from, to| Ok(store.bars(sym, config.market.timeframe, from, to)?))
+}
+
+pub(crate) fn pooled_dataset(
+    config: &Config,
+    w: &WindowSpec,
+    bars_of: impl Fn(&crate::domain::Symbol, DateTime<Utc>, DateTime<Utc>) -> anyhow::Result<Vec<crate::domain::Bar>>,
+) -> anyhow::Result<Pooled> {
     let fspec = &config.features;
     let (nf, nc) = (fspec.n_cols(), context_names(fspec).len());
     let first = NaiveDate::from_ymd_opt(1800, 1, 1).unwrap_or_default();
@@ -68,7 +91,7 @@ pub(crate) fn pooled_dataset(config: &Config, store: &Store, w: &WindowSpec) -> 
     };
     let mut times = Vec::new();
     for sym in &config.market.symbols {
-        let bars = store.bars(sym, config.market.timeframe, from, to)?;
+        let bars = bars_of(sym, from, to)?;
         let sw = windows::build(fspec, w, &bars);
         let (f0, s0) = ((s.fast.len() / nf) as i64, (s.slow.len() / nf) as i64);
         let mut n = 0;
@@ -111,10 +134,7 @@ fn train(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
     }
     let w = cfg.window_spec();
     let device = device(&args.device)?;
-    let store = Store::open(&config.state_dir).context("opening the store")?;
-    crate::cli::run::ensure_bars(&config, &store)?;
-    let pooled = pooled_dataset(&config, &store, &w)?;
-    drop(store);
+    let pooled = pooled_from_env(&config, &w)?;
     let (tr, va, te) = windows::time_split(&pooled.times, TRAIN_FRAC, VALID_FRAC, w.horizon);
     if tr.len() < MIN_TRAIN_SAMPLES || va.is_empty() || te.is_empty() {
         bail!(

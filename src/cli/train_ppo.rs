@@ -178,7 +178,12 @@ impl Progress {
 pub fn run(args: PpoArgs) -> anyhow::Result<ExitCode> {
     let config = super::load_config(args.config.clone())?;
     let device = pick_device(&args.device)?;
-    let data = load_data(&config, args.data.as_deref())?;
+    // The daemon's retrain names its snapshot in the environment (it holds the store's lock).
+    let snapshot = args
+        .data
+        .clone()
+        .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
+    let data = load_data(&config, snapshot.as_deref())?;
     let dates = (data.first, data.last);
     let mut env = TradingEnv::new(config.env.clone(), Arc::new(data.panel)).context("building the trading env")?;
     let total_steps = args.steps.or(config.retrain.ppo_steps).unwrap_or(DEFAULT_STEPS);

@@ -2,5 +2,6 @@
 //! tells it (`status`), scheduled retraining in the background (`retrainer`). The replay and live drivers, the retrain scheduler and the control loop build on it.
 
 pub mod notify;
+pub mod replay;
 pub mod retrainer;
 pub mod status;

@@ -7,17 +7,19 @@
 
 use super::strategy::{ProbSource, StrategyConfig, StrategyMode, Want, from_action, from_probs, vetoed};
 use super::{Command, Control, Event};
+use crate::domain::Timeframe;
 use crate::domain::{Bar, ClientOrderId, OrderRequest, OrderTif, Qty, Side, Symbol};
 use crate::env::ExecParams;
 use crate::features::{FeatureSpec, FeatureState};
 use crate::oms::{Oms, OmsError};
 use crate::policy::PpoPolicy;
-use crate::risk::approve_notional;
+use crate::risk::{AssetRules, Holding, RiskChecks, RiskContext, approve_notional};
 use crate::store::{Store, TreeName, TypedTree, keys::time_key};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
 
 /// What the engine needs besides its models.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +71,19 @@ pub struct Engine {
     paused: bool,
     halted: bool,
     ticks: u64,
+    risk: Option<EngineRisk>,
+    refusals: Vec<(Symbol, &'static str)>,
+}
+
+/// The full risk checks (`risk::RiskChecks`) and what they need from outside the engine: the clock (for
+/// stale bars and market hours), the timeframe, and the broker's asset rules (symbols absent from the map
+/// are assumed tradable, fractionable, no minimum). Without them the engine checks only the order
+/// notional, the execution rule of the env (backtests, where parity with the env is the point).
+pub struct EngineRisk {
+    pub checks: RiskChecks,
+    pub clock: Box<dyn super::Clock>,
+    pub timeframe: Timeframe,
+    pub assets: HashMap<Symbol, AssetRules>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +122,8 @@ impl Engine {
             paused: false,
             halted: false,
             ticks: 0,
+            risk: None,
+            refusals: Vec::new(),
             cfg,
             oms,
             policy,
@@ -114,8 +131,90 @@ impl Engine {
         })
     }
 
+    /// Every order from here on passes the full risk checks, and each complete bar's equity goes to the
+    /// daily loss limit (kill switch).
+    pub fn with_risk(mut self, risk: EngineRisk) -> Self {
+        self.risk = Some(risk);
+        self
+    }
+
     pub fn oms(&self) -> &Oms {
         &self.oms
+    }
+
+    pub fn risk(&self) -> Option<&RiskChecks> {
+        self.risk.as_ref().map(|r| &r.checks)
+    }
+
+    /// Orders refused by risk since the last call: (symbol, stable reason code).
+    pub fn take_refusals(&mut self) -> Vec<(Symbol, &'static str)> {
+        std::mem::take(&mut self.refusals)
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The PPO model in use.
+    pub fn policy_id(&self) -> Option<&str> {
+        self.policy.as_ref().map(|p| p.id())
+    }
+
+    /// The LSTM probability source in use.
+    pub fn probs_id(&self) -> Option<String> {
+        self.probs.as_ref().map(|p| p.model_id())
+    }
+
+    /// Hot swap between two bars: the next decision uses `policy`. The caller loaded and checked it
+    /// (`PpoPolicy::load` refuses a mismatched manifest), so a failed load never reaches here.
+    pub fn set_policy(&mut self, policy: PpoPolicy) {
+        log::info!("engine: PPO model {} → {}", self.policy_id().unwrap_or("none"), policy.id());
+        self.policy = Some(policy);
+    }
+
+    pub fn probs_mut(&mut self) -> Option<&mut (dyn ProbSource + 'static)> {
+        self.probs.as_deref_mut()
+    }
+
+    /// The last close of each symbol (0 before its first bar), in the configured order.
+    pub fn last_closes(&self) -> Vec<(Symbol, f64)> {
+        self.cfg.symbols.iter().zip(&self.last).map(|(s, b)| (s.clone(), b.as_ref().map_or(0.0, |b| b.c))).collect()
+    }
+
+    /// Cash plus every position at its last close.
+    pub fn equity(&self) -> f64 {
+        self.cash
+            + self.last_closes().iter().map(|(s, c)| self.oms.position(s).to_f64().unwrap_or(0.0) * c).sum::<f64>()
+    }
+
+    fn holdings(&self) -> BTreeMap<Symbol, Holding> {
+        self.last_closes()
+            .into_iter()
+            .filter_map(|(s, price)| {
+                let qty = self.oms.position(&s);
+                (qty != Decimal::ZERO).then_some((s, Holding { qty, price }))
+            })
+            .collect()
+    }
+
+    /// The daily loss limit on this bar's equity; a trip under `flatten` sells everything now.
+    fn on_equity(&mut self, t: DateTime<Utc>) -> Vec<Command> {
+        let equity = Decimal::from_f64_retain(self.equity()).unwrap_or_default();
+        let holdings = self.holdings();
+        let Some(r) = self.risk.as_mut() else { return Vec::new() };
+        match r.checks.on_equity(t, equity) {
+            Ok(Some(k)) => {
+                log::error!("engine: kill switch tripped at {t}: {} ({:?})", k.reason, k.action);
+                let plan = r.checks.flatten_plan(&holdings);
+                if plan.is_empty() { Vec::new() } else { self.flatten_positions(t, plan) }
+            }
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                log::error!("engine: cannot store the kill switch state: {e}; no new orders from here on");
+                self.halted = true;
+                Vec::new()
+            }
+        }
     }
 
     pub fn policy_mut(&mut self) -> Option<&mut PpoPolicy> {
@@ -169,6 +268,12 @@ impl Engine {
             log::info!("engine: bar {t} not traded: the OMS has not reconciled yet");
             return Vec::new();
         }
+        let cmds = self.on_equity(t);
+        if let Some(k) = self.risk().and_then(|r| r.kill_switch()) {
+            log::debug!("engine: bar {t} not traded: the kill switch is tripped ({})", k.reason);
+            return cmds;
+        }
+        let mut cmds = cmds;
         let (holdings, closes) = self.observe();
         let o = &self.obs;
         let (lo, hi) = o.iter().fold((f32::MAX, f32::MIN), |(l, h), v| (l.min(*v), h.max(*v)));
@@ -193,10 +298,9 @@ impl Engine {
                 log::error!("engine: no trade at {t}: {note}");
                 rec.note = Some(note);
                 self.store_decision(&rec);
-                return Vec::new();
+                return cmds;
             }
         };
-        let mut cmds = Vec::new();
         for side in [Side::Sell, Side::Buy] {
             for (k, w) in wants.iter().enumerate() {
                 if let Some(w) = w.filter(|w| w.side == side) {
@@ -254,15 +358,37 @@ impl Engine {
             bar_time: t,
             ref_price: price,
         };
-        let approved = match approve_notional(req, self.cfg.max_order_notional) {
+        let approved = match self.approve(req) {
             Ok(a) => a,
-            Err(e) => {
-                log::warn!("engine: risk refused: {e}");
+            Err((code, e)) => {
+                log::info!("engine: risk refused: {e}");
+                self.refusals.push((symbol.clone(), code));
+                rec.note = Some(format!("{symbol} {}: refused: {code}", format!("{:?}", w.side).to_lowercase()));
                 return Vec::new();
             }
         };
         rec.orders.push((symbol.to_string(), format!("{:?}", w.side).to_lowercase(), w.qty));
         self.oms_call(|oms| oms.submit(approved).map(|c| c.into_iter().collect()))
+    }
+
+    /// The full risk checks when configured, else the notional cap alone.
+    fn approve(&self, req: OrderRequest) -> Result<crate::risk::RiskApproved<OrderRequest>, (&'static str, String)> {
+        let Some(r) = &self.risk else {
+            return approve_notional(req, self.cfg.max_order_notional)
+                .map_err(|e| ("max_order_notional", e.to_string()));
+        };
+        let positions = self.holdings();
+        let ctx = RiskContext {
+            equity: Decimal::from_f64_retain(self.equity()).unwrap_or_default(),
+            cash: Decimal::from_f64_retain(self.cash).unwrap_or_default(),
+            positions: &positions,
+            bar_time: req.bar_time,
+            timeframe: r.timeframe,
+            now: r.clock.now(),
+            inputs_finite: self.obs.iter().all(|v| v.is_finite()),
+            assets: &r.assets,
+        };
+        r.checks.check(req, &ctx).map_err(|e| (e.reason(), e.to_string()))
     }
 
     fn store_decision(&self, rec: &DecisionRecord) {
@@ -291,8 +417,15 @@ impl Engine {
     /// Sells every position (ids derived from strategy "flatten" and the clock's time), then pauses.
     fn flatten(&mut self, now: DateTime<Utc>) -> Vec<Command> {
         self.paused = true;
+        let plan = self.oms.positions().into_iter().collect();
+        self.flatten_positions(now, plan)
+    }
+
+    /// Sells `plan`'s quantities. Risk lets sells that reduce a long position through, also with the kill
+    /// switch tripped; a refusal is logged.
+    fn flatten_positions(&mut self, now: DateTime<Utc>, plan: Vec<(Symbol, Decimal)>) -> Vec<Command> {
         let mut cmds = Vec::new();
-        for (i, (symbol, qty)) in self.oms.positions().into_iter().enumerate() {
+        for (i, (symbol, qty)) in plan.into_iter().enumerate() {
             let (Some(q), true) = (Qty::new(qty.abs()).ok(), qty > Decimal::ZERO) else { continue };
             let price = self.last.iter().flatten().find(|b| b.symbol == symbol).map_or(0.0, |b| b.c);
             let req = OrderRequest {
@@ -304,7 +437,11 @@ impl Engine {
                 bar_time: now,
                 ref_price: price,
             };
-            match approve_notional(req, Decimal::MAX) {
+            let approved = match &self.risk {
+                Some(_) => self.approve(req).map_err(|(_, e)| e),
+                None => approve_notional(req, Decimal::MAX).map_err(|e| e.to_string()),
+            };
+            match approved {
                 Ok(a) => cmds.extend(self.oms_call(|oms| oms.submit(a).map(|c| c.into_iter().collect()))),
                 Err(e) => log::error!("engine: flatten: {e}"),
             }

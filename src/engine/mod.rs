@@ -12,11 +12,13 @@
 //! into `Event`s and carry out `Command`s; they hold no trading state.
 
 mod core;
+pub mod lstm_source;
 pub mod strategy;
 #[cfg(test)]
 mod tests;
 
-pub use core::{DecisionRecord, Engine, EngineConfig, EngineError};
+pub use core::{DecisionRecord, Engine, EngineConfig, EngineError, EngineRisk};
+pub use lstm_source::LstmProbs;
 pub use strategy::{ProbSource, StrategyConfig, StrategyMode};
 
 use crate::alpaca::event::{BrokerOrder, OrderUpdate};

@@ -83,6 +83,11 @@ pub trait ProbSource: Send {
     /// The probabilities for `symbol` at its last bar; `None` while its windows are not full.
     fn probs(&mut self, symbol: &Symbol) -> Option<Result<[f32; 3], PolicyError>>;
     fn model_id(&self) -> String;
+    /// Hot swap: trade with `policy` from the next bar on, keeping the windows. Returns false when this
+    /// source is not an LSTM model's (the model is then not used).
+    fn set_lstm(&mut self, _policy: crate::policy::LstmPolicy) -> bool {
+        false
+    }
 }
 
 /// A wanted trade for one symbol.

@@ -1,26 +1,88 @@
-//! The holdout evaluator that `tradebot retrain` and the daemon use: the seam where the engine's backtest
-//! plugs in (`holdout_evaluator` returns it). Until it does, `NoBacktest` refuses to evaluate, so a
-//! retrain that produced a candidate is recorded as failed at the evaluation stage and never promoted.
+//! The holdout evaluator that `tradebot retrain` and the daemon use: the engine's backtest
+//! (`backtest::run_kind`) over `[train] holdout_from ..= holdout_to`, the same for candidate and champion.
+//! `check` loads the candidate as the engine would (manifest against the running pipeline, ONNX Runtime
+//! session, warm-up inference with finite outputs); the tch-against-ONNX parity itself is checked by the
+//! trainer before it registers anything.
 
 use super::gate::GateInput;
 use super::pipeline::{EvalError, Evaluator};
+use crate::backtest;
 use crate::config::Config;
+use crate::data::daily_bar_time;
+use crate::models::{ModelKind, Registry};
+use crate::policy::ModelSel;
 use crate::store::Store;
+use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 
-/// No holdout backtest in this build.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoBacktest;
+/// Backtests on the configured holdout.
+pub struct BacktestEvaluator {
+    config: Config,
+    store: Store,
+}
 
-impl Evaluator for NoBacktest {
+impl BacktestEvaluator {
+    pub fn new(config: Config, store: Store) -> Self {
+        BacktestEvaluator { config, store }
+    }
+
+    fn window(&self) -> Result<(DateTime<Utc>, DateTime<Utc>), EvalError> {
+        let t = &self.config.train;
+        match (t.holdout_from, t.holdout_to) {
+            (Some(f), Some(to)) => {
+                Ok((daily_bar_time(f), daily_bar_time(to) + Duration::days(1) - Duration::microseconds(1)))
+            }
+            _ => Err(EvalError(format!(
+                "{}: [train] holdout_from and holdout_to are needed to evaluate a candidate; set both (a range after the training data)",
+                self.config.source.display()
+            ))),
+        }
+    }
+
+    fn kind(&self, registry: &Registry, model_id: &str) -> Result<ModelKind, EvalError> {
+        let (m, _) = registry.load(model_id).map_err(|e| EvalError(e.to_string()))?;
+        Ok(m.kind)
+    }
+
+    fn registry(&self) -> Result<Registry, EvalError> {
+        Registry::open(&self.config.state_dir.join("models")).map_err(|e| EvalError(e.to_string()))
+    }
+}
+
+impl Evaluator for BacktestEvaluator {
+    fn check(&self, model_id: &str) -> Result<(), EvalError> {
+        let reg = self.registry()?;
+        let sel = ModelSel::Id(model_id.to_string());
+        let c = &self.config;
+        let pipeline = crate::policy::Pipeline::new(&c.features, &c.market.symbols);
+        let opts = crate::policy::SessionOptions::default();
+        let loaded = match self.kind(&reg, model_id)? {
+            ModelKind::Ppo => crate::policy::PpoPolicy::load(&reg, &sel, &pipeline, opts).map(|_| ()),
+            ModelKind::Lstm => {
+                crate::engine::LstmProbs::load(&reg, &sel, &c.features, c.lstm.window_spec(), &c.market.symbols)
+                    .map(|_| ())
+            }
+        };
+        loaded.map_err(|e| EvalError(format!("the candidate does not load as the engine would: {e}")))
+    }
+
     fn evaluate(&self, model_id: &str) -> Result<GateInput, EvalError> {
-        Err(EvalError(format!(
-            "cannot backtest {model_id} on the holdout: this build has no backtest behind retrain::Evaluator"
-        )))
+        let (from, to) = self.window()?;
+        let reg = self.registry()?;
+        let kind = self.kind(&reg, model_id)?;
+        let sel = ModelSel::Id(model_id.to_string());
+        let r = backtest::run_kind(&self.config, &self.store, &reg, kind, &sel, from, to)
+            .map_err(|e| EvalError(format!("holdout backtest of {model_id}: {e}")))?;
+        Ok(GateInput {
+            sharpe: r.strategy.sharpe,
+            max_drawdown: r.strategy.max_drawdown,
+            trades: r.strategy.trades as u64,
+            total_return: r.strategy.total_return,
+        })
     }
 }
 
 /// The evaluator for a config and its store (the engine's backtest over `[train]`'s holdout).
-pub fn holdout_evaluator(_config: &Config, _store: &Store) -> Arc<dyn Evaluator> {
-    Arc::new(NoBacktest)
+pub fn holdout_evaluator(config: &Config, store: &Store) -> Arc<dyn Evaluator> {
+    Arc::new(BacktestEvaluator::new(config.clone(), store.clone()))
 }

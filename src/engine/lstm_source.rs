@@ -1,0 +1,80 @@
+//! `LstmProbs`: the engine's `ProbSource` for the LSTM classifier. Each symbol has its own
+//! `features::windows::WindowStream` (the same code that built the training windows, one bar in), and the
+//! latest window of each symbol goes through `policy::LstmPolicy` when the strategy asks.
+
+use super::strategy::ProbSource;
+use crate::domain::{Bar, Symbol};
+use crate::features::FeatureSpec;
+use crate::features::windows::{WindowInputs, WindowSpec, WindowStream, context_names};
+use crate::models::Registry;
+use crate::policy::{LstmPolicy, LstmShapes, ModelSel, Pipeline, PolicyError, SessionOptions};
+use std::collections::HashMap;
+
+pub struct LstmProbs {
+    policy: LstmPolicy,
+    spec: FeatureSpec,
+    window: WindowSpec,
+    streams: HashMap<Symbol, WindowStream>,
+    latest: HashMap<Symbol, WindowInputs>,
+}
+
+/// The input shapes the running pipeline's window builder produces.
+pub fn shapes(spec: &FeatureSpec, w: &WindowSpec) -> LstmShapes {
+    let nf = spec.n_cols();
+    LstmShapes {
+        fast_len: w.fast_len,
+        n_fast: nf,
+        slow_len: w.slow_len,
+        n_slow: nf,
+        n_context: context_names(spec).len(),
+    }
+}
+
+impl LstmProbs {
+    pub fn new(policy: LstmPolicy, spec: FeatureSpec, window: WindowSpec) -> Self {
+        LstmProbs { policy, spec, window, streams: HashMap::new(), latest: HashMap::new() }
+    }
+
+    /// Loads the selected LSTM model, checked against the pipeline (features, symbols, window shapes).
+    pub fn load(
+        registry: &Registry,
+        sel: &ModelSel,
+        spec: &FeatureSpec,
+        window: WindowSpec,
+        symbols: &[Symbol],
+    ) -> Result<Self, PolicyError> {
+        let pipeline = Pipeline::new(spec, symbols);
+        let policy = LstmPolicy::load(registry, sel, &pipeline, shapes(spec, &window), SessionOptions::default())?;
+        Ok(Self::new(policy, spec.clone(), window))
+    }
+}
+
+impl ProbSource for LstmProbs {
+    fn on_bar(&mut self, bar: &Bar) {
+        let stream =
+            self.streams.entry(bar.symbol.clone()).or_insert_with(|| WindowStream::new(self.spec.clone(), self.window));
+        match stream.push(bar) {
+            Some(w) => {
+                self.latest.insert(bar.symbol.clone(), w);
+            }
+            None => {
+                self.latest.remove(&bar.symbol);
+            }
+        }
+    }
+
+    fn probs(&mut self, symbol: &Symbol) -> Option<Result<[f32; 3], PolicyError>> {
+        let w = self.latest.get(symbol)?;
+        Some(self.policy.probs(&w.fast, &w.slow, &w.context))
+    }
+
+    fn model_id(&self) -> String {
+        self.policy.id().to_string()
+    }
+
+    /// Replaces the model, keeping the windows (the features do not depend on the model).
+    fn set_lstm(&mut self, policy: LstmPolicy) -> bool {
+        self.policy = policy;
+        true
+    }
+}
