@@ -130,19 +130,6 @@ fn a_held_store_is_refused_at_once() {
 }
 
 #[test]
-fn run_replays_the_demo_window_and_summarises() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config_in(dir.path(), "", "");
-    let o = tradebot(&["run", "--config", cfg.to_str().unwrap()], &[]);
-    let out = text(&o);
-    assert!(o.status.success(), "{out}");
-    for sym in ["AAPL", "MSFT", "IBM"] {
-        let line = out.lines().find(|l| l.starts_with(sym)).unwrap_or_else(|| panic!("no {sym} line in {out}"));
-        assert!(line.contains("2004-01-02") && line.contains("2013-03-01"), "{line}");
-    }
-}
-
-#[test]
 fn models_commands_promote_and_roll_back() {
     use tradebot::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry};
     let dir = tempfile::tempdir().unwrap();
@@ -206,22 +193,6 @@ fn bench_env_prints_throughput_as_json_and_refuses_bad_arguments() {
 }
 
 /// Regression: a replay window without `from`/`to` overflowed chrono's date arithmetic and panicked.
-#[test]
-fn run_without_a_replay_window_replays_everything() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config_in(dir.path(), "", "");
-    let text_cfg = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("\nfrom = \"2004-01-01\"", "\n")
-        .replace("\nto = \"2013-03-01\"", "\n");
-    std::fs::write(&cfg, text_cfg).unwrap();
-    let o = tradebot(&["run", "--config", cfg.to_str().unwrap()], &[]);
-    let out = text(&o);
-    assert!(o.status.success(), "{out}");
-    let line = out.lines().find(|l| l.starts_with("AAPL")).unwrap_or_else(|| panic!("{out}"));
-    assert!(line.contains("3270") && line.contains("2000-03-01") && line.contains("2013-03-01"), "{line}");
-}
-
 #[test]
 fn data_show_refuses_bad_dates_without_panicking() {
     let dir = tempfile::tempdir().unwrap();

@@ -501,7 +501,7 @@ fn publish<P: RunPipeline>(
 ) {
     let st = status(&parts.config, &parts.store, engine, live, sim, &parts.retrainer);
     parts.metrics.observe_status(&st);
-    let recent = recent_decisions(decisions, 20);
+    let recent = recent_decisions(decisions, &parts.config.market.symbols, 10);
     let (models, gate, training) = history(&parts.registry, &parts.store, live);
     parts.dashboard.set(DashboardData {
         status: st,
@@ -586,12 +586,16 @@ fn status<P: RunPipeline>(
     }
 }
 
-fn recent_decisions(tree: &crate::store::TypedTree<crate::engine::DecisionRecord>, n: usize) -> Vec<DecisionView> {
+fn recent_decisions(
+    tree: &crate::store::TypedTree<crate::engine::DecisionRecord>,
+    symbols: &[Symbol],
+    n: usize,
+) -> Vec<DecisionView> {
     let Ok(all) = tree.scan_prefix(b"") else { return Vec::new() };
     let mut out = Vec::new();
     for (_, r) in all.into_iter().rev().take(n) {
         let model = r.model_id.clone().or(r.lstm_model_id.clone()).unwrap_or_default();
-        for (k, close) in r.closes.iter().enumerate() {
+        for (k, sym) in symbols.iter().enumerate() {
             let mut outputs = BTreeMap::new();
             if let Some(a) = r.actions.get(k) {
                 outputs.insert("action".to_string(), f64::from(*a));
@@ -600,16 +604,17 @@ fn recent_decisions(tree: &crate::store::TypedTree<crate::engine::DecisionRecord
                 outputs.insert("p_down".to_string(), f64::from(p[0]));
                 outputs.insert("p_up".to_string(), f64::from(p[2]));
             }
-            outputs.insert("close".to_string(), *close);
-            let symbol = r.orders.get(k).map(|o| o.0.clone()).unwrap_or_default();
+            if let Some(c) = r.closes.get(k) {
+                outputs.insert("close".to_string(), *c);
+            }
             let action = r
                 .orders
                 .iter()
-                .find(|o| o.0 == symbol && !symbol.is_empty())
+                .find(|o| o.0 == sym.as_str())
                 .map(|o| format!("{} {}", o.1, o.2))
-                .or(r.note.clone())
+                .or_else(|| r.note.clone().filter(|n| n.starts_with(&format!("{sym} ")) || !n.contains(": refused")))
                 .unwrap_or_else(|| "hold".into());
-            out.push(DecisionView { t: r.t, symbol, model_id: model.clone(), outputs, action });
+            out.push(DecisionView { t: r.t, symbol: sym.to_string(), model_id: model.clone(), outputs, action });
         }
     }
     out

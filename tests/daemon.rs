@@ -1,0 +1,329 @@
+//! `tradebot run` on a replay, end to end with the real binary: the shipped models, the engine, the
+//! simulated broker, a scheduled retrain in simulated time whose training child is the same binary, the
+//! promotion gate and the hot swap; then the daemon kept running (`--linger`) under a systemd-style
+//! notify socket, scraped on `/metrics`, its dashboard loaded in headless Chromium and compared with
+//! `tradebot status --json`, and stopped with SIGTERM.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tradebot"));
+    c.args(args).current_dir(root()).env_remove("RUST_LOG").env_remove("TRADEBOT_CONFIG");
+    c.env_remove("APCA_API_KEY_ID").env_remove("APCA_API_SECRET_KEY").env_remove("CREDENTIALS_DIRECTORY");
+    c.env_remove("NOTIFY_SOCKET").env_remove("TRADEBOT_WEB_TOKEN");
+    c
+}
+
+fn tradebot(args: &[&str]) -> Output {
+    command(args).output().expect("tradebot runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The demo config with its state under `dir`, the web server on `web` (or off), and `edits` applied
+/// (each `(from, to)` must match once).
+fn config_in(dir: &Path, web: Option<u16>, edits: &[(&str, &str)]) -> PathBuf {
+    let mut t = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
+    t = t.replace("state_dir = \"./var\"", &format!("state_dir = {:?}", dir.join("state").display().to_string()));
+    let web_line = "enabled = true\nlisten = \"127.0.0.1:9187\"";
+    assert!(t.contains(web_line));
+    t = match web {
+        Some(port) => t.replace(web_line, &format!("enabled = true\nlisten = \"127.0.0.1:{port}\"")),
+        None => t.replace(web_line, "enabled = false\nlisten = \"127.0.0.1:9187\""),
+    };
+    for (a, b) in edits {
+        assert_eq!(t.matches(a).count(), 1, "{a:?} in the demo config");
+        t = t.replace(a, b);
+    }
+    let p = dir.join("t.toml");
+    std::fs::write(&p, t).unwrap();
+    p
+}
+
+/// The summary's retrain line of `kind`: `(outcome, rest)`.
+fn retrain_line<'a>(out: &'a str, kind: &str) -> (&'a str, &'a str) {
+    let prefix = format!("  {kind} at simulated 2012-07-02: ");
+    let line = out.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {kind} retrain in:\n{out}"));
+    line[prefix.len()..].split_once(" — ").unwrap_or_else(|| panic!("{line}"))
+}
+
+fn final_ppo(out: &str) -> String {
+    let line = out.lines().find(|l| l.starts_with("models at the end: ppo ")).unwrap_or_else(|| panic!("{out}"));
+    line["models at the end: ppo ".len()..].split(',').next().unwrap().to_string()
+}
+
+const SHIPPED_PPO: &str = "ppo-4840de6a1780e0c0";
+
+#[test]
+fn the_demo_replay_retrains_once_keeps_the_champion_when_the_gate_says_so_and_summarises() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), None, &[]);
+    let o = tradebot(&["run", "--config", cfg.to_str().unwrap()]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("replay finished: 375 bars, 2011-09-01 to 2013-03-01"), "{out}");
+    for row in ["total return", "Sharpe", "max drawdown", "trades"] {
+        let line = out.lines().find(|l| l.starts_with(row)).unwrap_or_else(|| panic!("no {row} row:\n{out}"));
+        assert_eq!(line.split_whitespace().count(), row.split(' ').count() + 2, "{line}");
+    }
+    assert!(out.contains("bars without a decision after warm-up: 0"), "{out}");
+    assert!(out.contains("retrains: 2"), "{out}");
+    for kind in ["ppo", "lstm"] {
+        let (outcome, reason) = retrain_line(&out, kind);
+        assert!(outcome == "kept" || outcome == "promoted", "{kind}: {outcome} — {reason}\n{out}");
+        assert!(!reason.is_empty(), "{kind}: the gate decision has no reason");
+    }
+    if retrain_line(&out, "ppo").0 == "kept" {
+        assert_eq!(final_ppo(&out), SHIPPED_PPO, "a kept candidate must not trade:\n{out}");
+    }
+    // The records outlive the daemon: the offline status reads the last one, with the gate's numbers.
+    let s = tradebot(&["status", "--config", cfg.to_str().unwrap(), "--json"]);
+    assert!(s.status.success(), "{}", text(&s));
+    let v: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(v["daemon_running"], false);
+    let last = &v["models"]["last_retrain"];
+    assert_eq!(last["outcome"], retrain_line(&out, "lstm").0, "{v}");
+    assert!(!last["reason"].as_str().unwrap().is_empty(), "{v}");
+}
+
+#[test]
+fn a_retrain_that_passes_the_gate_is_swapped_in_without_a_missed_bar() {
+    let dir = tempfile::tempdir().unwrap();
+    // A gate every candidate passes: any Sharpe (margin -10), any drawdown, no minimum of trades.
+    let cfg = config_in(
+        dir.path(),
+        None,
+        &[
+            ("min_sharpe_margin = 0.05", "min_sharpe_margin = -10"),
+            ("max_drawdown = 0.3 ", "max_drawdown = 1.0 "),
+            ("min_trades = 5 ", "min_trades = 0 "),
+        ],
+    );
+    let o = tradebot(&["run", "--config", cfg.to_str().unwrap()]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert_eq!(retrain_line(&out, "ppo").0, "promoted", "{out}");
+    let new = final_ppo(&out);
+    assert!(new.starts_with("ppo-") && new != SHIPPED_PPO, "the engine still trades {new}:\n{out}");
+    assert!(out.contains(&format!("engine: PPO model {SHIPPED_PPO} → {new}")), "no hot swap logged:\n{out}");
+    assert!(out.contains("bars without a decision after warm-up: 0"), "{out}");
+    assert!(out.contains("replay finished: 375 bars"), "{out}");
+    let reg = tradebot::models::Registry::open(&dir.path().join("state/models")).unwrap();
+    assert_eq!(reg.champion(tradebot::models::ModelKind::Ppo).unwrap().unwrap().id, new);
+}
+
+#[test]
+fn a_retrain_whose_child_fails_leaves_the_champion_trading() {
+    let dir = tempfile::tempdir().unwrap();
+    // One second is not enough to train: the child is killed on its time budget.
+    let cfg = config_in(dir.path(), None, &[("time_budget_secs = 600", "time_budget_secs = 1")]);
+    let o = tradebot(&["run", "--config", cfg.to_str().unwrap()]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let (outcome, reason) = retrain_line(&out, "ppo");
+    assert_eq!(outcome, "failed", "{out}");
+    assert!(reason.contains("train failed (timeout)"), "{reason}");
+    assert_eq!(final_ppo(&out), SHIPPED_PPO);
+    assert!(out.contains("bars without a decision after warm-up: 0"), "{out}");
+    assert!(out.contains("replay finished: 375 bars"), "{out}");
+}
+
+#[test]
+fn without_a_replay_window_every_stored_bar_is_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(
+        dir.path(),
+        None,
+        &[
+            ("\nfrom = \"2011-09-01\"", "\n"),
+            ("\nto = \"2013-03-01\"", "\n"),
+            ("\nenabled = true\n# The default", "\nenabled = false\n# The default"),
+        ],
+    );
+    let o = tradebot(&["run", "--config", cfg.to_str().unwrap()]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("bars, 2000-03-01 to 2013-03-01"), "{out}");
+    assert!(out.contains("retrains: none"), "{out}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A plain HTTP/1.1 GET; returns (status code, body).
+fn get(port: u16, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+/// The `data-value` of the element with `id`, or of the `td.{class}` in the row of `symbol`.
+fn data_value(dom: &str, anchor: &str) -> f64 {
+    let at = dom.find(anchor).unwrap_or_else(|| panic!("{anchor} not in the DOM"));
+    let rest = &dom[at..];
+    let v = &rest[rest.find("data-value=\"").unwrap() + 12..];
+    v[..v.find('"').unwrap()].parse().unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[test]
+fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
+    let chromium = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("headless Chromium is needed (Debian's chromium package; `make test` installs it)");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = config_in(dir.path(), Some(port), &[]);
+    let cfg_s = cfg.to_str().unwrap();
+    let token = "test-token-0123456789abcdef";
+    // A notify socket like systemd's, to see READY=1.
+    let notify_path = dir.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let log = std::fs::File::create(dir.path().join("run.log")).unwrap();
+    let mut child = command(&["run", "--config", cfg_s, "--linger"])
+        .env("TRADEBOT_WEB_TOKEN", token)
+        .env("NOTIFY_SOCKET", &notify_path)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let log_text = || std::fs::read_to_string(dir.path().join("run.log")).unwrap_or_default();
+
+    // Ready, then finished (the daemon stays up with --linger).
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut notes = String::new();
+    let status = loop {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = notify.recv(&mut buf) {
+            notes.push_str(&String::from_utf8_lossy(&buf[..n]));
+            notes.push('\n');
+        }
+        let o = tradebot(&["status", "--config", cfg_s, "--json"]);
+        if o.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            if v["daemon_running"] == true && v["activity"] == "replay finished" {
+                break v;
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the daemon exited early:\n{}", log_text());
+        assert!(Instant::now() < deadline, "the replay did not finish in time:\n{}", log_text());
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(notes.contains("READY=1"), "no READY=1 on the notify socket: {notes:?}");
+    assert!(status["feed"]["bars_received"].as_u64().unwrap() == 375 * 3, "{status}");
+
+    // /metrics parses and agrees with the status.
+    let (code, body) = get(port, "/metrics");
+    assert_eq!(code, 200);
+    let lines = body.lines().filter(|l| *l != "# EOF").map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+    let value = |name: &str| {
+        scrape.samples.iter().find(|s| s.metric == name).map(|s| match s.value {
+            prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+    };
+    assert!(close(value("tradebot_equity").unwrap(), status["equity"].as_f64().unwrap()), "{body}");
+    let bars: f64 = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "tradebot_bars_received_total")
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+        .sum();
+    assert_eq!(bars, (375 * 3) as f64, "{body}");
+    assert!(body.contains("tradebot_retrain_runs_total{"), "{body}");
+
+    // No token, no dashboard.
+    assert_eq!(get(port, "/").0, 401);
+    assert_eq!(get(port, "/?token=wrong-token-wrong-token").0, 401);
+
+    // The dashboard in a real browser: its numbers are the status's.
+    let url = format!("http://127.0.0.1:{port}/?token={token}");
+    let profile = dir.path().join("chromium");
+    let browser = |extra: &[&str]| {
+        let mut c = Command::new(chromium);
+        c.args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(extra)
+            .arg(&url);
+        c.output().unwrap()
+    };
+    let dom = browser(&["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&dom.stdout).to_string();
+    assert!(dom.contains("<h1>tradebot</h1>"), "no dashboard in the DOM:\n{dom}");
+    for (id, key) in [("id=\"equity\"", "equity"), ("id=\"cash\"", "cash"), ("id=\"pnl-today\"", "pnl_today")] {
+        assert!(
+            close(data_value(&dom, id), status[key].as_f64().unwrap()),
+            "{key}: DOM {} vs status {}",
+            data_value(&dom, id),
+            status[key]
+        );
+    }
+    let positions = status["positions"].as_array().unwrap();
+    assert!(!positions.is_empty(), "the demo ends holding something: {status}");
+    for p in positions {
+        let row = format!("data-symbol=\"{}\"", p["symbol"].as_str().unwrap());
+        let at = dom.find(&row).unwrap_or_else(|| panic!("{row} not in the DOM"));
+        let row_html = &dom[at..];
+        assert!(close(data_value(row_html, "class=\"qty\""), p["qty"].as_f64().unwrap()), "{p}");
+        assert!(close(data_value(row_html, "class=\"value\""), p["value"].as_f64().unwrap()), "{p}");
+    }
+    let champion = status["models"]["ppo"].as_str().unwrap();
+    assert!(dom.contains(&format!("<code id=\"champion-ppo\">{champion}</code>")), "champion {champion} not shown");
+    assert!(dom.contains("id=\"equity-chart\"") && dom.contains("id=\"drawdown-chart\""), "charts missing");
+    assert!(dom.contains("class=\"outcome\""), "no training run shown");
+
+    // A screenshot, kept as an artifact.
+    let shots = root().join("target/artifacts");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("dashboard.png");
+    let _ = std::fs::remove_file(&shot);
+    let o = browser(&[&format!("--screenshot={}", shot.display()), "--window-size=1280,2000", "--hide-scrollbars"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.len() > 10_000 && png.starts_with(b"\x89PNG"), "not a screenshot: {} bytes", png.len());
+
+    // SIGTERM: a clean exit, the store flushed and released.
+    let pid = child.id() as i32;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit within 30 s of SIGTERM:\n{}", log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(exit.success(), "{exit}:\n{}", log_text());
+    assert!(log_text().contains("SIGTERM: shutting down"), "{}", log_text());
+    let after = tradebot(&["status", "--config", cfg_s, "--json"]);
+    assert!(after.status.success(), "the store is still held:\n{}", text(&after));
+    let v: serde_json::Value = serde_json::from_slice(&after.stdout).unwrap();
+    assert_eq!(v["daemon_running"], false);
+    assert!(v["models"]["last_retrain"]["outcome"].is_string(), "the retrain record was not kept: {v}");
+}
