@@ -327,3 +327,137 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     assert_eq!(v["daemon_running"], false);
     assert!(v["models"]["last_retrain"]["outcome"].is_string(), "the retrain record was not kept: {v}");
 }
+
+#[test]
+fn live_daemon_against_the_fake_alpaca_is_ready_trades_and_stops_cleanly_on_sigterm() {
+    use tradebot::alpaca::fake::{FakeAlpaca, KEY_ID, SECRET_KEY};
+    use tradebot::alpaca::wire::market as wm;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
+    // The last stored closes of the shipped data (split-adjusted), 2013-03-01.
+    let closes = [("AAPL", 56.14), ("MSFT", 24.68), ("IBM", 175.27)];
+    for (s, p) in closes {
+        fake.set_price(s, rust_decimal::Decimal::from_f64_retain(p).unwrap());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("live.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"mode = "paper"
+state_dir = {state:?}
+log_level = "info"
+[alpaca]
+trading_url = "{http}"
+data_url = "{http}"
+stream_url = "{market}"
+trade_updates_url = "{updates}"
+request_timeout_secs = 2
+[market]
+symbols = ["AAPL", "MSFT", "IBM"]
+timeframe = "1Day"
+[feed]
+kind = "alpaca"
+[broker]
+kind = "alpaca"
+[web]
+enabled = false
+"#,
+            state = dir.path().join("state").display().to_string(),
+            http = fake.http_url(),
+            market = fake.ws_url("v2/iex"),
+            updates = fake.ws_url("stream"),
+        ),
+    )
+    .unwrap();
+    let cfg_s = cfg.to_str().unwrap();
+    let o = tradebot(&[
+        "data",
+        "import",
+        "data/stocks-daily-2000-2013.csv.gz",
+        "--symbols",
+        "AAPL,MSFT,IBM",
+        "--config",
+        cfg_s,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let notify_path = dir.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let log_path = dir.path().join("run.log");
+    let mut child = command(&["run", "--config", cfg_s])
+        .env("APCA_API_KEY_ID", KEY_ID)
+        .env("APCA_API_SECRET_KEY", SECRET_KEY)
+        .env("NOTIFY_SOCKET", &notify_path)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let subscribed = || fake.lock().market_received.iter().any(|m| m.contains("\"subscribe\""));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut notes = String::new();
+    while !(notes.contains("READY=1") && subscribed()) {
+        let mut buf = [0u8; 4096];
+        if let Ok(n) = notify.recv(&mut buf) {
+            notes.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the daemon exited:\n{}", log_text());
+        assert!(Instant::now() < deadline, "not ready: {notes:?}\n{}", log_text());
+    }
+    let log = log_text();
+    assert!(log.contains("trading the Alpaca paper account"), "the account is not logged:\n{log}");
+    assert!(log.contains("engine: warmed up on 1800 stored bars"), "{log}");
+
+    // Fresh daily bars for every symbol; the PPO champion decides on each complete one.
+    let now = chrono::Utc::now();
+    let mut bars = 0;
+    while fake.lock().book.orders.is_empty() && bars < 20 {
+        let t = now - chrono::Duration::minutes(30 - bars);
+        for (k, (s, p)) in closes.iter().enumerate() {
+            let p = p * (1.0 + 0.01 * ((bars as f64) * 0.7 + k as f64).sin());
+            let bar = wm::Bar {
+                symbol: None,
+                o: p,
+                h: p * 1.01,
+                l: p * 0.99,
+                c: p,
+                v: 1e6,
+                t: t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                n: None,
+                vw: None,
+            };
+            fake.publish_bar(s, bar);
+        }
+        bars += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fake.lock().book.orders.is_empty() {
+        assert!(Instant::now() < deadline, "no order after {bars} bars:\n{}", log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sent: Vec<String> = fake.lock().book.orders.iter().map(|o| o.client_order_id.clone()).collect();
+    assert!(sent.iter().all(|id| id.starts_with("tb-engine-")), "{sent:?}");
+
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit within 30 s of SIGTERM:\n{}", log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(exit.success(), "{exit}:\n{}", log_text());
+    assert!(log_text().contains("stopped cleanly"), "{}", log_text());
+    // The store is released and holds every order the broker received.
+    let store = tradebot::store::Store::open(&dir.path().join("state")).unwrap();
+    let clock = tradebot::engine::ManualClock::new(chrono::Utc::now());
+    let oms = tradebot::oms::Oms::open(&store, Box::new(clock), tradebot::oms::OmsConfig::default()).unwrap();
+    for id in &sent {
+        let id = tradebot::domain::ClientOrderId::new(id).unwrap();
+        assert!(oms.order(&id).is_some(), "{id} was sent but not stored");
+    }
+}

@@ -53,14 +53,7 @@ pub fn run(config: Config, live: bool, linger: bool) -> anyhow::Result<ExitCode>
     let store = Store::open(&config.state_dir).context("opening the store")?;
     ensure_bars(&config, &store)?;
     let registry = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    let shipped = std::env::var_os("TRADEBOT_MODELS_DIR").map_or_else(|| PathBuf::from("models"), PathBuf::from);
-    let seeded = registry.seed_from(&shipped).context("importing the shipped models")?;
-    for e in &seeded.refused {
-        log::warn!("shipped model refused: {e}");
-    }
-    if !seeded.imported.is_empty() {
-        log::info!("imported shipped models {:?} from {}", seeded.imported, shipped.display());
-    }
+    seed_shipped(&registry)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -115,6 +108,20 @@ pub fn run(config: Config, live: bool, linger: bool) -> anyhow::Result<ExitCode>
     let summary = summary?;
     print_summary(&summary);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Imports the shipped models (`models/`, or `$TRADEBOT_MODELS_DIR`) that the registry lacks, and makes a
+/// champion for each kind without one.
+pub fn seed_shipped(registry: &Registry) -> anyhow::Result<()> {
+    let shipped = std::env::var_os("TRADEBOT_MODELS_DIR").map_or_else(|| PathBuf::from("models"), PathBuf::from);
+    let seeded = registry.seed_from(&shipped).context("importing the shipped models")?;
+    for e in &seeded.refused {
+        log::warn!("shipped model refused: {e}");
+    }
+    if !seeded.imported.is_empty() {
+        log::info!("imported shipped models {:?} from {}", seeded.imported, shipped.display());
+    }
+    Ok(())
 }
 
 /// SIGTERM or SIGINT: graceful shutdown (the replay loop stops between two bars and flushes).

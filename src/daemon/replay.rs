@@ -124,28 +124,13 @@ pub fn run<P: RunPipeline>(mut parts: ReplayParts<P>) -> anyhow::Result<ReplaySu
     let oms =
         Oms::open(&session, Box::new(clock.clone()), OmsConfig::default()).context("opening the order manager")?;
     let mode = config.strategy.mode;
-    let pipeline = Pipeline::new(&config.features, &symbols);
-    let policy = match mode {
-        StrategyMode::Ppo | StrategyMode::Ensemble => {
-            Some(PpoPolicy::load(&parts.registry, &ModelSel::Champion, &pipeline, SessionOptions::default()).context(
-                "loading the PPO champion (`tradebot models list`; `tradebot models seed` imports the shipped one)",
-            )?)
-        }
-        StrategyMode::Lstm => None,
-    };
-    let probs: Option<Box<dyn ProbSource>> = match mode {
-        StrategyMode::Lstm | StrategyMode::Ensemble => Some(Box::new(
-            LstmProbs::load(
-                &parts.registry,
-                &ModelSel::Champion,
-                &config.features,
-                config.lstm.window_spec(),
-                &symbols,
-            )
-            .context("loading the LSTM champion")?,
-        )),
-        StrategyMode::Ppo => None,
-    };
+    if mode == StrategyMode::Scripted {
+        bail!(
+            "{}: strategy.mode = \"scripted\" is the live runner's order-path harness (feed and broker \"alpaca\", paper); a replay trades a model: use ppo, lstm or ensemble",
+            config.source.display()
+        );
+    }
+    let (policy, probs) = load_models(&config, &parts.registry)?;
     let env = &config.env;
     let checks = RiskChecks::open(&config.risk, &env.exec, &session).context("opening the risk checks")?;
     let cfg = EngineConfig {
@@ -312,6 +297,33 @@ pub fn run<P: RunPipeline>(mut parts: ReplayParts<P>) -> anyhow::Result<ReplaySu
     session.flush().context("flushing the replay's account")?;
     parts.store.flush().context("flushing the store")?;
     Ok(summary)
+}
+
+/// A PPO policy and an LSTM probability source, as a strategy needs them.
+pub type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
+
+/// The champions the configured strategy trades with: the PPO policy (`ppo`, `ensemble`) and the LSTM
+/// probability source (`lstm`, `ensemble`), each checked against the running pipeline.
+pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Models> {
+    let symbols = &config.market.symbols;
+    let mode = config.strategy.mode;
+    let pipeline = Pipeline::new(&config.features, symbols);
+    let policy = match mode {
+        StrategyMode::Ppo | StrategyMode::Ensemble => {
+            Some(PpoPolicy::load(registry, &ModelSel::Champion, &pipeline, SessionOptions::default()).context(
+                "loading the PPO champion (`tradebot models list`; `tradebot models seed` imports the shipped one)",
+            )?)
+        }
+        StrategyMode::Lstm | StrategyMode::Scripted => None,
+    };
+    let probs: Option<Box<dyn ProbSource>> = match mode {
+        StrategyMode::Lstm | StrategyMode::Ensemble => Some(Box::new(
+            LstmProbs::load(registry, &ModelSel::Champion, &config.features, config.lstm.window_spec(), symbols)
+                .context("loading the LSTM champion")?,
+        )),
+        StrategyMode::Ppo | StrategyMode::Scripted => None,
+    };
+    Ok((policy, probs))
 }
 
 /// Waits while a retrain runs, answering the control socket and following its progress. Returns false

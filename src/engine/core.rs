@@ -103,6 +103,12 @@ impl Engine {
         probs: Option<Box<dyn ProbSource>>,
     ) -> Result<Engine, EngineError> {
         let mode = cfg.strategy.mode;
+        if mode == StrategyMode::Scripted {
+            return Err(EngineError::Missing {
+                mode,
+                what: "a model strategy (ppo, lstm or ensemble); scripted is the live runner's order-path harness",
+            });
+        }
         if matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble) && policy.is_none() {
             return Err(EngineError::Missing { mode, what: "a PPO model" });
         }
@@ -225,6 +231,16 @@ impl Engine {
         self.cash
     }
 
+    /// A stored bar before trading starts: features and LSTM windows only, no decision.
+    pub fn warm_up(&mut self, bar: &Bar) {
+        let Some(k) = self.cfg.symbols.iter().position(|s| *s == bar.symbol) else { return };
+        self.ready[k] = self.states[k].update_into(bar.o, bar.h, bar.l, bar.c, bar.v, &mut self.rows[k]);
+        if let Some(p) = self.probs.as_mut() {
+            p.on_bar(bar);
+        }
+        self.last[k] = Some(bar.clone());
+    }
+
     fn on_bar(&mut self, bar: Bar) -> Vec<Command> {
         let Some(k) = self.cfg.symbols.iter().position(|s| *s == bar.symbol) else {
             return Vec::new();
@@ -339,6 +355,7 @@ impl Engine {
                 StrategyMode::Lstm => rec.probs[k].and_then(|p| from_probs(&self.cfg.strategy, exec, p, holdings[k])),
                 StrategyMode::Ensemble => from_action(exec, self.actions[k], holdings[k])
                     .filter(|w| !vetoed(&self.cfg.strategy, w, rec.probs[k])),
+                StrategyMode::Scripted => None,
             })
             .collect())
     }

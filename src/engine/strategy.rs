@@ -20,6 +20,10 @@ pub enum StrategyMode {
     Ppo,
     Lstm,
     Ensemble,
+    /// Not a strategy: the live runner's order-path harness (buys one unit of each symbol on each bar),
+    /// for checking a paper account end to end. Refused in live mode and by the engine, replays and
+    /// backtests.
+    Scripted,
 }
 
 /// The `[strategy]` section.

@@ -73,6 +73,8 @@ timeframe = "1Min"
 kind = "alpaca"
 [broker]
 kind = "alpaca"
+[strategy]
+mode = "scripted"
 "#,
             state = dir.path().join("state").display().to_string(),
             http = fake.http_url(),
