@@ -340,6 +340,7 @@ fn live_daemon_against_the_fake_alpaca_is_ready_trades_and_stops_cleanly_on_sigt
         fake.set_price(s, rust_decimal::Decimal::from_f64_retain(p).unwrap());
     }
     let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
     let cfg = dir.path().join("live.toml");
     std::fs::write(
         &cfg,
@@ -361,12 +362,14 @@ kind = "alpaca"
 [broker]
 kind = "alpaca"
 [web]
-enabled = false
+enabled = true
+listen = "127.0.0.1:{port}"
 "#,
             state = dir.path().join("state").display().to_string(),
             http = fake.http_url(),
             market = fake.ws_url("v2/iex"),
             updates = fake.ws_url("stream"),
+            port = port,
         ),
     )
     .unwrap();
@@ -440,6 +443,20 @@ enabled = false
     }
     let sent: Vec<String> = fake.lock().book.orders.iter().map(|o| o.client_order_id.clone()).collect();
     assert!(sent.iter().all(|id| id.starts_with("tb-engine-")), "{sent:?}");
+
+    // The daemon answers status over its control socket (within a tick) and serves /metrics.
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = tradebot(&["status", "--config", cfg_s, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["daemon_running"], true, "{v}");
+    assert_eq!(v["models"]["ppo"], SHIPPED_PPO, "{v}");
+    assert_eq!(v["feed"]["bars_received"].as_u64().unwrap(), 3 * bars as u64, "{v}");
+    assert_eq!(v["activity"], "trading", "{v}");
+    let (code, body) = get(port, "/metrics");
+    assert_eq!(code, 200);
+    assert!(body.contains("tradebot_bars_received_total{symbol=\"IBM\"}"), "{body}");
+    assert!(body.contains("tradebot_orders_total{status=\"new\"}"), "{body}");
 
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let deadline = Instant::now() + Duration::from_secs(30);

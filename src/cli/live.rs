@@ -15,19 +15,22 @@ use crate::alpaca::rest::{GetAccount, GetAsset, RestClient, RestConfig};
 use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
 use crate::config::{Config, Credentials, Mode};
+use crate::daemon::host::{Account, Host};
 use crate::daemon::notify::Notifier;
+use crate::daemon::retrainer::RunPipeline;
 use crate::domain::Qty;
-use crate::engine::{Command, Engine, EngineConfig, EngineRisk, Event, StrategyMode, SystemClock};
+use crate::engine::{Command, DecisionRecord, Engine, EngineConfig, EngineRisk, Event, StrategyMode, SystemClock};
 use crate::live::{Core, RunnerConfig, ScriptedCore};
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
 use crate::risk::{AssetRules, RiskChecks};
-use crate::store::Store;
+use crate::store::{Store, TreeName, TypedTree};
 use anyhow::{Context, anyhow, bail};
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use std::collections::HashMap;
 use std::process::ExitCode;
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Ticks between periodic reconciliations (one tick a second).
@@ -50,13 +53,12 @@ pub fn run(config: &Config) -> anyhow::Result<ExitCode> {
         crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     }
     let store = Store::open(&config.state_dir).context("opening the store")?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let rt = super::run::runtime()?;
+    let shutdown = CancellationToken::new();
+    // Status, control, metrics, dashboard and the retrainer run around the engine (not the harness).
+    let host = if scripted { None } else { Some(super::run::start_host(config, &store, &rt, &shutdown)?) };
     let cfg = RunnerConfig { broker_timeout: config.alpaca.request_timeout * 4, ..RunnerConfig::default() };
-    rt.block_on(async {
+    let result = rt.block_on(async {
         let rest = RestClient::new(RestConfig::from_config(&config.alpaca, &creds)).context("building the REST client")?;
         let account = rest
             .issue::<GetAccount>(&())
@@ -78,30 +80,39 @@ pub fn run(config: &Config) -> anyhow::Result<ExitCode> {
         let feed = AlpacaFeed::start(FeedConfig::from_config(config, &creds), rest.clone());
         let updates = TradeUpdates::start(UpdatesConfig::from_config(config, &creds));
         let broker = AlpacaBroker::new(rest.clone());
-        let notifier = Notifier::from_env();
         if scripted {
             let qty = Qty::new(Decimal::ONE).context("order quantity")?;
             let core = ScriptedCore::new(oms, qty, config.risk.max_order_notional, RECONCILE_EVERY_TICKS);
             log::warn!("tradebot run: strategy.mode = \"scripted\": buying 1 unit of each symbol on each bar (an order-path harness, not a strategy)");
-            let core = Notifying { core, notifier, ready: false };
+            let core = Notifying { core, notifier: Notifier::from_env(), ready: false };
             crate::live::run(core, feed, updates, broker, cfg, CancellationToken::new()).await.context("running")?;
         } else {
-            let engine = engine(config, &store, &rest, oms).await?;
-            let core = Notifying { core: engine, notifier, ready: false };
-            crate::live::run(core, feed, updates, broker, cfg, CancellationToken::new()).await.context("running")?;
+            let Some(host) = host else { bail!("internal: no daemon host for the engine") };
+            let engine = engine(config, &store, &host.registry, &rest, oms).await?;
+            let decisions = store.tree::<DecisionRecord>(TreeName::Decisions)?;
+            let core = LiveCore { engine, host, decisions, ready: false, benchmark: None, last_point: None };
+            crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
         }
         anyhow::Ok(())
-    })?;
+    });
+    shutdown.cancel();
+    rt.shutdown_timeout(std::time::Duration::from_secs(10));
+    let _ = std::fs::remove_file(crate::control::socket_path(&config.state_dir));
+    result?;
     store.flush().context("flushing the store")?;
     log::info!("tradebot run: stopped cleanly");
     Ok(ExitCode::SUCCESS)
 }
 
 /// The engine for the live runner: champions, risk checks with Alpaca's asset rules, warm-up on stored bars.
-async fn engine(config: &Config, store: &Store, rest: &RestClient, oms: Oms) -> anyhow::Result<Engine> {
-    let registry = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    super::run::seed_shipped(&registry)?;
-    let (policy, probs) = crate::daemon::replay::load_models(config, &registry)?;
+async fn engine(
+    config: &Config,
+    store: &Store,
+    registry: &Registry,
+    rest: &RestClient,
+    oms: Oms,
+) -> anyhow::Result<Engine> {
+    let (policy, probs) = crate::daemon::host::load_models(config, registry)?;
     let mut assets = HashMap::new();
     for s in &config.market.symbols {
         match rest.issue::<GetAsset>(s).await {
@@ -162,6 +173,80 @@ impl<C: Core> Core for Notifying<C> {
             self.notifier.ready("reconciled with the broker; trading");
         }
         self.notifier.watchdog();
+        out
+    }
+}
+
+/// The engine on the live runner, with the daemon around it: metrics per event; on every tick (once a
+/// second) the retrain schedule on the wall clock, retrain outcomes and hot swaps, the control socket, the
+/// status and the dashboard, and the systemd watchdog. `READY=1` after the first reconciliation.
+struct LiveCore<P: RunPipeline> {
+    engine: Engine,
+    host: Host<P>,
+    decisions: TypedTree<DecisionRecord>,
+    ready: bool,
+    /// The first complete bar's equity and closes: the equal-weight buy-and-hold benchmark.
+    benchmark: Option<(f64, Vec<f64>)>,
+    last_point: Option<DateTime<Utc>>,
+}
+
+impl<P: RunPipeline> LiveCore<P> {
+    fn account(&self) -> Account {
+        Account { equity: self.engine.equity(), cash: self.engine.cash() }
+    }
+
+    /// A new equity point when the engine's last bar moved on (all symbols' closes known).
+    fn equity_point(&mut self) {
+        let closes = self.engine.last_closes();
+        let Some(t) = self.host.live.last_bar.values().max().copied() else { return };
+        if self.last_point == Some(t) || closes.iter().any(|(_, c)| *c <= 0.0) {
+            return;
+        }
+        self.last_point = Some(t);
+        let equity = self.engine.equity();
+        let (e0, c0) = self.benchmark.get_or_insert_with(|| (equity, closes.iter().map(|(_, c)| *c).collect()));
+        let growth = closes.iter().zip(c0.iter()).map(|((_, c), c0)| c / c0).sum::<f64>() / closes.len().max(1) as f64;
+        let buy_hold = *e0 * growth;
+        self.host.equity_point(t, equity, buy_hold);
+    }
+}
+
+impl<P: RunPipeline> Core for LiveCore<P> {
+    fn process(&mut self, ev: Event) -> Vec<Command> {
+        let reconciled = matches!(ev, Event::Reconciled(_));
+        let tick = matches!(ev, Event::Tick);
+        if let Event::Order(u) = &ev {
+            self.host.metrics.order(&format!("{:?}", u.kind).to_lowercase());
+        }
+        let mut out = match ev {
+            Event::Bar(b) => {
+                self.host.saw_bar(&b);
+                let started = Instant::now();
+                let out = self.engine.process(Event::Bar(b));
+                self.host.metrics.decision_latency.observe(started.elapsed().as_secs_f64());
+                out
+            }
+            ev => self.engine.process(ev),
+        };
+        if reconciled && !self.ready {
+            self.ready = true;
+            self.host.notifier.ready("reconciled with the broker; trading");
+            self.host.set_activity("trading");
+        }
+        if tick {
+            self.host.retrainer.on_clock(&SystemClock);
+            self.equity_point();
+            let account = self.account();
+            let (cmds, _) = self.host.poll(&mut self.engine, &SystemClock, account);
+            out.extend(cmds);
+            self.host.publish(&self.engine, account, Some(&self.decisions));
+        }
+        for c in &out {
+            if matches!(c, Command::Submit(_)) {
+                self.host.metrics.order("new");
+            }
+        }
+        self.host.notifier.watchdog();
         out
     }
 }

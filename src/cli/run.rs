@@ -6,6 +6,7 @@
 //! (`cli::live`).
 
 use crate::config::{BrokerKind, Config, ConfigError, FeedKind, Mode};
+use crate::daemon::host::Host;
 use crate::daemon::notify::Notifier;
 use crate::daemon::replay::{self, ReplayParts, ReplaySummary};
 use crate::daemon::retrainer::Retrainer;
@@ -52,15 +53,44 @@ pub fn run(config: Config, live: bool, linger: bool) -> anyhow::Result<ExitCode>
     crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = Store::open(&config.state_dir).context("opening the store")?;
     ensure_bars(&config, &store)?;
-    let registry = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    seed_shipped(&registry)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let rt = runtime()?;
+    let shutdown = CancellationToken::new();
+    rt.spawn(on_signal(shutdown.clone()));
+    let host = start_host(&config, &store, &rt, &shutdown)?;
+    println!(
+        "tradebot {} — {:?} mode, replay of {} bars",
+        env!("CARGO_PKG_VERSION"),
+        config.mode,
+        config.market.timeframe
+    );
+    let summary = replay::run(ReplayParts { host, shutdown: shutdown.clone(), linger });
+    shutdown.cancel();
+    rt.shutdown_timeout(std::time::Duration::from_secs(10));
+    let _ = std::fs::remove_file(crate::control::socket_path(&config.state_dir));
+    let summary = summary?;
+    print_summary(&summary);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .context("starting the async runtime")?;
-    let shutdown = CancellationToken::new();
-    rt.spawn(on_signal(shutdown.clone()));
+        .context("starting the async runtime")
+}
+
+/// What every daemon runs around its engine: the registry (seeded with the shipped models), `/metrics` and
+/// the dashboard (`[web]`), the control socket, and the retrainer with its pipeline; all stop with
+/// `shutdown`.
+pub fn start_host(
+    config: &Config,
+    store: &Store,
+    rt: &tokio::runtime::Runtime,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Host<Pipeline>> {
+    let registry = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    seed_shipped(&registry)?;
     let metrics = Arc::new(Metrics::new());
     let dashboard = Arc::new(SharedData::default());
     if config.web.enabled {
@@ -76,38 +106,23 @@ pub fn run(config: Config, live: bool, linger: bool) -> anyhow::Result<ExitCode>
         .with_context(|| format!("binding the control socket {}", socket.display()))?;
     let (calls_tx, calls_rx) = mpsc::channel(16);
     rt.spawn(crate::control::server::serve(listener, calls_tx, shutdown.clone().cancelled_owned()));
-    let spec = PipelineSpec::from_config(&config).context("locating the tradebot binary and the config file")?;
-    let pipeline = Pipeline::new(spec, store.clone(), holdout_evaluator(&config, &store));
+    let spec = PipelineSpec::from_config(config).context("locating the tradebot binary and the config file")?;
+    let pipeline = Pipeline::new(spec, store.clone(), holdout_evaluator(config, store));
     let (progress_tx, progress_rx) = mpsc::unbounded_channel();
     let retrainer =
         Retrainer::new(pipeline, config.retrain.schedule.clone(), config.retrain.enabled, rt.handle().clone())
             .with_progress(progress_tx);
-    println!(
-        "tradebot {} — {:?} mode, replay of {} bars",
-        env!("CARGO_PKG_VERSION"),
-        config.mode,
-        config.market.timeframe
-    );
-    let parts = ReplayParts {
-        config: config.clone(),
-        store,
+    Ok(Host::new(
+        config.clone(),
+        store.clone(),
         registry,
         metrics,
         dashboard,
         retrainer,
-        progress: Some(progress_rx),
-        calls: Some(calls_rx),
-        shutdown: shutdown.clone(),
-        notifier: Notifier::from_env(),
-        linger,
-    };
-    let summary = replay::run(parts);
-    shutdown.cancel();
-    rt.shutdown_timeout(std::time::Duration::from_secs(10));
-    let _ = std::fs::remove_file(&socket);
-    let summary = summary?;
-    print_summary(&summary);
-    Ok(ExitCode::SUCCESS)
+        Some(progress_rx),
+        Some(calls_rx),
+        Notifier::from_env(),
+    ))
 }
 
 /// Imports the shipped models (`models/`, or `$TRADEBOT_MODELS_DIR`) that the registry lacks, and makes a

@@ -1,0 +1,452 @@
+//! What the daemon runs around its engine, the same on a replay and live: the retrainer (scheduled runs on
+//! the engine's clock, progress, hot swaps between two events), the control socket's requests (status,
+//! pause, resume, flatten, retrain), the status report, `/metrics` and the dashboard's data, and systemd
+//! notifications. The driver (`daemon::replay`, `cli::live`) calls `Host::poll` and `Host::publish`
+//! between two bars or ticks; nothing here blocks for long.
+
+use super::notify::Notifier;
+use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
+use crate::config::Config;
+use crate::control::server::Call;
+use crate::control::status::{FeedStatus, ModelsStatus, OrderStatusLine, PositionStatus, RiskStatus, STATUS_VERSION};
+use crate::control::{Request, Response, StatusReport};
+use crate::domain::{Bar, Symbol};
+use crate::engine::{Clock, Command, Control, DecisionRecord, Engine, Event, LstmProbs, ProbSource, StrategyMode};
+use crate::live::Core;
+use crate::metrics::Metrics;
+use crate::models::{ModelKind, Registry};
+use crate::policy::{LstmPolicy, ModelSel, Pipeline, PpoPolicy, SessionOptions};
+use crate::retrain::{Progress, RunRecord};
+use crate::store::{Store, TypedTree};
+use crate::web::data::{DashboardData, DecisionView, EquityPoint, GateView, ModelView, SharedData, TrainingView};
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use rust_decimal::prelude::ToPrimitive;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The account as the driver knows it: the simulated broker's, or the engine's view of Alpaca's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Account {
+    pub equity: f64,
+    pub cash: f64,
+}
+
+/// The daemon's live state, behind the status report and the dashboard.
+#[derive(Debug, Clone)]
+pub struct Live {
+    pub bars_received: u64,
+    pub last_bar: BTreeMap<String, DateTime<Utc>>,
+    pub day_open_equity: Option<(chrono::NaiveDate, f64)>,
+    pub equity: Vec<EquityPoint>,
+    pub running: BTreeMap<String, TrainingView>,
+    pub activity: String,
+    pub started_at: DateTime<Utc>,
+}
+
+pub struct Host<P: RunPipeline> {
+    pub config: Config,
+    /// The main store: bars, retrain records.
+    pub store: Store,
+    pub registry: Registry,
+    pub metrics: Arc<Metrics>,
+    pub dashboard: Arc<SharedData>,
+    pub retrainer: Retrainer<P>,
+    /// The retrainer's progress (`Retrainer::with_progress`).
+    pub progress: Option<mpsc::UnboundedReceiver<Progress>>,
+    /// The control socket's requests (`control::server::serve`).
+    pub calls: Option<mpsc::Receiver<Call>>,
+    pub notifier: Notifier,
+    pub live: Live,
+    /// Every retrain run that ended, in order.
+    pub retrains: Vec<RunRecord>,
+}
+
+impl<P: RunPipeline> Host<P> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: Config,
+        store: Store,
+        registry: Registry,
+        metrics: Arc<Metrics>,
+        dashboard: Arc<SharedData>,
+        retrainer: Retrainer<P>,
+        progress: Option<mpsc::UnboundedReceiver<Progress>>,
+        calls: Option<mpsc::Receiver<Call>>,
+        notifier: Notifier,
+    ) -> Self {
+        let live = Live {
+            bars_received: 0,
+            last_bar: BTreeMap::new(),
+            day_open_equity: None,
+            equity: Vec::new(),
+            running: BTreeMap::new(),
+            activity: "starting".into(),
+            started_at: Utc::now(),
+        };
+        Host {
+            config,
+            store,
+            registry,
+            metrics,
+            dashboard,
+            retrainer,
+            progress,
+            calls,
+            notifier,
+            live,
+            retrains: Vec::new(),
+        }
+    }
+
+    /// A bar reached the engine (counted for status and metrics).
+    pub fn saw_bar(&mut self, bar: &Bar) {
+        self.metrics.bar(bar.symbol.as_str());
+        self.live.bars_received += 1;
+        self.live.last_bar.insert(bar.symbol.to_string(), bar.t);
+    }
+
+    /// A point of the equity curve; the trading day's first point sets the day's opening equity (the
+    /// last equity of the day before, or `equity` itself on the first day).
+    pub fn equity_point(&mut self, t: DateTime<Utc>, equity: f64, buy_hold: f64) {
+        let day = t.date_naive();
+        if self.live.day_open_equity.is_none_or(|(d0, _)| d0 != day) {
+            let open = self.live.equity.last().map_or(equity, |p| p.equity);
+            self.live.day_open_equity = Some((day, open));
+        }
+        self.live.equity.push(EquityPoint { t, equity, buy_hold });
+    }
+
+    pub fn set_activity(&mut self, activity: impl Into<String>) {
+        self.live.activity = activity.into();
+        self.notifier.status(&self.live.activity);
+    }
+
+    /// Between two events: retrain progress and outcomes (a promotion is hot-swapped into `engine`), the
+    /// control socket's requests, refusal counts. Returns the orders a `flatten` asked for, and whether the
+    /// retrainer went idle.
+    pub fn poll(&mut self, engine: &mut Engine, clock: &dyn Clock, account: Account) -> (Vec<Command>, bool) {
+        for (_, reason) in engine.take_refusals() {
+            self.metrics.reject(reason);
+        }
+        let idle = self.drain_retrains(engine);
+        let cmds = self.serve_calls(engine, clock, account);
+        (cmds, idle)
+    }
+
+    fn drain_retrains(&mut self, engine: &mut Engine) -> bool {
+        if let Some(rx) = self.progress.as_mut() {
+            while let Ok(p) = rx.try_recv() {
+                on_progress(&self.metrics, &mut self.live, &p);
+            }
+        }
+        let mut idle = false;
+        for ev in self.retrainer.poll() {
+            if let Some((kind, id)) = ev.swap() {
+                swap_in(&self.config, &self.registry, engine, kind, id);
+            }
+            match ev {
+                RetrainEvent::Finished(r) => {
+                    self.metrics.retrain(r.kind.as_str(), r.outcome.as_str());
+                    self.live.running.remove(r.kind.as_str());
+                    self.retrains.push(*r);
+                }
+                RetrainEvent::Idle => idle = true,
+            }
+        }
+        idle
+    }
+
+    fn serve_calls(&mut self, engine: &mut Engine, clock: &dyn Clock, account: Account) -> Vec<Command> {
+        let mut out = Vec::new();
+        let Some(rx) = self.calls.as_mut() else { return out };
+        let mut calls = Vec::new();
+        while let Ok(c) = rx.try_recv() {
+            calls.push(c);
+        }
+        for (req, reply) in calls {
+            let resp = match req {
+                Request::Status => Response::status(self.status(engine, account)),
+                Request::Pause => {
+                    engine.process(Event::Control(Control::Pause));
+                    Response::done("paused: no new orders until resume")
+                }
+                Request::Resume => {
+                    engine.process(Event::Control(Control::Resume));
+                    Response::done("resumed")
+                }
+                Request::Flatten => {
+                    out.extend(engine.process(Event::Control(Control::Flatten)));
+                    Response::done("flattening every position, then paused")
+                }
+                Request::Retrain { kind } => match self.retrainer.request(kind, "control socket", clock) {
+                    Ok(()) => Response::done("retrain started"),
+                    Err(e) => Response::error(e.to_string()),
+                },
+            };
+            let _ = reply.send(resp);
+        }
+        out
+    }
+
+    /// The status report, the metrics' gauges and the dashboard, from the engine's state now.
+    pub fn publish(&self, engine: &Engine, account: Account, decisions: Option<&TypedTree<DecisionRecord>>) {
+        let st = self.status(engine, account);
+        self.metrics.observe_status(&st);
+        let recent = decisions.map(|d| recent_decisions(d, &self.config.market.symbols, 10)).unwrap_or_default();
+        let (models, gate, training) = history(&self.registry, &self.store, &self.live);
+        self.dashboard.set(DashboardData {
+            status: st,
+            equity: self.live.equity.clone(),
+            decisions: recent,
+            models,
+            gate,
+            training,
+        });
+    }
+
+    pub fn status(&self, engine: &Engine, account: Account) -> StatusReport {
+        let (config, live) = (&self.config, &self.live);
+        let now = live.last_bar.values().max().copied().unwrap_or_else(Utc::now);
+        let closes: BTreeMap<Symbol, f64> = engine.last_closes().into_iter().collect();
+        let positions: Vec<PositionStatus> = engine
+            .oms()
+            .positions()
+            .into_iter()
+            .map(|(s, q)| {
+                let qty = q.to_f64().unwrap_or(f64::NAN);
+                let price = closes.get(&s).copied().unwrap_or(f64::NAN);
+                PositionStatus { symbol: s.to_string(), qty, price, value: qty * price }
+            })
+            .collect();
+        let equity = account.equity;
+        let gross: f64 = positions.iter().map(|p| p.value.abs()).sum();
+        let open_orders = engine
+            .oms()
+            .open_orders()
+            .map(|o| OrderStatusLine {
+                client_order_id: o.client_order_id.to_string(),
+                symbol: o.symbol.to_string(),
+                side: format!("{:?}", o.side).to_lowercase(),
+                qty: o.qty.and_then(|q| q.to_f64()).unwrap_or(f64::NAN),
+                status: format!("{:?}", o.status).to_lowercase(),
+            })
+            .collect();
+        let day_open = live.day_open_equity.map_or(equity, |(_, e)| e);
+        let mut models = super::status::models(config, &self.store, now).unwrap_or_else(|e| {
+            log::warn!("status: cannot read the registry or the runs: {e}");
+            ModelsStatus::default()
+        });
+        // What the engine trades with, which is what the registry's champion is after a swap.
+        models.ppo = engine.policy_id().map(str::to_string).or(models.ppo);
+        models.lstm = engine.probs_id().or(models.lstm);
+        models.retraining = live.running.keys().next().cloned();
+        models.next_retrain = self.retrainer.next_due();
+        let kill = engine.risk().and_then(|r| r.kill_switch());
+        StatusReport {
+            version: STATUS_VERSION,
+            daemon_running: true,
+            mode: format!("{:?}", config.mode).to_lowercase(),
+            pid: std::process::id(),
+            started_at: Some(live.started_at),
+            activity: live.activity.clone(),
+            feed: FeedStatus {
+                kind: format!("{:?}", config.feed.kind).to_lowercase(),
+                connected: true,
+                reconnects: 0,
+                last_bar: live.last_bar.clone(),
+                bars_received: live.bars_received,
+            },
+            positions,
+            open_orders,
+            equity,
+            cash: account.cash,
+            pnl_today: equity - day_open,
+            models,
+            risk: RiskStatus {
+                kill_switch: kill.is_some(),
+                kill_reason: kill.map(|k| k.reason.clone()),
+                paused: engine.is_paused(),
+                gross_exposure: if equity > 0.0 { gross / equity } else { 0.0 },
+            },
+        }
+    }
+}
+
+/// A PPO policy and an LSTM probability source, as a strategy needs them.
+pub type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
+
+/// The champions the configured strategy trades with: the PPO policy (`ppo`, `ensemble`) and the LSTM
+/// probability source (`lstm`, `ensemble`), each checked against the running pipeline.
+pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Models> {
+    let symbols = &config.market.symbols;
+    let mode = config.strategy.mode;
+    let pipeline = Pipeline::new(&config.features, symbols);
+    let policy = match mode {
+        StrategyMode::Ppo | StrategyMode::Ensemble => {
+            Some(PpoPolicy::load(registry, &ModelSel::Champion, &pipeline, SessionOptions::default()).context(
+                "loading the PPO champion (`tradebot models list`; `tradebot models seed` imports the shipped one)",
+            )?)
+        }
+        StrategyMode::Lstm | StrategyMode::Scripted => None,
+    };
+    let probs: Option<Box<dyn ProbSource>> = match mode {
+        StrategyMode::Lstm | StrategyMode::Ensemble => Some(Box::new(
+            LstmProbs::load(registry, &ModelSel::Champion, &config.features, config.lstm.window_spec(), symbols)
+                .context("loading the LSTM champion")?,
+        )),
+        StrategyMode::Ppo | StrategyMode::Scripted => None,
+    };
+    Ok((policy, probs))
+}
+
+/// Loads the new champion and swaps it in; a model that does not load is logged and the running one kept.
+fn swap_in(config: &Config, registry: &Registry, engine: &mut Engine, kind: ModelKind, id: &str) {
+    let sel = ModelSel::Id(id.to_string());
+    let pipeline = Pipeline::new(&config.features, &config.market.symbols);
+    match kind {
+        ModelKind::Ppo if engine.policy_id().is_some() => {
+            match PpoPolicy::load(registry, &sel, &pipeline, SessionOptions::default()) {
+                Ok(p) => engine.set_policy(p),
+                Err(e) => log::error!(
+                    "replay: the new PPO champion {id} does not load ({e}); the previous model keeps trading"
+                ),
+            }
+        }
+        ModelKind::Lstm if engine.probs_id().is_some() => {
+            let shapes = crate::engine::lstm_source::shapes(&config.features, &config.lstm.window_spec());
+            match LstmPolicy::load(registry, &sel, &pipeline, shapes, SessionOptions::default()) {
+                Ok(p) => {
+                    if let Some(src) = engine.probs_mut() {
+                        log::info!("engine: LSTM model {} → {id}", src.model_id());
+                        src.set_lstm(p);
+                    }
+                }
+                Err(e) => log::error!(
+                    "replay: the new LSTM champion {id} does not load ({e}); the previous model keeps trading"
+                ),
+            }
+        }
+        _ => log::info!(
+            "replay: {} champion is now {id} (not used by strategy {:?})",
+            kind.as_str(),
+            config.strategy.mode
+        ),
+    }
+}
+
+fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
+    match p {
+        Progress::Snapshot { kind, .. } => {
+            live.running.insert(
+                kind.as_str().to_string(),
+                TrainingView {
+                    id: format!("{}-running", kind.as_str()),
+                    kind: kind.as_str().to_string(),
+                    started_at: Utc::now(),
+                    outcome: "running".into(),
+                    curves: BTreeMap::new(),
+                    progress: None,
+                },
+            );
+        }
+        Progress::Training { kind, line } => {
+            metrics.training_progress(kind.as_str(), line);
+            if let Some(v) = live.running.get_mut(kind.as_str()) {
+                for (name, key) in [("return", "mean_return"), ("loss", "train_loss"), ("val_mcc", "val_mcc")] {
+                    if let Some(x) = line.get(key).and_then(|x| x.as_f64()) {
+                        v.curves.entry(name.to_string()).or_default().push(x);
+                    }
+                }
+                let done = line.get("env_steps").or_else(|| line.get("epoch")).and_then(|x| x.as_f64());
+                let total = line.get("total_steps").or_else(|| line.get("max_epochs")).and_then(|x| x.as_f64());
+                if let (Some(done), Some(total)) = (done, total) {
+                    v.progress = Some(crate::web::data::Progress {
+                        done,
+                        total,
+                        steps_per_s: line
+                            .get("steps_per_s")
+                            .or_else(|| line.get("samples_per_sec"))
+                            .and_then(|x| x.as_f64())
+                            .unwrap_or(0.0),
+                        eta_secs: line.get("eta_secs").and_then(|x| x.as_f64()).unwrap_or(0.0),
+                    });
+                }
+            }
+        }
+        Progress::Evaluating { .. } | Progress::Finished(_) => {}
+    }
+}
+
+fn recent_decisions(tree: &TypedTree<DecisionRecord>, symbols: &[Symbol], n: usize) -> Vec<DecisionView> {
+    let Ok(all) = tree.scan_prefix(b"") else { return Vec::new() };
+    let mut out = Vec::new();
+    for (_, r) in all.into_iter().rev().take(n) {
+        let model = r.model_id.clone().or(r.lstm_model_id.clone()).unwrap_or_default();
+        for (k, sym) in symbols.iter().enumerate() {
+            let mut outputs = BTreeMap::new();
+            if let Some(a) = r.actions.get(k) {
+                outputs.insert("action".to_string(), f64::from(*a));
+            }
+            if let Some(Some(p)) = r.probs.get(k) {
+                outputs.insert("p_down".to_string(), f64::from(p[0]));
+                outputs.insert("p_up".to_string(), f64::from(p[2]));
+            }
+            if let Some(c) = r.closes.get(k) {
+                outputs.insert("close".to_string(), *c);
+            }
+            let action = r
+                .orders
+                .iter()
+                .find(|o| o.0 == sym.as_str())
+                .map(|o| format!("{} {}", o.1, o.2))
+                .or_else(|| r.note.clone().filter(|n| n.starts_with(&format!("{sym} ")) || !n.contains(": refused")))
+                .unwrap_or_else(|| "hold".into());
+            out.push(DecisionView { t: r.t, symbol: sym.to_string(), model_id: model.clone(), outputs, action });
+        }
+    }
+    out
+}
+
+fn history(registry: &Registry, store: &Store, live: &Live) -> (Vec<ModelView>, Vec<GateView>, Vec<TrainingView>) {
+    let models = registry
+        .list()
+        .map(|(ms, _)| {
+            let mut v: Vec<ModelView> = ms
+                .into_iter()
+                .map(|m| ModelView {
+                    id: m.id,
+                    kind: m.kind.as_str().to_string(),
+                    state: format!("{:?}", m.state).to_lowercase(),
+                    created_at: m.created_at,
+                    metrics: m.metrics,
+                })
+                .collect();
+            v.sort_by_key(|m| std::cmp::Reverse(m.created_at));
+            v
+        })
+        .unwrap_or_default();
+    let runs = crate::retrain::record::list(store).unwrap_or_default();
+    let gate = runs
+        .iter()
+        .map(|r| GateView {
+            at: r.started_at,
+            kind: r.kind.as_str().to_string(),
+            candidate: r.candidate.clone(),
+            outcome: r.outcome.as_str().to_string(),
+            reason: r.reason(),
+            numbers: r.decision.as_ref().map(|d| d.numbers.clone()).unwrap_or_default(),
+        })
+        .collect();
+    let mut training: Vec<TrainingView> = live.running.values().cloned().collect();
+    training.extend(runs.iter().map(|r| TrainingView {
+        id: r.id.clone(),
+        kind: r.kind.as_str().to_string(),
+        started_at: r.started_at,
+        outcome: r.outcome.as_str().to_string(),
+        curves: r.train_metrics.iter().map(|(k, v)| (k.clone(), vec![*v])).collect(),
+        progress: None,
+    }));
+    (models, gate, training)
+}
