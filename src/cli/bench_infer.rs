@@ -1,7 +1,8 @@
 //! `tradebot bench infer`: per-decision latency of the engine's decision path on one thread — streaming
-//! features for every symbol, the PPO observation, ONNX inference, the strategy's orders, the risk
-//! approval — over the stored bars of the configured symbols, for the champion PPO model (or `--model`,
-//! or with neither a random model of `[ppo].hidden`, said so in the output). p50 and p99 in µs.
+//! features for every symbol, the PPO observation, ONNX inference, the strategy's orders, the risk checks
+//! (`risk::RiskChecks`, as the daemon runs them) — over the stored bars of the configured symbols, for the
+//! champion PPO model (or `--model`, or with neither a random model of `[ppo].hidden`, said so in the
+//! output). p50 and p99 in µs.
 //! `--export DIR` writes the ONNX file and the observations (`obs.bin`, f32 little-endian, `obs_dim`
 //! wide) so `benches/peers/ort_python.py` can time onnxruntime's Python API on the same work.
 
@@ -121,6 +122,10 @@ pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
     };
     let exec = config.env.exec;
     let ic = config.env.initial_cash;
+    // The daemon's full risk checks (limits, kill switch, stale bars, hours, asset rules), as the engine runs
+    // them; the clock is each bar's own time, so stale-bar checks pass as they would live.
+    let checks = crate::risk::RiskChecks::open(&config.risk, &exec, &store).context("opening the risk checks")?;
+    let assets = std::collections::HashMap::new();
     let (a, f) = (symbols.len(), config.features.n_cols());
     let mut obs = vec![0.0f32; 1 + a * (1 + f)];
     let mut act = vec![0.0f32; a];
@@ -151,6 +156,24 @@ pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
             let t1 = Instant::now();
             policy.act_into(&obs, &mut act)?;
             let t2 = Instant::now();
+            let mut positions = std::collections::BTreeMap::new();
+            let mut held_value = 0.0;
+            for k in 0..a {
+                let price = f64::from(bars[k][d].c as f32);
+                held_value += holdings[k] * price;
+                let qty = Decimal::from_f64_retain(holdings[k]).unwrap_or_default();
+                positions.insert(symbols[k].clone(), crate::risk::Holding { qty, price });
+            }
+            let ctx = crate::risk::RiskContext {
+                equity: Decimal::from_f64_retain(ic * 0.5 + held_value).unwrap_or_default(),
+                cash: Decimal::from_f64_retain(ic * 0.5).unwrap_or_default(),
+                positions: &positions,
+                bar_time: bars[0][d].t,
+                timeframe: config.market.timeframe,
+                now: bars[0][d].t,
+                inputs_finite: obs.iter().all(|v| v.is_finite()),
+                assets: &assets,
+            };
             for k in 0..a {
                 if let Some(w) = from_action(&exec, act[k], holdings[k])
                     && let Some(q) = Decimal::from_f64_retain(w.qty).and_then(|q| Qty::new(q).ok())
@@ -164,7 +187,7 @@ pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
                         bar_time: bars[k][d].t,
                         ref_price: bars[k][d].c,
                     };
-                    orders += usize::from(crate::risk::approve_notional(req, config.risk.max_order_notional).is_ok());
+                    orders += usize::from(checks.check(req, &ctx).is_ok());
                 }
             }
             lat.push(t0.elapsed().as_nanos() as f64 / 1e3);
