@@ -308,8 +308,25 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     let png = std::fs::read(&shot).unwrap();
     assert!(png.len() > 10_000 && png.starts_with(b"\x89PNG"), "not a screenshot: {} bytes", png.len());
 
-    // SIGTERM: a clean exit, the store flushed and released.
+    // SIGHUP: the risk limits reload; a change to the traded symbols is refused, named, and kept out.
     let pid = child.id() as i32;
+    let edited = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("max_position_pct = 0.4", "max_position_pct = 0.3")
+        .replace("symbols = [\"AAPL\", \"MSFT\", \"IBM\"]", "symbols = [\"AAPL\", \"MSFT\"]");
+    std::fs::write(&cfg, edited).unwrap();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !log_text().contains("SIGHUP: reloaded risk limits") {
+        assert!(Instant::now() < deadline, "no reload logged:\n{}", log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = log_text();
+    assert!(log.contains("SIGHUP: [market] changed in") && log.contains("restart the daemon"), "{log}");
+    let o = tradebot(&["status", "--config", cfg_s, "--json"]);
+    assert!(o.status.success(), "the daemon stopped answering after SIGHUP:\n{}", log_text());
+
+    // SIGTERM: a clean exit, the store flushed and released.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
     let deadline = Instant::now() + Duration::from_secs(30);
     let exit = loop {

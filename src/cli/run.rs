@@ -112,7 +112,7 @@ pub fn start_host(
     let retrainer =
         Retrainer::new(pipeline, config.retrain.schedule.clone(), config.retrain.enabled, rt.handle().clone())
             .with_progress(progress_tx);
-    Ok(Host::new(
+    let host = Host::new(
         config.clone(),
         store.clone(),
         registry,
@@ -122,7 +122,27 @@ pub fn start_host(
         Some(progress_rx),
         Some(calls_rx),
         Notifier::from_env(),
-    ))
+    );
+    rt.spawn(on_hangup(host.hangup.clone(), shutdown.clone()));
+    Ok(host)
+}
+
+/// SIGHUP: asks the host to reload what it safely can at its next turn.
+async fn on_hangup(flag: Arc<std::sync::atomic::AtomicBool>, shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        log::error!("cannot listen for SIGHUP: reloading needs a restart");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {
+                log::info!("SIGHUP: reloading the configuration");
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            _ = shutdown.cancelled() => return,
+        }
+    }
 }
 
 /// Imports the shipped models (`models/`, or `$TRADEBOT_MODELS_DIR`) that the registry lacks, and makes a

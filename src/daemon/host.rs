@@ -24,6 +24,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::prelude::ToPrimitive;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 
 /// The account as the driver knows it: the simulated broker's, or the engine's view of Alpaca's.
@@ -58,6 +59,8 @@ pub struct Host<P: RunPipeline> {
     /// The control socket's requests (`control::server::serve`).
     pub calls: Option<mpsc::Receiver<Call>>,
     pub notifier: Notifier,
+    /// Set by SIGHUP: reload what can be reloaded at the next `poll`.
+    pub hangup: Arc<AtomicBool>,
     pub live: Live,
     /// Every retrain run that ended, in order.
     pub retrains: Vec<RunRecord>,
@@ -95,6 +98,7 @@ impl<P: RunPipeline> Host<P> {
             progress,
             calls,
             notifier,
+            hangup: Arc::new(AtomicBool::new(false)),
             live,
             retrains: Vec::new(),
         }
@@ -130,9 +134,85 @@ impl<P: RunPipeline> Host<P> {
         for (_, reason) in engine.take_refusals() {
             self.metrics.reject(reason);
         }
+        if self.hangup.swap(false, Ordering::SeqCst) {
+            self.reload(engine);
+        }
         let idle = self.drain_retrains(engine);
         let cmds = self.serve_calls(engine, clock, account);
         (cmds, idle)
+    }
+
+    /// SIGHUP: re-reads the config file and applies what can change safely while trading: the risk limits
+    /// (`[risk]`, except the daily loss limit and the kill switch's action, which belong to the persisted
+    /// kill switch) and the retrain schedule (`retrain.schedule`, `retrain.timezone`, `retrain.enabled`).
+    /// Any other change is refused with a log line naming it; the running value stays. A file that does not
+    /// load changes nothing.
+    pub fn reload(&mut self, engine: &mut Engine) {
+        let file = self.config.source.clone();
+        let new = match Config::load(&file) {
+            Ok(c) => c,
+            Err(e) => {
+                log::error!("SIGHUP: {e}; nothing reloaded, the running configuration stays");
+                return;
+            }
+        };
+        let json = |c: &Config| serde_json::to_value(c).unwrap_or_default();
+        let (old_v, new_v) = (json(&self.config), json(&new));
+        let mut refused: Vec<String> = Vec::new();
+        let mut applied: Vec<&str> = Vec::new();
+        if let (Some(o), Some(n)) = (old_v.as_object(), new_v.as_object()) {
+            for (k, v) in n {
+                if o.get(k) != Some(v) && k != "risk" && k != "retrain" {
+                    refused.push(format!("[{k}]"));
+                }
+            }
+        }
+        let (old_r, new_r) = (&self.config.risk, &new.risk);
+        if old_v["risk"] != new_v["risk"] {
+            if old_r.daily_loss_limit_pct != new_r.daily_loss_limit_pct || old_r.kill_switch != new_r.kill_switch {
+                refused.push("risk.daily_loss_limit_pct / risk.kill_switch".into());
+            }
+            let mut risk = new_r.clone();
+            risk.daily_loss_limit_pct = old_r.daily_loss_limit_pct;
+            risk.kill_switch = old_r.kill_switch;
+            if let Some(r) = engine.risk_mut() {
+                r.set_limits(crate::risk::Limits::from_config(&risk));
+            }
+            self.config.risk = risk;
+            applied.push("risk limits");
+        }
+        let without_schedule = |v: &serde_json::Value| {
+            let mut v = v.clone();
+            if let Some(o) = v.as_object_mut() {
+                for k in ["schedule", "timezone", "enabled"] {
+                    o.remove(k);
+                }
+            }
+            v
+        };
+        if without_schedule(&old_v["retrain"]) != without_schedule(&new_v["retrain"]) {
+            refused.push("[retrain] budgets and gate".into());
+        }
+        let (old_t, new_t) = (&self.config.retrain, &new.retrain);
+        if old_t.enabled != new_t.enabled || old_v["retrain"]["schedule"] != new_v["retrain"]["schedule"] {
+            self.retrainer.set_schedule(new_t.schedule.clone(), new_t.enabled);
+            self.config.retrain.schedule = new_t.schedule.clone();
+            self.config.retrain.enabled = new_t.enabled;
+            applied.push("retrain schedule");
+        }
+        if applied.is_empty() && refused.is_empty() {
+            log::info!("SIGHUP: {} has no changes", file.display());
+        }
+        if !applied.is_empty() {
+            log::info!("SIGHUP: reloaded {} from {}", applied.join(" and "), file.display());
+        }
+        if !refused.is_empty() {
+            log::warn!(
+                "SIGHUP: {} changed in {} but cannot change while trading: restart the daemon (systemctl restart tradebot) to apply; running with the old values",
+                refused.join(", "),
+                file.display()
+            );
+        }
     }
 
     fn drain_retrains(&mut self, engine: &mut Engine) -> bool {

@@ -103,6 +103,12 @@ impl<P: RunPipeline> Retrainer<P> {
         self
     }
 
+    /// A reloaded schedule (SIGHUP): the next fire time is computed from the last clock reading on.
+    pub fn set_schedule(&mut self, schedule: Schedule, enabled: bool) {
+        self.schedule = schedule;
+        self.enabled = enabled;
+    }
+
     pub fn is_running(&self) -> bool {
         self.running.load(Ordering::SeqCst)
     }

@@ -152,6 +152,10 @@ impl Engine {
         self.risk.as_ref().map(|r| &r.checks)
     }
 
+    pub fn risk_mut(&mut self) -> Option<&mut RiskChecks> {
+        self.risk.as_mut().map(|r| &mut r.checks)
+    }
+
     /// Orders refused by risk since the last call: (symbol, stable reason code).
     pub fn take_refusals(&mut self) -> Vec<(Symbol, &'static str)> {
         std::mem::take(&mut self.refusals)

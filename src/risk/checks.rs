@@ -75,6 +75,11 @@ impl RiskChecks {
         &self.limits
     }
 
+    /// New limits from a reloaded config (SIGHUP); the kill switch and the stops keep their state.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// The tripped kill switch, if it is.
     pub fn kill_switch(&self) -> Option<&KillSwitchState> {
         self.loss.tripped()
