@@ -152,7 +152,7 @@ pub fn deliver(engine: &mut Engine, snap: BrokerSnapshot, t: DateTime<Utc>) {
 
 /// What Alpaca's trade_updates would say about a simulated day order: a fill (partial, then the rest
 /// canceled) or a cancel when the execution rule dropped it.
-fn trade_updates(o: &BrokerOrder, position_after: Decimal, t: DateTime<Utc>) -> Vec<OrderUpdate> {
+pub fn trade_updates(o: &BrokerOrder, position_after: Decimal, t: DateTime<Utc>) -> Vec<OrderUpdate> {
     let fill = (o.filled_qty > Decimal::ZERO).then(|| Fill {
         price: o.filled_avg_price.unwrap_or_default(),
         qty: o.filled_qty,

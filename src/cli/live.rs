@@ -10,7 +10,7 @@
 //! `strategy.mode = "scripted"` drives `live::ScriptedCore` instead (it buys one unit of each symbol on
 //! each bar): an order-path harness for a paper account, refused in live mode.
 
-use crate::alpaca::feed::{AlpacaFeed, FeedConfig};
+use crate::alpaca::feed::{AlpacaFeed, FeedConfig, FeedError, FeedEvent, MarketFeed};
 use crate::alpaca::rest::{GetAccount, GetAsset, RestClient, RestConfig};
 use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
@@ -90,6 +90,7 @@ pub fn run(config: &Config) -> anyhow::Result<ExitCode> {
             let Some(host) = host else { bail!("internal: no daemon host for the engine") };
             let engine = engine(config, &store, &host.registry, &rest, oms).await?;
             let decisions = store.tree::<DecisionRecord>(TreeName::Decisions)?;
+            let feed = CountingFeed { inner: feed, metrics: host.metrics.clone(), connects: 0 };
             let core = LiveCore { engine, host, decisions, ready: false, benchmark: None, last_point: None };
             crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
         }
@@ -248,5 +249,27 @@ impl<P: RunPipeline> Core for LiveCore<P> {
         }
         self.host.notifier.watchdog();
         out
+    }
+}
+
+/// The feed, counting its reconnects and backfilled bars into the metrics (`feed_reconnects`,
+/// `backfilled_bars`; the status report reads the same counter).
+struct CountingFeed<F> {
+    inner: F,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    connects: u64,
+}
+
+impl<F: MarketFeed + Send> MarketFeed for CountingFeed<F> {
+    async fn next(&mut self) -> Result<FeedEvent, FeedError> {
+        let ev = self.inner.next().await;
+        if let Ok(FeedEvent::Connected { backfilled }) = &ev {
+            if self.connects > 0 {
+                self.metrics.feed_reconnects.inc();
+            }
+            self.connects += 1;
+            self.metrics.backfilled_bars.inc_by(*backfilled as u64);
+        }
+        ev
     }
 }

@@ -6,6 +6,7 @@ mod bench;
 mod bench_infer;
 mod bench_lstm;
 mod bench_ppo;
+mod control;
 mod data;
 mod doctor;
 mod fake;
@@ -104,6 +105,21 @@ pub enum Command {
         config: Option<PathBuf>,
         #[arg(long)]
         json: bool,
+    },
+    /// Ask the running daemon to stop sending new orders (open orders are left alone).
+    Pause {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Ask the running daemon to trade again after `pause` or `flatten`.
+    Resume {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Ask the running daemon to sell every position, then pause.
+    Flatten {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
     },
     /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
     Doctor {
@@ -275,6 +291,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Risk(cmd) => risk::run(cmd),
         Command::Retrain { config, kind, json } => retrain::run(config, kind, json),
         Command::Status { config, json } => status::run(config, json),
+        Command::Pause { config } => control::run(config, crate::control::Request::Pause),
+        Command::Resume { config } => control::run(config, crate::control::Request::Resume),
+        Command::Flatten { config } => control::run(config, crate::control::Request::Flatten),
         Command::Bench(BenchCmd::Env(b)) => bench::env(b),
         Command::Bench(BenchCmd::Ppo(b)) => bench_ppo::ppo(b),
         Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),

@@ -334,7 +334,7 @@ impl<P: RunPipeline> Host<P> {
             feed: FeedStatus {
                 kind: format!("{:?}", config.feed.kind).to_lowercase(),
                 connected: true,
-                reconnects: 0,
+                reconnects: self.metrics.feed_reconnects.get(),
                 last_bar: live.last_bar.clone(),
                 bars_received: live.bars_received,
             },

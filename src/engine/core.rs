@@ -216,7 +216,7 @@ impl Engine {
             Ok(Some(k)) => {
                 log::error!("engine: kill switch tripped at {t}: {} ({:?})", k.reason, k.action);
                 let plan = r.checks.flatten_plan(&holdings);
-                if plan.is_empty() { Vec::new() } else { self.flatten_positions(t, plan) }
+                if plan.is_empty() { Vec::new() } else { self.sell_all("flatten", t, plan) }
             }
             Ok(None) => Vec::new(),
             Err(e) => {
@@ -254,7 +254,21 @@ impl Engine {
             p.on_bar(&bar);
         }
         let t = bar.t;
+        // The trailing stop (the env's rule): a stop-out sells the holding now, and starts the cooldown.
+        let stop = self.risk.as_mut().and_then(|r| r.checks.on_bar(&bar.symbol, bar.c));
+        let mut stop_cmds = Vec::new();
+        if let Some(s) = stop {
+            let held = self.oms.position(&s.symbol);
+            let qty = Decimal::from_f64_retain(s.qty).unwrap_or_default().min(held);
+            log::warn!("engine: trailing stop on {} at {} (high {}): selling {qty}", s.symbol, s.price, s.high_water);
+            if qty > Decimal::ZERO {
+                stop_cmds = self.sell_all("stop", t, vec![(s.symbol, qty)]);
+            }
+        }
         self.last[k] = Some(bar);
+        if !stop_cmds.is_empty() {
+            return stop_cmds;
+        }
         let complete = self.last.iter().all(|b| b.as_ref().is_some_and(|b| b.t == t));
         if !complete || !self.ready.iter().all(|r| *r) {
             return Vec::new();
@@ -439,18 +453,18 @@ impl Engine {
     fn flatten(&mut self, now: DateTime<Utc>) -> Vec<Command> {
         self.paused = true;
         let plan = self.oms.positions().into_iter().collect();
-        self.flatten_positions(now, plan)
+        self.sell_all("flatten", now, plan)
     }
 
-    /// Sells `plan`'s quantities. Risk lets sells that reduce a long position through, also with the kill
+    /// Sells `plan`'s quantities (client order ids from `tag`). Risk lets sells that reduce a long position through, also with the kill
     /// switch tripped; a refusal is logged.
-    fn flatten_positions(&mut self, now: DateTime<Utc>, plan: Vec<(Symbol, Decimal)>) -> Vec<Command> {
+    fn sell_all(&mut self, tag: &str, now: DateTime<Utc>, plan: Vec<(Symbol, Decimal)>) -> Vec<Command> {
         let mut cmds = Vec::new();
         for (i, (symbol, qty)) in plan.into_iter().enumerate() {
             let (Some(q), true) = (Qty::new(qty.abs()).ok(), qty > Decimal::ZERO) else { continue };
             let price = self.last.iter().flatten().find(|b| b.symbol == symbol).map_or(0.0, |b| b.c);
             let req = OrderRequest {
-                client_order_id: ClientOrderId::derive("flatten", &symbol, now, i as u16),
+                client_order_id: ClientOrderId::derive(tag, &symbol, now, i as u16),
                 symbol,
                 side: Side::Sell,
                 qty: q,
@@ -479,7 +493,13 @@ impl crate::live::Core for Engine {
     fn process(&mut self, ev: Event) -> Vec<Command> {
         match ev {
             Event::Bar(b) => self.on_bar(b),
-            Event::Order(u) => self.oms_call(|oms| oms.on_update(&u).map(|_| Vec::new())),
+            Event::Order(u) => {
+                if let (Some(f), Some(r)) = (&u.fill, self.risk.as_mut()) {
+                    let (qty, price) = (f.qty.to_f64().unwrap_or(0.0), f.price.to_f64().unwrap_or(0.0));
+                    r.checks.on_fill(&u.order.symbol, u.order.side, qty, price);
+                }
+                self.oms_call(|oms| oms.on_update(&u).map(|_| Vec::new()))
+            }
             Event::Reconciled(snap) => {
                 if let Some(c) = snap.cash.to_f64() {
                     self.cash = c;

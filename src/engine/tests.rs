@@ -178,3 +178,98 @@ fn lstm_and_ensemble_modes_follow_the_probabilities() {
     );
     assert!(matches!(e, Err(EngineError::Missing { .. })));
 }
+
+fn risk_cfg(max_order_notional: &str) -> crate::config::RiskConfig {
+    crate::config::RiskConfig {
+        max_position_pct: 0.5,
+        max_gross_exposure_pct: 1.0,
+        max_order_notional: max_order_notional.parse().unwrap(),
+        daily_loss_limit_pct: 0.05,
+        kill_switch: crate::config::KillSwitchAction::Halt,
+        max_bar_age: std::time::Duration::from_secs(4 * 86_400),
+        extended_hours: false,
+    }
+}
+
+/// The rig's engine with the full risk checks on a clock the test moves.
+fn with_risk(r: Rig, cfg: &crate::config::RiskConfig, exec: &ExecParams) -> (Rig, ManualClock) {
+    let clock = ManualClock::new(r.bars[0][0].t);
+    let checks = crate::risk::RiskChecks::open(cfg, exec, &r.store).unwrap();
+    let Rig { _dir, store, engine, bars } = r;
+    let risk =
+        EngineRisk { checks, clock: Box::new(clock.clone()), timeframe: Timeframe::DAY1, assets: Default::default() };
+    (Rig { _dir, store, engine: engine.with_risk(risk), bars }, clock)
+}
+
+#[test]
+fn full_risk_checks_refuse_orders_trip_the_kill_switch_and_stop_out() {
+    let w = FeatureSpec::default().warmup();
+
+    // An order above the notional cap is refused, counted by reason, and noted in the decision.
+    let (mut r, clock) = with_risk(rig(StrategyMode::Ppo, None), &risk_cfg("500"), &ExecParams::default());
+    for d in 0..w {
+        clock.set(r.bars[0][d].t);
+        feed(&mut r.engine, &r.bars, d);
+    }
+    r.engine.process(snapshot(100_000));
+    clock.set(r.bars[0][w].t);
+    assert!(submits(&feed(&mut r.engine, &r.bars, w)).is_empty(), "20 x ~50 is above the 500 cap");
+    assert_eq!(r.engine.take_refusals(), vec![(Symbol::new("AAPL").unwrap(), "max_order_notional")]);
+    let decisions = r.store.tree::<DecisionRecord>(TreeName::Decisions).unwrap().scan_prefix(b"").unwrap();
+    assert!(decisions.last().unwrap().1.note.as_deref().unwrap().contains("refused: max_order_notional"));
+
+    // Equity falls 10% within the day: the kill switch trips, nothing trades, and it is on disk.
+    let (mut r, clock) = with_risk(rig(StrategyMode::Ppo, None), &risk_cfg("1000000"), &ExecParams::default());
+    for d in 0..w {
+        clock.set(r.bars[0][d].t);
+        feed(&mut r.engine, &r.bars, d);
+    }
+    r.engine.process(snapshot(100_000));
+    clock.set(r.bars[0][w].t);
+    assert_eq!(submits(&feed(&mut r.engine, &r.bars, w)).len(), 1, "the day opens at 100,000 and trades");
+    r.engine.process(snapshot(90_000));
+    assert!(submits(&feed(&mut r.engine, &r.bars, w)).is_empty(), "tripped: no order");
+    assert!(r.engine.risk().unwrap().kill_switch().is_some());
+    assert!(submits(&feed(&mut r.engine, &r.bars, w + 1)).is_empty(), "it stays tripped");
+    let reopened = crate::risk::RiskChecks::open(&risk_cfg("1000000"), &ExecParams::default(), &r.store).unwrap();
+    assert!(reopened.kill_switch().is_some(), "the trip is persisted");
+
+    // A fill, then a close 10% under the high: the trailing stop (5%) sells the holding at once.
+    let exec = ExecParams { max_trade: 20.0, trailing_stop: 0.05, cooldown_bars: 3, ..ExecParams::default() };
+    let (mut r, clock) = with_risk(rig(StrategyMode::Ppo, None), &risk_cfg("1000000"), &exec);
+    for d in 0..w {
+        clock.set(r.bars[0][d].t);
+        feed(&mut r.engine, &r.bars, d);
+    }
+    r.engine.process(snapshot(100_000));
+    clock.set(r.bars[0][w].t);
+    let cmds = feed(&mut r.engine, &r.bars, w);
+    let Some(Command::Submit(o)) = cmds.first() else { panic!("no buy: {cmds:?}") };
+    let order = crate::alpaca::event::BrokerOrder {
+        id: crate::domain::OrderId::new("b-1").unwrap(),
+        client_order_id: Some(o.client_order_id.clone()),
+        raw_client_order_id: o.client_order_id.to_string(),
+        symbol: o.symbol.clone(),
+        side: Side::Buy,
+        qty: Some(o.qty.get()),
+        notional: None,
+        filled_qty: o.qty.get(),
+        filled_avg_price: Some(rust_decimal::Decimal::from(50)),
+        limit_price: None,
+        status: crate::domain::OrderStatus::Filled,
+        broker_status: "filled".into(),
+        created_at: None,
+    };
+    for u in crate::backtest::sim::trade_updates(&order, o.qty.get(), r.bars[0][w].t) {
+        r.engine.process(Event::Order(Box::new(u)));
+    }
+    assert_eq!(r.engine.oms().position(&o.symbol), o.qty.get());
+    let mut crash = r.bars[0][w + 1].clone();
+    crash.c = 40.0;
+    clock.set(crash.t);
+    let cmds = r.engine.process(Event::Bar(crash.clone()));
+    let sells = submits(&cmds);
+    assert_eq!(sells, vec![("AAPL".to_string(), Side::Sell, o.qty.get().to_string())], "{cmds:?}");
+    let Command::Submit(s) = &cmds[0] else { unreachable!() };
+    assert_eq!(s.client_order_id, crate::domain::ClientOrderId::derive("stop", &crash.symbol, crash.t, 0));
+}
