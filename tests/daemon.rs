@@ -378,6 +378,7 @@ timeframe = "1Day"
 kind = "alpaca"
 [broker]
 kind = "alpaca"
+cancel_on_shutdown = true
 [web]
 enabled = true
 listen = "127.0.0.1:{port}"
@@ -430,7 +431,9 @@ listen = "127.0.0.1:{port}"
     assert!(log.contains("trading the Alpaca paper account"), "the account is not logged:\n{log}");
     assert!(log.contains("engine: warmed up on 1800 stored bars"), "{log}");
 
-    // Fresh daily bars for every symbol; the PPO champion decides on each complete one.
+    // Fresh daily bars for every symbol; the PPO champion decides on each complete one. The fake keeps
+    // orders open (as with the market closed), so that shutdown has something to cancel.
+    fake.lock().book.hold_orders = true;
     let now = chrono::Utc::now();
     let mut bars = 0;
     while fake.lock().book.orders.is_empty() && bars < 20 {
@@ -486,6 +489,9 @@ listen = "127.0.0.1:{port}"
     };
     assert!(exit.success(), "{exit}:\n{}", log_text());
     assert!(log_text().contains("stopped cleanly"), "{}", log_text());
+    // broker.cancel_on_shutdown: every order left open was canceled at the broker.
+    let statuses: Vec<String> = fake.lock().book.orders.iter().map(|o| format!("{:?}", o.status)).collect();
+    assert!(statuses.iter().all(|s| s == "Canceled"), "{statuses:?}\n{}", log_text());
     // The store is released and holds every order the broker received.
     let store = tradebot::store::Store::open(&dir.path().join("state")).unwrap();
     let clock = tradebot::engine::ManualClock::new(chrono::Utc::now());

@@ -92,7 +92,11 @@ pub fn run(config: &Config) -> anyhow::Result<ExitCode> {
             let decisions = store.tree::<DecisionRecord>(TreeName::Decisions)?;
             let feed = CountingFeed { inner: feed, metrics: host.metrics.clone(), connects: 0 };
             let core = LiveCore { engine, host, decisions, ready: false, benchmark: None, last_point: None };
-            crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
+            let core =
+                crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
+            if config.broker.cancel_on_shutdown {
+                cancel_open_orders(&rest, core.engine.oms(), cfg.broker_timeout).await;
+            }
         }
         anyhow::Ok(())
     });
@@ -271,5 +275,19 @@ impl<F: MarketFeed + Send> MarketFeed for CountingFeed<F> {
             self.metrics.backfilled_bars.inc_by(*backfilled as u64);
         }
         ev
+    }
+}
+
+/// `broker.cancel_on_shutdown`: asks the broker to cancel every order the OMS still holds open, each
+/// within `timeout`; failures are logged (the next start's reconciliation sees what the broker did).
+async fn cancel_open_orders(rest: &RestClient, oms: &Oms, timeout: std::time::Duration) {
+    let mut broker = AlpacaBroker::new(rest.clone());
+    let open: Vec<_> = oms.open_orders().map(|o| o.client_order_id.clone()).collect();
+    for id in open {
+        match tokio::time::timeout(timeout, crate::broker::Broker::cancel(&mut broker, &id)).await {
+            Ok(Ok(())) => log::info!("shutdown: cancel of {id} sent (broker.cancel_on_shutdown)"),
+            Ok(Err(e)) => log::warn!("shutdown: cannot cancel {id}: {e}"),
+            Err(_) => log::warn!("shutdown: cancel of {id} timed out after {timeout:?}"),
+        }
     }
 }

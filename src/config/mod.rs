@@ -144,6 +144,9 @@ pub struct BrokerConfig {
     pub initial_cash: Decimal,
     pub fee_bps: f64,
     pub slippage_bps: f64,
+    /// At shutdown, cancel the orders still open at the broker (false: keep them; the OMS reconciles them
+    /// at the next start).
+    pub cancel_on_shutdown: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -302,6 +305,7 @@ impl Config {
             initial_cash: c.positive_decimal("broker.initial_cash", b.initial_cash.as_deref(), "100000"),
             fee_bps: c.range("broker.fee_bps", b.fee_bps, 0.0, (0.0, true), (1000.0, true)),
             slippage_bps: c.range("broker.slippage_bps", b.slippage_bps, 0.0, (0.0, true), (1000.0, true)),
+            cancel_on_shutdown: b.cancel_on_shutdown.unwrap_or(false),
         };
         if mode == Mode::Live && broker.kind != BrokerKind::Alpaca {
             c.problem(

@@ -73,6 +73,7 @@ pub struct RawBroker {
     pub initial_cash: Option<String>,
     pub fee_bps: Option<f64>,
     pub slippage_bps: Option<f64>,
+    pub cancel_on_shutdown: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -24,6 +24,8 @@ pub struct Book {
     /// Every refused order request: (client_order_id as sent, the refusal's message), for assertions
     /// such as "no client_order_id was ever sent twice".
     pub refused: Vec<(Option<String>, String)>,
+    /// Leave every new order open (as with the market closed) instead of filling marketable ones.
+    pub hold_orders: bool,
     client_ids: HashSet<String>,
     next_id: u64,
 }
@@ -92,7 +94,7 @@ impl Book {
             status: w::OrderStatus::New,
             ..w::Order::default()
         };
-        if marketable {
+        if marketable && !self.hold_orders {
             self.fill(&mut o, qty, price);
         }
         self.orders.push(o.clone());
