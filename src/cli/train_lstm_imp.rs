@@ -124,7 +124,9 @@ fn device(name: &str) -> anyhow::Result<Device> {
 }
 
 fn train(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
-    let config = crate::cli::load_config(args.config)?;
+    let mut config = crate::cli::load_config(args.config)?;
+    // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF) or today.
+    config.train = config.train.resolve_from_env().map_err(anyhow::Error::msg)?;
     let mut cfg = config.lstm.clone();
     if let Some(e) = args.epochs {
         if e == 0 {

@@ -176,7 +176,9 @@ impl Progress {
 }
 
 pub fn run(args: PpoArgs) -> anyhow::Result<ExitCode> {
-    let config = super::load_config(args.config.clone())?;
+    let mut config = super::load_config(args.config.clone())?;
+    // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF) or today.
+    config.train = config.train.resolve_from_env().map_err(anyhow::Error::msg)?;
     let device = pick_device(&args.device)?;
     // The daemon's retrain names its snapshot in the environment (it holds the store's lock).
     let snapshot = args

@@ -18,7 +18,7 @@ pub use ppo::PpoConfig;
 pub use raw::RawConfig;
 pub use retrain::{GateConfig, RetrainConfig};
 pub use secret::Secret;
-pub use train::TrainConfig;
+pub use train::{AS_OF_ENV, Rolling, TrainConfig};
 pub use web::{DEFAULT_WEB_LISTEN, WebConfig};
 
 use crate::domain::{Symbol, Timeframe};

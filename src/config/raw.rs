@@ -140,6 +140,8 @@ pub struct RawTrain {
     pub to: Option<String>,
     pub holdout_from: Option<String>,
     pub holdout_to: Option<String>,
+    pub window_days: Option<u32>,
+    pub holdout_days: Option<u32>,
     pub checkpoint_every: Option<u64>,
 }
 

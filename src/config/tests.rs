@@ -172,3 +172,30 @@ fn retrain_section_defaults_and_errors() {
     assert!(e.contains("retrain.schedule / retrain.timezone"), "{e}");
     assert!(e.contains("retrain.max_drawdown = 0"), "{e}");
 }
+
+#[test]
+fn a_rolling_train_window_resolves_on_the_day_and_refuses_fixed_dates_with_it() {
+    let c = parse(&format!("{MIN}[train]\nwindow_days = 365\nholdout_days = 30\n")).unwrap();
+    assert_eq!(c.train.rolling, Some(Rolling { window_days: 365, holdout_days: 30 }));
+    let d = |y, m, day| NaiveDate::from_ymd_opt(y, m, day);
+    let t = c.train.resolve(d(2024, 6, 30).unwrap());
+    assert_eq!((t.holdout_from, t.holdout_to), (d(2024, 6, 1), d(2024, 6, 30)), "30 days ending on the day");
+    assert_eq!((t.from, t.to), (d(2023, 6, 2), d(2024, 5, 31)), "365 days before the holdout");
+    assert_eq!(t.train_end(), d(2024, 5, 31));
+    assert!(t.rolling.is_none());
+    // A week later, the window has moved a week.
+    assert_eq!(c.train.resolve(d(2024, 7, 7).unwrap()).to, d(2024, 6, 7));
+    // Fixed dates resolve to themselves.
+    let fixed = parse(&format!("{MIN}[train]\nfrom = \"2001-01-01\"\nto = \"2005-01-01\"\n")).unwrap();
+    assert_eq!(fixed.train.resolve(d(2024, 1, 1).unwrap()), fixed.train);
+    // Holdout defaults to 182 days.
+    let h = parse(&format!("{MIN}[train]\nwindow_days = 1000\n")).unwrap();
+    assert_eq!(h.train.rolling.unwrap().holdout_days, 182);
+
+    let e = parse(&format!("{MIN}[train]\nwindow_days = 365\nfrom = \"2001-01-01\"\n")).unwrap_err().to_string();
+    assert!(e.contains("use either window_days"), "{e}");
+    let e = parse(&format!("{MIN}[train]\nholdout_days = 30\n")).unwrap_err().to_string();
+    assert!(e.contains("train.holdout_days needs train.window_days"), "{e}");
+    let e = parse(&format!("{MIN}[train]\nwindow_days = 5\n")).unwrap_err().to_string();
+    assert!(e.contains("at least 30 days"), "{e}");
+}

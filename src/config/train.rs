@@ -17,9 +17,52 @@ pub struct TrainConfig {
     pub holdout_to: Option<NaiveDate>,
     /// Write a checkpoint every this many updates (PPO) or epochs (LSTM).
     pub checkpoint_every: usize,
+    /// A rolling window instead of fixed dates: train on the `window_days` days before the holdout, which
+    /// is the last `holdout_days` days up to the day a run starts (the engine's clock; today for a manual
+    /// `tradebot train`). Each weekend's retrain then learns from the newest bars.
+    pub rolling: Option<Rolling>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rolling {
+    pub window_days: u32,
+    pub holdout_days: u32,
+}
+
+/// The environment variable naming the day a training child resolves a rolling `[train]` window at
+/// (YYYY-MM-DD; the retrain pipeline sets it from the engine's clock).
+pub const AS_OF_ENV: &str = "TRADEBOT_TRAIN_AS_OF";
+
 impl TrainConfig {
+    /// The concrete dates on `as_of`: a rolling window becomes `from`, `to`, `holdout_from` and
+    /// `holdout_to` (the holdout ends on `as_of`); fixed dates are returned as they are.
+    pub fn resolve(&self, as_of: NaiveDate) -> TrainConfig {
+        let Some(r) = self.rolling else { return self.clone() };
+        let days = |n: u32| chrono::Days::new(u64::from(n));
+        let holdout_from = as_of.checked_sub_days(days(r.holdout_days.saturating_sub(1))).unwrap_or(as_of);
+        let to = holdout_from.pred_opt().unwrap_or(holdout_from);
+        let from = to.checked_sub_days(days(r.window_days.saturating_sub(1))).unwrap_or(to);
+        TrainConfig {
+            from: Some(from),
+            to: Some(to),
+            holdout_from: Some(holdout_from),
+            holdout_to: Some(as_of),
+            checkpoint_every: self.checkpoint_every,
+            rolling: None,
+        }
+    }
+
+    /// `resolve` on the day named by `$TRADEBOT_TRAIN_AS_OF`, else today (UTC). A malformed value is an
+    /// error naming the variable.
+    pub fn resolve_from_env(&self) -> Result<TrainConfig, String> {
+        let as_of = match std::env::var(AS_OF_ENV) {
+            Ok(v) => NaiveDate::parse_from_str(v.trim(), "%Y-%m-%d")
+                .map_err(|e| format!("{AS_OF_ENV}={v:?} is not a YYYY-MM-DD date ({e}); unset it or fix it"))?,
+            Err(_) => chrono::Utc::now().date_naive(),
+        };
+        Ok(self.resolve(as_of))
+    }
+
     /// The last training day: `to`, else the day before the holdout starts.
     pub fn train_end(&self) -> Option<NaiveDate> {
         self.to.or_else(|| self.holdout_from.and_then(|d| d.pred_opt()))
@@ -41,7 +84,29 @@ impl Checker {
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
                 None => 10,
             },
+            rolling: None,
         };
+        let mut t = t;
+        match (r.window_days, r.holdout_days) {
+            (None, None) => {}
+            (Some(w), h) => {
+                if t.from.is_some() || t.to.is_some() || t.holdout_from.is_some() || t.holdout_to.is_some() {
+                    self.problem(
+                        "train.window_days with fixed train dates: use either window_days (and holdout_days) or from / to / holdout_from / holdout_to".into(),
+                    );
+                }
+                let h = h.unwrap_or(182);
+                if w < 30 || h < 20 {
+                    self.problem(format!(
+                        "train.window_days = {w}, train.holdout_days = {h}: use at least 30 days of training data and 20 of holdout"
+                    ));
+                }
+                t.rolling = Some(Rolling { window_days: w, holdout_days: h });
+            }
+            (None, Some(_)) => {
+                self.problem("train.holdout_days needs train.window_days (the rolling window's length)".into());
+            }
+        }
         let pairs = [
             ("train.from", t.from, "train.to", t.to),
             ("train.holdout_from", t.holdout_from, "train.holdout_to", t.holdout_to),

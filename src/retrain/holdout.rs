@@ -26,14 +26,14 @@ impl BacktestEvaluator {
         BacktestEvaluator { config, store }
     }
 
-    fn window(&self) -> Result<(DateTime<Utc>, DateTime<Utc>), EvalError> {
-        let t = &self.config.train;
+    fn window(&self, as_of: DateTime<Utc>) -> Result<(DateTime<Utc>, DateTime<Utc>), EvalError> {
+        let t = &self.config.train.resolve(as_of.date_naive());
         match (t.holdout_from, t.holdout_to) {
             (Some(f), Some(to)) => {
                 Ok((daily_bar_time(f), daily_bar_time(to) + Duration::days(1) - Duration::microseconds(1)))
             }
             _ => Err(EvalError(format!(
-                "{}: [train] holdout_from and holdout_to are needed to evaluate a candidate; set both (a range after the training data)",
+                "{}: [train] holdout_from and holdout_to (or window_days and holdout_days) are needed to evaluate a candidate; set them (a range after the training data)",
                 self.config.source.display()
             ))),
         }
@@ -67,7 +67,11 @@ impl Evaluator for BacktestEvaluator {
     }
 
     fn evaluate(&self, model_id: &str) -> Result<GateInput, EvalError> {
-        let (from, to) = self.window()?;
+        self.evaluate_at(model_id, chrono::Utc::now())
+    }
+
+    fn evaluate_at(&self, model_id: &str, as_of: DateTime<Utc>) -> Result<GateInput, EvalError> {
+        let (from, to) = self.window(as_of)?;
         let reg = self.registry()?;
         let kind = self.kind(&reg, model_id)?;
         let sel = ModelSel::Id(model_id.to_string());

@@ -42,6 +42,10 @@ pub trait Evaluator: Send + Sync + 'static {
     }
     /// The model's holdout figures: Sharpe, max drawdown, trades, total return.
     fn evaluate(&self, model_id: &str) -> Result<GateInput, EvalError>;
+    /// The same, with the holdout as of the engine's clock (a rolling `[train]` window).
+    fn evaluate_at(&self, model_id: &str, _as_of: DateTime<Utc>) -> Result<GateInput, EvalError> {
+        self.evaluate(model_id)
+    }
 }
 
 /// What the pipeline reports while it runs.
@@ -93,7 +97,7 @@ impl PipelineSpec {
         })
     }
 
-    fn child_spec(&self, kind: ModelKind, snapshot: &std::path::Path) -> ChildSpec {
+    fn child_spec(&self, kind: ModelKind, snapshot: &std::path::Path, as_of: DateTime<Utc>) -> ChildSpec {
         let mut args = self.program_args.clone();
         args.extend(["train".into(), kind.as_str().into(), "--config".into()]);
         args.push(self.config_file.clone().into_os_string());
@@ -110,7 +114,11 @@ impl PipelineSpec {
                 }
             }
         }
-        let mut env = vec![(OsString::from(SNAPSHOT_ENV), snapshot.as_os_str().to_owned())];
+        let mut env = vec![
+            (OsString::from(SNAPSHOT_ENV), snapshot.as_os_str().to_owned()),
+            // A rolling `[train]` window resolves on the engine's day, in the child as here.
+            (OsString::from(crate::config::AS_OF_ENV), as_of.date_naive().to_string().into()),
+        ];
         if self.retrain.gpu_memory_mb > 0 {
             env.push((GPU_MEMORY_ENV.into(), self.retrain.gpu_memory_mb.to_string().into()));
         }
@@ -127,8 +135,9 @@ impl PipelineSpec {
     /// bars after its simulated present).
     fn window(&self, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
         let first = NaiveDate::from_ymd_opt(1800, 1, 1).unwrap_or_default();
-        let from = daily_bar_time(self.train.from.unwrap_or(first));
-        let end = self.train.train_end().map(|d| daily_bar_time(d) + Duration::days(1) - Duration::microseconds(1));
+        let train = self.train.resolve(now.date_naive());
+        let from = daily_bar_time(train.from.unwrap_or(first));
+        let end = train.train_end().map(|d| daily_bar_time(d) + Duration::days(1) - Duration::microseconds(1));
         (from, end.map_or(now, |e| e.min(now)))
     }
 }
@@ -208,7 +217,7 @@ impl Pipeline {
 
         let snap = self.snapshot(r).await?;
         progress(Progress::Snapshot { kind, bars: snap.bars });
-        let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path));
+        let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path), r.clock_time);
         r.snapshot = Some(snap);
 
         let outcome = child::run(&spec, |line| progress(Progress::Training { kind, line: line.clone() })).await;
@@ -239,10 +248,11 @@ impl Pipeline {
         let champion = r.champion_before.clone();
         let ev = self.evaluator.clone();
         let id = candidate.clone();
+        let as_of = r.clock_time;
         let (cand, champ) = tokio::task::spawn_blocking(move || -> Result<_, EvalError> {
             ev.check(&id)?;
-            let cand = ev.evaluate(&id)?;
-            let champ = champion.map(|c| ev.evaluate(&c)).transpose()?;
+            let cand = ev.evaluate_at(&id, as_of)?;
+            let champ = champion.map(|c| ev.evaluate_at(&c, as_of)).transpose()?;
             Ok((cand, champ))
         })
         .await

@@ -138,3 +138,31 @@ fn the_window_never_passes_the_clock() {
     let late = Utc.with_ymd_and_hms(2011, 6, 1, 7, 0, 0).unwrap();
     assert!(s.window(late).1 < crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2010, 12, 1).unwrap()));
 }
+
+#[test]
+fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = spec(dir.path(), "", Duration::from_secs(1));
+    s.train = TrainConfig {
+        from: None,
+        to: None,
+        holdout_from: None,
+        holdout_to: None,
+        checkpoint_every: 10,
+        rolling: Some(crate::config::Rolling { window_days: 100, holdout_days: 10 }),
+    };
+    let now = Utc.with_ymd_and_hms(2012, 7, 2, 6, 0, 0).unwrap();
+    let (from, to) = s.window(now);
+    // Holdout 2012-06-23 ..= 2012-07-02; training the 100 days before it.
+    assert_eq!(from, crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2012, 3, 15).unwrap()));
+    assert!(to < crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2012, 6, 23).unwrap()));
+    assert!(to > crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2012, 6, 22).unwrap()));
+    let later = s.window(now + chrono::Duration::days(7));
+    assert_eq!(later.0 - from, chrono::Duration::days(7), "a week later the window moved a week");
+    let child = s.child_spec(crate::models::ModelKind::Ppo, std::path::Path::new("/tmp/x"), now);
+    assert!(
+        child.env.iter().any(|(k, v)| k == crate::config::AS_OF_ENV && v == "2012-07-02"),
+        "the child resolves the window on the engine's day: {:?}",
+        child.env
+    );
+}

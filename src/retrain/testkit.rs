@@ -81,6 +81,7 @@ pub fn spec(state: &Path, script: &str, budget: Duration) -> PipelineSpec {
         symbols: vec![Symbol::new("AAPL").unwrap()],
         timeframe: Timeframe::DAY1,
         train: TrainConfig {
+            rolling: None,
             from: None,
             to: NaiveDate::from_ymd_opt(2010, 11, 30),
             holdout_from: NaiveDate::from_ymd_opt(2010, 12, 1),
