@@ -460,9 +460,9 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
 }
 
 fn recent_decisions(tree: &TypedTree<DecisionRecord>, symbols: &[Symbol], n: usize) -> Vec<DecisionView> {
-    let Ok(all) = tree.scan_prefix(b"") else { return Vec::new() };
+    let Ok(recent) = tree.last_n(n) else { return Vec::new() };
     let mut out = Vec::new();
-    for (_, r) in all.into_iter().rev().take(n) {
+    for (_, r) in recent {
         let model = r.model_id.clone().or(r.lstm_model_id.clone()).unwrap_or_default();
         for (k, sym) in symbols.iter().enumerate() {
             let mut outputs = BTreeMap::new();

@@ -158,7 +158,9 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         }
         host.equity_point(t, eq, bh.get(d).copied().unwrap_or(f64::NAN));
 
-        let before = decisions.len();
+        // The last stored decision's key (O(log n); `len` would scan the tree).
+        let last_key = |d: &TypedTree<DecisionRecord>| d.last().ok().flatten().map(|(k, _)| k);
+        let before = last_key(&decisions);
         for b in &bars {
             host.saw_bar(&b[d]);
             let started = Instant::now();
@@ -167,7 +169,7 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
             submit(&host, cmds, &mut pending);
         }
         if d + 1 >= warmup
-            && decisions.len() == before
+            && last_key(&decisions) == before
             && !engine.is_paused()
             && engine.risk().and_then(|r| r.kill_switch()).is_none()
         {

@@ -233,6 +233,11 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
         self.tree.last()?.map(|kv| self.entry(kv)).transpose()
     }
 
+    /// The `n` entries with the largest keys, largest first, without reading the rest of the tree.
+    pub fn last_n(&self, n: usize) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
+        self.tree.iter().rev().take(n).map(|kv| self.entry(kv?)).collect()
+    }
+
     pub fn len(&self) -> usize {
         self.tree.len()
     }

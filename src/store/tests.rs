@@ -98,3 +98,17 @@ fn order_writes_survive_sigkill() {
     let orders: TypedTree<String> = s.tree(TreeName::Orders).unwrap();
     assert_eq!(orders.get(b"tb-ppo-AAPL-1-0").unwrap().as_deref(), Some("accepted"));
 }
+
+#[test]
+fn last_n_reads_the_largest_keys_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path()).unwrap();
+    let t = s.tree::<u32>(TreeName::Kv).unwrap();
+    for i in [3u32, 1, 4, 2, 5] {
+        t.insert(format!("k{i}").as_bytes(), &i).unwrap();
+    }
+    let got: Vec<u32> = t.last_n(3).unwrap().into_iter().map(|(_, v)| v).collect();
+    assert_eq!(got, vec![5, 4, 3]);
+    assert_eq!(t.last_n(10).unwrap().len(), 5);
+    assert!(t.last_n(0).unwrap().is_empty());
+}
