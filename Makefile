@@ -103,6 +103,8 @@ SYSTEM_PYENV ?= /opt/tradebot/py-torch$(TORCH_VERSION)-ort$(ORT_VERSION)
 install:
 	$(MAKE) build PYENV=$(SYSTEM_PYENV)
 	install -D -m 0755 target/release/tradebot $(DESTDIR)$(PREFIX)/bin/tradebot
+	install -d -m 0755 $(DESTDIR)$(PREFIX)/share/tradebot/models
+	cp -r models/. $(DESTDIR)$(PREFIX)/share/tradebot/models/
 	install -D -m 0644 systemd/tradebot.service $(DESTDIR)/etc/systemd/system/tradebot.service
 	install -D -m 0644 systemd/tradebot.sysusers $(DESTDIR)/usr/lib/sysusers.d/tradebot.conf
 	install -d -m 0750 $(DESTDIR)/etc/tradebot

@@ -17,7 +17,7 @@ fn command(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tradebot"));
     c.args(args).current_dir(root()).env_remove("RUST_LOG").env_remove("TRADEBOT_CONFIG");
     c.env_remove("APCA_API_KEY_ID").env_remove("APCA_API_SECRET_KEY").env_remove("CREDENTIALS_DIRECTORY");
-    c.env_remove("NOTIFY_SOCKET").env_remove("TRADEBOT_WEB_TOKEN");
+    c.env_remove("NOTIFY_SOCKET").env_remove("TRADEBOT_WEB_TOKEN").env_remove("TRADEBOT_MODELS_DIR");
     c
 }
 
@@ -500,4 +500,32 @@ listen = "127.0.0.1:{port}"
         let id = tradebot::domain::ClientOrderId::new(id).unwrap();
         assert!(oms.order(&id).is_some(), "{id} was sent but not stored");
     }
+}
+
+#[test]
+fn shipped_models_are_found_through_the_environment_and_their_absence_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = root().join("data/stocks-daily-2000-2013.csv.gz");
+    let cfg = config_in(
+        dir.path(),
+        None,
+        &[
+            ("file = \"data/stocks-daily-2000-2013.csv.gz\"", &format!("file = {:?}", data.display().to_string())),
+            ("\nenabled = true\n# The default", "\nenabled = false\n# The default"),
+        ],
+    );
+    let cfg_s = cfg.to_str().unwrap();
+    // Started elsewhere than a checkout: no ./models, so no model to trade.
+    let o = command(&["run", "--config", cfg_s]).current_dir(dir.path()).output().unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("tradebot models seed"), "the error must say how to get a model:\n{}", text(&o));
+    // With $TRADEBOT_MODELS_DIR the shipped models are seeded and trade.
+    let o = command(&["run", "--config", cfg_s])
+        .current_dir(dir.path())
+        .env("TRADEBOT_MODELS_DIR", root().join("models"))
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert_eq!(final_ppo(&out), SHIPPED_PPO, "{out}");
 }

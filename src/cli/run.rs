@@ -145,10 +145,25 @@ async fn on_hangup(flag: Arc<std::sync::atomic::AtomicBool>, shutdown: Cancellat
     }
 }
 
-/// Imports the shipped models (`models/`, or `$TRADEBOT_MODELS_DIR`) that the registry lacks, and makes a
-/// champion for each kind without one.
+/// Imports the shipped models that the registry lacks, and makes a champion for each kind without one.
+/// They are looked for in `$TRADEBOT_MODELS_DIR`, then `./models` (a checkout), then
+/// `<prefix>/share/tradebot/models` next to the binary (`make install`).
 pub fn seed_shipped(registry: &Registry) -> anyhow::Result<()> {
-    let shipped = std::env::var_os("TRADEBOT_MODELS_DIR").map_or_else(|| PathBuf::from("models"), PathBuf::from);
+    let installed = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().and_then(|bin| bin.parent()).map(|p| p.join("share/tradebot/models")));
+    let same = |a: &std::path::Path, b: &std::path::Path| matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y);
+    let candidates: Vec<PathBuf> = match std::env::var_os("TRADEBOT_MODELS_DIR") {
+        Some(d) => vec![PathBuf::from(d)],
+        None => std::iter::once(PathBuf::from("models")).chain(installed).collect(),
+    };
+    // The registry itself may be `./models` (a state directory used as the working directory).
+    let Some(shipped) = candidates.into_iter().find(|d| d.is_dir() && !same(d, registry.root())) else {
+        log::info!(
+            "no shipped models directory found ($TRADEBOT_MODELS_DIR, ./models, <prefix>/share/tradebot/models)"
+        );
+        return Ok(());
+    };
     let seeded = registry.seed_from(&shipped).context("importing the shipped models")?;
     for e in &seeded.refused {
         log::warn!("shipped model refused: {e}");
