@@ -169,10 +169,11 @@ impl Metrics {
         self.retrain_runs.get_or_create(&OutcomeLabel { kind: kind.into(), outcome: outcome.into() }).inc();
     }
 
-    /// A training progress line (the child's JSON): steps/s and epoch time when present.
+    /// A training progress line (the child's JSON): steps/s (PPO's `steps_per_sec`, the LSTM's
+    /// `samples_per_sec`) and epoch time when present.
     pub fn training_progress(&self, kind: &str, line: &serde_json::Value) {
         let label = KindLabel { kind: kind.to_string() };
-        if let Some(v) = line.get("steps_per_s").and_then(|v| v.as_f64()) {
+        if let Some(v) = train_rate(line) {
             self.train_steps_per_second.get_or_create(&label).set(v);
         }
         if let Some(v) = line.get("epoch_secs").and_then(|v| v.as_f64()) {
@@ -204,6 +205,11 @@ impl Metrics {
     }
 }
 
+/// The training throughput in a child's progress line, by whichever name the trainer uses.
+pub fn train_rate(line: &serde_json::Value) -> Option<f64> {
+    ["steps_per_sec", "steps_per_s", "samples_per_sec"].iter().find_map(|k| line.get(*k).and_then(|v| v.as_f64()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +237,12 @@ mod tests {
         m.reject("max_position");
         m.retrain("ppo", "promoted");
         m.decision_latency.observe(12e-6);
+        // The trainers' own progress lines: PPO's steps_per_sec, the LSTM's samples_per_sec and epoch time.
+        m.training_progress("ppo", &serde_json::json!({"event": "progress", "steps_per_sec": 4321.0}));
+        m.training_progress(
+            "lstm",
+            &serde_json::json!({"event": "epoch", "samples_per_sec": 900.0, "epoch_secs": 5.5}),
+        );
         let status = StatusReport {
             equity: 101_234.5,
             cash: 5_000.0,
@@ -248,6 +260,9 @@ mod tests {
         assert_eq!(sample(&text, "tradebot_equity", None), Some(101_234.5));
         assert_eq!(sample(&text, "tradebot_position_value", Some(("symbol", "AAPL"))), Some(1500.0));
         assert_eq!(sample(&text, "tradebot_kill_switch", None), Some(1.0));
+        assert_eq!(sample(&text, "tradebot_train_steps_per_second", Some(("kind", "ppo"))), Some(4321.0));
+        assert_eq!(sample(&text, "tradebot_train_steps_per_second", Some(("kind", "lstm"))), Some(900.0));
+        assert_eq!(sample(&text, "tradebot_train_epoch_seconds", Some(("kind", "lstm"))), Some(5.5));
         assert!(text.contains("tradebot_decision_latency_seconds_count 1"), "{text}");
         // A position closed since the last status disappears from the exposition.
         m.observe_status(&StatusReport::default());

@@ -257,6 +257,14 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
         .sum();
     assert_eq!(bars, (375 * 3) as f64, "{body}");
     assert!(body.contains("tradebot_retrain_runs_total{"), "{body}");
+    // The retrain's children reported their throughput (PPO steps/s, LSTM samples/s and epoch times).
+    for needle in [
+        "tradebot_train_steps_per_second{kind=\"ppo\"}",
+        "tradebot_train_steps_per_second{kind=\"lstm\"}",
+        "tradebot_train_epoch_seconds{kind=\"lstm\"}",
+    ] {
+        assert!(body.contains(needle), "{needle} missing:\n{body}");
+    }
 
     // No token, no dashboard.
     assert_eq!(get(port, "/").0, 401);

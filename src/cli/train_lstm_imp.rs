@@ -288,6 +288,7 @@ fn manifest(
 /// Progress: JSON lines, a progress bar on a terminal, or a plain line per epoch.
 struct Output {
     json: bool,
+    max_epochs: usize,
     bar: Option<indicatif::ProgressBar>,
 }
 
@@ -301,7 +302,7 @@ impl Output {
             }
             b
         });
-        Output { json, bar }
+        Output { json, max_epochs, bar }
     }
 
     fn start(&self, device: &Device, tr: usize, va: usize, te: usize) {
@@ -333,6 +334,7 @@ impl Output {
             if let Some(o) = v.as_object_mut() {
                 o.insert("event".into(), json!("epoch"));
                 o.insert("train_samples".into(), json!(train));
+                o.insert("max_epochs".into(), json!(self.max_epochs));
             }
             println!("{v}");
         } else if let Some(b) = &self.bar {

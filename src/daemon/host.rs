@@ -434,7 +434,13 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
         Progress::Training { kind, line } => {
             metrics.training_progress(kind.as_str(), line);
             if let Some(v) = live.running.get_mut(kind.as_str()) {
-                for (name, key) in [("return", "mean_return"), ("loss", "train_loss"), ("val_mcc", "val_mcc")] {
+                let curves = [
+                    ("return", "mean_return"),
+                    ("policy_loss", "policy_loss"),
+                    ("loss", "train_loss"),
+                    ("val_mcc", "val_mcc"),
+                ];
+                for (name, key) in curves {
                     if let Some(x) = line.get(key).and_then(|x| x.as_f64()) {
                         v.curves.entry(name.to_string()).or_default().push(x);
                     }
@@ -445,12 +451,12 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
                     v.progress = Some(crate::web::data::Progress {
                         done,
                         total,
-                        steps_per_s: line
-                            .get("steps_per_s")
-                            .or_else(|| line.get("samples_per_sec"))
-                            .and_then(|x| x.as_f64())
-                            .unwrap_or(0.0),
-                        eta_secs: line.get("eta_secs").and_then(|x| x.as_f64()).unwrap_or(0.0),
+                        steps_per_s: crate::metrics::train_rate(line).unwrap_or(0.0),
+                        eta_secs: line.get("eta_secs").and_then(|x| x.as_f64()).unwrap_or_else(|| {
+                            // The LSTM reports epoch times: the epochs left at the last one's pace.
+                            let epoch = line.get("epoch_secs").and_then(|x| x.as_f64()).unwrap_or(0.0);
+                            (total - done).max(0.0) * epoch
+                        }),
                     });
                 }
             }
