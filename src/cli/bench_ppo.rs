@@ -31,6 +31,9 @@ pub struct PpoBench {
     /// cpu | cuda
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// On the CPU: native (plain Rust, the default) | libtorch (the tch code CUDA runs).
+    #[arg(long, default_value = "native")]
+    pub cpu_backend: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[arg(long)]
@@ -41,7 +44,7 @@ pub struct PpoBench {
 pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     use crate::env::{Accounting, EnvConfig, ExecParams, Panel};
     use crate::rl::VecEnv as _;
-    use crate::rl::ppo::{Ppo, PpoConfig};
+    use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};
     use crate::rl::trading::TradingEnv;
     use anyhow::Context;
     use std::sync::Arc;
@@ -53,6 +56,11 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     let device = match b.device.as_str() {
         "cpu" | "cuda" => super::train_ppo::pick_device(&b.device)?,
         other => bail!("--device {other:?}: must be cpu or cuda"),
+    };
+    let cpu_backend = match b.cpu_backend.as_str() {
+        "native" => CpuBackend::Native,
+        "libtorch" => CpuBackend::Libtorch,
+        other => bail!("--cpu-backend {other:?}: must be native or libtorch"),
     };
     tch::set_num_threads(b.threads.max(1));
     let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
@@ -81,6 +89,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         batch_size: b.batch_size,
         n_epochs: b.epochs,
         seed: b.seed,
+        cpu_backend,
         ..Default::default()
     };
     let mut ppo = Ppo::new(cfg, env.obs_dim(), env.act_dim(), device)?;
@@ -95,7 +104,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             serde_json::json!({
-                "what": "tradebot-ppo", "device": b.device, "threads": b.threads, "envs": b.envs,
+                "what": "tradebot-ppo", "device": b.device, "backend": ppo.backend(), "threads": b.threads, "envs": b.envs,
                 "assets": b.assets, "obs_dim": env.obs_dim(), "hidden": b.hidden, "n_steps": b.n_steps,
                 "batch_size": b.batch_size, "epochs": b.epochs, "updates": ppo.updates,
                 "env_steps": ppo.env_steps, "seconds": seconds, "env_steps_per_s": rate,
@@ -103,8 +112,9 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!(
-            "PPO on {} ({} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates, {} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
+            "PPO on {} ({}, {} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates, {} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
             b.device,
+            ppo.backend(),
             b.threads,
             b.envs,
             b.assets,

@@ -14,7 +14,7 @@ mod train;
 mod web;
 
 pub use lstm::LstmConfig;
-pub use ppo::PpoConfig;
+pub use ppo::{CpuBackend, PpoConfig};
 pub use raw::RawConfig;
 pub use retrain::{GateConfig, RetrainConfig};
 pub use secret::Secret;

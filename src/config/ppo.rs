@@ -37,6 +37,20 @@ pub struct PpoConfig {
     pub seed: u64,
     /// Mixed precision (bf16 autocast) for the forward passes on CUDA; ignored on CPU.
     pub mixed_precision: bool,
+    /// How the trainer runs on the CPU: `native` (the rollout and the update in plain Rust over the
+    /// same weights, no per-op dispatch) or `libtorch` (the tch code that CUDA runs). Ignored on CUDA.
+    pub cpu_backend: CpuBackend,
+}
+
+/// The PPO trainer's CPU implementation (`ppo.cpu_backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuBackend {
+    /// Plain Rust: small matrices through `ndarray`'s GEMM, hand-written backward, Adam in place.
+    #[default]
+    Native,
+    /// libtorch through tch, the same code as on CUDA.
+    Libtorch,
 }
 
 impl Default for PpoConfig {
@@ -65,6 +79,7 @@ impl Default for PpoConfig {
             normalize_advantage: true,
             seed: 0,
             mixed_precision: false,
+            cpu_backend: CpuBackend::Native,
         }
     }
 }

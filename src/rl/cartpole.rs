@@ -5,7 +5,7 @@
 //! at 500 steps; reward is 1 per step. Reset draws every state variable uniformly from [-0.05, 0.05].
 //! The action is continuous here (the PPO policy is Gaussian): a value above 0 pushes right.
 
-use super::{Step, VecEnv};
+use super::{HostStep, Step, VecEnv};
 use crate::env::rng::SplitMix64;
 use tch::{Device, Kind, Tensor};
 
@@ -68,6 +68,35 @@ impl CartPole {
     }
 }
 
+impl CartPole {
+    /// One step of every env on actions `a` (> 0 pushes right), with automatic reset.
+    fn advance(&mut self, a: &[f32], reward: &mut Vec<f32>, done: &mut Vec<f32>, finished: &mut Vec<f64>) {
+        let n = self.state.len();
+        reward.clear();
+        reward.resize(n, 1.0);
+        done.clear();
+        done.resize(n, 0.0);
+        for i in 0..n {
+            let terminated = Self::physics(&mut self.state[i], a[i] > 0.0);
+            self.steps[i] += 1;
+            self.returns[i] += 1.0;
+            if !a[i].is_finite() {
+                reward[i] = 0.0;
+            }
+            if terminated || self.steps[i] >= MAX_STEPS {
+                done[i] = 1.0;
+                finished.push(self.returns[i]);
+                self.reset_one(i);
+            }
+        }
+    }
+
+    fn obs_into(&self, out: &mut Vec<f32>) {
+        out.clear();
+        out.extend(self.state.iter().flat_map(|s| s.iter().map(|v| *v as f32)));
+    }
+}
+
 impl VecEnv for CartPole {
     fn num_envs(&self) -> usize {
         self.state.len()
@@ -99,23 +128,29 @@ impl VecEnv for CartPole {
             Ok(v) if v.len() == n => v,
             _ => vec![0.0; n],
         };
-        let mut reward = vec![1.0f32; n];
-        let mut done = vec![0.0f32; n];
-        let mut finished = Vec::new();
-        for i in 0..n {
-            let terminated = Self::physics(&mut self.state[i], a[i] > 0.0);
-            self.steps[i] += 1;
-            self.returns[i] += 1.0;
-            if !a[i].is_finite() {
-                reward[i] = 0.0;
-            }
-            if terminated || self.steps[i] >= MAX_STEPS {
-                done[i] = 1.0;
-                finished.push(self.returns[i]);
-                self.reset_one(i);
-            }
-        }
+        let (mut reward, mut done, mut finished) = (Vec::new(), Vec::new(), Vec::new());
+        self.advance(&a, &mut reward, &mut done, &mut finished);
         Step { obs: self.obs(), reward: Tensor::from_slice(&reward), done: Tensor::from_slice(&done), finished }
+    }
+
+    fn reset_host(&mut self, obs: &mut Vec<f32>) {
+        for i in 0..self.state.len() {
+            self.reset_one(i);
+        }
+        self.obs_into(obs);
+    }
+
+    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) {
+        let zeros;
+        let a = if actions.len() == self.state.len() {
+            actions
+        } else {
+            zeros = vec![0.0; self.state.len()];
+            &zeros
+        };
+        out.finished.clear();
+        self.advance(a, &mut out.reward, &mut out.done, &mut out.finished);
+        self.obs_into(&mut out.obs);
     }
 }
 

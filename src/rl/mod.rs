@@ -26,6 +26,24 @@ pub struct Step {
     pub finished: Vec<f64>,
 }
 
+/// One step of all environments in host memory, for a trainer that runs on the CPU (no tensor per step).
+#[derive(Debug, Default)]
+pub struct HostStep {
+    /// `[E * obs_dim]` observations after the step (after an automatic reset where an episode ended).
+    pub obs: Vec<f32>,
+    /// `[E]` rewards.
+    pub reward: Vec<f32>,
+    /// `[E]` 1.0 where the episode ended at this step, else 0.0.
+    pub done: Vec<f32>,
+    /// Returns of the episodes that ended at this step.
+    pub finished: Vec<f64>,
+}
+
+/// A tensor's values on the host, flattened (empty if it cannot be read as `f32`).
+fn host_vec(t: &Tensor) -> Vec<f32> {
+    Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(tch::Kind::Float).reshape([-1])).unwrap_or_default()
+}
+
 /// E environments stepped together, with automatic reset.
 pub trait VecEnv {
     fn num_envs(&self) -> usize;
@@ -36,4 +54,20 @@ pub trait VecEnv {
     fn reset(&mut self) -> Tensor;
     /// Applies `actions` `[E, act_dim]` (unbounded; the environment clips or maps them).
     fn step(&mut self, actions: &Tensor) -> Step;
+
+    /// `reset` into host memory `[E * obs_dim]`. Host environments override it to skip the tensor.
+    fn reset_host(&mut self, obs: &mut Vec<f32>) {
+        *obs = host_vec(&self.reset());
+    }
+
+    /// `step` with host memory in and out: `actions` is `[E * act_dim]`. Host environments override it
+    /// to skip the tensors.
+    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) {
+        let shape = [self.num_envs() as i64, self.act_dim() as i64];
+        let step = self.step(&Tensor::from_slice(actions).view(shape).to_device(self.device()));
+        out.obs = host_vec(&step.obs);
+        out.reward = host_vec(&step.reward);
+        out.done = host_vec(&step.done);
+        out.finished = step.finished;
+    }
 }

@@ -2,7 +2,7 @@
 //! PPO trains on it. Actions are clipped to [-1, 1] (the env's action space); an episode's "return" for
 //! progress reports is its total return, `final equity / initial cash - 1`.
 
-use super::{Step, VecEnv};
+use super::{HostStep, Step, VecEnv};
 use crate::env::{self, EnvConfig, EnvError, Panel};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -26,6 +26,21 @@ impl TradingEnv {
 
     pub fn inner(&self) -> &env::VecEnv {
         &self.inner
+    }
+
+    /// Steps the inner env on `self.actions` (clipped to [-1, 1]); returns the finished episodes' returns
+    /// and the done flags as 0/1.
+    fn advance(&mut self) -> (Vec<f64>, Vec<f32>) {
+        self.actions.iter_mut().for_each(|a| *a = a.clamp(-1.0, 1.0));
+        let n = self.inner.n_envs();
+        if let Err(e) = self.inner.step(&self.actions, &mut self.step) {
+            log::error!("trading env step failed: {e}; this step trades nothing");
+            self.step = env::Step { reward: vec![0.0; n], done: vec![false; n], equity: vec![self.initial_cash; n] };
+        }
+        let finished =
+            (0..n).filter(|&i| self.step.done[i]).map(|i| self.step.equity[i] / self.initial_cash - 1.0).collect();
+        let done = self.step.done.iter().map(|d| f32::from(u8::from(*d))).collect();
+        (finished, done)
     }
 
     fn obs_tensor(&mut self) -> Tensor {
@@ -57,26 +72,37 @@ impl VecEnv for TradingEnv {
     }
 
     fn step(&mut self, actions: &Tensor) -> Step {
-        let flat = actions.to_device(Device::Cpu).to_kind(Kind::Float).clamp(-1.0, 1.0).reshape([-1]);
+        let flat = actions.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]);
         match Vec::<f32>::try_from(flat) {
             Ok(v) if v.len() == self.actions.len() => self.actions.copy_from_slice(&v),
-            // A malformed action batch trades nothing rather than stopping training.
             _ => self.actions.iter_mut().for_each(|a| *a = 0.0),
         }
-        let n = self.inner.n_envs();
-        if let Err(e) = self.inner.step(&self.actions, &mut self.step) {
-            // Unreachable while `actions` is sized n_envs x n_assets, as `new` does; loud if that breaks.
-            log::error!("trading env step failed: {e}; this step trades nothing");
-            self.step = env::Step { reward: vec![0.0; n], done: vec![false; n], equity: vec![self.initial_cash; n] };
-        }
-        let finished =
-            (0..n).filter(|&i| self.step.done[i]).map(|i| self.step.equity[i] / self.initial_cash - 1.0).collect();
-        let done: Vec<f32> = self.step.done.iter().map(|d| f32::from(u8::from(*d))).collect();
+        let (finished, done) = self.advance();
         Step {
             obs: self.obs_tensor(),
             reward: Tensor::from_slice(&self.step.reward),
             done: Tensor::from_slice(&done),
             finished,
         }
+    }
+
+    fn reset_host(&mut self, obs: &mut Vec<f32>) {
+        obs.resize(self.obs.len(), 0.0);
+        self.inner.observe(obs);
+    }
+
+    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) {
+        if actions.len() == self.actions.len() {
+            self.actions.copy_from_slice(actions);
+        } else {
+            self.actions.iter_mut().for_each(|a| *a = 0.0);
+        }
+        let (finished, done) = self.advance();
+        out.finished = finished;
+        out.done = done;
+        out.reward.clear();
+        out.reward.extend_from_slice(&self.step.reward);
+        out.obs.resize(self.obs.len(), 0.0);
+        self.inner.observe(&mut out.obs);
     }
 }

@@ -6,11 +6,17 @@
 //! clipped) value loss and the negative entropy bonus, with advantage normalisation per minibatch,
 //! global gradient-norm clipping and Adam with linear learning-rate annealing; an optional target-KL
 //! check ends the epochs early. On CPU a run is deterministic for a given seed.
+//!
+//! On the CPU the same algorithm runs in plain Rust by default (`native`, `ppo.cpu_backend`): libtorch's
+//! per-operation dispatch dominates small networks there. The weights, the observation statistics and
+//! Adam's moments live in the `VarStore` either way (copied back after every update), so checkpoints,
+//! export and `act_deterministic` do not depend on the backend.
 
 pub mod model;
+mod native;
 pub mod normalizer;
 
-pub use crate::config::PpoConfig;
+pub use crate::config::{CpuBackend, PpoConfig};
 pub use model::ActorCritic;
 pub use normalizer::RunningNorm;
 
@@ -18,7 +24,7 @@ use super::VecEnv;
 use crate::onnx::mlp::{MlpPolicy, ObsNorm};
 use std::collections::VecDeque;
 use std::time::Instant;
-use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
+use tch::{Device, Kind, Tensor, nn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PpoError {
@@ -56,7 +62,11 @@ pub struct Ppo {
     pub vs: nn::VarStore,
     pub model: ActorCritic,
     pub norm: RunningNorm,
-    opt: nn::Optimizer,
+    adam: TchAdam,
+    /// Adam steps taken (its bias correction); saved as `adam/step`.
+    adam_steps: u64,
+    /// The plain-Rust trainer on the CPU (`ppo.cpu_backend = "native"`).
+    native: Option<native::Native>,
     obs_dim: usize,
     act_dim: usize,
     pub env_steps: u64,
@@ -80,6 +90,78 @@ fn scalar(t: &Tensor) -> f64 {
     t.double_value(&[])
 }
 
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+
+/// Adam (libtorch's formula, `eps` 1e-5) over the actor-critic's parameters, its moments kept in the
+/// `VarStore` as `adam/m` and `adam/v` (flat, in `ActorCritic::parameters()` order) so that a checkpoint
+/// carries them; `adam/step` holds the step count.
+struct TchAdam {
+    params: Vec<Tensor>,
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    flat_m: Tensor,
+    flat_v: Tensor,
+    step: Tensor,
+}
+
+impl TchAdam {
+    fn new(root: &nn::Path, params: Vec<Tensor>) -> TchAdam {
+        let len: i64 = params.iter().map(|p| p.numel() as i64).sum();
+        let path = root / "adam";
+        let (flat_m, flat_v) = (path.zeros_no_train("m", &[len]), path.zeros_no_train("v", &[len]));
+        let step = path.zeros_no_train("step", &[1]);
+        let (mut m, mut v, mut off) = (Vec::new(), Vec::new(), 0i64);
+        for p in &params {
+            let n = p.numel() as i64;
+            m.push(flat_m.narrow(0, off, n).view(p.size().as_slice()));
+            v.push(flat_v.narrow(0, off, n).view(p.size().as_slice()));
+            off += n;
+        }
+        TchAdam { params, m, v, flat_m, flat_v, step }
+    }
+
+    fn zero_grad(&mut self) {
+        self.params.iter_mut().for_each(Tensor::zero_grad);
+    }
+
+    /// torch's `clip_grad_norm_`: scales every gradient by `max / (norm + 1e-6)` when that is below 1.
+    fn clip_grad_norm(&self, max: f64) {
+        tch::no_grad(|| {
+            let grads: Vec<Tensor> = self.params.iter().map(Tensor::grad).filter(Tensor::defined).collect();
+            let norms: Vec<Tensor> = grads.iter().map(Tensor::norm).collect();
+            if norms.is_empty() {
+                return;
+            }
+            let coef = max / (scalar(&Tensor::stack(&norms, 0).norm()) + 1e-6);
+            if coef < 1.0 {
+                for mut g in grads {
+                    let _ = g.g_mul_scalar_(coef);
+                }
+            }
+        })
+    }
+
+    /// Step `t` (1-based) at learning rate `lr`.
+    fn step(&mut self, lr: f64, t: u64) {
+        let (bc1, bc2) = (1.0 - BETA1.powi(t as i32), 1.0 - BETA2.powi(t as i32));
+        tch::no_grad(|| {
+            for ((p, m), v) in self.params.iter_mut().zip(&mut self.m).zip(&mut self.v) {
+                let g = p.grad();
+                if !g.defined() {
+                    continue;
+                }
+                let _ = m.g_mul_scalar_(BETA1);
+                let _ = m.g_add_(&(&g * (1.0 - BETA1)));
+                let _ = v.g_mul_scalar_(BETA2);
+                let _ = v.g_add_(&(g.square() * (1.0 - BETA2)));
+                let denom = v.sqrt() / bc2.sqrt() + native::ADAM_EPS;
+                let _ = p.g_add_(&(&*m / denom * (-lr / bc1)));
+            }
+        })
+    }
+}
+
 impl Ppo {
     pub fn new(cfg: PpoConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Ppo, PpoError> {
         cfg.validate().map_err(PpoError::Config)?;
@@ -87,19 +169,79 @@ impl Ppo {
         let vs = nn::VarStore::new(device);
         let model = ActorCritic::new(&vs.root(), obs_dim, act_dim, &cfg);
         let norm = RunningNorm::new(&(vs.root() / "obs_norm"), obs_dim, cfg.obs_clip);
-        let opt = nn::Adam { eps: 1e-5, ..Default::default() }.build(&vs, cfg.learning_rate)?;
-        Ok(Ppo {
+        let adam = TchAdam::new(&vs.root(), model.parameters());
+        let native = (device == Device::Cpu && cfg.cpu_backend == CpuBackend::Native).then(|| {
+            let layout = native::Layout::new(obs_dim, act_dim, &cfg.hidden);
+            native::Native::new(layout, &cfg, Vec::new())
+        });
+        let mut ppo = Ppo {
             cfg,
             vs,
             model,
             norm,
-            opt,
+            adam,
+            adam_steps: 0,
+            native,
             obs_dim,
             act_dim,
             env_steps: 0,
             updates: 0,
             recent: VecDeque::new(),
             episodes: 0,
+        };
+        ppo.pull_native()?;
+        Ok(ppo)
+    }
+
+    /// Which implementation trains: "native" (plain Rust on the CPU) or "libtorch".
+    pub fn backend(&self) -> &'static str {
+        if self.native.is_some() { "native" } else { "libtorch" }
+    }
+
+    /// Copies the `VarStore` (weights, observation statistics, Adam's state) into the native trainer.
+    fn pull_native(&mut self) -> Result<(), PpoError> {
+        let Some(nat) = self.native.as_mut() else { return Ok(()) };
+        let params = self.model.parameters();
+        let shapes: Vec<Vec<i64>> = params.iter().map(Tensor::size).collect();
+        if shapes != nat.layout.shapes() {
+            return Err(PpoError::Config(format!(
+                "the native trainer's layout {:?} does not match the model's parameters {shapes:?}",
+                nat.layout.shapes()
+            )));
+        }
+        let host = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]));
+        let flat: Vec<Tensor> = params.iter().map(|p| p.reshape([-1])).collect();
+        nat.params = host(&Tensor::cat(&flat, 0))?;
+        nat.adam_m = host(&self.adam.flat_m)?;
+        nat.adam_v = host(&self.adam.flat_v)?;
+        let wide = |t: &Tensor| host(t).map(|v| v.into_iter().map(f64::from).collect::<Vec<f64>>());
+        nat.norm.mean = wide(&self.norm.mean)?;
+        nat.norm.var = wide(&self.norm.var)?;
+        nat.norm.count = scalar(&self.norm.count);
+        self.adam_steps = scalar(&self.adam.step).max(0.0) as u64;
+        Ok(())
+    }
+
+    /// Copies the native trainer's state back into the `VarStore` (and Adam's step count in both cases).
+    fn push_native(&mut self) {
+        tch::no_grad(|| {
+            let _ = self.adam.step.fill_(self.adam_steps as f64);
+            let Some(nat) = self.native.as_ref() else { return };
+            let device = self.device();
+            let from = |v: &[f32], shape: &[i64]| Tensor::from_slice(v).view(shape).to_device(device);
+            let mut off = 0;
+            for mut p in self.model.parameters() {
+                let n = p.numel();
+                p.copy_(&from(&nat.params[off..off + n], &p.size()));
+                off += n;
+            }
+            self.adam.flat_m.copy_(&from(&nat.adam_m, &[nat.adam_m.len() as i64]));
+            self.adam.flat_v.copy_(&from(&nat.adam_v, &[nat.adam_v.len() as i64]));
+            let narrow = |v: &[f64]| v.iter().map(|x| *x as f32).collect::<Vec<f32>>();
+            let dim = nat.norm.mean.len() as i64;
+            self.norm.mean.copy_(&from(&narrow(&nat.norm.mean), &[dim]));
+            self.norm.var.copy_(&from(&narrow(&nat.norm.var), &[dim]));
+            let _ = self.norm.count.fill_(nat.norm.count);
         })
     }
 
@@ -163,7 +305,16 @@ impl Ppo {
         }
         let per_update = (self.cfg.n_steps * env.num_envs()) as u64;
         let span = end.saturating_sub(first).max(1) as f64;
-        let mut obs = self.observe(&env.reset());
+        // The libtorch path carries its observations as a tensor; the native one inside `Native`.
+        let mut obs = None;
+        if self.native.is_some() {
+            self.pull_native()?;
+            if let Some(nat) = self.native.as_mut() {
+                nat.reset(&self.cfg, env)?;
+            }
+        } else {
+            obs = Some(self.observe(&env.reset()));
+        }
         while self.updates < end {
             let started = Instant::now();
             let lr = if self.cfg.anneal_lr {
@@ -171,10 +322,24 @@ impl Ppo {
             } else {
                 self.cfg.learning_rate
             };
-            self.opt.set_lr(lr);
-            let (rollout, next_obs) = self.collect(env, obs);
-            obs = next_obs;
-            let mut stats = self.update(&rollout)?;
+            let mut stats = match (self.native.as_mut(), obs.take()) {
+                (Some(nat), _) => {
+                    nat.collect(&self.cfg, env, &mut self.recent, &mut self.episodes)?;
+                    nat.update(&self.cfg, lr, &mut self.adam_steps, self.updates)?
+                }
+                (None, Some(o)) => {
+                    let (rollout, next_obs) = self.collect(env, o);
+                    obs = Some(next_obs);
+                    self.update(&rollout, lr)?
+                }
+                (None, None) => {
+                    let o = self.observe(&env.reset());
+                    let (rollout, next_obs) = self.collect(env, o);
+                    obs = Some(next_obs);
+                    self.update(&rollout, lr)?
+                }
+            };
+            self.push_native();
             self.updates += 1;
             self.env_steps += per_update;
             stats.update = self.updates;
@@ -196,10 +361,31 @@ impl Ppo {
         Ok(self.vs.save(path)?)
     }
 
-    /// Loads variables written by `save_weights` into this trainer (the shapes must match).
-    /// The optimizer's moments are not saved: a resumed run restarts Adam's running averages.
+    /// Loads variables written by `save_weights` into this trainer (the shapes must match), Adam's moments
+    /// and step count included. A checkpoint from before they were saved loads with fresh moments (logged).
     pub fn load_weights(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
-        Ok(self.vs.load(path)?)
+        let missing = self.vs.load_partial(path)?;
+        if let Some(name) = missing.iter().find(|n| !n.starts_with("adam.")) {
+            return Err(PpoError::Config(format!(
+                "checkpoint {} has no variable {name}: it was written for another network; \
+                 train from scratch (without --resume) or point at the matching checkpoint",
+                path.display()
+            )));
+        }
+        if !missing.is_empty() {
+            log::warn!(
+                "checkpoint {} carries no optimizer state (written by an older tradebot): Adam's moments restart",
+                path.display()
+            );
+            tch::no_grad(|| {
+                let _ = self.adam.flat_m.zero_();
+                let _ = self.adam.flat_v.zero_();
+                let _ = self.adam.step.zero_();
+            });
+        }
+        self.pull_native()?;
+        self.adam_steps = scalar(&self.adam.step).max(0.0) as u64;
+        Ok(())
     }
 
     fn collect<E: VecEnv>(&mut self, env: &mut E, mut obs: Tensor) -> (Rollout, Tensor) {
@@ -260,7 +446,7 @@ impl Ppo {
         Tensor::stack(&adv, 0)
     }
 
-    fn update(&mut self, ro: &Rollout) -> Result<UpdateStats, PpoError> {
+    fn update(&mut self, ro: &Rollout, lr: f64) -> Result<UpdateStats, PpoError> {
         let adv = tch::no_grad(|| self.advantages(ro));
         let returns = &adv + &ro.values;
         let n = adv.numel() as i64;
@@ -278,47 +464,15 @@ impl Ppo {
             let mut epoch_batches = 0;
             for start in (0..n).step_by(bs as usize) {
                 let idx = perm.narrow(0, start, bs.min(n - start));
-                let (o, a) = (obs.index_select(0, &idx), actions.index_select(0, &idx));
-                let (olp, ov, ret) =
-                    (old_lp.index_select(0, &idx), old_v.index_select(0, &idx), returns.index_select(0, &idx));
-                let mut ad = adv.index_select(0, &idx);
-                if self.cfg.normalize_advantage && ad.numel() > 1 {
-                    ad = (&ad - ad.mean(Kind::Float)) / (ad.std(true) + 1e-8);
-                }
-                let (mean, value) = tch::autocast(self.amp(), || (self.model.mean(&o), self.model.value(&o)));
-                let (mean, value) = (mean.to_kind(Kind::Float), value.to_kind(Kind::Float));
-                let log_ratio = self.model.log_prob(&mean, &a) - &olp;
-                let ratio = log_ratio.exp();
-                let clip = self.cfg.clip_range;
-                let pg = -(&ratio * &ad).min_other(&(ratio.clamp(1.0 - clip, 1.0 + clip) * &ad)).mean(Kind::Float);
-                let vl = match self.cfg.clip_range_vf {
-                    Some(c) => {
-                        let clipped = &ov + (&value - &ov).clamp(-c, c);
-                        (&value - &ret).square().max_other(&(clipped - &ret).square()).mean(Kind::Float) * 0.5
-                    }
-                    None => (&value - &ret).square().mean(Kind::Float) * 0.5,
-                };
-                let entropy = self.model.entropy();
-                let loss = &pg + &vl * self.cfg.vf_coef - &entropy * self.cfg.ent_coef;
-                let loss_v = scalar(&loss);
-                if !loss_v.is_finite() {
-                    return Err(PpoError::Diverged("loss", self.updates + 1));
-                }
-                self.opt.zero_grad();
-                loss.backward();
-                self.opt.clip_grad_norm(self.cfg.max_grad_norm);
-                self.opt.step();
-                let (kl, cf) = tch::no_grad(|| {
-                    let kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
-                    let cf = (&ratio - 1.0).abs().gt(clip).to_kind(Kind::Float).mean(Kind::Float);
-                    (scalar(&kl), scalar(&cf))
-                });
-                kl_sum += kl;
-                clip_sum += cf;
-                pl_sum += scalar(&pg);
-                vl_sum += scalar(&vl);
+                let pick = |t: &Tensor| t.index_select(0, &idx);
+                let batch = [&obs, &actions, &old_lp, &old_v, &adv, &returns].map(pick);
+                let s = self.tch_minibatch(&batch, lr)?;
+                kl_sum += s.approx_kl;
+                clip_sum += s.clip_fraction;
+                pl_sum += s.policy_loss;
+                vl_sum += s.value_loss;
                 batches += 1;
-                epoch_kl += kl;
+                epoch_kl += s.approx_kl;
                 epoch_batches += 1;
             }
             if let Some(target) = self.cfg.target_kl
@@ -345,6 +499,51 @@ impl Ppo {
             entropy: scalar(&self.model.entropy()),
             learning_rate: 0.0,
             epochs_run,
+        })
+    }
+
+    /// One gradient step on a minibatch `[obs, actions, old log-prob, old value, advantage, return]`.
+    fn tch_minibatch(&mut self, b: &[Tensor; 6], lr: f64) -> Result<native::MbStats, PpoError> {
+        let [o, a, olp, ov, ad, ret] = b;
+        let mut ad = ad.shallow_clone();
+        if self.cfg.normalize_advantage && ad.numel() > 1 {
+            ad = (&ad - ad.mean(Kind::Float)) / (ad.std(true) + 1e-8);
+        }
+        let (mean, value) = tch::autocast(self.amp(), || (self.model.mean(o), self.model.value(o)));
+        let (mean, value) = (mean.to_kind(Kind::Float), value.to_kind(Kind::Float));
+        let log_ratio = self.model.log_prob(&mean, a) - olp;
+        let ratio = log_ratio.exp();
+        let clip = self.cfg.clip_range;
+        let pg = -(&ratio * &ad).min_other(&(ratio.clamp(1.0 - clip, 1.0 + clip) * &ad)).mean(Kind::Float);
+        let vl = match self.cfg.clip_range_vf {
+            Some(c) => {
+                let clipped = ov + (&value - ov).clamp(-c, c);
+                (&value - ret).square().max_other(&(clipped - ret).square()).mean(Kind::Float) * 0.5
+            }
+            None => (&value - ret).square().mean(Kind::Float) * 0.5,
+        };
+        let entropy = self.model.entropy();
+        let loss = &pg + &vl * self.cfg.vf_coef - &entropy * self.cfg.ent_coef;
+        let loss_v = scalar(&loss);
+        if !loss_v.is_finite() {
+            return Err(PpoError::Diverged("loss", self.updates + 1));
+        }
+        self.adam.zero_grad();
+        loss.backward();
+        self.adam.clip_grad_norm(self.cfg.max_grad_norm);
+        self.adam_steps += 1;
+        self.adam.step(lr, self.adam_steps);
+        let (kl, cf) = tch::no_grad(|| {
+            let kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
+            let cf = (&ratio - 1.0).abs().gt(clip).to_kind(Kind::Float).mean(Kind::Float);
+            (scalar(&kl), scalar(&cf))
+        });
+        Ok(native::MbStats {
+            loss: loss_v,
+            policy_loss: scalar(&pg),
+            value_loss: scalar(&vl),
+            approx_kl: kl,
+            clip_fraction: cf,
         })
     }
 

@@ -109,6 +109,21 @@ impl ActorCritic {
         Ok((hidden, dense(&self.actor_head)?))
     }
 
+    /// Every trainable tensor in a fixed order: each actor layer's weight and bias, the actor head's, each
+    /// critic layer's, the critic head's, then the log-std. The native trainer's flat parameter vector and
+    /// the checkpointed Adam moments use this order.
+    pub fn parameters(&self) -> Vec<Tensor> {
+        let mut out = Vec::new();
+        for l in self.actor.iter().chain([&self.actor_head]).chain(&self.critic).chain([&self.critic_head]) {
+            out.push(l.ws.shallow_clone());
+            if let Some(b) = &l.bs {
+                out.push(b.shallow_clone());
+            }
+        }
+        out.push(self.log_std.shallow_clone());
+        out
+    }
+
     pub fn activation(&self) -> Activation {
         self.activation
     }

@@ -116,3 +116,114 @@ fn refuses_mismatched_env_and_bad_config() {
     let err = Ppo::new(PpoConfig { gamma: 1.5, ..small() }, 4, 1, Device::Cpu).err().unwrap();
     assert!(err.to_string().contains("ppo.gamma"), "{err}");
 }
+
+/// Every parameter and Adam moment of the trainer, flat, from its `VarStore`.
+fn flat_state(p: &Ppo) -> Vec<f32> {
+    let mut out = Vec::new();
+    for t in p.model.parameters().iter().chain([&p.adam.flat_m, &p.adam.flat_v]) {
+        out.extend(Vec::<f32>::try_from(t.reshape([-1])).unwrap());
+    }
+    out
+}
+
+#[test]
+fn native_and_libtorch_take_the_same_minibatch_steps() {
+    // Small enough to check by hand, with every branch in play: the value clip, the entropy bonus, the
+    // gradient-norm clip (a low max norm), and one log-std held outside its bounds (no gradient).
+    let cfg = PpoConfig {
+        hidden: vec![16, 8],
+        ent_coef: 0.01,
+        max_grad_norm: 0.3,
+        clip_range_vf: Some(0.2),
+        log_std_max: 1.0,
+        seed: 21,
+        ..small()
+    };
+    let mut nat = Ppo::new(PpoConfig { cpu_backend: CpuBackend::Native, ..cfg.clone() }, 5, 3, Device::Cpu).unwrap();
+    let mut lt = Ppo::new(PpoConfig { cpu_backend: CpuBackend::Libtorch, ..cfg.clone() }, 5, 3, Device::Cpu).unwrap();
+    assert_eq!((nat.backend(), lt.backend()), ("native", "libtorch"));
+    tch::no_grad(|| {
+        for p in [&nat, &lt] {
+            p.model.log_std.shallow_clone().copy_(&Tensor::from_slice(&[-0.5f32, 1.5, 0.2]));
+        }
+    });
+    nat.pull_native().unwrap();
+    assert_eq!(flat_state(&nat), flat_state(&lt), "the same seed must give the same initial weights");
+    tch::manual_seed(77);
+    let lr = 3e-3;
+    let mut clipped_seen = 0.0;
+    for step in 0..8 {
+        let n = 48;
+        let obs = Tensor::randn([n, 5], (Kind::Float, Device::Cpu));
+        let actions = Tensor::randn([n, 3], (Kind::Float, Device::Cpu));
+        // Old log-probs and values away from the current ones, so that ratios and values get clipped.
+        let lp = tch::no_grad(|| lt.model.log_prob(&lt.model.mean(&obs), &actions));
+        let old_lp = &lp + Tensor::randn([n], (Kind::Float, Device::Cpu)) * 0.4;
+        let old_v = tch::no_grad(|| lt.model.value(&obs)) + Tensor::randn([n], (Kind::Float, Device::Cpu)) * 0.3;
+        let adv = Tensor::randn([n], (Kind::Float, Device::Cpu)) * 2.0 + 0.3;
+        let ret = Tensor::randn([n], (Kind::Float, Device::Cpu));
+        let batch = [obs, actions, old_lp, old_v, adv, ret];
+        let host: Vec<Vec<f32>> = batch.iter().map(|t| Vec::<f32>::try_from(t.reshape([-1])).unwrap()).collect();
+        let b = native::Batch {
+            obs: &host[0],
+            actions: &host[1],
+            old_log_prob: &host[2],
+            old_value: &host[3],
+            advantage: &host[4],
+            returns: &host[5],
+        };
+        let want = lt.tch_minibatch(&batch, lr).unwrap();
+        let (cfg_n, mut steps) = (nat.cfg.clone(), nat.adam_steps);
+        let got = nat.native.as_mut().unwrap().minibatch(&cfg_n, lr, &mut steps, &b, 0).unwrap();
+        nat.adam_steps = steps;
+        for (what, g, w) in [
+            ("loss", got.loss, want.loss),
+            ("policy loss", got.policy_loss, want.policy_loss),
+            ("value loss", got.value_loss, want.value_loss),
+            ("approx kl", got.approx_kl, want.approx_kl),
+            ("clip fraction", got.clip_fraction, want.clip_fraction),
+        ] {
+            assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "step {step}: {what} native {g} libtorch {w}");
+        }
+        clipped_seen += want.clip_fraction;
+    }
+    assert!(clipped_seen > 0.0, "no ratio was ever clipped: a weak test");
+    nat.push_native();
+    let (a, b) = (flat_state(&nat), flat_state(&lt));
+    let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0f32, f32::max);
+    assert!(worst <= 1e-5, "parameters or Adam moments differ by {worst} after 8 steps");
+    assert_eq!(nat.adam_steps, 8);
+    // The log-std held above its bound got no gradient, on either side.
+    let ls = Vec::<f32>::try_from(&lt.model.log_std).unwrap();
+    assert_eq!(ls[1], 1.5, "{ls:?}");
+    assert_ne!(ls[0], -0.5, "{ls:?}");
+    // And the update moved the weights: the comparison is not between two untouched copies.
+    let fresh = Ppo::new(PpoConfig { cpu_backend: CpuBackend::Libtorch, ..cfg }, 5, 3, Device::Cpu).unwrap();
+    assert!(flat_state(&fresh).iter().zip(&b).any(|(x, y)| (x - y).abs() > 1e-4));
+}
+
+#[test]
+fn a_checkpoint_carries_adams_moments_across_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ppo.safetensors");
+    let mut p = Ppo::new(small(), 4, 1, Device::Cpu).unwrap();
+    p.train(&mut CartPole::new(4, 1), 2 * 32 * 4, |_| true).unwrap();
+    assert_eq!(p.adam_steps, 2 * 2 * 2, "2 updates of 2 epochs of 2 minibatches");
+    p.save_weights(&path).unwrap();
+    let saved = flat_state(&p);
+    assert!(p.adam.flat_v.abs().sum(Kind::Float).double_value(&[]) > 0.0);
+    for backend in [CpuBackend::Native, CpuBackend::Libtorch] {
+        let mut q = Ppo::new(PpoConfig { cpu_backend: backend, seed: 99, ..small() }, 4, 1, Device::Cpu).unwrap();
+        assert_ne!(flat_state(&q), saved);
+        q.load_weights(&path).unwrap();
+        assert_eq!(flat_state(&q), saved, "{backend:?}");
+        assert_eq!(q.adam_steps, 8, "{backend:?}");
+        if let Some(n) = &q.native {
+            assert_eq!(n.adam_v, Vec::<f32>::try_from(&p.adam.flat_v).unwrap());
+        }
+    }
+    // A checkpoint for another network is refused by name.
+    let mut other = Ppo::new(PpoConfig { hidden: vec![8], ..small() }, 4, 1, Device::Cpu).unwrap();
+    let err = other.load_weights(&path).unwrap_err().to_string();
+    assert!(err.contains("checkpoint") || err.contains("shape"), "{err}");
+}

@@ -1,0 +1,670 @@
+//! PPO on the CPU in plain Rust: the same algorithm as the tch code in `mod.rs`, over the same weights,
+//! without libtorch's per-operation dispatch.
+//!
+//! With SB3's default work (one env, [64, 64] networks, minibatches of 64) every tensor is tiny, and
+//! libtorch spends most of a minibatch dispatching some 300 operations (forward, autograd, clipping,
+//! Adam per parameter tensor). Here a minibatch is six small GEMMs forward and twelve backward
+//! (`ndarray`'s `general_mat_mul`), a hand-written backward of the PPO loss, and one pass of Adam over one
+//! flat parameter vector. The rollout steps the environment in host memory (`VecEnv::step_host`).
+//!
+//! The arithmetic mirrors the tch path: the same loss (clipped surrogate, clipped value loss, entropy
+//! bonus on the clamped log-std), torch's subgradients at the kinks (`minimum`/`maximum` split a tie in
+//! half; `clamp` passes the gradient on its closed interval), the global gradient-norm clip with torch's
+//! `1e-6`, and libtorch's Adam formula. `tests.rs` checks the two against each other step by step. The
+//! parameters live in one flat vector in the order of `ActorCritic::parameters()`, which is also the
+//! order of the checkpointed Adam moments, so either backend resumes the other's checkpoint.
+
+use super::{PpoConfig, PpoError, UpdateStats};
+use crate::onnx::Activation;
+use crate::rl::{HostStep, VecEnv};
+use ndarray::linalg::general_mat_mul;
+use ndarray::{ArrayView2, ArrayViewMut2};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand_distr::{Distribution, StandardNormal};
+use std::collections::VecDeque;
+
+const HALF_LN_2PI: f32 = 0.918_938_5;
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+pub(super) const ADAM_EPS: f64 = 1e-5;
+
+/// One dense layer's place in the flat parameter vector: `weight` `[out, in]` row-major (torch's layout)
+/// at `w`, `bias` `[out]` at `b`.
+#[derive(Debug, Clone, Copy)]
+struct Dense {
+    input: usize,
+    out: usize,
+    w: usize,
+    b: usize,
+}
+
+/// Where every parameter lives in the flat vector: actor layers and head, critic layers and head, log-std.
+#[derive(Debug, Clone)]
+pub(super) struct Layout {
+    actor: Vec<Dense>,
+    critic: Vec<Dense>,
+    log_std: usize,
+    obs_dim: usize,
+    act_dim: usize,
+    pub len: usize,
+}
+
+impl Layout {
+    pub fn new(obs_dim: usize, act_dim: usize, hidden: &[i64]) -> Layout {
+        let mut len = 0;
+        let mut tower = |head: usize| {
+            let mut layers = Vec::new();
+            let mut input = obs_dim;
+            let sizes: Vec<usize> = hidden.iter().map(|h| *h as usize).chain([head]).collect();
+            for out in sizes {
+                let w = len;
+                let b = w + out * input;
+                len = b + out;
+                layers.push(Dense { input, out, w, b });
+                input = out;
+            }
+            layers
+        };
+        let actor = tower(act_dim);
+        let critic = tower(1);
+        let log_std = len;
+        len += act_dim;
+        Layout { actor, critic, log_std, obs_dim, act_dim, len }
+    }
+
+    /// The shape of every parameter tensor, in order (weights `[out, in]`, biases `[out]`, log-std `[A]`).
+    pub fn shapes(&self) -> Vec<Vec<i64>> {
+        let mut s = Vec::new();
+        for d in self.actor.iter().chain(&self.critic) {
+            s.push(vec![d.out as i64, d.input as i64]);
+            s.push(vec![d.out as i64]);
+        }
+        s.push(vec![self.act_dim as i64]);
+        s
+    }
+}
+
+/// Running observation statistics in host memory (the same Chan update as `RunningNorm`, in f64).
+#[derive(Debug, Clone)]
+pub(super) struct HostNorm {
+    pub mean: Vec<f64>,
+    pub var: Vec<f64>,
+    pub count: f64,
+    pub eps: f64,
+    pub clip: f64,
+}
+
+impl HostNorm {
+    /// Folds `n` rows of `x` (`[n * dim]`) into the statistics.
+    fn update(&mut self, x: &[f32], n: usize) {
+        let d = self.mean.len();
+        if n == 0 || x.len() != n * d {
+            return;
+        }
+        let nf = n as f64;
+        let total = self.count + nf;
+        for j in 0..d {
+            let bm = (0..n).map(|i| x[i * d + j] as f64).sum::<f64>() / nf;
+            let bv = (0..n).map(|i| (x[i * d + j] as f64 - bm).powi(2)).sum::<f64>() / nf;
+            let delta = bm - self.mean[j];
+            let m2 = self.var[j] * self.count + bv * nf + delta * delta * self.count * nf / total;
+            self.mean[j] += delta * nf / total;
+            self.var[j] = m2 / total;
+        }
+        self.count = total;
+    }
+
+    /// `clip((x - mean) / sqrt(var + eps), -clip, clip)` with the f32 statistics the ONNX graph holds.
+    fn normalize(&self, x: &[f32], out: &mut Vec<f32>) {
+        let d = self.mean.len();
+        out.clear();
+        out.extend(x.iter().enumerate().map(|(i, v)| {
+            let (m, s) = (self.mean[i % d] as f32, ((self.var[i % d] as f32) + self.eps as f32).sqrt());
+            ((v - m) / s).clamp(-self.clip as f32, self.clip as f32)
+        }));
+    }
+}
+
+/// One minibatch, `B` rows.
+pub(super) struct Batch<'a> {
+    pub obs: &'a [f32],
+    pub actions: &'a [f32],
+    pub old_log_prob: &'a [f32],
+    pub old_value: &'a [f32],
+    pub advantage: &'a [f32],
+    pub returns: &'a [f32],
+}
+
+/// What one minibatch step measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct MbStats {
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub loss: f64,
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub approx_kl: f64,
+    pub clip_fraction: f64,
+}
+
+/// The rollout of one update, `[T, E, ...]` flattened.
+#[derive(Default)]
+struct Rollout {
+    obs: Vec<f32>,
+    actions: Vec<f32>,
+    log_probs: Vec<f32>,
+    values: Vec<f32>,
+    rewards: Vec<f32>,
+    dones: Vec<f32>,
+    last_value: Vec<f32>,
+}
+
+/// Activations of one tower (a buffer per layer; hidden ones after the activation).
+#[derive(Default)]
+struct Acts(Vec<Vec<f32>>);
+
+pub(super) struct Native {
+    pub layout: Layout,
+    pub params: Vec<f32>,
+    grads: Vec<f32>,
+    pub adam_m: Vec<f32>,
+    pub adam_v: Vec<f32>,
+    pub norm: HostNorm,
+    activation: Activation,
+    rng: StdRng,
+    /// The current (normalised) observations `[E * obs_dim]`, carried from one update to the next.
+    obs: Vec<f32>,
+    raw: Vec<f32>,
+    step: HostStep,
+    ro: Rollout,
+    pi: Acts,
+    vf: Acts,
+    grad_a: Vec<f32>,
+    grad_b: Vec<f32>,
+    adv: Vec<f32>,
+    dmean: Vec<f32>,
+    dvalue: Vec<f32>,
+}
+
+/// `tanh` over a slice. libm's `tanhf` (through `expm1f`) took over 40 % of a minibatch; this one is
+/// branch-free so the loop vectorises: `sign(x) (1 - e) / (1 + e)` with `e = exp(-2|x|)`, the exponential
+/// range-reduced by powers of two (Cody and Waite's split of ln 2) and a degree-6 Taylor polynomial on
+/// `|r| <= ln(2)/2`. Absolute error below 3e-7 (tested against f64); NaN stays NaN.
+fn tanh_slice(v: &mut [f32]) {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23: adding and subtracting it rounds to an integer
+    for x in v.iter_mut() {
+        let a = x.abs().min(9.0); // tanh(9) is 1 in f32
+        let y = -2.0 * a;
+        let k = (y * LOG2E + ROUND) - ROUND;
+        let r = (y - k * LN2_HI) - k * LN2_LO;
+        let p =
+            1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+        let e = p * f32::from_bits(((k as i32 + 127) as u32) << 23);
+        let t = ((1.0 - e) / (1.0 + e)).copysign(*x);
+        *x = if x.is_nan() { *x } else { t };
+    }
+}
+
+fn view(x: &[f32], rows: usize, cols: usize) -> ArrayView2<'_, f32> {
+    ArrayView2::from_shape((rows, cols), &x[..rows * cols]).expect("buffer sized by the layout")
+}
+
+fn view_mut(x: &mut [f32], rows: usize, cols: usize) -> ArrayViewMut2<'_, f32> {
+    ArrayViewMut2::from_shape((rows, cols), &mut x[..rows * cols]).expect("buffer sized by the layout")
+}
+
+/// Forward pass of one tower over `n` rows of `x`; the head is linear.
+fn forward(params: &[f32], tower: &[Dense], act: Activation, x: &[f32], n: usize, acts: &mut Acts) {
+    acts.0.resize_with(tower.len(), Vec::new);
+    for (i, d) in tower.iter().enumerate() {
+        let (before, rest) = acts.0.split_at_mut(i);
+        let input: &[f32] = if i == 0 { x } else { &before[i - 1] };
+        let y = &mut rest[0];
+        y.clear();
+        for _ in 0..n {
+            y.extend_from_slice(&params[d.b..d.b + d.out]);
+        }
+        let w = view(&params[d.w..], d.out, d.input);
+        general_mat_mul(1.0, &view(input, n, d.input), &w.t(), 1.0, &mut view_mut(y, n, d.out));
+        if i + 1 < tower.len() {
+            match act {
+                Activation::Tanh => tanh_slice(y),
+                Activation::Relu => y.iter_mut().for_each(|v| *v = v.max(0.0)),
+            }
+        }
+    }
+}
+
+/// Backward pass of one tower: `dy` is the gradient of the head's output (`[n * out]`); the weight and
+/// bias gradients are added to `grads`. `dy` and `dx` are scratch and end up overwritten.
+#[allow(clippy::too_many_arguments)]
+fn backward(
+    params: &[f32],
+    grads: &mut [f32],
+    tower: &[Dense],
+    act: Activation,
+    x: &[f32],
+    n: usize,
+    acts: &Acts,
+    dy: &mut Vec<f32>,
+    dx: &mut Vec<f32>,
+) {
+    for i in (0..tower.len()).rev() {
+        let d = tower[i];
+        let input: &[f32] = if i == 0 { x } else { &acts.0[i - 1] };
+        {
+            let g = view(dy, n, d.out);
+            general_mat_mul(
+                1.0,
+                &g.t(),
+                &view(input, n, d.input),
+                1.0,
+                &mut view_mut(&mut grads[d.w..], d.out, d.input),
+            );
+            let gb = &mut grads[d.b..d.b + d.out];
+            for row in dy[..n * d.out].chunks_exact(d.out) {
+                gb.iter_mut().zip(row).for_each(|(a, b)| *a += b);
+            }
+        }
+        if i == 0 {
+            break;
+        }
+        dx.clear();
+        dx.resize(n * d.input, 0.0);
+        general_mat_mul(
+            1.0,
+            &view(dy, n, d.out),
+            &view(&params[d.w..], d.out, d.input),
+            0.0,
+            &mut view_mut(dx, n, d.input),
+        );
+        // Through the activation of layer i - 1 (whose output is `input`).
+        match act {
+            Activation::Tanh => dx.iter_mut().zip(input).for_each(|(g, y)| *g *= 1.0 - y * y),
+            Activation::Relu => dx.iter_mut().zip(input).for_each(|(g, y)| {
+                if *y <= 0.0 {
+                    *g = 0.0
+                }
+            }),
+        }
+        std::mem::swap(dy, dx);
+    }
+}
+
+impl Native {
+    pub fn new(layout: Layout, cfg: &PpoConfig, params: Vec<f32>) -> Native {
+        let d = layout.obs_dim;
+        Native {
+            grads: vec![0.0; layout.len],
+            adam_m: vec![0.0; layout.len],
+            adam_v: vec![0.0; layout.len],
+            norm: HostNorm { mean: vec![0.0; d], var: vec![1.0; d], count: 1e-4, eps: 1e-8, clip: cfg.obs_clip },
+            activation: cfg.activation,
+            // The sampling and shuffling stream; the weights' initialisation is torch's, from the same seed.
+            rng: StdRng::seed_from_u64(cfg.seed ^ 0x9e37_79b9_7f4a_7c15),
+            layout,
+            params,
+            obs: Vec::new(),
+            raw: Vec::new(),
+            step: HostStep::default(),
+            ro: Rollout::default(),
+            pi: Acts::default(),
+            vf: Acts::default(),
+            grad_a: Vec::new(),
+            grad_b: Vec::new(),
+            adv: Vec::new(),
+            dmean: Vec::new(),
+            dvalue: Vec::new(),
+        }
+    }
+
+    fn log_std(&self, cfg: &PpoConfig) -> Vec<f32> {
+        let (lo, hi) = (cfg.log_std_min as f32, cfg.log_std_max as f32);
+        self.params[self.layout.log_std..self.layout.log_std + self.layout.act_dim]
+            .iter()
+            .map(|v| v.clamp(lo, hi))
+            .collect()
+    }
+
+    fn observe(&mut self, cfg: &PpoConfig, n: usize) {
+        if cfg.normalize_obs {
+            self.norm.update(&self.raw, n);
+            self.norm.normalize(&self.raw, &mut self.obs);
+        } else {
+            self.obs.clone_from(&self.raw);
+        }
+    }
+
+    /// Resets every environment and observes the first observations.
+    pub fn reset<E: VecEnv>(&mut self, cfg: &PpoConfig, env: &mut E) -> Result<(), PpoError> {
+        env.reset_host(&mut self.raw);
+        let n = env.num_envs();
+        if self.raw.len() != n * self.layout.obs_dim {
+            return Err(PpoError::Shape {
+                what: "observation values",
+                env: self.raw.len(),
+                policy: n * self.layout.obs_dim,
+            });
+        }
+        self.observe(cfg, n);
+        Ok(())
+    }
+
+    /// Rolls out `n_steps` × E transitions; finished episodes' returns go to `recent` (the last 20).
+    pub fn collect<E: VecEnv>(
+        &mut self,
+        cfg: &PpoConfig,
+        env: &mut E,
+        recent: &mut VecDeque<f64>,
+        episodes: &mut u64,
+    ) -> Result<(), PpoError> {
+        let (e, d, a) = (env.num_envs(), self.layout.obs_dim, self.layout.act_dim);
+        let ls = self.log_std(cfg);
+        let std: Vec<f32> = ls.iter().map(|v| v.exp()).collect();
+        let lp_const: f32 = ls.iter().map(|l| l + HALF_LN_2PI).sum();
+        let ro = &mut self.ro;
+        ro.obs.reserve(cfg.n_steps * e * d);
+        for buf in [&mut ro.obs, &mut ro.actions, &mut ro.log_probs, &mut ro.values, &mut ro.rewards, &mut ro.dones] {
+            buf.clear();
+        }
+        let mut action = vec![0.0f32; e * a];
+        for _ in 0..cfg.n_steps {
+            forward(&self.params, &self.layout.actor, self.activation, &self.obs, e, &mut self.pi);
+            forward(&self.params, &self.layout.critic, self.activation, &self.obs, e, &mut self.vf);
+            let value = self.vf.0.last().map(Vec::as_slice).unwrap_or_default();
+            let mean = self.pi.0.last().map(Vec::as_slice).unwrap_or_default();
+            for i in 0..e {
+                let mut sq = 0.0f32;
+                for j in 0..a {
+                    let z: f32 = StandardNormal.sample(&mut self.rng);
+                    action[i * a + j] = mean[i * a + j] + std[j] * z;
+                    sq += z * z;
+                }
+                self.ro.log_probs.push(-0.5 * sq - lp_const);
+            }
+            self.ro.obs.extend_from_slice(&self.obs);
+            self.ro.actions.extend_from_slice(&action);
+            self.ro.values.extend_from_slice(value);
+            env.step_host(&action, &mut self.step);
+            if self.step.obs.len() != e * d || self.step.reward.len() != e || self.step.done.len() != e {
+                return Err(PpoError::Shape { what: "step values", env: self.step.obs.len(), policy: e * d });
+            }
+            for ret in &self.step.finished {
+                recent.push_back(*ret);
+                if recent.len() > 20 {
+                    recent.pop_front();
+                }
+                *episodes += 1;
+            }
+            self.ro.rewards.extend_from_slice(&self.step.reward);
+            self.ro.dones.extend_from_slice(&self.step.done);
+            std::mem::swap(&mut self.raw, &mut self.step.obs);
+            self.observe(cfg, e);
+        }
+        forward(&self.params, &self.layout.critic, self.activation, &self.obs, e, &mut self.vf);
+        self.ro.last_value = self.vf.0.last().cloned().unwrap_or_default();
+        Ok(())
+    }
+
+    /// GAE(λ) over the rollout: advantages `[T * E]`, the same recursion as the tch path.
+    fn advantages(&self, cfg: &PpoConfig) -> Vec<f32> {
+        let ro = &self.ro;
+        let e = ro.last_value.len();
+        let t_len = ro.rewards.len() / e.max(1);
+        let (gamma, lambda) = (cfg.gamma as f32, cfg.gae_lambda as f32);
+        let mut adv = vec![0.0f32; t_len * e];
+        let mut last = vec![0.0f32; e];
+        for t in (0..t_len).rev() {
+            for (i, acc) in last.iter_mut().enumerate() {
+                let k = t * e + i;
+                let not_done = 1.0 - ro.dones[k];
+                let next_value = if t + 1 == t_len { ro.last_value[i] } else { ro.values[k + e] };
+                let delta = ro.rewards[k] + next_value * gamma * not_done - ro.values[k];
+                *acc = delta + *acc * (gamma * lambda) * not_done;
+                adv[k] = *acc;
+            }
+        }
+        adv
+    }
+
+    /// `n_epochs` passes of shuffled minibatches over the rollout.
+    pub fn update(
+        &mut self,
+        cfg: &PpoConfig,
+        lr: f64,
+        adam_steps: &mut u64,
+        update: u64,
+    ) -> Result<UpdateStats, PpoError> {
+        let adv = self.advantages(cfg);
+        let ro = std::mem::take(&mut self.ro);
+        let returns: Vec<f32> = adv.iter().zip(&ro.values).map(|(a, v)| a + v).collect();
+        let n = adv.len();
+        let (d, a) = (self.layout.obs_dim, self.layout.act_dim);
+        let bs = cfg.batch_size.min(n).max(1);
+        let mut perm: Vec<usize> = (0..n).collect();
+        let (mut sum, mut batches, mut epochs_run) = (MbStats::default(), 0usize, 0usize);
+        let mut gathered: [Vec<f32>; 6] = Default::default();
+        let result = (|| {
+            for _ in 0..cfg.n_epochs {
+                epochs_run += 1;
+                perm.shuffle(&mut self.rng);
+                let (mut epoch_kl, mut epoch_batches) = (0.0, 0usize);
+                for idx in perm.chunks(bs) {
+                    for g in gathered.iter_mut() {
+                        g.clear();
+                    }
+                    for &k in idx {
+                        gathered[0].extend_from_slice(&ro.obs[k * d..(k + 1) * d]);
+                        gathered[1].extend_from_slice(&ro.actions[k * a..(k + 1) * a]);
+                        gathered[2].push(ro.log_probs[k]);
+                        gathered[3].push(ro.values[k]);
+                        gathered[4].push(adv[k]);
+                        gathered[5].push(returns[k]);
+                    }
+                    let batch = Batch {
+                        obs: &gathered[0],
+                        actions: &gathered[1],
+                        old_log_prob: &gathered[2],
+                        old_value: &gathered[3],
+                        advantage: &gathered[4],
+                        returns: &gathered[5],
+                    };
+                    let s = self.minibatch(cfg, lr, adam_steps, &batch, update)?;
+                    sum.policy_loss += s.policy_loss;
+                    sum.value_loss += s.value_loss;
+                    sum.approx_kl += s.approx_kl;
+                    sum.clip_fraction += s.clip_fraction;
+                    batches += 1;
+                    epoch_kl += s.approx_kl;
+                    epoch_batches += 1;
+                }
+                if let Some(target) = cfg.target_kl
+                    && epoch_kl / epoch_batches.max(1) as f64 > 1.5 * target
+                {
+                    break;
+                }
+            }
+            Ok::<(), PpoError>(())
+        })();
+        result?;
+        let b = batches.max(1) as f64;
+        let var = |x: &mut dyn Iterator<Item = f64>| {
+            let v: Vec<f64> = x.collect();
+            let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
+            v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(1) as f64
+        };
+        let var_ret = var(&mut returns.iter().map(|r| *r as f64));
+        let explained_variance = if var_ret > 0.0 {
+            1.0 - var(&mut returns.iter().zip(&ro.values).map(|(r, v)| (*r - *v) as f64)) / var_ret
+        } else {
+            0.0
+        };
+        let entropy = self.log_std(cfg).iter().map(|l| (*l + HALF_LN_2PI + 0.5) as f64).sum();
+        self.ro = ro;
+        Ok(UpdateStats {
+            update: 0,
+            env_steps: 0,
+            steps_per_sec: 0.0,
+            mean_return: None,
+            episodes: 0,
+            approx_kl: sum.approx_kl / b,
+            clip_fraction: sum.clip_fraction / b,
+            explained_variance,
+            policy_loss: sum.policy_loss / b,
+            value_loss: sum.value_loss / b,
+            entropy,
+            learning_rate: 0.0,
+            epochs_run,
+        })
+    }
+
+    /// One gradient step on a minibatch: the loss, its gradient by hand, the global-norm clip, Adam.
+    pub fn minibatch(
+        &mut self,
+        cfg: &PpoConfig,
+        lr: f64,
+        adam_steps: &mut u64,
+        b: &Batch<'_>,
+        update: u64,
+    ) -> Result<MbStats, PpoError> {
+        let n = b.old_log_prob.len();
+        let (a, act) = (self.layout.act_dim, self.activation);
+        let mut adv = std::mem::take(&mut self.adv);
+        adv.clear();
+        adv.extend_from_slice(b.advantage);
+        if cfg.normalize_advantage && n > 1 {
+            let mean = adv.iter().sum::<f32>() / n as f32;
+            let std = (adv.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / (n - 1) as f32).sqrt();
+            adv.iter_mut().for_each(|x| *x = (*x - mean) / (std + 1e-8));
+        }
+        forward(&self.params, &self.layout.actor, act, b.obs, n, &mut self.pi);
+        forward(&self.params, &self.layout.critic, act, b.obs, n, &mut self.vf);
+        let mean = self.pi.0.last().map(Vec::as_slice).unwrap_or_default();
+        let value = self.vf.0.last().map(Vec::as_slice).unwrap_or_default();
+        let ls = self.log_std(cfg);
+        let std: Vec<f32> = ls.iter().map(|v| v.exp()).collect();
+        let (clip, nf) = (cfg.clip_range as f32, n as f32);
+        let (lo, hi) = (1.0 - clip, 1.0 + clip);
+        let in_range = |x: f32, lo: f32, hi: f32| x >= lo && x <= hi;
+        // Half of torch's gradient at a tie of minimum/maximum goes to each side.
+        let pick = |first_wins: bool, second_wins: bool, g1: f32, g2: f32| {
+            if first_wins {
+                g1
+            } else if second_wins {
+                g2
+            } else {
+                0.5 * g1 + 0.5 * g2
+            }
+        };
+        self.dmean.clear();
+        self.dmean.resize(n * a, 0.0);
+        self.dvalue.clear();
+        self.dvalue.resize(n, 0.0);
+        let mut dls = vec![0.0f32; a];
+        let (mut pg, mut vl, mut kl, mut clipped) = (0.0f64, 0.0f64, 0.0f64, 0usize);
+        for i in 0..n {
+            let mut lp = 0.0f32;
+            for j in 0..a {
+                let z = (b.actions[i * a + j] - mean[i * a + j]) / std[j];
+                lp += z * z * -0.5 - ls[j] - HALF_LN_2PI;
+            }
+            let log_ratio = lp - b.old_log_prob[i];
+            let ratio = log_ratio.exp();
+            let (u, c) = (ratio * adv[i], ratio.clamp(lo, hi) * adv[i]);
+            pg -= u.min(c) as f64;
+            let d_ratio = -pick(u < c, c < u, adv[i], if in_range(ratio, lo, hi) { adv[i] } else { 0.0 }) / nf;
+            let g_lp = d_ratio * ratio;
+            for j in 0..a {
+                let z = (b.actions[i * a + j] - mean[i * a + j]) / std[j];
+                self.dmean[i * a + j] = g_lp * z / std[j];
+                dls[j] += g_lp * (z * z - 1.0);
+            }
+            kl += ((ratio - 1.0) - log_ratio) as f64;
+            clipped += usize::from((ratio - 1.0).abs() > clip);
+            let (v, ret, ov) = (value[i], b.returns[i], b.old_value[i]);
+            let dv = match cfg.clip_range_vf {
+                Some(cv) => {
+                    let cv = cv as f32;
+                    let diff = v - ov;
+                    let vc = ov + diff.clamp(-cv, cv);
+                    let (e1, e2) = ((v - ret) * (v - ret), (vc - ret) * (vc - ret));
+                    vl += e1.max(e2) as f64;
+                    let g2 = if in_range(diff, -cv, cv) { 2.0 * (vc - ret) } else { 0.0 };
+                    pick(e1 > e2, e2 > e1, 2.0 * (v - ret), g2)
+                }
+                None => {
+                    vl += ((v - ret) * (v - ret)) as f64;
+                    2.0 * (v - ret)
+                }
+            };
+            self.dvalue[i] = cfg.vf_coef as f32 * 0.5 * dv / nf;
+        }
+        let (pg, vl) = (pg / n as f64, 0.5 * vl / n as f64);
+        let entropy: f64 = ls.iter().map(|l| (*l + HALF_LN_2PI + 0.5) as f64).sum();
+        let loss = pg + cfg.vf_coef * vl - cfg.ent_coef * entropy;
+        if !loss.is_finite() {
+            self.adv = adv;
+            return Err(PpoError::Diverged("loss", update + 1));
+        }
+        self.grads.iter_mut().for_each(|g| *g = 0.0);
+        let (mut dy, mut dx) = (std::mem::take(&mut self.grad_a), std::mem::take(&mut self.grad_b));
+        dy.clone_from(&self.dmean);
+        backward(&self.params, &mut self.grads, &self.layout.actor, act, b.obs, n, &self.pi, &mut dy, &mut dx);
+        dy.clone_from(&self.dvalue);
+        backward(&self.params, &mut self.grads, &self.layout.critic, act, b.obs, n, &self.vf, &mut dy, &mut dx);
+        (self.grad_a, self.grad_b) = (dy, dx);
+        let (lo_s, hi_s) = (cfg.log_std_min as f32, cfg.log_std_max as f32);
+        for (j, d) in dls.iter().enumerate() {
+            let k = self.layout.log_std + j;
+            let inside = in_range(self.params[k], lo_s, hi_s);
+            self.grads[k] = if inside { d - cfg.ent_coef as f32 } else { 0.0 };
+        }
+        self.adv = adv;
+        // Global gradient-norm clipping, torch's formula.
+        let total = self.grads.iter().map(|g| (*g as f64) * (*g as f64)).sum::<f64>().sqrt();
+        let coef = cfg.max_grad_norm / (total + 1e-6);
+        if coef < 1.0 {
+            let c = coef as f32;
+            self.grads.iter_mut().for_each(|g| *g *= c);
+        }
+        // Adam, libtorch's formula.
+        *adam_steps += 1;
+        let t = *adam_steps as i32;
+        let (bc1, bc2) = (1.0 - BETA1.powi(t), 1.0 - BETA2.powi(t));
+        let (b1, b2, eps) = (BETA1 as f32, BETA2 as f32, ADAM_EPS as f32);
+        let (sqrt_bc2, step_size) = (bc2.sqrt() as f32, (lr / bc1) as f32);
+        for (((p, g), m), v) in self.params.iter_mut().zip(&self.grads).zip(&mut self.adam_m).zip(&mut self.adam_v) {
+            *m = *m * b1 + g * (1.0 - b1);
+            *v = *v * b2 + g * g * (1.0 - b2);
+            *p -= step_size * *m / (v.sqrt() / sqrt_bc2 + eps);
+        }
+        Ok(MbStats {
+            loss,
+            policy_loss: pg,
+            value_loss: vl,
+            approx_kl: kl / n as f64,
+            clip_fraction: clipped as f64 / n as f64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tanh_slice_is_within_3e_7_of_f64_and_keeps_nan() {
+        let mut xs: Vec<f32> = (-200_000..=200_000).map(|i| i as f32 * 1e-4).collect();
+        xs.extend([1e-30, -1e-7, 8.99, 9.5, -40.0, f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY]);
+        let mut got = xs.clone();
+        super::tanh_slice(&mut got);
+        let worst = xs.iter().zip(&got).map(|(x, g)| ((*x as f64).tanh() - *g as f64).abs()).fold(0.0, f64::max);
+        assert!(worst < 3e-7, "worst absolute error {worst}");
+        assert!(got.iter().all(|g| g.abs() <= 1.0));
+        let mut nan = [f32::NAN, 0.5];
+        super::tanh_slice(&mut nan);
+        assert!(nan[0].is_nan() && (nan[1] - 0.5f32.tanh()).abs() < 3e-7);
+    }
+}
