@@ -310,6 +310,7 @@ impl Ppo {
         if self.native.is_some() {
             self.pull_native()?;
             if let Some(nat) = self.native.as_mut() {
+                nat.reseed(self.cfg.seed, self.updates);
                 nat.reset(&self.cfg, env)?;
             }
         } else {

@@ -322,6 +322,12 @@ impl Native {
         }
     }
 
+    /// Restarts the sampling and shuffling stream for a run that begins at update `update` (a resumed run
+    /// draws new noise, not the first run's again).
+    pub fn reseed(&mut self, seed: u64, update: u64) {
+        self.rng = StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15 ^ update.wrapping_mul(0xbf58_476d_1ce4_e5b9));
+    }
+
     fn log_std(&self, cfg: &PpoConfig) -> Vec<f32> {
         let (lo, hi) = (cfg.log_std_min as f32, cfg.log_std_max as f32);
         self.params[self.layout.log_std..self.layout.log_std + self.layout.act_dim]
@@ -654,6 +660,21 @@ impl Native {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resumed_run_draws_new_noise_and_a_fresh_one_repeats() {
+        let cfg = PpoConfig { hidden: vec![4], seed: 3, ..Default::default() };
+        let mut n = Native::new(Layout::new(2, 1, &cfg.hidden), &cfg, Vec::new());
+        let mut draws = |update: u64| {
+            n.reseed(cfg.seed, update);
+            (0..4).map(|_| StandardNormal.sample(&mut n.rng)).collect::<Vec<f32>>()
+        };
+        let (first, again, resumed) = (draws(0), draws(0), draws(7));
+        assert_eq!(first, again);
+        assert_ne!(first, resumed);
+    }
+
     #[test]
     fn tanh_slice_is_within_3e_7_of_f64_and_keeps_nan() {
         let mut xs: Vec<f32> = (-200_000..=200_000).map(|i| i as f32 * 1e-4).collect();
