@@ -55,6 +55,8 @@ pub mod models;
 pub mod native;
 pub mod oms;
 pub mod onnx;
+#[cfg(feature = "train")]
+pub mod optim;
 pub mod policy;
 pub mod replay;
 pub mod retrain;

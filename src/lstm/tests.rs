@@ -101,8 +101,12 @@ fn checkpoints_resume_where_they_stopped() {
     }
     let mut b =
         LstmTrainer::new(LstmConfig { max_epochs: 5, checkpoint_every: 1, ..cfg() }, dims(), Device::Cpu).unwrap();
+    assert_eq!(b.optimizer_steps(), 0);
     b.resume(dir.path()).unwrap();
     assert_eq!(b.epoch, 3);
+    // AdamW's state came back with the weights: one step per minibatch of the 3 epochs.
+    let batches = tr.len().div_ceil(cfg().batch_size) as u64;
+    assert_eq!(b.optimizer_steps(), 3 * batches);
     assert_eq!(b.best().map(|(e, _)| e), a.best().map(|(e, _)| e));
     let hist = b.fit(&ds, &tr, &va, Some(dir.path()), |_| true).unwrap();
     assert_eq!(hist.iter().map(|h| h.epoch).collect::<Vec<_>>(), vec![4, 5], "resumed at epoch 4");

@@ -1,8 +1,8 @@
 //! The training loop: shuffled minibatches gathered on the device, class-weighted cross-entropy, AdamW;
 //! after each epoch the validation loss, accuracy, macro-F1 and MCC; the best weights (by validation
 //! MCC) are kept in memory and on disk, and training stops after `patience` epochs without improvement.
-//! Checkpoints (`last.safetensors`, `best.safetensors`, `state.json`) allow a resume; the optimizer's
-//! moments are not checkpointed and restart from zero on resume.
+//! Checkpoints (`last.safetensors`, `best.safetensors`, `state.json`) allow a resume; they carry AdamW's
+//! moments and step count (`crate::optim`), so a resumed run continues the optimizer too.
 
 use super::LstmConfig;
 use super::dataset::WindowDataset;
@@ -10,7 +10,7 @@ use super::metrics::Confusion;
 use super::model::{LstmNet, NetDims};
 use std::path::Path;
 use std::time::Instant;
-use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
+use tch::{Device, Kind, Tensor, nn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LstmError {
@@ -56,7 +56,8 @@ pub struct LstmTrainer {
     pub cfg: LstmConfig,
     pub vs: nn::VarStore,
     pub net: LstmNet,
-    opt: nn::Optimizer,
+    /// AdamW (libtorch's formula), its state in the `VarStore`.
+    opt: crate::optim::Adam,
     pub epoch: usize,
     best: Option<Best>,
 }
@@ -71,7 +72,7 @@ impl LstmTrainer {
         tch::manual_seed(cfg.seed as i64);
         let vs = nn::VarStore::new(device);
         let net = LstmNet::new(&vs.root(), dims, &cfg);
-        let opt = nn::AdamW { wd: cfg.weight_decay, ..Default::default() }.build(&vs, cfg.learning_rate)?;
+        let opt = crate::optim::Adam::new(&vs.root(), vs.trainable_variables(), 1e-8, cfg.weight_decay);
         Ok(LstmTrainer { cfg, vs, net, opt, epoch: 0, best: None })
     }
 
@@ -139,7 +140,9 @@ impl LstmTrainer {
                 let logits =
                     tch::autocast(self.amp(), || self.net.forward(&b.fast, &b.slow, &b.context)).to_kind(Kind::Float);
                 let loss = logits.cross_entropy_loss(&b.labels, weights.as_ref(), tch::Reduction::Mean, -100, 0.0);
-                self.opt.backward_step(&loss);
+                self.opt.zero_grad();
+                loss.backward();
+                self.opt.step(self.cfg.learning_rate);
                 loss_sum += loss.double_value(&[]) * len as f64;
                 seen += len;
             }
@@ -194,6 +197,12 @@ impl LstmTrainer {
                 }
             }
         });
+        self.opt.load_steps();
+    }
+
+    /// AdamW steps taken (restored by `resume`).
+    pub fn optimizer_steps(&self) -> u64 {
+        self.opt.steps
     }
 
     pub fn best(&self) -> Option<(usize, f64)> {
@@ -226,10 +235,25 @@ impl LstmTrainer {
         if state.dims != self.net.dims {
             return Err(Self::ck_err(&p, format!("was trained on inputs {:?}, not {:?}", state.dims, self.net.dims)));
         }
-        self.vs.load(dir.join("best.safetensors"))?;
+        self.load(&dir.join("best.safetensors"))?;
         self.best = Some((state.best_epoch, state.best_mcc, snapshot(&self.vs)));
-        self.vs.load(dir.join("last.safetensors"))?;
+        self.load(&dir.join("last.safetensors"))?;
         self.epoch = state.epoch;
+        Ok(())
+    }
+
+    /// Loads a weights file; one written before the optimizer's state was saved loads with fresh moments.
+    fn load(&mut self, path: &Path) -> Result<(), LstmError> {
+        let missing = self.vs.load_partial(path)?;
+        if let Some(name) = missing.iter().find(|n| !crate::optim::Adam::is_state(n)) {
+            return Err(Self::ck_err(path, format!("has no variable {name}: it belongs to another network")));
+        }
+        if missing.is_empty() {
+            self.opt.load_steps();
+        } else {
+            log::warn!("{} carries no optimizer state (an older tradebot): AdamW's moments restart", path.display());
+            self.opt.reset();
+        }
         Ok(())
     }
 }

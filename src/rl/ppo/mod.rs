@@ -62,9 +62,9 @@ pub struct Ppo {
     pub vs: nn::VarStore,
     pub model: ActorCritic,
     pub norm: RunningNorm,
-    adam: TchAdam,
-    /// Adam steps taken (its bias correction); saved as `adam/step`.
-    adam_steps: u64,
+    /// Adam (libtorch's formula, `eps` 1e-5), its state in the `VarStore` (`adam.m`, `adam.v`, `adam.step`)
+    /// in `ActorCritic::parameters()` order, the native trainer's order too.
+    adam: crate::optim::Adam,
     /// The plain-Rust trainer on the CPU (`ppo.cpu_backend = "native"`).
     native: Option<native::Native>,
     obs_dim: usize,
@@ -90,78 +90,6 @@ fn scalar(t: &Tensor) -> f64 {
     t.double_value(&[])
 }
 
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
-
-/// Adam (libtorch's formula, `eps` 1e-5) over the actor-critic's parameters, its moments kept in the
-/// `VarStore` as `adam/m` and `adam/v` (flat, in `ActorCritic::parameters()` order) so that a checkpoint
-/// carries them; `adam/step` holds the step count.
-struct TchAdam {
-    params: Vec<Tensor>,
-    m: Vec<Tensor>,
-    v: Vec<Tensor>,
-    flat_m: Tensor,
-    flat_v: Tensor,
-    step: Tensor,
-}
-
-impl TchAdam {
-    fn new(root: &nn::Path, params: Vec<Tensor>) -> TchAdam {
-        let len: i64 = params.iter().map(|p| p.numel() as i64).sum();
-        let path = root / "adam";
-        let (flat_m, flat_v) = (path.zeros_no_train("m", &[len]), path.zeros_no_train("v", &[len]));
-        let step = path.zeros_no_train("step", &[1]);
-        let (mut m, mut v, mut off) = (Vec::new(), Vec::new(), 0i64);
-        for p in &params {
-            let n = p.numel() as i64;
-            m.push(flat_m.narrow(0, off, n).view(p.size().as_slice()));
-            v.push(flat_v.narrow(0, off, n).view(p.size().as_slice()));
-            off += n;
-        }
-        TchAdam { params, m, v, flat_m, flat_v, step }
-    }
-
-    fn zero_grad(&mut self) {
-        self.params.iter_mut().for_each(Tensor::zero_grad);
-    }
-
-    /// torch's `clip_grad_norm_`: scales every gradient by `max / (norm + 1e-6)` when that is below 1.
-    fn clip_grad_norm(&self, max: f64) {
-        tch::no_grad(|| {
-            let grads: Vec<Tensor> = self.params.iter().map(Tensor::grad).filter(Tensor::defined).collect();
-            let norms: Vec<Tensor> = grads.iter().map(Tensor::norm).collect();
-            if norms.is_empty() {
-                return;
-            }
-            let coef = max / (scalar(&Tensor::stack(&norms, 0).norm()) + 1e-6);
-            if coef < 1.0 {
-                for mut g in grads {
-                    let _ = g.g_mul_scalar_(coef);
-                }
-            }
-        })
-    }
-
-    /// Step `t` (1-based) at learning rate `lr`.
-    fn step(&mut self, lr: f64, t: u64) {
-        let (bc1, bc2) = (1.0 - BETA1.powi(t as i32), 1.0 - BETA2.powi(t as i32));
-        tch::no_grad(|| {
-            for ((p, m), v) in self.params.iter_mut().zip(&mut self.m).zip(&mut self.v) {
-                let g = p.grad();
-                if !g.defined() {
-                    continue;
-                }
-                let _ = m.g_mul_scalar_(BETA1);
-                let _ = m.g_add_(&(&g * (1.0 - BETA1)));
-                let _ = v.g_mul_scalar_(BETA2);
-                let _ = v.g_add_(&(g.square() * (1.0 - BETA2)));
-                let denom = v.sqrt() / bc2.sqrt() + native::ADAM_EPS;
-                let _ = p.g_add_(&(&*m / denom * (-lr / bc1)));
-            }
-        })
-    }
-}
-
 impl Ppo {
     pub fn new(cfg: PpoConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Ppo, PpoError> {
         cfg.validate().map_err(PpoError::Config)?;
@@ -169,7 +97,7 @@ impl Ppo {
         let vs = nn::VarStore::new(device);
         let model = ActorCritic::new(&vs.root(), obs_dim, act_dim, &cfg);
         let norm = RunningNorm::new(&(vs.root() / "obs_norm"), obs_dim, cfg.obs_clip);
-        let adam = TchAdam::new(&vs.root(), model.parameters());
+        let adam = crate::optim::Adam::new(&vs.root(), model.parameters(), native::ADAM_EPS, 0.0);
         let native = (device == Device::Cpu && cfg.cpu_backend == CpuBackend::Native).then(|| {
             let layout = native::Layout::new(obs_dim, act_dim, &cfg.hidden);
             native::Native::new(layout, &cfg, Vec::new())
@@ -180,7 +108,6 @@ impl Ppo {
             model,
             norm,
             adam,
-            adam_steps: 0,
             native,
             obs_dim,
             act_dim,
@@ -218,14 +145,14 @@ impl Ppo {
         nat.norm.mean = wide(&self.norm.mean)?;
         nat.norm.var = wide(&self.norm.var)?;
         nat.norm.count = scalar(&self.norm.count);
-        self.adam_steps = scalar(&self.adam.step).max(0.0) as u64;
+        self.adam.load_steps();
         Ok(())
     }
 
     /// Copies the native trainer's state back into the `VarStore` (and Adam's step count in both cases).
     fn push_native(&mut self) {
+        self.adam.store_steps();
         tch::no_grad(|| {
-            let _ = self.adam.step.fill_(self.adam_steps as f64);
             let Some(nat) = self.native.as_ref() else { return };
             let device = self.device();
             let from = |v: &[f32], shape: &[i64]| Tensor::from_slice(v).view(shape).to_device(device);
@@ -326,7 +253,7 @@ impl Ppo {
             let mut stats = match (self.native.as_mut(), obs.take()) {
                 (Some(nat), _) => {
                     nat.collect(&self.cfg, env, &mut self.recent, &mut self.episodes)?;
-                    nat.update(&self.cfg, lr, &mut self.adam_steps, self.updates)?
+                    nat.update(&self.cfg, lr, &mut self.adam.steps, self.updates)?
                 }
                 (None, Some(o)) => {
                     let (rollout, next_obs) = self.collect(env, o);
@@ -366,7 +293,7 @@ impl Ppo {
     /// and step count included. A checkpoint from before they were saved loads with fresh moments (logged).
     pub fn load_weights(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
         let missing = self.vs.load_partial(path)?;
-        if let Some(name) = missing.iter().find(|n| !n.starts_with("adam.")) {
+        if let Some(name) = missing.iter().find(|n| !crate::optim::Adam::is_state(n)) {
             return Err(PpoError::Config(format!(
                 "checkpoint {} has no variable {name}: it was written for another network; \
                  train from scratch (without --resume) or point at the matching checkpoint",
@@ -378,14 +305,10 @@ impl Ppo {
                 "checkpoint {} carries no optimizer state (written by an older tradebot): Adam's moments restart",
                 path.display()
             );
-            tch::no_grad(|| {
-                let _ = self.adam.flat_m.zero_();
-                let _ = self.adam.flat_v.zero_();
-                let _ = self.adam.step.zero_();
-            });
+            self.adam.reset();
         }
+        self.adam.load_steps();
         self.pull_native()?;
-        self.adam_steps = scalar(&self.adam.step).max(0.0) as u64;
         Ok(())
     }
 
@@ -532,8 +455,7 @@ impl Ppo {
         self.adam.zero_grad();
         loss.backward();
         self.adam.clip_grad_norm(self.cfg.max_grad_norm);
-        self.adam_steps += 1;
-        self.adam.step(lr, self.adam_steps);
+        self.adam.step(lr);
         let (kl, cf) = tch::no_grad(|| {
             let kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
             let cf = (&ratio - 1.0).abs().gt(clip).to_kind(Kind::Float).mean(Kind::Float);

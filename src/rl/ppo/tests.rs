@@ -173,9 +173,9 @@ fn native_and_libtorch_take_the_same_minibatch_steps() {
             returns: &host[5],
         };
         let want = lt.tch_minibatch(&batch, lr).unwrap();
-        let (cfg_n, mut steps) = (nat.cfg.clone(), nat.adam_steps);
+        let (cfg_n, mut steps) = (nat.cfg.clone(), nat.adam.steps);
         let got = nat.native.as_mut().unwrap().minibatch(&cfg_n, lr, &mut steps, &b, 0).unwrap();
-        nat.adam_steps = steps;
+        nat.adam.steps = steps;
         for (what, g, w) in [
             ("loss", got.loss, want.loss),
             ("policy loss", got.policy_loss, want.policy_loss),
@@ -192,7 +192,7 @@ fn native_and_libtorch_take_the_same_minibatch_steps() {
     let (a, b) = (flat_state(&nat), flat_state(&lt));
     let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0f32, f32::max);
     assert!(worst <= 1e-5, "parameters or Adam moments differ by {worst} after 8 steps");
-    assert_eq!(nat.adam_steps, 8);
+    assert_eq!(nat.adam.steps, 8);
     // The log-std held above its bound got no gradient, on either side.
     let ls = Vec::<f32>::try_from(&lt.model.log_std).unwrap();
     assert_eq!(ls[1], 1.5, "{ls:?}");
@@ -208,7 +208,7 @@ fn a_checkpoint_carries_adams_moments_across_backends() {
     let path = dir.path().join("ppo.safetensors");
     let mut p = Ppo::new(small(), 4, 1, Device::Cpu).unwrap();
     p.train(&mut CartPole::new(4, 1), 2 * 32 * 4, |_| true).unwrap();
-    assert_eq!(p.adam_steps, 2 * 2 * 2, "2 updates of 2 epochs of 2 minibatches");
+    assert_eq!(p.adam.steps, 2 * 2 * 2, "2 updates of 2 epochs of 2 minibatches");
     p.save_weights(&path).unwrap();
     let saved = flat_state(&p);
     assert!(p.adam.flat_v.abs().sum(Kind::Float).double_value(&[]) > 0.0);
@@ -217,7 +217,7 @@ fn a_checkpoint_carries_adams_moments_across_backends() {
         assert_ne!(flat_state(&q), saved);
         q.load_weights(&path).unwrap();
         assert_eq!(flat_state(&q), saved, "{backend:?}");
-        assert_eq!(q.adam_steps, 8, "{backend:?}");
+        assert_eq!(q.adam.steps, 8, "{backend:?}");
         if let Some(n) = &q.native {
             assert_eq!(n.adam_v, Vec::<f32>::try_from(&p.adam.flat_v).unwrap());
         }
