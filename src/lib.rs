@@ -34,6 +34,7 @@
 //! - [`web`]: `/metrics` and the dashboard (server-rendered HTML and SVG, token required).
 //! - [`cli`]: the commands of the `tradebot` binary.
 
+pub mod alloc;
 pub mod alpaca;
 pub mod backtest;
 pub mod broker;

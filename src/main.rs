@@ -6,6 +6,11 @@ use std::process::ExitCode;
 use tradebot::cli::{Cli, run};
 use tradebot::config::{ConfigError, EX_CONFIG};
 
+/// jemalloc for the whole process (libtorch and ONNX Runtime included, through its unprefixed `malloc`):
+/// training processes tell it to keep freed pages (`tradebot::alloc::keep_freed_pages`).
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
