@@ -7,7 +7,7 @@ use tradebot::cli::{Cli, run};
 use tradebot::config::{ConfigError, EX_CONFIG};
 
 /// jemalloc for the whole process (libtorch and ONNX Runtime included, through its unprefixed `malloc`):
-/// training processes tell it to keep freed pages (`tradebot::alloc::keep_freed_pages`).
+/// training commands tell it to keep freed pages (`tradebot::alloc::keep_freed_pages`, from `cli::run`).
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -41,7 +41,6 @@ pub fn run(_: LstmBench) -> anyhow::Result<std::process::ExitCode> {
 
 #[cfg(feature = "train")]
 pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
-    crate::alloc::keep_freed_pages();
     use crate::config::LstmConfig;
     use crate::lstm::dataset::{WindowDataset, synthetic};
     use crate::lstm::model::NetDims;

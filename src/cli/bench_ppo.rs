@@ -42,7 +42,6 @@ pub struct PpoBench {
 
 #[cfg(feature = "train")]
 pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
-    crate::alloc::keep_freed_pages();
     use crate::env::{Accounting, EnvConfig, ExecParams, Panel};
     use crate::rl::VecEnv as _;
     use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};

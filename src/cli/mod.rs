@@ -270,6 +270,10 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
 
 /// Runs one command. Errors carry their context; a `ConfigError` in the chain means exit code 78.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // Training processes (the retrain child included) keep freed pages: see `crate::alloc`. The daemon does not.
+    if matches!(cli.command, Command::Train(_) | Command::Bench(BenchCmd::Ppo(_) | BenchCmd::Lstm(_))) {
+        crate::alloc::keep_freed_pages();
+    }
     match cli.command {
         Command::Run { config, live, linger } => run::run(load_config(config)?, live, linger),
         Command::Config(ConfigCmd::Check { file }) => {

@@ -25,7 +25,6 @@ const MIN_TRAIN_SAMPLES: usize = 200;
 const PARITY_TOL: f32 = 1e-5;
 
 pub fn run(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
-    crate::alloc::keep_freed_pages();
     let json = args.json;
     match train(args) {
         Ok(code) => Ok(code),

@@ -176,7 +176,6 @@ impl Progress {
 }
 
 pub fn run(args: PpoArgs) -> anyhow::Result<ExitCode> {
-    crate::alloc::keep_freed_pages();
     let mut config = super::load_config(args.config.clone())?;
     // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF) or today.
     config.train = config.train.resolve_from_env().map_err(anyhow::Error::msg)?;
