@@ -46,7 +46,10 @@ pub struct Asset {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Position {
+    /// As Alpaca names it: crypto positions without the pair's slash (`BTCUSD`), unlike orders and assets.
     pub symbol: Symbol,
+    /// `us_equity` or `crypto`.
+    pub class: String,
     /// Negative when short.
     pub qty: Decimal,
     pub avg_entry_price: Decimal,

@@ -5,41 +5,64 @@
 //!   through `RestClient::submit_order`, which never sends an order twice (after an ambiguous failure it
 //!   looks the order up by client_order_id first).
 //! - `cancel`: finds the order by client_order_id and cancels it by Alpaca's id.
-//! - `snapshot`: every open order, the orders of the last `lookback` (open or closed, up to 500), the
-//!   positions and the account: what the OMS reconciles against.
+//! - `snapshot`: every open order and every order of the last `lookback` (open or closed, read page by
+//!   page, no cap), the positions and the account: what the OMS reconciles against. Lists are read
+//!   element by element: an order or position tradebot cannot read as its own (an options order, a
+//!   multi-leg order with no symbol, ...) is logged once and left alone, never failing the snapshot.
+//!   Crypto positions, which Alpaca names `BTCUSD`, come back under the pair's symbol `BTC/USD` (the one
+//!   orders, fills and the config use), mapped through the crypto asset list.
 //!
 //! REST errors map onto `BrokerError` by what they mean for the order: refused, outcome unknown,
 //! unavailable for now, or keys refused.
 
 use super::{Broker, BrokerError};
 use crate::alpaca::event::BrokerOrder;
-use crate::alpaca::model::Asset;
+use crate::alpaca::model::{Asset, Position};
 use crate::alpaca::rest::{
-    CancelOrder, GetAccount, GetAsset, GetOrderByClientId, ListOrders, ListOrdersQuery, ListPositions, NewOrder,
-    OrderFilter, OrderKind, RestClient, RestError, TimeInForce,
+    CancelOrder, GetAccount, GetAsset, GetOrderByClientId, ListAssets, ListOrders, ListOrdersQuery, ListPositions,
+    NewOrder, OrderFilter, OrderKind, RestClient, RestError, Skipped, TimeInForce,
 };
 use crate::domain::{ClientOrderId, OrderRequest, OrderTif, Symbol};
 use crate::engine::BrokerSnapshot;
 use crate::risk::RiskApproved;
 use chrono::Utc;
 use rust_decimal::Decimal;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 pub struct AlpacaBroker {
     rest: RestClient,
     /// Closed orders younger than this are part of every snapshot.
     lookback: chrono::Duration,
+    /// Orders per list page (Alpaca's maximum is 500); every page is read.
+    page: u32,
     assets: HashMap<Symbol, Asset>,
+    /// Alpaca's position symbol of each crypto pair (`BTCUSD` → `BTC/USD`), from the crypto asset list.
+    crypto_pairs: HashMap<String, Symbol>,
+    /// List elements already reported as unreadable (each is logged once, not on every snapshot).
+    reported: HashSet<Skipped>,
 }
 
 impl AlpacaBroker {
     pub fn new(rest: RestClient) -> Self {
-        AlpacaBroker { rest, lookback: chrono::Duration::days(7), assets: HashMap::new() }
+        AlpacaBroker {
+            rest,
+            lookback: chrono::Duration::days(7),
+            page: 500,
+            assets: HashMap::new(),
+            crypto_pairs: HashMap::new(),
+            reported: HashSet::new(),
+        }
     }
 
     /// How far back a snapshot lists closed orders (default 7 days).
     pub fn with_lookback(mut self, lookback: chrono::Duration) -> Self {
         self.lookback = lookback;
+        self
+    }
+
+    /// Orders per list page (1 to 500; default 500).
+    pub fn with_page_size(mut self, page: u32) -> Self {
+        self.page = page.clamp(1, 500);
         self
     }
 
@@ -52,13 +75,70 @@ impl AlpacaBroker {
         Ok(a)
     }
 
+    /// Every order of the filter submitted after `after`, page by page (oldest first, each page starting
+    /// just before the last one's newest order; duplicates dropped), so no cap leaves an order out.
     async fn list(
-        &self,
+        &mut self,
         status: OrderFilter,
         after: Option<chrono::DateTime<Utc>>,
     ) -> Result<Vec<BrokerOrder>, BrokerError> {
-        let q = ListOrdersQuery { status, limit: 500, after, symbols: Vec::new() };
-        self.rest.issue::<ListOrders>(&q).await.map_err(|e| map_error(e, false))
+        let mut out: Vec<BrokerOrder> = Vec::new();
+        let mut seen = HashSet::new();
+        let mut after = after;
+        loop {
+            let q = ListOrdersQuery { status, limit: self.page, after, symbols: Vec::new(), oldest_first: true };
+            let page = self.rest.issue::<ListOrders>(&q).await.map_err(|e| map_error(e, false))?;
+            self.report(&page.skipped, "order");
+            let n = page.items.len() + page.skipped.len();
+            let newest = page.items.iter().filter_map(|o| o.created_at).max();
+            let before = out.len();
+            for o in page.items {
+                if seen.insert(o.id.clone()) {
+                    out.push(o);
+                }
+            }
+            let full = n >= self.page as usize;
+            match newest {
+                // Alpaca's `after` is exclusive: step back a microsecond so orders sharing the boundary
+                // instant are read again (and dropped as duplicates) rather than missed.
+                Some(t) if full && out.len() > before => after = Some(t - chrono::Duration::microseconds(1)),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// Logs each unreadable list element once.
+    fn report(&mut self, skipped: &[Skipped], what: &str) {
+        for s in skipped {
+            if self.reported.insert(s.clone()) {
+                log::warn!(
+                    "broker: left alone an Alpaca {what} tradebot cannot read as its own ({}: {}); it does not \
+                     count in reconciliation",
+                    s.key,
+                    s.reason
+                );
+            }
+        }
+    }
+
+    /// Our symbol for a position: crypto positions come back as `BTCUSD`, mapped to the pair (`BTC/USD`)
+    /// through the crypto asset list (read once, again when a position names a pair it does not hold).
+    async fn position_symbol(&mut self, p: &Position) -> Result<Symbol, BrokerError> {
+        if p.class != "crypto" || p.symbol.is_crypto() {
+            return Ok(p.symbol.clone());
+        }
+        if !self.crypto_pairs.contains_key(p.symbol.as_str()) {
+            let class = "crypto".to_string();
+            let assets = self.rest.issue::<ListAssets>(&class).await.map_err(|e| map_error(e, false))?;
+            self.crypto_pairs = assets.into_iter().map(|a| (a.symbol.as_str().replace('/', ""), a.symbol)).collect();
+        }
+        Ok(match self.crypto_pairs.get(p.symbol.as_str()) {
+            Some(s) => s.clone(),
+            None => {
+                log::warn!("broker: crypto position {} matches no crypto asset at Alpaca; keeping its name", p.symbol);
+                p.symbol.clone()
+            }
+        })
     }
 }
 
@@ -133,20 +213,20 @@ impl Broker for AlpacaBroker {
     async fn snapshot(&mut self) -> Result<BrokerSnapshot, BrokerError> {
         let taken_at = Utc::now();
         let mut orders = self.list(OrderFilter::All, Some(taken_at - self.lookback)).await?;
+        let ids: HashSet<_> = orders.iter().map(|o| o.id.clone()).collect();
         for o in self.list(OrderFilter::Open, None).await? {
-            if !orders.iter().any(|x| x.id == o.id) {
+            if !ids.contains(&o.id) {
                 orders.push(o);
             }
         }
-        let positions = self.rest.issue::<ListPositions>(&()).await.map_err(|e| map_error(e, false))?;
+        let listed = self.rest.issue::<ListPositions>(&()).await.map_err(|e| map_error(e, false))?;
+        self.report(&listed.skipped, "position");
+        let mut positions = Vec::with_capacity(listed.items.len());
+        for p in &listed.items {
+            positions.push((self.position_symbol(p).await?, p.qty));
+        }
         let account = self.rest.issue::<GetAccount>(&()).await.map_err(|e| map_error(e, false))?;
-        Ok(BrokerSnapshot {
-            orders,
-            positions: positions.into_iter().map(|p| (p.symbol, p.qty)).collect(),
-            cash: account.cash,
-            equity: account.equity,
-            taken_at: Some(taken_at),
-        })
+        Ok(BrokerSnapshot { orders, positions, cash: account.cash, equity: account.equity, taken_at: Some(taken_at) })
     }
 }
 

@@ -148,11 +148,14 @@ impl Book {
     pub fn position(&self, symbol: &str) -> Option<w::Position> {
         let &(qty, avg) = self.positions.get(symbol)?;
         let price = self.prices.get(symbol).copied().unwrap_or(avg);
+        // Alpaca names crypto positions without the pair's slash (`BTCUSD`), while its orders, fills
+        // and assets say `BTC/USD`.
+        let crypto = symbol.contains('/');
         Some(w::Position {
             asset_id: format!("asset-{symbol}"),
-            symbol: symbol.into(),
-            exchange: "NASDAQ".into(),
-            asset_class: "us_equity".into(),
+            symbol: symbol.replace('/', ""),
+            exchange: if crypto { "CRYPTO" } else { "NASDAQ" }.into(),
+            asset_class: if crypto { "crypto" } else { "us_equity" }.into(),
             avg_entry_price: avg.to_string(),
             qty: qty.to_string(),
             qty_available: Some(qty.to_string()),

@@ -130,8 +130,21 @@ fn asset_of(symbol: &str) -> w::Asset {
     }
 }
 
-async fn assets(State(app): State<App>) -> Json<Vec<w::Asset>> {
-    Json(app.lock().book.prices.keys().map(|s| asset_of(s)).collect())
+/// Active assets, filtered by `asset_class` (`us_equity` or `crypto`) as Alpaca does.
+async fn assets(
+    State(app): State<App>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> Json<Vec<w::Asset>> {
+    let class = q.get("asset_class").cloned();
+    Json(
+        app.lock()
+            .book
+            .prices
+            .keys()
+            .map(|s| asset_of(s))
+            .filter(|a| class.as_ref().is_none_or(|c| *c == a.class))
+            .collect(),
+    )
 }
 
 async fn asset(State(app): State<App>, Path(symbol): Path<String>) -> Response {
@@ -182,6 +195,9 @@ async fn list_orders(State(app): State<App>, q: Q) -> Json<Vec<w::Order>> {
     };
     let status = q.get("status").map(String::as_str).unwrap_or("open");
     let limit = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(50usize).min(500);
+    let stamp = |t: Option<&String>| t.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    // `after` is exclusive, on the submission time, as at Alpaca.
+    let after = stamp(q.get("after"));
     let s = app.lock();
     let mut v: Vec<w::Order> = s
         .book
@@ -192,9 +208,14 @@ async fn list_orders(State(app): State<App>, q: Q) -> Json<Vec<w::Order>> {
             "closed" => !open(o),
             _ => open(o),
         })
+        .filter(|o| {
+            after.is_none_or(|a| stamp(o.submitted_at.as_ref().or(o.created_at.as_ref())).is_some_and(|t| t > a))
+        })
         .cloned()
         .collect();
-    v.reverse();
+    if q.get("direction").map(String::as_str) != Some("asc") {
+        v.reverse();
+    }
     v.truncate(limit);
     Json(v)
 }

@@ -117,6 +117,7 @@ pub fn asset(a: w::Asset) -> Result<Asset, ParseError> {
 pub fn position(p: w::Position) -> Result<Position, ParseError> {
     Ok(Position {
         symbol: Symbol::new(&p.symbol)?,
+        class: p.asset_class,
         qty: decimal("qty", &p.qty)?,
         avg_entry_price: decimal("avg_entry_price", &p.avg_entry_price)?,
         market_value: opt_decimal("market_value", &p.market_value)?,

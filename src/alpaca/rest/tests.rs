@@ -63,15 +63,16 @@ async fn endpoints_against_the_fake() {
     let resting =
         c.submit_order(&order("tb-a-2", 1, OrderKind::Limit(Price::new(Decimal::from(150)).unwrap()))).await.unwrap();
     assert_eq!(resting.status, OrderStatus::Accepted);
-    let open = ListOrdersQuery { status: OrderFilter::Open, limit: 50, after: None, symbols: vec![] };
-    assert_eq!(c.issue::<ListOrders>(&open).await.unwrap().len(), 1);
+    let open =
+        ListOrdersQuery { status: OrderFilter::Open, limit: 50, after: None, symbols: vec![], oldest_first: false };
+    assert_eq!(c.issue::<ListOrders>(&open).await.unwrap().items.len(), 1);
     let all = ListOrdersQuery { status: OrderFilter::All, ..open.clone() };
-    assert_eq!(c.issue::<ListOrders>(&all).await.unwrap().len(), 2);
+    assert_eq!(c.issue::<ListOrders>(&all).await.unwrap().items.len(), 2);
     c.issue::<CancelOrder>(&resting.id).await.unwrap();
     assert_eq!(c.issue::<GetOrder>(&resting.id).await.unwrap().status, OrderStatus::Canceled);
     assert!(c.issue::<CancelAllOrders>(&()).await.unwrap().is_empty());
 
-    let ps = c.issue::<ListPositions>(&()).await.unwrap();
+    let ps = c.issue::<ListPositions>(&()).await.unwrap().items;
     assert_eq!((ps.len(), ps[0].qty), (1, Decimal::from(10)));
     let p = c.issue::<GetPosition>(&Symbol::new("AAPL").unwrap()).await.unwrap();
     assert_eq!(p.avg_entry_price, Decimal::from(200));

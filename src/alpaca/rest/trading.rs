@@ -23,6 +23,44 @@ fn list<W: serde::de::DeserializeOwned, T>(
     decode(name, body, |v: Vec<W>| v.into_iter().map(f).collect())
 }
 
+/// A list reply read element by element: what parsed, and what did not (an options order, a multi-leg
+/// order, a status this build does not know, ...), each named by its id or symbol with the reason. One
+/// foreign element never fails the whole list.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Listed<T> {
+    pub items: Vec<T>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// One list element that could not be read as ours.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Skipped {
+    /// Its `id`, else its `symbol`, else its position in the list.
+    pub key: String,
+    pub reason: String,
+}
+
+fn lenient<W: serde::de::DeserializeOwned, T>(
+    name: &'static str,
+    body: &[u8],
+    f: fn(W) -> Result<T, parse::ParseError>,
+) -> Result<Listed<T>, RestError> {
+    decode(name, body, |v: Vec<serde_json::Value>| {
+        let mut out = Listed { items: Vec::with_capacity(v.len()), skipped: Vec::new() };
+        for (i, el) in v.into_iter().enumerate() {
+            let key = ["id", "symbol"]
+                .iter()
+                .find_map(|k| el.get(*k).and_then(|x| x.as_str()).filter(|x| !x.is_empty()).map(String::from))
+                .unwrap_or_else(|| format!("element {i}"));
+            match serde_json::from_value::<W>(el).map_err(parse::ParseError::from).and_then(f) {
+                Ok(t) => out.items.push(t),
+                Err(e) => out.skipped.push(Skipped { key, reason: e.to_string() }),
+            }
+        }
+        Ok(out)
+    })
+}
+
 pub struct GetAccount;
 impl Endpoint for GetAccount {
     type Input = ();
@@ -231,14 +269,17 @@ pub struct ListOrdersQuery {
     pub status: OrderFilter,
     /// 1 to 500.
     pub limit: u32,
+    /// Only orders submitted after this instant (exclusive).
     pub after: Option<DateTime<Utc>>,
     pub symbols: Vec<Symbol>,
+    /// Oldest first (`asc`, for paging forward with `after`) or newest first (Alpaca's default).
+    pub oldest_first: bool,
 }
 
 pub struct ListOrders;
 impl Endpoint for ListOrders {
     type Input = ListOrdersQuery;
-    type Output = Vec<BrokerOrder>;
+    type Output = Listed<BrokerOrder>;
     const METHOD: Method = Method::GET;
     const IDEMPOTENT: bool = true;
     const NAME: &'static str = "GET /v2/orders";
@@ -258,10 +299,13 @@ impl Endpoint for ListOrders {
         if !q.symbols.is_empty() {
             v.push(("symbols", q.symbols.iter().map(Symbol::as_str).collect::<Vec<_>>().join(",")));
         }
+        if q.oldest_first {
+            v.push(("direction", "asc".into()));
+        }
         v
     }
     fn parse(_: &ListOrdersQuery, body: &[u8]) -> Result<Self::Output, RestError> {
-        list(Self::NAME, body, parse::order)
+        lenient(Self::NAME, body, parse::order)
     }
 }
 
@@ -314,7 +358,7 @@ impl Endpoint for CancelAllOrders {
 pub struct ListPositions;
 impl Endpoint for ListPositions {
     type Input = ();
-    type Output = Vec<Position>;
+    type Output = Listed<Position>;
     const METHOD: Method = Method::GET;
     const IDEMPOTENT: bool = true;
     const NAME: &'static str = "GET /v2/positions";
@@ -322,7 +366,7 @@ impl Endpoint for ListPositions {
         "/v2/positions".into()
     }
     fn parse(_: &(), body: &[u8]) -> Result<Self::Output, RestError> {
-        list(Self::NAME, body, parse::position)
+        lenient(Self::NAME, body, parse::position)
     }
 }
 

@@ -101,3 +101,82 @@ fn errors_map_by_what_they_mean_for_the_order() {
     let bp = RestError::InsufficientBuyingPower { endpoint: "x", message: "no".into() };
     assert!(matches!(map_error(bp, true), BrokerError::Rejected(_)));
 }
+
+#[tokio::test]
+async fn crypto_positions_come_back_under_the_pair_symbol_orders_use() {
+    let (fake, mut broker) = fake().await;
+    fake.set_price("BTC/USD", Decimal::from(50_000));
+    broker.submit(order("BTC/USD", 0, "0.5")).await.unwrap();
+    broker.submit(order("AAPL", 1, "3")).await.unwrap();
+    // Alpaca answers the position as `BTCUSD`; the snapshot must speak of `BTC/USD`, the symbol of the
+    // orders, fills and config, or every reconciliation zeroes the holding and adopts a phantom.
+    let snap = broker.snapshot().await.unwrap();
+    let mut positions = snap.positions.clone();
+    positions.sort();
+    assert_eq!(
+        positions,
+        vec![(Symbol::new("AAPL").unwrap(), Decimal::from(3)), (Symbol::new("BTC/USD").unwrap(), Decimal::new(5, 1))]
+    );
+}
+
+/// An open order in the fake's book as Alpaca would list it, placed outside tradebot.
+fn foreign(
+    id: &str,
+    symbol: &str,
+    status: crate::alpaca::wire::rest::OrderStatus,
+    at: &str,
+) -> crate::alpaca::wire::rest::Order {
+    crate::alpaca::wire::rest::Order {
+        id: id.into(),
+        client_order_id: format!("web-{id}"),
+        created_at: Some(at.into()),
+        submitted_at: Some(at.into()),
+        symbol: symbol.into(),
+        qty: Some("1".into()),
+        filled_qty: Some("0".into()),
+        status,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn foreign_orders_and_positions_do_not_fail_the_snapshot() {
+    use crate::alpaca::wire::rest::OrderStatus as W;
+    let (fake, mut broker) = fake().await;
+    let mine = broker.submit(order("AAPL", 0, "2")).await.unwrap();
+    {
+        let mut s = fake.lock();
+        let at = "2030-01-01T15:00:00Z";
+        // An options order (symbol over 15 characters), a multi-leg order (empty symbol), a status this
+        // build does not know, and an options position.
+        s.book.orders.push(foreign("opt-1", "AAPL240119C00150000", W::New, at));
+        s.book.orders.push(foreign("mleg-1", "", W::New, at));
+        s.book.orders.push(foreign("new-status-1", "MSFT", W::Unknown, at));
+        s.book.positions.insert("AAPL240119C00150000".into(), (Decimal::from(1), Decimal::from(3)));
+    }
+    for _ in 0..2 {
+        let snap = broker.snapshot().await.expect("one foreign element must not fail the snapshot");
+        assert_eq!(snap.orders.iter().map(|o| o.id.clone()).collect::<Vec<_>>(), vec![mine.id.clone()]);
+        assert_eq!(snap.positions, vec![(Symbol::new("AAPL").unwrap(), Decimal::from(2))]);
+    }
+    assert_eq!(broker.reported.len(), 4, "each foreign element is reported once: {:?}", broker.reported);
+}
+
+#[tokio::test]
+async fn every_open_order_is_listed_beyond_one_page() {
+    use crate::alpaca::wire::rest::OrderStatus as W;
+    let (fake, mut broker) = fake().await;
+    {
+        let mut s = fake.lock();
+        for i in 0..503 {
+            // Three share one instant across the page boundary.
+            let at = format!("2030-01-01T15:{:02}:{:02}Z", i.min(500) / 60, i.min(500) % 60);
+            let mut o = foreign(&format!("o-{i}"), "AAPL", W::New, &at);
+            o.client_order_id = format!("tb-{i}");
+            s.book.orders.push(o);
+        }
+    }
+    let snap = broker.snapshot().await.unwrap();
+    let ids: HashSet<_> = snap.orders.iter().map(|o| o.id.clone()).collect();
+    assert_eq!((snap.orders.len(), ids.len()), (503, 503), "none capped, none twice");
+}
