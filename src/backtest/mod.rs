@@ -13,22 +13,24 @@
 pub mod metrics;
 #[cfg(test)]
 mod parity_tests;
+#[cfg(test)]
+mod replay_parity_tests;
+pub mod session;
 pub mod sim;
 
 pub use metrics::{Activity, Metrics, metrics};
+pub use session::{EquityPoint, Models, SimSession};
 pub use sim::{SimRun, SimRunError, simulate};
 
-use crate::broker::SimBroker;
 use crate::config::Config;
 use crate::domain::{Bar, Symbol, Timeframe};
-use crate::engine::{Engine, EngineConfig, LstmProbs, ManualClock, ProbSource, StrategyConfig, StrategyMode};
+use crate::engine::{LstmProbs, ProbSource, StrategyMode};
 use crate::env::ExecParams;
 use crate::models::{ModelKind, Registry};
-use crate::oms::{Oms, OmsConfig};
 use crate::policy::{ModelSel, Pipeline, PolicyError, PpoPolicy, SessionOptions};
 use crate::store::{Store, StoreError, TreeName, keys::time_key};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeSet;
 
 #[derive(Debug, thiserror::Error)]
@@ -42,28 +44,26 @@ pub enum BacktestError {
     #[error("{0}")]
     Run(#[from] SimRunError),
     #[error(
+        "no model {0} in the registry: `tradebot models list` shows the ids; `tradebot models seed` imports the shipped ones"
+    )]
+    NoModel(String),
+    #[error(
         "only {got} bars common to all of {symbols:?} in the window; at least {need} are needed (feature warm-up + 1): import data (`tradebot data import`) or widen --from/--to"
     )]
     TooFewBars { got: usize, need: usize, symbols: Vec<Symbol> },
 }
 
-/// One point of a stored equity curve.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EquityPoint {
-    pub t: DateTime<Utc>,
-    pub equity: f64,
-    pub cash: f64,
-    pub buy_hold: f64,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BacktestReport {
     pub model_id: String,
+    pub mode: StrategyMode,
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
     pub bars: usize,
     pub strategy: Metrics,
     pub buy_hold: Metrics,
+    /// Orders risk refused, by reason code.
+    pub refusals: std::collections::BTreeMap<&'static str, usize>,
     #[serde(skip)]
     pub curve: Vec<EquityPoint>,
 }
@@ -135,6 +135,15 @@ impl Drop for Scratch {
     }
 }
 
+/// What to backtest: the strategy (by default the selected model's kind) and the model.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    pub sel: ModelSel,
+    /// `None`: the model's kind (a PPO model trades `ppo`, an LSTM model `lstm`). `ensemble` pairs the
+    /// selected model with the champion of the other kind.
+    pub mode: Option<StrategyMode>,
+}
+
 /// Backtests the selected PPO model over the stored bars of the configured symbols in `[from, to]`.
 pub fn run(
     config: &Config,
@@ -147,9 +156,7 @@ pub fn run(
     run_kind(config, store, registry, ModelKind::Ppo, sel, from, to)
 }
 
-/// Backtests the selected model of `kind`: a PPO model trades in `ppo` mode; an LSTM model in `lstm`
-/// mode (long `strategy.lstm_qty` units on P(up), flat on P(down)), its windows built by the same
-/// `features::windows` code as in training.
+/// Backtests the selected model of `kind` in its own strategy (`ppo` or `lstm`).
 pub fn run_kind(
     config: &Config,
     store: &Store,
@@ -159,61 +166,152 @@ pub fn run_kind(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<BacktestReport, BacktestError> {
-    let symbols = config.market.symbols.clone();
-    let bars = aligned_bars(store, &symbols, config.market.timeframe, from, to)?;
-    let start = config.features.warmup().saturating_sub(1);
+    let mode = match kind {
+        ModelKind::Ppo => StrategyMode::Ppo,
+        ModelKind::Lstm => StrategyMode::Lstm,
+    };
+    run_subject(config, store, registry, &Subject { sel: sel.clone(), mode: Some(mode) }, from, to)
+}
+
+/// The kind of the selected model (`latest`: a PPO champion, else the LSTM one).
+pub fn model_kind(registry: &Registry, sel: &ModelSel) -> Result<ModelKind, BacktestError> {
+    let found = match sel {
+        ModelSel::Id(id) => registry.load(id).ok().map(|(m, _)| m.kind),
+        ModelSel::Champion => {
+            let ppo = registry.champion(ModelKind::Ppo).ok().flatten().map(|m| m.kind);
+            ppo.or_else(|| registry.champion(ModelKind::Lstm).ok().flatten().map(|m| m.kind))
+        }
+    };
+    found.ok_or_else(|| BacktestError::NoModel(format!("{sel:?}")))
+}
+
+/// Loads the models strategy `mode` trades with: the selected model for its kind, the champion for the
+/// other (ensemble).
+pub fn load_models(
+    config: &Config,
+    registry: &Registry,
+    mode: StrategyMode,
+    sel: &ModelSel,
+    sel_kind: ModelKind,
+) -> Result<Models, BacktestError> {
+    let symbols = &config.market.symbols;
+    let pick = |k: ModelKind| if k == sel_kind { sel.clone() } else { ModelSel::Champion };
+    let policy = match mode {
+        StrategyMode::Ppo | StrategyMode::Ensemble => {
+            let pipeline = Pipeline::new(&config.features, symbols);
+            Some(PpoPolicy::load(registry, &pick(ModelKind::Ppo), &pipeline, SessionOptions::default())?)
+        }
+        _ => None,
+    };
+    let probs: Option<Box<dyn ProbSource>> = match mode {
+        StrategyMode::Lstm | StrategyMode::Ensemble => Some(Box::new(LstmProbs::load(
+            registry,
+            &pick(ModelKind::Lstm),
+            &config.features,
+            config.lstm.window_spec(),
+            symbols,
+        )?)),
+        _ => None,
+    };
+    Ok((policy, probs))
+}
+
+/// The models' id for reports: the PPO's, the LSTM's, or both joined by `+`.
+pub fn models_id(models: &Models) -> String {
+    let ids: Vec<String> =
+        models.0.iter().map(|p| p.id().to_string()).chain(models.1.iter().map(|p| p.model_id())).collect();
+    ids.join("+")
+}
+
+/// One evaluation: a strategy over aligned bars, beside buy-and-hold and cash.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    pub curve: Vec<EquityPoint>,
+    /// Orders risk refused, by reason code.
+    pub refusals: std::collections::BTreeMap<&'static str, usize>,
+    pub strategy: Metrics,
+    pub buy_hold: Metrics,
+}
+
+impl Evaluation {
+    /// Per-bar returns of the strategy and of buy-and-hold.
+    pub fn returns(&self) -> (Vec<f64>, Vec<f64>) {
+        let r = |f: fn(&EquityPoint) -> f64| -> Vec<f64> {
+            self.curve.windows(2).map(|w| if f(&w[0]) > 0.0 { f(&w[1]) / f(&w[0]) - 1.0 } else { 0.0 }).collect()
+        };
+        (r(|p| p.equity), r(|p| p.buy_hold))
+    }
+}
+
+/// The evaluator: `models` trading strategy `mode` over `bars` (aligned, the config's symbols) on a
+/// fresh simulated account, with the full risk checks, beside buy-and-hold over the same bars. The
+/// curve starts at the first bar the engine can trade on (`first_traded_bar`).
+pub fn evaluate(
+    config: &Config,
+    mode: StrategyMode,
+    models: Models,
+    bars: &[Vec<Bar>],
+) -> Result<Evaluation, BacktestError> {
+    let start = session::first_traded_bar(config);
     let days = bars.first().map_or(0, |b| b.len());
     if days < start + 2 {
-        return Err(BacktestError::TooFewBars { got: days, need: start + 2, symbols });
+        return Err(BacktestError::TooFewBars { got: days, need: start + 2, symbols: config.market.symbols.clone() });
     }
-    let pipeline = Pipeline::new(&config.features, &symbols);
-    let (policy, probs, mode): (_, Option<Box<dyn ProbSource>>, _) = match kind {
-        ModelKind::Ppo => {
-            (Some(PpoPolicy::load(registry, sel, &pipeline, SessionOptions::default())?), None, StrategyMode::Ppo)
-        }
-        ModelKind::Lstm => {
-            let w = config.lstm.window_spec();
-            let p = LstmProbs::load(registry, sel, &config.features, w, &symbols)?;
-            (None, Some(Box::new(p)), StrategyMode::Lstm)
-        }
-    };
-    let model_id = match (&policy, &probs) {
-        (Some(p), _) => p.id().to_string(),
-        (None, Some(p)) => p.model_id(),
-        (None, None) => String::new(),
-    };
     let nanos = Utc::now().timestamp_nanos_opt().unwrap_or_default();
-    let scratch = Scratch(std::env::temp_dir().join(format!("tradebot-backtest-{}-{nanos}", std::process::id())));
-    let scratch_store = Store::open(&scratch.0).map_err(|e| BacktestError::Scratch(e.to_string()))?;
-    let clock = ManualClock::new(bars[0][0].t);
-    let oms = Oms::open(&scratch_store, Box::new(clock.clone()), OmsConfig::default())
+    let scratch = Scratch(std::env::temp_dir().join(format!(
+        "tradebot-eval-{}-{nanos}-{}",
+        std::process::id(),
+        SCRATCH_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )));
+    let account = Store::open(&scratch.0).map_err(|e| BacktestError::Scratch(e.to_string()))?;
+    let mut session = SimSession::open(config, mode, &account, models, bars[0][0].t)
         .map_err(|e| BacktestError::Scratch(e.to_string()))?;
-    let env = &config.env;
-    let cfg = EngineConfig {
-        strategy: StrategyConfig { mode, ..config.strategy.clone() },
-        symbols: symbols.clone(),
-        features: config.features.clone(),
-        initial_cash: env.initial_cash,
-        exec: env.exec,
-        max_order_notional: config.risk.max_order_notional,
-        reconcile_every: 0,
-    };
-    let mut engine =
-        Engine::new(cfg, &scratch_store, oms, policy, probs).map_err(|e| BacktestError::Scratch(e.to_string()))?;
-    let mut sim = SimBroker::new(env.initial_cash, env.exec);
-    let run = simulate(&mut engine, &clock, &mut sim, &bars, start)?;
-    let (bh, bh_act) = buy_and_hold(&bars, start, env.initial_cash, &env.exec);
+    let exec = config.env.exec;
+    let (bh, bh_act) = buy_and_hold(bars, start, session::initial_cash(config), &exec);
+    session.run(bars, &bh)?;
+    Ok(summarise(config, &session, bh_act))
+}
+
+/// The metrics of a session's curve and of its buy-and-hold line (the replay's summary, too).
+pub fn summarise(config: &Config, session: &SimSession, bh_act: Activity) -> Evaluation {
     let ppy = periods_per_year(config.market.timeframe);
-    let bh_curve: Vec<_> = run.curve.iter().zip(&bh).map(|((t, _), e)| (*t, *e)).collect();
-    let curve: Vec<EquityPoint> = run
-        .curve
-        .iter()
-        .zip(&run.cash)
-        .zip(&bh)
-        .map(|(((t, e), c), b)| EquityPoint { t: *t, equity: *e, cash: *c, buy_hold: *b })
-        .collect();
+    let curve = session.curve().to_vec();
+    let bh: Vec<_> = curve.iter().map(|p| (p.t, p.buy_hold)).collect();
+    Evaluation {
+        refusals: session.refusals().clone(),
+        strategy: metrics(&session.equity_curve(), ppy, session.activity()),
+        buy_hold: metrics(&bh, ppy, bh_act),
+        curve,
+    }
+}
+
+static SCRATCH_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Backtests `subject` over the stored bars of the configured symbols in `[from, to]`, and stores the
+/// curve in the `equity` tree (`backtest/<model id>/<time>`).
+pub fn run_subject(
+    config: &Config,
+    store: &Store,
+    registry: &Registry,
+    subject: &Subject,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<BacktestReport, BacktestError> {
+    let symbols = config.market.symbols.clone();
+    let bars = aligned_bars(store, &symbols, config.market.timeframe, from, to)?;
+    let kind = model_kind(registry, &subject.sel)?;
+    let mode = subject.mode.unwrap_or(match kind {
+        ModelKind::Ppo => StrategyMode::Ppo,
+        ModelKind::Lstm => StrategyMode::Lstm,
+    });
+    if mode == StrategyMode::Scripted {
+        return Err(BacktestError::NoModel("strategy \"scripted\" is not a model strategy".into()));
+    }
+    let models = load_models(config, registry, mode, &subject.sel, kind)?;
+    let model_id = models_id(&models);
+    let ev = evaluate(config, mode, models, &bars)?;
     let tree = store.tree::<EquityPoint>(TreeName::Equity)?;
-    for p in &curve {
+    for p in &ev.curve {
         let mut key = format!("backtest/{model_id}/").into_bytes();
         key.extend_from_slice(&time_key(p.t));
         tree.insert(&key, p)?;
@@ -221,12 +319,14 @@ pub fn run_kind(
     store.flush()?;
     Ok(BacktestReport {
         model_id,
-        from: curve.first().map(|p| p.t),
-        to: curve.last().map(|p| p.t),
-        bars: curve.len(),
-        strategy: metrics(&run.curve, ppy, run.activity),
-        buy_hold: metrics(&bh_curve, ppy, bh_act),
-        curve,
+        mode,
+        from: ev.curve.first().map(|p| p.t),
+        to: ev.curve.last().map(|p| p.t),
+        bars: ev.curve.len(),
+        strategy: ev.strategy,
+        buy_hold: ev.buy_hold,
+        refusals: ev.refusals,
+        curve: ev.curve,
     })
 }
 

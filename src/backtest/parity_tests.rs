@@ -3,9 +3,12 @@
 //! from the ONNX model) and in the backtest (Engine + OMS + SimBroker).
 
 use super::*;
+use crate::broker::SimBroker;
 use crate::data::{ImportOptions, import_csv};
+use crate::engine::{Engine, EngineConfig, ManualClock, StrategyConfig};
 use crate::env::{EnvConfig, Panel, Step, VecEnv};
 use crate::features::FeatureSpec;
+use crate::oms::{Oms, OmsConfig};
 use crate::policy::tests::{random_ppo, register_ppo};
 use std::sync::Arc;
 

@@ -3,8 +3,9 @@
 //! writes it as CSV on request.
 
 use super::load_config;
-use crate::backtest::{self, BacktestReport, Metrics};
+use crate::backtest::{self, BacktestReport, Metrics, Subject};
 use crate::data::daily_bar_time;
+use crate::engine::StrategyMode;
 use crate::models::Registry;
 use crate::policy::ModelSel;
 use crate::store::Store;
@@ -17,9 +18,13 @@ use std::process::ExitCode;
 pub struct BacktestArgs {
     #[arg(long, short)]
     pub config: Option<PathBuf>,
-    /// A model id, or `latest` (the PPO champion).
+    /// A model id (PPO or LSTM), or `latest` (the PPO champion, else the LSTM one).
     #[arg(long)]
     pub model: Option<String>,
+    /// ppo, lstm or ensemble; default: the model's kind. `ensemble` pairs the model with the champion of
+    /// the other kind.
+    #[arg(long)]
+    pub strategy: Option<StrategyArg>,
     /// First day (YYYY-MM-DD); default: the first stored bar.
     #[arg(long)]
     pub from: Option<NaiveDate>,
@@ -42,8 +47,8 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     let from = daily_bar_time(a.from.or(config.feed.from).unwrap_or_else(first_day));
     let to = daily_bar_time(a.to.or(config.feed.to).unwrap_or_else(last_day)) + Duration::days(1)
         - Duration::microseconds(1);
-    let sel = ModelSel::parse(a.model.as_deref());
-    let report = backtest::run(&config, &store, &reg, &sel, from, to).context("backtest")?;
+    let subject = Subject { sel: ModelSel::parse(a.model.as_deref()), mode: a.strategy.map(StrategyArg::mode) };
+    let report = backtest::run_subject(&config, &store, &reg, &subject, from, to).context("backtest")?;
     if let Some(path) = &a.csv {
         backtest::write_csv(path, &report.curve).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -53,6 +58,23 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
         print_report(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StrategyArg {
+    Ppo,
+    Lstm,
+    Ensemble,
+}
+
+impl StrategyArg {
+    fn mode(self) -> StrategyMode {
+        match self {
+            StrategyArg::Ppo => StrategyMode::Ppo,
+            StrategyArg::Lstm => StrategyMode::Lstm,
+            StrategyArg::Ensemble => StrategyMode::Ensemble,
+        }
+    }
 }
 
 fn first_day() -> NaiveDate {
@@ -68,8 +90,11 @@ type Row = (&'static str, fn(&Metrics) -> String);
 
 fn print_report(r: &BacktestReport) {
     let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
-    println!("backtest of {} over {} bars, {} to {}", r.model_id, r.bars, day(r.from), day(r.to));
-    println!("{:<14} {:>12} {:>12}", "", "strategy", "buy&hold");
+    let mode = format!("{:?}", r.mode).to_lowercase();
+    println!("backtest of {} ({mode}) over {} bars, {} to {}", r.model_id, r.bars, day(r.from), day(r.to));
+    println!("(full risk checks and the SimBroker, as the replay daemon trades)");
+    println!("{:<14} {:>12} {:>12} {:>12}", "", "strategy", "buy&hold", "cash");
+    let cash = Metrics::default();
     let rows: [Row; 9] = [
         ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
         ("CAGR", |m| format!("{:.2}%", m.cagr * 100.0)),
@@ -82,6 +107,6 @@ fn print_report(r: &BacktestReport) {
         ("exposure", |m| format!("{:.1}%", m.exposure * 100.0)),
     ];
     for (name, f) in rows {
-        println!("{:<14} {:>12} {:>12}", name, f(&r.strategy), f(&r.buy_hold));
+        println!("{:<14} {:>12} {:>12} {:>12}", name, f(&r.strategy), f(&r.buy_hold), f(&cash));
     }
 }

@@ -13,21 +13,15 @@
 
 use super::host::{Account, Host, load_models};
 use super::retrainer::RunPipeline;
-use crate::backtest::{self, Activity, Metrics as PerfMetrics, periods_per_year};
-use crate::broker::SimBroker;
+use crate::backtest::{self, EquityPoint, Metrics as PerfMetrics, SimSession, session};
 use crate::config::Config;
-use crate::domain::{OrderRequest, OrderStatus};
-use crate::engine::{
-    Command, Control, DecisionRecord, Engine, EngineConfig, EngineRisk, Event, ManualClock, StrategyMode,
-};
+use crate::domain::OrderStatus;
+use crate::engine::{Control, DecisionRecord, Event, StrategyMode};
 use crate::live::Core;
-use crate::oms::{Oms, OmsConfig};
 use crate::retrain::RunRecord;
-use crate::risk::RiskChecks;
 use crate::store::{Store, TreeName, TypedTree};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
-use rust_decimal::prelude::ToPrimitive;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -53,6 +47,10 @@ pub struct ReplaySummary {
     pub lstm: Option<String>,
     /// Stopped by a signal or the control socket before the end of the data.
     pub interrupted: bool,
+    /// The account and buy-and-hold at every bar from the first tradable one (the backtest's curve).
+    pub curve: Vec<EquityPoint>,
+    /// Orders risk refused, by reason code.
+    pub refusals: std::collections::BTreeMap<&'static str, usize>,
 }
 
 /// The replay window, `feed.from ..= feed.to` (open ends: every stored bar).
@@ -95,31 +93,13 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
             .with_context(|| format!("clearing the previous replay's account in {}", session_dir.display()))?;
     }
     let session = Store::open(&session_dir).context("opening the replay's account store")?;
-    let clock = ManualClock::new(bars[0][0].t);
-    let oms =
-        Oms::open(&session, Box::new(clock.clone()), OmsConfig::default()).context("opening the order manager")?;
-    let (policy, probs) = load_models(&config, &host.registry)?;
-    let env = &config.env;
-    let checks = RiskChecks::open(&config.risk, &env.exec, &session).context("opening the risk checks")?;
-    let cfg = EngineConfig {
-        strategy: config.strategy.clone(),
-        symbols: symbols.clone(),
-        features: config.features.clone(),
-        initial_cash: env.initial_cash,
-        exec: env.exec,
-        max_order_notional: config.risk.max_order_notional,
-        reconcile_every: 0,
-    };
-    let mut engine = Engine::new(cfg, &session, oms, policy, probs)
-        .context("building the engine")?
-        .with_risk(EngineRisk { checks, clock: Box::new(clock.clone()), timeframe: tf, assets: Default::default() });
-    let initial_cash = config.broker.initial_cash.to_f64().unwrap_or(env.initial_cash);
-    let mut sim = SimBroker::new(initial_cash, env.exec);
-    let (bh, _) = backtest::buy_and_hold(&bars, 0, initial_cash, &env.exec);
+    let models = load_models(&config, &host.registry)?;
+    // The one evaluator's session (`backtest::session`): what `tradebot backtest` and the gate step too.
+    let mut sim = SimSession::open(&config, mode, &session, models, bars[0][0].t).context("starting the replay")?;
+    let start = sim.record_from();
+    let (bh, bh_act) =
+        backtest::buy_and_hold(&bars, start.min(days - 1), session::initial_cash(&config), &config.env.exec);
 
-    let mut pending: Vec<OrderRequest> = Vec::new();
-    let mut activity = Activity::default();
-    let mut curve = Vec::with_capacity(days);
     let mut missed = 0usize;
     let mut interrupted = false;
     let decisions = session.tree::<DecisionRecord>(TreeName::Decisions)?;
@@ -128,10 +108,9 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         "replay: {days} bars of {symbols:?} from {} to {}, strategy {mode:?}, models {} / {}",
         bars[0][0].t.date_naive(),
         bars[0][days - 1].t.date_naive(),
-        engine.policy_id().unwrap_or("-"),
-        engine.probs_id().unwrap_or_else(|| "-".into()),
+        sim.engine().policy_id().unwrap_or("-"),
+        sim.engine().probs_id().unwrap_or_else(|| "-".into()),
     );
-    let account = |sim: &SimBroker| Account { equity: sim.equity(), cash: sim.cash() };
 
     for d in 0..days {
         if shutdown.is_cancelled() {
@@ -139,24 +118,16 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
             break;
         }
         let t = bars[0][d].t;
-        clock.set(t);
         // Yesterday's orders fill at today's close; the broker's view reaches the engine first.
-        let prices: Vec<_> = bars.iter().map(|b| (b[d].symbol.clone(), f64::from(b[d].c as f32))).collect();
-        let snap = backtest::sim::fill_pending(&mut sim, &mut pending, &prices, t, &mut activity)
-            .context("simulated broker")?;
-        for o in &snap.orders {
-            host.metrics.order(if o.status == OrderStatus::Filled { "filled" } else { "canceled" });
+        let statuses = sim.fill(&bars, d, sim.buy_hold_at(&bh, d)).context("simulated broker")?;
+        for st in statuses {
+            host.metrics.order(if st == OrderStatus::Filled { "filled" } else { "canceled" });
         }
-        backtest::sim::deliver(&mut engine, snap, t);
         if d == 0 {
             host.notifier.ready(&format!("replaying from {}", t.date_naive()));
         }
-        let eq = sim.equity();
-        curve.push((t, eq));
-        if eq > 0.0 {
-            activity.exposure_sum += (eq - sim.cash()) / eq;
-        }
-        host.equity_point(t, eq, bh.get(d).copied().unwrap_or(f64::NAN));
+        let (equity, _) = sim.account();
+        host.equity_point(t, equity, sim.buy_hold_at(&bh, d));
 
         // The last stored decision's key (O(log n); `len` would scan the tree).
         let last_key = |d: &TypedTree<DecisionRecord>| d.last().ok().flatten().map(|(k, _)| k);
@@ -164,10 +135,16 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         for b in &bars {
             host.saw_bar(&b[d]);
             let started = Instant::now();
-            let cmds = engine.process(Event::Bar(b[d].clone()));
+            let n = sim.decide(&b[d]);
             host.metrics.decision_latency.observe(started.elapsed().as_secs_f64());
-            submit(&host, cmds, &mut pending);
+            for _ in 0..n {
+                host.metrics.order("new");
+            }
         }
+        for reason in sim.take_fresh_refusals() {
+            host.metrics.reject(reason);
+        }
+        let engine = sim.engine();
         if d + 1 >= warmup
             && last_key(&decisions) == before
             && !engine.is_paused()
@@ -177,14 +154,12 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
             log::warn!("replay: no decision stored for the bar at {t}");
         }
         host.live.activity = format!("replaying {}", t.date_naive());
-        let (cmds, _) = host.poll(&mut engine, &clock, account(&sim));
-        submit(&host, cmds, &mut pending);
-        host.publish(&engine, account(&sim), Some(&decisions));
+        poll(&mut host, &mut sim, &decisions);
         host.notifier.watchdog();
 
-        if host.retrainer.on_clock(&clock) {
+        if host.retrainer.on_clock(sim.clock()) {
             host.set_activity(format!("retraining at {} (simulated time stands still)", t.date_naive()));
-            if !wait_for_retrain(&mut host, &mut engine, &clock, &sim, &mut pending, &decisions, &shutdown) {
+            if !wait_for_retrain(&mut host, &mut sim, &decisions, &shutdown) {
                 interrupted = true;
                 break;
             }
@@ -197,69 +172,72 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         }
     }
 
-    let (bh_curve, bh_act) = backtest::buy_and_hold(&bars, 0, initial_cash, &env.exec);
-    let n = curve.len();
-    let ppy = periods_per_year(tf);
-    let bh_points: Vec<_> = curve.iter().zip(&bh_curve).map(|((t, _), e)| (*t, *e)).collect();
     host.set_activity(if interrupted { "stopped" } else { "replay finished" });
-    host.publish(&engine, account(&sim), Some(&decisions));
+    publish(&mut host, &sim, &decisions);
     if linger && !interrupted {
         log::info!("replay: finished; serving status, /metrics and the dashboard until SIGTERM");
         while !shutdown.is_cancelled() {
-            let _ = host.poll(&mut engine, &clock, account(&sim));
-            host.publish(&engine, account(&sim), Some(&decisions));
+            poll(&mut host, &mut sim, &decisions);
             host.notifier.watchdog();
             sleep_unless_cancelled(&shutdown, Duration::from_millis(100));
         }
     }
+    let ev = backtest::summarise(&config, &sim, bh_act);
+    let engine = sim.engine();
     let summary = ReplaySummary {
-        bars: n,
-        from: curve.first().map(|p| p.0),
-        to: curve.last().map(|p| p.0),
-        strategy: backtest::metrics(&curve, ppy, activity),
-        buy_hold: backtest::metrics(&bh_points[..n.min(bh_points.len())], ppy, bh_act),
+        bars: ev.curve.len(),
+        from: ev.curve.first().map(|p| p.t),
+        to: ev.curve.last().map(|p| p.t),
+        strategy: ev.strategy,
+        buy_hold: ev.buy_hold,
         retrains: std::mem::take(&mut host.retrains),
         missed_decisions: missed,
         ppo: engine.policy_id().map(str::to_string),
         lstm: engine.probs_id(),
         interrupted,
+        refusals: ev.refusals,
+        curve: ev.curve,
     };
     host.notifier.stopping("flushing state");
-    engine.process(Event::Control(Control::Shutdown));
+    sim.engine_mut().process(Event::Control(Control::Shutdown));
     session.flush().context("flushing the replay's account")?;
     host.store.flush().context("flushing the store")?;
     Ok(summary)
 }
 
-/// Orders the engine submitted go to the simulated broker for the next bar.
-fn submit<P: RunPipeline>(host: &Host<P>, cmds: Vec<Command>, pending: &mut Vec<OrderRequest>) {
-    for c in cmds {
-        if let Command::Submit(o) = c {
-            host.metrics.order("new");
-            pending.push(o.into_inner());
-        }
+/// Between bars: the host's control calls and retrain outcomes (a flatten's orders go to the simulated
+/// broker), then the dashboard.
+fn poll<P: RunPipeline>(host: &mut Host<P>, sim: &mut SimSession, decisions: &TypedTree<DecisionRecord>) -> bool {
+    let (equity, cash) = sim.account();
+    let account = Account { equity, cash };
+    let clock = sim.clock().clone();
+    let (cmds, idle) = host.poll(sim.engine_mut(), &clock, account);
+    for _ in 0..sim.submit(cmds) {
+        host.metrics.order("new");
     }
+    let (equity, cash) = sim.account();
+    host.publish(sim.engine(), Account { equity, cash }, Some(decisions));
+    idle
+}
+
+fn publish<P: RunPipeline>(host: &mut Host<P>, sim: &SimSession, decisions: &TypedTree<DecisionRecord>) {
+    let (equity, cash) = sim.account();
+    host.publish(sim.engine(), Account { equity, cash }, Some(decisions));
 }
 
 /// Waits while a retrain runs, answering the control socket and following its progress. Returns false
 /// when shutdown came first (the run's child is killed when the runtime drops its task).
 fn wait_for_retrain<P: RunPipeline>(
     host: &mut Host<P>,
-    engine: &mut Engine,
-    clock: &ManualClock,
-    sim: &SimBroker,
-    pending: &mut Vec<OrderRequest>,
+    sim: &mut SimSession,
     decisions: &TypedTree<DecisionRecord>,
     shutdown: &CancellationToken,
 ) -> bool {
-    let account = Account { equity: sim.equity(), cash: sim.cash() };
     loop {
         if shutdown.is_cancelled() {
             return false;
         }
-        let (cmds, idle) = host.poll(engine, clock, account);
-        submit(host, cmds, pending);
-        host.publish(engine, account, Some(decisions));
+        let idle = poll(host, sim, decisions);
         host.notifier.watchdog();
         if idle {
             return true;
