@@ -66,4 +66,7 @@ pub mod risk;
 pub mod rl;
 pub mod schedule;
 pub mod store;
+pub mod training;
 pub mod web;
+
+pub use daemon::{Outcome, RunOptions, run};

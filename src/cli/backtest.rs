@@ -37,7 +37,7 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(a.config)?;
     crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = Store::open(&config.state_dir).context("opening the store")?;
-    super::run::ensure_bars(&config, &store)?;
+    crate::data::ensure_bars(&config, &store)?;
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     let from = daily_bar_time(a.from.or(config.feed.from).unwrap_or_else(first_day));
     let to = daily_bar_time(a.to.or(config.feed.to).unwrap_or_else(last_day)) + Duration::days(1)

@@ -96,7 +96,7 @@ pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
     let config = load_config(b.config.clone())?;
     crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = Store::open(&config.state_dir).context("opening the store")?;
-    super::run::ensure_bars(&config, &store)?;
+    crate::data::ensure_bars(&config, &store)?;
     let symbols = config.market.symbols.clone();
     let far = |y| crate::data::daily_bar_time(chrono::NaiveDate::from_ymd_opt(y, 1, 1).unwrap_or_default());
     let bars = crate::backtest::aligned_bars(&store, &symbols, config.market.timeframe, far(1800), far(2300))?;

@@ -54,7 +54,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         bail!("--envs, --assets and --steps must be at least 1, --days at least 3");
     }
     let device = match b.device.as_str() {
-        "cpu" | "cuda" => super::train_ppo::pick_device(&b.device)?,
+        "cpu" | "cuda" => crate::training::pick_device(&b.device)?,
         other => bail!("--device {other:?}: must be cpu or cuda"),
     };
     let cpu_backend = match b.cpu_backend.as_str() {

@@ -1,5 +1,6 @@
-//! Command-line interface: argument types (clap) and dispatch. Each command lives in its own file and
-//! returns an exit code; `main` only prints the error chain.
+//! Command-line interface: argument types (clap) and dispatch, nothing else. The daemon is
+//! `crate::daemon` (`tradebot::run`), training is `crate::training`; each command here turns its
+//! arguments into a call to the library and prints the answer. `main` only prints the error chain.
 
 mod backtest;
 mod bench;
@@ -11,23 +12,17 @@ mod data;
 mod doctor;
 mod fake;
 mod fetch;
-mod live;
 mod models;
 mod retrain;
 mod risk;
-mod run;
 mod status;
 mod train;
-#[cfg(feature = "train")]
-mod train_ckpt;
-mod train_lstm;
-#[cfg(feature = "train")]
-mod train_ppo;
 
 use crate::config::{Config, ConfigError};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
 
 /// `EX_DATAERR`: input data was incorrect (bad rows in an import).
 pub const EX_DATAERR: u8 = 65;
@@ -190,7 +185,7 @@ pub enum TrainCmd {
     /// PPO on the trading environment over the [train] range; exports ONNX, registers a candidate.
     Ppo(train::PpoArgs),
     /// The LSTM direction classifier (fast, slow and context windows; early stopping on validation MCC).
-    Lstm(train_lstm::LstmTrainArgs),
+    Lstm(train::LstmArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -275,7 +270,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         crate::alloc::keep_freed_pages();
     }
     match cli.command {
-        Command::Run { config, live, linger } => run::run(load_config(config)?, live, linger),
+        Command::Run { config, live, linger } => {
+            let config = load_config(config)?;
+            let opts = crate::daemon::RunOptions { live, linger };
+            if let crate::daemon::Outcome::Replay(summary) = crate::run(&config, opts, CancellationToken::new())? {
+                print!("{summary}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Config(ConfigCmd::Check { file }) => {
             let c = Config::load(&file)?;
             crate::logging::init(c.log_level);
@@ -302,7 +304,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCmd::Ppo(b)) => bench_ppo::ppo(b),
         Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),
         Command::Bench(BenchCmd::Lstm(b)) => bench_lstm::run(b),
-        Command::Train(TrainCmd::Lstm(a)) => train_lstm::run(a),
+        Command::Train(TrainCmd::Lstm(a)) => train::lstm(a),
         Command::Bench(BenchCmd::Infer(b)) => bench_infer::infer(b),
         Command::Backtest(a) => backtest::run(a),
     }

@@ -35,7 +35,7 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
         println!("no daemon on {}: retraining in the foreground", socket.display());
     }
     let store = Store::open(&config.state_dir).context("opening the store")?;
-    super::run::ensure_bars(&config, &store)?;
+    crate::data::ensure_bars(&config, &store)?;
     let spec = PipelineSpec::from_config(&config).context("locating the tradebot binary and the config file")?;
     let pipeline = Pipeline::new(spec, store.clone(), holdout_evaluator(&config, &store));
     let rt = tokio::runtime::Builder::new_multi_thread()

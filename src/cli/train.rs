@@ -1,7 +1,8 @@
-//! `tradebot train ppo`: arguments, the JSON-lines protocol the retrainer reads (`retrain::child`), and
-//! the progress display on a terminal. The training itself lives in `train_ppo` (feature `train`); a
-//! build without it keeps the command and says why it cannot train.
+//! `tradebot train ppo|lstm`: the arguments, turned into a training job (`crate::training`). With `--json`
+//! the job speaks the retrain child's JSON lines (`retrain::child`), a config error included.
 
+use super::load_config;
+use crate::training::{self, LstmJob, PpoJob};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,58 +27,45 @@ pub struct PpoArgs {
     pub json: bool,
 }
 
-#[cfg(feature = "train")]
-/// Environment steps when neither `--steps` nor `retrain.ppo_steps` says.
-pub const DEFAULT_STEPS: u64 = 200_000;
-
-/// Prints one JSON line on stdout (the child protocol), flushed at once so the parent sees it live.
-pub fn emit(v: &serde_json::Value) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{v}");
-    let _ = out.flush();
+#[derive(Debug, Clone, clap::Args)]
+pub struct LstmArgs {
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// auto (CUDA when usable) | cpu | cuda
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Overrides lstm.max_epochs.
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Continue from the checkpoint in state_dir/checkpoints/lstm/.
+    #[arg(long)]
+    pub resume: bool,
+    /// JSON lines on stdout: epoch events, then done (model id, metrics) or error.
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn ppo(args: PpoArgs) -> anyhow::Result<ExitCode> {
-    let json = args.json;
-    let result = run_ppo(args);
-    if json && let Err(e) = &result {
-        let message = e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ");
-        emit(&serde_json::json!({ "event": "error", "message": message }));
-    }
-    result
+/// The config, or (with `--json`) its error also as the child protocol's error line.
+fn config(path: Option<PathBuf>, json: bool) -> anyhow::Result<crate::config::Config> {
+    load_config(path).map_err(|e| {
+        let e = anyhow::Error::from(e);
+        if json {
+            training::emit_error(&e);
+        }
+        e
+    })
 }
 
-#[cfg(feature = "train")]
-fn run_ppo(args: PpoArgs) -> anyhow::Result<ExitCode> {
-    super::train_ppo::run(args)
+pub fn ppo(a: PpoArgs) -> anyhow::Result<ExitCode> {
+    let config = config(a.config, a.json)?;
+    let job = PpoJob { config, device: a.device, steps: a.steps, resume: a.resume, data: a.data, json: a.json };
+    training::train_ppo(job)?;
+    Ok(ExitCode::SUCCESS)
 }
 
-#[cfg(not(feature = "train"))]
-fn run_ppo(_: PpoArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!(
-        "this tradebot was built without training (the `train` cargo feature, which links libtorch): rebuild with default features (`make build`) to train"
-    )
-}
-
-#[cfg(feature = "train")]
-/// Formats seconds as `1h02m`, `3m05s` or `42s`.
-pub fn eta(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
-    match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m{s:02}s"),
-        (h, m, _) => format!("{h}h{m:02}m"),
-    }
-}
-
-#[cfg(all(test, feature = "train"))]
-mod tests {
-    #[test]
-    fn eta_reads_well() {
-        assert_eq!(super::eta(42.4), "42s");
-        assert_eq!(super::eta(185.0), "3m05s");
-        assert_eq!(super::eta(3720.0), "1h02m");
-        assert_eq!(super::eta(-3.0), "0s");
-    }
+pub fn lstm(a: LstmArgs) -> anyhow::Result<ExitCode> {
+    let config = config(a.config, a.json)?;
+    let job = LstmJob { config, device: a.device, epochs: a.epochs, resume: a.resume, json: a.json };
+    training::train_lstm(job)?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,7 @@
 //! What the daemon runs around its engine, the same on a replay and live: the retrainer (scheduled runs on
 //! the engine's clock, progress, hot swaps between two events), the control socket's requests (status,
 //! pause, resume, flatten, retrain), the status report, `/metrics` and the dashboard's data, and systemd
-//! notifications. The driver (`daemon::replay`, `cli::live`) calls `Host::poll` and `Host::publish`
+//! notifications. The driver (`daemon::replay`, `daemon::live`) calls `Host::poll` and `Host::publish`
 //! between two bars or ticks; nothing here blocks for long.
 
 use super::notify::Notifier;

@@ -14,9 +14,11 @@
 //! adjusted, as most model training expects.
 
 pub mod align;
+mod ensure;
 pub mod snapshot;
 
 pub use align::{align_bars, aligned_bars};
+pub use ensure::ensure_bars;
 
 use crate::domain::{Bar, Symbol, Timeframe};
 use crate::store::{Store, StoreError};

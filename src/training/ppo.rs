@@ -1,10 +1,11 @@
-//! `tradebot train ppo` itself (feature `train`): the `[train]` bars of the configured symbols, aligned on
+//! The PPO training job (`tradebot train ppo`, feature `train`): the `[train]` bars of the configured symbols, aligned on
 //! common times, become a `Panel` (config features) and a `TradingEnv` (config env); PPO trains on it with
 //! `[ppo]`, writing checkpoints; the policy is exported to ONNX, checked against ONNX Runtime on 1,000
 //! random observations, and registered as a candidate with the PPO model contract's manifest.
 
-use super::train::{DEFAULT_STEPS, PpoArgs, emit, eta};
-use super::train_ckpt::{self, CheckpointMeta};
+use super::checkpoint;
+use super::progress::PpoProgress;
+use super::{PpoJob, emit, pick_device};
 use crate::config::Config;
 use crate::data::{align_bars, aligned_bars, daily_bar_time, snapshot::Snapshot};
 use crate::domain::Bar;
@@ -18,8 +19,6 @@ use crate::store::Store;
 use anyhow::{Context, bail};
 use chrono::{Duration, NaiveDate, Utc};
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
@@ -29,16 +28,8 @@ const LAST_DAY: NaiveDate = NaiveDate::from_ymd_opt(2300, 1, 1).expect("a valid 
 /// The tch and ONNX Runtime forwards must agree this closely, or the model is not registered.
 pub const PARITY_TOLERANCE: f32 = 1e-5;
 const PARITY_SAMPLES: i64 = 1000;
-
-pub fn pick_device(s: &str) -> anyhow::Result<Device> {
-    match s {
-        "cpu" => Ok(Device::Cpu),
-        "cuda" if crate::native::load_torch_cuda() => Ok(Device::Cuda(0)),
-        "cuda" => bail!("--device cuda: no usable CUDA device (tch::Cuda::is_available() is false); use --device cpu"),
-        "auto" => Ok(if crate::native::load_torch_cuda() { Device::Cuda(0) } else { Device::Cpu }),
-        other => bail!("--device {other:?}: must be auto, cpu or cuda"),
-    }
-}
+/// Environment steps when neither the job nor `retrain.ppo_steps` says.
+pub const DEFAULT_STEPS: u64 = 200_000;
 
 /// The training panel and the dates it covers.
 pub struct TrainData {
@@ -71,7 +62,7 @@ pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow:
         }
         None => {
             let store = Store::open(&config.state_dir).context("opening the store")?;
-            super::run::ensure_bars(config, &store)?;
+            crate::data::ensure_bars(config, &store)?;
             aligned_bars(&store, symbols, config.market.timeframe, from, to)?
         }
     };
@@ -110,73 +101,9 @@ pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow:
     Ok(TrainData { panel, first, last })
 }
 
-/// Live progress: a bar on a terminal, JSON lines with `--json`, else one line per update on stderr.
-struct Progress {
-    json: bool,
-    bar: Option<indicatif::ProgressBar>,
-    total_updates: u64,
-    total_steps: u64,
-    started: Instant,
-    steps_at_start: u64,
-}
-
-impl Progress {
-    fn new(json: bool, total_updates: u64, total_steps: u64, steps_done: u64) -> Progress {
-        let bar = (!json && std::io::stderr().is_terminal()).then(|| {
-            let b = indicatif::ProgressBar::new(total_steps);
-            let style = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-            b.set_style(style);
-            b.set_position(steps_done);
-            b
-        });
-        Progress { json, bar, total_updates, total_steps, started: Instant::now(), steps_at_start: steps_done }
-    }
-
-    fn update(&self, s: &UpdateStats) {
-        let done = s.env_steps.saturating_sub(self.steps_at_start) as f64;
-        let rate = done / self.started.elapsed().as_secs_f64().max(1e-9);
-        let eta_secs = self.total_steps.saturating_sub(s.env_steps) as f64 / rate.max(1e-9);
-        if self.json {
-            let mut v = serde_json::to_value(s).unwrap_or_default();
-            if let Some(o) = v.as_object_mut() {
-                o.insert("event".into(), "progress".into());
-                o.insert("total_updates".into(), self.total_updates.into());
-                o.insert("total_steps".into(), self.total_steps.into());
-                o.insert("eta_secs".into(), eta_secs.into());
-            }
-            emit(&v);
-            return;
-        }
-        let ret = s.mean_return.map_or("-".to_string(), |r| format!("{r:+.4}"));
-        let msg = format!(
-            "update {}/{} | {:.0} steps/s | return {ret} | kl {:.4} | clip {:.3} | ev {:.3} | eta {}",
-            s.update,
-            self.total_updates,
-            rate,
-            s.approx_kl,
-            s.clip_fraction,
-            s.explained_variance,
-            eta(eta_secs)
-        );
-        match &self.bar {
-            Some(b) => {
-                b.set_position(s.env_steps.min(self.total_steps));
-                b.set_message(msg);
-            }
-            None => eprintln!("{msg}"),
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish();
-        }
-    }
-}
-
-pub fn run(args: PpoArgs) -> anyhow::Result<ExitCode> {
-    let mut config = super::load_config(args.config.clone())?;
+/// Trains, exports, checks and registers; returns the candidate's model id.
+pub fn run(args: PpoJob) -> anyhow::Result<String> {
+    let mut config = args.config.clone();
     // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF) or today.
     config.train = config.train.resolve_from_env().map_err(anyhow::Error::msg)?;
     let device = pick_device(&args.device)?;
@@ -198,10 +125,10 @@ pub fn run(args: PpoArgs) -> anyhow::Result<ExitCode> {
     let total_updates = total_steps.div_ceil(per_update).max(1);
     let ckpt_dir = config.state_dir.join("checkpoints").join("ppo");
     if args.resume {
-        let Some((path, meta)) = train_ckpt::latest(&ckpt_dir)? else {
+        let Some((path, meta)) = checkpoint::latest(&ckpt_dir)? else {
             bail!("--resume: no checkpoint in {}; train once without --resume", ckpt_dir.display());
         };
-        ppo.load_weights(&path.join(train_ckpt::WEIGHTS)).with_context(|| {
+        ppo.load_weights(&path.join(checkpoint::WEIGHTS)).with_context(|| {
             format!(
                 "checkpoint {} does not fit this config (network or observation size changed?): train without --resume",
                 path.display()
@@ -212,11 +139,11 @@ pub fn run(args: PpoArgs) -> anyhow::Result<ExitCode> {
         log::info!("resuming from {} (update {}, {} env steps)", path.display(), meta.updates, meta.env_steps);
     }
     let every = config.train.checkpoint_every as u64;
-    let progress = Progress::new(args.json, total_updates, total_updates * per_update, ppo.env_steps);
+    let progress = PpoProgress::new(args.json, total_updates, total_updates * per_update, ppo.env_steps);
     let started = Instant::now();
     let mut last: Option<UpdateStats> = None;
     let mut ckpt_err = None;
-    let save = |p: &Ppo| train_ckpt::save(&ckpt_dir, p, total_updates);
+    let save = |p: &Ppo| checkpoint::save(&ckpt_dir, p, total_updates);
     ppo.train_until(&mut env, 0, total_updates, |p, s| {
         progress.update(s);
         last = Some(s.clone());
@@ -247,7 +174,7 @@ pub fn run(args: PpoArgs) -> anyhow::Result<ExitCode> {
         );
         println!("{}", manifest.id);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(manifest.id)
 }
 
 /// The policy as ONNX bytes, refused unless ONNX Runtime's forward matches tch's on 1,000 random
@@ -328,9 +255,4 @@ fn register(
     };
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     Ok(reg.add(&bytes, draft)?)
-}
-
-/// What a checkpoint records besides the weights.
-pub fn checkpoint_meta(p: &Ppo, total_updates: u64) -> CheckpointMeta {
-    CheckpointMeta { updates: p.updates, env_steps: p.env_steps, total_updates }
 }

@@ -1,5 +1,5 @@
-//! `tradebot run` with `feed.kind = "alpaca"` and `broker.kind = "alpaca"`: the live runner against
-//! Alpaca (or anything speaking its protocol at the configured URLs, such as `tradebot fake-alpaca`).
+//! The live driver: `tradebot::run` with `feed.kind = "alpaca"` and `broker.kind = "alpaca"`, the live
+//! runner (`crate::live`) against Alpaca (or anything speaking its protocol at the configured URLs, such as `tradebot fake-alpaca`).
 //!
 //! It logs the account it will trade first (id, status, cash, equity), then drives the `Engine` with the
 //! configured strategy and the registry's champions (seeded from the shipped `models/`), the full risk
@@ -29,7 +29,6 @@ use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use std::collections::HashMap;
-use std::process::ExitCode;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -38,7 +37,8 @@ const RECONCILE_EVERY_TICKS: u64 = 60;
 /// Stored bars per symbol the engine warms up on before trading.
 const WARM_UP_BARS: i64 = 600;
 
-pub fn run(config: &Config) -> anyhow::Result<ExitCode> {
+/// Runs on `rt` until `shutdown` is cancelled (by a signal, the caller, or a fatal feed error).
+pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &CancellationToken) -> anyhow::Result<()> {
     let scripted = config.strategy.mode == StrategyMode::Scripted;
     if config.mode == Mode::Live && scripted {
         bail!(
@@ -53,11 +53,14 @@ pub fn run(config: &Config) -> anyhow::Result<ExitCode> {
         crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     }
     let store = Store::open(&config.state_dir).context("opening the store")?;
-    let rt = super::run::runtime()?;
-    let shutdown = CancellationToken::new();
     // Status, control, metrics, dashboard and the retrainer run around the engine (not the harness).
-    let host = if scripted { None } else { Some(super::run::start_host(config, &store, &rt, &shutdown)?) };
-    let cfg = RunnerConfig { broker_timeout: config.alpaca.request_timeout * 4, ..RunnerConfig::default() };
+    let host = if scripted { None } else { Some(super::run::start_host(config, &store, rt, shutdown)?) };
+    // `tradebot::run` listens for the signals and cancels `shutdown`: the runner does not listen again.
+    let cfg = RunnerConfig {
+        broker_timeout: config.alpaca.request_timeout * 4,
+        handle_signals: false,
+        ..RunnerConfig::default()
+    };
     let result = rt.block_on(async {
         let rest = RestClient::new(RestConfig::from_config(&config.alpaca, &creds)).context("building the REST client")?;
         let account = rest
@@ -85,7 +88,7 @@ pub fn run(config: &Config) -> anyhow::Result<ExitCode> {
             let core = ScriptedCore::new(oms, qty, config.risk.max_order_notional, RECONCILE_EVERY_TICKS);
             log::warn!("tradebot run: strategy.mode = \"scripted\": buying 1 unit of each symbol on each bar (an order-path harness, not a strategy)");
             let core = Notifying { core, notifier: Notifier::from_env(), ready: false };
-            crate::live::run(core, feed, updates, broker, cfg, CancellationToken::new()).await.context("running")?;
+            crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
         } else {
             let Some(host) = host else { bail!("internal: no daemon host for the engine") };
             let engine = engine(config, &store, &host.registry, &rest, oms).await?;
@@ -100,13 +103,10 @@ pub fn run(config: &Config) -> anyhow::Result<ExitCode> {
         }
         anyhow::Ok(())
     });
-    shutdown.cancel();
-    rt.shutdown_timeout(std::time::Duration::from_secs(10));
-    let _ = std::fs::remove_file(crate::control::socket_path(&config.state_dir));
     result?;
     store.flush().context("flushing the store")?;
     log::info!("tradebot run: stopped cleanly");
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The engine for the live runner: champions, risk checks with Alpaca's asset rules, warm-up on stored bars.

@@ -1,20 +1,23 @@
-//! The body of `tradebot train lstm` (feature `train`): pooled dataset, training with progress, export,
-//! the tch/ONNX Runtime parity check, registration.
+//! The LSTM training job (`tradebot train lstm`, feature `train`): the direction classifier on the stored
+//! bars of the `[train]` range. Every configured symbol's samples (`features::windows`) are pooled and
+//! split by time (70 % train, 15 % validation, 15 % test, `horizon` bars left out between parts); training
+//! runs with early stopping on validation MCC, checkpoints under `state_dir/checkpoints/lstm/`; the best
+//! model is exported to ONNX, checked against tch through ONNX Runtime (1e-5) and registered as a
+//! candidate.
 
-use super::LstmTrainArgs;
+use super::progress::LstmProgress;
+use super::{LstmJob, pick_device};
 use crate::config::Config;
 use crate::features::windows::{self, WindowSpec, context_names};
 use crate::lstm::dataset::{DatasetSpec, WindowDataset};
 use crate::lstm::model::NetDims;
-use crate::lstm::train::{EpochStats, LstmTrainer};
+use crate::lstm::train::LstmTrainer;
 use crate::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
 use crate::store::Store;
 use anyhow::{Context, bail};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::process::ExitCode;
 use tch::{Device, Kind, Tensor};
 
 const TRAIN_FRAC: f64 = 0.7;
@@ -24,16 +27,9 @@ const MIN_TRAIN_SAMPLES: usize = 200;
 /// Largest tch / ONNX Runtime difference in probabilities accepted before registering.
 const PARITY_TOL: f32 = 1e-5;
 
-pub fn run(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
-    let json = args.json;
-    match train(args) {
-        Ok(code) => Ok(code),
-        Err(e) if json => {
-            println!("{}", json!({"event": "error", "message": format!("{e:#}")}));
-            Err(e)
-        }
-        Err(e) => Err(e),
-    }
+/// Trains, exports, checks and registers; returns the candidate's model id.
+pub fn run(job: LstmJob) -> anyhow::Result<String> {
+    train(job)
 }
 
 /// All symbols' samples pooled: panels concatenated, indices offset, sample times for the split.
@@ -57,7 +53,7 @@ pub(crate) fn pooled_from_env(config: &Config, w: &WindowSpec) -> anyhow::Result
         });
     }
     let store = Store::open(&config.state_dir).context("opening the store")?;
-    crate::cli::run::ensure_bars(config, &store)?;
+    crate::data::ensure_bars(config, &store)?;
     pooled_dataset(config, w, |sym, from, to| Ok(store.bars(sym, config.market.timeframe, from, to)?))
 }
 
@@ -112,19 +108,8 @@ pub(crate) fn pooled_dataset(
     Ok(Pooled { spec: s, times })
 }
 
-fn device(name: &str) -> anyhow::Result<Device> {
-    Ok(match name {
-        "cpu" => Device::Cpu,
-        "cuda" if crate::native::load_torch_cuda() => Device::Cuda(0),
-        "cuda" => bail!("--device cuda: no CUDA device is usable; use --device cpu or auto"),
-        "auto" if crate::native::load_torch_cuda() => Device::Cuda(0),
-        "auto" => Device::Cpu,
-        other => bail!("--device {other:?}: use auto, cpu or cuda"),
-    })
-}
-
-fn train(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
-    let mut config = crate::cli::load_config(args.config)?;
+fn train(args: LstmJob) -> anyhow::Result<String> {
+    let mut config = args.config;
     // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF) or today.
     config.train = config.train.resolve_from_env().map_err(anyhow::Error::msg)?;
     let mut cfg = config.lstm.clone();
@@ -135,7 +120,7 @@ fn train(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
         cfg.max_epochs = e;
     }
     let w = cfg.window_spec();
-    let device = device(&args.device)?;
+    let device = pick_device(&args.device)?;
     let pooled = pooled_from_env(&config, &w)?;
     let (tr, va, te) = windows::time_split(&pooled.times, TRAIN_FRAC, VALID_FRAC, w.horizon);
     if tr.len() < MIN_TRAIN_SAMPLES || va.is_empty() || te.is_empty() {
@@ -162,7 +147,7 @@ fn train(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
     if args.resume {
         trainer.resume(&ck_dir).context("resuming (drop --resume to start afresh)")?;
     }
-    let out = Output::new(args.json, cfg.max_epochs, trainer.epoch);
+    let out = LstmProgress::new(args.json, cfg.max_epochs, trainer.epoch);
     out.start(&device, tr.len(), va.len(), te.len());
     let history = trainer.fit(&ds, &tr, &va, Some(&ck_dir), |s| {
         out.epoch(s, tr.len());
@@ -209,7 +194,7 @@ fn train(args: LstmTrainArgs) -> anyhow::Result<ExitCode> {
             test.mcc()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(m.id)
 }
 
 /// Largest |tch - ONNX Runtime| over probabilities of 256 random inputs.
@@ -282,72 +267,5 @@ fn manifest(
         parent: None,
         state: ModelState::Candidate,
         onnx_sha256: String::new(),
-    }
-}
-
-/// Progress: JSON lines, a progress bar on a terminal, or a plain line per epoch.
-struct Output {
-    json: bool,
-    max_epochs: usize,
-    bar: Option<indicatif::ProgressBar>,
-}
-
-impl Output {
-    fn new(json: bool, max_epochs: usize, done: usize) -> Self {
-        let bar = (!json && std::io::stderr().is_terminal()).then(|| {
-            let b = indicatif::ProgressBar::new(max_epochs as u64);
-            b.set_position(done as u64);
-            if let Ok(style) = indicatif::ProgressStyle::with_template("epoch {pos}/{len} [{bar:20}] ETA {eta} {msg}") {
-                b.set_style(style);
-            }
-            b
-        });
-        Output { json, max_epochs, bar }
-    }
-
-    fn start(&self, device: &Device, tr: usize, va: usize, te: usize) {
-        let dev = format!("{device:?}");
-        if self.json {
-            println!(
-                "{}",
-                json!({"event": "progress", "stage": "dataset", "device": dev, "train": tr, "valid": va, "test": te})
-            );
-        } else {
-            eprintln!("training on {dev}: {tr} train, {va} validation, {te} test samples");
-        }
-    }
-
-    fn epoch(&self, s: &EpochStats, train: usize) {
-        let line = format!(
-            "{:.2} s, {:.0} samples/s, loss {:.4}, val MCC {:.4} acc {:.4} F1 {:.4} (best {:.4} at {})",
-            s.epoch_secs,
-            s.samples_per_sec,
-            s.train_loss,
-            s.val_mcc,
-            s.val_accuracy,
-            s.val_macro_f1,
-            s.best_mcc,
-            s.best_epoch
-        );
-        if self.json {
-            let mut v = serde_json::to_value(s).unwrap_or_default();
-            if let Some(o) = v.as_object_mut() {
-                o.insert("event".into(), json!("epoch"));
-                o.insert("train_samples".into(), json!(train));
-                o.insert("max_epochs".into(), json!(self.max_epochs));
-            }
-            println!("{v}");
-        } else if let Some(b) = &self.bar {
-            b.set_position(s.epoch as u64);
-            b.set_message(line);
-        } else {
-            println!("epoch {}: {line}", s.epoch);
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish();
-        }
     }
 }

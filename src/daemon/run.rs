@@ -1,16 +1,20 @@
-//! `tradebot run`: the daemon. It checks the live/paper gate, opens the store (importing `feed.file` when
-//! the store lacks its bars), seeds the model registry with the shipped models, and starts the control
-//! socket, `/metrics` and the dashboard. With `feed.kind = "replay"` and `broker.kind = "sim"` it runs the
-//! replay daemon (`daemon::replay`: engine, SimBroker, scheduled retrains in simulated time) and prints a
-//! summary at the end of the data; with the Alpaca feed and broker it hands over to the live runner
-//! (`cli::live`).
+//! `tradebot::run`, the daemon's entry. It checks the live/paper gate, builds the async runtime, listens
+//! for signals (the one place that does: SIGTERM and SIGINT cancel the caller's `shutdown` token, SIGHUP
+//! asks the host to reload), opens the store (importing `feed.file` when the store lacks its bars), seeds
+//! the model registry with the shipped models, and starts the control socket, `/metrics` and the
+//! dashboard. With `feed.kind = "replay"` and `broker.kind = "sim"` it runs the replay driver
+//! (`daemon::replay`: engine, SimBroker, scheduled retrains in simulated time) and returns its summary;
+//! with the Alpaca feed and broker it hands over to the live driver (`daemon::live`).
+//!
+//! Shutdown has one owner, the `shutdown` token the caller passes in: signals, the control socket and the
+//! end of a replay all end in it, and every task and driver stops on it.
 
+use super::host::Host;
+use super::notify::Notifier;
+use super::replay::{self, ReplayParts, ReplaySummary};
+use super::retrainer::Retrainer;
 use crate::config::{BrokerKind, Config, ConfigError, FeedKind, Mode};
-use crate::daemon::host::Host;
-use crate::daemon::notify::Notifier;
-use crate::daemon::replay::{self, ReplayParts, ReplaySummary};
-use crate::daemon::retrainer::Retrainer;
-use crate::data::{ImportOptions, import_csv};
+use crate::data::ensure_bars;
 use crate::metrics::Metrics;
 use crate::models::Registry;
 use crate::retrain::holdout::holdout_evaluator;
@@ -19,11 +23,29 @@ use crate::store::Store;
 use crate::web::data::SharedData;
 use crate::web::{WebState, resolve_token};
 use anyhow::{Context, bail};
+use std::fmt;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// What the command line adds to the config.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// `--live`: confirms live trading with real money (`mode = "live"` needs it; paper refuses it).
+    pub live: bool,
+    /// `--linger`: after a replay ends, keep serving status, `/metrics` and the dashboard until shutdown.
+    pub linger: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// A replay: the account against buy-and-hold, and every retrain.
+    Replay(Box<ReplaySummary>),
+    /// The live driver stopped cleanly.
+    Live,
+}
 
 /// The live gate: both the config and the command line must say live, or neither.
 pub fn check_live_gate(config: &Config, live_flag: bool) -> Result<(), ConfigError> {
@@ -39,37 +61,46 @@ pub fn check_live_gate(config: &Config, live_flag: bool) -> Result<(), ConfigErr
     Err(ConfigError { file: config.source.clone(), problems: vec![problem.to_string()] })
 }
 
-pub fn run(config: Config, live: bool, linger: bool) -> anyhow::Result<ExitCode> {
-    check_live_gate(&config, live)?;
-    if config.feed.kind == FeedKind::Alpaca && config.broker.kind == BrokerKind::Alpaca {
-        return super::live::run(&config);
-    }
-    if config.feed.kind == FeedKind::Alpaca || config.broker.kind == BrokerKind::Alpaca {
+/// Runs the daemon until the data ends (a replay) or `shutdown` is cancelled (by the caller or a signal).
+pub fn run(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Outcome> {
+    check_live_gate(config, opts.live)?;
+    let live = config.feed.kind == FeedKind::Alpaca && config.broker.kind == BrokerKind::Alpaca;
+    if !live && (config.feed.kind == FeedKind::Alpaca || config.broker.kind == BrokerKind::Alpaca) {
         bail!(
             "{}: feed.kind and broker.kind must both be \"alpaca\" (the live runner) or both \"replay\"/\"sim\" in this version",
             config.source.display()
         );
     }
+    let rt = runtime()?;
+    rt.spawn(on_signal(shutdown.clone()));
+    let result = if live {
+        super::live::run(config, &rt, &shutdown).map(|()| Outcome::Live)
+    } else {
+        run_replay(config, &rt, &shutdown, opts.linger).map(|s| Outcome::Replay(Box::new(s)))
+    };
+    shutdown.cancel();
+    rt.shutdown_timeout(std::time::Duration::from_secs(10));
+    let _ = std::fs::remove_file(crate::control::socket_path(&config.state_dir));
+    result
+}
+
+fn run_replay(
+    config: &Config,
+    rt: &tokio::runtime::Runtime,
+    shutdown: &CancellationToken,
+    linger: bool,
+) -> anyhow::Result<ReplaySummary> {
     crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = Store::open(&config.state_dir).context("opening the store")?;
-    ensure_bars(&config, &store)?;
-    let rt = runtime()?;
-    let shutdown = CancellationToken::new();
-    rt.spawn(on_signal(shutdown.clone()));
-    let host = start_host(&config, &store, &rt, &shutdown)?;
+    ensure_bars(config, &store)?;
+    let host = start_host(config, &store, rt, shutdown)?;
     println!(
         "tradebot {} — {:?} mode, replay of {} bars",
         env!("CARGO_PKG_VERSION"),
         config.mode,
         config.market.timeframe
     );
-    let summary = replay::run(ReplayParts { host, shutdown: shutdown.clone(), linger });
-    shutdown.cancel();
-    rt.shutdown_timeout(std::time::Duration::from_secs(10));
-    let _ = std::fs::remove_file(crate::control::socket_path(&config.state_dir));
-    let summary = summary?;
-    print_summary(&summary);
-    Ok(ExitCode::SUCCESS)
+    replay::run(ReplayParts { host, shutdown: shutdown.clone(), linger })
 }
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -189,74 +220,53 @@ async fn on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-fn print_summary(s: &ReplaySummary) {
-    let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
-    println!(
-        "replay {}: {} bars, {} to {}",
-        if s.interrupted { "stopped early" } else { "finished" },
-        s.bars,
-        day(s.from),
-        day(s.to)
-    );
-    println!("{:<14} {:>12} {:>12}", "", "tradebot", "buy&hold");
-    type Row = (&'static str, fn(&crate::backtest::Metrics) -> String);
-    let rows: [Row; 5] = [
-        ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
-        ("Sharpe", |m| format!("{:.3}", m.sharpe)),
-        ("max drawdown", |m| format!("{:.2}%", m.max_drawdown * 100.0)),
-        ("trades", |m| m.trades.to_string()),
-        ("fees", |m| format!("{:.2}", m.fees)),
-    ];
-    for (label, f) in rows {
-        println!("{label:<14} {:>12} {:>12}", f(&s.strategy), f(&s.buy_hold));
-    }
-    println!("models at the end: ppo {}, lstm {}", s.ppo.as_deref().unwrap_or("-"), s.lstm.as_deref().unwrap_or("-"));
-    println!("bars without a decision after warm-up: {}", s.missed_decisions);
-    if s.retrains.is_empty() {
-        println!("retrains: none (the schedule did not fire in the replay window)");
-    } else {
-        println!("retrains: {}", s.retrains.len());
-        for r in &s.retrains {
-            println!(
-                "  {} at simulated {}: {} — {}",
-                r.kind.as_str(),
-                r.clock_time.date_naive(),
-                r.outcome.as_str(),
-                r.reason()
-            );
+/// The summary `tradebot run` prints at the end of a replay.
+impl fmt::Display for ReplaySummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self;
+        let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
+        writeln!(
+            f,
+            "replay {}: {} bars, {} to {}",
+            if s.interrupted { "stopped early" } else { "finished" },
+            s.bars,
+            day(s.from),
+            day(s.to)
+        )?;
+        writeln!(f, "{:<14} {:>12} {:>12}", "", "tradebot", "buy&hold")?;
+        type Row = (&'static str, fn(&crate::backtest::Metrics) -> String);
+        let rows: [Row; 5] = [
+            ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
+            ("Sharpe", |m| format!("{:.3}", m.sharpe)),
+            ("max drawdown", |m| format!("{:.2}%", m.max_drawdown * 100.0)),
+            ("trades", |m| m.trades.to_string()),
+            ("fees", |m| format!("{:.2}", m.fees)),
+        ];
+        for (label, g) in rows {
+            writeln!(f, "{label:<14} {:>12} {:>12}", g(&s.strategy), g(&s.buy_hold))?;
         }
-    }
-}
-
-/// Imports `feed.file` into the store for every configured symbol that has no bars yet (one seek per
-/// symbol). Used by `run`, `train` and `backtest`, so that each works on a fresh state directory.
-pub fn ensure_bars(config: &Config, store: &Store) -> anyhow::Result<()> {
-    let tf = config.market.timeframe;
-    // One seek per symbol: is there any bar at all? A store error stops the run rather than passing for "none".
-    let mut missing = Vec::new();
-    for s in &config.market.symbols {
-        if store.last_bar_time(s, tf)?.is_none() {
-            missing.push(s.clone());
+        writeln!(
+            f,
+            "models at the end: ppo {}, lstm {}",
+            s.ppo.as_deref().unwrap_or("-"),
+            s.lstm.as_deref().unwrap_or("-")
+        )?;
+        writeln!(f, "bars without a decision after warm-up: {}", s.missed_decisions)?;
+        if s.retrains.is_empty() {
+            writeln!(f, "retrains: none (the schedule did not fire in the replay window)")?;
+        } else {
+            writeln!(f, "retrains: {}", s.retrains.len())?;
+            for r in &s.retrains {
+                writeln!(
+                    f,
+                    "  {} at simulated {}: {} — {}",
+                    r.kind.as_str(),
+                    r.clock_time.date_naive(),
+                    r.outcome.as_str(),
+                    r.reason()
+                )?;
+            }
         }
+        Ok(())
     }
-    if !missing.is_empty() {
-        let Some(file) = &config.feed.file else {
-            bail!(
-                "the store has no {tf} bars for {missing:?} and feed.file is not set: run `tradebot data import FILE` first"
-            );
-        };
-        let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
-        log::info!("importing {} for {}", file.display(), names.join(", "));
-        let r = import_csv(store, file, &ImportOptions { symbols: missing.clone(), symbol: None, timeframe: tf })?;
-        if !r.bad.is_empty() {
-            bail!(
-                "{}: {} bad rows (first: line {}: {}); fix the file or import it with `tradebot data import`",
-                file.display(),
-                r.bad.len(),
-                r.bad[0].line,
-                r.bad[0].reason
-            );
-        }
-    }
-    Ok(())
 }

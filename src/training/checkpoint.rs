@@ -2,9 +2,8 @@
 //! log-std and the observation statistics, all `VarStore` variables) and `meta.json` (update counter,
 //! env steps, the run's planned updates). Each is written to a temporary directory and renamed into
 //! place, so a crash leaves either a whole checkpoint or none; only the newest `KEEP` are kept. Adam's
-//! moments are not saved (tch cannot serialise its optimizer): a resumed run restarts them.
+//! moments live in the `VarStore` (`optim::Adam`), so they are saved and restored with the weights.
 
-use super::train_ppo::checkpoint_meta;
 use crate::rl::ppo::Ppo;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -68,4 +67,9 @@ pub fn latest(root: &Path) -> anyhow::Result<Option<(PathBuf, CheckpointMeta)>> 
         }
     }
     Ok(None)
+}
+
+/// What a checkpoint records besides the weights.
+pub fn checkpoint_meta(p: &Ppo, total_updates: u64) -> CheckpointMeta {
+    CheckpointMeta { updates: p.updates, env_steps: p.env_steps, total_updates }
 }

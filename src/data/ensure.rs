@@ -1,0 +1,39 @@
+//! Filling the store from `feed.file` when a command needs bars the store lacks.
+
+use crate::config::Config;
+use crate::data::{ImportOptions, import_csv};
+use crate::store::Store;
+use anyhow::bail;
+
+/// Imports `feed.file` into the store for every configured symbol that has no bars yet (one seek per
+/// symbol). Used by `run`, `train` and `backtest`, so that each works on a fresh state directory.
+pub fn ensure_bars(config: &Config, store: &Store) -> anyhow::Result<()> {
+    let tf = config.market.timeframe;
+    // One seek per symbol: is there any bar at all? A store error stops the run rather than passing for "none".
+    let mut missing = Vec::new();
+    for s in &config.market.symbols {
+        if store.last_bar_time(s, tf)?.is_none() {
+            missing.push(s.clone());
+        }
+    }
+    if !missing.is_empty() {
+        let Some(file) = &config.feed.file else {
+            bail!(
+                "the store has no {tf} bars for {missing:?} and feed.file is not set: run `tradebot data import FILE` first"
+            );
+        };
+        let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+        log::info!("importing {} for {}", file.display(), names.join(", "));
+        let r = import_csv(store, file, &ImportOptions { symbols: missing.clone(), symbol: None, timeframe: tf })?;
+        if !r.bad.is_empty() {
+            bail!(
+                "{}: {} bad rows (first: line {}: {}); fix the file or import it with `tradebot data import`",
+                file.display(),
+                r.bad.len(),
+                r.bad[0].line,
+                r.bad[0].reason
+            );
+        }
+    }
+    Ok(())
+}

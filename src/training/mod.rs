@@ -1,0 +1,125 @@
+//! Training jobs, as `tradebot train ppo|lstm` and the retrain child (`retrain::child`) run them: the
+//! data from the store or a dataset snapshot, training with checkpoints and progress, the ONNX export
+//! checked against tch through ONNX Runtime, and registration as a candidate.
+//!
+//! - [`ppo`]: PPO on the trading environment over the `[train]` range.
+//! - [`lstm`]: the LSTM direction classifier on pooled windows of every symbol.
+//! - [`checkpoint`]: PPO checkpoints (the LSTM trainer keeps its own, `lstm::train`).
+//! - [`progress`]: a bar on a terminal, one line per step otherwise, JSON lines for the retrain child.
+//!
+//! The jobs take plain structs ([`PpoJob`], [`LstmJob`]) with a loaded `Config`; the command line builds
+//! them. A build without the `train` feature (no libtorch) keeps the jobs and refuses them with the reason.
+
+#[cfg(feature = "train")]
+pub mod checkpoint;
+#[cfg(feature = "train")]
+pub mod lstm;
+#[cfg(feature = "train")]
+pub mod ppo;
+#[cfg(feature = "train")]
+pub mod progress;
+
+use crate::config::Config;
+use std::path::PathBuf;
+
+/// `tradebot train ppo`.
+#[derive(Debug, Clone)]
+pub struct PpoJob {
+    pub config: Config,
+    /// auto (CUDA when usable, else CPU) | cpu | cuda
+    pub device: String,
+    /// Environment steps to train for (default: retrain.ppo_steps, else `ppo::DEFAULT_STEPS`).
+    pub steps: Option<u64>,
+    /// Continue from the latest checkpoint under state_dir/checkpoints/ppo.
+    pub resume: bool,
+    /// A dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.
+    pub data: Option<PathBuf>,
+    /// JSON lines on stdout: progress, then done (or error).
+    pub json: bool,
+}
+
+/// `tradebot train lstm`.
+#[derive(Debug, Clone)]
+pub struct LstmJob {
+    pub config: Config,
+    /// auto (CUDA when usable) | cpu | cuda
+    pub device: String,
+    /// Overrides lstm.max_epochs.
+    pub epochs: Option<usize>,
+    /// Continue from the checkpoint in state_dir/checkpoints/lstm/.
+    pub resume: bool,
+    /// JSON lines on stdout: epoch events, then done (model id, metrics) or error.
+    pub json: bool,
+}
+
+/// Trains PPO and registers the model as a candidate; returns its id. With `json`, an error is also
+/// reported as an `{"event": "error"}` line (the retrain child's protocol).
+pub fn train_ppo(job: PpoJob) -> anyhow::Result<String> {
+    let json = job.json;
+    let result = train_ppo_inner(job);
+    if json && let Err(e) = &result {
+        emit_error(e);
+    }
+    result
+}
+
+/// Trains the LSTM classifier and registers the model as a candidate; returns its id. With `json`, an
+/// error is also reported as an `{"event": "error"}` line.
+pub fn train_lstm(job: LstmJob) -> anyhow::Result<String> {
+    let json = job.json;
+    let result = train_lstm_inner(job);
+    if json && let Err(e) = &result {
+        emit_error(e);
+    }
+    result
+}
+
+#[cfg(feature = "train")]
+fn train_ppo_inner(job: PpoJob) -> anyhow::Result<String> {
+    ppo::run(job)
+}
+
+#[cfg(feature = "train")]
+fn train_lstm_inner(job: LstmJob) -> anyhow::Result<String> {
+    lstm::run(job)
+}
+
+#[cfg(not(feature = "train"))]
+fn train_ppo_inner(_: PpoJob) -> anyhow::Result<String> {
+    anyhow::bail!(
+        "this tradebot was built without training (the `train` cargo feature, which links libtorch): rebuild with default features (`make build`) to train"
+    )
+}
+
+#[cfg(not(feature = "train"))]
+fn train_lstm_inner(_: LstmJob) -> anyhow::Result<String> {
+    anyhow::bail!("tradebot train lstm needs a build with the `train` feature (libtorch)")
+}
+
+/// Prints one JSON line on stdout (the child protocol), flushed at once so the parent sees it live.
+pub fn emit(v: &serde_json::Value) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{v}");
+    let _ = out.flush();
+}
+
+pub fn emit_error(e: &anyhow::Error) {
+    let message = e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ");
+    emit(&serde_json::json!({ "event": "error", "message": message }));
+}
+
+/// The torch device a job asks for: `cpu`, `cuda` (refused when no CUDA device is usable), or `auto`.
+#[cfg(feature = "train")]
+pub fn pick_device(s: &str) -> anyhow::Result<tch::Device> {
+    use tch::Device;
+    match s {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" if crate::native::load_torch_cuda() => Ok(Device::Cuda(0)),
+        "cuda" => anyhow::bail!(
+            "--device cuda: no usable CUDA device (tch::Cuda::is_available() is false); use --device cpu or auto"
+        ),
+        "auto" => Ok(if crate::native::load_torch_cuda() { Device::Cuda(0) } else { Device::Cpu }),
+        other => anyhow::bail!("--device {other:?}: must be auto, cpu or cuda"),
+    }
+}
