@@ -1,10 +1,23 @@
 //! Records where libtorch and the project's Python venv are, so the binary runs without
 //! LD_LIBRARY_PATH: an rpath to libtorch's lib directory (when the `train` feature links it), and the
-//! venv path for finding ONNX Runtime at run time.
+//! venv path for finding ONNX Runtime at run time. Also compiles the environment kernel for the CPU.
 
 use std::path::PathBuf;
 
 fn main() {
+    // The environment kernel's CPU build (the same source NVRTC compiles for CUDA at run time): no FMA
+    // contraction, no fast math, so it agrees bit for bit with `env::VecEnv`.
+    println!("cargo:rerun-if-changed=src/env/kernel/env_step.c");
+    cc::Build::new()
+        .file("src/env/kernel/env_step.c")
+        .std("c11")
+        .opt_level(3)
+        .flag("-ffp-contract=off")
+        .flag_if_supported("-fno-fast-math")
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true)
+        .compile("tradebot_env_kernel");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-env-changed=TRADEBOT_PYENV");
     if let Some(venv) = std::env::var_os("TRADEBOT_PYENV") {

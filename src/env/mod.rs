@@ -3,13 +3,16 @@
 //! - [`exec`]: the one execution rule per asset (sells before buys, caps, fees, slippage, trailing stop,
 //!   cooldown), which the SimBroker reuses.
 //! - [`VecEnv`]: the plain-Rust CPU environment, state in flat arrays, seeded random episode starts,
-//!   fixed-length episodes, auto-reset.
+//!   fixed-length episodes, auto-reset, chunks of envs stepped on all cores.
 //! - [`finrl`]: FinRL 0.3.7's NumPy mixed-precision accounting, for the parity test and the speed peer.
 //! - [`TchEnv`] (feature `train`): the same env on libtorch tensors, CPU or CUDA, agreeing bit for bit.
+//! - [`kernel`]: the whole step as one C/CUDA kernel (`kernel/env_step.c`): its CPU build, and its CUDA
+//!   build compiled with NVRTC at run time (feature `train`).
 //! - [`panel`]: prices, feature rows and turbulence, time-major.
 
 pub mod exec;
 pub mod finrl;
+pub mod kernel;
 pub mod panel;
 pub mod rng;
 #[cfg(feature = "train")]

@@ -4,17 +4,28 @@
 #[derive(Debug, Clone)]
 pub struct SplitMix64(u64);
 
+const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
         SplitMix64(seed)
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0 = self.0.wrapping_add(GAMMA);
+        mix(self.0)
+    }
+
+    /// The `n`-th output (0-based) of the stream seeded with `seed`, without the ones before it: the
+    /// state is a counter. The environment kernel computes the same draw (`tb_splitmix`).
+    pub fn nth(seed: u64, n: u64) -> u64 {
+        mix(seed.wrapping_add(n.wrapping_add(1).wrapping_mul(GAMMA)))
     }
 
     /// Uniform in [0, n) (n > 0); the modulo bias is below 2^-40 for the sizes used here.
@@ -50,5 +61,15 @@ mod tests {
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         assert!((mean - 0.5).abs() < 0.01, "{mean}");
         assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
+    }
+
+    #[test]
+    fn nth_is_the_streams_nth_draw() {
+        for seed in [0, 7, u64::MAX - 3] {
+            let mut s = SplitMix64::new(seed);
+            for n in 0..1000 {
+                assert_eq!(s.next_u64(), SplitMix64::nth(seed, n), "seed {seed}, draw {n}");
+            }
+        }
     }
 }

@@ -173,3 +173,57 @@ fn bad_panels_and_configs_are_refused_with_the_reason() {
     let none = EnvConfig { n_envs: 0, episode_len: 2, ..Default::default() };
     assert_eq!(VecEnv::new(none, panel).err(), Some(EnvError::NoEnvs));
 }
+
+#[test]
+fn episode_starts_are_the_seeded_stream_drawn_env_by_env() {
+    let panel = real_panel();
+    let (e, len) = (5, 60);
+    let cfg = EnvConfig { n_envs: e, episode_len: len, seed: 42, ..Default::default() };
+    let mut env = VecEnv::new(cfg, panel.clone()).unwrap();
+    let mut stream = SplitMix64::new(42);
+    let span = panel.n_days - len;
+    let first: Vec<usize> = (0..e).map(|_| stream.below(span)).collect();
+    assert_eq!(env.days(), first.as_slice());
+    let mut step = Step::default();
+    for _ in 0..len {
+        env.step(&vec![0.0; e * 3], &mut step).unwrap();
+    }
+    assert!(step.done.iter().all(|d| *d));
+    let second: Vec<usize> = (0..e).map(|_| stream.below(span)).collect();
+    assert_eq!(env.days(), second.as_slice());
+}
+
+#[test]
+fn vec_env_is_bit_identical_on_any_thread_count() {
+    let panel = crate::env::kernel::tests::panel_with_turbulence();
+    let mut cfgs = crate::env::kernel::tests::configs(300);
+    // FinRL's accounting too: its float32 sums use a scratch buffer per chunk of envs.
+    cfgs.push(EnvConfig {
+        accounting: Accounting::FinrlNumpy,
+        exec: ExecParams { cash_cap_ignores_fees: true, min_order: 11.0, ..Default::default() },
+        turbulence_threshold: Some(99.0),
+        ..cfgs[0].clone()
+    });
+    for (v, cfg) in cfgs.into_iter().enumerate() {
+        let run = |threads: usize| {
+            let mut env = VecEnv::new(cfg.clone(), panel.clone()).unwrap().with_threads(threads).unwrap();
+            let mut rng = SplitMix64::new(3);
+            let mut actions = vec![0f32; cfg.n_envs * 3];
+            let (mut step, mut obs) = (Step::default(), vec![0f32; cfg.n_envs * env.obs_dim()]);
+            let mut trace = Vec::new();
+            for _ in 0..130 {
+                crate::env::kernel::tests::random_actions(&mut rng, &mut actions);
+                env.step(&actions, &mut step).unwrap();
+                env.observe(&mut obs);
+                trace.extend(step.equity.iter().map(|x| x.to_bits()));
+                trace.extend(step.reward.iter().map(|x| u64::from(x.to_bits())));
+                trace.extend(obs.iter().map(|x| u64::from(x.to_bits())));
+                trace.extend(step.done.iter().map(|d| u64::from(*d)));
+            }
+            trace
+        };
+        let one = run(1);
+        assert_eq!(run(2), one, "variant {v}: 2 threads");
+        assert_eq!(run(0), one, "variant {v}: all cores");
+    }
+}

@@ -1,5 +1,6 @@
-//! `VecEnv`: E accounts trading the same A assets, stepped together on the CPU in plain Rust. State lives
-//! in flat arrays indexed `env * A + asset`; the panel is shared. Episodes have a fixed length and start at
+//! `VecEnv`: E accounts trading the same A assets, stepped together on the CPU in plain Rust, chunks of
+//! envs on all cores (or `with_threads` of them). State lives in flat arrays indexed `env * A + asset`;
+//! the panel is shared. Episodes have a fixed length and start at
 //! a random day (seeded); a finished env resets itself within the same `step`.
 //!
 //! Timing (as FinRL's): the observation is taken at day `t`; `step` moves to `t + 1`, trades at that day's
@@ -84,15 +85,108 @@ pub struct Step {
 pub struct VecEnv {
     cfg: EnvConfig,
     panel: Arc<Panel>,
-    rng: SplitMix64,
+    /// Steps on this pool (`with_threads`), or rayon's global one (all cores) when `None`.
+    pool: Option<Arc<rayon::ThreadPool>>,
     cash: Vec<f64>,
     cash_kind: Vec<Kind>,
     pos: Vec<Position>,
     day: Vec<usize>,
     steps: Vec<usize>,
     equity: Vec<f64>,
-    /// Reused by the FinRL accounting's float32 sums.
-    scratch: Vec<f32>,
+    /// Each env's next draw in the seeded SplitMix64 stream: env `i` makes draws `i`, `i + E`, ... All
+    /// envs reset on the same step, so this is the shared stream drawn env by env, computed in parallel.
+    draws: Vec<u64>,
+}
+
+/// Envs per rayon task (fewer envs than this step on the calling thread).
+const CHUNK: usize = 64;
+
+/// A pool of `threads` threads, or `None` (rayon's global pool, one thread per core) for 0.
+pub(crate) fn pool(threads: usize) -> Result<Option<Arc<rayon::ThreadPool>>, EnvError> {
+    if threads == 0 {
+        return Ok(None);
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("env-{i}"))
+        .build()
+        .map(|p| Some(Arc::new(p)))
+        .map_err(|_| EnvError::Unsupported("could not start the env's worker threads"))
+}
+
+/// One env's state, borrowed from `VecEnv`'s arrays.
+struct EnvMut<'a> {
+    cash: &'a mut f64,
+    cash_kind: &'a mut Kind,
+    pos: &'a mut [Position],
+    day: &'a mut usize,
+    steps: &'a mut usize,
+    equity: &'a mut f64,
+    draws: &'a mut u64,
+}
+
+impl EnvMut<'_> {
+    fn reset(&mut self, cfg: &EnvConfig, n_days: usize) {
+        let span = (n_days - cfg.episode_len) as u64;
+        *self.day = if cfg.fixed_start {
+            0
+        } else {
+            let n = *self.draws;
+            *self.draws = n.wrapping_add(cfg.n_envs as u64);
+            (SplitMix64::nth(cfg.seed, n) % span.max(1)) as usize
+        };
+        *self.steps = 0;
+        *self.cash = cfg.initial_cash;
+        *self.cash_kind = Kind::Weak;
+        self.pos.fill(Position::default());
+        *self.equity = cfg.initial_cash;
+    }
+
+    /// One step: stops and sells for every asset, then buys; returns (reward, equity).
+    fn step(&mut self, cfg: &EnvConfig, panel: &Panel, actions: &[f32], scratch: &mut Vec<f32>) -> (f32, f64) {
+        let a = panel.n_assets;
+        *self.day += 1;
+        *self.steps += 1;
+        let day = *self.day;
+        let prices = &panel.prices[day * a..(day + 1) * a];
+        let pos = &mut *self.pos;
+        let p = &cfg.exec;
+        let act = |k: usize| if actions[k].is_nan() { 0.0 } else { f64::from(actions[k]) };
+        let turbulent = match (&panel.turbulence, cfg.turbulence_threshold) {
+            (Some(t), Some(th)) => t[day] > th,
+            _ => false,
+        };
+        let (equity, turnover) = if cfg.accounting == Accounting::FinrlNumpy {
+            let mut np_cash = Np::new(*self.cash, *self.cash_kind);
+            let total = finrl::step(p, pos, &mut np_cash, prices, actions, turbulent, scratch);
+            (*self.cash, *self.cash_kind) = (np_cash.v, np_cash.kind);
+            (total.v, 0.0)
+        } else {
+            let cash = &mut *self.cash;
+            let mut turnover = 0.0;
+            if turbulent {
+                for k in 0..a {
+                    turnover += liquidate(p, &mut pos[k], cash, f64::from(prices[k])).notional;
+                }
+            } else {
+                for k in 0..a {
+                    turnover += sell_phase(p, &mut pos[k], cash, f64::from(prices[k]), act(k)).notional;
+                }
+                for k in 0..a {
+                    turnover += buy_phase(p, &mut pos[k], cash, f64::from(prices[k]), act(k)).notional;
+                }
+            }
+            let mut equity = *cash;
+            for k in 0..a {
+                equity += pos[k].holding * f64::from(prices[k]);
+            }
+            (equity, turnover)
+        };
+        let change = equity - *self.equity;
+        *self.equity = equity;
+        let reward = cfg.reward_scale * (change - cfg.turnover_penalty * turnover);
+        (reward as f32, equity)
+    }
 }
 
 impl VecEnv {
@@ -105,21 +199,42 @@ impl VecEnv {
         }
         let (e, a) = (cfg.n_envs, panel.n_assets);
         let mut env = VecEnv {
-            rng: SplitMix64::new(cfg.seed),
+            pool: None,
             cash: vec![0.0; e],
             cash_kind: vec![Kind::Weak; e],
             pos: vec![Position::default(); e * a],
             day: vec![0; e],
             steps: vec![0; e],
             equity: vec![0.0; e],
-            scratch: Vec::with_capacity(a),
+            draws: (0..e as u64).collect(),
             cfg,
             panel,
         };
+        let (cfg, n_days) = (env.cfg.clone(), env.panel.n_days);
         for i in 0..e {
-            env.reset_env(i);
+            env.env_mut(i).reset(&cfg, n_days);
         }
         Ok(env)
+    }
+
+    /// Steps on at most `threads` threads of a pool of its own (0 = rayon's global pool, all cores). The
+    /// results do not depend on the thread count: every env is stepped on its own state alone.
+    pub fn with_threads(mut self, threads: usize) -> Result<Self, EnvError> {
+        self.pool = pool(threads)?;
+        Ok(self)
+    }
+
+    fn env_mut(&mut self, i: usize) -> EnvMut<'_> {
+        let a = self.panel.n_assets;
+        EnvMut {
+            cash: &mut self.cash[i],
+            cash_kind: &mut self.cash_kind[i],
+            pos: &mut self.pos[i * a..(i + 1) * a],
+            day: &mut self.day[i],
+            steps: &mut self.steps[i],
+            equity: &mut self.equity[i],
+            draws: &mut self.draws[i],
+        }
     }
 
     pub fn n_envs(&self) -> usize {
@@ -146,17 +261,6 @@ impl VecEnv {
         &self.equity
     }
 
-    fn reset_env(&mut self, i: usize) {
-        let a = self.panel.n_assets;
-        let span = self.panel.n_days - self.cfg.episode_len;
-        self.day[i] = if self.cfg.fixed_start { 0 } else { self.rng.below(span) };
-        self.steps[i] = 0;
-        self.cash[i] = self.cfg.initial_cash;
-        self.cash_kind[i] = Kind::Weak;
-        self.pos[i * a..(i + 1) * a].fill(Position::default());
-        self.equity[i] = self.cfg.initial_cash;
-    }
-
     /// Observation width per env: cash, then per asset (holding value, features).
     pub fn obs_dim(&self) -> usize {
         1 + self.panel.n_assets * (1 + self.panel.n_features)
@@ -164,21 +268,38 @@ impl VecEnv {
 
     /// Writes every env's observation at its current day, scaled by the initial cash.
     pub fn observe(&self, out: &mut [f32]) {
-        let (a, f, d) = (self.panel.n_assets, self.panel.n_features, self.obs_dim());
-        for (i, o) in out.chunks_exact_mut(d).take(self.cfg.n_envs).enumerate() {
-            let day = self.day[i];
-            o[0] = (self.cash[i] / self.cfg.initial_cash) as f32;
-            for k in 0..a {
-                let value = self.pos[i * a + k].holding * f64::from(self.panel.price(day, k));
-                let base = 1 + k * (1 + f);
-                o[base] = (value / self.cfg.initial_cash) as f32;
-                let src = (day * a + k) * f;
-                o[base + 1..base + 1 + f].copy_from_slice(&self.panel.features[src..src + f]);
-            }
+        let d = self.obs_dim();
+        let rows = out.chunks_exact_mut(d).take(self.cfg.n_envs);
+        if self.cfg.n_envs <= CHUNK {
+            rows.enumerate().for_each(|(i, o)| self.observe_env(i, o));
+            return;
+        }
+        let go = || {
+            use rayon::prelude::*;
+            let rows: Vec<_> = rows.collect();
+            rows.into_par_iter().enumerate().with_min_len(CHUNK).for_each(|(i, o)| self.observe_env(i, o));
+        };
+        match &self.pool {
+            Some(pool) => pool.install(go),
+            None => go(),
         }
     }
 
-    /// Steps every env with `actions` (`n_envs x n_assets`, each in [-1, 1]; NaN counts as 0).
+    fn observe_env(&self, i: usize, o: &mut [f32]) {
+        let (a, f) = (self.panel.n_assets, self.panel.n_features);
+        let day = self.day[i];
+        o[0] = (self.cash[i] / self.cfg.initial_cash) as f32;
+        for k in 0..a {
+            let value = self.pos[i * a + k].holding * f64::from(self.panel.price(day, k));
+            let base = 1 + k * (1 + f);
+            o[base] = (value / self.cfg.initial_cash) as f32;
+            let src = (day * a + k) * f;
+            o[base + 1..base + 1 + f].copy_from_slice(&self.panel.features[src..src + f]);
+        }
+    }
+
+    /// Steps every env with `actions` (`n_envs x n_assets`, each in [-1, 1]; NaN counts as 0), chunks of
+    /// envs in parallel on the env's pool.
     pub fn step(&mut self, actions: &[f32], out: &mut Step) -> Result<(), EnvError> {
         let (e, a) = (self.cfg.n_envs, self.panel.n_assets);
         if actions.len() != e * a {
@@ -187,61 +308,112 @@ impl VecEnv {
         out.reward.resize(e, 0.0);
         out.done.resize(e, false);
         out.equity.resize(e, 0.0);
-        for i in 0..e {
-            let (reward, equity) = self.step_env(i, &actions[i * a..(i + 1) * a]);
-            out.reward[i] = reward;
-            out.equity[i] = equity;
-            out.done[i] = self.steps[i] == self.cfg.episode_len;
-            if out.done[i] {
-                self.reset_env(i);
+        let (cfg, panel) = (&self.cfg, &*self.panel);
+        // One chunk of envs: its slice of every array, stepped in order on one thread.
+        let run = |lo: usize, envs: EnvSlices<'_>| {
+            let mut scratch = Vec::with_capacity(a);
+            let EnvSlices { cash, cash_kind, pos, day, steps, equity, draws, reward, done, equity_out } = envs;
+            for j in 0..cash.len() {
+                let mut env = EnvMut {
+                    cash: &mut cash[j],
+                    cash_kind: &mut cash_kind[j],
+                    pos: &mut pos[j * a..(j + 1) * a],
+                    day: &mut day[j],
+                    steps: &mut steps[j],
+                    equity: &mut equity[j],
+                    draws: &mut draws[j],
+                };
+                let i = lo + j;
+                let (r, eq) = env.step(cfg, panel, &actions[i * a..(i + 1) * a], &mut scratch);
+                reward[j] = r;
+                equity_out[j] = eq;
+                done[j] = *env.steps == cfg.episode_len;
+                if done[j] {
+                    env.reset(cfg, panel.n_days);
+                }
             }
+        };
+        let slices = EnvSlices {
+            cash: &mut self.cash,
+            cash_kind: &mut self.cash_kind,
+            pos: &mut self.pos,
+            day: &mut self.day,
+            steps: &mut self.steps,
+            equity: &mut self.equity,
+            draws: &mut self.draws,
+            reward: &mut out.reward,
+            done: &mut out.done,
+            equity_out: &mut out.equity,
+        };
+        if e <= CHUNK {
+            run(0, slices);
+            return Ok(());
+        }
+        let chunks = slices.split(CHUNK, a);
+        let go = || {
+            use rayon::prelude::*;
+            chunks.into_par_iter().enumerate().for_each(|(c, s)| run(c * CHUNK, s));
+        };
+        match &self.pool {
+            Some(pool) => pool.install(go),
+            None => go(),
         }
         Ok(())
     }
+}
 
-    /// One env, one step: stops and sells for every asset, then buys; returns (reward, equity).
-    fn step_env(&mut self, i: usize, actions: &[f32]) -> (f32, f64) {
-        let a = self.panel.n_assets;
-        self.day[i] += 1;
-        self.steps[i] += 1;
-        let day = self.day[i];
-        let prices = &self.panel.prices[day * a..(day + 1) * a];
-        let pos = &mut self.pos[i * a..(i + 1) * a];
-        let cash = &mut self.cash[i];
-        let p = &self.cfg.exec;
-        let act = |k: usize| if actions[k].is_nan() { 0.0 } else { f64::from(actions[k]) };
-        let turbulent = match (&self.panel.turbulence, self.cfg.turbulence_threshold) {
-            (Some(t), Some(th)) => t[day] > th,
-            _ => false,
-        };
-        let (equity, turnover) = if self.cfg.accounting == Accounting::FinrlNumpy {
-            let mut np_cash = Np::new(*cash, self.cash_kind[i]);
-            let total = finrl::step(p, pos, &mut np_cash, prices, actions, turbulent, &mut self.scratch);
-            (*cash, self.cash_kind[i]) = (np_cash.v, np_cash.kind);
-            (total.v, 0.0)
-        } else {
-            let mut turnover = 0.0;
-            if turbulent {
-                for k in 0..a {
-                    turnover += liquidate(p, &mut pos[k], cash, f64::from(prices[k])).notional;
-                }
-            } else {
-                for k in 0..a {
-                    turnover += sell_phase(p, &mut pos[k], cash, f64::from(prices[k]), act(k)).notional;
-                }
-                for k in 0..a {
-                    turnover += buy_phase(p, &mut pos[k], cash, f64::from(prices[k]), act(k)).notional;
-                }
-            }
-            let mut equity = *cash;
-            for k in 0..a {
-                equity += pos[k].holding * f64::from(prices[k]);
-            }
-            (equity, turnover)
-        };
-        let change = equity - self.equity[i];
-        self.equity[i] = equity;
-        let reward = self.cfg.reward_scale * (change - self.cfg.turnover_penalty * turnover);
-        (reward as f32, equity)
+/// A range of envs' state and outputs, for one rayon task.
+struct EnvSlices<'a> {
+    cash: &'a mut [f64],
+    cash_kind: &'a mut [Kind],
+    pos: &'a mut [Position],
+    day: &'a mut [usize],
+    steps: &'a mut [usize],
+    equity: &'a mut [f64],
+    draws: &'a mut [u64],
+    reward: &'a mut [f32],
+    done: &'a mut [bool],
+    equity_out: &'a mut [f64],
+}
+
+impl<'a> EnvSlices<'a> {
+    /// Consecutive pieces of `chunk` envs (the last may be shorter); `a` positions per env.
+    fn split(mut self, chunk: usize, a: usize) -> Vec<EnvSlices<'a>> {
+        let mut out = Vec::with_capacity(self.cash.len().div_ceil(chunk));
+        while self.cash.len() > chunk {
+            let (head, tail) = self.split_at(chunk, a);
+            out.push(head);
+            self = tail;
+        }
+        out.push(self);
+        out
+    }
+
+    fn split_at(self, n: usize, a: usize) -> (EnvSlices<'a>, EnvSlices<'a>) {
+        let (cash, cash_1) = self.cash.split_at_mut(n);
+        let (cash_kind, cash_kind_1) = self.cash_kind.split_at_mut(n);
+        let (pos, pos_1) = self.pos.split_at_mut(n * a);
+        let (day, day_1) = self.day.split_at_mut(n);
+        let (steps, steps_1) = self.steps.split_at_mut(n);
+        let (equity, equity_1) = self.equity.split_at_mut(n);
+        let (draws, draws_1) = self.draws.split_at_mut(n);
+        let (reward, reward_1) = self.reward.split_at_mut(n);
+        let (done, done_1) = self.done.split_at_mut(n);
+        let (equity_out, equity_out_1) = self.equity_out.split_at_mut(n);
+        (
+            EnvSlices { cash, cash_kind, pos, day, steps, equity, draws, reward, done, equity_out },
+            EnvSlices {
+                cash: cash_1,
+                cash_kind: cash_kind_1,
+                pos: pos_1,
+                day: day_1,
+                steps: steps_1,
+                equity: equity_1,
+                draws: draws_1,
+                reward: reward_1,
+                done: done_1,
+                equity_out: equity_out_1,
+            },
+        )
     }
 }

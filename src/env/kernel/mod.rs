@@ -1,0 +1,303 @@
+//! The environment step as one kernel: `env_step.c` holds the whole step of one env (the rule of
+//! [`super::exec`] for all assets, reward, equity, episode end and seeded reset, the next observation in
+//! [`super::VecEnv::observe`]'s layout). The same source is
+//!
+//! - compiled for the CPU by build.rs (the `cc` crate, no FMA contraction) and run here by
+//!   [`CpuKernelEnv`], env ranges spread over a rayon pool; CI checks it bit for bit against `VecEnv`;
+//! - compiled for CUDA at run time with NVRTC by [`cuda::CudaKernelEnv`] (feature `train`), one thread per
+//!   env, launched on libtorch's stream on the raw pointers of tch tensors.
+//!
+//! Episode starts follow `VecEnv`'s seeded stream: SplitMix64 is a counter, and since every env resets on
+//! the same step, env `i`'s `r`-th start is draw `r * E + i` of that stream, which each thread computes
+//! on its own. Only `Accounting::Standard` exists in the kernel (FinRL's NumPy accounting stays in
+//! `VecEnv`, for the parity test and the FinRL peer).
+
+use super::panel::Panel;
+use super::vec_env::{Accounting, EnvConfig, EnvError, Step};
+use std::sync::Arc;
+
+/// The kernel source, for NVRTC.
+pub const SOURCE: &str = include_str!("env_step.c");
+
+/// `tb_params` in `env_step.c`, field for field.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    pub max_trade: f64,
+    pub min_order: f64,
+    pub fee_rate: f64,
+    pub slip_rate: f64,
+    pub trailing_stop: f64,
+    pub initial_cash: f64,
+    pub reward_scale: f64,
+    pub turnover_penalty: f64,
+    pub turbulence_threshold: f64,
+    pub seed: u64,
+    pub cooldown_bars: u32,
+    pub n_envs: i32,
+    pub n_assets: i32,
+    pub n_features: i32,
+    pub n_days: i32,
+    pub episode_len: i32,
+    pub integer_units: i32,
+    pub cash_cap_ignores_fees: i32,
+    pub fixed_start: i32,
+    pub has_turbulence: i32,
+    pub env_stride: i32,
+    pub asset_stride: i32,
+    pub obs_stride: i32,
+    pub pad: i32,
+}
+
+/// `tb_buffers` in `env_step.c`: host pointers for the CPU build, device pointers for CUDA.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Buffers {
+    pub prices: *const f32,
+    pub features: *const f32,
+    pub turbulence: *const f64,
+    pub actions: *const f32,
+    pub cash: *mut f64,
+    pub equity: *mut f64,
+    pub day: *mut i32,
+    pub steps: *mut i32,
+    pub draws: *mut u64,
+    pub holding: *mut f64,
+    pub entry: *mut f64,
+    pub high_water: *mut f64,
+    pub cooldown: *mut u32,
+    pub reward: *mut f32,
+    pub done: *mut f32,
+    pub equity_out: *mut f64,
+    pub obs: *mut f32,
+    pub ret_sum: *mut f64,
+    pub ret_count: *mut f64,
+}
+
+// SAFETY: the pointers are only dereferenced by the kernel, each env range by one thread, on buffers the
+// owning env keeps alive and does not touch while a call runs.
+unsafe impl Send for Buffers {}
+unsafe impl Sync for Buffers {}
+
+unsafe extern "C" {
+    fn tb_env_init(p: *const Params, b: *const Buffers, lo: i32, hi: i32);
+    fn tb_env_step(p: *const Params, b: *const Buffers, lo: i32, hi: i32);
+}
+
+/// The parameters of `cfg` on `panel`, positions laid out env-major (`asset_major` = false) or
+/// asset-major. Fails where the kernel cannot run the configuration.
+pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Params, EnvError> {
+    if cfg.n_envs == 0 {
+        return Err(EnvError::NoEnvs);
+    }
+    if cfg.episode_len == 0 || cfg.episode_len >= panel.n_days {
+        return Err(EnvError::EpisodeTooLong { len: cfg.episode_len, days: panel.n_days });
+    }
+    if cfg.accounting != Accounting::Standard {
+        return Err(EnvError::Unsupported("the kernel env has standard f64 accounting only"));
+    }
+    let fits = |n: usize| i32::try_from(n).is_ok();
+    let obs = 1 + panel.n_assets * (1 + panel.n_features);
+    if !fits(cfg.n_envs * panel.n_assets.max(obs)) || !fits(panel.n_days * panel.n_assets * panel.n_features) {
+        return Err(EnvError::Unsupported("the kernel env indexes with 32-bit integers: too many envs or days"));
+    }
+    let (e, a) = (cfg.n_envs as i32, panel.n_assets as i32);
+    let p = &cfg.exec;
+    let turbulence = cfg.turbulence_threshold.filter(|_| panel.turbulence.is_some());
+    Ok(Params {
+        max_trade: p.max_trade,
+        min_order: p.min_order,
+        fee_rate: p.fee_bps * 1e-4,
+        slip_rate: p.slippage_bps * 1e-4,
+        trailing_stop: p.trailing_stop,
+        initial_cash: cfg.initial_cash,
+        reward_scale: cfg.reward_scale,
+        turnover_penalty: cfg.turnover_penalty,
+        turbulence_threshold: turbulence.unwrap_or(0.0),
+        seed: cfg.seed,
+        cooldown_bars: p.cooldown_bars,
+        n_envs: e,
+        n_assets: a,
+        n_features: panel.n_features as i32,
+        n_days: panel.n_days as i32,
+        episode_len: cfg.episode_len as i32,
+        integer_units: i32::from(p.integer_units),
+        cash_cap_ignores_fees: i32::from(p.cash_cap_ignores_fees),
+        fixed_start: i32::from(cfg.fixed_start),
+        has_turbulence: i32::from(turbulence.is_some()),
+        env_stride: if asset_major { 1 } else { a },
+        asset_stride: if asset_major { e } else { 1 },
+        obs_stride: obs as i32,
+        pad: 0,
+    })
+}
+
+/// The kernel's CPU build over host arrays: the same env as `VecEnv` (standard accounting), stepped by
+/// the C code that CUDA runs.
+pub struct CpuKernelEnv {
+    params: Params,
+    panel: Arc<Panel>,
+    pool: Option<Arc<rayon::ThreadPool>>,
+    actions: Vec<f32>,
+    cash: Vec<f64>,
+    equity: Vec<f64>,
+    day: Vec<i32>,
+    steps: Vec<i32>,
+    draws: Vec<u64>,
+    holding: Vec<f64>,
+    entry: Vec<f64>,
+    high_water: Vec<f64>,
+    cooldown: Vec<u32>,
+    reward: Vec<f32>,
+    done: Vec<f32>,
+    equity_out: Vec<f64>,
+    obs: Vec<f32>,
+    ret_sum: Vec<f64>,
+    ret_count: Vec<f64>,
+}
+
+/// Envs per rayon task: enough work to hide the scheduling, small enough to balance two cores.
+const CHUNK: usize = 64;
+
+impl CpuKernelEnv {
+    pub fn new(cfg: &EnvConfig, panel: Arc<Panel>) -> Result<Self, EnvError> {
+        let params = params(cfg, &panel, false)?;
+        let (e, a) = (cfg.n_envs, panel.n_assets);
+        let mut env = CpuKernelEnv {
+            params,
+            pool: None,
+            actions: vec![0.0; e * a],
+            cash: vec![0.0; e],
+            equity: vec![0.0; e],
+            day: vec![0; e],
+            steps: vec![0; e],
+            draws: vec![0; e],
+            holding: vec![0.0; e * a],
+            entry: vec![0.0; e * a],
+            high_water: vec![0.0; e * a],
+            cooldown: vec![0; e * a],
+            reward: vec![0.0; e],
+            done: vec![0.0; e],
+            equity_out: vec![0.0; e],
+            obs: vec![0.0; e * params.obs_stride as usize],
+            ret_sum: vec![0.0; e],
+            ret_count: vec![0.0; e],
+            panel,
+        };
+        env.run(tb_env_init);
+        Ok(env)
+    }
+
+    /// Steps on at most `threads` threads of a pool of its own (0 = rayon's global pool, all cores).
+    pub fn with_threads(mut self, threads: usize) -> Result<Self, EnvError> {
+        self.pool = super::vec_env::pool(threads)?;
+        Ok(self)
+    }
+
+    pub fn n_envs(&self) -> usize {
+        self.params.n_envs as usize
+    }
+
+    pub fn obs_dim(&self) -> usize {
+        self.params.obs_stride as usize
+    }
+
+    /// The current observations, `n_envs x obs_dim`, as `VecEnv::observe` writes them.
+    pub fn obs(&self) -> &[f32] {
+        &self.obs
+    }
+
+    pub fn cash(&self) -> &[f64] {
+        &self.cash
+    }
+
+    /// Holdings, env-major (`env * n_assets + asset`).
+    pub fn holdings(&self) -> &[f64] {
+        &self.holding
+    }
+
+    pub fn cooldowns(&self) -> &[u32] {
+        &self.cooldown
+    }
+
+    pub fn days(&self) -> &[i32] {
+        &self.day
+    }
+
+    /// Finished episodes since the last call: (sum of total returns, count); clears the accumulators.
+    pub fn take_returns(&mut self) -> (f64, f64) {
+        let sum = self.ret_sum.iter().sum();
+        let count = self.ret_count.iter().sum();
+        self.ret_sum.fill(0.0);
+        self.ret_count.fill(0.0);
+        (sum, count)
+    }
+
+    /// Steps every env with `actions` (`n_envs x n_assets`; NaN counts as 0) and writes the next
+    /// observations; `out` as `VecEnv::step` fills it.
+    pub fn step(&mut self, actions: &[f32], out: &mut Step) -> Result<(), EnvError> {
+        if actions.len() != self.actions.len() {
+            return Err(EnvError::ActionShape { got: actions.len(), want: self.actions.len() });
+        }
+        self.actions.copy_from_slice(actions);
+        self.run(tb_env_step);
+        out.reward.clone_from(&self.reward);
+        out.done.clear();
+        out.done.extend(self.done.iter().map(|d| *d != 0.0));
+        out.equity.clone_from(&self.equity_out);
+        Ok(())
+    }
+
+    fn buffers(&mut self) -> Buffers {
+        Buffers {
+            prices: self.panel.prices.as_ptr(),
+            features: self.panel.features.as_ptr(),
+            turbulence: self.panel.turbulence.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
+            actions: self.actions.as_ptr(),
+            cash: self.cash.as_mut_ptr(),
+            equity: self.equity.as_mut_ptr(),
+            day: self.day.as_mut_ptr(),
+            steps: self.steps.as_mut_ptr(),
+            draws: self.draws.as_mut_ptr(),
+            holding: self.holding.as_mut_ptr(),
+            entry: self.entry.as_mut_ptr(),
+            high_water: self.high_water.as_mut_ptr(),
+            cooldown: self.cooldown.as_mut_ptr(),
+            reward: self.reward.as_mut_ptr(),
+            done: self.done.as_mut_ptr(),
+            equity_out: self.equity_out.as_mut_ptr(),
+            obs: self.obs.as_mut_ptr(),
+            ret_sum: self.ret_sum.as_mut_ptr(),
+            ret_count: self.ret_count.as_mut_ptr(),
+        }
+    }
+
+    /// Runs an entry point over all envs, in chunks of [`CHUNK`] on the pool.
+    fn run(&mut self, f: unsafe extern "C" fn(*const Params, *const Buffers, i32, i32)) {
+        let b = self.buffers();
+        let p = self.params;
+        let e = p.n_envs;
+        let chunk = |lo: i32| {
+            let hi = (lo + CHUNK as i32).min(e);
+            // SAFETY: every array in `b` has the length `params` promises (built in `new`), the kernel
+            // writes only env rows in [lo, hi), and the ranges of concurrent calls are disjoint.
+            unsafe { f(&p, &b, lo, hi) };
+        };
+        if (e as usize) <= CHUNK {
+            chunk(0);
+            return;
+        }
+        let starts = (0..e).step_by(CHUNK);
+        let go = || {
+            use rayon::prelude::*;
+            starts.collect::<Vec<_>>().into_par_iter().for_each(chunk);
+        };
+        match &self.pool {
+            Some(pool) => pool.install(go),
+            None => go(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
