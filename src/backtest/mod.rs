@@ -78,6 +78,26 @@ pub fn periods_per_year(tf: Timeframe) -> f64 {
     }
 }
 
+/// The bars a session over `[from, to]` steps: the window's aligned bars preceded by up to `lead` stored
+/// bars from before `from`, so that the features are warm when the window opens (the engine then trades
+/// from the window's first bar, as a live daemon warmed up on its stored bars would). Returns the bars and
+/// the index of the window's first bar; with less history before `from` the warm-up eats into the window.
+pub fn window_bars(
+    store: &Store,
+    symbols: &[Symbol],
+    tf: Timeframe,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    lead: usize,
+) -> Result<(Vec<Vec<Bar>>, usize), StoreError> {
+    let mut bars = crate::data::aligned_bars(store, symbols, tf, DateTime::<Utc>::MIN_UTC, to)?;
+    let in_window = bars.first().map_or(0, |b| b.partition_point(|bar| bar.t < from));
+    let start = in_window.saturating_sub(lead);
+    for b in &mut bars {
+        b.drain(..start);
+    }
+    Ok((bars, in_window - start))
+}
+
 /// The stored bars of every symbol in `[from, to]`, cut to the times all of them have.
 pub fn aligned_bars(
     store: &Store,
@@ -298,7 +318,8 @@ pub fn run_subject(
     to: DateTime<Utc>,
 ) -> Result<BacktestReport, BacktestError> {
     let symbols = config.market.symbols.clone();
-    let bars = aligned_bars(store, &symbols, config.market.timeframe, from, to)?;
+    let lead = session::first_traded_bar(config);
+    let (bars, _) = window_bars(store, &symbols, config.market.timeframe, (from, to), lead)?;
     let kind = model_kind(registry, &subject.sel)?;
     let mode = subject.mode.unwrap_or(match kind {
         ModelKind::Ppo => StrategyMode::Ppo,

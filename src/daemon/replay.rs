@@ -35,9 +35,13 @@ pub struct ReplayParts<P: RunPipeline> {
 /// The end of a replay: the account against buy-and-hold, and every retrain.
 #[derive(Debug, Clone)]
 pub struct ReplaySummary {
+    /// Bars of the replay window stepped (`feed.from ..= feed.to`; fewer when stopped early).
     pub bars: usize,
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
+    /// The first bar the engine could trade on: the window's first, unless the stored bars before the
+    /// window were too few to warm the features up.
+    pub traded_from: Option<DateTime<Utc>>,
     pub strategy: PerfMetrics,
     pub buy_hold: PerfMetrics,
     pub retrains: Vec<RunRecord>,
@@ -76,10 +80,13 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         );
     }
     let (from, to) = replay_window(&config);
-    let bars = backtest::aligned_bars(&host.store, &symbols, tf, from, to).context("reading the replay's bars")?;
+    // Up to a warm-up's worth of stored bars before the window, so trading starts at `feed.from`.
+    let lead = session::first_traded_bar(&config);
+    let (bars, window_start) =
+        backtest::window_bars(&host.store, &symbols, tf, (from, to), lead).context("reading the replay's bars")?;
     let days = bars.first().map_or(0, |b| b.len());
     let warmup = config.features.warmup();
-    if days < warmup + 2 {
+    if days < warmup + 2 || window_start >= days {
         bail!(
             "the replay window holds {days} bars common to {symbols:?}; at least {} are needed (feature warm-up + 2): widen feed.from / feed.to or import data",
             warmup + 2
@@ -101,12 +108,14 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         backtest::buy_and_hold(&bars, start.min(days - 1), session::initial_cash(&config), &config.env.exec);
 
     let mut missed = 0usize;
+    let mut stepped = 0usize;
     let mut interrupted = false;
     let decisions = session.tree::<DecisionRecord>(TreeName::Decisions)?;
     let speed = config.feed.speed;
     log::info!(
-        "replay: {days} bars of {symbols:?} from {} to {}, strategy {mode:?}, models {} / {}",
-        bars[0][0].t.date_naive(),
+        "replay: {} bars of {symbols:?} from {} to {} ({window_start} stored bars before it warm the features up), strategy {mode:?}, models {} / {}",
+        days - window_start,
+        bars[0][window_start].t.date_naive(),
         bars[0][days - 1].t.date_naive(),
         sim.engine().policy_id().unwrap_or("-"),
         sim.engine().probs_id().unwrap_or_else(|| "-".into()),
@@ -123,17 +132,23 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         for st in statuses {
             host.metrics.order(if st == OrderStatus::Filled { "filled" } else { "canceled" });
         }
-        if d == 0 {
+        // Bars before the window only warm the features up: not fed, charted or scheduled on.
+        let warming = d < window_start;
+        if d == window_start {
             host.notifier.ready(&format!("replaying from {}", t.date_naive()));
         }
-        let (equity, _) = sim.account();
-        host.equity_point(t, equity, sim.buy_hold_at(&bh, d));
+        if !warming {
+            let (equity, _) = sim.account();
+            host.equity_point(t, equity, sim.buy_hold_at(&bh, d));
+        }
 
         // The last stored decision's key (O(log n); `len` would scan the tree).
         let last_key = |d: &TypedTree<DecisionRecord>| d.last().ok().flatten().map(|(k, _)| k);
         let before = last_key(&decisions);
         for b in &bars {
-            host.saw_bar(&b[d]);
+            if !warming {
+                host.saw_bar(&b[d]);
+            }
             let started = Instant::now();
             let n = sim.decide(&b[d]);
             host.metrics.decision_latency.observe(started.elapsed().as_secs_f64());
@@ -153,11 +168,12 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
             missed += 1;
             log::warn!("replay: no decision stored for the bar at {t}");
         }
+        stepped = d + 1;
         host.live.activity = format!("replaying {}", t.date_naive());
         poll(&mut host, &mut sim, &decisions);
         host.notifier.watchdog();
 
-        if host.retrainer.on_clock(sim.clock()) {
+        if !warming && host.retrainer.on_clock(sim.clock()) {
             host.set_activity(format!("retraining at {} (simulated time stands still)", t.date_naive()));
             if !wait_for_retrain(&mut host, &mut sim, &decisions, &shutdown) {
                 interrupted = true;
@@ -165,6 +181,7 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
             }
         }
         if speed > 0.0
+            && !warming
             && let Some(next) = bars[0].get(d + 1)
         {
             let gap = (next.t - t).to_std().unwrap_or_default().div_f64(speed);
@@ -184,10 +201,13 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
     }
     let ev = backtest::summarise(&config, &sim, bh_act);
     let engine = sim.engine();
+    let window = &bars[0][window_start..];
+    let replayed = stepped.saturating_sub(window_start);
     let summary = ReplaySummary {
-        bars: ev.curve.len(),
-        from: ev.curve.first().map(|p| p.t),
-        to: ev.curve.last().map(|p| p.t),
+        bars: replayed,
+        from: window.first().map(|b| b.t),
+        to: window.get(replayed.saturating_sub(1)).map(|b| b.t),
+        traded_from: ev.curve.first().map(|p| p.t),
         strategy: ev.strategy,
         buy_hold: ev.buy_hold,
         retrains: std::mem::take(&mut host.retrains),

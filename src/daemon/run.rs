@@ -233,6 +233,13 @@ impl fmt::Display for ReplaySummary {
             day(s.from),
             day(s.to)
         )?;
+        if s.traded_from.is_some_and(|t| s.from.is_some_and(|f| t > f)) {
+            writeln!(
+                f,
+                "traded from {}: fewer stored bars before the window than the feature warm-up",
+                day(s.traded_from)
+            )?;
+        }
         writeln!(f, "{:<14} {:>12} {:>12}", "", "tradebot", "buy&hold")?;
         type Row = (&'static str, fn(&crate::backtest::Metrics) -> String);
         let rows: [Row; 5] = [

@@ -4,8 +4,8 @@
 //!
 //! - compiled for the CPU by build.rs (the `cc` crate, no FMA contraction) and run here by
 //!   [`CpuKernelEnv`], env ranges spread over a rayon pool; CI checks it bit for bit against `VecEnv`;
-//! - compiled for CUDA at run time with NVRTC by [`cuda::CudaKernelEnv`] (feature `train`), one thread per
-//!   env, launched on libtorch's stream on the raw pointers of tch tensors.
+//! - written to compile for CUDA as well (one thread per env, plain C with no host calls), for an NVRTC
+//!   build on the GPU; that launcher is not written yet (issue 20), so today the kernel runs on the CPU.
 //!
 //! Episode starts follow `VecEnv`'s seeded stream: SplitMix64 is a counter, and since every env resets on
 //! the same step, env `i`'s `r`-th start is draw `r * E + i` of that stream, which each thread computes
