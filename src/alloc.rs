@@ -1,5 +1,7 @@
 //! The process allocator: jemalloc, the binary's global allocator. Built with unprefixed symbols, it is
 //! also the `malloc` that libtorch and ONNX Runtime allocate through.
+// jemalloc's control interface (`mallctl`) is a raw C API: names and value types are checked by hand below.
+#![allow(unsafe_code)]
 
 /// For training processes: keep freed pages mapped instead of handing them back to the kernel.
 ///

@@ -3,6 +3,8 @@
 //!
 //! Both come from PyPI wheels installed by `make venv` into a venv outside the clone, keyed by version:
 //! `~/.cache/tradebot/py-torch2.11.0-ort1.31.1` unless `TRADEBOT_PYENV` says otherwise.
+// dlopen/dlerror to preload libtorch's CUDA library: a C API with no safe wrapper in the crates we use.
+#![allow(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

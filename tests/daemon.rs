@@ -4,6 +4,9 @@
 //! notify socket, scraped on `/metrics`, its dashboard loaded in headless Chromium and compared with
 //! `tradebot status --json`, and stopped with SIGTERM.
 
+mod common;
+
+use nix::sys::signal::Signal;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -317,13 +320,13 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     assert!(png.len() > 10_000 && png.starts_with(b"\x89PNG"), "not a screenshot: {} bytes", png.len());
 
     // SIGHUP: the risk limits reload; a change to the traded symbols is refused, named, and kept out.
-    let pid = child.id() as i32;
+    let pid = child.id();
     let edited = std::fs::read_to_string(&cfg)
         .unwrap()
         .replace("max_position_pct = 0.4", "max_position_pct = 0.3")
         .replace("symbols = [\"AAPL\", \"MSFT\", \"IBM\"]", "symbols = [\"AAPL\", \"MSFT\"]");
     std::fs::write(&cfg, edited).unwrap();
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    common::signal(pid, Signal::SIGHUP);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !log_text().contains("SIGHUP: reloaded risk limits") {
         assert!(Instant::now() < deadline, "no reload logged:\n{}", log_text());
@@ -335,7 +338,7 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     assert!(o.status.success(), "the daemon stopped answering after SIGHUP:\n{}", log_text());
 
     // SIGTERM: a clean exit, the store flushed and released.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    common::signal(pid, Signal::SIGTERM);
     let deadline = Instant::now() + Duration::from_secs(30);
     let exit = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -486,7 +489,7 @@ listen = "127.0.0.1:{port}"
     assert!(body.contains("tradebot_bars_received_total{symbol=\"IBM\"}"), "{body}");
     assert!(body.contains("tradebot_orders_total{status=\"new\"}"), "{body}");
 
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    common::signal(child.id(), Signal::SIGTERM);
     let deadline = Instant::now() + Duration::from_secs(30);
     let exit = loop {
         if let Some(s) = child.try_wait().unwrap() {

@@ -68,8 +68,12 @@ fn who() -> String {
     ["SUDO_USER", "USER", "LOGNAME"]
         .iter()
         .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
-        // SAFETY: getuid has no preconditions and cannot fail.
-        .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }))
+        .unwrap_or_else(|| {
+            use std::os::unix::fs::MetadataExt;
+            // /proc/self belongs to the process's real uid.
+            std::fs::metadata("/proc/self")
+                .map_or_else(|_| "an unknown user".to_string(), |m| format!("uid {}", m.uid()))
+        })
 }
 
 fn clear(config: &Config) -> anyhow::Result<ExitCode> {

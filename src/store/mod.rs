@@ -22,7 +22,6 @@ use serde::de::DeserializeOwned;
 use std::fs::File;
 use std::io::Write;
 use std::marker::PhantomData;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -283,9 +282,8 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
         .truncate(false)
         .open(&path)
         .map_err(|source| StoreError::Dir { dir: dir.to_path_buf(), source })?;
-    // SAFETY: flock on a file descriptor we own; no memory is shared with the kernel.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
+    // An advisory lock (flock on Linux), released by the kernel when the process ends however it ends.
+    if f.try_lock().is_err() {
         let holder = std::fs::read_to_string(&path)
             .ok()
             .map(|s| s.trim().to_string())

@@ -261,8 +261,7 @@ fn sigkill_at_random_points_never_duplicates_an_order_nor_loses_a_fill() {
     let (mut child, log) = rig.start(KILLS);
     let logged = rig.wait_ready(&mut child, &log, subscribes);
     assert_eq!(logged, rig.broker_positions(), "seed {seed}: positions after the last restart");
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    crate::common::signal(child.id(), nix::sys::signal::Signal::SIGTERM);
     let status = child.wait().unwrap();
     assert!(status.success(), "seed {seed}: {status}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
 

@@ -3,6 +3,8 @@
 //! against an in-process fake Alpaca (`crash`).
 
 mod cli;
+#[path = "../common/mod.rs"]
+mod common;
 mod crash;
 
 use std::path::{Path, PathBuf};

@@ -11,6 +11,8 @@
 //! the same step, env `i`'s `r`-th start is draw `r * E + i` of that stream, which each thread computes
 //! on its own. Only `Accounting::Standard` exists in the kernel (FinRL's NumPy accounting stays in
 //! `VecEnv`, for the parity test and the FinRL peer).
+// The kernel is C (shared with the CUDA build): calling it passes raw pointers to buffers we own and size.
+#![allow(unsafe_code)]
 
 use super::panel::Panel;
 use super::vec_env::{Accounting, EnvConfig, EnvError, Step};

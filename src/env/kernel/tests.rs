@@ -1,5 +1,7 @@
 //! The kernel's CPU build against `VecEnv`: the same seed, the same random actions on the shipped data,
 //! the same bits at every step, with stops, cooldowns, turbulence and every execution option.
+// The tests call the C kernel directly, as its Rust wrapper does.
+#![allow(unsafe_code)]
 
 use super::*;
 use crate::env::rng::SplitMix64;
