@@ -43,6 +43,7 @@ check-inference-only: venv
 	@echo "inference-only build: no libtorch linked"
 
 lint: venv
+	$(PYTHON) scripts/check-imports.py
 	$(CARGO) fmt --check
 	$(CARGO_ENV) $(CARGO) clippy --all-targets -- -D warnings
 

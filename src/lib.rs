@@ -1,38 +1,41 @@
 //! tradebot: a trading daemon for people who trade with machine-learning models on their own machine.
 //!
-//! How data flows (modules in brackets; the ones marked * land in later versions):
+//! A bar's route, from the feed to the broker (no step passes through `cli`):
 //!
 //! ```text
-//!  CSV / Alpaca REST ─► [data] import ─► [store] sled trees (bars, orders, fills, ...)
-//!  Alpaca WS* / replay ─► MarketFeed* ─► Engine::process(Event) -> Vec<Command>*
-//!                                           features* ─► policy (ort)* ─► risk* ─► OMS* ─► broker*
+//!  Alpaca stream / replay ─► daemon::{live, replay} ─► Event::Bar ─► engine::Engine::process
+//!      features ─► policy (ONNX Runtime) ─► engine::strategy ─► risk::RiskChecks ─► oms::Oms
+//!      ─► Command::Submit(RiskApproved<OrderRequest>) ─► live runner ─► broker::{AlpacaBroker, SimBroker}
+//!  trade_updates / snapshots ─► Event::{Order, Reconciled} ─► oms (fills once, positions, reconciliation)
+//!  weekend: daemon::retrainer ─► retrain::pipeline ─► `tradebot train` child (training) ─► retrain::gate
+//!      (backtest::session, the one evaluator) ─► models::Registry ─► hot swap in the engine
 //! ```
 //!
-//! - [`backtest`]: the engine over stored bars with the SimBroker; metrics against buy-and-hold.
-//! - [`broker`]: the simulated broker, filling orders with the environment's execution rule.
-//! - [`domain`]: symbols, timeframes, bars, decimal money, order ids, the order lifecycle table.
-//! - [`config`]: the TOML file parsed once into checked values; `Secret` for API keys.
-//! - [`store`]: sled, typed trees, time-ordered keys, the durability rule, one owner at a time.
-//! - [`data`]: CSV import with split adjustment and line-numbered bad rows.
-//! - [`models`]: model manifests and the registry (content-hash ids, verified loads, promote/rollback).
-//! - [`features`]: the versioned feature set, one bar in, one row out; the batch path runs the same state.
-//! - [`env`]: the vectorized trading environment (E envs x A assets) and the one execution rule.
-//! - [`live`]: the live runner: feed, broker updates and ticks into events, the core on its own thread,
-//!   commands to the broker, one owner of shutdown.
-//! - [`risk`]: the checks every order passes (`RiskChecks` → `RiskApproved`), trailing stops and cooldown,
-//!   the daily loss limit and its kill switch, persisted until `tradebot risk clear`.
-//! - [`oms`]: the order manager: idempotent submission, fills exactly once, positions, reconciliation.
-//! - [`native`]: ONNX Runtime and libtorch discovery and loading.
-//! - [`policy`]: ONNX Runtime sessions for the PPO and LSTM models, checked against the pipeline at load.
-//! - [`onnx`]: our ONNX writer (PPO policy MLP, LSTM classifier) with plain-Rust reference forwards.
-//! - [`rl`] (feature `train`): the `VecEnv` trait, vectorized CartPole, PPO with tch.
-//! - [`lstm`] (feature `train`): the LSTM direction classifier: device-resident dataset, training, metrics.
-//! - [`replay`]: stored bars through the `MarketFeed` trait, as fast as possible or at N× real time.
-//! - [`logging`]: journald when under systemd, readable stderr otherwise.
-//! - [`alpaca`]: Alpaca wire types, parsing, REST client, streams and a fake Alpaca server for tests.
-//! - [`metrics`]: Prometheus metrics shared by the feed, engine and retrainer.
-//! - [`web`]: `/metrics` and the dashboard (server-rendered HTML and SVG, token required).
-//! - [`cli`]: the commands of the `tradebot` binary.
+//! Modules by layer, lowest first; a module uses only modules of lower layers (`scripts/check-imports.py`,
+//! run by `make lint`, fails on any upward import):
+//!
+//! 0. [`alloc`] (jemalloc), [`logging`] (journald or stderr), [`native`] (ONNX Runtime and libtorch
+//!    discovery), [`domain`] (symbols, timeframes, bars, decimal money, order ids and lifecycle),
+//!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`).
+//! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
+//!    batch), [`onnx`] (our ONNX writer and reference forwards).
+//! 2. [`env`] (the vectorized trading environment, its execution rule and C kernel), [`models`]
+//!    (manifests, the content-hashed registry, promote/rollback).
+//! 3. [`config`]: the TOML file parsed once into checked values.
+//! 4. [`data`] (CSV import, aligned panels), [`policy`] (ONNX Runtime sessions), [`control`] (the control
+//!    socket and the status report), [`alpaca`] (wire types, REST, streams, the fake Alpaca).
+//! 5. [`risk`] (the checks every order passes, stops, the kill switch), [`replay`] (stored bars as a feed),
+//!    [`metrics`] (Prometheus), [`rl`] and [`lstm`] (training, feature `train`).
+//! 6. `engine::contract`: the events, commands, clock and broker snapshot the engine and its edges share.
+//! 7. [`oms`]: the order manager (idempotent submission, fills exactly once, reconciliation).
+//! 8. [`broker`]: the `Broker` trait, Alpaca's and the simulated one.
+//! 9. [`engine`]: `Engine::process(Event) -> Vec<Command>`, one synchronous core for live, paper, replay
+//!    and backtest.
+//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread).
+//! 11. [`backtest`]: the one evaluator (`backtest::session`) and its metrics.
+//! 12. [`retrain`] (the pipeline, the gate, records), 13. [`training`] (`tradebot train` jobs).
+//! 14. [`web`] (`/metrics` and the dashboard), 15. [`daemon`] (`tradebot::run`: the runtime, signals,
+//!     shutdown, the live and replay drivers, the retrainer), 16. [`cli`] (parses and dispatches).
 
 pub mod alloc;
 pub mod alpaca;

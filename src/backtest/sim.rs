@@ -7,8 +7,8 @@ use super::metrics::Activity;
 use crate::alpaca::event::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 use crate::broker::{SimBroker, SimError, SimOrder};
 use crate::domain::{Bar, OrderId, OrderRequest, OrderStatus, Symbol};
+use crate::engine::Core;
 use crate::engine::{BrokerSnapshot, Command, Engine, Event, ManualClock};
-use crate::live::Core;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 

@@ -23,7 +23,7 @@ use crate::alpaca::rest::{
     NewOrder, OrderFilter, OrderKind, RestClient, RestError, Skipped, TimeInForce,
 };
 use crate::domain::{ClientOrderId, OrderRequest, OrderTif, Symbol};
-use crate::engine::BrokerSnapshot;
+use crate::engine::contract::BrokerSnapshot;
 use crate::risk::RiskApproved;
 use chrono::Utc;
 use rust_decimal::Decimal;

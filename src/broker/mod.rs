@@ -13,7 +13,7 @@ pub use sim::{SimBroker, SimError, SimFill, SimOrder};
 
 use crate::alpaca::event::BrokerOrder;
 use crate::domain::{ClientOrderId, OrderRequest};
-use crate::engine::BrokerSnapshot;
+use crate::engine::contract::BrokerSnapshot;
 use crate::risk::RiskApproved;
 use std::future::Future;
 

@@ -10,6 +10,7 @@ mod ppo;
 mod raw;
 mod retrain;
 mod secret;
+mod strategy;
 mod train;
 mod web;
 
@@ -18,6 +19,7 @@ pub use ppo::{CpuBackend, PpoConfig};
 pub use raw::RawConfig;
 pub use retrain::{GateConfig, RetrainConfig};
 pub use secret::Secret;
+pub use strategy::{StrategyConfig, StrategyMode};
 pub use train::{AS_OF_ENV, Rolling, TrainConfig};
 pub use web::{DEFAULT_WEB_LISTEN, WebConfig};
 
@@ -108,7 +110,7 @@ pub struct Config {
     pub retrain: RetrainConfig,
     pub web: WebConfig,
     /// `[strategy]`: how the engine turns model outputs into trades.
-    pub strategy: crate::engine::StrategyConfig,
+    pub strategy: StrategyConfig,
 }
 
 #[derive(Debug, Clone, Serialize)]

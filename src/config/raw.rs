@@ -36,7 +36,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub web: RawWeb,
     #[serde(default)]
-    pub strategy: crate::engine::StrategyConfig,
+    pub strategy: super::StrategyConfig,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -489,7 +489,7 @@ impl Engine {
     }
 }
 
-impl crate::live::Core for Engine {
+impl crate::engine::Core for Engine {
     fn process(&mut self, ev: Event) -> Vec<Command> {
         match ev {
             Event::Bar(b) => self.on_bar(b),

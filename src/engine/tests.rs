@@ -3,10 +3,9 @@
 //! over a fake probability source.
 
 use super::*;
-use crate::domain::{Side, Timeframe};
+use crate::domain::{Bar, Side, Symbol, Timeframe};
 use crate::env::{EnvConfig, ExecParams};
 use crate::features::FeatureSpec;
-use crate::live::Core;
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
 use crate::onnx::Dense;

@@ -34,16 +34,12 @@ pub use tasks::{ChannelUpdates, UpdateSource};
 
 use crate::alpaca::feed::MarketFeed;
 use crate::broker::Broker;
+pub use crate::engine::Core;
 use crate::engine::{Command, Control, Event};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-
-/// The synchronous trading core the runner drives: the engine, or a scripted stand-in in tests.
-pub trait Core: Send + 'static {
-    fn process(&mut self, ev: Event) -> Vec<Command>;
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunnerConfig {

@@ -44,7 +44,7 @@ mod tests;
 pub use record::{FillRecord, OmsChange, OmsConfig, OmsError, OmsOrder, PositionRecord, ReconcileReport};
 
 use crate::domain::{ClientOrderId, OrderEvent, OrderId, OrderRequest, OrderStatus, Symbol};
-use crate::engine::{Clock, Command};
+use crate::engine::contract::{Clock, Command};
 use crate::risk::RiskApproved;
 use crate::store::{Store, TreeName, TypedTree};
 use rust_decimal::Decimal;

@@ -3,7 +3,7 @@
 
 use super::{Oms, OmsChange, OmsError, PositionRecord, ReconcileReport};
 use crate::domain::{ClientOrderId, OrderStatus, Symbol};
-use crate::engine::BrokerSnapshot;
+use crate::engine::contract::BrokerSnapshot;
 use rust_decimal::Decimal;
 use std::collections::{BTreeMap, HashSet};
 

@@ -5,7 +5,7 @@
 use super::*;
 use crate::alpaca::event::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 use crate::domain::{OrderTif, Qty, Side};
-use crate::engine::{BrokerSnapshot, ManualClock};
+use crate::engine::contract::{BrokerSnapshot, ManualClock};
 use crate::risk::approve_for_test;
 use chrono::{DateTime, Utc};
 use proptest::prelude::*;

@@ -1,0 +1,110 @@
+//! The engine's contract with its edges: `Event`s in, `Command`s out, the `Clock` it reads, the broker's
+//! snapshot, and the `Core` trait the live runner and the simulated sessions drive. Nothing here imports
+//! the engine's internals or anything above the risk checks.
+
+use crate::alpaca::event::{BrokerOrder, OrderUpdate};
+use crate::domain::{Bar, ClientOrderId, OrderRequest, Symbol};
+use crate::risk::RiskApproved;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+
+/// Time as the engine sees it: the wall clock live, the bar clock in replay and backtest.
+pub trait Clock: Send {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A clock that shows what it was last set to: replays, backtests and tests move it bar by bar.
+#[derive(Debug, Clone)]
+pub struct ManualClock(std::sync::Arc<std::sync::Mutex<DateTime<Utc>>>);
+
+impl ManualClock {
+    pub fn new(t: DateTime<Utc>) -> Self {
+        ManualClock(std::sync::Arc::new(std::sync::Mutex::new(t)))
+    }
+
+    pub fn set(&self, t: DateTime<Utc>) {
+        // A poisoned lock only means another thread panicked while holding a plain timestamp; keep going.
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        *g = t;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What the broker says it holds, fetched by the edge on `Command::Reconcile`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BrokerSnapshot {
+    /// Open orders and orders closed since the last snapshot (or the last day), as the broker reports them.
+    pub orders: Vec<BrokerOrder>,
+    /// Positions by symbol (negative when short); a symbol absent here is flat.
+    pub positions: Vec<(Symbol, Decimal)>,
+    pub cash: Decimal,
+    pub equity: Decimal,
+    /// When the broker's answer was taken.
+    pub taken_at: Option<DateTime<Utc>>,
+}
+
+/// Operator requests (control socket, signals, scheduler).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Control {
+    /// No new orders until `Resume`; open orders are left alone.
+    Pause,
+    Resume,
+    /// Close every position, then pause.
+    Flatten,
+    /// Shutdown has begun: no new orders from here on.
+    Shutdown,
+}
+
+/// Everything that can happen to the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A closed bar.
+    Bar(Bar),
+    /// A trade_updates event (or the simulated broker's equivalent): acks, fills, cancels, rejects.
+    Order(Box<OrderUpdate>),
+    /// The broker's view, answering `Command::Reconcile`.
+    Reconciled(Box<BrokerSnapshot>),
+    /// The broker's update stream dropped and came back: updates may have been missed, so no new order
+    /// goes out until the next `Reconciled`.
+    BrokerReconnected,
+    /// A submit failed before reaching the broker, or the broker refused it outright.
+    SubmitFailed {
+        client_order_id: ClientOrderId,
+        reason: String,
+        retriable: bool,
+    },
+    /// Time passed (periodic): stale-data checks, periodic reconciliation.
+    Tick,
+    Control(Control),
+}
+
+/// Everything the engine asks its edges to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Send this order. Its transition to an in-flight state is already stored and flushed.
+    Submit(RiskApproved<OrderRequest>),
+    /// Cancel a working order.
+    Cancel(ClientOrderId),
+    /// Fetch a `BrokerSnapshot` and answer with `Event::Reconciled`.
+    Reconcile,
+}
+
+/// The synchronous trading core a runner drives: the engine, or a scripted stand-in in tests.
+pub trait Core: Send + 'static {
+    fn process(&mut self, ev: Event) -> Vec<Command>;
+}
