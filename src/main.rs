@@ -5,6 +5,7 @@ use clap::Parser;
 use std::process::ExitCode;
 use tradebot::cli::{Cli, run};
 use tradebot::config::{ConfigError, EX_CONFIG};
+use tradebot::store::{EX_STORE, StoreError};
 
 /// jemalloc for the whole process (libtorch and ONNX Runtime included, through its unprefixed `malloc`):
 /// training commands tell it to keep freed pages (`tradebot::alloc::keep_freed_pages`, from `cli::run`).
@@ -23,6 +24,10 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             for cause in e.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
+            }
+            // A damaged or rolled-back store: EX_DATAERR, which the unit does not restart into.
+            if e.chain().filter_map(|c| c.downcast_ref::<StoreError>()).any(StoreError::is_damage) {
+                return ExitCode::from(EX_STORE);
             }
             ExitCode::FAILURE
         }

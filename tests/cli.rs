@@ -208,3 +208,35 @@ fn data_show_refuses_bad_dates_without_panicking() {
         assert!(text(&o).contains(needle), "{needle}: {}", text(&o));
     }
 }
+
+#[test]
+fn a_damaged_store_exits_65_with_the_steps_and_restore_puts_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let cfg = cfg.to_str().unwrap();
+    let o = tradebot(&["data", "import", "data/stocks-daily-2000-2013.csv.gz", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = tradebot(&["store", "backup", "--config", cfg], &[]);
+    assert!(o.status.success() && text(&o).contains("backed up"), "{}", text(&o));
+    let db = dir.path().join("state/db/db");
+    let mut b = std::fs::read(&db).unwrap();
+    for i in (1000..b.len()).step_by(50_000) {
+        b[i] ^= 0xff;
+    }
+    std::fs::write(&db, b).unwrap();
+    let show = ["data", "show", "AAPL", "--from", "2005-02-24", "--to", "2005-03-02", "--config", cfg];
+    for args in [&["status", "--config", cfg][..], &show[..], &["store", "check", "--config", cfg][..]] {
+        let o = tradebot(args, &[]);
+        assert_eq!(o.status.code(), Some(65), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("tradebot store restore --config FILE"), "{args:?}: {}", text(&o));
+    }
+    let o = tradebot(&["store", "restore", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("restored") && text(&o).contains("records"), "{}", text(&o));
+    let o = tradebot(&show, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 6, "header and five days: {}", text(&o));
+    let o = tradebot(&["store", "check", "--config", cfg], &[]);
+    assert!(o.status.success() && text(&o).contains("healthy"), "{}", text(&o));
+}

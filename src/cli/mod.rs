@@ -16,6 +16,7 @@ mod models;
 mod retrain;
 mod risk;
 mod status;
+mod store;
 mod train;
 
 use crate::config::{Config, ConfigError};
@@ -116,6 +117,9 @@ pub enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// The store's health and backups: check, backup, restore, reseal, list (the daemon must be stopped).
+    #[command(subcommand)]
+    Store(StoreCmd),
     /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
     Doctor {
         #[arg(long, short)]
@@ -161,6 +165,47 @@ pub enum ModelsCmd {
         reason: String,
         #[arg(long, short)]
         config: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCmd {
+    /// Read every record of a copy of the store and compare it with its sentinel; exit 65 when damaged.
+    Check {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// The replay's store (<state_dir>/replay) instead of the daemon's.
+        #[arg(long)]
+        replay: bool,
+    },
+    /// Write a consistent copy of the store to <state_dir>/backups.
+    Backup {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        replay: bool,
+    },
+    /// Put a backup back (the newest when FILE is omitted); the replaced database is kept beside it.
+    Restore {
+        file: Option<PathBuf>,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        replay: bool,
+    },
+    /// Accept the database as it is now (after `check` refused it and you decided to keep it).
+    Reseal {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        replay: bool,
+    },
+    /// The backups, oldest first.
+    List {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        replay: bool,
     },
 }
 
@@ -295,6 +340,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::FakeAlpaca { port, symbols, price } => fake::run(port, &symbols, price),
         Command::Doctor { config } => doctor::run(load_config(config)?),
         Command::Risk(cmd) => risk::run(cmd),
+        Command::Store(cmd) => store::run(cmd),
         Command::Retrain { config, kind, json } => retrain::run(config, kind, json),
         Command::Status { config, json } => status::run(config, json),
         Command::Pause { config } => control::run(config, crate::control::Request::Pause),

@@ -209,12 +209,35 @@ impl Pipeline {
         r
     }
 
+    /// A backup of the store before the retrain (`Store::backup`), the newest `backup::KEEP` kept. A
+    /// failed backup is logged and does not stop the retrain.
+    async fn backup_store(&self, run: &str) {
+        let store = self.store.clone();
+        let job = move || -> Result<(crate::store::backup::Summary, usize), String> {
+            let s = store.backup().map_err(|e| e.to_string())?;
+            let pruned =
+                crate::store::backup::prune(store.dir(), crate::store::backup::KEEP).map_err(|e| e.to_string())?;
+            Ok((s, pruned))
+        };
+        match tokio::task::spawn_blocking(job).await.map_err(|e| e.to_string()).and_then(|x| x) {
+            Ok((s, pruned)) => log::info!(
+                "retrain {run}: store backed up first ({} records, write sequence {}) to {}{}",
+                s.records,
+                s.header.seq,
+                s.path.display(),
+                if pruned > 0 { format!("; {pruned} older backup(s) removed") } else { String::new() }
+            ),
+            Err(e) => log::warn!("retrain {run}: the store could not be backed up first ({e}); retraining anyway"),
+        }
+    }
+
     async fn stages(&self, r: &mut RunRecord, progress: &mut (dyn FnMut(Progress) + Send)) -> Result<(), Failure> {
         let kind = r.kind;
         let registry = Registry::open(&self.spec.state_dir.join("models")).map_err(fail("registry", "registry"))?;
         r.champion_before = registry.champion(kind).map_err(fail("registry", "registry"))?.map(|m| m.id);
         r.champion_after = r.champion_before.clone();
 
+        self.backup_store(&r.id).await;
         let snap = self.snapshot(r).await?;
         progress(Progress::Snapshot { kind, bars: snap.bars });
         let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path), r.clock_time);

@@ -3,22 +3,35 @@
 //! Trees: `bars`, `orders`, `fills`, `positions`, `equity`, `decisions`, `models`, `runs`, `kv`.
 //! Keys are encoded (see `keys`) so that time ranges scan in order.
 //!
-//! **Durability rule.** Writes to `orders` and `fills` are flushed to disk before the call returns: once
-//! `TypedTree::insert` on those trees returns `Ok`, the record survives a crash or `SIGKILL`. Other trees
-//! are flushed by sled within `FLUSH_EVERY_MS` and by `Store::flush` (called at shutdown); losing their
-//! last half second loses nothing that cannot be recomputed or re-fetched.
+//! **Durability rule.** Writes to the critical trees (`orders`, `fills`, `kv`: the kill switch and the
+//! day's opening equity) are flushed to disk before the call returns: once `TypedTree::insert` on those
+//! trees returns `Ok`, the record survives a crash or `SIGKILL`. Other trees are flushed by sled within
+//! `FLUSH_EVERY_MS` and by `Store::flush` (called at shutdown); losing their last half second loses
+//! nothing that cannot be recomputed or re-fetched.
+//!
+//! **Rollback and damage are refused.** Each critical write also bumps a write sequence in the database
+//! (in the same sled transaction) and, once flushed, in the sentinel file beside it (`sentinel`), with
+//! the key and checksum of the write. At open, a database behind its sentinel, one whose latest critical
+//! records differ from it, one sled cannot read (sled's panics are caught, `guard`), or one with a
+//! corrupt critical record is refused with `StoreError::is_damage` and the recovery steps (`check`,
+//! `backup`: `tradebot store check|backup|restore|reseal`).
 //!
 //! **One owner.** `Store::open` takes an exclusive, non-blocking lock on `LOCK_FILE` in the directory;
 //! a second opener (a CLI command while the daemon runs) gets `StoreError::Locked` at once, never a hang.
 //!
 //! **Schema.** The schema version is stored at open; a database written by a newer tradebot is refused.
 
+pub mod backup;
+pub mod check;
+mod guard;
 pub mod keys;
+pub mod sentinel;
 
 use crate::domain::{Bar, Symbol, Timeframe};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use sled::Transactional;
 use std::fs::File;
 use std::io::Write;
 use std::marker::PhantomData;
@@ -29,6 +42,15 @@ pub const LOCK_FILE: &str = "tradebot.lock";
 pub const DB_DIR: &str = "db";
 const FLUSH_EVERY_MS: u64 = 500;
 const SCHEMA_KEY: &[u8] = b"schema_version";
+const SEQ_KEY: &[u8] = b"write_seq";
+/// The exit code for a store refused as damaged or rolled back (EX_DATAERR): systemd does not restart
+/// the unit into it (`RestartPreventExitStatus`).
+pub const EX_STORE: u8 = 65;
+
+const RECOVERY: &str = "nothing was changed. To recover: stop tradebot; `tradebot store check --config FILE` says \
+what is wrong; `tradebot store restore --config FILE` puts back the newest backup (taken before each retrain, \
+under <state_dir>/backups; orders and positions since then are re-adopted from the broker at the next start); \
+or, to accept the database as it is now, `tradebot store reseal --config FILE`";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -44,13 +66,45 @@ pub enum StoreError {
     Dir { dir: PathBuf, source: std::io::Error },
     #[error("store database error: {0}")]
     Db(#[from] sled::Error),
+    #[error("the store at {dir} cannot be read ({detail}); {RECOVERY}", RECOVERY = RECOVERY)]
+    Unreadable { dir: PathBuf, detail: String },
+    #[error(
+        "the store at {dir} was rolled back: the database has written {db_seq} critical records but its sentinel \
+         saw {sentinel_seq} (a truncated or replaced database); {RECOVERY}", RECOVERY = RECOVERY
+    )]
+    RolledBack { dir: PathBuf, db_seq: u64, sentinel_seq: u64 },
+    #[error("the store at {dir} is damaged: {detail}; {RECOVERY}", RECOVERY = RECOVERY)]
+    Damaged { dir: PathBuf, detail: String },
+    #[error(
+        "the store at {dir} has no readable sentinel ({SENTINEL}) but has written {db_seq} critical records: it may \
+         be a copy or a rolled-back database; {RECOVERY}", SENTINEL = sentinel::SENTINEL_FILE, RECOVERY = RECOVERY
+    )]
+    NoSentinel { dir: PathBuf, db_seq: u64 },
+    #[error("cannot write the store's sentinel {path}: {source}")]
+    Sentinel { path: PathBuf, source: std::io::Error },
+    #[error("backup {path}: {detail}")]
+    Backup { path: PathBuf, detail: String },
     #[error("corrupt record in tree {tree}: {reason}")]
     Corrupt { tree: &'static str, reason: String },
     #[error("cannot encode a record for tree {tree}: {reason}")]
     Encode { tree: &'static str, reason: String },
 }
 
-/// The typed trees. `Orders` and `Fills` are durable (flushed on every write).
+impl StoreError {
+    /// A store refused because it is damaged or behind its sentinel (exit `EX_STORE`).
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unreadable { .. }
+                | StoreError::RolledBack { .. }
+                | StoreError::Damaged { .. }
+                | StoreError::NoSentinel { .. }
+                | StoreError::Corrupt { .. }
+        )
+    }
+}
+
+/// The typed trees. `Orders`, `Fills` and `Kv` are critical (flushed and sealed on every write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TreeName {
     Bars,
@@ -92,7 +146,7 @@ impl TreeName {
     }
 
     pub fn durable(self) -> bool {
-        matches!(self, TreeName::Orders | TreeName::Fills)
+        matches!(self, TreeName::Orders | TreeName::Fills | TreeName::Kv)
     }
 }
 
@@ -102,18 +156,36 @@ impl TreeName {
 pub struct Store {
     db: sled::Db,
     dir: PathBuf,
+    seal: Seal,
     _lock: std::sync::Arc<File>,
 }
 
+type Seal = std::sync::Arc<std::sync::Mutex<sentinel::Sentinel>>;
+
 impl Store {
-    /// Opens (creating if needed) the store under `state_dir`.
+    /// Opens (creating if needed) the store under `state_dir`. A damaged or rolled-back store is refused
+    /// (`StoreError::is_damage`).
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
         let dir = state_dir.to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|source| StoreError::Dir { dir: dir.clone(), source })?;
         let lock = lock_dir(&dir)?;
-        let db = sled::Config::new().path(dir.join(DB_DIR)).flush_every_ms(Some(FLUSH_EVERY_MS)).open()?;
-        check_schema(&db, &dir)?;
-        Ok(Store { db, dir, _lock: std::sync::Arc::new(lock) })
+        let found = sentinel::Sentinel::read(&dir)
+            .map_err(|source| StoreError::Sentinel { path: sentinel::Sentinel::path(&dir), source })?;
+        let db = guard::guarded(&dir, || {
+            let db = open_db(&dir.join(DB_DIR))?;
+            check_schema(&db, &dir)?;
+            check::scan_critical(&db)?;
+            Ok(db)
+        })?;
+        let mark = check::verify_against(&db, &dir, found)?;
+        let seal = sentinel::Sentinel::create(&dir, mark)
+            .map_err(|source| StoreError::Sentinel { path: sentinel::Sentinel::path(&dir), source })?;
+        Ok(Store { db, dir, seal: std::sync::Arc::new(std::sync::Mutex::new(seal)), _lock: std::sync::Arc::new(lock) })
+    }
+
+    /// The write sequence of the critical trees (what the sentinel guards).
+    pub fn write_seq(&self) -> u64 {
+        lock_seal(&self.seal).mark.seq
     }
 
     pub fn dir(&self) -> &Path {
@@ -122,7 +194,13 @@ impl Store {
 
     /// A typed view of one tree. Values are JSON; durability follows `TreeName::durable`.
     pub fn tree<V: Serialize + DeserializeOwned>(&self, name: TreeName) -> Result<TypedTree<V>, StoreError> {
-        Ok(TypedTree { tree: self.db.open_tree(name.as_str())?, db: self.db.clone(), name, _v: PhantomData })
+        Ok(TypedTree {
+            tree: self.db.open_tree(name.as_str())?,
+            db: self.db.clone(),
+            seal: self.seal.clone(),
+            name,
+            _v: PhantomData,
+        })
     }
 
     fn raw_tree(&self, name: TreeName) -> Result<sled::Tree, StoreError> {
@@ -191,6 +269,7 @@ impl Store {
 pub struct TypedTree<V> {
     tree: sled::Tree,
     db: sled::Db,
+    seal: Seal,
     name: TreeName,
     _v: PhantomData<fn() -> V>,
 }
@@ -200,10 +279,10 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
     pub fn insert(&self, key: &[u8], v: &V) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(v)
             .map_err(|e| StoreError::Encode { tree: self.name.as_str(), reason: e.to_string() })?;
-        self.tree.insert(key, bytes)?;
         if self.name.durable() {
-            self.db.flush()?;
+            return self.write_sealed(key, Some(bytes));
         }
+        self.tree.insert(key, bytes)?;
         Ok(())
     }
 
@@ -212,11 +291,39 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
     }
 
     pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
-        self.tree.remove(key)?;
         if self.name.durable() {
-            self.db.flush()?;
+            return self.write_sealed(key, None);
         }
+        self.tree.remove(key)?;
         Ok(())
+    }
+
+    /// A critical write: the record and the next write sequence in one sled transaction, flushed, then
+    /// the sentinel. Critical writes are serialised by the sentinel's lock.
+    fn write_sealed(&self, key: &[u8], value: Option<Vec<u8>>) -> Result<(), StoreError> {
+        let mut seal = lock_seal(&self.seal);
+        let seq = seal.mark.seq + 1;
+        let meta: &sled::Tree = &self.db;
+        (meta, &self.tree)
+            .transaction(|(meta, tree)| {
+                meta.insert(SEQ_KEY, &seq.to_be_bytes())?;
+                match &value {
+                    Some(v) => tree.insert(key, v.as_slice())?,
+                    None => tree.remove(key)?,
+                };
+                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                sled::transaction::TransactionError::Storage(e) => StoreError::Db(e),
+                sled::transaction::TransactionError::Abort(()) => {
+                    StoreError::Encode { tree: self.name.as_str(), reason: "transaction aborted".into() }
+                }
+            })?;
+        self.db.flush()?;
+        seal.mark.seq = seq;
+        seal.mark.last.insert(self.name.as_str().to_string(), sentinel::LastWrite::new(key, value.as_deref()));
+        let path = seal.file_path().to_path_buf();
+        seal.write().map_err(|source| StoreError::Sentinel { path, source })
     }
 
     /// All entries with `lo <= key <= hi`, in key order.
@@ -273,6 +380,29 @@ fn decode_bar_entry((k, v): (sled::IVec, sled::IVec)) -> Result<Bar, StoreError>
     Bar::new(symbol.clone(), tf, t, f(0), f(1), f(2), f(3), f(4)).map_err(|e| corrupt(format!("{symbol} {t}: {e}")))
 }
 
+fn lock_seal(seal: &Seal) -> std::sync::MutexGuard<'_, sentinel::Sentinel> {
+    // A panic while holding it left the mark as it was before that write: still a valid lower bound.
+    seal.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn open_db(path: &Path) -> Result<sled::Db, StoreError> {
+    Ok(sled::Config::new().path(path).flush_every_ms(Some(FLUSH_EVERY_MS)).open()?)
+}
+
+/// The write sequence stored in the database (0 for a store written before sentinels).
+fn db_seq(db: &sled::Db) -> Result<u64, StoreError> {
+    match db.get(SEQ_KEY)? {
+        None => Ok(0),
+        Some(v) => {
+            let b: [u8; 8] = v.as_ref().try_into().map_err(|_| StoreError::Corrupt {
+                tree: "default",
+                reason: format!("write_seq has {} bytes, expected 8", v.len()),
+            })?;
+            Ok(u64::from_be_bytes(b))
+        }
+    }
+}
+
 fn lock_dir(dir: &Path) -> Result<File, StoreError> {
     let path = dir.join(LOCK_FILE);
     let mut f = std::fs::OpenOptions::new()
@@ -319,5 +449,7 @@ fn check_schema(db: &sled::Db, dir: &Path) -> Result<(), StoreError> {
     }
 }
 
+#[cfg(test)]
+mod damage_tests;
 #[cfg(test)]
 mod tests;

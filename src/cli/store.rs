@@ -1,0 +1,98 @@
+//! `tradebot store check|backup|restore|reseal|list`: the store's health and its backups. Each needs the
+//! daemon stopped (it holds the store's lock; the error says so). `--replay` works on the replay's own
+//! store (`<state_dir>/replay`) instead of the daemon's.
+
+use super::StoreCmd;
+use crate::store::{EX_STORE, Store, backup, check};
+use anyhow::Context;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn dir(config: Option<PathBuf>, replay: bool) -> anyhow::Result<PathBuf> {
+    let c = super::load_config(config)?;
+    Ok(if replay { c.state_dir.join("replay") } else { c.state_dir })
+}
+
+pub fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        StoreCmd::Check { config, replay } => {
+            let dir = dir(config, replay)?;
+            match check::check(&dir) {
+                Ok(r) => {
+                    println!("store {}: healthy", r.dir.display());
+                    println!("  write sequence {} (sentinel: {})", r.seq, r.sentinel);
+                    for (tree, n) in &r.counts {
+                        println!("  {:<10} {n} records", tree.as_str());
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) if e.is_damage() => {
+                    eprintln!("{e}");
+                    print_backups(&dir);
+                    Ok(ExitCode::from(EX_STORE))
+                }
+                Err(e) => Err(e).context("checking the store"),
+            }
+        }
+        StoreCmd::Backup { config, replay } => {
+            let dir = dir(config, replay)?;
+            let store = Store::open(&dir).context("opening the store")?;
+            let s = store.backup().context("backing up the store")?;
+            println!(
+                "backed up {} records of {} trees (write sequence {}) to {}",
+                s.records,
+                s.trees,
+                s.header.seq,
+                s.path.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        StoreCmd::Restore { config, replay, file } => {
+            let dir = dir(config, replay)?;
+            let file = match file {
+                Some(f) => f,
+                None => backup::list(&dir)
+                    .with_context(|| format!("listing the backups under {}", dir.display()))?
+                    .pop()
+                    .with_context(|| format!("no backup under {}/{}", dir.display(), backup::BACKUP_DIR))?,
+            };
+            let s = backup::restore(&dir, &file).context("restoring the store")?;
+            println!(
+                "restored {} records of {} trees from {} (taken {}, write sequence {}); the replaced database is kept beside it as db.replaced-*",
+                s.records,
+                s.trees,
+                s.path.display(),
+                s.header.created.format("%Y-%m-%d %H:%M:%S UTC"),
+                s.header.seq
+            );
+            println!(
+                "orders and fills since the backup are re-adopted from the broker at the next start; the kill switch and the day's opening equity are as they were then"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        StoreCmd::Reseal { config, replay } => {
+            let dir = dir(config, replay)?;
+            let seq = backup::reseal(&dir).context("resealing the store")?;
+            println!("store {}: accepted as it is (write sequence {seq}); the sentinel now follows it", dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        StoreCmd::List { config, replay } => {
+            let dir = dir(config, replay)?;
+            print_backups(&dir);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_backups(dir: &std::path::Path) {
+    match backup::list(dir) {
+        Ok(list) if list.is_empty() => println!("no backups under {}/{}", dir.display(), backup::BACKUP_DIR),
+        Ok(list) => {
+            println!("backups (newest last):");
+            for p in list {
+                println!("  {}", p.display());
+            }
+        }
+        Err(e) => println!("cannot list the backups under {}: {e}", dir.display()),
+    }
+}

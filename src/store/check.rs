@@ -1,0 +1,155 @@
+//! Checking a store: the scan run at every open (the critical trees decode), the comparison with the
+//! sentinel, and the full check behind `tradebot store check` (every record of every tree, on a copy so
+//! that sled's own recovery cannot change the original).
+
+use super::sentinel::{Found, LastWrite, Mark, Sentinel};
+use super::{DB_DIR, StoreError, TreeName, db_seq, guard, keys};
+use std::path::{Path, PathBuf};
+
+/// Trees whose every record is decoded at open: small, and the ones whose loss would go unnoticed.
+const SCANNED_AT_OPEN: [TreeName; 5] =
+    [TreeName::Orders, TreeName::Fills, TreeName::Kv, TreeName::Positions, TreeName::Runs];
+
+/// Decodes every record of the critical trees (JSON values). Runs under `guard::guarded`.
+pub(super) fn scan_critical(db: &sled::Db) -> Result<(), StoreError> {
+    for name in SCANNED_AT_OPEN {
+        scan_tree(db, name)?;
+    }
+    Ok(())
+}
+
+fn scan_tree(db: &sled::Db, name: TreeName) -> Result<usize, StoreError> {
+    let tree = db.open_tree(name.as_str())?;
+    let mut n = 0;
+    for kv in tree.iter() {
+        let (k, v) = kv?;
+        let ok = match name {
+            TreeName::Bars => keys::parse_bar_key(&k).is_some() && v.len() == 40,
+            _ => serde_json::from_slice::<serde_json::Value>(&v).is_ok(),
+        };
+        if !ok {
+            return Err(StoreError::Corrupt {
+                tree: name.as_str(),
+                reason: format!("record {} does not decode", super::sentinel::hex(&k)),
+            });
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Compares the opened database with what the sentinel said; returns the mark to continue from.
+pub(super) fn verify_against(db: &sled::Db, dir: &Path, found: Found) -> Result<Mark, StoreError> {
+    let db_seq = db_seq(db)?;
+    match found {
+        Found::Absent if db_seq == 0 => {
+            if !is_empty(db)? {
+                log::info!("store {}: sealing a store written before sentinels", dir.display());
+            }
+            Ok(Mark { seq: 0, last: Default::default() })
+        }
+        Found::Absent | Found::Unreadable => Err(StoreError::NoSentinel { dir: dir.to_path_buf(), db_seq }),
+        Found::Mark(m) if db_seq < m.seq => {
+            Err(StoreError::RolledBack { dir: dir.to_path_buf(), db_seq, sentinel_seq: m.seq })
+        }
+        Found::Mark(m) if db_seq == m.seq => {
+            for (tree, w) in &m.last {
+                if let Some(detail) = differs(db, tree, w)? {
+                    return Err(StoreError::Damaged { dir: dir.to_path_buf(), detail });
+                }
+            }
+            Ok(m)
+        }
+        // The database got ahead of the sentinel: a crash between a critical write's flush and the
+        // sentinel's. The last writes the sentinel names may have been overwritten since; start afresh.
+        Found::Mark(_) => Ok(Mark { seq: db_seq, last: Default::default() }),
+    }
+}
+
+fn differs(db: &sled::Db, tree: &str, w: &LastWrite) -> Result<Option<String>, StoreError> {
+    let Some(key) = w.key_bytes() else {
+        return Ok(Some(format!("the sentinel's last {tree} key is not hex")));
+    };
+    let got = db.open_tree(tree)?.get(&key)?;
+    let got_crc = got.as_deref().map(crc32fast::hash);
+    Ok(match (w.crc, got_crc) {
+        (a, b) if a == b => None,
+        (Some(_), None) => Some(format!("the last {tree} record written ({}) is missing", w.key)),
+        (None, Some(_)) => Some(format!("the last {tree} record removed ({}) is back", w.key)),
+        _ => Some(format!("the last {tree} record written ({}) has changed", w.key)),
+    })
+}
+
+fn is_empty(db: &sled::Db) -> Result<bool, StoreError> {
+    for name in TreeName::ALL {
+        if !db.open_tree(name.as_str())?.is_empty() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// What `tradebot store check` found.
+#[derive(Debug)]
+pub struct Report {
+    pub dir: PathBuf,
+    /// Records per tree, in `TreeName::ALL` order.
+    pub counts: Vec<(TreeName, usize)>,
+    pub seq: u64,
+    pub sentinel: String,
+}
+
+/// Checks the store under `state_dir` without changing it: the database is copied beside it and the
+/// copy opened, every record of every tree decoded, and the result compared with the sentinel. The
+/// caller must hold no `Store` on it (the check takes the lock).
+pub fn check(state_dir: &Path) -> Result<Report, StoreError> {
+    let _lock = super::lock_dir(state_dir)?;
+    let src = state_dir.join(DB_DIR);
+    if !src.is_dir() {
+        return Err(StoreError::Damaged {
+            dir: state_dir.to_path_buf(),
+            detail: format!("{} is missing", src.display()),
+        });
+    }
+    let copy = state_dir.join(format!(".check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&copy);
+    let result = copy_dir(&src, &copy)
+        .map_err(|source| StoreError::Dir { dir: copy.clone(), source })
+        .and_then(|()| check_copy(state_dir, &copy));
+    let _ = std::fs::remove_dir_all(&copy);
+    result
+}
+
+fn check_copy(state_dir: &Path, copy: &Path) -> Result<Report, StoreError> {
+    let found =
+        Sentinel::read(state_dir).map_err(|source| StoreError::Sentinel { path: Sentinel::path(state_dir), source })?;
+    let sentinel = match &found {
+        Found::Absent => "absent".to_string(),
+        Found::Unreadable => "unreadable".to_string(),
+        Found::Mark(m) => format!("sequence {}", m.seq),
+    };
+    guard::guarded(state_dir, || {
+        let db = super::open_db(copy)?;
+        let mut counts = Vec::new();
+        for name in TreeName::ALL {
+            counts.push((name, scan_tree(&db, name)?));
+        }
+        let seq = db_seq(&db)?;
+        verify_against(&db, state_dir, found)?;
+        Ok(Report { dir: state_dir.to_path_buf(), counts, seq, sentinel })
+    })
+}
+
+pub(super) fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
