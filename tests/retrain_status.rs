@@ -2,6 +2,8 @@
 //! view; a foreground retrain whose child fails leaves the champion and is recorded), and against a
 //! control server started here, standing in for the daemon.
 
+mod common;
+
 use chrono::Utc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -185,4 +187,96 @@ fn with_a_daemon_both_commands_ask_it() {
     rt.block_on(srv).unwrap();
     let seen = rt.block_on(engine).unwrap();
     assert_eq!(seen, vec![Request::Status, Request::Status, Request::Retrain { kind: Some(ModelKind::Lstm) }]);
+}
+
+/// The pids of the running processes whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let mut f = after.split_whitespace();
+        let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<u32>().ok()));
+        if ppid == Some(parent) && state != Some("Z") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Starts a foreground `tradebot retrain --kind ppo` with a long budget and waits for its training child.
+fn retrain_with_child(cfg: &Path) -> (std::process::Child, u32) {
+    let mut parent = Command::new(env!("CARGO_BIN_EXE_tradebot"))
+        .args(["retrain", "--kind", "ppo", "--config", cfg.to_str().unwrap()])
+        .current_dir(root())
+        .env_remove("RUST_LOG")
+        .env_remove("TRADEBOT_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        if let Some(&c) = children_of(parent.id()).first() {
+            return (parent, c);
+        }
+        assert!(parent.try_wait().unwrap().is_none(), "the retrain ended before its child started");
+        assert!(std::time::Instant::now() < until, "no training child within 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn gone_within(pid: u32, secs: u64) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < until {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn the_training_child_dies_with_a_foreground_retrain_on_sigterm_and_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
+    let state = dir.path().join("state");
+    let c = demo
+        .replace("state_dir = \"./var\"", &format!("state_dir = {:?}", state.display().to_string()))
+        .replace("ppo_steps = 32768 ", "ppo_steps = 50000000 ");
+    assert!(c.contains("ppo_steps = 50000000"), "the demo config's ppo_steps line changed");
+    let cfg = dir.path().join("t.toml");
+    std::fs::write(&cfg, c).unwrap();
+
+    // SIGTERM: the retrain kills its child, records the run as interrupted and exits 143.
+    let (mut parent, child) = retrain_with_child(&cfg);
+    common::signal(parent.id(), nix::sys::signal::Signal::SIGTERM);
+    let status = parent.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "{status}");
+    assert!(gone_within(child, 10), "the training child {child} outlived the retrain");
+    {
+        let store = Store::open(&state).unwrap();
+        let last = record::last(&store).unwrap().expect("the run is recorded");
+        assert_eq!(last.outcome, RunOutcome::Interrupted, "{last:?}");
+    }
+
+    // SIGKILL: nothing can run in the parent; the kernel kills the child (its parent-death signal), and
+    // the run it left as running is recorded as interrupted by the next pipeline.
+    let (mut parent, child) = retrain_with_child(&cfg);
+    common::signal(parent.id(), nix::sys::signal::Signal::SIGKILL);
+    parent.wait().unwrap();
+    assert!(gone_within(child, 10), "the training child {child} outlived a SIGKILLed retrain");
+    let store = Store::open(&state).unwrap();
+    assert_eq!(record::last(&store).unwrap().unwrap().outcome, RunOutcome::Running);
+    assert_eq!(record::interrupt_stale(&store).unwrap(), 1);
+    assert_eq!(record::last(&store).unwrap().unwrap().outcome, RunOutcome::Interrupted);
 }

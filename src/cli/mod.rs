@@ -314,6 +314,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if matches!(cli.command, Command::Train(_) | Command::Bench(BenchCmd::Ppo(_) | BenchCmd::Lstm(_))) {
         crate::alloc::keep_freed_pages();
     }
+    if matches!(cli.command, Command::Train(_)) {
+        crate::retrain::child::die_with_parent();
+    }
     match cli.command {
         Command::Run { config, live, linger } => {
             let config = load_config(config)?;

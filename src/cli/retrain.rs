@@ -11,7 +11,9 @@ use crate::store::Store;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
     let config = load_config(config)?;
@@ -44,17 +46,49 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
         .build()
         .context("starting the async runtime")?;
     let kinds = kind.map_or_else(|| vec![ModelKind::Ppo, ModelKind::Lstm], |k| vec![k]);
+    // SIGTERM, SIGINT or SIGHUP stop the run: the child is killed, the run recorded as interrupted.
+    let cancel = CancellationToken::new();
+    let signal = rt.block_on(async { on_signal(cancel.clone()) }).context("installing the signal handlers")?;
     let mut failed = false;
     for k in kinds {
         let trigger = Trigger { reason: "command line".into(), clock_time: chrono::Utc::now() };
-        let record = rt.block_on(pipeline.run(k, trigger, &mut |p| show(&p, json)));
-        failed |= record.outcome == RunOutcome::Failed;
+        let record = rt.block_on(pipeline.run_until(k, trigger, &mut |p| show(&p, json), &cancel));
+        failed |= matches!(record.outcome, RunOutcome::Failed | RunOutcome::Interrupted);
+        if cancel.is_cancelled() {
+            break;
+        }
     }
     store.flush()?;
+    if cancel.is_cancelled() {
+        let (sig, code) = signal.get().copied().unwrap_or(("a signal", 130));
+        eprintln!("retrain interrupted by {sig}: the training child was stopped, the champion is unchanged");
+        return Ok(ExitCode::from(code));
+    }
     if !config.retrain.enabled && !json {
         println!("(retrain.enabled = false: the daemon would not retrain on its schedule)");
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Cancels `cancel` at the first SIGTERM, SIGINT or SIGHUP; the cell names it and its exit code (128 + n).
+fn on_signal(cancel: CancellationToken) -> std::io::Result<Arc<OnceLock<(&'static str, u8)>>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let which = Arc::new(OnceLock::new());
+    for (kind, name) in [
+        (SignalKind::terminate(), ("SIGTERM", 143)),
+        (SignalKind::interrupt(), ("SIGINT", 130)),
+        (SignalKind::hangup(), ("SIGHUP", 129)),
+    ] {
+        let mut s = signal(kind)?;
+        let (cancel, which) = (cancel.clone(), which.clone());
+        tokio::spawn(async move {
+            if s.recv().await.is_some() {
+                let _ = which.set(name);
+                cancel.cancel();
+            }
+        });
+    }
+    Ok(which)
 }
 
 fn show(p: &Progress, json: bool) {

@@ -13,6 +13,40 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+/// Set for the child: our pid. The child asks the kernel to kill it when we die
+/// (`crate::training::die_with_parent`), so that no path out of the daemon or of a foreground
+/// `tradebot retrain` (SIGKILL included) leaves a trainer running under PID 1.
+pub const PARENT_PID_ENV: &str = "TRADEBOT_PARENT_PID";
+
+/// Kills the child's process group when dropped: every way out of `run` (an end, a timeout, the future
+/// dropped on cancellation), whatever the child started itself. A group already gone is no error.
+struct GroupKill(Option<u32>);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// In the training child (`tradebot train` started by `run`): asks the kernel to SIGKILL this process
+/// when the parent that started it dies, and exits at once if it already has. Outside a retrain (the
+/// variable unset) it does nothing. The death signal follows the parent's thread that spawned us: `run`
+/// spawns from an async task, whose runtime threads live as long as the runtime.
+pub fn die_with_parent() {
+    let Some(parent) = std::env::var(PARENT_PID_ENV).ok().and_then(|p| p.parse::<i32>().ok()) else {
+        return;
+    };
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL) {
+        eprintln!("cannot ask to die with the parent process {parent}: {e}");
+    }
+    if nix::unistd::getppid().as_raw() != parent {
+        eprintln!("the retrain that started this trainer (pid {parent}) has ended: stopping");
+        std::process::exit(1);
+    }
+}
+
 /// What to run and within which limits.
 #[derive(Debug, Clone)]
 pub struct ChildSpec {
@@ -57,6 +91,9 @@ pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutc
     let mut child = match Command::new(&spec.program)
         .args(&spec.args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .env(PARENT_PID_ENV, std::process::id().to_string())
+        // Its own process group: a terminal's Ctrl-C reaches only us, and we kill the whole group.
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -72,6 +109,7 @@ pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutc
         }
     };
     let pid = child.id();
+    let _group = GroupKill(pid);
     if let Some(stderr) = child.stderr.take() {
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// The environment variable naming the dataset snapshot the training child reads.
 pub const SNAPSHOT_ENV: &str = "TRADEBOT_TRAIN_SNAPSHOT";
@@ -156,7 +157,11 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// Runs stored as under way by an earlier process that died are recorded as interrupted here.
     pub fn new(spec: PipelineSpec, store: Store, evaluator: Arc<dyn Evaluator>) -> Pipeline {
+        if let Err(e) = record::interrupt_stale(&store) {
+            log::warn!("retrain: cannot check the stored runs for unfinished ones: {e}");
+        }
         Pipeline { spec, store, evaluator }
     }
 
@@ -172,6 +177,18 @@ impl Pipeline {
         kind: ModelKind,
         trigger: Trigger,
         progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> RunRecord {
+        self.run_until(kind, trigger, progress, &CancellationToken::new()).await
+    }
+
+    /// `run`, stopped when `cancel` fires: the training child is killed and the run recorded as
+    /// interrupted (a signal to a foreground `tradebot retrain`).
+    pub async fn run_until(
+        &self,
+        kind: ModelKind,
+        trigger: Trigger,
+        progress: &mut (dyn FnMut(Progress) + Send),
+        cancel: &CancellationToken,
     ) -> RunRecord {
         let started_at = Utc::now();
         let mut r = RunRecord {
@@ -193,13 +210,38 @@ impl Pipeline {
             decision: None,
         };
         log::info!("retrain {}: started ({}, clock {})", r.id, r.trigger, r.clock_time);
-        if let Err(f) = self.stages(&mut r, progress).await {
-            r.outcome = RunOutcome::Failed;
-            r.failure = Some(f);
+        if let Err(e) = record::save(&self.store, &RunRecord { outcome: RunOutcome::Running, ..r.clone() }) {
+            log::warn!("retrain {}: cannot store that it started: {e}", r.id);
+        }
+        let mut working = r.clone();
+        let ended = tokio::select! {
+            res = self.stages(&mut working, progress) => Some(res),
+            _ = cancel.cancelled() => None,
+        };
+        // The stages' future is dropped by now: a child still running was killed with it.
+        match ended {
+            Some(Ok(())) => r = working,
+            Some(Err(f)) => {
+                r = working;
+                r.outcome = RunOutcome::Failed;
+                r.failure = Some(f);
+            }
+            None => {
+                r = working;
+                r.outcome = RunOutcome::Interrupted;
+                r.champion_after = r.champion_before.clone();
+                r.failure = Some(Failure {
+                    stage: "train".into(),
+                    code: "interrupted".into(),
+                    message: "stopped by a signal; the training child was killed".into(),
+                });
+            }
         }
         r.ended_at = Utc::now();
         match r.outcome {
-            RunOutcome::Failed => log::warn!("retrain {}: {}; the champion keeps trading", r.id, r.reason()),
+            RunOutcome::Failed | RunOutcome::Interrupted => {
+                log::warn!("retrain {}: {}; the champion keeps trading", r.id, r.reason())
+            }
             o => log::info!("retrain {}: {} ({})", r.id, o.as_str(), r.reason()),
         }
         if let Err(e) = record::save(&self.store, &r) {

@@ -19,6 +19,11 @@ pub enum RunOutcome {
     Kept,
     /// The run failed before a decision (snapshot, training, registry, evaluation); the champion stays.
     Failed,
+    /// Under way (stored at its start, replaced at its end).
+    Running,
+    /// Stopped before its end: a signal to the process running it, or that process killed (found
+    /// `Running` at the next start). The training child was killed with it; the champion stays.
+    Interrupted,
 }
 
 impl RunOutcome {
@@ -27,6 +32,8 @@ impl RunOutcome {
             RunOutcome::Promoted => "promoted",
             RunOutcome::Kept => "kept",
             RunOutcome::Failed => "failed",
+            RunOutcome::Running => "running",
+            RunOutcome::Interrupted => "interrupted",
         }
     }
 }
@@ -116,6 +123,27 @@ pub fn list(store: &Store) -> Result<Vec<RunRecord>, StoreError> {
         store.tree::<RunRecord>(TreeName::Runs)?.scan_prefix(b"")?.into_iter().map(|(_, r)| r).collect();
     runs.reverse();
     Ok(runs)
+}
+
+/// Marks runs stored as `Running` (their process ended without finishing them) as interrupted; returns
+/// how many. Called when a pipeline is made, before it can start a run of its own.
+pub fn interrupt_stale(store: &Store) -> Result<usize, StoreError> {
+    let tree = store.tree::<RunRecord>(TreeName::Runs)?;
+    let mut n = 0;
+    for (k, mut r) in tree.scan_prefix(b"")? {
+        if r.outcome == RunOutcome::Running {
+            r.outcome = RunOutcome::Interrupted;
+            r.failure = Some(Failure {
+                stage: "train".into(),
+                code: "interrupted".into(),
+                message: "the process running it ended before it finished (killed or crashed)".into(),
+            });
+            tree.insert(&k, &r)?;
+            log::warn!("retrain {}: found unfinished from an earlier process; recorded as interrupted", r.id);
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// The most recent run, if any.

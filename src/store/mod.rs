@@ -4,7 +4,7 @@
 //! Keys are encoded (see `keys`) so that time ranges scan in order.
 //!
 //! **Durability rule.** Writes to the critical trees (`orders`, `fills`, `kv`: the kill switch and the
-//! day's opening equity) are flushed to disk before the call returns: once `TypedTree::insert` on those
+//! day's opening equity, `runs`: retrain records, written at a run's start and end) are flushed to disk before the call returns: once `TypedTree::insert` on those
 //! trees returns `Ok`, the record survives a crash or `SIGKILL`. Other trees are flushed by sled within
 //! `FLUSH_EVERY_MS` and by `Store::flush` (called at shutdown); losing their last half second loses
 //! nothing that cannot be recomputed or re-fetched.
@@ -104,7 +104,7 @@ impl StoreError {
     }
 }
 
-/// The typed trees. `Orders`, `Fills` and `Kv` are critical (flushed and sealed on every write).
+/// The typed trees. `Orders`, `Fills`, `Kv` and `Runs` are critical (flushed and sealed on every write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TreeName {
     Bars,
@@ -146,7 +146,7 @@ impl TreeName {
     }
 
     pub fn durable(self) -> bool {
-        matches!(self, TreeName::Orders | TreeName::Fills | TreeName::Kv)
+        matches!(self, TreeName::Orders | TreeName::Fills | TreeName::Kv | TreeName::Runs)
     }
 }
 
