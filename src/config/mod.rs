@@ -121,6 +121,18 @@ pub struct AlpacaConfig {
     pub trade_updates_url: Url,
     #[serde(serialize_with = "ser_secs")]
     pub request_timeout: Duration,
+    /// How long one market-data call keeps retrying 429s and outages (`data_retry_secs`, default 120).
+    #[serde(serialize_with = "ser_secs")]
+    pub data_retry: Duration,
+    /// The same for trading calls other than order POSTs (`trading_retry_secs`, default 30).
+    #[serde(serialize_with = "ser_secs")]
+    pub trading_retry: Duration,
+    /// An order POST's 429 waits (`order_retry_secs`, default 10).
+    #[serde(serialize_with = "ser_secs")]
+    pub order_retry: Duration,
+    /// How long start-up keeps retrying the account call before giving up (`start_retry_secs`, default 300).
+    #[serde(serialize_with = "ser_secs")]
+    pub start_retry: Duration,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -232,6 +244,34 @@ impl Config {
                 10.0,
                 (0.0, false),
                 (300.0, true),
+            )),
+            data_retry: Duration::from_secs_f64(c.range(
+                "alpaca.data_retry_secs",
+                a.data_retry_secs,
+                120.0,
+                (0.0, true),
+                (3600.0, true),
+            )),
+            trading_retry: Duration::from_secs_f64(c.range(
+                "alpaca.trading_retry_secs",
+                a.trading_retry_secs,
+                30.0,
+                (0.0, true),
+                (3600.0, true),
+            )),
+            order_retry: Duration::from_secs_f64(c.range(
+                "alpaca.order_retry_secs",
+                a.order_retry_secs,
+                10.0,
+                (0.0, true),
+                (3600.0, true),
+            )),
+            start_retry: Duration::from_secs_f64(c.range(
+                "alpaca.start_retry_secs",
+                a.start_retry_secs,
+                300.0,
+                (0.0, true),
+                (3600.0, true),
             )),
         };
         // A paper config must not point at the live host, nor the reverse: the mode is the one switch.

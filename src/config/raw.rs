@@ -47,6 +47,10 @@ pub struct RawAlpaca {
     pub stream_url: Option<String>,
     pub trade_updates_url: Option<String>,
     pub request_timeout_secs: Option<f64>,
+    pub data_retry_secs: Option<f64>,
+    pub trading_retry_secs: Option<f64>,
+    pub order_retry_secs: Option<f64>,
+    pub start_retry_secs: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

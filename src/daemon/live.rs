@@ -63,8 +63,8 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
     };
     let result = rt.block_on(async {
         let rest = RestClient::new(RestConfig::from_config(&config.alpaca, &creds)).context("building the REST client")?;
-        let account = rest
-            .issue::<GetAccount>(&())
+        let backoff = crate::alpaca::backoff::Backoff::STREAM;
+        let account = account_at_start(&rest, config.alpaca.start_retry, backoff, &shutdown)
             .await
             .context("reading the Alpaca account: check the API keys and alpaca.trading_url")?;
         log::warn!(
@@ -289,5 +289,96 @@ async fn cancel_open_orders(rest: &RestClient, oms: &Oms, timeout: std::time::Du
             Ok(Err(e)) => log::warn!("shutdown: cannot cancel {id}: {e}"),
             Err(_) => log::warn!("shutdown: cancel of {id} timed out after {timeout:?}"),
         }
+    }
+}
+
+/// The account call at start, retried with backoff through outages (5xx, timeouts, dropped
+/// connections, 429s) until `deadline` (`alpaca.start_retry_secs`) has passed; refusals (bad keys) fail
+/// at once. Logged once when it starts waiting and once when the account answers.
+async fn account_at_start(
+    rest: &RestClient,
+    deadline: std::time::Duration,
+    backoff: crate::alpaca::backoff::Backoff,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<crate::alpaca::model::Account> {
+    let started = tokio::time::Instant::now();
+    let mut attempt = 0u32;
+    loop {
+        let err = match rest.issue::<GetAccount>(&()).await {
+            Ok(a) => {
+                if attempt > 0 {
+                    log::info!("tradebot run: Alpaca answered after {:.0} s", started.elapsed().as_secs_f64());
+                }
+                return Ok(a);
+            }
+            Err(e) => e,
+        };
+        let transient = err.is_ambiguous() || matches!(err, crate::alpaca::rest::RestError::RateLimited { .. });
+        let wait = backoff.delay(attempt);
+        if !transient || started.elapsed() + wait > deadline {
+            return Err(err.into());
+        }
+        if attempt == 0 {
+            log::warn!(
+                "tradebot run: Alpaca is not answering ({err}); retrying for up to {} s (alpaca.start_retry_secs)",
+                deadline.as_secs()
+            );
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.cancelled() => anyhow::bail!("stopped while waiting for Alpaca ({err})"),
+        }
+        attempt += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alpaca::backoff::Backoff;
+    use crate::alpaca::fake::{FakeAlpaca, Fault};
+    use crate::alpaca::rest::RetryPolicy;
+    use std::time::Duration as StdDuration;
+
+    fn quick(fake: &FakeAlpaca, key: &str) -> RestClient {
+        let fast = Backoff { initial: StdDuration::from_millis(5), max: StdDuration::from_millis(20) };
+        RestClient::new(RestConfig {
+            key_id: crate::config::Secret::new(key),
+            retry: RetryPolicy {
+                backoff: fast,
+                trading_deadline: StdDuration::from_millis(1),
+                ..RetryPolicy::default()
+            },
+            ..fake.rest_config()
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn start_up_waits_out_an_outage_but_not_bad_keys() {
+        let fake = FakeAlpaca::start(0).await.unwrap();
+        let fast = Backoff { initial: StdDuration::from_millis(5), max: StdDuration::from_millis(20) };
+        for _ in 0..5 {
+            fake.push_fault(Fault::ServerError);
+        }
+        let never = CancellationToken::new();
+        let rest = quick(&fake, crate::alpaca::fake::KEY_ID);
+        let a = account_at_start(&rest, StdDuration::from_secs(30), fast, &never).await.unwrap();
+        assert!(a.cash > Decimal::ZERO);
+        assert_eq!(fake.count("GET", "/v2/account"), 6, "five 503s, then the answer");
+
+        let bad = quick(&fake, "WRONGKEY");
+        let e = account_at_start(&bad, StdDuration::from_secs(30), fast, &never).await.unwrap_err();
+        assert!(e.to_string().contains("not authorized"), "{e}");
+        assert_eq!(fake.count("GET", "/v2/account"), 7, "bad keys are not retried");
+
+        // Past the deadline it gives up with the last error.
+        for _ in 0..100 {
+            fake.push_fault(Fault::ServerError);
+        }
+        let started = std::time::Instant::now();
+        let e = account_at_start(&rest, StdDuration::from_millis(300), fast, &never).await.unwrap_err();
+        assert!(e.to_string().contains("500"), "{e}");
+        assert!(started.elapsed() < StdDuration::from_secs(2));
     }
 }

@@ -74,6 +74,8 @@ pub struct Shared {
     /// symbol → 1Min bars in time order, served by the data REST API.
     pub bars: BTreeMap<String, Vec<wm::Bar>>,
     pub faults: VecDeque<Fault>,
+    /// Until then every REST request is answered 429 with only `X-RateLimit-Reset` (as Alpaca does).
+    pub rate_limited_until: Option<chrono::DateTime<chrono::Utc>>,
     pub requests: Vec<Recorded>,
     /// Text of every frame market-data clients sent, in order.
     pub market_received: Vec<String>,
@@ -123,6 +125,7 @@ impl FakeAlpaca {
             book: Book::new(Decimal::from(100_000)),
             bars: BTreeMap::new(),
             faults: VecDeque::new(),
+            rate_limited_until: None,
             requests: Vec::new(),
             market_received: Vec::new(),
             updates_received: Vec::new(),
@@ -186,6 +189,12 @@ impl FakeAlpaca {
 
     pub fn push_fault(&self, f: Fault) {
         self.lock().faults.push_back(f);
+    }
+
+    /// Answers every REST request 429 for `d` from now, with `X-RateLimit-Reset` at the window's end and
+    /// no `Retry-After`: Alpaca's per-minute window, as a client meets it.
+    pub fn rate_limit_for(&self, d: Duration) {
+        self.lock().rate_limited_until = chrono::Duration::from_std(d).ok().map(|d| chrono::Utc::now() + d);
     }
 
     /// Adds a bar to the REST store (the symbol's price becomes its close) and streams it to subscribers.

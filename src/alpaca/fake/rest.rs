@@ -54,6 +54,14 @@ async fn gate(State(app): State<App>, headers: HeaderMap, req: Request, next: Ne
         if (h("apca-api-key-id"), h("apca-api-secret-key")) != s.keys {
             return error(403, Some(40110000), "request is not authorized");
         }
+        if let Some(until) = s.rate_limited_until.filter(|u| *u > Utc::now()) {
+            let mut r = error(429, Some(42910000), "rate limit exceeded");
+            let h = r.headers_mut();
+            h.insert("x-ratelimit-limit", HeaderValue::from(200));
+            h.insert("x-ratelimit-remaining", HeaderValue::from(0));
+            h.insert("x-ratelimit-reset", HeaderValue::from(until.timestamp() + 1));
+            return r;
+        }
         s.faults.pop_front()
     };
     match fault {

@@ -9,12 +9,25 @@ use std::sync::Arc;
 use std::time::Duration;
 use url::Url;
 
-/// How many times to retry and how long to wait between tries.
+/// How long to keep retrying and how long to wait between tries.
+///
+/// A call is retried (429s always, timeouts, 5xx and broken connections when the endpoint is idempotent)
+/// until its deadline: the wait is the longer of the server's (`Retry-After`, else `X-RateLimit-Reset`)
+/// and the backoff's, and a wait that would end past the deadline is not started. An order POST is not
+/// idempotent: only its 429s are retried here; after an ambiguous failure `submit_order` looks it up
+/// (at most `max_retries` times) before sending it again.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
-    /// Retries after the first attempt (so at most `max_retries + 1` requests per call).
+    /// Re-sends of an order POST after an ambiguous failure (each after a lookup by client_order_id).
     pub max_retries: u32,
     pub backoff: Backoff,
+    /// Total time for one market-data call, waits included (`alpaca.data_retry_secs`).
+    pub data_deadline: Duration,
+    /// Total time for one trading call other than an order POST (`alpaca.trading_retry_secs`).
+    pub trading_deadline: Duration,
+    /// Total time for an order POST's 429 waits (`alpaca.order_retry_secs`): an order that waits longer
+    /// is better refused and decided again on the next bar.
+    pub order_deadline: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -22,6 +35,20 @@ impl Default for RetryPolicy {
         RetryPolicy {
             max_retries: 3,
             backoff: Backoff { initial: Duration::from_millis(250), max: Duration::from_secs(8) },
+            data_deadline: Duration::from_secs(120),
+            trading_deadline: Duration::from_secs(30),
+            order_deadline: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The deadline of a call to `host`; `idempotent = false` is an order POST.
+    pub fn deadline(&self, host: Host, idempotent: bool) -> Duration {
+        match (host, idempotent) {
+            (Host::Data, _) => self.data_deadline,
+            (Host::Trading, true) => self.trading_deadline,
+            (Host::Trading, false) => self.order_deadline,
         }
     }
 }
@@ -47,7 +74,12 @@ impl RestConfig {
             key_id: c.key_id.clone(),
             secret_key: c.secret_key.clone(),
             timeout: a.request_timeout,
-            retry: RetryPolicy::default(),
+            retry: RetryPolicy {
+                data_deadline: a.data_retry,
+                trading_deadline: a.trading_retry,
+                order_deadline: a.order_retry,
+                ..RetryPolicy::default()
+            },
             trading_limit: RateLimit::TRADING,
             data_limit: RateLimit::DATA_FREE,
         }
@@ -90,10 +122,22 @@ impl RestClient {
     /// Cancellation-safe in the sense that dropping it sends nothing more; a request already on the wire
     /// may still be carried out by the server.
     pub async fn issue<E: Endpoint>(&self, input: &E::Input) -> Result<E::Output, RestError> {
+        let deadline = self.cfg.retry.deadline(E::HOST, E::IDEMPOTENT);
+        let started = tokio::time::Instant::now();
         let mut attempt = 0u32;
         loop {
             let err = match self.once::<E>(input).await {
-                Ok(r) if r.status.is_success() => return E::parse(input, &r.body),
+                Ok(r) if r.status.is_success() => {
+                    if attempt > 0 {
+                        log::info!(
+                            "alpaca: {} succeeded on attempt {} after {:.1} s",
+                            E::NAME,
+                            attempt + 1,
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                    return E::parse(input, &r.body);
+                }
                 Ok(r) => classify(E::NAME, r.status, &r.headers, &r.body, E::client_order_id(input)),
                 Err(e) => e,
             };
@@ -102,15 +146,35 @@ impl RestClient {
                 e if E::IDEMPOTENT && e.is_ambiguous() => Some(Duration::ZERO),
                 _ => None,
             };
-            let Some(server_wait) = retry.filter(|_| attempt < self.cfg.retry.max_retries) else {
-                log::warn!("alpaca: {} failed after {} attempt(s): {err}", E::NAME, attempt + 1);
+            let Some(server_wait) = retry else {
+                log::warn!("alpaca: {} failed: {err}", E::NAME);
                 return Err(err);
             };
             let wait = server_wait.max(self.cfg.retry.backoff.delay(attempt));
+            if started.elapsed() + wait > deadline {
+                log::warn!(
+                    "alpaca: {} gave up after {} attempt(s) over {:.1} s (its retry deadline is {} s): {err}",
+                    E::NAME,
+                    attempt + 1,
+                    started.elapsed().as_secs_f64(),
+                    deadline.as_secs()
+                );
+                return Err(err);
+            }
             if matches!(err, RestError::RateLimited { .. }) {
                 self.limiter(E::HOST).block_until(tokio::time::Instant::now() + wait);
             }
-            log::info!("alpaca: {} attempt {} failed ({err}); retrying in {wait:?}", E::NAME, attempt + 1);
+            // Once per call at INFO (what and why); the later waits of the same call at DEBUG.
+            if attempt == 0 {
+                log::info!(
+                    "alpaca: {} failed ({err}); waiting {:.1} s, retrying for up to {} s",
+                    E::NAME,
+                    wait.as_secs_f64(),
+                    deadline.as_secs()
+                );
+            } else {
+                log::debug!("alpaca: {} attempt {} failed ({err}); waiting {wait:?}", E::NAME, attempt + 1);
+            }
             tokio::time::sleep(wait).await;
             attempt += 1;
         }

@@ -15,8 +15,9 @@ fn client_with(fake: &FakeAlpaca, key: &str, timeout: Duration) -> RestClient {
         key_id: Secret::new(key),
         timeout,
         retry: RetryPolicy {
-            max_retries: 3,
             backoff: Backoff { initial: Duration::from_millis(10), max: Duration::from_millis(40) },
+            trading_deadline: Duration::from_secs(3),
+            ..RetryPolicy::default()
         },
         data_limit: RateLimit { per_minute: 10_000, burst: 100 },
         ..fake.rest_config()
@@ -113,13 +114,34 @@ async fn rate_limit_waits_for_retry_after_then_succeeds() {
 }
 
 #[tokio::test]
-async fn retries_are_bounded_under_persistent_429() {
+async fn retries_stop_at_the_calls_deadline_under_persistent_429() {
     let (fake, c) = setup().await;
-    for _ in 0..10 {
-        fake.push_fault(Fault::RateLimited { retry_after_secs: 0 });
-    }
+    fake.rate_limit_for(Duration::from_secs(30));
+    let started = tokio::time::Instant::now();
     assert!(matches!(c.issue::<GetClock>(&()).await, Err(RestError::RateLimited { .. })));
-    assert_eq!(fake.count("GET", "/v2/clock"), 4, "one try and three retries");
+    // The reset is ~30 s away, past the 3 s trading deadline: no wait is started that would end past it.
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert_eq!(fake.count("GET", "/v2/clock"), 1, "a wait past the deadline is not started");
+}
+
+#[tokio::test]
+async fn a_65_second_rate_limit_window_is_waited_out_by_a_data_call() {
+    let (fake, c) = setup().await;
+    fake.rate_limit_for(Duration::from_secs(65));
+    let started = tokio::time::Instant::now();
+    let q = BarsQuery {
+        symbols: vec![Symbol::new("AAPL").unwrap()],
+        timeframe: Timeframe::Minutes(1),
+        start: chrono::Utc::now() - chrono::Duration::days(1),
+        end: chrono::Utc::now(),
+        limit: 1000,
+        feed: None,
+        page_token: None,
+    };
+    c.issue::<GetBars>(&q).await.expect("the data call outlasts the window (deadline 120 s)");
+    assert!(started.elapsed() >= Duration::from_secs(65), "{:?}", started.elapsed());
+    // It waited for X-RateLimit-Reset instead of hammering: the first 429, then the request after the reset.
+    assert!(fake.count("GET", "/v2/stocks/bars") <= 3, "{} requests", fake.count("GET", "/v2/stocks/bars"));
 }
 
 #[tokio::test]
@@ -181,19 +203,29 @@ async fn insufficient_buying_power_and_timeouts() {
     let (fake, c) = setup().await;
     let e = c.submit_order(&order("tb-f-1", 10_000, OrderKind::Market)).await.unwrap_err();
     assert!(matches!(e, RestError::InsufficientBuyingPower { .. }), "{e:?}");
-    let quick = client_with(&fake, KEY_ID, Duration::from_millis(200));
-    for _ in 0..4 {
+    let quick = RestClient::new(RestConfig {
+        timeout: Duration::from_millis(200),
+        retry: RetryPolicy {
+            backoff: Backoff { initial: Duration::from_millis(10), max: Duration::from_millis(40) },
+            trading_deadline: Duration::from_secs(1),
+            ..RetryPolicy::default()
+        },
+        ..fake.rest_config()
+    })
+    .unwrap();
+    for _ in 0..20 {
         fake.push_fault(Fault::Slow(Duration::from_secs(2)));
     }
     let started = std::time::Instant::now();
     let e = quick.issue::<GetClock>(&()).await.unwrap_err();
     assert!(matches!(e, RestError::Timeout { .. }), "{e:?}");
     assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "four attempts of 200 ms, not four slow replies of 2 s: {:?}",
+        started.elapsed() < Duration::from_millis(1500),
+        "attempts of 200 ms within the 1 s deadline, not slow replies of 2 s: {:?}",
         started.elapsed()
     );
-    assert_eq!(fake.count("GET", "/v2/clock"), 4);
+    let n = fake.count("GET", "/v2/clock");
+    assert!((3..=5).contains(&n), "{n} attempts of 200 ms (+ 5-40 ms backoff) in 1 s");
 }
 
 #[tokio::test]
