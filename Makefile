@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer install chromium
+.PHONY: all venv build run test lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer install chromium systemd-tools
 
 all: build
 
@@ -53,8 +53,15 @@ chromium:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi; }
 
-test: venv chromium check-inference-only lint
-	$(CARGO_ENV) $(CARGO) test --all-targets
+# systemd-analyze and systemd-sysusers for tests/systemd.rs (Debian's systemd package; needs root or sudo once).
+systemd-tools:
+	@command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; fi; }
+
+# CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs).
+test: venv chromium systemd-tools check-inference-only lint
+	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
 
 fmt:
 	$(CARGO) fmt

@@ -88,6 +88,32 @@ fn without_a_daemon_status_reads_the_state_directory() {
         }))
         .unwrap();
         record::save(&store, &r).unwrap();
+        // Two stored orders (one still open), a position, and the daemon's last published status.
+        let order = |id: &str, status: &str| {
+            serde_json::json!({
+                "client_order_id": id, "broker_id": null, "symbol": "AAPL", "side": "buy", "qty": "3",
+                "filled_qty": "0", "avg_fill_price": null, "status": status, "bar_time": t, "recorded_at": t,
+                "updated_at": t, "adopted": false, "note": null
+            })
+        };
+        let orders = store.tree::<serde_json::Value>(tradebot::store::TreeName::Orders).unwrap();
+        orders.insert(b"tb-open-1", &order("tb-open-1", "accepted")).unwrap();
+        orders.insert(b"tb-done-1", &order("tb-done-1", "filled")).unwrap();
+        let positions = store.tree::<serde_json::Value>(tradebot::store::TreeName::Positions).unwrap();
+        positions.insert(b"AAPL", &serde_json::json!({"qty": "5", "adjustment": "0", "updated_at": t})).unwrap();
+        let published = StatusReport {
+            daemon_running: true,
+            equity: 101_234.5,
+            cash: 99_000.0,
+            positions: vec![tradebot::control::status::PositionStatus {
+                symbol: "AAPL".into(),
+                qty: 5.0,
+                price: 187.25,
+                value: 936.25,
+            }],
+            ..Default::default()
+        };
+        tradebot::daemon::status::keep_published(&store, &published, t).unwrap();
     }
     let o = tradebot(&["status", "--config", cfg.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -100,12 +126,20 @@ fn without_a_daemon_status_reads_the_state_directory() {
     assert_eq!((last.outcome.as_str(), last.candidate.as_deref()), ("kept", Some("ppo-cand")));
     assert_eq!(last.numbers["candidate_sharpe"], 0.9);
     assert!(s.models.next_retrain.is_some_and(|t| t > Utc::now()));
+    let open: Vec<&str> = s.open_orders.iter().map(|o| o.client_order_id.as_str()).collect();
+    assert_eq!(open, ["tb-open-1"], "the stored open orders, not the filled one");
+    assert_eq!((s.equity, s.cash), (101_234.5, 99_000.0), "the last published equity and cash");
+    assert!(s.as_of.is_some(), "marked with when the daemon published them");
+    let aapl = s.positions.iter().find(|p| p.symbol == "AAPL").unwrap();
+    assert_eq!((aapl.qty, aapl.price), (5.0, 187.25), "the stored position at the last published price");
 
     let o = tradebot(&["status", "--config", cfg.to_str().unwrap()]);
     let out = text(&o);
     assert!(o.status.success(), "{out}");
     assert!(out.contains("daemon:      not running") && out.contains(&format!("ppo {champ}")), "{out}");
     assert!(out.contains("kept (candidate ppo-cand): candidate Sharpe 0.9 does not beat"), "{out}");
+    assert!(out.contains("open orders: 1") && out.contains("tb-open-1 AAPL buy 3 accepted"), "{out}");
+    assert!(out.contains("equity:      101234.50") && out.contains("as of"), "{out}");
 }
 
 #[test]

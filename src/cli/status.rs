@@ -42,6 +42,10 @@ fn print_report(s: &StatusReport) {
             "daemon:      not running ({} mode in the config); figures below are from the state directory",
             s.mode
         );
+        match s.as_of {
+            Some(t) => println!("             equity, cash and prices as of {t}, the daemon's last status"),
+            None => println!("             (no status was ever published here: no equity, cash or prices)"),
+        }
     }
     let f = &s.feed;
     let conn = if !s.daemon_running {
@@ -55,18 +59,20 @@ fn print_report(s: &StatusReport) {
     for (sym, t) in &f.last_bar {
         println!("  last bar   {sym:<8} {t}");
     }
-    if s.daemon_running {
+    if s.equity.is_finite() {
         println!("equity:      {:.2} (cash {:.2}, today {:+.2})", s.equity, s.cash, s.pnl_today);
     }
     println!("positions:   {}", if s.positions.is_empty() { "none" } else { "" });
     for p in &s.positions {
-        println!("  {:<8} {:>12.4} @ {:>10.2} = {:>12.2}", p.symbol, p.qty, p.price, p.value);
-    }
-    if s.daemon_running {
-        println!("open orders: {}", s.open_orders.len());
-        for o in &s.open_orders {
-            println!("  {} {} {} {} {}", o.client_order_id, o.symbol, o.side, o.qty, o.status);
+        if p.price.is_finite() {
+            println!("  {:<8} {:>12.4} @ {:>10.2} = {:>12.2}", p.symbol, p.qty, p.price, p.value);
+        } else {
+            println!("  {:<8} {:>12.4} (no price known)", p.symbol, p.qty);
         }
+    }
+    println!("open orders: {}", s.open_orders.len());
+    for o in &s.open_orders {
+        println!("  {} {} {} {} {}", o.client_order_id, o.symbol, o.side, o.qty, o.status);
     }
     let m = &s.models;
     println!("models:      ppo {}, lstm {}", m.ppo.as_deref().unwrap_or("none"), m.lstm.as_deref().unwrap_or("none"));

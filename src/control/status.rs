@@ -31,6 +31,10 @@ pub struct StatusReport {
     pub pnl_today: f64,
     pub models: ModelsStatus,
     pub risk: RiskStatus,
+    /// With no daemon running: when the daemon last published the equity, cash, prices and orders shown
+    /// (they are as of then). `None` for a running daemon, or when it never published.
+    #[serde(default)]
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

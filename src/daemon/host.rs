@@ -8,7 +8,7 @@ use super::notify::Notifier;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
 use crate::config::Config;
 use crate::control::server::Call;
-use crate::control::status::{FeedStatus, ModelsStatus, OrderStatusLine, PositionStatus, RiskStatus, STATUS_VERSION};
+use crate::control::status::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION};
 use crate::control::{Request, Response, StatusReport};
 use crate::domain::{Bar, Symbol};
 use crate::engine::Core;
@@ -274,6 +274,9 @@ impl<P: RunPipeline> Host<P> {
     pub fn publish(&self, engine: &Engine, account: Account, decisions: Option<&TypedTree<DecisionRecord>>) {
         let st = self.status(engine, account);
         self.metrics.observe_status(&st);
+        if let Err(e) = super::status::keep_published(&self.store, &st, Utc::now()) {
+            log::warn!("status: cannot keep the status for `tradebot status` while stopped: {e}");
+        }
         let recent = decisions.map(|d| recent_decisions(d, &self.config.market.symbols, 10)).unwrap_or_default();
         let (models, gate, training) = history(&self.registry, &self.store, &self.live);
         self.dashboard.set(DashboardData {
@@ -302,17 +305,7 @@ impl<P: RunPipeline> Host<P> {
             .collect();
         let equity = account.equity;
         let gross: f64 = positions.iter().map(|p| p.value.abs()).sum();
-        let open_orders = engine
-            .oms()
-            .open_orders()
-            .map(|o| OrderStatusLine {
-                client_order_id: o.client_order_id.to_string(),
-                symbol: o.symbol.to_string(),
-                side: format!("{:?}", o.side).to_lowercase(),
-                qty: o.qty.and_then(|q| q.to_f64()).unwrap_or(f64::NAN),
-                status: format!("{:?}", o.status).to_lowercase(),
-            })
-            .collect();
+        let open_orders = engine.oms().open_orders().map(super::status::order_line).collect();
         let day_open = live.day_open_equity.map_or(equity, |(_, e)| e);
         let mut models = super::status::models(config, &self.store, now).unwrap_or_else(|e| {
             log::warn!("status: cannot read the registry or the runs: {e}");
@@ -350,6 +343,7 @@ impl<P: RunPipeline> Host<P> {
                 paused: engine.is_paused(),
                 gross_exposure: if equity > 0.0 { gross / equity } else { 0.0 },
             },
+            as_of: None,
         }
     }
 }

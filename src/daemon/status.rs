@@ -1,13 +1,14 @@
 //! The status as the state directory tells it, for `tradebot status` when no daemon answers (and for the
 //! daemon's own report of its models): champions per kind from the registry, the last retrain and its
 //! gate decision from the `runs` tree, the next scheduled retrain, stored positions priced at their last
-//! bar, the last bar per symbol, and the persisted kill switch.
+//! bar, the last bar per symbol, and the persisted kill switch; the stored open orders; and the equity,
+//! cash and prices of the daemon's last published status (`Published`), marked with when that was.
 
 use crate::config::Config;
 use crate::control::StatusReport;
-use crate::control::status::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION};
+use crate::control::status::{FeedStatus, ModelsStatus, OrderStatusLine, PositionStatus, RiskStatus, STATUS_VERSION};
 use crate::models::{ModelKind, Registry, RegistryError};
-use crate::oms::PositionRecord;
+use crate::oms::{OmsOrder, PositionRecord};
 use crate::retrain::record;
 use crate::store::{Store, StoreError, TreeName};
 use chrono::{DateTime, Utc};
@@ -21,6 +22,50 @@ pub enum StatusError {
     Registry(#[from] RegistryError),
     #[error(transparent)]
     Risk(#[from] crate::risk::RiskError),
+}
+
+/// The status a daemon last published, kept in the `snapshot` tree for `tradebot status` while it is
+/// stopped.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Published {
+    pub at: DateTime<Utc>,
+    pub report: StatusReport,
+}
+
+const PUBLISHED_KEY: &[u8] = b"last";
+
+/// Keeps `report` as the last published status (not flushed at once: sled writes it within half a
+/// second, and `Store::flush` at shutdown).
+pub fn keep_published(store: &Store, report: &StatusReport, at: DateTime<Utc>) -> Result<(), StoreError> {
+    store.tree::<Published>(TreeName::Snapshot)?.insert(PUBLISHED_KEY, &Published { at, report: report.clone() })
+}
+
+/// The last published status, if a daemon ever published one here.
+pub fn last_published(store: &Store) -> Result<Option<Published>, StoreError> {
+    store.tree::<Published>(TreeName::Snapshot)?.get(PUBLISHED_KEY)
+}
+
+/// The stored orders that are still open, as the status lists them.
+pub fn stored_open_orders(store: &Store) -> Result<Vec<OrderStatusLine>, StoreError> {
+    Ok(store
+        .tree::<OmsOrder>(TreeName::Orders)?
+        .scan_prefix(b"")?
+        .into_iter()
+        .map(|(_, o)| o)
+        .filter(|o| !o.status.is_terminal())
+        .map(|o| order_line(&o))
+        .collect())
+}
+
+/// One order as the status lists it.
+pub fn order_line(o: &OmsOrder) -> OrderStatusLine {
+    OrderStatusLine {
+        client_order_id: o.client_order_id.to_string(),
+        symbol: o.symbol.to_string(),
+        side: o.side.to_string(),
+        qty: o.qty.and_then(|q| q.to_f64()).unwrap_or(f64::NAN),
+        status: o.status.to_string(),
+    }
 }
 
 /// Champions, the last retrain and the next one: what both the daemon and the offline status report.
@@ -49,6 +94,21 @@ pub fn from_store(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<
             }
         }
     }
+    let published = last_published(store)?;
+    // Prices: the daemon's last published ones (live prices), else the last stored bar's close.
+    if let Some(p) = &published {
+        for ps in &p.report.positions {
+            if ps.price.is_finite() {
+                last_close.insert(ps.symbol.clone(), ps.price);
+            }
+        }
+        for (sym, t) in &p.report.feed.last_bar {
+            let newer = feed.last_bar.get(sym).is_none_or(|stored| stored < t);
+            if newer {
+                feed.last_bar.insert(sym.clone(), *t);
+            }
+        }
+    }
     let mut positions = Vec::new();
     for (k, p) in store.tree::<PositionRecord>(TreeName::Positions)?.scan_prefix(b"")? {
         let symbol = String::from_utf8_lossy(&k).to_string();
@@ -68,11 +128,16 @@ pub fn from_store(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<
         feed,
         positions,
         models: models(config, store, now)?,
+        open_orders: stored_open_orders(store)?,
+        equity: published.as_ref().map_or(f64::NAN, |p| p.report.equity),
+        cash: published.as_ref().map_or(f64::NAN, |p| p.report.cash),
+        pnl_today: published.as_ref().map_or(f64::NAN, |p| p.report.pnl_today),
+        as_of: published.as_ref().map(|p| p.at),
         risk: RiskStatus {
             kill_switch: kill.is_some(),
             kill_reason: kill.map(|k| k.reason),
-            paused: false,
-            gross_exposure: 0.0,
+            paused: published.as_ref().is_some_and(|p| p.report.risk.paused),
+            gross_exposure: published.as_ref().map_or(0.0, |p| p.report.risk.gross_exposure),
         },
         ..Default::default()
     })

@@ -54,6 +54,23 @@ pub struct TransitionError {
     pub event: OrderEvent,
 }
 
+impl std::fmt::Display for OrderStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OrderStatus::Created => "created",
+            OrderStatus::PendingNew => "pending_new",
+            OrderStatus::Accepted => "accepted",
+            OrderStatus::PartiallyFilled => "partially_filled",
+            OrderStatus::PendingCancel => "pending_cancel",
+            OrderStatus::Filled => "filled",
+            OrderStatus::Canceled => "canceled",
+            OrderStatus::Rejected => "rejected",
+            OrderStatus::Expired => "expired",
+            OrderStatus::Replaced => "replaced",
+        })
+    }
+}
+
 impl OrderStatus {
     pub fn is_terminal(self) -> bool {
         matches!(

@@ -1,6 +1,7 @@
 //! The store: one sled database holding everything tradebot knows, in typed trees.
 //!
-//! Trees: `bars`, `orders`, `fills`, `positions`, `equity`, `decisions`, `models`, `runs`, `kv`.
+//! Trees: `bars`, `orders`, `fills`, `positions`, `equity`, `decisions`, `models`, `runs`, `kv`, `snapshot`
+//! (the daemon's last published status, for `tradebot status` while it is stopped).
 //! Keys are encoded (see `keys`) so that time ranges scan in order.
 //!
 //! **Durability rule.** Writes to the critical trees (`orders`, `fills`, `kv`: the kill switch and the
@@ -116,10 +117,11 @@ pub enum TreeName {
     Models,
     Runs,
     Kv,
+    Snapshot,
 }
 
 impl TreeName {
-    pub const ALL: [TreeName; 9] = [
+    pub const ALL: [TreeName; 10] = [
         TreeName::Bars,
         TreeName::Orders,
         TreeName::Fills,
@@ -129,6 +131,7 @@ impl TreeName {
         TreeName::Models,
         TreeName::Runs,
         TreeName::Kv,
+        TreeName::Snapshot,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -142,6 +145,7 @@ impl TreeName {
             TreeName::Models => "models",
             TreeName::Runs => "runs",
             TreeName::Kv => "kv",
+            TreeName::Snapshot => "snapshot",
         }
     }
 
