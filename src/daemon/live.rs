@@ -58,6 +58,8 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
     // `tradebot::run` listens for the signals and cancels `shutdown`: the runner does not listen again.
     let cfg = RunnerConfig {
         broker_timeout: config.alpaca.request_timeout * 4,
+        // An order POST in flight at SIGTERM is awaited (up to broker_timeout) and its answer recorded.
+        shutdown_deadline: config.alpaca.request_timeout * 4 + std::time::Duration::from_secs(10),
         handle_signals: false,
         ..RunnerConfig::default()
     };
@@ -103,8 +105,10 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
         }
         anyhow::Ok(())
     });
+    // Flushed on every way out, an error's included.
+    let flushed = store.flush().context("flushing the store");
     result?;
-    store.flush().context("flushing the store")?;
+    flushed?;
     log::info!("tradebot run: stopped cleanly");
     Ok(())
 }

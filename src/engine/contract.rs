@@ -88,6 +88,10 @@ pub enum Event {
         reason: String,
         retriable: bool,
     },
+    /// The order was recorded but never sent: the runner stopped first (shutdown). The broker never saw it.
+    NotSent {
+        client_order_id: ClientOrderId,
+    },
     /// Time passed (periodic): stale-data checks, periodic reconciliation.
     Tick,
     Control(Control),

@@ -10,7 +10,9 @@ use crate::risk::RiskApproved;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// Runs until shutdown; a command in hand is finished (its own timeout bounds it), queued ones are not.
+/// Runs until shutdown; a command in hand is finished (its own timeout bounds it) and its answer
+/// reported; queued submits are not sent but reported back as `Event::NotSent`, so the OMS records them
+/// as never sent at once.
 pub(super) async fn execute<B: Broker>(
     mut broker: B,
     mut commands: mpsc::UnboundedReceiver<Command>,
@@ -24,7 +26,7 @@ pub(super) async fn execute<B: Broker>(
             Some(c) => c,
             None => tokio::select! {
                 biased;
-                _ = stop.cancelled() => return,
+                _ = stop.cancelled() => return not_sent(commands, &events).await,
                 c = commands.recv() => match c { Some(c) => c, None => return },
             },
         };
@@ -40,6 +42,20 @@ pub(super) async fn execute<B: Broker>(
             && events.send(ev).await.is_err()
         {
             return;
+        }
+    }
+}
+
+/// At shutdown: the submits still queued go back to the core as `Event::NotSent`; the channel is closed
+/// so the core hears of any later one itself (`core_loop`).
+async fn not_sent(mut commands: mpsc::UnboundedReceiver<Command>, events: &mpsc::Sender<Event>) {
+    commands.close();
+    while let Ok(c) = commands.try_recv() {
+        if let Command::Submit(o) = c {
+            log::info!("runner: order {} not sent: shutting down", o.client_order_id);
+            if events.send(Event::NotSent { client_order_id: o.client_order_id.clone() }).await.is_err() {
+                return;
+            }
         }
     }
 }

@@ -18,10 +18,13 @@
 //! view before anything else. Every broker call has a timeout. A blocking core never stalls the reactor.
 //!
 //! **Shutdown** has one owner, a `CancellationToken` with a `TaskTracker`: SIGTERM, SIGINT, the caller's
-//! token, a fatal feed error or the end of a finite feed (a replay) cancel it. The tasks stop; the command
-//! task finishes the command in hand; the core gets `Control::Shutdown`, then its event channel closes and
-//! its thread returns it to the caller, who drops or flushes it. Everything must be done within
-//! `RunnerConfig::shutdown_deadline`.
+//! token, a fatal feed error or the end of a finite feed (a replay) cancel it. The tasks stop; the core
+//! gets `Control::Shutdown` (it starts no new order); the command task finishes the command in hand (an
+//! order POST in flight is awaited, bounded by `broker_timeout`, and its answer recorded) and reports the
+//! submits still queued as `Event::NotSent` (recorded `not_sent` at once, not found "lost" a minute into
+//! the next start); then the core's event channel closes and its thread returns it to the caller, who
+//! flushes the store. Everything must be done within `RunnerConfig::shutdown_deadline`, which must exceed
+//! `broker_timeout`.
 
 mod commands;
 mod scripted;
@@ -128,10 +131,21 @@ where
 /// The core thread: events in, commands out, until every event sender is gone.
 fn core_loop<C: Core>(mut core: C, mut events: mpsc::Receiver<Event>, commands: mpsc::UnboundedSender<Command>) -> C {
     while let Some(ev) = events.blocking_recv() {
-        for c in core.process(ev) {
-            if commands.send(c).is_err() {
-                log::debug!("runner: command dropped, the command task has stopped");
+        let mut out = core.process(ev);
+        while !out.is_empty() {
+            let mut more = Vec::new();
+            for c in out {
+                match commands.send(c) {
+                    Ok(()) => {}
+                    // The command task has stopped (shutdown): an order it will never send is recorded so.
+                    Err(mpsc::error::SendError(Command::Submit(o))) => {
+                        log::info!("runner: order {} not sent: shutting down", o.client_order_id);
+                        more.extend(core.process(Event::NotSent { client_order_id: o.client_order_id.clone() }));
+                    }
+                    Err(_) => log::debug!("runner: command dropped, the command task has stopped"),
+                }
             }
+            out = more;
         }
     }
     core

@@ -97,6 +97,7 @@ impl Core for ScriptedCore {
             Event::SubmitFailed { client_order_id, reason, retriable } => {
                 self.oms_result(|oms| oms.on_submit_failed(&client_order_id, &reason, retriable))
             }
+            Event::NotSent { client_order_id } => self.oms_result(|oms| oms.on_not_sent(&client_order_id)),
             Event::Tick => {
                 self.ticks += 1;
                 let due = self.reconcile_every > 0 && self.ticks.is_multiple_of(self.reconcile_every);

@@ -33,6 +33,8 @@ struct MemState {
     snapshots: usize,
     /// Submits answer with this error (outcome unknown) instead of placing the order.
     fail_submits: bool,
+    /// Each submit takes this long before the order is placed (a slow POST).
+    submit_delay: Duration,
 }
 
 /// Fills every order at once at 10.
@@ -47,6 +49,8 @@ impl MemBroker {
 
 impl Broker for MemBroker {
     async fn submit(&mut self, o: RiskApproved<OrderRequest>) -> Result<BrokerOrder, BrokerError> {
+        let delay = self.state().submit_delay;
+        tokio::time::sleep(delay).await;
         let mut s = self.state();
         if s.fail_submits {
             return Err(BrokerError::Ambiguous("connection reset".into()));
@@ -168,4 +172,40 @@ async fn an_ambiguous_submit_failure_leads_to_a_reconciliation() {
 
 fn bar_time(minute: i64) -> DateTime<chrono::Utc> {
     DateTime::from_timestamp(1_700_000_000 + minute * 60, 0).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_during_a_burst_records_the_post_in_flight_and_the_unsent_orders_at_once() {
+    let rig = start();
+    until("the first reconciliation", || rig.broker.state().snapshots == 1).await;
+    rig.broker.state().submit_delay = Duration::from_millis(300);
+    for m in 0..8 {
+        rig.feed.send(bar("AAPL", m)).unwrap();
+    }
+    until("the first order placed", || rig.broker.state().orders.len() == 1).await;
+    // The second POST is in flight now; the other six are queued.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    rig.stop.cancel();
+    let core = rig.run.await.unwrap().unwrap();
+    let placed: Vec<ClientOrderId> =
+        rig.broker.state().orders.iter().filter_map(|o| o.client_order_id.clone()).collect();
+    assert_eq!(placed.len(), 2, "the POST in flight at the stop was finished, no new one started");
+    let snapshots = rig.broker.state().snapshots;
+    drop(core);
+    // Reopened from the store, with no reconciliation since: the store equals the broker.
+    let store = Store::open(rig._dir.path()).unwrap();
+    let clock = ManualClock::new(DateTime::from_timestamp(1_700_000_000, 0).unwrap());
+    let oms = Oms::open(&store, Box::new(clock), OmsConfig::default()).unwrap();
+    assert_eq!(rig.broker.state().snapshots, snapshots);
+    let orders: Vec<_> = oms.orders().cloned().collect();
+    assert_eq!(orders.len(), 8, "{orders:?}");
+    for o in &orders {
+        if placed.contains(&o.client_order_id) {
+            assert_eq!(o.status, OrderStatus::Filled, "{o:?}");
+        } else {
+            assert_eq!(o.status, OrderStatus::Rejected, "{o:?}");
+            assert!(o.note.as_deref().is_some_and(|n| n.starts_with("not_sent")), "{o:?}");
+        }
+    }
+    assert_eq!(oms.position(&Symbol::new("AAPL").unwrap()), Decimal::from(2));
 }

@@ -246,6 +246,26 @@ impl Oms {
         Ok(Vec::new())
     }
 
+    /// An order recorded as sent that never left (the runner stopped first): `Rejected`, noted
+    /// "not_sent", at once. The broker never saw it, so no later reconciliation has to find it lost.
+    pub fn on_not_sent(&mut self, id: &ClientOrderId) -> Result<Vec<Command>, OmsError> {
+        let status = self.orders.get(id).map(|o| o.status).ok_or_else(|| OmsError::UnknownOrder(id.clone()))?;
+        if status != OrderStatus::PendingNew {
+            log::warn!("oms: order {id} reported not sent, but it is {status}: left as it is");
+            return Ok(Vec::new());
+        }
+        let next = status
+            .apply(OrderEvent::Rejected)
+            .map_err(|e| OmsError::Invalid { id: id.clone(), reason: e.to_string() })?;
+        log::info!("oms: order {id} was not sent (shutting down): recorded as not_sent");
+        if let Some(o) = self.orders.get_mut(id) {
+            o.note = Some("not_sent: the daemon stopped before sending it".into());
+        }
+        self.set_status(id, next, &mut Vec::new());
+        self.save_order(id)?;
+        Ok(Vec::new())
+    }
+
     /// The broker's update stream came back after a drop: updates may be lost, so no order goes out until
     /// the reconciliation this returns the command for has completed.
     pub fn on_broker_reconnected(&mut self) -> Command {
