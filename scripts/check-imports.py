@@ -17,6 +17,7 @@ LAYERS = [
     ["env", "models"],
     ["config"],
     ["data", "policy", "control", "alpaca"],
+    ["fuzzing"],
     ["risk", "replay", "rl", "lstm", "metrics"],
     ["engine::contract"],
     ["oms"],

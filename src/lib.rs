@@ -50,6 +50,7 @@ pub mod domain;
 pub mod engine;
 pub mod env;
 pub mod features;
+pub mod fuzzing;
 pub mod live;
 pub mod logging;
 #[cfg(feature = "train")]

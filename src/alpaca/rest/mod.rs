@@ -4,7 +4,7 @@
 //! (429 always, honouring `Retry-After` / `X-RateLimit-Reset`; 5xx and timeouts only for idempotent
 //! calls). Order submission is never retried blindly: see [`RestClient::submit_order`].
 
-mod classify;
+pub mod classify;
 mod client;
 mod data;
 mod error;
