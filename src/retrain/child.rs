@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 /// Set for the child: our pid. The child asks the kernel to kill it when we die
-/// (`crate::training::die_with_parent`), so that no path out of the daemon or of a foreground
+/// (`die_with_parent`, called first thing by `tradebot train`), so that no path out of the daemon or of a foreground
 /// `tradebot retrain` (SIGKILL included) leaves a trainer running under PID 1.
 pub const PARENT_PID_ENV: &str = "TRADEBOT_PARENT_PID";
 
