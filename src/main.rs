@@ -5,6 +5,7 @@ use clap::Parser;
 use std::process::ExitCode;
 use tradebot::cli::{Cli, run};
 use tradebot::config::{ConfigError, EX_CONFIG};
+use tradebot::live::{EX_FATAL, EX_PANIC, RunError};
 use tradebot::store::{EX_STORE, StoreError};
 
 /// jemalloc for the whole process (libtorch and ONNX Runtime included, through its unprefixed `malloc`):
@@ -29,7 +30,12 @@ fn main() -> ExitCode {
             if e.chain().filter_map(|c| c.downcast_ref::<StoreError>()).any(StoreError::is_damage) {
                 return ExitCode::from(EX_STORE);
             }
-            ExitCode::FAILURE
+            // A fatal stream error (EX_TEMPFAIL) or a panicked core (EX_SOFTWARE): systemd restarts us.
+            match e.chain().find_map(|c| c.downcast_ref::<RunError>()) {
+                Some(RunError::Fatal(_)) => ExitCode::from(EX_FATAL),
+                Some(RunError::CorePanicked) => ExitCode::from(EX_PANIC),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -511,6 +511,39 @@ listen = "127.0.0.1:{port}"
         let id = tradebot::domain::ClientOrderId::new(id).unwrap();
         assert!(oms.order(&id).is_some(), "{id} was sent but not stored");
     }
+    drop(oms);
+    drop(store);
+
+    // A fatal stream error (the subscription refused, 409) stops the daemon with EX_TEMPFAIL (75), so that
+    // systemd restarts it (it used to exit 0, which Restart=on-failure ignores, leaving it down).
+    let subscribes = || fake.lock().market_received.iter().filter(|m| m.contains("\"subscribe\"")).count();
+    let before = subscribes();
+    let log2 = dir.path().join("run2.log");
+    let mut child = command(&["run", "--config", cfg_s])
+        .env("APCA_API_KEY_ID", KEY_ID)
+        .env("APCA_API_SECRET_KEY", SECRET_KEY)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log2).unwrap())
+        .spawn()
+        .unwrap();
+    let log2_text = || std::fs::read_to_string(&log2).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while subscribes() == before {
+        assert!(child.try_wait().unwrap().is_none(), "the daemon exited:\n{}", log2_text());
+        assert!(Instant::now() < deadline, "no subscription:\n{}", log2_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    fake.send_market_raw(r#"[{"T":"error","code":409,"msg":"insufficient subscription"}]"#);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "still running after a fatal stream error:\n{}", log2_text());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(exit.code(), Some(75), "{exit}:\n{}", log2_text());
+    assert!(log2_text().contains("stopped on a fatal error: market feed"), "{}", log2_text());
 }
 
 #[test]

@@ -66,7 +66,7 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
     let result = rt.block_on(async {
         let rest = RestClient::new(RestConfig::from_config(&config.alpaca, &creds)).context("building the REST client")?;
         let backoff = crate::alpaca::backoff::Backoff::STREAM;
-        let account = account_at_start(&rest, config.alpaca.start_retry, backoff, &shutdown)
+        let account = account_at_start(&rest, config.alpaca.start_retry, backoff, shutdown)
             .await
             .context("reading the Alpaca account: check the API keys and alpaca.trading_url")?;
         log::warn!(
@@ -90,17 +90,23 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             let core = ScriptedCore::new(oms, qty, config.risk.max_order_notional, RECONCILE_EVERY_TICKS);
             log::warn!("tradebot run: strategy.mode = \"scripted\": buying 1 unit of each symbol on each bar (an order-path harness, not a strategy)");
             let core = Notifying { core, notifier: Notifier::from_env(), ready: false };
-            crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
+            let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
+            if let Some(reason) = end.fatal {
+                return Err(crate::live::RunError::Fatal(reason).into());
+            }
         } else {
             let Some(host) = host else { bail!("internal: no daemon host for the engine") };
             let engine = engine(config, &store, &host.registry, &rest, oms).await?;
             let decisions = store.tree::<DecisionRecord>(TreeName::Decisions)?;
             let feed = CountingFeed { inner: feed, metrics: host.metrics.clone(), connects: 0 };
             let core = LiveCore { engine, host, decisions, ready: false, benchmark: None, last_point: None };
-            let core =
-                crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
+            let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
             if config.broker.cancel_on_shutdown {
-                cancel_open_orders(&rest, core.engine.oms(), cfg.broker_timeout).await;
+                cancel_open_orders(&rest, end.core.engine.oms(), cfg.broker_timeout).await;
+            }
+            if let Some(reason) = end.fatal {
+                // Exit EX_FATAL (75): systemd restarts the daemon, which reconnects and reconciles.
+                return Err(crate::live::RunError::Fatal(reason).into());
             }
         }
         anyhow::Ok(())

@@ -44,6 +44,47 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// The exit code of a run stopped by a fatal error (`EX_TEMPFAIL`): systemd restarts the unit.
+pub const EX_FATAL: u8 = 75;
+/// The exit code after the core thread panicked (`EX_SOFTWARE`).
+pub const EX_PANIC: u8 = 70;
+
+/// How a run ended: the core, and the fatal error that stopped it, if one did (the caller cleans up with
+/// the core, then fails with `RunError::Fatal`).
+pub struct RunEnd<C> {
+    pub core: C,
+    pub fatal: Option<String>,
+}
+
+/// Where a task that stops the run records why.
+#[derive(Clone, Default)]
+pub(crate) struct FatalCell(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl FatalCell {
+    /// Records the first fatal reason and starts the shutdown.
+    pub(crate) fn stop(&self, reason: String, stop: &CancellationToken) {
+        let mut cell = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if cell.is_none() {
+            *cell = Some(reason);
+        }
+        stop.cancel();
+    }
+
+    fn take(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// Cancels the shutdown token when dropped: the core thread's end, however it ends (a panic included),
+/// stops the run at once instead of leaving the process idle until the watchdog.
+struct CancelOnDrop(CancellationToken);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunnerConfig {
     /// How often `Event::Tick` is sent.
@@ -76,14 +117,18 @@ pub enum RunError {
     Thread(std::io::Error),
     #[error("the core thread panicked")]
     CorePanicked,
+    /// A fatal feed or broker-updates error stopped the run (the core was shut down cleanly first): the
+    /// process exits `EX_TEMPFAIL` so that systemd restarts it.
+    #[error("stopped on a fatal error: {0}")]
+    Fatal(String),
     #[error("shutdown did not finish within {0:?}")]
     Deadline(Duration),
     #[error("cannot listen for signals: {0}")]
     Signals(std::io::Error),
 }
 
-/// Runs until `shutdown` is cancelled (or a signal, a fatal feed error, the end of the feed), then
-/// returns the core.
+/// Runs until `shutdown` is cancelled (or a signal, a fatal feed error, the end of the feed, the core
+/// thread's end), then returns the core and the fatal error that stopped it, if any.
 pub async fn run<C, F, U, B>(
     core: C,
     feed: F,
@@ -91,7 +136,7 @@ pub async fn run<C, F, U, B>(
     broker: B,
     cfg: RunnerConfig,
     shutdown: CancellationToken,
-) -> Result<C, RunError>
+) -> Result<RunEnd<C>, RunError>
 where
     C: Core,
     F: MarketFeed + Send + 'static,
@@ -100,16 +145,21 @@ where
 {
     let (ev_tx, ev_rx) = mpsc::channel::<Event>(4096);
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel::<Command>();
+    let on_end = CancelOnDrop(shutdown.clone());
     let core_thread = std::thread::Builder::new()
         .name("tradebot-core".into())
-        .spawn(move || core_loop(core, ev_rx, cmd_tx))
+        .spawn(move || {
+            let _on_end = on_end;
+            core_loop(core, ev_rx, cmd_tx)
+        })
         .map_err(RunError::Thread)?;
+    let fatal = FatalCell::default();
     let tracker = TaskTracker::new();
     if cfg.handle_signals {
         tracker.spawn(tasks::signals(shutdown.clone()).map_err(RunError::Signals)?);
     }
-    tracker.spawn(tasks::feed(feed, ev_tx.clone(), shutdown.clone()));
-    tracker.spawn(tasks::updates(updates, ev_tx.clone(), shutdown.clone()));
+    tracker.spawn(tasks::feed(feed, ev_tx.clone(), shutdown.clone(), fatal.clone()));
+    tracker.spawn(tasks::updates(updates, ev_tx.clone(), shutdown.clone(), fatal.clone()));
     tracker.spawn(tasks::ticks(cfg.tick, ev_tx.clone(), shutdown.clone()));
     tracker.spawn(commands::execute(broker, cmd_rx, ev_tx.clone(), cfg, shutdown.clone()));
     tracker.close();
@@ -123,8 +173,11 @@ where
     };
     match tokio::time::timeout(cfg.shutdown_deadline, stopped).await {
         Err(_) => Err(RunError::Deadline(cfg.shutdown_deadline)),
-        Ok(Ok(Ok(core))) => Ok(core),
-        Ok(_) => Err(RunError::CorePanicked),
+        Ok(Ok(Ok(core))) => Ok(RunEnd { core, fatal: fatal.take() }),
+        Ok(_) => {
+            log::error!("runner: the core thread panicked; stopping");
+            Err(RunError::CorePanicked)
+        }
     }
 }
 

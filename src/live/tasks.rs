@@ -31,7 +31,12 @@ impl UpdateSource for ChannelUpdates {
 }
 
 /// Bars to the core. A fatal feed error, or the end of a finite feed, starts the shutdown.
-pub(super) async fn feed<F: MarketFeed>(mut feed: F, tx: mpsc::Sender<Event>, stop: CancellationToken) {
+pub(super) async fn feed<F: MarketFeed>(
+    mut feed: F,
+    tx: mpsc::Sender<Event>,
+    stop: CancellationToken,
+    fatal: super::FatalCell,
+) {
     loop {
         let ev = tokio::select! {
             _ = stop.cancelled() => return,
@@ -58,7 +63,7 @@ pub(super) async fn feed<F: MarketFeed>(mut feed: F, tx: mpsc::Sender<Event>, st
             }
             Err(e) if e.is_fatal() => {
                 log::error!("runner: market feed failed: {e}; stopping");
-                stop.cancel();
+                fatal.stop(format!("market feed: {e}"), &stop);
                 return;
             }
             Err(e) => log::warn!("runner: market feed: {e}"),
@@ -68,7 +73,12 @@ pub(super) async fn feed<F: MarketFeed>(mut feed: F, tx: mpsc::Sender<Event>, st
 
 /// Broker updates to the core; a reconnect becomes `Event::BrokerReconnected` (reconcile before
 /// trading on). A refused key stops the run.
-pub(super) async fn updates<U: UpdateSource>(mut src: U, tx: mpsc::Sender<Event>, stop: CancellationToken) {
+pub(super) async fn updates<U: UpdateSource>(
+    mut src: U,
+    tx: mpsc::Sender<Event>,
+    stop: CancellationToken,
+    fatal: super::FatalCell,
+) {
     loop {
         let ev = tokio::select! {
             _ = stop.cancelled() => return,
@@ -91,7 +101,7 @@ pub(super) async fn updates<U: UpdateSource>(mut src: U, tx: mpsc::Sender<Event>
             }
             Err(e) => {
                 log::error!("runner: broker updates failed: {e}; stopping");
-                stop.cancel();
+                fatal.stop(format!("broker updates: {e}"), &stop);
                 return;
             }
         };

@@ -101,7 +101,7 @@ struct Rig {
     updates: mpsc::UnboundedSender<UpdatesEvent>,
     broker: MemBroker,
     stop: CancellationToken,
-    run: tokio::task::JoinHandle<Result<ScriptedCore, RunError>>,
+    run: tokio::task::JoinHandle<Result<RunEnd<ScriptedCore>, RunError>>,
     _dir: tempfile::TempDir,
 }
 
@@ -148,7 +148,7 @@ async fn trades_each_decision_once_after_the_first_reconciliation_and_returns_th
     rig.updates.send(UpdatesEvent::Connected { reconnect: true }).unwrap();
     until("a reconciliation after the reconnect", || rig.broker.state().snapshots == 2).await;
     rig.stop.cancel();
-    let core = rig.run.await.unwrap().unwrap();
+    let core = rig.run.await.unwrap().unwrap().core;
     assert_eq!(rig.broker.state().orders.len(), 3, "the repeated AAPL bar was not ordered twice");
     let oms = core.oms();
     assert!(oms.ready());
@@ -165,7 +165,7 @@ async fn an_ambiguous_submit_failure_leads_to_a_reconciliation() {
     rig.feed.send(bar("AAPL", 0)).unwrap();
     until("a reconciliation after the failure", || rig.broker.state().snapshots == 2).await;
     rig.stop.cancel();
-    let core = rig.run.await.unwrap().unwrap();
+    let core = rig.run.await.unwrap().unwrap().core;
     let id = ClientOrderId::derive(ScriptedCore::STRATEGY, &Symbol::new("AAPL").unwrap(), bar_time(0), 0);
     assert_eq!(core.oms().order(&id).unwrap().status, OrderStatus::PendingNew, "in flight until the grace period ends");
 }
@@ -186,7 +186,7 @@ async fn shutdown_during_a_burst_records_the_post_in_flight_and_the_unsent_order
     // The second POST is in flight now; the other six are queued.
     tokio::time::sleep(Duration::from_millis(50)).await;
     rig.stop.cancel();
-    let core = rig.run.await.unwrap().unwrap();
+    let core = rig.run.await.unwrap().unwrap().core;
     let placed: Vec<ClientOrderId> =
         rig.broker.state().orders.iter().filter_map(|o| o.client_order_id.clone()).collect();
     assert_eq!(placed.len(), 2, "the POST in flight at the stop was finished, no new one started");
@@ -208,4 +208,87 @@ async fn shutdown_during_a_burst_records_the_post_in_flight_and_the_unsent_order
         }
     }
     assert_eq!(oms.position(&Symbol::new("AAPL").unwrap()), Decimal::from(2));
+}
+
+/// A feed that fails at once with `err`.
+struct FailingFeed(Option<FeedError>);
+
+impl MarketFeed for FailingFeed {
+    async fn next(&mut self) -> Result<FeedEvent, FeedError> {
+        match self.0.take() {
+            Some(e) => Err(e),
+            None => std::future::pending().await,
+        }
+    }
+}
+
+fn quick_cfg() -> RunnerConfig {
+    RunnerConfig {
+        broker_timeout: Duration::from_secs(2),
+        reconcile_retry: Duration::from_millis(10),
+        shutdown_deadline: Duration::from_secs(5),
+        handle_signals: false,
+        ..RunnerConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fatal_feed_error_ends_the_run_with_its_reason_and_the_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let clock = ManualClock::new(DateTime::from_timestamp(1_700_000_000, 0).unwrap());
+    let oms = Oms::open(&store, Box::new(clock), OmsConfig::default()).unwrap();
+    let core = ScriptedCore::new(oms, Qty::new(Decimal::ONE).unwrap(), Decimal::from(1000), 0);
+    let (_updates, upd_rx) = mpsc::unbounded_channel();
+    let err = FeedError::Subscription { url: "wss://x".into(), detail: "bars for AAPL missing".into() };
+    let end = tokio::time::timeout(
+        Duration::from_secs(10),
+        super::run(
+            core,
+            FailingFeed(Some(err)),
+            ChannelUpdates(upd_rx),
+            MemBroker::default(),
+            quick_cfg(),
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("the run stops by itself");
+    let end = end.unwrap();
+    assert!(end.fatal.as_deref().is_some_and(|r| r.contains("bars for AAPL missing")), "{:?}", end.fatal);
+    // A stream task that ended without a word, and a backfill page it cannot use, are fatal too.
+    assert!(FeedError::Died.is_fatal());
+    let bad_page =
+        crate::alpaca::rest::RestError::Decode { endpoint: "GET /v2/stocks/bars", message: "bad bar".into() };
+    assert!(!bad_page.is_recoverable() && FeedError::Backfill(bad_page).is_fatal());
+    assert!(!FeedError::Lost("reset".into()).is_fatal());
+}
+
+/// A core that panics on its first bar.
+struct PanickingCore;
+
+impl Core for PanickingCore {
+    fn process(&mut self, ev: Event) -> Vec<Command> {
+        if matches!(ev, Event::Bar(_)) {
+            panic!("a bug in the core");
+        }
+        Vec::new()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_on_the_core_thread_stops_the_run_at_once() {
+    let (feed, feed_rx) = mpsc::unbounded_channel();
+    let (_updates, upd_rx) = mpsc::unbounded_channel();
+    let run = tokio::spawn(super::run(
+        PanickingCore,
+        ChanFeed(feed_rx),
+        ChannelUpdates(upd_rx),
+        MemBroker::default(),
+        quick_cfg(),
+        CancellationToken::new(),
+    ));
+    feed.send(bar("AAPL", 0)).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), run).await.expect("no idling until a watchdog");
+    assert!(matches!(out.unwrap(), Err(RunError::CorePanicked)));
 }

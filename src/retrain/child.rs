@@ -30,6 +30,40 @@ impl Drop for GroupKill {
     }
 }
 
+/// Variables the training child may inherit: the system's basics, the native libraries' and the GPU's
+/// settings, logging, and tradebot's own non-secret ones. Everything else (APCA_* keys,
+/// CREDENTIALS_DIRECTORY, TRADEBOT_WEB_TOKEN, NOTIFY_SOCKET, ...) is dropped.
+const CHILD_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "TZ",
+    "TMPDIR",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    "LD_LIBRARY_PATH",
+    "ORT_DYLIB_PATH",
+    "LIBTORCH",
+    "OMP_NUM_THREADS",
+    "TRADEBOT_PYENV",
+    "TRADEBOT_MODELS_DIR",
+    "TRADEBOT_PPO_DETERMINISM_SEED",
+];
+const CHILD_ENV_PREFIXES: &[&str] = &["LC_", "CUDA_", "NVIDIA_", "PYTORCH_", "MKL_"];
+
+/// The allowed part of `parent` (the daemon's environment).
+pub fn child_env(
+    parent: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    parent
+        .filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            CHILD_ENV.contains(&k.as_ref()) || CHILD_ENV_PREFIXES.iter().any(|p| k.starts_with(p))
+        })
+        .collect()
+}
+
 /// In the training child (`tradebot train` started by `run`): asks the kernel to SIGKILL this process
 /// when the parent that started it dies, and exits at once if it already has. Outside a retrain (the
 /// variable unset) it does nothing. The death signal follows the parent's thread that spawned us: `run`
@@ -40,6 +74,11 @@ pub fn die_with_parent() {
     };
     if let Err(e) = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL) {
         eprintln!("cannot ask to die with the parent process {parent}: {e}");
+    }
+    // Under memory pressure the kernel kills the trainer, not the daemon beside it (with the unit's
+    // OOMPolicy=continue, that ends only the retrain, recorded as failed; trading goes on).
+    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", "500") {
+        eprintln!("cannot make the trainer the first choice of the OOM killer: {e}");
     }
     if nix::unistd::getppid().as_raw() != parent {
         eprintln!("the retrain that started this trainer (pid {parent}) has ended: stopping");
@@ -90,6 +129,9 @@ pub enum ChildFailure {
 pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutcome {
     let mut child = match Command::new(&spec.program)
         .args(&spec.args)
+        // A cleared environment plus an allowlist: no Alpaca keys, no credentials directory, no web token.
+        .env_clear()
+        .envs(child_env(std::env::vars_os()))
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .env(PARENT_PID_ENV, std::process::id().to_string())
         // Its own process group: a terminal's Ctrl-C reaches only us, and we kill the whole group.
@@ -226,6 +268,38 @@ mod tests {
             gpu_memory_mb: 0,
             env: Vec::new(),
         }
+    }
+
+    #[tokio::test]
+    async fn the_child_gets_only_the_allowed_environment() {
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some(), "cargo sets it for tests");
+        let mut seen = Vec::new();
+        let out = run(
+            &sh(
+                r#"printf '{"event":"done","model_id":"m","env":"%s"}\n' "$(env | cut -d= -f1 | tr '\n' ' ')""#,
+                10_000,
+            ),
+            |v| {
+                if let Some(e) = v.get("env").and_then(Value::as_str) {
+                    seen = e.split_whitespace().map(str::to_string).collect();
+                }
+            },
+        )
+        .await;
+        assert!(matches!(out, ChildOutcome::Done { .. }), "{out:?}");
+        assert!(seen.contains(&"PATH".to_string()) && seen.contains(&PARENT_PID_ENV.to_string()), "{seen:?}");
+        assert!(!seen.iter().any(|k| k.starts_with("CARGO_")), "the parent's other variables are dropped: {seen:?}");
+        let parent = [
+            ("APCA_API_SECRET_KEY", "s"),
+            ("TRADEBOT_WEB_TOKEN", "t"),
+            ("CUDA_VISIBLE_DEVICES", "0"),
+            ("PATH", "/bin"),
+        ];
+        let kept: Vec<String> = child_env(parent.iter().map(|(k, v)| (k.into(), v.into())))
+            .into_iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(kept, ["CUDA_VISIBLE_DEVICES", "PATH"]);
     }
 
     #[tokio::test]

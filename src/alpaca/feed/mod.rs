@@ -58,15 +58,25 @@ pub enum FeedError {
     Backfill(#[from] RestError),
     #[error("market data feed stopped")]
     Stopped,
+    /// The stream's background task ended without a fatal error to report (it should never): the feed
+    /// cannot go on.
+    #[error("market data stream: its task ended unexpectedly")]
+    Died,
 }
 
 impl FeedError {
     /// Fatal errors end the feed; the rest are handled by reconnecting.
     pub fn is_fatal(&self) -> bool {
-        matches!(
-            self,
-            FeedError::Auth { .. } | FeedError::Refused { .. } | FeedError::Subscription { .. } | FeedError::Stopped
-        )
+        match self {
+            FeedError::Auth { .. }
+            | FeedError::Refused { .. }
+            | FeedError::Subscription { .. }
+            | FeedError::Stopped
+            | FeedError::Died => true,
+            // The session sends only backfill errors it cannot recover from (an invalid bar in a page).
+            FeedError::Backfill(e) => !e.is_recoverable(),
+            FeedError::ConnectionLimit | FeedError::Lost(_) => false,
+        }
     }
 }
 
@@ -149,7 +159,8 @@ impl AlpacaFeed {
 
 impl MarketFeed for AlpacaFeed {
     async fn next(&mut self) -> Result<FeedEvent, FeedError> {
-        self.rx.recv().await.unwrap_or(Err(FeedError::Stopped))
+        // A live stream never ends on its own: its task ending is fatal, not the end of a finite feed.
+        self.rx.recv().await.unwrap_or(Err(FeedError::Died))
     }
 }
 
