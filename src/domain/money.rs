@@ -39,7 +39,14 @@ macro_rules! positive_decimal {
                 if !x.is_finite() {
                     return Err(MoneyError::NotFinite(x));
                 }
-                let d = Decimal::from_f64_retain(x).ok_or(MoneyError::NotFinite(x))?;
+                // The shortest text that round-trips (0.1 is 0.1, not 0.1000000000000000055...), else the
+                // binary value exactly.
+                let d = x
+                    .to_string()
+                    .parse::<Decimal>()
+                    .ok()
+                    .or_else(|| Decimal::from_f64_retain(x))
+                    .ok_or(MoneyError::NotFinite(x))?;
                 Self::new(d.normalize())
             }
 

@@ -67,6 +67,9 @@ pub struct Engine {
     obs: Vec<f32>,
     actions: Vec<f32>,
     cash: f64,
+    /// The broker's equity beyond cash and the configured symbols' positions at their last closes, as of
+    /// the last snapshot: holdings outside the configured symbols (0 when there are none).
+    outside_value: f64,
     decisions: TypedTree<DecisionRecord>,
     paused: bool,
     halted: bool,
@@ -124,6 +127,7 @@ impl Engine {
             obs: vec![0.0; 1 + a * (1 + f)],
             actions: vec![0.0; a],
             cash: cfg.initial_cash,
+            outside_value: 0.0,
             decisions: store.tree(TreeName::Decisions)?,
             paused: false,
             halted: false,
@@ -191,10 +195,54 @@ impl Engine {
         self.cfg.symbols.iter().zip(&self.last).map(|(s, b)| (s.clone(), b.as_ref().map_or(0.0, |b| b.c))).collect()
     }
 
-    /// Cash plus every position at its last close.
+    /// Cash plus every configured symbol's position at its last close, plus what the broker's last
+    /// snapshot valued the holdings outside the configured symbols at.
     pub fn equity(&self) -> f64 {
-        self.cash
-            + self.last_closes().iter().map(|(s, c)| self.oms.position(s).to_f64().unwrap_or(0.0) * c).sum::<f64>()
+        self.cash + self.configured_value() + self.outside_value
+    }
+
+    fn configured_value(&self) -> f64 {
+        self.last_closes().iter().map(|(s, c)| self.oms.position(s).to_f64().unwrap_or(0.0) * c).sum::<f64>()
+    }
+
+    /// A broker snapshot: cash is the broker's; the value of holdings outside the configured symbols is
+    /// the broker's equity less cash and the configured positions; the stops follow the holdings.
+    fn on_snapshot(&mut self, snap: &crate::engine::BrokerSnapshot) {
+        if let Some(c) = snap.cash.to_f64() {
+            self.cash = c;
+        }
+        let configured = |s: &Symbol| self.cfg.symbols.contains(s);
+        self.outside_value = match snap.equity.to_f64() {
+            Some(e) if e > 0.0 && snap.positions.iter().any(|(s, q)| !configured(s) && !q.is_zero()) => {
+                e - self.cash - self.configured_value()
+            }
+            _ => 0.0,
+        };
+        self.sync_stops();
+    }
+
+    /// New fills (each once, as the OMS reports them): cash at once, fees included, and the stops.
+    fn on_fills(&mut self, changes: &[crate::oms::OmsChange]) {
+        self.cash = super::account::cash_after_fills(self.cash, changes, self.cfg.exec.fee_bps);
+        for c in changes {
+            if let crate::oms::OmsChange::Fill(f) = c
+                && let Some(r) = self.risk.as_mut()
+            {
+                let (qty, price) = (f.qty.to_f64().unwrap_or(0.0), f.price.to_f64().unwrap_or(0.0));
+                r.checks.on_fill(&f.symbol, f.side, qty, price);
+            }
+        }
+        self.sync_stops();
+    }
+
+    /// The stops' holdings set to the OMS's (after restarts, adopted positions, inferred fills).
+    fn sync_stops(&mut self) {
+        let Some(r) = self.risk.as_mut() else { return };
+        for (k, s) in self.cfg.symbols.iter().enumerate() {
+            let held = self.oms.position(s).to_f64().unwrap_or(0.0);
+            let price = self.last[k].as_ref().map_or(0.0, |b| b.c);
+            r.checks.stops_mut().sync(s, held, price);
+        }
     }
 
     fn holdings(&self) -> BTreeMap<Symbol, Holding> {
@@ -255,14 +303,23 @@ impl Engine {
         }
         let t = bar.t;
         // The trailing stop (the env's rule): a stop-out sells the holding now, and starts the cooldown.
+        let before = self.risk.as_ref().map(|r| r.checks.stops().position(&bar.symbol));
         let stop = self.risk.as_mut().and_then(|r| r.checks.on_bar(&bar.symbol, bar.c));
         let mut stop_cmds = Vec::new();
         if let Some(s) = stop {
-            let held = self.oms.position(&s.symbol);
-            let qty = Decimal::from_f64_retain(s.qty).unwrap_or_default().min(held);
+            let held = self.oms.position(&s.symbol) - super::account::working_qty(&self.oms, &s.symbol, Side::Sell);
+            let qty = Qty::from_f64(s.qty).map(|q| q.get()).unwrap_or_default().min(held);
             log::warn!("engine: trailing stop on {} at {} (high {}): selling {qty}", s.symbol, s.price, s.high_water);
             if qty > Decimal::ZERO {
-                stop_cmds = self.sell_all("stop", t, vec![(s.symbol, qty)]);
+                stop_cmds = self.sell_all("stop", t, vec![(s.symbol.clone(), qty)]);
+            }
+            // Disarmed only once its sell is on its way: a refused sell leaves the stop armed for the
+            // next bar.
+            if stop_cmds.is_empty()
+                && let (Some(r), Some(p)) = (self.risk.as_mut(), before)
+            {
+                log::warn!("engine: the stop's sell of {} did not go out; the stop stays armed", s.symbol);
+                r.checks.stops_mut().restore(&s.symbol, p);
             }
         }
         self.last[k] = Some(bar);
@@ -380,10 +437,18 @@ impl Engine {
 
     fn order(&mut self, k: usize, w: Want, t: DateTime<Utc>, price: f64, rec: &mut DecisionRecord) -> Vec<Command> {
         let symbol = self.cfg.symbols[k].clone();
-        let Some(qty) = Decimal::from_f64_retain(w.qty).and_then(|d| Qty::new(d).ok()) else {
+        let Ok(qty) = Qty::from_f64(w.qty) else {
             log::warn!("engine: {symbol}: quantity {} is not a valid order size", w.qty);
             return Vec::new();
         };
+        // At most one working order per symbol and side: a bar does not add a buy on an unfilled buy.
+        if super::account::has_working(&self.oms, &symbol, w.side) {
+            let code = "working_order";
+            log::info!("engine: {symbol} {}: an order of that side is still working; none added", w.side);
+            self.refusals.push((symbol.clone(), code));
+            rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
+            return Vec::new();
+        }
         let req = OrderRequest {
             client_order_id: ClientOrderId::derive(&self.cfg.strategy.name, &symbol, t, k as u16),
             symbol: symbol.clone(),
@@ -412,10 +477,13 @@ impl Engine {
             return approve_notional(req, self.cfg.max_order_notional)
                 .map_err(|e| ("max_order_notional", e.to_string()));
         };
-        let positions = self.holdings();
+        // Orders still working count: open buys as held and spent, open sells as no longer held.
+        let closes: BTreeMap<Symbol, f64> = self.last_closes().into_iter().collect();
+        let price = |s: &Symbol| closes.get(s).copied().unwrap_or(req.ref_price);
+        let (positions, cash) = super::account::with_working(&self.oms, self.holdings(), self.cash, req.side, price);
         let ctx = RiskContext {
             equity: Decimal::from_f64_retain(self.equity()).unwrap_or_default(),
-            cash: Decimal::from_f64_retain(self.cash).unwrap_or_default(),
+            cash: Decimal::from_f64_retain(cash).unwrap_or_default(),
             positions: &positions,
             bar_time: req.bar_time,
             timeframe: r.timeframe,
@@ -494,17 +562,21 @@ impl crate::engine::Core for Engine {
         match ev {
             Event::Bar(b) => self.on_bar(b),
             Event::Order(u) => {
-                if let (Some(f), Some(r)) = (&u.fill, self.risk.as_mut()) {
-                    let (qty, price) = (f.qty.to_f64().unwrap_or(0.0), f.price.to_f64().unwrap_or(0.0));
-                    r.checks.on_fill(&u.order.symbol, u.order.side, qty, price);
-                }
-                self.oms_call(|oms| oms.on_update(&u).map(|_| Vec::new()))
+                // Only the fills the OMS takes (a duplicate event is not counted twice) move cash and stops.
+                let mut changes = Vec::new();
+                let cmds = self.oms_call(|oms| {
+                    oms.on_update(&u).map(|c| {
+                        changes = c;
+                        Vec::new()
+                    })
+                });
+                self.on_fills(&changes);
+                cmds
             }
             Event::Reconciled(snap) => {
-                if let Some(c) = snap.cash.to_f64() {
-                    self.cash = c;
-                }
-                self.oms_call(|oms| oms.reconcile(&snap).map(|_| Vec::new()))
+                let cmds = self.oms_call(|oms| oms.reconcile(&snap).map(|_| Vec::new()));
+                self.on_snapshot(&snap);
+                cmds
             }
             Event::BrokerReconnected => vec![self.oms.on_broker_reconnected()],
             Event::SubmitFailed { client_order_id, reason, retriable } => {

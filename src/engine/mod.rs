@@ -13,9 +13,12 @@
 //! edges (feeds, broker tasks, control socket) only translate traffic into `Event`s and carry out
 //! `Command`s; they hold no trading state.
 
+mod account;
 pub mod contract;
 mod core;
 pub mod lstm_source;
+#[cfg(test)]
+mod money_tests;
 pub mod strategy;
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 //! over a fake probability source.
 
 use super::*;
-use crate::domain::{Bar, Side, Symbol, Timeframe};
+use crate::domain::{Bar, OrderRequest, Side, Symbol, Timeframe};
 use crate::env::{EnvConfig, ExecParams};
 use crate::features::FeatureSpec;
 use crate::models::Registry;
@@ -13,7 +13,7 @@ use crate::onnx::mlp::MlpPolicy;
 use crate::policy::tests::{pipeline, register_ppo};
 use crate::policy::{ModelSel, PolicyError, PpoPolicy, SessionOptions};
 use crate::store::{Store, TreeName};
-use chrono::DateTime;
+use chrono::{DateTime, Utc};
 
 /// A constant policy: action +1 on the first symbol, -1 on the second.
 fn constant_policy(obs_dim: usize) -> MlpPolicy {
@@ -62,14 +62,14 @@ fn bars(symbols: &[Symbol], n: usize) -> Vec<Vec<Bar>> {
         .collect()
 }
 
-struct Rig {
-    _dir: tempfile::TempDir,
-    store: Store,
-    engine: Engine,
-    bars: Vec<Vec<Bar>>,
+pub(super) struct Rig {
+    pub(super) _dir: tempfile::TempDir,
+    pub(super) store: Store,
+    pub(super) engine: Engine,
+    pub(super) bars: Vec<Vec<Bar>>,
 }
 
-fn rig(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>) -> Rig {
+pub(super) fn rig(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("state")).unwrap();
     let reg = Registry::open(&dir.path().join("models")).unwrap();
@@ -95,11 +95,11 @@ fn rig(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>) -> Rig {
     Rig { _dir: dir, store, engine, bars }
 }
 
-fn feed(e: &mut Engine, bars: &[Vec<Bar>], d: usize) -> Vec<Command> {
+pub(super) fn feed(e: &mut Engine, bars: &[Vec<Bar>], d: usize) -> Vec<Command> {
     bars.iter().flat_map(|b| e.process(Event::Bar(b[d].clone()))).collect()
 }
 
-fn submits(cmds: &[Command]) -> Vec<(String, Side, String)> {
+pub(super) fn submits(cmds: &[Command]) -> Vec<(String, Side, String)> {
     cmds.iter()
         .filter_map(|c| match c {
             Command::Submit(o) => Some((o.symbol.to_string(), o.side, o.qty.get().to_string())),
@@ -108,7 +108,7 @@ fn submits(cmds: &[Command]) -> Vec<(String, Side, String)> {
         .collect()
 }
 
-fn snapshot(cash: i64) -> Event {
+pub(super) fn snapshot(cash: i64) -> Event {
     Event::Reconciled(Box::new(BrokerSnapshot { cash: cash.into(), equity: cash.into(), ..Default::default() }))
 }
 
@@ -125,17 +125,21 @@ fn ppo_orders_only_after_reconciliation_and_controls_stop_them() {
     assert_eq!(submits(&cmds), vec![("AAPL".to_string(), Side::Buy, "20".to_string())]);
     let Command::Submit(o) = &cmds[0] else { unreachable!() };
     assert_eq!(o.client_order_id, crate::domain::ClientOrderId::derive("engine", &o.symbol, r.bars[0][w].t, 0));
-    // The same decision again (a replayed bar) gives no second order.
-    let again = r.engine.process(Event::Bar(r.bars[0][w].clone()));
-    assert!(submits(&again).is_empty());
     let decisions = r.store.tree::<DecisionRecord>(TreeName::Decisions).unwrap().scan_prefix(b"").unwrap();
     let last = &decisions.last().unwrap().1;
     assert!(last.model_id.as_deref().is_some_and(|m| m.starts_with("ppo-")));
     assert_eq!(last.actions, vec![1.0, -1.0]);
     assert_eq!(last.orders.len(), 1);
+    // The same decision again (a replayed bar) gives no second order.
+    let again = r.engine.process(Event::Bar(r.bars[0][w].clone()));
+    assert!(submits(&again).is_empty());
 
     r.engine.process(Event::Control(Control::Pause));
     assert!(submits(&feed(&mut r.engine, &r.bars, w + 1)).is_empty(), "paused");
+    // The first buy fills (an unfilled one would block the next buy of AAPL).
+    for ev in fill_events(o.get(), 50, r.bars[0][w].t) {
+        r.engine.process(ev);
+    }
     r.engine.process(Event::Control(Control::Resume));
     assert_eq!(submits(&feed(&mut r.engine, &r.bars, w + 2)).len(), 1, "resumed");
     r.engine.process(Event::Control(Control::Shutdown));
@@ -178,7 +182,7 @@ fn lstm_and_ensemble_modes_follow_the_probabilities() {
     assert!(matches!(e, Err(EngineError::Missing { .. })));
 }
 
-fn risk_cfg(max_order_notional: &str) -> crate::config::RiskConfig {
+pub(super) fn risk_cfg(max_order_notional: &str) -> crate::config::RiskConfig {
     crate::config::RiskConfig {
         max_position_pct: 0.5,
         max_gross_exposure_pct: 1.0,
@@ -191,7 +195,7 @@ fn risk_cfg(max_order_notional: &str) -> crate::config::RiskConfig {
 }
 
 /// The rig's engine with the full risk checks on a clock the test moves.
-fn with_risk(r: Rig, cfg: &crate::config::RiskConfig, exec: &ExecParams) -> (Rig, ManualClock) {
+pub(super) fn with_risk(r: Rig, cfg: &crate::config::RiskConfig, exec: &ExecParams) -> (Rig, ManualClock) {
     let clock = ManualClock::new(r.bars[0][0].t);
     let checks = crate::risk::RiskChecks::open(cfg, exec, &r.store).unwrap();
     let Rig { _dir, store, engine, bars } = r;
@@ -271,4 +275,24 @@ fn full_risk_checks_refuse_orders_trip_the_kill_switch_and_stop_out() {
     assert_eq!(sells, vec![("AAPL".to_string(), Side::Sell, o.qty.get().to_string())], "{cmds:?}");
     let Command::Submit(s) = &cmds[0] else { unreachable!() };
     assert_eq!(s.client_order_id, crate::domain::ClientOrderId::derive("stop", &crash.symbol, crash.t, 0));
+}
+
+/// The broker's fill of `o` at `price`, as trade updates.
+pub(super) fn fill_events(o: &OrderRequest, price: i64, t: DateTime<Utc>) -> Vec<Event> {
+    let order = crate::alpaca::event::BrokerOrder {
+        id: crate::domain::OrderId::new(&format!("b-{}", o.client_order_id)).unwrap(),
+        client_order_id: Some(o.client_order_id.clone()),
+        raw_client_order_id: o.client_order_id.to_string(),
+        symbol: o.symbol.clone(),
+        side: o.side,
+        qty: Some(o.qty.get()),
+        notional: None,
+        filled_qty: o.qty.get(),
+        filled_avg_price: Some(rust_decimal::Decimal::from(price)),
+        limit_price: None,
+        status: crate::domain::OrderStatus::Filled,
+        broker_status: "filled".into(),
+        created_at: None,
+    };
+    crate::backtest::sim::trade_updates(&order, o.qty.get(), t).into_iter().map(|u| Event::Order(Box::new(u))).collect()
 }

@@ -131,8 +131,10 @@ impl RiskChecks {
         let qty = req.qty.get();
         let held = ctx.held(&sym);
         let reducing = req.side == Side::Sell && qty <= held;
+        // A tripped kill switch refuses everything but position-reducing sells (stops, a flatten), under
+        // `halt` as under `flatten`.
         if let Some(k) = self.loss.tripped()
-            && !(reducing && k.action == KillSwitchAction::Flatten)
+            && !reducing
         {
             return Err(Refusal::KillSwitch { tripped_at: k.tripped_at, why: k.reason.clone() });
         }

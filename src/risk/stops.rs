@@ -5,7 +5,10 @@
 //! holding is to be sold and the symbol takes no buys for `cooldown_bars` more bars. Broker fills keep the
 //! holding and entry in step with the account; a reconciliation sets the holding to the broker's.
 //!
-//! Not persisted: after a restart the high-water mark starts again from the first price seen.
+//! A stop is disarmed only when its sell goes out (`restore` after a refused one). The engine syncs the
+//! holdings from the order manager after every reconciliation and fill, so a restart, an adopted position
+//! or an inferred fill has its stop. Not persisted: after a restart the high-water mark starts again from
+//! the last price seen.
 
 use crate::domain::{Side, Symbol};
 use crate::env::exec::{self, ExecParams, Position};
@@ -87,6 +90,12 @@ impl StopTracker {
         } else {
             pos.holding = qty;
         }
+    }
+
+    /// Puts back `symbol`'s state from before a bar whose stop-out could not be sold (refused, nothing to
+    /// sell): the stop stays armed and fires again on the next bar below the mark.
+    pub fn restore(&mut self, symbol: &Symbol, before: Position) {
+        self.book.insert(symbol.clone(), before);
     }
 
     /// Bars (this one included) during which `symbol` takes no buys.

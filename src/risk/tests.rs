@@ -313,8 +313,10 @@ fn the_kill_switch_trips_exactly_at_the_limit_and_stays_tripped_across_a_reopen(
         // A recovery does not untrip it.
         assert!(rc.on_equity(ny(11, 0), d("101000")).unwrap().is_none());
         assert_eq!(reason(rc.check(req("AAPL", Side::Buy, "1", 100.0), &Ctx::new().get())), "kill_switch");
+        // Under `halt` too, a sell that reduces a holding (a stop, a flatten) passes; nothing else does.
         let c = Ctx::new().hold("AAPL", "10", 100.0);
-        assert_eq!(reason(rc.check(req("AAPL", Side::Sell, "10", 100.0), &c.get())), "kill_switch", "halt");
+        assert_eq!(reason(rc.check(req("AAPL", Side::Sell, "10", 100.0), &c.get())), "approved", "halt");
+        assert_eq!(reason(rc.check(req("AAPL", Side::Sell, "11", 100.0), &c.get())), "kill_switch", "not reducing");
     }
     // Reopened (a restart), with flatten configured now: still tripped, under the action it tripped with.
     let mut flatten = cfg();
@@ -325,11 +327,8 @@ fn the_kill_switch_trips_exactly_at_the_limit_and_stays_tripped_across_a_reopen(
         assert_eq!(k.tripped_at, ny(10, 5));
         assert_eq!(reason(rc.check(req("AAPL", Side::Buy, "1", 100.0), &Ctx::new().get())), "kill_switch");
         let c = Ctx::new().hold("AAPL", "10", 100.0);
-        assert_eq!(
-            reason(rc.check(req("AAPL", Side::Sell, "10", 100.0), &c.get())),
-            "kill_switch",
-            "halt when tripped"
-        );
+        // Tripped under halt: reducing sells pass, but no flatten is planned.
+        assert_eq!(reason(rc.check(req("AAPL", Side::Sell, "10", 100.0), &c.get())), "approved");
         assert!(rc.flatten_plan(&c.positions).is_empty());
     }
     let store = Store::open(dir.path()).unwrap();

@@ -188,7 +188,7 @@ async fn wrong_keys_are_fatal_without_retries() {
     let e = tokio::time::timeout(Duration::from_secs(5), feed.next()).await.unwrap().unwrap_err();
     assert!(matches!(&e, FeedError::Auth { msg, .. } if msg == "auth failed"), "{e:?}");
     assert!(e.is_fatal() && e.to_string().contains("APCA_API_KEY_ID"));
-    assert!(matches!(feed.next().await, Err(FeedError::Stopped)));
+    assert!(matches!(feed.next().await, Err(FeedError::Died)), "after its fatal error the stream task is gone");
     assert_eq!(fake.market_connections(), 1);
 }
 

@@ -1,0 +1,121 @@
+//! The engine's account between snapshots (issue 23): fills move cash at once and only once, a working
+//! order blocks a second one on the same side, holdings outside the configured symbols count in equity,
+//! stops follow reconciled holdings, stay armed when their sell is refused, and pass a `halt` kill switch.
+
+use super::tests::{feed, fill_events, rig, risk_cfg, snapshot, submits, with_risk};
+use super::*;
+use crate::domain::{OrderRequest, Side, Symbol};
+use crate::env::ExecParams;
+use crate::features::FeatureSpec;
+use rust_decimal::Decimal;
+
+/// A rig with the full risk checks, warmed up and reconciled at 100,000 cash; the clock at bar `w`.
+fn ready(exec: &ExecParams) -> (super::tests::Rig, ManualClock, usize) {
+    let w = FeatureSpec::default().warmup();
+    let (mut r, clock) = with_risk(rig(StrategyMode::Ppo, None), &risk_cfg("1000000"), exec);
+    for d in 0..w {
+        clock.set(r.bars[0][d].t);
+        feed(&mut r.engine, &r.bars, d);
+    }
+    r.engine.process(snapshot(100_000));
+    clock.set(r.bars[0][w].t);
+    (r, clock, w)
+}
+
+fn first_submit(cmds: &[Command]) -> OrderRequest {
+    match cmds.first() {
+        Some(Command::Submit(o)) => o.get().clone(),
+        other => panic!("no submit: {other:?}"),
+    }
+}
+
+#[test]
+fn a_fill_moves_cash_at_once_fees_included_and_a_duplicate_fill_once() {
+    let exec = ExecParams { max_trade: 20.0, fee_bps: 10.0, ..ExecParams::default() };
+    let (mut r, _clock, w) = ready(&exec);
+    let o = first_submit(&feed(&mut r.engine, &r.bars, w));
+    let events = fill_events(&o, 50, r.bars[0][w].t);
+    for ev in events.clone() {
+        r.engine.process(ev);
+    }
+    let spent = 20.0 * 50.0 * (1.0 + 10.0 / 10_000.0);
+    assert!((r.engine.cash() - (100_000.0 - spent)).abs() < 1e-9, "cash {}", r.engine.cash());
+    // The same fill reported again (a reconnect replays the stream): counted once.
+    for ev in events {
+        r.engine.process(ev);
+    }
+    assert!((r.engine.cash() - (100_000.0 - spent)).abs() < 1e-9, "cash {}", r.engine.cash());
+    // Equity moves with the price, not with the fill: cash + 20 units at the last close.
+    let close = r.bars[0][w].c;
+    assert!((r.engine.equity() - (100_000.0 - spent + 20.0 * close)).abs() < 1e-6);
+}
+
+#[test]
+fn a_working_buy_blocks_another_buy_of_the_symbol() {
+    let (mut r, clock, w) = ready(&ExecParams { max_trade: 20.0, ..ExecParams::default() });
+    let o = first_submit(&feed(&mut r.engine, &r.bars, w));
+    assert_eq!(o.side, Side::Buy);
+    // Not filled yet (queued at the broker): the next bar wants +1 on AAPL again.
+    clock.set(r.bars[0][w + 1].t);
+    assert!(submits(&feed(&mut r.engine, &r.bars, w + 1)).is_empty(), "a second buy on an unfilled one");
+    assert_eq!(r.engine.take_refusals(), vec![(Symbol::new("AAPL").unwrap(), "working_order")]);
+    // Filled: the next bar may buy again.
+    for ev in fill_events(&o, 50, r.bars[0][w].t) {
+        r.engine.process(ev);
+    }
+    clock.set(r.bars[0][w + 2].t);
+    assert_eq!(submits(&feed(&mut r.engine, &r.bars, w + 2)).len(), 1);
+}
+
+#[test]
+fn holdings_outside_the_configured_symbols_count_in_equity() {
+    let (mut r, _clock, _w) = ready(&ExecParams::default());
+    let snap = BrokerSnapshot {
+        cash: Decimal::from(50_000),
+        equity: Decimal::from(80_000),
+        positions: vec![(Symbol::new("TSLA").unwrap(), Decimal::from(100))],
+        ..Default::default()
+    };
+    r.engine.process(Event::Reconciled(Box::new(snap)));
+    assert!((r.engine.equity() - 80_000.0).abs() < 1e-6, "equity {}", r.engine.equity());
+}
+
+#[test]
+fn stops_follow_reconciled_holdings_stay_armed_when_refused_and_pass_halt() {
+    let exec = ExecParams { max_trade: 20.0, trailing_stop: 0.05, cooldown_bars: 3, ..ExecParams::default() };
+    let (mut r, clock, w) = ready(&exec);
+    let aapl = Symbol::new("AAPL").unwrap();
+    // 30 units found at the broker (bought by hand, or before a restart): no fill event ever came.
+    let snap = BrokerSnapshot {
+        cash: Decimal::from(98_500),
+        equity: Decimal::from(100_000),
+        positions: vec![(aapl.clone(), Decimal::from(30))],
+        ..Default::default()
+    };
+    r.engine.process(Event::Reconciled(Box::new(snap)));
+    assert_eq!(r.engine.oms().position(&aapl), Decimal::from(30));
+    // The day opens (and buys 20 more, left working); then the kill switch trips under `halt` (-10%).
+    assert_eq!(submits(&feed(&mut r.engine, &r.bars, w)).len(), 1);
+    let low = BrokerSnapshot {
+        cash: Decimal::from(88_500),
+        equity: Decimal::from(90_000),
+        positions: vec![(aapl.clone(), Decimal::from(30))],
+        ..Default::default()
+    };
+    r.engine.process(Event::Reconciled(Box::new(low)));
+    feed(&mut r.engine, &r.bars, w);
+    assert!(r.engine.risk().unwrap().kill_switch().is_some(), "tripped");
+    // A close far under the high on a stale bar: the stop fires, its sell is refused (stale), it stays armed.
+    let mut crash = r.bars[0][w + 1].clone();
+    crash.c = r.bars[0][w].c * 0.8;
+    clock.set(crash.t + chrono::Duration::days(10));
+    let cmds = r.engine.process(Event::Bar(crash.clone()));
+    assert!(submits(&cmds).is_empty(), "a stale bar's sell is refused: {cmds:?}");
+    // The next bar, still under the mark and fresh: the armed stop sells the whole holding, through the
+    // tripped `halt` kill switch (it reduces the position).
+    let mut next = r.bars[0][w + 2].clone();
+    next.c = crash.c;
+    clock.set(next.t);
+    let sells = submits(&r.engine.process(Event::Bar(next)));
+    assert_eq!(sells, vec![("AAPL".to_string(), Side::Sell, "30".to_string())]);
+}
