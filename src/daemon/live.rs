@@ -61,6 +61,7 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
         // An order POST in flight at SIGTERM is awaited (up to broker_timeout) and its answer recorded.
         shutdown_deadline: config.alpaca.request_timeout * 4 + std::time::Duration::from_secs(10),
         handle_signals: false,
+        max_order_age: config.risk.max_bar_age,
         ..RunnerConfig::default()
     };
     let result = rt.block_on(async {

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 /// as never sent at once.
 pub(super) async fn execute<B: Broker>(
     mut broker: B,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    mut commands: mpsc::Receiver<Command>,
     events: mpsc::Sender<Event>,
     cfg: RunnerConfig,
     stop: CancellationToken,
@@ -48,7 +48,7 @@ pub(super) async fn execute<B: Broker>(
 
 /// At shutdown: the submits still queued go back to the core as `Event::NotSent`; the channel is closed
 /// so the core hears of any later one itself (`core_loop`).
-async fn not_sent(mut commands: mpsc::UnboundedReceiver<Command>, events: &mpsc::Sender<Event>) {
+async fn not_sent(mut commands: mpsc::Receiver<Command>, events: &mpsc::Sender<Event>) {
     commands.close();
     while let Ok(c) = commands.try_recv() {
         if let Command::Submit(o) = c {
@@ -62,6 +62,17 @@ async fn not_sent(mut commands: mpsc::UnboundedReceiver<Command>, events: &mpsc:
 
 async fn submit<B: Broker>(broker: &mut B, o: RiskApproved<OrderRequest>, cfg: &RunnerConfig) -> Event {
     let id = o.client_order_id.clone();
+    // Its bar's age again, now that its turn has come (it may have waited behind a slow broker).
+    let age = chrono::Utc::now() - o.bar_time;
+    if age > chrono::Duration::from_std(cfg.max_order_age).unwrap_or(chrono::Duration::MAX) {
+        let reason = format!(
+            "stale at send: its bar closed {} s ago, more than the {} s allowed (risk.max_bar_age_secs)",
+            age.num_seconds(),
+            cfg.max_order_age.as_secs()
+        );
+        log::warn!("runner: order {id} not sent: {reason}");
+        return Event::SubmitFailed { client_order_id: id, reason, retriable: false };
+    }
     match tokio::time::timeout(cfg.broker_timeout, broker.submit(o)).await {
         Ok(Ok(order)) => Event::Order(Box::new(answer_as_update(order))),
         Ok(Err(e)) => failed(id, &e),

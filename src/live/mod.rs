@@ -97,6 +97,11 @@ pub struct RunnerConfig {
     pub shutdown_deadline: Duration,
     /// Listen for SIGTERM and SIGINT (off in tests, where the token is enough).
     pub handle_signals: bool,
+    /// An order whose bar closed longer ago than this when its turn to be sent comes is not sent (it is
+    /// refused, "stale at send"): the risk checks' `max_bar_age`, checked again at the door.
+    pub max_order_age: Duration,
+    /// Commands waiting for the command task; a submit that finds the queue full is not sent.
+    pub queue: usize,
 }
 
 impl Default for RunnerConfig {
@@ -107,6 +112,8 @@ impl Default for RunnerConfig {
             reconcile_retry: Duration::from_secs(2),
             shutdown_deadline: Duration::from_secs(20),
             handle_signals: true,
+            max_order_age: Duration::from_secs(3600),
+            queue: 256,
         }
     }
 }
@@ -144,7 +151,7 @@ where
     B: Broker + 'static,
 {
     let (ev_tx, ev_rx) = mpsc::channel::<Event>(4096);
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel::<Command>();
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(cfg.queue.max(1));
     let on_end = CancelOnDrop(shutdown.clone());
     let core_thread = std::thread::Builder::new()
         .name("tradebot-core".into())
@@ -182,20 +189,30 @@ where
 }
 
 /// The core thread: events in, commands out, until every event sender is gone.
-fn core_loop<C: Core>(mut core: C, mut events: mpsc::Receiver<Event>, commands: mpsc::UnboundedSender<Command>) -> C {
+fn core_loop<C: Core>(mut core: C, mut events: mpsc::Receiver<Event>, commands: mpsc::Sender<Command>) -> C {
+    use mpsc::error::TrySendError;
     while let Some(ev) = events.blocking_recv() {
         let mut out = core.process(ev);
         while !out.is_empty() {
             let mut more = Vec::new();
             for c in out {
-                match commands.send(c) {
+                match commands.try_send(c) {
                     Ok(()) => {}
-                    // The command task has stopped (shutdown): an order it will never send is recorded so.
-                    Err(mpsc::error::SendError(Command::Submit(o))) => {
-                        log::info!("runner: order {} not sent: shutting down", o.client_order_id);
+                    // The command task has stopped (shutdown), or is so far behind that the queue is full
+                    // (the broker is not answering): an order that will not be sent now is recorded so.
+                    Err(TrySendError::Closed(Command::Submit(o)) | TrySendError::Full(Command::Submit(o))) => {
+                        log::warn!("runner: order {} not sent: the command queue is closed or full", o.client_order_id);
                         more.extend(core.process(Event::NotSent { client_order_id: o.client_order_id.clone() }));
                     }
-                    Err(_) => log::debug!("runner: command dropped, the command task has stopped"),
+                    Err(TrySendError::Full(c)) => {
+                        // Reconcile and cancel are never dropped: wait for room (the queue drains).
+                        if commands.blocking_send(c).is_err() {
+                            log::debug!("runner: command dropped, the command task has stopped");
+                        }
+                    }
+                    Err(TrySendError::Closed(_)) => {
+                        log::debug!("runner: command dropped, the command task has stopped")
+                    }
                 }
             }
             out = more;

@@ -119,6 +119,8 @@ fn start() -> Rig {
         broker_timeout: Duration::from_secs(2),
         reconcile_retry: Duration::from_millis(10),
         handle_signals: false,
+        // The bars are from 2023.
+        max_order_age: Duration::from_secs(1 << 32),
         ..RunnerConfig::default()
     };
     let run =
@@ -228,8 +230,57 @@ fn quick_cfg() -> RunnerConfig {
         reconcile_retry: Duration::from_millis(10),
         shutdown_deadline: Duration::from_secs(5),
         handle_signals: false,
+        max_order_age: Duration::from_secs(1 << 32),
         ..RunnerConfig::default()
     }
+}
+
+/// A rig whose runner refuses orders older than `max_order_age` at send, and queues at most `queue`.
+fn start_with(max_order_age: Duration, queue: usize) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let clock = ManualClock::new(DateTime::from_timestamp(1_700_000_000, 0).unwrap());
+    let oms = Oms::open(&store, Box::new(clock), OmsConfig::default()).unwrap();
+    let core = ScriptedCore::new(oms, Qty::new(Decimal::ONE).unwrap(), Decimal::from(1000), 0);
+    let (feed, feed_rx) = mpsc::unbounded_channel();
+    let (updates, upd_rx) = mpsc::unbounded_channel();
+    let broker = MemBroker::default();
+    let stop = CancellationToken::new();
+    let cfg = RunnerConfig { max_order_age, queue, ..quick_cfg() };
+    let run =
+        tokio::spawn(super::run(core, ChanFeed(feed_rx), ChannelUpdates(upd_rx), broker.clone(), cfg, stop.clone()));
+    Rig { feed, updates, broker, stop, run, _dir: dir }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_stale_at_its_turn_is_not_sent_and_a_full_queue_sends_nothing_late() {
+    // Bars from 2023 and a one-hour limit: refused at the door, recorded rejected at once.
+    let rig = start_with(Duration::from_secs(3600), 256);
+    until("the first reconciliation", || rig.broker.state().snapshots == 1).await;
+    rig.feed.send(bar("AAPL", 0)).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rig.stop.cancel();
+    let core = rig.run.await.unwrap().unwrap().core;
+    assert!(rig.broker.state().orders.is_empty(), "a stale order went out");
+    let id = ClientOrderId::derive(ScriptedCore::STRATEGY, &Symbol::new("AAPL").unwrap(), bar_time(0), 0);
+    let o = core.oms().order(&id).unwrap();
+    assert_eq!(o.status, OrderStatus::Rejected, "{o:?}");
+    assert!(o.note.as_deref().is_some_and(|n| n.contains("stale at send")), "{o:?}");
+
+    // A broker so slow that the queue (2) fills: the orders beyond it are recorded not sent, none goes
+    // out late.
+    let rig = start_with(Duration::from_secs(1 << 32), 2);
+    until("the first reconciliation", || rig.broker.state().snapshots == 1).await;
+    rig.broker.state().submit_delay = Duration::from_millis(400);
+    for m in 0..8 {
+        rig.feed.send(bar("AAPL", m)).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rig.stop.cancel();
+    let core = rig.run.await.unwrap().unwrap().core;
+    let notes: Vec<String> = core.oms().orders().filter_map(|o| o.note.clone()).collect();
+    assert!(notes.iter().filter(|n| n.starts_with("not_sent")).count() >= 5, "{notes:?}");
+    assert!(rig.broker.state().orders.len() <= 1, "only the POST in flight: {}", rig.broker.state().orders.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

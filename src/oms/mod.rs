@@ -8,7 +8,8 @@
 //!  submit(RiskApproved<OrderRequest>)  -> Some(Command::Submit)   order stored in PendingNew, flushed
 //!                                      -> None                    this client_order_id was recorded before
 //!  on_update(&OrderUpdate)             transition table, fills exactly once, positions
-//!  on_submit_failed(id, reason, retriable), cancel(id), on_broker_reconnected() (not ready again)
+//!  on_submit_failed(id, reason, retriable), cancel(id), on_broker_reconnected() (both not ready again
+//!                                      until the next reconciliation)
 //! ```
 //!
 //! **Idempotent submission.** The engine derives the client_order_id from the decision
@@ -229,7 +230,10 @@ impl Oms {
     ) -> Result<Vec<Command>, OmsError> {
         let status = self.orders.get(id).map(|o| o.status).ok_or_else(|| OmsError::UnknownOrder(id.clone()))?;
         if retriable {
-            log::warn!("oms: submit of {id} failed, outcome unknown ({reason}); reconciling");
+            // Not ready until the broker's view is back: bars meanwhile record no orders sized on holdings
+            // that may be stale, so nothing queues up to go out in a burst when the broker answers again.
+            log::warn!("oms: submit of {id} failed, outcome unknown ({reason}); no new orders until reconciled");
+            self.ready = false;
             return Ok(vec![Command::Reconcile]);
         }
         match status.apply(OrderEvent::Rejected) {

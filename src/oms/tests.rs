@@ -281,6 +281,11 @@ fn submit_failures_reject_or_ask_for_reconciliation() {
     let cmds = h.oms().on_submit_failed(&b.client_order_id, "timeout", true).unwrap();
     assert_eq!(cmds, vec![Command::Reconcile]);
     assert_eq!(h.oms().order(&b.client_order_id).unwrap().status, OrderStatus::PendingNew);
+    // An outcome unknown: no new order until the broker's view is back (no stale burst).
+    assert!(!h.oms().ready());
+    assert!(matches!(h.oms().submit(request("IBM", 0, Side::Buy, 5)), Err(OmsError::NotReady)));
+    h.oms().reconcile(&BrokerSnapshot::default()).unwrap();
+    assert!(h.oms().ready());
     assert_eq!(h.oms().on_broker_reconnected(), Command::Reconcile);
     assert!(!h.oms().ready());
 }

@@ -75,6 +75,9 @@ kind = "alpaca"
 kind = "alpaca"
 [strategy]
 mode = "scripted"
+[risk]
+# The bars are from 2024: old, so the runner's stale-at-send check would refuse every order.
+max_bar_age_secs = 1000000000
 "#,
             state = dir.path().join("state").display().to_string(),
             http = fake.http_url(),
