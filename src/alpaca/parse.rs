@@ -72,11 +72,20 @@ fn opt_time(field: &'static str, s: &Option<String>) -> Result<Option<DateTime<U
     s.as_deref().map(|s| time(field, s)).transpose()
 }
 
-/// A decimal sent as a JSON string.
+/// The largest magnitude a broker number may have: 10^12 (a trillion dollars or units), far beyond any
+/// account, so that the order manager's sums and products of quantities and prices (up to ~10^24) never
+/// overflow a `Decimal` (~7.9 x 10^28), which would panic.
+pub const MAX_ABS: Decimal = Decimal::from_parts(3_567_587_328, 232, 0, false, 0);
+
+/// A decimal sent as a JSON string, within `MAX_ABS`.
 pub fn decimal(field: &'static str, s: &str) -> Result<Decimal, ParseError> {
-    Decimal::from_str(s.trim())
+    let d = Decimal::from_str(s.trim())
         .or_else(|_| Decimal::from_scientific(s.trim()))
-        .map_err(|_| field_err(field, s, "is not a decimal number"))
+        .map_err(|_| field_err(field, s, "is not a decimal number"))?;
+    if d.abs() > MAX_ABS {
+        return Err(field_err(field, s, "is out of range (magnitude above 10^12)"));
+    }
+    Ok(d)
 }
 
 fn opt_decimal(field: &'static str, s: &Option<String>) -> Result<Option<Decimal>, ParseError> {

@@ -288,6 +288,20 @@ impl Config {
                 alpaca.trading_url.as_str()
             ));
         }
+        // The same for the order-updates stream, which lives on the trading host.
+        let updates_host = alpaca.trade_updates_url.host_str().unwrap_or_default().to_string();
+        if mode == Mode::Paper && updates_host == "api.alpaca.markets" {
+            c.problem(format!(
+                "alpaca.trade_updates_url = {:?}: that is the live host but mode = \"paper\"; use {DEFAULT_TRADE_UPDATES_URL_PAPER} or set mode = \"live\"",
+                alpaca.trade_updates_url.as_str()
+            ));
+        }
+        if mode == Mode::Live && updates_host.starts_with("paper-api.") {
+            c.problem(format!(
+                "alpaca.trade_updates_url = {:?}: that is the paper host but mode = \"live\"; use {DEFAULT_TRADE_UPDATES_URL_LIVE} or set mode = \"paper\"",
+                alpaca.trade_updates_url.as_str()
+            ));
+        }
 
         let m = raw.market;
         let mut symbols = Vec::new();

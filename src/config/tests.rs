@@ -57,6 +57,15 @@ fn paper_and_live_hosts_cannot_be_mixed() {
     assert!(e.to_string().contains("needs broker.kind = \"alpaca\""), "{e}");
     let c = parse(&format!("mode = \"live\"\n{MIN}[broker]\nkind = \"alpaca\"\n")).unwrap();
     assert_eq!(c.alpaca.trading_url.as_str(), "https://api.alpaca.markets/");
+    // The order-updates stream too: a paper config listening to the live account's orders is refused.
+    let e = parse(&format!("{MIN}[alpaca]\ntrade_updates_url = \"wss://api.alpaca.markets/stream\"\n")).unwrap_err();
+    assert!(e.to_string().contains("alpaca.trade_updates_url") && e.to_string().contains("live host"), "{e}");
+    let live = "mode = \"live\"\n";
+    let e = parse(&format!(
+        "{live}{MIN}[broker]\nkind = \"alpaca\"\n[alpaca]\ntrade_updates_url = \"wss://paper-api.alpaca.markets/stream\"\n"
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("alpaca.trade_updates_url") && e.to_string().contains("paper host"), "{e}");
 }
 
 #[test]

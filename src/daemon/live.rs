@@ -293,7 +293,8 @@ impl<F: MarketFeed + Send> MarketFeed for CountingFeed<F> {
 /// within `timeout`; failures are logged (the next start's reconciliation sees what the broker did).
 async fn cancel_open_orders(rest: &RestClient, oms: &Oms, timeout: std::time::Duration) {
     let mut broker = AlpacaBroker::new(rest.clone());
-    let open: Vec<_> = oms.open_orders().map(|o| o.client_order_id.clone()).collect();
+    // Ours only: an order placed by hand (adopted at reconciliation) is the user's to cancel.
+    let open: Vec<_> = oms.open_orders().filter(|o| !o.adopted).map(|o| o.client_order_id.clone()).collect();
     for id in open {
         match tokio::time::timeout(timeout, crate::broker::Broker::cancel(&mut broker, &id)).await {
             Ok(Ok(())) => log::info!("shutdown: cancel of {id} sent (broker.cancel_on_shutdown)"),

@@ -40,12 +40,17 @@ impl ClientOrderId {
         Ok(ClientOrderId(s.to_string()))
     }
 
-    /// `tb-{strategy}-{symbol}-{bar unix seconds}-{seq}`; strategy is cut to 8 characters, the symbol's
-    /// `/` becomes `_`. The longest possible result (8-char strategy, 15-char symbol, 11-digit time, u16
-    /// sequence) is 45 characters.
+    /// `tb-{strategy}-{symbol}-{bar unix seconds}-{seq}`; the strategy's letters and digits, and when
+    /// there are more than 8, their first 4 and 4 hex digits of their CRC-32 (so "momentum-fast" and
+    /// "momentum-slow" do not collide); the symbol's `/` becomes `_`. The longest possible result (8-char
+    /// strategy, 15-char symbol, 11-digit time, u16 sequence) is 45 characters.
     pub fn derive(strategy: &str, symbol: &Symbol, bar_time: DateTime<Utc>, seq: u16) -> Self {
-        let strat: String = strategy.chars().filter(|c| c.is_ascii_alphanumeric()).take(8).collect();
-        let strat = if strat.is_empty() { "s".to_string() } else { strat };
+        let full: String = strategy.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+        let strat = match full.len() {
+            0 => "s".to_string(),
+            1..=8 => full,
+            _ => format!("{}{:04x}", &full[..4], crc32fast::hash(full.as_bytes()) & 0xffff),
+        };
         let sym = symbol.as_str().replace('/', "_");
         ClientOrderId(format!("tb-{strat}-{sym}-{}-{seq}", bar_time.timestamp()))
     }
@@ -130,6 +135,12 @@ mod tests {
         assert_eq!(a, ClientOrderId::derive("ppo", &s, t, 0));
         assert_eq!(a.as_str(), "tb-ppo-BTC_USD-1700000000-0");
         assert_ne!(a, ClientOrderId::derive("ppo", &s, t, 1));
+        // Long names keep 4 letters and a hash: no collision between names sharing 8 first letters.
+        let fast = ClientOrderId::derive("momentum-fast", &s, t, 0);
+        let slow = ClientOrderId::derive("momentum-slow", &s, t, 0);
+        assert_ne!(fast, slow);
+        assert!(fast.as_str().starts_with("tb-mome") && fast.as_str().len() == slow.as_str().len(), "{fast}");
+        assert!(ClientOrderId::derive("engine", &s, t, 0).as_str().starts_with("tb-engine-"), "short names unchanged");
     }
 
     proptest! {

@@ -264,7 +264,8 @@ impl Engine {
             Ok(Some(k)) => {
                 log::error!("engine: kill switch tripped at {t}: {} ({:?})", k.reason, k.action);
                 let plan = r.checks.flatten_plan(&holdings);
-                if plan.is_empty() { Vec::new() } else { self.sell_all("flatten", t, plan) }
+                // Its own tag: a manual flatten of the same bar ("flatten") must not reuse these ids.
+                if plan.is_empty() { Vec::new() } else { self.sell_all("killsw", t, plan) }
             }
             Ok(None) => Vec::new(),
             Err(e) => {
@@ -437,7 +438,11 @@ impl Engine {
 
     fn order(&mut self, k: usize, w: Want, t: DateTime<Utc>, price: f64, rec: &mut DecisionRecord) -> Vec<Command> {
         let symbol = self.cfg.symbols[k].clone();
-        let Ok(qty) = Qty::from_f64(w.qty) else {
+        // Alpaca takes at most 9 decimal places: rounded down before risk sees it, so the approved order
+        // is the order sent.
+        let Ok(qty) = Qty::from_f64(w.qty)
+            .and_then(|q| Qty::new(q.get().round_dp_with_strategy(9, rust_decimal::RoundingStrategy::ToZero)))
+        else {
             log::warn!("engine: {symbol}: quantity {} is not a valid order size", w.qty);
             return Vec::new();
         };
@@ -517,11 +522,25 @@ impl Engine {
         }
     }
 
-    /// Sells every position (ids derived from strategy "flatten" and the clock's time), then pauses.
+    /// Cancels our working buys, then sells every position in the configured symbols (ids derived from
+    /// strategy "flatten" and the clock's time), then pauses. Positions and orders outside tradebot's
+    /// symbols, and orders placed by hand, are left alone.
     fn flatten(&mut self, now: DateTime<Utc>) -> Vec<Command> {
         self.paused = true;
-        let plan = self.oms.positions().into_iter().collect();
-        self.sell_all("flatten", now, plan)
+        let ours = |s: &Symbol| self.cfg.symbols.contains(s);
+        let buys: Vec<ClientOrderId> = self
+            .oms
+            .open_orders()
+            .filter(|o| o.side == Side::Buy && !o.adopted && ours(&o.symbol))
+            .map(|o| o.client_order_id.clone())
+            .collect();
+        let plan: Vec<(Symbol, Decimal)> = self.oms.positions().into_iter().filter(|(s, _)| ours(s)).collect();
+        let mut cmds = Vec::new();
+        for id in buys {
+            cmds.extend(self.oms_call(|oms| oms.cancel(&id).map(|c| c.into_iter().collect())));
+        }
+        cmds.extend(self.sell_all("flatten", now, plan));
+        cmds
     }
 
     /// Sells `plan`'s quantities (client order ids from `tag`). Risk lets sells that reduce a long position through, also with the kill

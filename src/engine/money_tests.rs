@@ -4,7 +4,7 @@
 
 use super::tests::{feed, fill_events, rig, risk_cfg, snapshot, submits, with_risk};
 use super::*;
-use crate::domain::{OrderRequest, Side, Symbol};
+use crate::domain::{OrderRequest, Qty, Side, Symbol};
 use crate::env::ExecParams;
 use crate::features::FeatureSpec;
 use rust_decimal::Decimal;
@@ -118,4 +118,37 @@ fn stops_follow_reconciled_holdings_stay_armed_when_refused_and_pass_halt() {
     clock.set(next.t);
     let sells = submits(&r.engine.process(Event::Bar(next)));
     assert_eq!(sells, vec![("AAPL".to_string(), Side::Sell, "30".to_string())]);
+}
+
+#[test]
+fn flatten_cancels_our_working_buys_and_sells_only_the_configured_symbols() {
+    let (mut r, clock, w) = ready(&ExecParams { max_trade: 20.0, ..ExecParams::default() });
+    let buy = first_submit(&feed(&mut r.engine, &r.bars, w));
+    // MSFT held (configured), TSLA held too (bought by hand: not ours to sell).
+    let snap = BrokerSnapshot {
+        cash: Decimal::from(90_000),
+        equity: Decimal::from(100_000),
+        positions: vec![
+            (Symbol::new("MSFT").unwrap(), Decimal::from(3)),
+            (Symbol::new("TSLA").unwrap(), Decimal::from(5)),
+        ],
+        ..Default::default()
+    };
+    r.engine.process(Event::Reconciled(Box::new(snap)));
+    clock.set(r.bars[0][w].t);
+    let cmds = r.engine.process(Event::Control(Control::Flatten));
+    assert!(matches!(&cmds[0], Command::Cancel(id) if *id == buy.client_order_id), "{cmds:?}");
+    assert_eq!(submits(&cmds), vec![("MSFT".to_string(), Side::Sell, "3".to_string())]);
+    // A kill-switch flatten and a manual one of the same bar do not share client order ids.
+    let Some(Command::Submit(sell)) = cmds.last() else { panic!("{cmds:?}") };
+    assert!(sell.client_order_id.as_str().starts_with("tb-flatten-"), "{}", sell.client_order_id);
+}
+
+#[test]
+fn fractional_quantities_are_rounded_down_to_nine_decimals() {
+    let q = Qty::from_f64(0.1).unwrap().get();
+    assert_eq!(q.to_string(), "0.1", "the shortest decimal, not 0.1000000000000000055...");
+    let rounded =
+        Qty::from_f64(1.0 / 3.0).unwrap().get().round_dp_with_strategy(9, rust_decimal::RoundingStrategy::ToZero);
+    assert_eq!(rounded.to_string(), "0.333333333");
 }

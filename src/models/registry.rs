@@ -52,11 +52,18 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RegistryError + '_ {
     move |source| RegistryError::Io { path: path.display().to_string(), source }
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename.
+/// Writes `bytes` to `path` through a temporary file and a rename, each on disk before it returns (the
+/// file's data, then the directory entry).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+    use std::io::Write;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
+    }
+    Ok(())
 }
 
 impl Registry {
@@ -150,8 +157,19 @@ impl Registry {
         Ok((ok, bad))
     }
 
+    /// The champion of `kind`. Two champions (a crash between crowning the new one and retiring the old):
+    /// the one the history names last as promoted, else the newest; the next promotion retires the other.
     pub fn champion(&self, kind: ModelKind) -> Result<Option<Manifest>, RegistryError> {
-        Ok(self.list()?.0.into_iter().find(|m| m.kind == kind && m.state == ModelState::Champion))
+        let mut champs: Vec<Manifest> =
+            self.list()?.0.into_iter().filter(|m| m.kind == kind && m.state == ModelState::Champion).collect();
+        if champs.len() <= 1 {
+            return Ok(champs.pop());
+        }
+        let history = self.history()?;
+        let named = history.iter().rev().find_map(|e| champs.iter().position(|m| m.id == e.promoted));
+        let pick =
+            named.unwrap_or_else(|| champs.iter().enumerate().max_by_key(|(_, m)| m.created_at).map_or(0, |(i, _)| i));
+        Ok(Some(champs.swap_remove(pick)))
     }
 
     fn set_state(&self, m: &mut Manifest, state: ModelState) -> Result<(), RegistryError> {
@@ -182,13 +200,21 @@ impl Registry {
         }
     }
 
+    /// Crowns `id` first (on disk), then retires every other champion of its kind, then records it: a
+    /// crash in between leaves two champions (resolved by `champion`), never none.
     fn switch(&self, id: &str, action: &str, reason: &str) -> Result<Manifest, RegistryError> {
         let (mut new, _) = self.load(id)?;
         let old = self.champion(new.kind)?;
-        if let Some(mut old) = old.clone().filter(|o| o.id != new.id) {
-            self.set_state(&mut old, ModelState::Retired)?;
-        }
         self.set_state(&mut new, ModelState::Champion)?;
+        let others: Vec<Manifest> = self
+            .list()?
+            .0
+            .into_iter()
+            .filter(|m| m.kind == new.kind && m.state == ModelState::Champion && m.id != new.id)
+            .collect();
+        for mut o in others {
+            self.set_state(&mut o, ModelState::Retired)?;
+        }
         self.record(&HistoryEntry {
             at: Utc::now(),
             kind: new.kind,

@@ -78,8 +78,18 @@ impl Registry {
                 report.imported.push(m.id.clone());
             }
         }
+        let history = self.history()?;
         for kind in [ModelKind::Ppo, ModelKind::Lstm] {
             if self.champion(kind)?.is_some() {
+                continue;
+            }
+            // A registry that has had champions of this kind and has none now was left so by someone or
+            // something: a shipped default is not crowned over that history behind the user's back.
+            if history.iter().any(|e| e.kind == kind) {
+                log::warn!(
+                    "models: no {} champion, but the registry has a history of them: none seeded; promote one with `tradebot models promote ID`",
+                    kind.as_str()
+                );
                 continue;
             }
             let of_kind: Vec<&Manifest> = shipped.iter().map(|(m, _)| m).filter(|m| m.kind == kind).collect();

@@ -150,3 +150,39 @@ fn the_shipped_ppo_model_seeds_a_champion_that_fits_the_default_pipeline() {
     m.check_inputs(&pipeline, &[TensorSpec { name: "obs".into(), shape: vec![-1, obs_dim] }], &syms).unwrap();
     assert!(r.load(&m.id).is_ok(), "hash verified after the import");
 }
+
+/// Sets a model's state on disk behind the registry's back (what a crash mid-promotion leaves).
+fn force_state(root: &std::path::Path, id: &str, state: &str) {
+    let path = root.join(id).join("manifest.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    v["state"] = serde_json::Value::String(state.into());
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn a_crash_mid_promotion_leaves_a_champion_and_history_blocks_auto_seeding() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let a = r.add(b"a", draft(ModelKind::Ppo)).unwrap();
+    let b = r.add(b"b", draft(ModelKind::Ppo)).unwrap();
+    r.promote(&a.id, "first").unwrap();
+    // B crowned, then the process died before A was retired and the history written.
+    force_state(dir.path(), &b.id, "champion");
+    assert_eq!(r.champion(ModelKind::Ppo).unwrap().unwrap().id, a.id, "the history's champion");
+    let c = r.add(b"c", draft(ModelKind::Ppo)).unwrap();
+    r.promote(&c.id, "next").unwrap();
+    assert_eq!(r.champion(ModelKind::Ppo).unwrap().unwrap().id, c.id);
+    for id in [&a.id, &b.id] {
+        assert_eq!(r.get(id).unwrap().state, ModelState::Retired, "{id}");
+    }
+    // No champion left (retired by hand): the shipped default is not seeded over the history.
+    force_state(dir.path(), &c.id, "retired");
+    let shipped_dir = tempfile::tempdir().unwrap();
+    let shipped = Registry::open(shipped_dir.path()).unwrap();
+    let s = shipped.add(b"shipped", draft(ModelKind::Ppo)).unwrap();
+    shipped.promote(&s.id, "default").unwrap();
+    let rep = r.seed_from(shipped_dir.path()).unwrap();
+    assert_eq!(rep.imported, vec![s.id.clone()]);
+    assert!(rep.champions.is_empty(), "{rep:?}");
+    assert!(r.champion(ModelKind::Ppo).unwrap().is_none());
+}

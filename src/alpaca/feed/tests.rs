@@ -213,3 +213,22 @@ async fn crypto_feed_handshake_and_bars() {
         assert!(b.symbol.is_crypto());
     }
 }
+
+#[tokio::test]
+async fn a_message_over_one_mib_drops_the_connection_instead_of_being_buffered() {
+    let fake = FakeAlpaca::start(0).await.unwrap();
+    let mut cfg = config(&fake, KEY_ID, &["AAPL"]);
+    cfg.backoff = Backoff { initial: Duration::from_millis(10), max: Duration::from_millis(50) };
+    let mut feed = AlpacaFeed::start(cfg, rest(&fake));
+    wait_connected(&mut feed).await;
+    let huge = format!("[{{\"T\":\"n\",\"headline\":\"{}\"}}]", "x".repeat(crate::alpaca::WS_MAX_MESSAGE + 10));
+    fake.send_market_raw(&huge);
+    let reason = loop {
+        if let FeedEvent::Disconnected { reason } = next(&mut feed).await {
+            break reason;
+        }
+    };
+    assert!(reason.to_lowercase().contains("too long") || reason.contains("limit"), "{reason}");
+    wait_connected(&mut feed).await;
+    assert_eq!(fake.market_connections(), 2, "reconnected after the drop");
+}

@@ -358,3 +358,17 @@ mod never_panics {
         }
     }
 }
+
+#[test]
+fn broker_numbers_beyond_a_trillion_are_refused_not_overflowed_later() {
+    use rust_decimal::Decimal;
+    assert_eq!(super::MAX_ABS, Decimal::from(1_000_000_000_000u64));
+    assert_eq!(super::decimal("qty", "1000000000000").unwrap(), super::MAX_ABS);
+    let e = super::decimal("qty", "79228162514264337593543950335").unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+    assert!(super::decimal("price", "-1e13").is_err());
+    // A trade update with such a fill is refused as one message, never a panic in the order manager.
+    let frame = br#"{"stream":"trade_updates","data":{"event":"fill","price":"1e20","qty":"1e20","order":{}}}"#;
+    let f = crate::alpaca::parse::updates_frame(frame);
+    assert!(f.items.is_empty() && !f.errors.is_empty(), "{f:?}");
+}

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout, timeout_at};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async_with_config};
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 type Tx = mpsc::Sender<Result<UpdatesEvent, UpdatesError>>;
@@ -52,7 +52,12 @@ pub(super) async fn run(cfg: UpdatesConfig, tx: Tx) {
 }
 
 async fn session(cfg: &UpdatesConfig, tx: &Tx, reconnect: bool, listening: &mut bool) -> End {
-    let mut ws = match timeout(cfg.io_timeout, connect_async(cfg.url.as_str())).await {
+    let mut ws = match timeout(
+        cfg.io_timeout,
+        connect_async_with_config(cfg.url.as_str(), Some(crate::alpaca::ws_limits()), true),
+    )
+    .await
+    {
         Ok(Ok((ws, _))) => ws,
         Ok(Err(e)) => return End::Lost(format!("connect: {e}")),
         Err(_) => return End::Lost("connect timed out".into()),
