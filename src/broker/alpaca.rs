@@ -22,12 +22,12 @@ use crate::alpaca::rest::{
     CancelOrder, GetAccount, GetAsset, GetOrderByClientId, ListAssets, ListOrders, ListOrdersQuery, ListPositions,
     NewOrder, OrderFilter, OrderKind, RestClient, RestError, Skipped, TimeInForce,
 };
-use crate::domain::{ClientOrderId, OrderRequest, OrderTif, Symbol};
+use crate::domain::{ClientOrderId, OrderId, OrderRequest, OrderTif, Symbol};
 use crate::engine::contract::BrokerSnapshot;
 use crate::risk::RiskApproved;
 use chrono::Utc;
 use rust_decimal::Decimal;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub struct AlpacaBroker {
     rest: RestClient,
@@ -105,6 +105,18 @@ impl AlpacaBroker {
                 _ => return Ok(out),
             }
         }
+    }
+
+    /// The orders of the lookback window and every open order.
+    async fn orders_since(&mut self, taken_at: chrono::DateTime<Utc>) -> Result<Vec<BrokerOrder>, BrokerError> {
+        let mut orders = self.list(OrderFilter::All, Some(taken_at - self.lookback)).await?;
+        let ids: HashSet<_> = orders.iter().map(|o| o.id.clone()).collect();
+        for o in self.list(OrderFilter::Open, None).await? {
+            if !ids.contains(&o.id) {
+                orders.push(o);
+            }
+        }
+        Ok(orders)
     }
 
     /// Logs each unreadable list element once.
@@ -212,21 +224,38 @@ impl Broker for AlpacaBroker {
     /// Cancellation-safe: read-only.
     async fn snapshot(&mut self) -> Result<BrokerSnapshot, BrokerError> {
         let taken_at = Utc::now();
-        let mut orders = self.list(OrderFilter::All, Some(taken_at - self.lookback)).await?;
-        let ids: HashSet<_> = orders.iter().map(|o| o.id.clone()).collect();
-        for o in self.list(OrderFilter::Open, None).await? {
-            if !ids.contains(&o.id) {
-                orders.push(o);
+        // Orders, positions and cash are separate calls: a fill between them would be counted in the
+        // positions but not in the orders (and again when its update arrives). The orders are listed again
+        // after the account; a snapshot is used only when no filled quantity moved in between.
+        let mut attempt = 0;
+        loop {
+            let orders = self.orders_since(taken_at).await?;
+            let listed = self.rest.issue::<ListPositions>(&()).await.map_err(|e| map_error(e, false))?;
+            self.report(&listed.skipped, "position");
+            let mut positions = Vec::with_capacity(listed.items.len());
+            for p in &listed.items {
+                positions.push((self.position_symbol(p).await?, p.qty));
             }
+            let account = self.rest.issue::<GetAccount>(&()).await.map_err(|e| map_error(e, false))?;
+            let again = self.orders_since(taken_at).await?;
+            let filled = |v: &[BrokerOrder]| -> BTreeMap<OrderId, Decimal> {
+                v.iter().map(|o| (o.id.clone(), o.filled_qty)).collect()
+            };
+            attempt += 1;
+            if filled(&orders) == filled(&again) || attempt >= 3 {
+                if attempt >= 3 && filled(&orders) != filled(&again) {
+                    log::warn!("broker: orders kept filling while the snapshot was taken (3 tries); using the last");
+                }
+                return Ok(BrokerSnapshot {
+                    orders: again,
+                    positions,
+                    cash: account.cash,
+                    equity: account.equity,
+                    taken_at: Some(taken_at),
+                });
+            }
+            log::info!("broker: an order filled while the snapshot was taken; taking it again");
         }
-        let listed = self.rest.issue::<ListPositions>(&()).await.map_err(|e| map_error(e, false))?;
-        self.report(&listed.skipped, "position");
-        let mut positions = Vec::with_capacity(listed.items.len());
-        for p in &listed.items {
-            positions.push((self.position_symbol(p).await?, p.qty));
-        }
-        let account = self.rest.issue::<GetAccount>(&()).await.map_err(|e| map_error(e, false))?;
-        Ok(BrokerSnapshot { orders, positions, cash: account.cash, equity: account.equity, taken_at: Some(taken_at) })
     }
 }
 

@@ -122,6 +122,22 @@ impl Book {
         o.updated_at = Some(now());
     }
 
+    /// Fills every open order at its symbol's price (orders held with `hold_orders` filling now, as at the
+    /// market's open). Returns how many filled.
+    pub fn fill_held(&mut self) -> usize {
+        let mut orders = std::mem::take(&mut self.orders);
+        let mut n = 0;
+        for o in orders.iter_mut().filter(|o| o.status == w::OrderStatus::New) {
+            let qty = o.qty.as_deref().and_then(|q| q.parse::<Decimal>().ok());
+            if let (Some(qty), Some(&price)) = (qty, self.prices.get(&o.symbol)) {
+                self.fill(o, qty, price);
+                n += 1;
+            }
+        }
+        self.orders = orders;
+        n
+    }
+
     pub fn find(&self, id: &str) -> Option<&w::Order> {
         let bare = |s: &str| s.replace('-', "");
         self.orders.iter().find(|o| o.id == id || bare(&o.id) == bare(id))

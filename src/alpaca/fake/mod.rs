@@ -37,6 +37,8 @@ pub enum Fault {
     ServerErrorAfterProcessing,
     /// Wait this long before handling the request.
     Slow(Duration),
+    /// Fill the held orders (`Book::fill_held`), then handle the request: a fill landing between two calls.
+    FillHeld,
 }
 
 /// What a client sent over REST, for assertions.

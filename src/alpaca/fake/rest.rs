@@ -75,6 +75,10 @@ async fn gate(State(app): State<App>, headers: HeaderMap, req: Request, next: Ne
             tokio::time::sleep(d).await;
             next.run(req).await
         }
+        Some(Fault::FillHeld) => {
+            app.lock().book.fill_held();
+            next.run(req).await
+        }
         Some(Fault::RateLimited { retry_after_secs }) => {
             let mut r = error(429, Some(42910000), "rate limit exceeded");
             let reset = Utc::now().timestamp().saturating_add_unsigned(retry_after_secs);

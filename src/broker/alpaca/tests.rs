@@ -180,3 +180,23 @@ async fn every_open_order_is_listed_beyond_one_page() {
     let ids: HashSet<_> = snap.orders.iter().map(|o| o.id.clone()).collect();
     assert_eq!((snap.orders.len(), ids.len()), (503, 503), "none capped, none twice");
 }
+
+#[tokio::test]
+async fn a_fill_between_the_order_list_and_the_positions_is_not_counted_twice() {
+    let (fake, mut broker) = fake().await;
+    fake.lock().book.hold_orders = true;
+    broker.submit(order("AAPL", 0, "2")).await.unwrap();
+    let lists_before = fake.count("GET", "/v2/orders");
+    // Requests of a snapshot: the order lists (all, open), then the positions: the held order fills just
+    // before the positions are read, after the orders were listed as unfilled.
+    fake.push_fault(Fault::Slow(std::time::Duration::ZERO));
+    fake.push_fault(Fault::Slow(std::time::Duration::ZERO));
+    fake.push_fault(Fault::FillHeld);
+    let snap = broker.snapshot().await.unwrap();
+    let aapl = Symbol::new("AAPL").unwrap();
+    let held = snap.positions.iter().find(|(s, _)| *s == aapl).map(|p| p.1);
+    assert_eq!(held, Some(Decimal::from(2)), "{snap:?}");
+    let o = snap.orders.iter().find(|o| o.symbol == aapl).unwrap();
+    assert_eq!((o.status, o.filled_qty), (OrderStatus::Filled, Decimal::from(2)), "orders and positions agree");
+    assert!(fake.count("GET", "/v2/orders") - lists_before >= 6, "taken again after the fill moved");
+}
