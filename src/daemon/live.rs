@@ -151,7 +151,8 @@ async fn engine(
     let tf = config.market.timeframe;
     let mut engine = Engine::new(cfg, store, oms, policy, probs)
         .context("building the engine")?
-        .with_risk(EngineRisk { checks, clock: Box::new(SystemClock), timeframe: tf, assets });
+        .with_risk(EngineRisk { checks, clock: Box::new(SystemClock), timeframe: tf, assets })
+        .with_gap_guard();
     // The last WARM_UP_BARS stored bars of each symbol (read from twice that span before its last bar).
     let mut warm = Vec::new();
     for s in &config.market.symbols {

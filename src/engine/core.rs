@@ -76,7 +76,17 @@ pub struct Engine {
     ticks: u64,
     risk: Option<EngineRisk>,
     refusals: Vec<(Symbol, &'static str)>,
+    /// Symbols paused after a price gap that looks like a split (see `PRICE_GAP`), until `Resume`.
+    gapped: Vec<bool>,
+    /// Whether price gaps pause a symbol (live bars; stored bars are split-adjusted and may hold real
+    /// crashes, which backtests must trade through as the env does).
+    gap_guard: bool,
 }
+
+/// A bar opening below 0.55 or above 1.8 times the previous close: almost always a split, a reverse split
+/// or a bad price, not a market move. Trading on it (a stop firing on a 2:1 split's "-50%") would lose
+/// money for nothing, so the symbol is paused and the log says why.
+const PRICE_GAP: (f64, f64) = (0.55, 1.8);
 
 /// The full risk checks (`risk::RiskChecks`) and what they need from outside the engine: the clock (for
 /// stale bars and market hours), the timeframe, and the broker's asset rules (symbols absent from the map
@@ -134,6 +144,8 @@ impl Engine {
             ticks: 0,
             risk: None,
             refusals: Vec::new(),
+            gapped: vec![false; a],
+            gap_guard: false,
             cfg,
             oms,
             policy,
@@ -145,6 +157,12 @@ impl Engine {
     /// daily loss limit (kill switch).
     pub fn with_risk(mut self, risk: EngineRisk) -> Self {
         self.risk = Some(risk);
+        self
+    }
+
+    /// Live bars: a price gap the size of a split pauses its symbol (`PRICE_GAP`) until `Resume`.
+    pub fn with_gap_guard(mut self) -> Self {
+        self.gap_guard = true;
         self
     }
 
@@ -298,6 +316,21 @@ impl Engine {
         let Some(k) = self.cfg.symbols.iter().position(|s| *s == bar.symbol) else {
             return Vec::new();
         };
+        if let Some(prev) = self.last[k].as_ref().filter(|p| self.gap_guard && p.t < bar.t && p.c > 0.0) {
+            let ratio = bar.o / prev.c;
+            if !self.gapped[k] && !(PRICE_GAP.0..=PRICE_GAP.1).contains(&ratio) {
+                log::error!(
+                    "engine: {} opens at {} against the previous close {} (x{ratio:.2}): a split or a bad price? \
+                     {} is paused (no stop, no order) until `tradebot resume`; a restart warms up on the \
+                     stored (split-adjusted) bars",
+                    bar.symbol,
+                    bar.o,
+                    prev.c,
+                    bar.symbol
+                );
+                self.gapped[k] = true;
+            }
+        }
         self.ready[k] = self.states[k].update_into(bar.o, bar.h, bar.l, bar.c, bar.v, &mut self.rows[k]);
         if let Some(p) = self.probs.as_mut() {
             p.on_bar(&bar);
@@ -305,7 +338,8 @@ impl Engine {
         let t = bar.t;
         // The trailing stop (the env's rule): a stop-out sells the holding now, and starts the cooldown.
         let before = self.risk.as_ref().map(|r| r.checks.stops().position(&bar.symbol));
-        let stop = self.risk.as_mut().and_then(|r| r.checks.on_bar(&bar.symbol, bar.c));
+        let stop =
+            if self.gapped[k] { None } else { self.risk.as_mut().and_then(|r| r.checks.on_bar(&bar.symbol, bar.c)) };
         let mut stop_cmds = Vec::new();
         if let Some(s) = stop {
             let held = self.oms.position(&s.symbol) - super::account::working_qty(&self.oms, &s.symbol, Side::Sell);
@@ -446,6 +480,12 @@ impl Engine {
             log::warn!("engine: {symbol}: quantity {} is not a valid order size", w.qty);
             return Vec::new();
         };
+        if self.gapped[k] {
+            let code = "price_gap";
+            self.refusals.push((symbol.clone(), code));
+            rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
+            return Vec::new();
+        }
         // At most one working order per symbol and side: a bar does not add a buy on an unfilled buy.
         if super::account::has_working(&self.oms, &symbol, w.side) {
             let code = "working_order";
@@ -617,6 +657,11 @@ impl crate::engine::Core for Engine {
             }
             Event::Control(Control::Resume) => {
                 self.paused = false;
+                for (k, g) in self.gapped.iter_mut().enumerate() {
+                    if std::mem::take(g) {
+                        log::warn!("engine: {} trades again (resumed after a price gap)", self.cfg.symbols[k]);
+                    }
+                }
                 Vec::new()
             }
             Event::Control(Control::Flatten) => {

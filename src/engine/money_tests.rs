@@ -152,3 +152,36 @@ fn fractional_quantities_are_rounded_down_to_nine_decimals() {
         Qty::from_f64(1.0 / 3.0).unwrap().get().round_dp_with_strategy(9, rust_decimal::RoundingStrategy::ToZero);
     assert_eq!(rounded.to_string(), "0.333333333");
 }
+
+#[test]
+fn a_split_sized_gap_pauses_the_symbol_instead_of_firing_its_stop() {
+    let exec = ExecParams { max_trade: 20.0, trailing_stop: 0.05, cooldown_bars: 3, ..ExecParams::default() };
+    let (r, clock, w) = ready(&exec);
+    let super::tests::Rig { _dir, store, engine, bars } = r;
+    let mut r = super::tests::Rig { _dir, store, engine: engine.with_gap_guard(), bars };
+    let aapl = Symbol::new("AAPL").unwrap();
+    let snap = BrokerSnapshot {
+        cash: Decimal::from(98_500),
+        equity: Decimal::from(100_000),
+        positions: vec![(aapl.clone(), Decimal::from(30))],
+        ..Default::default()
+    };
+    r.engine.process(Event::Reconciled(Box::new(snap)));
+    // A 2:1 split: the next bar opens and closes at half the price.
+    let mut split = r.bars[0][w].clone();
+    let half = r.bars[0][w - 1].c / 2.0;
+    (split.o, split.h, split.l, split.c) = (half, half, half, half);
+    clock.set(split.t);
+    let mut cmds = r.engine.process(Event::Bar(split));
+    cmds.extend(r.engine.process(Event::Bar(r.bars[1][w].clone())));
+    assert!(submits(&cmds).iter().all(|(s, _, _)| s != "AAPL"), "no stop, no order on the gapped symbol: {cmds:?}");
+    assert!(r.engine.take_refusals().contains(&(aapl.clone(), "price_gap")));
+    // `resume` lets it trade again (the prices stay at the split level).
+    r.engine.process(Event::Control(Control::Resume));
+    let mut next = r.bars[0][w + 1].clone();
+    (next.o, next.h, next.l, next.c) = (half, half * 1.01, half * 0.99, half);
+    clock.set(next.t);
+    let mut cmds = r.engine.process(Event::Bar(next));
+    cmds.extend(r.engine.process(Event::Bar(r.bars[1][w + 1].clone())));
+    assert!(!r.engine.take_refusals().iter().any(|(_, c)| *c == "price_gap"), "{cmds:?}");
+}
