@@ -78,6 +78,9 @@ pub struct Engine {
     refusals: Vec<(Symbol, &'static str)>,
     /// Symbols paused after a price gap that looks like a split (see `PRICE_GAP`), until `Resume`.
     gapped: Vec<bool>,
+    /// The last refusal reason per symbol: a refusal is logged at INFO when its reason is new for the
+    /// symbol, at DEBUG when it repeats (bar after bar, between approvals).
+    last_refusal: HashMap<Symbol, &'static str>,
     /// Whether price gaps pause a symbol (live bars; stored bars are split-adjusted and may hold real
     /// crashes, which backtests must trade through as the env does).
     gap_guard: bool,
@@ -145,6 +148,7 @@ impl Engine {
             risk: None,
             refusals: Vec::new(),
             gapped: vec![false; a],
+            last_refusal: HashMap::new(),
             gap_guard: false,
             cfg,
             oms,
@@ -506,13 +510,18 @@ impl Engine {
         let approved = match self.approve(req) {
             Ok(a) => a,
             Err((code, e)) => {
-                log::info!("engine: risk refused: {e}");
+                // At INFO when a symbol is refused for a new reason; the same reason again at DEBUG.
+                if self.last_refusal.insert(symbol.clone(), code) == Some(code) {
+                    log::debug!("engine: risk refused: {e}");
+                } else {
+                    log::info!("engine: risk refused: {e} (the same refusal again is logged at debug)");
+                }
                 self.refusals.push((symbol.clone(), code));
-                rec.note = Some(format!("{symbol} {}: refused: {code}", format!("{:?}", w.side).to_lowercase()));
+                rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
                 return Vec::new();
             }
         };
-        rec.orders.push((symbol.to_string(), format!("{:?}", w.side).to_lowercase(), w.qty));
+        rec.orders.push((symbol.to_string(), w.side.to_string(), w.qty));
         self.oms_call(|oms| oms.submit(approved).map(|c| c.into_iter().collect()))
     }
 

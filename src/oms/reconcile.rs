@@ -48,7 +48,7 @@ impl Oms {
         self.store.flush()?;
         self.ready = true;
         if report.is_clean() {
-            log::info!("oms: reconciled with the broker: no differences");
+            log::debug!("oms: reconciled with the broker: no differences");
         } else {
             log::warn!(
                 "oms: reconciled with the broker: {} changes, {} fills synthesised, {} lost orders",

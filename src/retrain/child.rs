@@ -30,6 +30,20 @@ impl Drop for GroupKill {
     }
 }
 
+/// A line of the child's stderr without the child's own timestamp, level and target (our logger adds
+/// its own), at the child's level: `2026-01-02T03:04:05.678Z INFO  tradebot::training::ppo: msg` is
+/// (Info, "msg"). Other lines are kept whole at INFO.
+fn child_line(line: &str) -> (log::Level, &str) {
+    let mut parts = line.splitn(3, char::is_whitespace);
+    let (Some(time), Some(level)) = (parts.next(), parts.next()) else { return (log::Level::Info, line) };
+    let (Ok(level), true) = (level.parse::<log::Level>(), time.ends_with('Z') && time.contains('T')) else {
+        return (log::Level::Info, line);
+    };
+    let rest = parts.next().unwrap_or("").trim_start();
+    let msg = rest.split_once(": ").filter(|(t, _)| !t.contains(' ')).map_or(rest, |(_, m)| m);
+    (level, msg)
+}
+
 /// Variables the training child may inherit: the system's basics, the native libraries' and the GPU's
 /// settings, logging, and tradebot's own non-secret ones. Everything else (APCA_* keys,
 /// CREDENTIALS_DIRECTORY, TRADEBOT_WEB_TOKEN, NOTIFY_SOCKET, ...) is dropped.
@@ -156,7 +170,8 @@ pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutc
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(l)) = lines.next_line().await {
-                log::info!("train: {l}");
+                let (level, msg) = child_line(&l);
+                log::log!(level, "train: {msg}");
             }
         });
     }
@@ -268,6 +283,15 @@ mod tests {
             gpu_memory_mb: 0,
             env: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_childs_log_lines_lose_their_own_timestamp_and_keep_their_level() {
+        let l = "2026-11-25T01:46:02.123Z INFO  tradebot::training::ppo: training PPO on cpu";
+        assert_eq!(child_line(l), (log::Level::Info, "training PPO on cpu"));
+        let w = "2026-11-25T01:46:02.123Z WARN  tradebot::training::lstm: no samples: MSFT";
+        assert_eq!(child_line(w), (log::Level::Warn, "no samples: MSFT"));
+        assert_eq!(child_line("thread panicked at x.rs:1"), (log::Level::Info, "thread panicked at x.rs:1"));
     }
 
     #[tokio::test]

@@ -97,7 +97,7 @@ impl DailyLoss {
                 let d = DayOpen { day, equity, at: now };
                 self.day_tree.insert(DAY_OPEN_KEY, &d)?;
                 self.store.flush()?;
-                log::info!("risk: trading day {day} opens with equity {equity}");
+                log::debug!("risk: trading day {day} opens with equity {equity:.2}");
                 self.day_open = Some(d);
                 equity
             }

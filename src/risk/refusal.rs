@@ -1,5 +1,6 @@
 //! `Refusal`: why the risk checks refused an order. Each variant has a stable `reason()` code (metrics
-//! count rejects by it; never rename one) and a Display that says what was wrong with which numbers.
+//! count rejects by it; never rename one) and a Display that says what was wrong with which numbers
+//! (money to the cent).
 
 use crate::domain::{Side, Symbol};
 use chrono::{DateTime, Utc};
@@ -23,15 +24,15 @@ pub enum Refusal {
     BelowMinimum { symbol: Symbol, qty: Decimal, min: Decimal },
     #[error("{symbol}: in cooldown after a trailing stop ({bars_left} more bars take no buys)")]
     Cooldown { symbol: Symbol, bars_left: u32 },
-    #[error("{symbol}: order notional {notional} is above risk.max_order_notional = {cap}")]
+    #[error("{symbol}: order notional {notional:.2} is above risk.max_order_notional = {cap:.2}")]
     OrderNotional { symbol: Symbol, notional: Decimal, cap: Decimal },
-    #[error("{symbol}: position would be worth {value}, above risk.max_position_pct of equity ({cap})")]
+    #[error("{symbol}: position would be worth {value:.2}, above risk.max_position_pct of equity ({cap:.2})")]
     PositionLimit { symbol: Symbol, value: Decimal, cap: Decimal },
-    #[error("{symbol}: gross exposure would be {gross}, above risk.max_gross_exposure_pct of equity ({cap})")]
+    #[error("{symbol}: gross exposure would be {gross:.2}, above risk.max_gross_exposure_pct of equity ({cap:.2})")]
     GrossExposure { symbol: Symbol, gross: Decimal, cap: Decimal },
-    #[error("{symbol}: buy of {notional} needs more cash than the {cash} available")]
+    #[error("{symbol}: buy of {notional:.2} needs more cash than the {cash:.2} available")]
     InsufficientCash { symbol: Symbol, notional: Decimal, cash: Decimal },
-    #[error("equity is {equity}: no buys while it is not above zero")]
+    #[error("equity is {equity:.2}: no buys while it is not above zero")]
     NoEquity { equity: Decimal },
     #[error("{symbol}: {side} of {qty} with {held} held would open a short position (long-only)")]
     WouldShort { symbol: Symbol, side: Side, qty: Decimal, held: Decimal },

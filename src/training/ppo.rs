@@ -120,7 +120,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         bail!("--steps 0: train for at least one step");
     }
     let mut ppo = Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), device)?;
-    log::info!("training PPO on {device:?} with the {} trainer", ppo.backend());
+    log::info!("training PPO on {} with the {} trainer", format!("{device:?}").to_lowercase(), ppo.backend());
     let per_update = (config.ppo.n_steps * env.num_envs()) as u64;
     let total_updates = total_steps.div_ceil(per_update).max(1);
     let ckpt_dir = config.state_dir.join("checkpoints").join("ppo");
