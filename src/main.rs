@@ -18,6 +18,13 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
+            // The reader went away (`tradebot status | head -1`): nothing is wrong, nothing to say.
+            let broken_pipe = |c: &(dyn std::error::Error + 'static)| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            };
+            if e.chain().any(broken_pipe) {
+                return ExitCode::SUCCESS;
+            }
             if let Some(ce) = e.downcast_ref::<ConfigError>() {
                 eprintln!("{ce}");
                 return ExitCode::from(EX_CONFIG);

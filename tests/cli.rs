@@ -240,3 +240,30 @@ fn a_damaged_store_exits_65_with_the_steps_and_restore_puts_it_back() {
     let o = tradebot(&["store", "check", "--config", cfg], &[]);
     assert!(o.status.success() && text(&o).contains("healthy"), "{}", text(&o));
 }
+
+#[test]
+fn a_closed_pipe_ends_output_quietly_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let cfg = cfg.to_str().unwrap();
+    let o = tradebot(&["data", "import", "data/stocks-daily-2000-2013.csv.gz", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    for args in [
+        &["data", "show", "AAPL", "--from", "2000-01-01", "--to", "2013-12-31", "--config", cfg][..],
+        &["status", "--config", cfg][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tradebot"))
+            .args(args)
+            .current_dir(root())
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader goes away before (or while) it writes: `| head -0`
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
+    }
+}

@@ -6,9 +6,18 @@ use super::load_config;
 use crate::control::{Request, StatusReport, client, socket_path};
 use crate::store::Store;
 use anyhow::{Context, bail};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+
+/// `writeln!` into the table's `String` (which cannot fail).
+macro_rules! w {
+    ($o:expr, $($t:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($o, $($t)*);
+    }};
+}
 
 pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     let config = load_config(config)?;
@@ -25,26 +34,23 @@ pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e).context("asking the daemon for its status"),
     };
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_report(&report);
-    }
+    let text = if json { serde_json::to_string_pretty(&report)? + "\n" } else { report_table(&report) };
+    // A closed pipe (`status | head -1`) is an io::Error, which `main` ends quietly; never a panic.
+    std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_report(s: &StatusReport) {
+/// The status as a table.
+fn report_table(s: &StatusReport) -> String {
+    let mut o = String::new();
     if s.daemon_running {
         let since = s.started_at.map(|t| format!(" since {t}")).unwrap_or_default();
-        println!("daemon:      running (pid {}{since}), {} mode: {}", s.pid, s.mode, s.activity);
+        w!(o, "daemon:      running (pid {}{since}), {} mode: {}", s.pid, s.mode, s.activity);
     } else {
-        println!(
-            "daemon:      not running ({} mode in the config); figures below are from the state directory",
-            s.mode
-        );
+        w!(o, "daemon:      not running ({} mode in the config); figures below are from the state directory", s.mode);
         match s.as_of {
-            Some(t) => println!("             equity, cash and prices as of {t}, the daemon's last status"),
-            None => println!("             (no status was ever published here: no equity, cash or prices)"),
+            Some(t) => w!(o, "             equity, cash and prices as of {t}, the daemon's last status"),
+            None => w!(o, "             (no status was ever published here: no equity, cash or prices)"),
         }
     }
     let f = &s.feed;
@@ -55,44 +61,45 @@ fn print_report(s: &StatusReport) {
     } else {
         "DISCONNECTED"
     };
-    println!("feed:        {} {conn}, {} bars, {} reconnects", f.kind, f.bars_received, f.reconnects);
+    w!(o, "feed:        {} {conn}, {} bars, {} reconnects", f.kind, f.bars_received, f.reconnects);
     for (sym, t) in &f.last_bar {
-        println!("  last bar   {sym:<8} {t}");
+        w!(o, "  last bar   {sym:<8} {t}");
     }
     if s.equity.is_finite() {
-        println!("equity:      {:.2} (cash {:.2}, today {:+.2})", s.equity, s.cash, s.pnl_today);
+        w!(o, "equity:      {:.2} (cash {:.2}, today {:+.2})", s.equity, s.cash, s.pnl_today);
     }
-    println!("positions:   {}", if s.positions.is_empty() { "none" } else { "" });
+    w!(o, "positions:   {}", if s.positions.is_empty() { "none" } else { "" });
     for p in &s.positions {
         if p.price.is_finite() {
-            println!("  {:<8} {:>12.4} @ {:>10.2} = {:>12.2}", p.symbol, p.qty, p.price, p.value);
+            w!(o, "  {:<8} {:>12.4} @ {:>10.2} = {:>12.2}", p.symbol, p.qty, p.price, p.value);
         } else {
-            println!("  {:<8} {:>12.4} (no price known)", p.symbol, p.qty);
+            w!(o, "  {:<8} {:>12.4} (no price known)", p.symbol, p.qty);
         }
     }
-    println!("open orders: {}", s.open_orders.len());
-    for o in &s.open_orders {
-        println!("  {} {} {} {} {}", o.client_order_id, o.symbol, o.side, o.qty, o.status);
+    w!(o, "open orders: {}", s.open_orders.len());
+    for ord in &s.open_orders {
+        w!(o, "  {} {} {} {} {}", ord.client_order_id, ord.symbol, ord.side, ord.qty, ord.status);
     }
     let m = &s.models;
-    println!("models:      ppo {}, lstm {}", m.ppo.as_deref().unwrap_or("none"), m.lstm.as_deref().unwrap_or("none"));
+    w!(o, "models:      ppo {}, lstm {}", m.ppo.as_deref().unwrap_or("none"), m.lstm.as_deref().unwrap_or("none"));
     if let Some(k) = &m.retraining {
-        println!("  retraining {k} now");
+        w!(o, "  retraining {k} now");
     }
     match &m.last_retrain {
         Some(r) => {
             let at = r.started_at.map(|t| t.to_string()).unwrap_or_default();
             let cand = r.candidate.as_deref().map(|c| format!(" (candidate {c})")).unwrap_or_default();
-            println!("  last retrain {at}: {}{cand}: {}", r.outcome, r.reason);
+            w!(o, "  last retrain {at}: {}{cand}: {}", r.outcome, r.reason);
         }
-        None => println!("  last retrain: never"),
+        None => w!(o, "  last retrain: never"),
     }
     if let Some(t) = m.next_retrain {
-        println!("  next retrain {t}");
+        w!(o, "  next retrain {t}");
     }
     let r = &s.risk;
     match (&r.kill_switch, &r.kill_reason) {
-        (true, reason) => println!("risk:        KILL SWITCH TRIPPED: {}", reason.as_deref().unwrap_or("")),
-        (false, _) => println!("risk:        kill switch clear{}", if r.paused { ", trading paused" } else { "" }),
+        (true, reason) => w!(o, "risk:        KILL SWITCH TRIPPED: {}", reason.as_deref().unwrap_or("")),
+        (false, _) => w!(o, "risk:        kill switch clear{}", if r.paused { ", trading paused" } else { "" }),
     }
+    o
 }

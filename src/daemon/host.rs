@@ -250,14 +250,17 @@ impl<P: RunPipeline> Host<P> {
                 Request::Status => Response::status(self.status(engine, account)),
                 Request::Pause => {
                     engine.process(Event::Control(Control::Pause));
+                    self.set_activity("paused: no new orders until `tradebot resume`");
                     Response::done("paused: no new orders until resume")
                 }
                 Request::Resume => {
                     engine.process(Event::Control(Control::Resume));
+                    self.set_activity("trading");
                     Response::done("resumed")
                 }
                 Request::Flatten => {
                     out.extend(engine.process(Event::Control(Control::Flatten)));
+                    self.set_activity("flattened and paused: no new orders until `tradebot resume`");
                     Response::done("flattening every position, then paused")
                 }
                 Request::Retrain { kind } => match self.retrainer.request(kind, "control socket", clock) {
