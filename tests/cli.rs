@@ -267,3 +267,26 @@ fn a_closed_pipe_ends_output_quietly_without_a_panic() {
         assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn outside_a_checkout_doctor_runs_without_a_config_and_status_says_how_to_name_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tradebot"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("TRADEBOT_CONFIG")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    if std::path::Path::new("/etc/tradebot/tradebot.toml").exists() {
+        panic!("/etc/tradebot/tradebot.toml exists on this machine: this test needs a machine without it");
+    }
+    let o = run(&["doctor"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("config:        none found") && text(&o).contains("onnxruntime:"), "{}", text(&o));
+    let o = run(&["status"]);
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    assert!(text(&o).contains("no config file found: pass --config FILE, or set TRADEBOT_CONFIG"), "{}", text(&o));
+}

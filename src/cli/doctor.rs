@@ -1,14 +1,20 @@
-//! `tradebot doctor`: loads each native library for real and says where it came from.
+//! `tradebot doctor`: loads each native library for real and says where it came from. It needs no
+//! config: without one (none named, none found) the libraries are looked for where they would be by
+//! default.
 
 use crate::config::Config;
 use anyhow::Context;
 use std::process::ExitCode;
 
-pub fn run(config: Config) -> anyhow::Result<ExitCode> {
+pub fn run(config: Option<Config>) -> anyhow::Result<ExitCode> {
     let venv = crate::native::pyenv_dir();
+    match &config {
+        Some(_) => println!("config:        found"),
+        None => println!("config:        none found (the defaults are checked)"),
+    }
     println!("python venv:   {}", venv.display());
-    let ort =
-        crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref()).context("loading ONNX Runtime")?;
+    let lib = config.as_ref().and_then(|c| c.runtime.onnxruntime_lib.as_deref());
+    let ort = crate::native::init_onnxruntime(lib).context("loading ONNX Runtime")?;
     println!("onnxruntime:   {}", ort.path.display());
     #[cfg(feature = "train")]
     {

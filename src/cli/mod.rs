@@ -302,10 +302,30 @@ pub fn default_config_path() -> PathBuf {
 }
 
 fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
+    let named = path.is_some();
     let path = path.unwrap_or_else(default_config_path);
+    if !named && !path.exists() {
+        return Err(ConfigError {
+            file: path,
+            problems: vec![
+                "no config file found: pass --config FILE, or set TRADEBOT_CONFIG; looked for ./config/tradebot.toml \
+                 and /etc/tradebot/tradebot.toml (`make install` puts one there)"
+                    .into(),
+            ],
+        });
+    }
     let c = Config::load(&path)?;
     crate::logging::init(c.log_level);
     Ok(c)
+}
+
+/// The config when one is named or found; `None` when none is named and none exists (commands that can
+/// work without one).
+fn optional_config(path: Option<PathBuf>) -> Result<Option<Config>, ConfigError> {
+    if path.is_none() && !default_config_path().exists() {
+        return Ok(None);
+    }
+    load_config(path).map(Some)
 }
 
 /// Runs one command. Errors carry their context; a `ConfigError` in the chain means exit code 78.
@@ -341,7 +361,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Data(cmd) => data::run(cmd),
         Command::Models(cmd) => models::run(cmd),
         Command::FakeAlpaca { port, symbols, price } => fake::run(port, &symbols, price),
-        Command::Doctor { config } => doctor::run(load_config(config)?),
+        Command::Doctor { config } => doctor::run(optional_config(config)?),
         Command::Risk(cmd) => risk::run(cmd),
         Command::Store(cmd) => store::run(cmd),
         Command::Retrain { config, kind, json } => retrain::run(config, kind, json),
