@@ -13,7 +13,7 @@ use crate::env::ExecParams;
 use crate::features::{FeatureSpec, FeatureState};
 use crate::oms::{Oms, OmsError};
 use crate::policy::PpoPolicy;
-use crate::risk::{AssetRules, Holding, RiskChecks, RiskContext, approve_notional};
+use crate::risk::{AssetRules, Holding, RiskChecks, RiskContext, approve_notional, approve_reducing_sell};
 use crate::store::{Store, TreeName, TypedTree, keys::time_key};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -279,7 +279,11 @@ impl Engine {
 
     /// The daily loss limit on this bar's equity; a trip under `flatten` sells everything now.
     fn on_equity(&mut self, t: DateTime<Utc>) -> Vec<Command> {
-        let equity = Decimal::from_f64_retain(self.equity()).unwrap_or_default();
+        // Never 0 for a NaN: that would read as a 100% loss and trip the kill switch for nothing.
+        let Some(equity) = Some(self.equity()).filter(|e| e.is_finite()).and_then(Decimal::from_f64_retain) else {
+            log::error!("engine: equity is {} at {t}: the daily loss limit is not checked on it", self.equity());
+            return Vec::new();
+        };
         let holdings = self.holdings();
         let Some(r) = self.risk.as_mut() else { return Vec::new() };
         match r.checks.on_equity(t, equity) {
@@ -536,7 +540,11 @@ impl Engine {
         let price = |s: &Symbol| closes.get(s).copied().unwrap_or(req.ref_price);
         let (positions, cash) = super::account::with_working(&self.oms, self.holdings(), self.cash, req.side, price);
         let ctx = RiskContext {
-            equity: Decimal::from_f64_retain(self.equity()).unwrap_or_default(),
+            // A NaN equity is 0 here: the buy limits then refuse (no buys while equity is not above zero).
+            equity: Some(self.equity())
+                .filter(|e| e.is_finite())
+                .and_then(Decimal::from_f64_retain)
+                .unwrap_or_default(),
             cash: Decimal::from_f64_retain(cash).unwrap_or_default(),
             positions: &positions,
             bar_time: req.bar_time,
@@ -610,7 +618,11 @@ impl Engine {
             };
             let approved = match &self.risk {
                 Some(_) => self.approve(req).map_err(|(_, e)| e),
-                None => approve_notional(req, Decimal::MAX).map_err(|e| e.to_string()),
+                None => {
+                    let held = self.oms.position(&req.symbol)
+                        - super::account::working_qty(&self.oms, &req.symbol, Side::Sell);
+                    approve_reducing_sell(req, held).map_err(|e| e.to_string())
+                }
             };
             match approved {
                 Ok(a) => cmds.extend(self.oms_call(|oms| oms.submit(a).map(|c| c.into_iter().collect()))),

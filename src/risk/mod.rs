@@ -31,7 +31,8 @@ pub use kill::{
     DAY_OPEN_KEY, DailyLoss, DayOpen, KILL_SWITCH_KEY, KillSwitchState, RiskError, clear as clear_kill_switch,
     stored_state,
 };
-pub use notional::{NotionalRefusal, approve_notional};
+pub use notional::NotionalRefusal;
+pub(crate) use notional::{approve_notional, approve_reducing_sell};
 pub use refusal::Refusal;
 pub use stops::{StopOut, StopTracker};
 
