@@ -1,20 +1,22 @@
 //! `Engine`: the trading core. Closed bars update the streaming features per symbol; when every
 //! configured symbol has its bar for a timestamp, the strategy decides (PPO observation built exactly as
-//! `env::VecEnv::observe`, cash from the broker's last snapshot, holdings from the OMS), orders pass risk
-//! and go out through the OMS with deterministic client order ids, sells before buys. Every decision is
-//! stored in the `decisions` tree. No order leaves before the OMS has reconciled, while paused, or after
-//! shutdown.
+//! `env::VecEnv::observe`, cash from the broker's last snapshot moved by the fills since, holdings from
+//! the OMS), orders pass risk and go out through the OMS with deterministic client order ids, sells before
+//! buys. Every decision is stored in the `decisions` tree. No order leaves before the OMS has reconciled,
+//! while paused, or after shutdown. This file holds the state, the bars and the decision; `orders` takes a
+//! wanted trade to the OMS, `events` answers every other event (`Core::process`), `account` holds the cash
+//! and working-order arithmetic.
 
+use super::Command;
 use super::strategy::{ProbSource, StrategyConfig, StrategyMode, Want, from_action, from_probs, vetoed};
-use super::{Command, Control, Event};
 use crate::domain::Timeframe;
-use crate::domain::{Bar, ClientOrderId, OrderRequest, OrderTif, Qty, Side, Symbol};
+use crate::domain::{Bar, Qty, Side, Symbol};
 use crate::env::ExecParams;
 use crate::features::{FeatureSpec, FeatureState};
-use crate::oms::{Oms, OmsError};
+use crate::oms::Oms;
 use crate::policy::PpoPolicy;
-use crate::risk::{AssetRules, Holding, RiskChecks, RiskContext, approve_notional, approve_reducing_sell};
-use crate::store::{Store, TreeName, TypedTree, keys::time_key};
+use crate::risk::{AssetRules, Holding, RiskChecks};
+use crate::store::{Store, TreeName, TypedTree};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
@@ -56,34 +58,34 @@ pub struct DecisionRecord {
 }
 
 pub struct Engine {
-    cfg: EngineConfig,
-    oms: Oms,
-    policy: Option<PpoPolicy>,
-    probs: Option<Box<dyn ProbSource>>,
-    states: Vec<FeatureState>,
-    rows: Vec<Vec<f32>>,
-    ready: Vec<bool>,
-    last: Vec<Option<Bar>>,
-    obs: Vec<f32>,
-    actions: Vec<f32>,
-    cash: f64,
+    pub(super) cfg: EngineConfig,
+    pub(super) oms: Oms,
+    pub(super) policy: Option<PpoPolicy>,
+    pub(super) probs: Option<Box<dyn ProbSource>>,
+    pub(super) states: Vec<FeatureState>,
+    pub(super) rows: Vec<Vec<f32>>,
+    pub(super) ready: Vec<bool>,
+    pub(super) last: Vec<Option<Bar>>,
+    pub(super) obs: Vec<f32>,
+    pub(super) actions: Vec<f32>,
+    pub(super) cash: f64,
     /// The broker's equity beyond cash and the configured symbols' positions at their last closes, as of
     /// the last snapshot: holdings outside the configured symbols (0 when there are none).
-    outside_value: f64,
-    decisions: TypedTree<DecisionRecord>,
-    paused: bool,
-    halted: bool,
-    ticks: u64,
-    risk: Option<EngineRisk>,
-    refusals: Vec<(Symbol, &'static str)>,
+    pub(super) outside_value: f64,
+    pub(super) decisions: TypedTree<DecisionRecord>,
+    pub(super) paused: bool,
+    pub(super) halted: bool,
+    pub(super) ticks: u64,
+    pub(super) risk: Option<EngineRisk>,
+    pub(super) refusals: Vec<(Symbol, &'static str)>,
     /// Symbols paused after a price gap that looks like a split (see `PRICE_GAP`), until `Resume`.
-    gapped: Vec<bool>,
+    pub(super) gapped: Vec<bool>,
     /// The last refusal reason per symbol: a refusal is logged at INFO when its reason is new for the
     /// symbol, at DEBUG when it repeats (bar after bar, between approvals).
-    last_refusal: HashMap<Symbol, &'static str>,
+    pub(super) last_refusal: HashMap<Symbol, &'static str>,
     /// Whether price gaps pause a symbol (live bars; stored bars are split-adjusted and may hold real
     /// crashes, which backtests must trade through as the env does).
-    gap_guard: bool,
+    pub(super) gap_guard: bool,
 }
 
 /// A bar opening below 0.55 or above 1.8 times the previous close: almost always a split, a reverse split
@@ -223,51 +225,11 @@ impl Engine {
         self.cash + self.configured_value() + self.outside_value
     }
 
-    fn configured_value(&self) -> f64 {
+    pub(super) fn configured_value(&self) -> f64 {
         self.last_closes().iter().map(|(s, c)| self.oms.position(s).to_f64().unwrap_or(0.0) * c).sum::<f64>()
     }
 
-    /// A broker snapshot: cash is the broker's; the value of holdings outside the configured symbols is
-    /// the broker's equity less cash and the configured positions; the stops follow the holdings.
-    fn on_snapshot(&mut self, snap: &crate::engine::BrokerSnapshot) {
-        if let Some(c) = snap.cash.to_f64() {
-            self.cash = c;
-        }
-        let configured = |s: &Symbol| self.cfg.symbols.contains(s);
-        self.outside_value = match snap.equity.to_f64() {
-            Some(e) if e > 0.0 && snap.positions.iter().any(|(s, q)| !configured(s) && !q.is_zero()) => {
-                e - self.cash - self.configured_value()
-            }
-            _ => 0.0,
-        };
-        self.sync_stops();
-    }
-
-    /// New fills (each once, as the OMS reports them): cash at once, fees included, and the stops.
-    fn on_fills(&mut self, changes: &[crate::oms::OmsChange]) {
-        self.cash = super::account::cash_after_fills(self.cash, changes, self.cfg.exec.fee_bps);
-        for c in changes {
-            if let crate::oms::OmsChange::Fill(f) = c
-                && let Some(r) = self.risk.as_mut()
-            {
-                let (qty, price) = (f.qty.to_f64().unwrap_or(0.0), f.price.to_f64().unwrap_or(0.0));
-                r.checks.on_fill(&f.symbol, f.side, qty, price);
-            }
-        }
-        self.sync_stops();
-    }
-
-    /// The stops' holdings set to the OMS's (after restarts, adopted positions, inferred fills).
-    fn sync_stops(&mut self) {
-        let Some(r) = self.risk.as_mut() else { return };
-        for (k, s) in self.cfg.symbols.iter().enumerate() {
-            let held = self.oms.position(s).to_f64().unwrap_or(0.0);
-            let price = self.last[k].as_ref().map_or(0.0, |b| b.c);
-            r.checks.stops_mut().sync(s, held, price);
-        }
-    }
-
-    fn holdings(&self) -> BTreeMap<Symbol, Holding> {
+    pub(super) fn holdings(&self) -> BTreeMap<Symbol, Holding> {
         self.last_closes()
             .into_iter()
             .filter_map(|(s, price)| {
@@ -275,31 +237,6 @@ impl Engine {
                 (qty != Decimal::ZERO).then_some((s, Holding { qty, price }))
             })
             .collect()
-    }
-
-    /// The daily loss limit on this bar's equity; a trip under `flatten` sells everything now.
-    fn on_equity(&mut self, t: DateTime<Utc>) -> Vec<Command> {
-        // Never 0 for a NaN: that would read as a 100% loss and trip the kill switch for nothing.
-        let Some(equity) = Some(self.equity()).filter(|e| e.is_finite()).and_then(Decimal::from_f64_retain) else {
-            log::error!("engine: equity is {} at {t}: the daily loss limit is not checked on it", self.equity());
-            return Vec::new();
-        };
-        let holdings = self.holdings();
-        let Some(r) = self.risk.as_mut() else { return Vec::new() };
-        match r.checks.on_equity(t, equity) {
-            Ok(Some(k)) => {
-                log::error!("engine: kill switch tripped at {t}: {} ({:?})", k.reason, k.action);
-                let plan = r.checks.flatten_plan(&holdings);
-                // Its own tag: a manual flatten of the same bar ("flatten") must not reuse these ids.
-                if plan.is_empty() { Vec::new() } else { self.sell_all("killsw", t, plan) }
-            }
-            Ok(None) => Vec::new(),
-            Err(e) => {
-                log::error!("engine: cannot store the kill switch state: {e}; no new orders from here on");
-                self.halted = true;
-                Vec::new()
-            }
-        }
     }
 
     pub fn policy_mut(&mut self) -> Option<&mut PpoPolicy> {
@@ -320,7 +257,7 @@ impl Engine {
         self.last[k] = Some(bar.clone());
     }
 
-    fn on_bar(&mut self, bar: Bar) -> Vec<Command> {
+    pub(super) fn on_bar(&mut self, bar: Bar) -> Vec<Command> {
         let Some(k) = self.cfg.symbols.iter().position(|s| *s == bar.symbol) else {
             return Vec::new();
         };
@@ -377,7 +314,7 @@ impl Engine {
     }
 
     /// The observation of `env::VecEnv::observe`, at the env's f32 prices.
-    fn observe(&mut self) -> (Vec<f64>, Vec<f64>) {
+    pub(super) fn observe(&mut self) -> (Vec<f64>, Vec<f64>) {
         let f = self.cfg.features.n_cols();
         let ic = self.cfg.initial_cash;
         self.obs[0] = (self.cash / ic) as f32;
@@ -394,7 +331,7 @@ impl Engine {
         (holdings, closes)
     }
 
-    fn decide(&mut self, t: DateTime<Utc>) -> Vec<Command> {
+    pub(super) fn decide(&mut self, t: DateTime<Utc>) -> Vec<Command> {
         if self.halted || self.paused {
             return Vec::new();
         }
@@ -447,7 +384,7 @@ impl Engine {
     }
 
     /// The wanted trade per symbol, by mode; `Err` (no trade) on non-finite inputs or a model failure.
-    fn wants(&mut self, holdings: &[f64], rec: &mut DecisionRecord) -> Result<Vec<Option<Want>>, String> {
+    pub(super) fn wants(&mut self, holdings: &[f64], rec: &mut DecisionRecord) -> Result<Vec<Option<Want>>, String> {
         if let Some(i) = self.obs.iter().position(|v| !v.is_finite()) {
             return Err(format!("observation value {i} is {}: inputs must be finite", self.obs[i]));
         }
@@ -478,221 +415,7 @@ impl Engine {
             .collect())
     }
 
-    fn order(&mut self, k: usize, w: Want, t: DateTime<Utc>, price: f64, rec: &mut DecisionRecord) -> Vec<Command> {
-        let symbol = self.cfg.symbols[k].clone();
-        // Alpaca takes at most 9 decimal places: rounded down before risk sees it, so the approved order
-        // is the order sent.
-        let Ok(qty) = Qty::from_f64(w.qty)
-            .and_then(|q| Qty::new(q.get().round_dp_with_strategy(9, rust_decimal::RoundingStrategy::ToZero)))
-        else {
-            log::warn!("engine: {symbol}: quantity {} is not a valid order size", w.qty);
-            return Vec::new();
-        };
-        if self.gapped[k] {
-            let code = "price_gap";
-            self.refusals.push((symbol.clone(), code));
-            rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
-            return Vec::new();
-        }
-        // At most one working order per symbol and side: a bar does not add a buy on an unfilled buy.
-        if super::account::has_working(&self.oms, &symbol, w.side) {
-            let code = "working_order";
-            log::info!("engine: {symbol} {}: an order of that side is still working; none added", w.side);
-            self.refusals.push((symbol.clone(), code));
-            rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
-            return Vec::new();
-        }
-        let req = OrderRequest {
-            client_order_id: ClientOrderId::derive(&self.cfg.strategy.name, &symbol, t, k as u16),
-            symbol: symbol.clone(),
-            side: w.side,
-            qty,
-            tif: OrderTif::Day,
-            bar_time: t,
-            ref_price: price,
-        };
-        let approved = match self.approve(req) {
-            Ok(a) => a,
-            Err((code, e)) => {
-                // At INFO when a symbol is refused for a new reason; the same reason again at DEBUG.
-                if self.last_refusal.insert(symbol.clone(), code) == Some(code) {
-                    log::debug!("engine: risk refused: {e}");
-                } else {
-                    log::info!("engine: risk refused: {e} (the same refusal again is logged at debug)");
-                }
-                self.refusals.push((symbol.clone(), code));
-                rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
-                return Vec::new();
-            }
-        };
-        rec.orders.push((symbol.to_string(), w.side.to_string(), w.qty));
-        self.oms_call(|oms| oms.submit(approved).map(|c| c.into_iter().collect()))
-    }
-
-    /// The full risk checks when configured, else the notional cap alone.
-    fn approve(&self, req: OrderRequest) -> Result<crate::risk::RiskApproved<OrderRequest>, (&'static str, String)> {
-        let Some(r) = &self.risk else {
-            return approve_notional(req, self.cfg.max_order_notional)
-                .map_err(|e| ("max_order_notional", e.to_string()));
-        };
-        // Orders still working count: open buys as held and spent, open sells as no longer held.
-        let closes: BTreeMap<Symbol, f64> = self.last_closes().into_iter().collect();
-        let price = |s: &Symbol| closes.get(s).copied().unwrap_or(req.ref_price);
-        let (positions, cash) = super::account::with_working(&self.oms, self.holdings(), self.cash, req.side, price);
-        let ctx = RiskContext {
-            // A NaN equity is 0 here: the buy limits then refuse (no buys while equity is not above zero).
-            equity: Some(self.equity())
-                .filter(|e| e.is_finite())
-                .and_then(Decimal::from_f64_retain)
-                .unwrap_or_default(),
-            cash: Decimal::from_f64_retain(cash).unwrap_or_default(),
-            positions: &positions,
-            bar_time: req.bar_time,
-            timeframe: r.timeframe,
-            now: r.clock.now(),
-            inputs_finite: self.obs.iter().all(|v| v.is_finite()),
-            assets: &r.assets,
-        };
-        r.checks.check(req, &ctx).map_err(|e| (e.reason(), e.to_string()))
-    }
-
-    fn store_decision(&self, rec: &DecisionRecord) {
-        let mut key = time_key(rec.t).to_vec();
-        key.extend_from_slice(self.cfg.strategy.name.as_bytes());
-        if let Err(e) = self.decisions.insert(&key, rec) {
-            log::error!("engine: cannot store the decision at {}: {e}", rec.t);
-        }
-    }
-
-    fn oms_call(&mut self, f: impl FnOnce(&mut Oms) -> Result<Vec<Command>, OmsError>) -> Vec<Command> {
-        match f(&mut self.oms) {
-            Ok(c) => c,
-            Err(e @ OmsError::Store(_)) => {
-                log::error!("engine: {e}; no new orders from here on");
-                self.halted = true;
-                Vec::new()
-            }
-            Err(e) => {
-                log::warn!("engine: {e}");
-                Vec::new()
-            }
-        }
-    }
-
-    /// Cancels our working buys, then sells every position in the configured symbols (ids derived from
-    /// strategy "flatten" and the clock's time), then pauses. Positions and orders outside tradebot's
-    /// symbols, and orders placed by hand, are left alone.
-    fn flatten(&mut self, now: DateTime<Utc>) -> Vec<Command> {
-        self.paused = true;
-        let ours = |s: &Symbol| self.cfg.symbols.contains(s);
-        let buys: Vec<ClientOrderId> = self
-            .oms
-            .open_orders()
-            .filter(|o| o.side == Side::Buy && !o.adopted && ours(&o.symbol))
-            .map(|o| o.client_order_id.clone())
-            .collect();
-        let plan: Vec<(Symbol, Decimal)> = self.oms.positions().into_iter().filter(|(s, _)| ours(s)).collect();
-        let mut cmds = Vec::new();
-        for id in buys {
-            cmds.extend(self.oms_call(|oms| oms.cancel(&id).map(|c| c.into_iter().collect())));
-        }
-        cmds.extend(self.sell_all("flatten", now, plan));
-        cmds
-    }
-
-    /// Sells `plan`'s quantities (client order ids from `tag`). Risk lets sells that reduce a long position through, also with the kill
-    /// switch tripped; a refusal is logged.
-    fn sell_all(&mut self, tag: &str, now: DateTime<Utc>, plan: Vec<(Symbol, Decimal)>) -> Vec<Command> {
-        let mut cmds = Vec::new();
-        for (i, (symbol, qty)) in plan.into_iter().enumerate() {
-            let (Some(q), true) = (Qty::new(qty.abs()).ok(), qty > Decimal::ZERO) else { continue };
-            let price = self.last.iter().flatten().find(|b| b.symbol == symbol).map_or(0.0, |b| b.c);
-            let req = OrderRequest {
-                client_order_id: ClientOrderId::derive(tag, &symbol, now, i as u16),
-                symbol,
-                side: Side::Sell,
-                qty: q,
-                tif: OrderTif::Day,
-                bar_time: now,
-                ref_price: price,
-            };
-            let approved = match &self.risk {
-                Some(_) => self.approve(req).map_err(|(_, e)| e),
-                None => {
-                    let held = self.oms.position(&req.symbol)
-                        - super::account::working_qty(&self.oms, &req.symbol, Side::Sell);
-                    approve_reducing_sell(req, held).map_err(|e| e.to_string())
-                }
-            };
-            match approved {
-                Ok(a) => cmds.extend(self.oms_call(|oms| oms.submit(a).map(|c| c.into_iter().collect()))),
-                Err(e) => log::error!("engine: flatten: {e}"),
-            }
-        }
-        cmds
-    }
-
-    fn now(&self) -> DateTime<Utc> {
+    pub(super) fn now(&self) -> DateTime<Utc> {
         self.last.iter().flatten().map(|b| b.t).max().unwrap_or_else(Utc::now)
-    }
-}
-
-impl crate::engine::Core for Engine {
-    fn process(&mut self, ev: Event) -> Vec<Command> {
-        match ev {
-            Event::Bar(b) => self.on_bar(b),
-            Event::Order(u) => {
-                // Only the fills the OMS takes (a duplicate event is not counted twice) move cash and stops.
-                let mut changes = Vec::new();
-                let cmds = self.oms_call(|oms| {
-                    oms.on_update(&u).map(|c| {
-                        changes = c;
-                        Vec::new()
-                    })
-                });
-                self.on_fills(&changes);
-                cmds
-            }
-            Event::Reconciled(snap) => {
-                let cmds = self.oms_call(|oms| oms.reconcile(&snap).map(|_| Vec::new()));
-                self.on_snapshot(&snap);
-                cmds
-            }
-            Event::BrokerReconnected => vec![self.oms.on_broker_reconnected()],
-            Event::SubmitFailed { client_order_id, reason, retriable } => {
-                self.oms_call(|oms| oms.on_submit_failed(&client_order_id, &reason, retriable))
-            }
-            Event::NotSent { client_order_id } => self.oms_call(|oms| oms.on_not_sent(&client_order_id)),
-            Event::Tick => {
-                self.ticks += 1;
-                let every = self.cfg.reconcile_every;
-                if every > 0 && self.ticks.is_multiple_of(every) {
-                    vec![self.oms.request_reconcile()]
-                } else {
-                    Vec::new()
-                }
-            }
-            Event::Control(Control::Pause) => {
-                self.paused = true;
-                Vec::new()
-            }
-            Event::Control(Control::Resume) => {
-                self.paused = false;
-                for (k, g) in self.gapped.iter_mut().enumerate() {
-                    if std::mem::take(g) {
-                        log::warn!("engine: {} trades again (resumed after a price gap)", self.cfg.symbols[k]);
-                    }
-                }
-                Vec::new()
-            }
-            Event::Control(Control::Flatten) => {
-                let now = self.now();
-                self.flatten(now)
-            }
-            Event::Control(Control::Shutdown) => {
-                self.halted = true;
-                Vec::new()
-            }
-        }
     }
 }

@@ -16,9 +16,11 @@
 mod account;
 pub mod contract;
 mod core;
+mod events;
 pub mod lstm_source;
 #[cfg(test)]
 mod money_tests;
+mod orders;
 pub mod strategy;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,137 @@
+//! The engine's answers to events other than bars: broker order updates (each new fill moves cash and the
+//! stops once), reconciliations (cash, the value of holdings outside the configured symbols, the stops'
+//! holdings), submit failures, ticks and controls; and the daily loss limit on a bar's equity.
+
+use super::core::Engine;
+use super::{Command, Control, Event};
+use crate::domain::Symbol;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive;
+
+impl Engine {
+    /// A broker snapshot: cash is the broker's; the value of holdings outside the configured symbols is
+    /// the broker's equity less cash and the configured positions; the stops follow the holdings.
+    pub(super) fn on_snapshot(&mut self, snap: &crate::engine::BrokerSnapshot) {
+        if let Some(c) = snap.cash.to_f64() {
+            self.cash = c;
+        }
+        let configured = |s: &Symbol| self.cfg.symbols.contains(s);
+        self.outside_value = match snap.equity.to_f64() {
+            Some(e) if e > 0.0 && snap.positions.iter().any(|(s, q)| !configured(s) && !q.is_zero()) => {
+                e - self.cash - self.configured_value()
+            }
+            _ => 0.0,
+        };
+        self.sync_stops();
+    }
+
+    /// New fills (each once, as the OMS reports them): cash at once, fees included, and the stops.
+    pub(super) fn on_fills(&mut self, changes: &[crate::oms::OmsChange]) {
+        self.cash = super::account::cash_after_fills(self.cash, changes, self.cfg.exec.fee_bps);
+        for c in changes {
+            if let crate::oms::OmsChange::Fill(f) = c
+                && let Some(r) = self.risk.as_mut()
+            {
+                let (qty, price) = (f.qty.to_f64().unwrap_or(0.0), f.price.to_f64().unwrap_or(0.0));
+                r.checks.on_fill(&f.symbol, f.side, qty, price);
+            }
+        }
+        self.sync_stops();
+    }
+
+    /// The stops' holdings set to the OMS's (after restarts, adopted positions, inferred fills).
+    pub(super) fn sync_stops(&mut self) {
+        let Some(r) = self.risk.as_mut() else { return };
+        for (k, s) in self.cfg.symbols.iter().enumerate() {
+            let held = self.oms.position(s).to_f64().unwrap_or(0.0);
+            let price = self.last[k].as_ref().map_or(0.0, |b| b.c);
+            r.checks.stops_mut().sync(s, held, price);
+        }
+    }
+
+    /// The daily loss limit on this bar's equity; a trip under `flatten` sells everything now.
+    pub(super) fn on_equity(&mut self, t: DateTime<Utc>) -> Vec<Command> {
+        // Never 0 for a NaN: that would read as a 100% loss and trip the kill switch for nothing.
+        let Some(equity) = Some(self.equity()).filter(|e| e.is_finite()).and_then(Decimal::from_f64_retain) else {
+            log::error!("engine: equity is {} at {t}: the daily loss limit is not checked on it", self.equity());
+            return Vec::new();
+        };
+        let holdings = self.holdings();
+        let Some(r) = self.risk.as_mut() else { return Vec::new() };
+        match r.checks.on_equity(t, equity) {
+            Ok(Some(k)) => {
+                log::error!("engine: kill switch tripped at {t}: {} ({:?})", k.reason, k.action);
+                let plan = r.checks.flatten_plan(&holdings);
+                // Its own tag: a manual flatten of the same bar ("flatten") must not reuse these ids.
+                if plan.is_empty() { Vec::new() } else { self.sell_all("killsw", t, plan) }
+            }
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                log::error!("engine: cannot store the kill switch state: {e}; no new orders from here on");
+                self.halted = true;
+                Vec::new()
+            }
+        }
+    }
+}
+
+impl crate::engine::Core for Engine {
+    fn process(&mut self, ev: Event) -> Vec<Command> {
+        match ev {
+            Event::Bar(b) => self.on_bar(b),
+            Event::Order(u) => {
+                // Only the fills the OMS takes (a duplicate event is not counted twice) move cash and stops.
+                let mut changes = Vec::new();
+                let cmds = self.oms_call(|oms| {
+                    oms.on_update(&u).map(|c| {
+                        changes = c;
+                        Vec::new()
+                    })
+                });
+                self.on_fills(&changes);
+                cmds
+            }
+            Event::Reconciled(snap) => {
+                let cmds = self.oms_call(|oms| oms.reconcile(&snap).map(|_| Vec::new()));
+                self.on_snapshot(&snap);
+                cmds
+            }
+            Event::BrokerReconnected => vec![self.oms.on_broker_reconnected()],
+            Event::SubmitFailed { client_order_id, reason, retriable } => {
+                self.oms_call(|oms| oms.on_submit_failed(&client_order_id, &reason, retriable))
+            }
+            Event::NotSent { client_order_id } => self.oms_call(|oms| oms.on_not_sent(&client_order_id)),
+            Event::Tick => {
+                self.ticks += 1;
+                let every = self.cfg.reconcile_every;
+                if every > 0 && self.ticks.is_multiple_of(every) {
+                    vec![self.oms.request_reconcile()]
+                } else {
+                    Vec::new()
+                }
+            }
+            Event::Control(Control::Pause) => {
+                self.paused = true;
+                Vec::new()
+            }
+            Event::Control(Control::Resume) => {
+                self.paused = false;
+                for (k, g) in self.gapped.iter_mut().enumerate() {
+                    if std::mem::take(g) {
+                        log::warn!("engine: {} trades again (resumed after a price gap)", self.cfg.symbols[k]);
+                    }
+                }
+                Vec::new()
+            }
+            Event::Control(Control::Flatten) => {
+                let now = self.now();
+                self.flatten(now)
+            }
+            Event::Control(Control::Shutdown) => {
+                self.halted = true;
+                Vec::new()
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! From a wanted trade to the order manager: sizing to a valid quantity, the one-working-order rule, the
+//! risk checks (with working orders counted), client order ids, stops' and flattens' sells, and the
+//! stored decision record.
+
+use super::Command;
+use super::core::{DecisionRecord, Engine};
+use super::strategy::Want;
+use crate::domain::{ClientOrderId, OrderRequest, OrderTif, Qty, Side, Symbol};
+use crate::oms::{Oms, OmsError};
+use crate::risk::{RiskContext, approve_notional, approve_reducing_sell};
+use crate::store::keys::time_key;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use std::collections::BTreeMap;
+
+impl Engine {
+    pub(super) fn order(
+        &mut self,
+        k: usize,
+        w: Want,
+        t: DateTime<Utc>,
+        price: f64,
+        rec: &mut DecisionRecord,
+    ) -> Vec<Command> {
+        let symbol = self.cfg.symbols[k].clone();
+        // Alpaca takes at most 9 decimal places: rounded down before risk sees it, so the approved order
+        // is the order sent.
+        let Ok(qty) = Qty::from_f64(w.qty)
+            .and_then(|q| Qty::new(q.get().round_dp_with_strategy(9, rust_decimal::RoundingStrategy::ToZero)))
+        else {
+            log::warn!("engine: {symbol}: quantity {} is not a valid order size", w.qty);
+            return Vec::new();
+        };
+        if self.gapped[k] {
+            let code = "price_gap";
+            self.refusals.push((symbol.clone(), code));
+            rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
+            return Vec::new();
+        }
+        // At most one working order per symbol and side: a bar does not add a buy on an unfilled buy.
+        if super::account::has_working(&self.oms, &symbol, w.side) {
+            let code = "working_order";
+            log::info!("engine: {symbol} {}: an order of that side is still working; none added", w.side);
+            self.refusals.push((symbol.clone(), code));
+            rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
+            return Vec::new();
+        }
+        let req = OrderRequest {
+            client_order_id: ClientOrderId::derive(&self.cfg.strategy.name, &symbol, t, k as u16),
+            symbol: symbol.clone(),
+            side: w.side,
+            qty,
+            tif: OrderTif::Day,
+            bar_time: t,
+            ref_price: price,
+        };
+        let approved = match self.approve(req) {
+            Ok(a) => a,
+            Err((code, e)) => {
+                // At INFO when a symbol is refused for a new reason; the same reason again at DEBUG.
+                if self.last_refusal.insert(symbol.clone(), code) == Some(code) {
+                    log::debug!("engine: risk refused: {e}");
+                } else {
+                    log::info!("engine: risk refused: {e} (the same refusal again is logged at debug)");
+                }
+                self.refusals.push((symbol.clone(), code));
+                rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
+                return Vec::new();
+            }
+        };
+        rec.orders.push((symbol.to_string(), w.side.to_string(), w.qty));
+        self.oms_call(|oms| oms.submit(approved).map(|c| c.into_iter().collect()))
+    }
+
+    /// The full risk checks when configured, else the notional cap alone.
+    pub(super) fn approve(
+        &self,
+        req: OrderRequest,
+    ) -> Result<crate::risk::RiskApproved<OrderRequest>, (&'static str, String)> {
+        let Some(r) = &self.risk else {
+            return approve_notional(req, self.cfg.max_order_notional)
+                .map_err(|e| ("max_order_notional", e.to_string()));
+        };
+        // Orders still working count: open buys as held and spent, open sells as no longer held.
+        let closes: BTreeMap<Symbol, f64> = self.last_closes().into_iter().collect();
+        let price = |s: &Symbol| closes.get(s).copied().unwrap_or(req.ref_price);
+        let (positions, cash) = super::account::with_working(&self.oms, self.holdings(), self.cash, req.side, price);
+        let ctx = RiskContext {
+            // A NaN equity is 0 here: the buy limits then refuse (no buys while equity is not above zero).
+            equity: Some(self.equity())
+                .filter(|e| e.is_finite())
+                .and_then(Decimal::from_f64_retain)
+                .unwrap_or_default(),
+            cash: Decimal::from_f64_retain(cash).unwrap_or_default(),
+            positions: &positions,
+            bar_time: req.bar_time,
+            timeframe: r.timeframe,
+            now: r.clock.now(),
+            inputs_finite: self.obs.iter().all(|v| v.is_finite()),
+            assets: &r.assets,
+        };
+        r.checks.check(req, &ctx).map_err(|e| (e.reason(), e.to_string()))
+    }
+
+    pub(super) fn store_decision(&self, rec: &DecisionRecord) {
+        let mut key = time_key(rec.t).to_vec();
+        key.extend_from_slice(self.cfg.strategy.name.as_bytes());
+        if let Err(e) = self.decisions.insert(&key, rec) {
+            log::error!("engine: cannot store the decision at {}: {e}", rec.t);
+        }
+    }
+
+    pub(super) fn oms_call(&mut self, f: impl FnOnce(&mut Oms) -> Result<Vec<Command>, OmsError>) -> Vec<Command> {
+        match f(&mut self.oms) {
+            Ok(c) => c,
+            Err(e @ OmsError::Store(_)) => {
+                log::error!("engine: {e}; no new orders from here on");
+                self.halted = true;
+                Vec::new()
+            }
+            Err(e) => {
+                log::warn!("engine: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Cancels our working buys, then sells every position in the configured symbols (ids derived from
+    /// strategy "flatten" and the clock's time), then pauses. Positions and orders outside tradebot's
+    /// symbols, and orders placed by hand, are left alone.
+    pub(super) fn flatten(&mut self, now: DateTime<Utc>) -> Vec<Command> {
+        self.paused = true;
+        let ours = |s: &Symbol| self.cfg.symbols.contains(s);
+        let buys: Vec<ClientOrderId> = self
+            .oms
+            .open_orders()
+            .filter(|o| o.side == Side::Buy && !o.adopted && ours(&o.symbol))
+            .map(|o| o.client_order_id.clone())
+            .collect();
+        let plan: Vec<(Symbol, Decimal)> = self.oms.positions().into_iter().filter(|(s, _)| ours(s)).collect();
+        let mut cmds = Vec::new();
+        for id in buys {
+            cmds.extend(self.oms_call(|oms| oms.cancel(&id).map(|c| c.into_iter().collect())));
+        }
+        cmds.extend(self.sell_all("flatten", now, plan));
+        cmds
+    }
+
+    /// Sells `plan`'s quantities (client order ids from `tag`). Risk lets sells that reduce a long position through, also with the kill
+    /// switch tripped; a refusal is logged.
+    pub(super) fn sell_all(&mut self, tag: &str, now: DateTime<Utc>, plan: Vec<(Symbol, Decimal)>) -> Vec<Command> {
+        let mut cmds = Vec::new();
+        for (i, (symbol, qty)) in plan.into_iter().enumerate() {
+            let (Some(q), true) = (Qty::new(qty.abs()).ok(), qty > Decimal::ZERO) else { continue };
+            let price = self.last.iter().flatten().find(|b| b.symbol == symbol).map_or(0.0, |b| b.c);
+            let req = OrderRequest {
+                client_order_id: ClientOrderId::derive(tag, &symbol, now, i as u16),
+                symbol,
+                side: Side::Sell,
+                qty: q,
+                tif: OrderTif::Day,
+                bar_time: now,
+                ref_price: price,
+            };
+            let approved = match &self.risk {
+                Some(_) => self.approve(req).map_err(|(_, e)| e),
+                None => {
+                    let held = self.oms.position(&req.symbol)
+                        - super::account::working_qty(&self.oms, &req.symbol, Side::Sell);
+                    approve_reducing_sell(req, held).map_err(|e| e.to_string())
+                }
+            };
+            match approved {
+                Ok(a) => cmds.extend(self.oms_call(|oms| oms.submit(a).map(|c| c.into_iter().collect()))),
+                Err(e) => log::error!("engine: flatten: {e}"),
+            }
+        }
+        cmds
+    }
+}
