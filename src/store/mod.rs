@@ -5,10 +5,11 @@
 //! Keys are encoded (see `keys`) so that time ranges scan in order.
 //!
 //! **Durability rule.** Writes to the critical trees (`orders`, `fills`, `kv`: the kill switch and the
-//! day's opening equity, `runs`: retrain records, written at a run's start and end) are flushed to disk before the call returns: once `TypedTree::insert` on those
-//! trees returns `Ok`, the record survives a crash or `SIGKILL`. Other trees are flushed by sled within
-//! `FLUSH_EVERY_MS` and by `Store::flush` (called at shutdown); losing their last half second loses
-//! nothing that cannot be recomputed or re-fetched.
+//! day's opening equity, `runs`: retrain records, written at a run's start and end) are flushed to disk
+//! before the call returns: once `TypedTree::insert` on those trees returns `Ok`, the record survives a
+//! crash or `SIGKILL`. Other trees are flushed by sled within `FLUSH_EVERY_MS` and by `Store::flush`
+//! (called at shutdown); losing their last half second loses nothing that cannot be recomputed or
+//! re-fetched.
 //!
 //! **Rollback and damage are refused.** Each critical write also bumps a write sequence in the database
 //! (in the same sled transaction) and, once flushed, in the sentinel file beside it (`sentinel`), with
@@ -48,7 +49,7 @@ const SEQ_KEY: &[u8] = b"write_seq";
 /// the unit into it (`RestartPreventExitStatus`).
 pub const EX_STORE: u8 = 65;
 
-const RECOVERY: &str = "nothing was changed. To recover: stop tradebot; `tradebot store check --config FILE` says \
+const RECOVERY: &str = "tradebot did not use it. To recover: stop tradebot; `tradebot store check --config FILE` says \
 what is wrong; `tradebot store restore --config FILE` puts back the newest backup (taken before each retrain, \
 under <state_dir>/backups; orders and positions since then are re-adopted from the broker at the next start); \
 or, to accept the database as it is now, `tradebot store reseal --config FILE`";
