@@ -1,6 +1,7 @@
 //! The fuzz targets' entry points, shared by `fuzz/` (cargo-fuzz, nightly: `cd fuzz && cargo +nightly fuzz
 //! run frames|rest|config`) and by the regression run in `make test` (the tests below: every file of the
-//! committed corpus under `fuzz/corpus/<target>`, then a fixed-seed mutation run over it). Each takes any
+//! committed seeds: the wire fixtures, the shipped configs and `fuzz/seeds/<target>`, then a fixed-seed
+//! mutation run over them). Each takes any
 //! bytes and must return, never panic.
 
 use crate::alpaca::parse::{market_frame, updates_frame};

@@ -1,4 +1,4 @@
-//! The fuzz corpus as a regression test (stable Rust, no libFuzzer): every committed input of each target,
+//! The fuzz seeds as a regression test (stable Rust, no libFuzzer): every committed seed of each target,
 //! then a deterministic mutation run (fixed seed: bit flips, byte changes, insertions, deletions,
 //! truncations, splices of two inputs). A panic fails the test with the input that caused it.
 
@@ -8,15 +8,31 @@ use std::path::PathBuf;
 /// Mutated inputs per target.
 const MUTATIONS: usize = 50_000;
 
+/// The committed seed inputs of a target: the wire fixtures the parser tests use (real-shaped payloads) and
+/// the shipped configs, plus `fuzz/seeds/<target>` (edge cases). All are tracked by git; `fuzz/corpus` is
+/// cargo-fuzz's own working directory and stays out of the repository.
+fn seed_dirs(target: &str) -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let fixtures = root.join("tests/fixtures/alpaca");
+    let mut dirs = match target {
+        "frames" => vec![fixtures.join("stream"), fixtures.join("updates")],
+        "rest" => vec![fixtures.join("rest")],
+        "config" => vec![root.join("config")],
+        _ => Vec::new(),
+    };
+    dirs.push(root.join("fuzz/seeds").join(target));
+    dirs
+}
+
 fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e} (the committed corpus)", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in seed_dirs(target) {
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e} (committed seeds)", dir.display()));
+        files.extend(entries.map(|e| e.unwrap().path()).filter(|p| p.is_file()));
+    }
     files.sort();
     let inputs: Vec<Vec<u8>> = files.iter().map(|p| std::fs::read(p).unwrap()).collect();
-    assert!(inputs.len() >= 5, "{}: only {} inputs", dir.display(), inputs.len());
+    assert!(inputs.len() >= 5, "{target}: only {} seed inputs", inputs.len());
     inputs
 }
 
