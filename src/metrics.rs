@@ -70,6 +70,8 @@ pub struct Metrics {
     pub pnl_today: FGauge,
     pub kill_switch: Gauge,
     pub paused: Gauge,
+    pub stale_symbols: Gauge,
+    pub down_symbols: Gauge,
     pub retrain_runs: Family<OutcomeLabel, Counter>,
     pub train_steps_per_second: Family<KindLabel, FGauge>,
     pub train_epoch_seconds: Family<KindLabel, FGauge>,
@@ -108,6 +110,8 @@ impl Metrics {
             pnl_today: FGauge::default(),
             kill_switch: Gauge::default(),
             paused: Gauge::default(),
+            stale_symbols: Gauge::default(),
+            down_symbols: Gauge::default(),
             retrain_runs: Family::default(),
             train_steps_per_second: Family::default(),
             train_epoch_seconds: Family::default(),
@@ -132,6 +136,12 @@ impl Metrics {
         r.register("pnl_today", "Equity change since the trading day's first bar", m.pnl_today.clone());
         r.register("kill_switch", "1 while the daily-loss kill switch is tripped", m.kill_switch.clone());
         r.register("paused", "1 while trading is paused", m.paused.clone());
+        r.register(
+            "stale_symbols",
+            "Symbols carried at their last close for want of a bar (not traded)",
+            m.stale_symbols.clone(),
+        );
+        r.register("down_symbols", "Stale symbols past market.max_stale_bars", m.down_symbols.clone());
         r.register("retrain_runs", "Retrain runs, by kind and outcome", m.retrain_runs.clone());
         r.register(
             "train_steps_per_second",
@@ -189,6 +199,8 @@ impl Metrics {
         self.gross_exposure.set(s.risk.gross_exposure);
         self.kill_switch.set(i64::from(s.risk.kill_switch));
         self.paused.set(i64::from(s.risk.paused));
+        self.stale_symbols.set(s.feed.stale.len() as i64);
+        self.down_symbols.set(s.feed.stale.iter().filter(|x| x.down).count() as i64);
         self.position_value.clear();
         self.position_qty.clear();
         for p in &s.positions {

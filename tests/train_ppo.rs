@@ -79,7 +79,7 @@ fn train_registers_a_model_that_fits_the_pipeline_and_resume_continues() {
     let obs_dim = 1 + a * (1 + f);
     let pipeline = FeatureRef { version: FEATURE_VERSION, names: config.features.names() };
     let inputs = [TensorSpec { name: "obs".into(), shape: vec![-1, obs_dim] }];
-    m.check_inputs(&pipeline, &inputs, &config.market.symbols).unwrap();
+    m.check_inputs(&pipeline, &inputs, &config.market.symbols, config.market.timeframe).unwrap();
     assert_eq!(m.outputs, [TensorSpec { name: "action".into(), shape: vec![-1, a] }]);
     assert_eq!(m.params["env"]["initial_cash"], 100_000.0);
     assert_eq!(m.params["env"]["exec"]["max_trade"], 100.0);

@@ -218,7 +218,7 @@ pub fn load_models(
     let pick = |k: ModelKind| if k == sel_kind { sel.clone() } else { ModelSel::Champion };
     let policy = match mode {
         StrategyMode::Ppo | StrategyMode::Ensemble => {
-            let pipeline = Pipeline::new(&config.features, symbols);
+            let pipeline = Pipeline::new(&config.features, symbols, config.market.timeframe);
             Some(PpoPolicy::load(registry, &pick(ModelKind::Ppo), &pipeline, SessionOptions::default())?)
         }
         _ => None,
@@ -230,6 +230,7 @@ pub fn load_models(
             &config.features,
             config.lstm.window_spec(),
             symbols,
+            config.market.timeframe,
         )?)),
         _ => None,
     };

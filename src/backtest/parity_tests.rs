@@ -28,7 +28,7 @@ fn env_rollout_and_backtest_give_the_same_equity_curve() {
     assert_eq!(panel.n_days, bars[0].len() - start);
 
     let reg = Registry::open(&dir.path().join("models")).unwrap();
-    let pl = Pipeline::new(&spec, &symbols);
+    let pl = Pipeline::new(&spec, &symbols, crate::domain::Timeframe::DAY1);
     let exec = ExecParams { max_trade: 50.0, trailing_stop: 0.08, cooldown_bars: 3, ..ExecParams::default() };
     let env_cfg = EnvConfig {
         n_envs: 1,

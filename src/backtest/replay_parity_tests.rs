@@ -78,7 +78,7 @@ fn setup(dir: &std::path::Path, seed: u64) {
     let symbols: Vec<Symbol> = SYMBOLS.iter().map(|s| Symbol::new(s).unwrap()).collect();
     import_csv(&store, &csv, &ImportOptions { symbols: symbols.clone(), ..Default::default() }).unwrap();
     let reg = Registry::open(&dir.join("state/models")).unwrap();
-    let pl = Pipeline::new(&crate::features::FeatureSpec::default(), &symbols);
+    let pl = Pipeline::new(&crate::features::FeatureSpec::default(), &symbols, crate::domain::Timeframe::DAY1);
     register_ppo(&reg, &pl, &random_ppo(&pl, seed), &EnvConfig::default());
 }
 

@@ -105,7 +105,7 @@ pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
     if days <= warm {
         bail!("only {days} bars common to {symbols:?}: at least {} are needed; import more data", warm + 1);
     }
-    let pl = Pipeline::new(&config.features, &symbols);
+    let pl = Pipeline::new(&config.features, &symbols, config.market.timeframe);
     let opts = SessionOptions { intra_threads: b.threads };
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     let sel = ModelSel::parse(b.model.as_deref());

@@ -33,17 +33,13 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
             if r.filtered > 0 {
                 println!("{} rows of other symbols skipped (--symbols)", r.filtered);
             }
+            if r.empty > 0 {
+                println!("{} rows without prices (null) skipped", r.empty);
+            }
             if r.bad.is_empty() {
                 return Ok(ExitCode::SUCCESS);
             }
-            for b in &r.bad {
-                eprintln!("{}:{}: {}", file.display(), b.line, b.reason);
-            }
-            eprintln!(
-                "{}: {} bad rows not imported (listed above); the good rows were stored",
-                file.display(),
-                r.bad.len()
-            );
+            eprint!("{}", bad_rows(&file.display().to_string(), &r));
             Ok(ExitCode::from(EX_DATAERR))
         }
         DataCmd::Show { symbol, from, to, timeframe, json, config } => {
@@ -92,5 +88,44 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// Shown bad rows before the rest are summed up.
+const BAD_ROWS_SHOWN: usize = 10;
+
+/// The bad rows of an import: the first ten with their lines, how many more, and what was stored.
+fn bad_rows(file: &str, r: &crate::data::ImportReport) -> String {
+    let mut o = String::new();
+    for b in r.bad.iter().take(BAD_ROWS_SHOWN) {
+        o.push_str(&format!("{file}:{}: {}\n", b.line, b.reason));
+    }
+    if r.bad.len() > BAD_ROWS_SHOWN {
+        o.push_str(&format!("{file}: ... and {} more bad rows\n", r.bad.len() - BAD_ROWS_SHOWN));
+    }
+    let good: usize = r.rows.values().sum();
+    let stored = match good {
+        0 => "no row was imported: check the layout and date format (see `tradebot data import --help`)".to_string(),
+        n => format!("the {n} good rows were imported"),
+    };
+    o.push_str(&format!("{file}: {} bad rows not imported; {stored}\n", r.bad.len()));
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{BadRow, ImportReport};
+
+    #[test]
+    fn many_bad_rows_are_summed_up_and_say_what_was_stored() {
+        let bad = (0..25).map(|i| BadRow { line: i + 2, reason: "date \"x\" is none of".into() }).collect();
+        let r = ImportReport { bad, ..Default::default() };
+        let text = bad_rows("f.csv", &r);
+        assert_eq!(text.lines().count(), 12, "{text}");
+        assert!(text.contains("f.csv:2: ") && text.contains("... and 15 more bad rows"), "{text}");
+        assert!(text.contains("no row was imported"), "{text}");
+        let r = ImportReport { rows: [("AAPL".to_string(), 7)].into(), bad: r.bad[..1].to_vec(), ..Default::default() };
+        assert!(bad_rows("f.csv", &r).contains("1 bad rows not imported; the 7 good rows were imported"));
     }
 }

@@ -254,6 +254,10 @@ pub enum ConfigCmd {
 #[derive(Debug, Subcommand)]
 pub enum DataCmd {
     /// Load OHLCV CSV (plain or .gz) into the store, split-adjusted from the adjusted close.
+    ///
+    /// Layouts: Ticker,Date,Open,High,Low,Close,Volume[,Adj Close] (many symbols), or
+    /// Date,Open,High,Low,Close,Volume[,Adj Close] in any order with --symbol (Yahoo Finance's download).
+    /// Dates: YYYY-MM-DD, M/D/YYYY, YYYY/MM/DD or RFC 3339.
     Import {
         file: PathBuf,
         /// Only these symbols (comma-separated), for files with a Ticker column.

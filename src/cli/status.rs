@@ -65,6 +65,10 @@ fn report_table(s: &StatusReport) -> String {
     for (sym, t) in &f.last_bar {
         w!(o, "  last bar   {sym:<8} {t}");
     }
+    for x in &f.stale {
+        let state = if x.down { "DOWN" } else { "stale" };
+        w!(o, "  {state:<10} {:<8} no bar for {} period(s); last close carried, not traded", x.symbol, x.bars);
+    }
     if s.equity.is_finite() {
         w!(o, "equity:      {:.2} (cash {:.2}, today {:+.2})", s.equity, s.cash, s.pnl_today);
     }

@@ -139,6 +139,9 @@ pub struct AlpacaConfig {
 pub struct MarketConfig {
     pub symbols: Vec<Symbol>,
     pub timeframe: Timeframe,
+    /// Bars a symbol without a bar of its own is carried at its last close (never traded) before it is
+    /// reported down.
+    pub max_stale_bars: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -329,7 +332,11 @@ impl Config {
                 Timeframe::DAY1
             }
         };
-        let market = MarketConfig { symbols, timeframe };
+        let max_stale_bars = m.max_stale_bars.unwrap_or(3);
+        if max_stale_bars > 10_000 {
+            c.problem(format!("market.max_stale_bars = {max_stale_bars}: use at most 10000 (bars)"));
+        }
+        let market = MarketConfig { symbols, timeframe, max_stale_bars };
 
         let f = raw.feed;
         let feed = FeedConfig {

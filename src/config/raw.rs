@@ -58,6 +58,7 @@ pub struct RawAlpaca {
 pub struct RawMarket {
     pub symbols: Option<Vec<String>>,
     pub timeframe: Option<String>,
+    pub max_stale_bars: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -162,6 +163,9 @@ pub struct RawRetrain {
     pub min_sharpe_margin: Option<f64>,
     pub max_drawdown: Option<f64>,
     pub min_trades: Option<u64>,
+    pub confidence: Option<f64>,
+    pub folds: Option<u64>,
+    pub max_buy_hold_shortfall: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -24,14 +24,19 @@ pub struct RetrainConfig {
     pub gate: GateConfig,
 }
 
-/// A candidate replaces the champion only if, on the holdout, in the same backtest, it beats the
-/// champion's Sharpe ratio by `min_sharpe_margin`, stays within `max_drawdown`, and trades at least
-/// `min_trades` times.
+/// A candidate replaces the champion only if, on the holdout, in the same backtest, its lead is real with
+/// `confidence` (paired block bootstrap of per-bar returns), it beats the champion's Sharpe ratio by
+/// `min_sharpe_margin`, stays within `max_drawdown`, trades at least `min_trades` times, and trails
+/// buy-and-hold's return by at most `max_buy_hold_shortfall`. `folds`: the holdout's consecutive folds
+/// whose returns each decision shows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GateConfig {
     pub min_sharpe_margin: f64,
     pub max_drawdown: f64,
     pub min_trades: u64,
+    pub confidence: f64,
+    pub folds: usize,
+    pub max_buy_hold_shortfall: f64,
 }
 
 fn ser_schedule<S: serde::Serializer>(s: &Schedule, ser: S) -> Result<S::Ok, S::Error> {
@@ -75,6 +80,22 @@ impl Checker {
                 ),
                 max_drawdown: self.range("retrain.max_drawdown", r.max_drawdown, 0.3, (0.0, false), (1.0, true)),
                 min_trades: r.min_trades.unwrap_or(5),
+                confidence: self.range("retrain.confidence", r.confidence, 0.9, (0.0, true), (1.0, false)),
+                folds: match r.folds {
+                    Some(k @ 1..=20) => k as usize,
+                    None => 4,
+                    Some(k) => {
+                        self.problem(format!("retrain.folds = {k}: use 1 to 20 folds of the holdout"));
+                        4
+                    }
+                },
+                max_buy_hold_shortfall: self.range(
+                    "retrain.max_buy_hold_shortfall",
+                    r.max_buy_hold_shortfall,
+                    0.05,
+                    (0.0, true),
+                    (10.0, true),
+                ),
             },
         }
     }

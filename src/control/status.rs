@@ -47,6 +47,18 @@ pub struct FeedStatus {
     /// Close time of the last bar per symbol.
     pub last_bar: BTreeMap<String, DateTime<Utc>>,
     pub bars_received: u64,
+    /// Symbols carried at their last close (no bar of their own in the latest periods): never traded
+    /// while stale; `down` past `market.max_stale_bars`.
+    pub stale: Vec<StaleSymbol>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StaleSymbol {
+    pub symbol: String,
+    /// Periods carried since its last bar.
+    pub bars: u32,
+    pub down: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use super::notify::Notifier;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
 use crate::config::Config;
 use crate::control::server::Call;
-use crate::control::status::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION};
+use crate::control::status::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION, StaleSymbol};
 use crate::control::{Request, Response, StatusReport};
 use crate::domain::{Bar, Symbol};
 use crate::engine::Core;
@@ -333,6 +333,11 @@ impl<P: RunPipeline> Host<P> {
                 reconnects: self.metrics.feed_reconnects.get(),
                 last_bar: live.last_bar.clone(),
                 bars_received: live.bars_received,
+                stale: engine
+                    .stale_symbols()
+                    .into_iter()
+                    .map(|(s, bars, down)| StaleSymbol { symbol: s.to_string(), bars, down })
+                    .collect(),
             },
             positions,
             open_orders,
@@ -359,7 +364,7 @@ pub type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
 pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Models> {
     let symbols = &config.market.symbols;
     let mode = config.strategy.mode;
-    let pipeline = Pipeline::new(&config.features, symbols);
+    let pipeline = Pipeline::new(&config.features, symbols, config.market.timeframe);
     let policy = match mode {
         StrategyMode::Ppo | StrategyMode::Ensemble => {
             Some(PpoPolicy::load(registry, &ModelSel::Champion, &pipeline, SessionOptions::default()).context(
@@ -370,8 +375,15 @@ pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Model
     };
     let probs: Option<Box<dyn ProbSource>> = match mode {
         StrategyMode::Lstm | StrategyMode::Ensemble => Some(Box::new(
-            LstmProbs::load(registry, &ModelSel::Champion, &config.features, config.lstm.window_spec(), symbols)
-                .context("loading the LSTM champion")?,
+            LstmProbs::load(
+                registry,
+                &ModelSel::Champion,
+                &config.features,
+                config.lstm.window_spec(),
+                symbols,
+                config.market.timeframe,
+            )
+            .context("loading the LSTM champion")?,
         )),
         StrategyMode::Ppo | StrategyMode::Scripted => None,
     };
@@ -381,7 +393,7 @@ pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Model
 /// Loads the new champion and swaps it in; a model that does not load is logged and the running one kept.
 fn swap_in(config: &Config, registry: &Registry, engine: &mut Engine, kind: ModelKind, id: &str) {
     let sel = ModelSel::Id(id.to_string());
-    let pipeline = Pipeline::new(&config.features, &config.market.symbols);
+    let pipeline = Pipeline::new(&config.features, &config.market.symbols, config.market.timeframe);
     match kind {
         ModelKind::Ppo if engine.policy_id().is_some() => {
             match PpoPolicy::load(registry, &sel, &pipeline, SessionOptions::default()) {

@@ -5,20 +5,23 @@
 //! configured strategy and the registry's champions (seeded from the shipped `models/`), the full risk
 //! checks on the wall clock with Alpaca's asset rules, and the OMS on the store. Before the first
 //! reconciliation the engine is warmed up on the stored bars (features and LSTM windows; no decision).
+//! The feed's minutes pass `daemon::bars`: each is stored, the gap since the last stored one is
+//! backfilled, and the engine gets closed bars of `market.timeframe` (daily bars at the calendar's close).
 //! sd_notify: `READY=1` after the first reconciliation, `WATCHDOG=1` as events are processed.
 //!
 //! `strategy.mode = "scripted"` drives `live::ScriptedCore` instead (it buys one unit of each symbol on
 //! each bar): an order-path harness for a paper account, refused in live mode.
 
 use crate::alpaca::feed::{AlpacaFeed, FeedConfig, FeedError, FeedEvent, MarketFeed};
-use crate::alpaca::rest::{GetAccount, GetAsset, RestClient, RestConfig};
+use crate::alpaca::rest::{GetAccount, GetAsset, GetCalendar, RestClient, RestConfig};
 use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
 use crate::config::{Config, Credentials, Mode};
+use crate::daemon::bars::LiveBars;
 use crate::daemon::host::{Account, Host};
 use crate::daemon::notify::Notifier;
 use crate::daemon::retrainer::RunPipeline;
-use crate::domain::Qty;
+use crate::domain::{Qty, Timeframe};
 use crate::engine::{Command, DecisionRecord, Engine, EngineConfig, EngineRisk, Event, StrategyMode, SystemClock};
 use crate::live::{Core, RunnerConfig, ScriptedCore};
 use crate::models::Registry;
@@ -26,9 +29,9 @@ use crate::oms::{Oms, OmsConfig};
 use crate::risk::{AssetRules, RiskChecks};
 use crate::store::{Store, TreeName, TypedTree};
 use anyhow::{Context, anyhow, bail};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Utc};
 use rust_decimal::Decimal;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -55,6 +58,8 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
     let store = Store::open(&config.state_dir).context("opening the store")?;
     // Status, control, metrics, dashboard and the retrainer run around the engine (not the harness).
     let host = if scripted { None } else { Some(super::run::start_host(config, &store, rt, shutdown)?) };
+    // The engine's bars: `market.timeframe` (the scripted harness trades each minute).
+    let tf = if scripted { Timeframe::MIN1 } else { config.market.timeframe };
     // `tradebot::run` listens for the signals and cancels `shutdown`: the runner does not listen again.
     let cfg = RunnerConfig {
         broker_timeout: config.alpaca.request_timeout * 4,
@@ -62,6 +67,7 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
         shutdown_deadline: config.alpaca.request_timeout * 4 + std::time::Duration::from_secs(10),
         handle_signals: false,
         max_order_age: config.risk.max_bar_age,
+        bar_length: std::time::Duration::from_secs(tf.seconds().unsigned_abs()),
         ..RunnerConfig::default()
     };
     let result = rt.block_on(async {
@@ -83,7 +89,16 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             bail!("Alpaca account {} is blocked for trading (status {}): see Alpaca's dashboard", account.id, account.status);
         }
         let oms = Oms::open(&store, Box::new(SystemClock), OmsConfig::default()).context("opening the order manager")?;
-        let feed = AlpacaFeed::start(FeedConfig::from_config(config, &creds), rest.clone());
+        // Every minute stored; the first backfill starts after the last stored one.
+        let (mut bars, resume) = LiveBars::resume(store.clone(), &config.market.symbols, tf, Utc::now())
+            .context("reading the stored bars to resume from")?;
+        if matches!(tf, Timeframe::Days(_)) {
+            bars.set_early_closes(early_closes(&rest).await);
+        }
+        let mut feed_cfg = FeedConfig::from_config(config, &creds);
+        feed_cfg.backfill_from = Some(resume.backfill_from);
+        feed_cfg.resume = resume.last_minute;
+        let feed = AlpacaFeed::start(feed_cfg, rest.clone());
         let updates = TradeUpdates::start(UpdatesConfig::from_config(config, &creds));
         let broker = AlpacaBroker::new(rest.clone());
         if scripted {
@@ -91,6 +106,7 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             let core = ScriptedCore::new(oms, qty, config.risk.max_order_notional, RECONCILE_EVERY_TICKS);
             log::warn!("tradebot run: strategy.mode = \"scripted\": buying 1 unit of each symbol on each bar (an order-path harness, not a strategy)");
             let core = Notifying { core, notifier: Notifier::from_env(), ready: false };
+            let feed = bars.over(feed);
             let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
             if let Some(reason) = end.fatal {
                 return Err(crate::live::RunError::Fatal(reason).into());
@@ -99,7 +115,7 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             let Some(host) = host else { bail!("internal: no daemon host for the engine") };
             let engine = engine(config, &store, &host.registry, &rest, oms).await?;
             let decisions = store.tree::<DecisionRecord>(TreeName::Decisions)?;
-            let feed = CountingFeed { inner: feed, metrics: host.metrics.clone(), connects: 0 };
+            let feed = bars.over(CountingFeed { inner: feed, metrics: host.metrics.clone(), connects: 0 });
             let core = LiveCore { engine, host, decisions, ready: false, benchmark: None, last_point: None };
             let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
             if config.broker.cancel_on_shutdown {
@@ -152,7 +168,8 @@ async fn engine(
     let mut engine = Engine::new(cfg, store, oms, policy, probs)
         .context("building the engine")?
         .with_risk(EngineRisk { checks, clock: Box::new(SystemClock), timeframe: tf, assets })
-        .with_gap_guard();
+        .with_gap_guard()
+        .with_max_stale_bars(config.market.max_stale_bars);
     // The last WARM_UP_BARS stored bars of each symbol (read from twice that span before its last bar).
     let mut warm = Vec::new();
     for s in &config.market.symbols {
@@ -301,6 +318,25 @@ async fn cancel_open_orders(rest: &RestClient, oms: &Oms, timeout: std::time::Du
             Ok(Ok(())) => log::info!("shutdown: cancel of {id} sent (broker.cancel_on_shutdown)"),
             Ok(Err(e)) => log::warn!("shutdown: cannot cancel {id}: {e}"),
             Err(_) => log::warn!("shutdown: cancel of {id} timed out after {timeout:?}"),
+        }
+    }
+}
+
+/// The sessions that close before 16:00 New York, from Alpaca's calendar (a week back, two months on):
+/// where daily bars close. Without the calendar every session closes at 16:00, said once.
+async fn early_closes(rest: &RestClient) -> BTreeMap<NaiveDate, NaiveTime> {
+    let today = Utc::now().date_naive();
+    let span = (today - Duration::days(7), today + Duration::days(60));
+    let regular = NaiveTime::from_hms_opt(16, 0, 0).unwrap_or_default();
+    match rest.issue::<GetCalendar>(&span).await {
+        Ok(days) => days
+            .into_iter()
+            .map(|d| (d.date, d.close.with_timezone(&chrono_tz::America::New_York).time()))
+            .filter(|(_, close)| *close != regular)
+            .collect(),
+        Err(e) => {
+            log::warn!("calendar: {e}; daily bars close at 16:00 New York (early closes unknown until a restart)");
+            BTreeMap::new()
         }
     }
 }

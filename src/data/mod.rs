@@ -3,10 +3,13 @@
 //!
 //! Two layouts are understood, by their header (case-insensitive):
 //! - `Ticker,Date,Open,High,Low,Close,Volume,Adj Close` (the shipped data; `Symbol` works for `Ticker`);
-//! - `Date,Open,High,Low,Close,Volume[,Adj Close]`, one symbol per file, named with `--symbol`.
+//! - `Date,Open,High,Low,Close,Volume[,Adj Close]` in any column order, one symbol per file, named with
+//!   `--symbol` (Yahoo Finance's download, `Date,Open,High,Low,Close,Adj Close,Volume`, is one).
 //!
-//! A `Date` of `YYYY-MM-DD` is a daily bar stamped at midnight America/New_York (Alpaca's convention);
-//! an RFC 3339 timestamp is taken as it is.
+//! A `Date` of `YYYY-MM-DD`, `M/D/YYYY` (Yahoo's US export) or `YYYY/MM/DD` is a daily bar stamped at
+//! midnight America/New_York (Alpaca's convention); an RFC 3339 timestamp is taken as it is. A row whose
+//! prices are all `null` (Yahoo's rows for days without trading) is skipped and counted, not an error; a
+//! row with more or fewer fields than the header is a bad row. Line numbers are the file's lines.
 //!
 //! Adjustment: with an `Adj Close` column, `factor = adj_close / close`; open, high, low and close are
 //! multiplied by it and volume divided by it, so a 2:1 split shows no -50% jump. The adjusted close also
@@ -53,6 +56,8 @@ pub struct ImportReport {
     pub new_bars: usize,
     /// Rows skipped because `--symbols` did not list their symbol.
     pub filtered: usize,
+    /// Rows without prices (`null`), skipped.
+    pub empty: usize,
     pub bad: Vec<BadRow>,
 }
 
@@ -125,12 +130,14 @@ pub fn daily_bar_time(d: NaiveDate) -> DateTime<Utc> {
 
 fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
     let s = s.trim();
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return Ok(daily_bar_time(d));
+    for format in ["%Y-%m-%d", "%m/%d/%Y", "%Y/%m/%d"] {
+        if let Ok(d) = NaiveDate::parse_from_str(s, format) {
+            return Ok(daily_bar_time(d));
+        }
     }
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| format!("date {s:?} is neither YYYY-MM-DD nor an RFC 3339 timestamp"))
+        .map_err(|_| format!("date {s:?} is none of YYYY-MM-DD, M/D/YYYY, YYYY/MM/DD or an RFC 3339 timestamp"))
 }
 
 fn number(rec: &csv::StringRecord, idx: usize, name: &str) -> Result<f64, String> {
@@ -147,6 +154,9 @@ pub fn import_csv(store: &Store, path: &Path, opts: &ImportOptions) -> Result<Im
     let mut rdr = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(reader);
     let headers = rdr.headers().map_err(|e| ImportError::Layout { file: file.clone(), reason: e.to_string() })?.clone();
     let cols = columns(&headers, &file)?;
+    // The csv reader does not count the header's CRLF as a line end: its record lines then run one short
+    // of the file's. The header is line 1, so the first record starts on line 2.
+    let line_fix = 2u64.saturating_sub(rdr.position().line());
     if cols.ticker.is_none() && opts.symbol.is_none() {
         return Err(ImportError::Layout {
             file,
@@ -161,12 +171,24 @@ pub fn import_csv(store: &Store, path: &Path, opts: &ImportOptions) -> Result<Im
         let rec = match rec {
             Ok(r) => r,
             Err(e) => {
-                let line = e.position().map(|p| p.line()).unwrap_or(0);
+                let line = e.position().map(|p| p.line() + line_fix).unwrap_or(0);
                 report.bad.push(BadRow { line, reason: format!("unreadable row: {e}") });
                 continue;
             }
         };
-        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        let line = rec.position().map(|p| p.line() + line_fix).unwrap_or(0);
+        if rec.len() != headers.len() {
+            let reason = format!("{} fields where the header has {}", rec.len(), headers.len());
+            report.bad.push(BadRow { line, reason });
+            continue;
+        }
+        if [cols.open, cols.high, cols.low, cols.close]
+            .iter()
+            .all(|i| rec.get(*i).is_some_and(|v| v.eq_ignore_ascii_case("null")))
+        {
+            report.empty += 1;
+            continue;
+        }
         match parse_row(&rec, &cols, opts) {
             Ok(bar) => {
                 if !wanted.is_empty() && !wanted.contains(&bar.symbol) {

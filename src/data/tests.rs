@@ -54,7 +54,7 @@ fn bad_rows_are_reported_with_line_numbers_and_good_rows_kept() {
     assert_eq!(lines, vec![3, 4, 5, 6, 7], "{:?}", r.bad);
     assert!(r.bad[0].reason.contains("close \"abc\" is not a number"));
     assert!(r.bad[1].reason.contains("high 9 is below low 11"));
-    assert!(r.bad[2].reason.contains("neither YYYY-MM-DD"));
+    assert!(r.bad[2].reason.contains("none of YYYY-MM-DD, M/D/YYYY"));
     assert!(r.bad[3].reason.contains("volume"));
     assert!(r.bad[4].reason.contains("repeats line 2"));
     assert_eq!(all(&store, "XYZ").iter().map(|b| b.c).collect::<Vec<_>>(), vec![10.5, 10.25]);
@@ -84,4 +84,27 @@ fn adjusted_close_scales_prices_and_volume() {
     import_csv(&store, &p, &ImportOptions::default()).unwrap();
     let b = &all(&store, "QQ")[0];
     assert_eq!((b.o, b.h, b.l, b.c, b.v), (50.0, 55.0, 45.0, 50.0, 2000.0));
+}
+
+#[test]
+fn a_yahoo_download_imports_with_file_line_numbers_null_rows_skipped_and_extra_fields_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s")).unwrap();
+    // Yahoo's column order and US dates, CRLF line ends, a null row, a row with an extra field.
+    let csv = "Date,Open,High,Low,Close,Adj Close,Volume\r\n\
+               1/4/1999,10,11,9,10,5,100\r\n\
+               1/5/1999,null,null,null,null,null,null\r\n\
+               1/6/1999,10,11,9,10,5,100,7\r\n\
+               1/7/1999,10,11,9,10.5,5.25,100\r\n";
+    let p = write(dir.path(), "yahoo.csv", csv);
+    let opts = ImportOptions { symbol: Some(Symbol::new("XYZ").unwrap()), ..Default::default() };
+    let r = import_csv(&store, &p, &opts).unwrap();
+    assert_eq!(r.empty, 1);
+    assert_eq!(r.bad.len(), 1, "{:?}", r.bad);
+    assert_eq!(r.bad[0].line, 4, "the file's line, header included");
+    assert!(r.bad[0].reason.contains("8 fields where the header has 7"), "{}", r.bad[0].reason);
+    let bars = all(&store, "XYZ");
+    assert_eq!(bars.len(), 2);
+    assert_eq!(bars[0].t, Utc.with_ymd_and_hms(1999, 1, 4, 5, 0, 0).unwrap(), "1/4/1999 is January 4th");
+    assert_eq!((bars[0].c, bars[0].v), (5.0, 200.0), "adjusted by Adj Close whatever its column");
 }

@@ -75,6 +75,12 @@ pub enum Control {
 pub enum Event {
     /// A closed bar.
     Bar(Bar),
+    /// The period starting at `t` closed without a bar of `symbol` while other symbols had theirs: its
+    /// last close is carried, it is stale (never traded) until its next bar.
+    NoBar {
+        symbol: Symbol,
+        t: DateTime<Utc>,
+    },
     /// A trade_updates event (or the simulated broker's equivalent): acks, fills, cancels, rejects.
     Order(Box<OrderUpdate>),
     /// The broker's view, answering `Command::Reconcile`.

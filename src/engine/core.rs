@@ -86,6 +86,11 @@ pub struct Engine {
     /// Whether price gaps pause a symbol (live bars; stored bars are split-adjusted and may hold real
     /// crashes, which backtests must trade through as the env does).
     pub(super) gap_guard: bool,
+    /// Bars carried at the last close per symbol since its last own bar (`Event::NoBar`); a stale symbol
+    /// is never traded.
+    pub(super) stale: Vec<u32>,
+    /// Past this many carried bars a symbol is reported down (`market.max_stale_bars`).
+    pub(super) max_stale_bars: u32,
 }
 
 /// A bar opening below 0.55 or above 1.8 times the previous close: almost always a split, a reverse split
@@ -152,6 +157,8 @@ impl Engine {
             gapped: vec![false; a],
             last_refusal: HashMap::new(),
             gap_guard: false,
+            stale: vec![0; a],
+            max_stale_bars: 3,
             cfg,
             oms,
             policy,
@@ -276,6 +283,10 @@ impl Engine {
                 self.gapped[k] = true;
             }
         }
+        if self.stale[k] > 0 {
+            log::info!("engine: {} has bars again after {} carried; trading it again", bar.symbol, self.stale[k]);
+            self.stale[k] = 0;
+        }
         self.ready[k] = self.states[k].update_into(bar.o, bar.h, bar.l, bar.c, bar.v, &mut self.rows[k]);
         if let Some(p) = self.probs.as_mut() {
             p.on_bar(&bar);
@@ -306,6 +317,11 @@ impl Engine {
         if !stop_cmds.is_empty() {
             return stop_cmds;
         }
+        self.decide_if_complete(t)
+    }
+
+    /// Decides at `t` once every symbol's last bar (its own or carried) is at `t` and the features are warm.
+    pub(super) fn decide_if_complete(&mut self, t: DateTime<Utc>) -> Vec<Command> {
         let complete = self.last.iter().all(|b| b.as_ref().is_some_and(|b| b.t == t));
         if !complete || !self.ready.iter().all(|r| *r) {
             return Vec::new();

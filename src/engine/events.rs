@@ -80,6 +80,7 @@ impl crate::engine::Core for Engine {
     fn process(&mut self, ev: Event) -> Vec<Command> {
         match ev {
             Event::Bar(b) => self.on_bar(b),
+            Event::NoBar { symbol, t } => self.on_no_bar(&symbol, t),
             Event::Order(u) => {
                 // Only the fills the OMS takes (a duplicate event is not counted twice) move cash and stops.
                 let mut changes = Vec::new();

@@ -3,7 +3,7 @@
 //! latest window of each symbol goes through `policy::LstmPolicy` when the strategy asks.
 
 use super::strategy::ProbSource;
-use crate::domain::{Bar, Symbol};
+use crate::domain::{Bar, Symbol, Timeframe};
 use crate::features::FeatureSpec;
 use crate::features::windows::{WindowInputs, WindowSpec, WindowStream, context_names};
 use crate::models::Registry;
@@ -42,8 +42,9 @@ impl LstmProbs {
         spec: &FeatureSpec,
         window: WindowSpec,
         symbols: &[Symbol],
+        timeframe: Timeframe,
     ) -> Result<Self, PolicyError> {
-        let pipeline = Pipeline::new(spec, symbols);
+        let pipeline = Pipeline::new(spec, symbols, timeframe);
         let policy = LstmPolicy::load(registry, sel, &pipeline, shapes(spec, &window), SessionOptions::default())?;
         Ok(Self::new(policy, spec.clone(), window))
     }

@@ -21,6 +21,7 @@ pub mod lstm_source;
 #[cfg(test)]
 mod money_tests;
 mod orders;
+mod stale;
 pub mod strategy;
 #[cfg(test)]
 mod tests;

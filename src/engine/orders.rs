@@ -31,8 +31,8 @@ impl Engine {
             log::warn!("engine: {symbol}: quantity {} is not a valid order size", w.qty);
             return Vec::new();
         };
-        if self.gapped[k] {
-            let code = "price_gap";
+        if self.gapped[k] || self.stale[k] > 0 {
+            let code = if self.gapped[k] { "price_gap" } else { "stale" };
             self.refusals.push((symbol.clone(), code));
             rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
             return Vec::new();
@@ -93,7 +93,8 @@ impl Engine {
                 .unwrap_or_default(),
             cash: Decimal::from_f64_retain(cash).unwrap_or_default(),
             positions: &positions,
-            bar_time: req.bar_time,
+            // Ages count from the bar's close: a 15Min bar is fresh when its bucket closes.
+            bar_time: req.bar_time + chrono::Duration::seconds(r.timeframe.seconds()),
             timeframe: r.timeframe,
             now: r.clock.now(),
             inputs_finite: self.obs.iter().all(|v| v.is_finite()),

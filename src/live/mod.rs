@@ -100,6 +100,8 @@ pub struct RunnerConfig {
     /// An order whose bar closed longer ago than this when its turn to be sent comes is not sent (it is
     /// refused, "stale at send"): the risk checks' `max_bar_age`, checked again at the door.
     pub max_order_age: Duration,
+    /// The bars' length (`market.timeframe`): an order's bar closed this long after its stamp.
+    pub bar_length: Duration,
     /// Commands waiting for the command task; a submit that finds the queue full is not sent.
     pub queue: usize,
 }
@@ -113,6 +115,7 @@ impl Default for RunnerConfig {
             shutdown_deadline: Duration::from_secs(20),
             handle_signals: true,
             max_order_age: Duration::from_secs(3600),
+            bar_length: Duration::from_secs(60),
             queue: 256,
         }
     }

@@ -87,6 +87,8 @@ impl Core for ScriptedCore {
     fn process(&mut self, ev: Event) -> Vec<Command> {
         match ev {
             Event::Bar(b) => self.on_bar(b),
+            // The harness buys on bars it gets; a missing one is nothing to buy on.
+            Event::NoBar { .. } => Vec::new(),
             Event::Order(u) => self.oms_result(|oms| oms.on_update(&u).map(|_| Vec::new())),
             Event::Reconciled(snap) => {
                 let out = self.oms_result(|oms| oms.reconcile(&snap).map(|_| Vec::new()));

@@ -48,6 +48,11 @@ pub(super) async fn feed<F: MarketFeed>(
                     return;
                 }
             }
+            Ok(FeedEvent::NoBar { symbol, t }) => {
+                if tx.send(Event::NoBar { symbol, t }).await.is_err() {
+                    return;
+                }
+            }
             Ok(FeedEvent::BarUpdated(b)) => {
                 log::debug!("runner: bar correction for {} at {} not traded on", b.symbol, b.t)
             }

@@ -98,16 +98,22 @@ pub enum MismatchError {
     MissingInput { id: String, name: String },
     #[error("model {id} trades {model:?}, the config trades {config:?}")]
     Symbols { id: String, model: Vec<Symbol>, config: Vec<Symbol> },
+    #[error(
+        "model {id} was trained on {model} bars, the config trades {config} bars: set market.timeframe = \"{model}\" or train a {config} model (`tradebot train ppo|lstm --config FILE`)"
+    )]
+    Timeframe { id: String, model: Timeframe, config: Timeframe },
 }
 
 impl Manifest {
     /// Refuses a model that does not fit the running pipeline: feature version and names, every input
-    /// the pipeline will feed (name and shape), and the traded symbols.
+    /// the pipeline will feed (name and shape), the traded symbols and the bars' timeframe (a daily
+    /// policy fed minute bars would trade every minute).
     pub fn check_inputs(
         &self,
         features: &FeatureRef,
         inputs: &[TensorSpec],
         symbols: &[Symbol],
+        timeframe: Timeframe,
     ) -> Result<(), MismatchError> {
         let id = self.id.clone();
         if self.features.version != features.version {
@@ -135,6 +141,9 @@ impl Manifest {
         }
         if self.symbols != symbols {
             return Err(MismatchError::Symbols { id, model: self.symbols.clone(), config: symbols.to_vec() });
+        }
+        if self.timeframe != timeframe {
+            return Err(MismatchError::Timeframe { id, model: self.timeframe, config: timeframe });
         }
         Ok(())
     }

@@ -80,16 +80,22 @@ fn manifest_mismatch_is_refused() {
     let f = m.features.clone();
     let sym = m.symbols.clone();
     let obs = |n| vec![TensorSpec { name: "obs".into(), shape: vec![-1, n] }];
-    assert!(m.check_inputs(&f, &obs(7), &sym).is_ok());
-    assert!(matches!(m.check_inputs(&f, &obs(8), &sym), Err(MismatchError::Shape { .. })));
+    let tf = m.timeframe;
+    assert!(m.check_inputs(&f, &obs(7), &sym, tf).is_ok());
+    assert!(matches!(m.check_inputs(&f, &obs(8), &sym, tf), Err(MismatchError::Shape { .. })));
     let v2 = FeatureRef { version: 2, ..f.clone() };
-    assert!(matches!(m.check_inputs(&v2, &obs(7), &sym), Err(MismatchError::FeatureVersion { .. })));
+    assert!(matches!(m.check_inputs(&v2, &obs(7), &sym, tf), Err(MismatchError::FeatureVersion { .. })));
     let renamed = FeatureRef { names: vec!["ret_1".into(), "rsi_7".into()], ..f.clone() };
-    assert!(matches!(m.check_inputs(&renamed, &obs(7), &sym), Err(MismatchError::FeatureNames { .. })));
+    assert!(matches!(m.check_inputs(&renamed, &obs(7), &sym, tf), Err(MismatchError::FeatureNames { .. })));
     let other = vec![Symbol::new("MSFT").unwrap()];
-    assert!(matches!(m.check_inputs(&f, &obs(7), &other), Err(MismatchError::Symbols { .. })));
+    assert!(matches!(m.check_inputs(&f, &obs(7), &other, tf), Err(MismatchError::Symbols { .. })));
     let missing = vec![TensorSpec { name: "x".into(), shape: vec![-1, 7] }];
-    assert!(matches!(m.check_inputs(&f, &missing, &sym), Err(MismatchError::MissingInput { .. })));
+    assert!(matches!(m.check_inputs(&f, &missing, &sym, tf), Err(MismatchError::MissingInput { .. })));
+    // A daily model fed 15-minute bars would trade every 15 minutes: refused, naming both and the fix.
+    let e = m.check_inputs(&f, &obs(7), &sym, Timeframe::Minutes(15)).unwrap_err();
+    assert!(matches!(e, MismatchError::Timeframe { model: Timeframe::DAY1, config: Timeframe::Minutes(15), .. }));
+    let msg = e.to_string();
+    assert!(msg.contains("1Day") && msg.contains("15Min") && msg.contains("market.timeframe"), "{msg}");
 }
 
 #[test]
@@ -147,7 +153,8 @@ fn the_shipped_ppo_model_seeds_a_champion_that_fits_the_default_pipeline() {
     let syms: Vec<Symbol> = ["AAPL", "MSFT", "IBM"].iter().map(|s| Symbol::new(s).unwrap()).collect();
     let obs_dim = 1 + 3 * (1 + spec.n_cols() as i64);
     let pipeline = FeatureRef { version: crate::features::FEATURE_VERSION, names: spec.names() };
-    m.check_inputs(&pipeline, &[TensorSpec { name: "obs".into(), shape: vec![-1, obs_dim] }], &syms).unwrap();
+    let obs = [TensorSpec { name: "obs".into(), shape: vec![-1, obs_dim] }];
+    m.check_inputs(&pipeline, &obs, &syms, Timeframe::DAY1).unwrap();
     assert!(r.load(&m.id).is_ok(), "hash verified after the import");
 }
 

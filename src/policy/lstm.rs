@@ -68,8 +68,8 @@ impl LstmPolicy {
         shapes: LstmShapes,
         opts: SessionOptions,
     ) -> Result<LstmPolicy, PolicyError> {
-        m.check_inputs(&pipeline.features, &shapes.specs(), &pipeline.symbols)
-            .map_err(|source| PolicyError::Mismatch { id: m.id.clone(), source })?;
+        m.check_inputs(&pipeline.features, &shapes.specs(), &pipeline.symbols, pipeline.timeframe)
+            .map_err(|mismatch| PolicyError::Mismatch { id: m.id.clone(), mismatch })?;
         if !m.outputs.iter().any(|o| o.name == PROBS_OUTPUT && o.shape == [-1, 3]) {
             return Err(PolicyError::Contract {
                 id: m.id.clone(),

@@ -24,7 +24,7 @@ pub(crate) mod tests;
 pub use lstm::{LstmPolicy, LstmShapes};
 pub use ppo::PpoPolicy;
 
-use crate::domain::Symbol;
+use crate::domain::{Symbol, Timeframe};
 use crate::features::{FEATURE_VERSION, FeatureSpec};
 use crate::models::{FeatureRef, Manifest, MismatchError, ModelKind, Registry, RegistryError};
 use ort::session::Session;
@@ -40,8 +40,9 @@ pub enum PolicyError {
     NoChampion { kind: &'static str },
     #[error("model {id} is a {found} model, a {want} model was asked for")]
     WrongKind { id: String, found: &'static str, want: &'static str },
-    #[error("model {id} refused: {source}")]
-    Mismatch { id: String, source: MismatchError },
+    /// The mismatch names the model and the fix; it is the message itself (not a source, said once).
+    #[error("{mismatch}")]
+    Mismatch { id: String, mismatch: MismatchError },
     #[error("model {id} refused: {reason}")]
     Contract { id: String, reason: String },
     #[error("ONNX Runtime: {0}")]
@@ -79,11 +80,17 @@ impl ModelSel {
 pub struct Pipeline {
     pub features: FeatureRef,
     pub symbols: Vec<Symbol>,
+    /// The bars the model will be fed (`market.timeframe`): a model trained on other bars is refused.
+    pub timeframe: Timeframe,
 }
 
 impl Pipeline {
-    pub fn new(spec: &FeatureSpec, symbols: &[Symbol]) -> Pipeline {
-        Pipeline { features: FeatureRef { version: FEATURE_VERSION, names: spec.names() }, symbols: symbols.to_vec() }
+    pub fn new(spec: &FeatureSpec, symbols: &[Symbol], timeframe: Timeframe) -> Pipeline {
+        Pipeline {
+            features: FeatureRef { version: FEATURE_VERSION, names: spec.names() },
+            symbols: symbols.to_vec(),
+            timeframe,
+        }
     }
 
     pub fn n_features(&self) -> usize {

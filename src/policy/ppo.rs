@@ -51,8 +51,8 @@ impl PpoPolicy {
         let d = Self::obs_dim_for(pipeline) as i64;
         let a = pipeline.symbols.len();
         let want = [TensorSpec { name: OBS_INPUT.into(), shape: vec![-1, d] }];
-        m.check_inputs(&pipeline.features, &want, &pipeline.symbols)
-            .map_err(|source| PolicyError::Mismatch { id: m.id.clone(), source })?;
+        m.check_inputs(&pipeline.features, &want, &pipeline.symbols, pipeline.timeframe)
+            .map_err(|mismatch| PolicyError::Mismatch { id: m.id.clone(), mismatch })?;
         let out_shape = vec![-1, a as i64];
         if !m.outputs.iter().any(|o| o.name == ACTION_OUTPUT && o.shape == out_shape) {
             return Err(PolicyError::Contract {

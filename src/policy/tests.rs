@@ -74,7 +74,7 @@ pub(crate) fn register_ppo(reg: &Registry, pipeline: &Pipeline, p: &MlpPolicy, e
 
 pub(crate) fn pipeline(symbols: &[&str]) -> Pipeline {
     let syms: Vec<_> = symbols.iter().map(|s| crate::domain::Symbol::new(s).expect("symbol")).collect();
-    Pipeline::new(&crate::features::FeatureSpec::default(), &syms)
+    Pipeline::new(&crate::features::FeatureSpec::default(), &syms, Timeframe::DAY1)
 }
 
 #[test]

@@ -1,20 +1,40 @@
 //! The promotion gate: a candidate replaces the champion only if, on a holdout it never trained on and in
-//! the same backtest, it beats the champion's Sharpe ratio by the configured margin, keeps its maximum
-//! drawdown within the cap, and trades at least the minimum number of times. The decision and its numbers
-//! are kept, whichever way it goes.
+//! the same backtest, its lead over the champion is unlikely to be noise (a paired block bootstrap of the
+//! per-bar return differences, `retrain::noise`, at `confidence`), it beats the champion's Sharpe ratio by
+//! the configured margin, keeps its maximum drawdown within the cap, trades at least the minimum number of
+//! times, and does not trail buy-and-hold by more than `max_buy_hold_shortfall`. With no champion, it must
+//! beat both baselines (cash and buy-and-hold) by the same bootstrap test. The decision and its numbers
+//! (per-fold returns of the holdout's K folds, the confidences) are kept, whichever way it goes.
 
+use super::noise::{fold_returns, lead_confidence};
 use crate::config::GateConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The backtest figures the gate reads.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateInput {
     pub sharpe: f64,
     /// As a positive fraction (0.2 = 20% below the peak).
     pub max_drawdown: f64,
     pub trades: u64,
     pub total_return: f64,
+    /// Buy-and-hold's total return over the same bars.
+    #[serde(default)]
+    pub buy_hold_return: f64,
+    /// Per-bar returns of the strategy over the holdout (not stored; the decision keeps the figures).
+    #[serde(skip)]
+    pub returns: Vec<f64>,
+    /// Per-bar returns of equal-weight buy-and-hold over the same bars.
+    #[serde(skip)]
+    pub buy_hold_returns: Vec<f64>,
+}
+
+impl GateInput {
+    /// The figures without the per-bar series (what a run record stores).
+    pub fn summary(self) -> GateInput {
+        GateInput { returns: Vec::new(), buy_hold_returns: Vec::new(), ..self }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,53 +44,111 @@ pub struct GateDecision {
     pub numbers: BTreeMap<String, f64>,
 }
 
-/// `champion = None` (no model yet): the candidate needs only the drawdown cap and the trade minimum.
+/// `champion = None` (no model yet): the candidate must beat cash and buy-and-hold by the bootstrap test.
 pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateConfig) -> GateDecision {
     let mut numbers = BTreeMap::from([
         ("candidate_sharpe".to_string(), candidate.sharpe),
         ("candidate_max_drawdown".to_string(), candidate.max_drawdown),
         ("candidate_trades".to_string(), candidate.trades as f64),
         ("candidate_return".to_string(), candidate.total_return),
+        ("buy_hold_return".to_string(), candidate.buy_hold_return),
         ("min_sharpe_margin".to_string(), cfg.min_sharpe_margin),
         ("max_drawdown_cap".to_string(), cfg.max_drawdown),
+        ("confidence_required".to_string(), cfg.confidence),
     ]);
+    for (i, r) in fold_returns(&candidate.returns, cfg.folds).iter().enumerate() {
+        numbers.insert(format!("fold{}_candidate_return", i + 1), *r);
+    }
     if let Some(c) = champion {
         numbers.insert("champion_sharpe".into(), c.sharpe);
         numbers.insert("champion_max_drawdown".into(), c.max_drawdown);
         numbers.insert("champion_trades".into(), c.trades as f64);
         numbers.insert("champion_return".into(), c.total_return);
+        for (i, r) in fold_returns(&c.returns, cfg.folds).iter().enumerate() {
+            numbers.insert(format!("fold{}_champion_return", i + 1), *r);
+        }
     }
-    let fail = |reason: String| GateDecision { promote: false, reason, numbers: numbers.clone() };
+    let fail = |reason: String, numbers: &BTreeMap<String, f64>| GateDecision {
+        promote: false,
+        reason,
+        numbers: numbers.clone(),
+    };
     if !(candidate.sharpe.is_finite() && candidate.max_drawdown.is_finite()) {
-        return fail(format!(
+        let why = format!(
             "candidate backtest is not finite (Sharpe {}, drawdown {})",
             candidate.sharpe, candidate.max_drawdown
-        ));
+        );
+        return fail(why, &numbers);
     }
     if candidate.max_drawdown > cfg.max_drawdown {
-        return fail(format!(
+        let why = format!(
             "candidate max drawdown {:.1}% exceeds the cap of {:.1}%",
             candidate.max_drawdown * 100.0,
             cfg.max_drawdown * 100.0
-        ));
+        );
+        return fail(why, &numbers);
     }
     if candidate.trades < cfg.min_trades {
-        return fail(format!("candidate traded {} times, fewer than the minimum {}", candidate.trades, cfg.min_trades));
+        let why = format!("candidate traded {} times, fewer than the minimum {}", candidate.trades, cfg.min_trades);
+        return fail(why, &numbers);
+    }
+    if candidate.buy_hold_return.is_finite()
+        && candidate.total_return < candidate.buy_hold_return - cfg.max_buy_hold_shortfall
+    {
+        let why = format!(
+            "candidate return {:.1}% trails buy-and-hold's {:.1}% by more than {:.1} points",
+            candidate.total_return * 100.0,
+            candidate.buy_hold_return * 100.0,
+            cfg.max_buy_hold_shortfall * 100.0
+        );
+        return fail(why, &numbers);
+    }
+    // The bootstrap confidence of the candidate's lead over each reference it must beat.
+    let cash = vec![0.0; candidate.returns.len()];
+    let refs: Vec<(&str, &[f64])> = match champion {
+        Some(c) => vec![("champion", &c.returns)],
+        None => vec![("cash", &cash), ("buy_hold", &candidate.buy_hold_returns)],
+    };
+    for (name, r) in refs {
+        let Some(conf) = lead_confidence(&candidate.returns, r) else {
+            let why = format!(
+                "no comparable per-bar returns of the candidate and {name} ({} and {} bars): the lead cannot be told from noise",
+                candidate.returns.len(),
+                r.len()
+            );
+            return fail(why, &numbers);
+        };
+        numbers.insert(format!("confidence_vs_{name}"), conf);
+        if conf < cfg.confidence {
+            let why = format!(
+                "the candidate's lead over {name} is {:.0}% likely real (bootstrap of per-bar returns), below the {:.0}% required",
+                conf * 100.0,
+                cfg.confidence * 100.0
+            );
+            return fail(why, &numbers);
+        }
     }
     let reason = match champion {
-        None => "no champion yet; candidate within the drawdown cap and the trade minimum".to_string(),
+        None => format!(
+            "no champion yet; candidate beats cash and buy-and-hold with {:.0}% confidence, within the drawdown cap and the trade minimum",
+            cfg.confidence * 100.0
+        ),
         Some(c) => {
             // A champion whose Sharpe is undefined (it never traded) is beaten by any finite figure.
             let champ = if c.sharpe.is_nan() { f64::NEG_INFINITY } else { c.sharpe };
             if candidate.sharpe < champ + cfg.min_sharpe_margin {
-                return fail(format!(
+                let why = format!(
                     "candidate Sharpe {:.3} does not beat the champion's {:.3} by the margin {:.3}",
                     candidate.sharpe, c.sharpe, cfg.min_sharpe_margin
-                ));
+                );
+                return fail(why, &numbers);
             }
             format!(
-                "candidate Sharpe {:.3} beats the champion's {:.3} by at least {:.3}",
-                candidate.sharpe, c.sharpe, cfg.min_sharpe_margin
+                "candidate Sharpe {:.3} beats the champion's {:.3} by at least {:.3}, a lead {:.0}% likely real",
+                candidate.sharpe,
+                c.sharpe,
+                cfg.min_sharpe_margin,
+                numbers.get("confidence_vs_champion").copied().unwrap_or(f64::NAN) * 100.0
             )
         }
     };
@@ -80,38 +158,107 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retrain::noise::tests::normal;
 
     fn cfg() -> GateConfig {
-        GateConfig { min_sharpe_margin: 0.1, max_drawdown: 0.25, min_trades: 5 }
+        GateConfig {
+            min_sharpe_margin: 0.1,
+            max_drawdown: 0.25,
+            min_trades: 5,
+            confidence: 0.9,
+            folds: 4,
+            max_buy_hold_shortfall: 0.05,
+        }
     }
 
-    fn g(sharpe: f64, dd: f64, trades: u64) -> GateInput {
-        GateInput { sharpe, max_drawdown: dd, trades, total_return: 0.1 }
+    /// A backtest's figures from its per-bar returns (buy-and-hold: the returns at half the drift).
+    fn g(returns: Vec<f64>, trades: u64) -> GateInput {
+        let n = returns.len() as f64;
+        let mean = returns.iter().sum::<f64>() / n;
+        let sd = (returns.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        let total = returns.iter().fold(1.0, |a, r| a * (1.0 + r)) - 1.0;
+        GateInput {
+            sharpe: mean / sd * 252f64.sqrt(),
+            max_drawdown: 0.1,
+            trades,
+            total_return: total,
+            buy_hold_return: total.min(0.0),
+            buy_hold_returns: vec![0.0; returns.len()],
+            returns,
+        }
+    }
+
+    fn plus(a: &[f64], b: &[f64]) -> Vec<f64> {
+        a.iter().zip(b).map(|(x, y)| x + y).collect()
     }
 
     #[test]
-    fn promotes_only_a_clear_improvement() {
-        let champ = g(1.0, 0.1, 20);
-        assert!(decide(&g(1.2, 0.1, 20), Some(&champ), &cfg()).promote);
-        let d = decide(&g(1.05, 0.1, 20), Some(&champ), &cfg());
-        assert!(!d.promote && d.reason.contains("does not beat"), "{}", d.reason);
-        assert_eq!(d.numbers["champion_sharpe"], 1.0);
-        assert_eq!(d.numbers["candidate_sharpe"], 1.05);
+    fn promotes_a_real_edge_and_keeps_the_numbers() {
+        let champ = g(normal(1, 250, 0.0005, 0.01), 20);
+        let cand = g(plus(&champ.returns, &normal(2, 250, 0.002, 0.002)), 20);
+        let d = decide(&cand, Some(&champ), &cfg());
+        assert!(d.promote, "{}", d.reason);
+        assert!(d.numbers["confidence_vs_champion"] > 0.99);
+        assert!(d.numbers.contains_key("fold4_candidate_return") && d.numbers.contains_key("fold1_champion_return"));
+        assert_eq!(d.numbers["champion_sharpe"], champ.sharpe);
     }
 
     #[test]
-    fn drawdown_cap_and_trade_minimum_bind_even_without_a_champion() {
-        let d = decide(&g(3.0, 0.4, 20), None, &cfg());
-        assert!(!d.promote && d.reason.contains("exceeds the cap"), "{}", d.reason);
-        let d = decide(&g(3.0, 0.1, 2), None, &cfg());
-        assert!(!d.promote && d.reason.contains("fewer than the minimum 5"), "{}", d.reason);
-        assert!(decide(&g(0.2, 0.1, 5), None, &cfg()).promote);
+    fn noise_is_never_promoted_a_planted_edge_nearly_always() {
+        let (mut noise, mut random, mut edge) = (0, 0, 0);
+        for seed in 0..200u64 {
+            let base = normal(1000 + seed, 250, 0.0005, 0.01);
+            let champ = g(base.clone(), 20);
+            // The champion's own returns, slightly perturbed (its weights, nudged).
+            let nudged = g(plus(&base, &normal(5000 + seed, 250, 0.0, 0.0001)), 20);
+            noise += usize::from(decide(&nudged, Some(&champ), &cfg()).promote);
+            // A policy as good as the champion in expectation, independent of it.
+            let other = g(normal(9000 + seed, 250, 0.0005, 0.01), 20);
+            random += usize::from(decide(&other, Some(&champ), &cfg()).promote);
+            let better = g(plus(&base, &normal(7000 + seed, 250, 0.0015, 0.003)), 20);
+            edge += usize::from(decide(&better, Some(&champ), &cfg()).promote);
+        }
+        assert_eq!(noise, 0, "a nudged champion was promoted");
+        assert!(random <= 30, "{random} of 200 equally good random candidates promoted (about 10% expected)");
+        assert!(edge >= 190, "a planted edge was promoted only {edge} times of 200");
+    }
+
+    #[test]
+    fn without_a_champion_the_candidate_must_beat_cash_and_buy_and_hold() {
+        let good = g(normal(3, 250, 0.003, 0.01), 20);
+        let d = decide(&good, None, &cfg());
+        assert!(d.promote, "{}", d.reason);
+        assert!(d.numbers["confidence_vs_cash"] >= 0.9 && d.numbers["confidence_vs_buy_hold"] >= 0.9);
+        let flat = g(normal(4, 250, 0.0, 0.01), 20);
+        let d = decide(&flat, None, &cfg());
+        assert!(!d.promote && d.reason.contains("likely real"), "{}", d.reason);
+    }
+
+    #[test]
+    fn caps_minimums_buy_and_hold_and_missing_returns_refuse() {
+        let mut c = g(normal(3, 250, 0.003, 0.01), 20);
+        c.max_drawdown = 0.4;
+        assert!(decide(&c, None, &cfg()).reason.contains("exceeds the cap"));
+        let c = g(normal(3, 250, 0.003, 0.01), 2);
+        assert!(decide(&c, None, &cfg()).reason.contains("fewer than the minimum 5"));
+        // 31.2% against buy-and-hold's 41.2%: refused, however it compares with the champion.
+        let mut c = g(normal(3, 250, 0.003, 0.01), 20);
+        (c.total_return, c.buy_hold_return) = (0.312, 0.412);
+        let d = decide(&c, None, &cfg());
+        assert!(!d.promote && d.reason.contains("trails buy-and-hold"), "{}", d.reason);
+        let mut c = g(normal(3, 250, 0.003, 0.01), 20);
+        c.returns.clear();
+        let d = decide(&c, Some(&g(normal(1, 250, 0.0, 0.01), 20)), &cfg());
+        assert!(!d.promote && d.reason.contains("cannot be told from noise"), "{}", d.reason);
     }
 
     #[test]
     fn non_finite_figures_never_promote() {
-        assert!(!decide(&g(f64::NAN, 0.1, 20), None, &cfg()).promote);
-        assert!(!decide(&g(f64::INFINITY, f64::NAN, 20), Some(&g(1.0, 0.1, 9)), &cfg()).promote);
-        assert!(decide(&g(0.5, 0.1, 20), Some(&g(f64::NAN, 0.0, 0)), &cfg()).promote);
+        let mut c = g(normal(3, 250, 0.003, 0.01), 20);
+        c.sharpe = f64::NAN;
+        assert!(!decide(&c, None, &cfg()).promote);
+        let mut c = g(normal(3, 250, 0.003, 0.01), 20);
+        c.returns[7] = f64::INFINITY;
+        assert!(!decide(&c, None, &cfg()).promote);
     }
 }

@@ -54,14 +54,19 @@ impl Evaluator for BacktestEvaluator {
         let reg = self.registry()?;
         let sel = ModelSel::Id(model_id.to_string());
         let c = &self.config;
-        let pipeline = crate::policy::Pipeline::new(&c.features, &c.market.symbols);
+        let pipeline = crate::policy::Pipeline::new(&c.features, &c.market.symbols, c.market.timeframe);
         let opts = crate::policy::SessionOptions::default();
         let loaded = match self.kind(&reg, model_id)? {
             ModelKind::Ppo => crate::policy::PpoPolicy::load(&reg, &sel, &pipeline, opts).map(|_| ()),
-            ModelKind::Lstm => {
-                crate::engine::LstmProbs::load(&reg, &sel, &c.features, c.lstm.window_spec(), &c.market.symbols)
-                    .map(|_| ())
-            }
+            ModelKind::Lstm => crate::engine::LstmProbs::load(
+                &reg,
+                &sel,
+                &c.features,
+                c.lstm.window_spec(),
+                &c.market.symbols,
+                c.market.timeframe,
+            )
+            .map(|_| ()),
         };
         loaded.map_err(|e| EvalError(format!("the candidate does not load as the engine would: {e}")))
     }
@@ -77,11 +82,15 @@ impl Evaluator for BacktestEvaluator {
         let sel = ModelSel::Id(model_id.to_string());
         let r = backtest::run_kind(&self.config, &self.store, &reg, kind, &sel, from, to)
             .map_err(|e| EvalError(format!("holdout backtest of {model_id}: {e}")))?;
+        let returns = |v: Vec<f64>| v.windows(2).map(|w| if w[0] > 0.0 { w[1] / w[0] - 1.0 } else { 0.0 }).collect();
         Ok(GateInput {
             sharpe: r.strategy.sharpe,
             max_drawdown: r.strategy.max_drawdown,
             trades: r.strategy.trades as u64,
             total_return: r.strategy.total_return,
+            buy_hold_return: r.buy_hold.total_return,
+            returns: returns(r.curve.iter().map(|p| p.equity).collect()),
+            buy_hold_returns: returns(r.curve.iter().map(|p| p.buy_hold).collect()),
         })
     }
 }

@@ -1,11 +1,12 @@
 //! Retraining: the pieces the daemon's weekend run is made of. `child`: the training process (the same
 //! binary, `tradebot train ...`) with its time and GPU-memory budgets; `gate`: the promotion decision from
-//! candidate and champion backtests on the holdout; `pipeline`: one run end to end (snapshot, child,
+//! candidate and champion backtests on the holdout (`noise`: how likely a lead is to be luck); `pipeline`: one run end to end (snapshot, child,
 //! evaluation, gate, promotion); `record`: every run's outcome in the store's `runs` tree.
 
 pub mod child;
 pub mod gate;
 pub mod holdout;
+pub mod noise;
 pub mod pipeline;
 pub mod record;
 #[cfg(test)]

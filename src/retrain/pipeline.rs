@@ -323,10 +323,10 @@ impl Pipeline {
         .await
         .map_err(|e| Failure { stage: "evaluate".into(), code: "panic".into(), message: e.to_string() })?
         .map_err(fail("evaluate", "evaluate"))?;
-        r.candidate_metrics = Some(cand);
-        r.champion_metrics = champ;
-
         let decision = gate::decide(&cand, champ.as_ref(), &self.spec.retrain.gate);
+        // The record keeps the figures; the per-bar returns are summarised in the decision's numbers.
+        r.candidate_metrics = Some(cand.summary());
+        r.champion_metrics = champ.map(|c| c.summary());
         r.outcome = if decision.promote { RunOutcome::Promoted } else { RunOutcome::Kept };
         let reason = decision.reason.clone();
         r.decision = Some(decision);

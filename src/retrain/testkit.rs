@@ -67,7 +67,14 @@ pub fn retrain_config(budget: Duration) -> RetrainConfig {
         gpu_memory_mb: 0,
         ppo_steps: Some(1000),
         lstm_epochs: None,
-        gate: GateConfig { min_sharpe_margin: 0.1, max_drawdown: 0.25, min_trades: 5 },
+        gate: GateConfig {
+            min_sharpe_margin: 0.1,
+            max_drawdown: 0.25,
+            min_trades: 5,
+            confidence: 0.9,
+            folds: 4,
+            max_buy_hold_shortfall: 0.05,
+        },
     }
 }
 
@@ -104,7 +111,20 @@ impl FakeEvaluator {
         let figures = figures
             .iter()
             .map(|(id, sharpe)| {
-                (id.to_string(), GateInput { sharpe: *sharpe, max_drawdown: 0.1, trades: 20, total_return: 0.05 })
+                // Per-bar returns: the same noise for every model plus a drift that grows with its Sharpe, so
+                // a higher Sharpe is a real lead.
+                let noise = crate::retrain::noise::tests::normal(7, 120, 0.0, 0.01);
+                let returns: Vec<f64> = noise.iter().map(|r| r + 0.001 * sharpe).collect();
+                let input = GateInput {
+                    sharpe: *sharpe,
+                    max_drawdown: 0.1,
+                    trades: 20,
+                    total_return: 0.05,
+                    buy_hold_return: 0.0,
+                    buy_hold_returns: vec![0.0; returns.len()],
+                    returns,
+                };
+                (id.to_string(), input)
             })
             .collect();
         FakeEvaluator { figures, calls: Mutex::default() }
@@ -114,7 +134,7 @@ impl FakeEvaluator {
 impl Evaluator for FakeEvaluator {
     fn evaluate(&self, model_id: &str) -> Result<GateInput, EvalError> {
         self.calls.lock().unwrap().push(model_id.to_string());
-        self.figures.get(model_id).copied().ok_or_else(|| EvalError(format!("no backtest for {model_id}")))
+        self.figures.get(model_id).cloned().ok_or_else(|| EvalError(format!("no backtest for {model_id}")))
     }
 }
 

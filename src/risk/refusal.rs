@@ -12,7 +12,7 @@ pub enum Refusal {
     KillSwitch { tripped_at: DateTime<Utc>, why: String },
     #[error("{symbol}: an input is NaN or infinite ({what}); no trade on it")]
     NonFinite { symbol: Symbol, what: String },
-    #[error("{symbol}: the bar of {bar_time} is {age_secs} s old at {now}, above the limit of {max_secs} s")]
+    #[error("{symbol}: the bar closing at {bar_time} is {age_secs} s old at {now}, above the limit of {max_secs} s")]
     StaleBar { symbol: Symbol, bar_time: DateTime<Utc>, now: DateTime<Utc>, age_secs: i64, max_secs: u64 },
     #[error("{symbol}: the stock market is closed at {now} ({session} hours, America/New_York)")]
     MarketClosed { symbol: Symbol, now: DateTime<Utc>, session: &'static str },

@@ -72,6 +72,15 @@ pub fn render(d: &DashboardData, refresh_secs: u32) -> String {
     let paused = if s.risk.paused { "paused" } else { "trading" };
     let _ = write!(o, r#"<div class="stat"><span class="label">state</span><span id="paused">{paused}</span></div>"#);
     o.push_str("</section>");
+    if !s.feed.stale.is_empty() {
+        let list: Vec<String> = s
+            .feed
+            .stale
+            .iter()
+            .map(|x| format!("{} {} ({} bars)", esc(&x.symbol), if x.down { "down" } else { "stale" }, x.bars))
+            .collect();
+        let _ = write!(o, "<p class=\"bad\" id=\"stale\">Not traded, no recent bar: {}</p>", list.join(", "));
+    }
     equity_section(&mut o, &d.equity);
     positions_section(&mut o, d);
     decisions_section(&mut o, d);

@@ -1,6 +1,6 @@
 use super::*;
 use crate::control::StatusReport;
-use crate::control::status::{PositionStatus, RiskStatus};
+use crate::control::status::{PositionStatus, RiskStatus, StaleSymbol};
 use crate::web::data::{EquityPoint, TrainingView};
 use chrono::{TimeZone, Utc};
 use std::os::unix::fs::PermissionsExt;
@@ -134,4 +134,17 @@ fn the_token_comes_from_the_file_env_credentials_or_a_new_private_file() {
 fn drawdown_follows_the_running_peak() {
     let dd = page::drawdown(&[100.0, 120.0, 90.0, 130.0]);
     assert_eq!(dd, vec![0.0, 0.0, 0.25, 0.0]);
+}
+
+#[test]
+fn stale_and_down_symbols_are_shown_and_counted() {
+    let mut d = data();
+    let stale = |s: &str, bars, down| StaleSymbol { symbol: s.into(), bars, down };
+    d.status.feed.stale = vec![stale("IBM", 1, false), stale("QUIET", 5, true)];
+    let html = page::render(&d, 5);
+    assert!(html.contains(r#"id="stale""#) && html.contains("IBM stale (1 bars), QUIET down (5 bars)"), "{html}");
+    assert!(!page::render(&data(), 5).contains(r#"id="stale""#), "nothing shown when every symbol has bars");
+    let m = crate::metrics::Metrics::new();
+    m.observe_status(&d.status);
+    assert_eq!((m.stale_symbols.get(), m.down_symbols.get()), (2, 1));
 }

@@ -11,6 +11,11 @@ pub struct BarGate {
 }
 
 impl BarGate {
+    /// A gate that has already let through each symbol's bars up to the given time.
+    pub fn resuming(last: &HashMap<Symbol, DateTime<Utc>>) -> BarGate {
+        BarGate { last: last.clone() }
+    }
+
     /// True (and remembered) when `bar` is newer than every bar of its symbol let through so far.
     pub fn admit(&mut self, bar: &Bar) -> bool {
         match self.last.get(&bar.symbol) {
@@ -63,5 +68,12 @@ mod tests {
         let syms = [Symbol::new("A").unwrap(), Symbol::new("B").unwrap()];
         assert_eq!(g.resume_from(&syms, None), DateTime::from_timestamp(1, 0));
         assert_eq!(g.resume_from(&[Symbol::new("C").unwrap()], None), None);
+
+        let held = HashMap::from([(syms[0].clone(), DateTime::from_timestamp(120, 0).unwrap())]);
+        let mut r = BarGate::resuming(&held);
+        assert!(!r.admit(&bar("A", 120)), "a bar already held is not delivered again");
+        assert!(r.admit(&bar("A", 180)));
+        let from = DateTime::from_timestamp(30, 0);
+        assert_eq!(r.resume_from(&syms, from), from, "B has nothing held: it starts at backfill_from");
     }
 }

@@ -22,6 +22,7 @@ use crate::alpaca::rest::{RestClient, RestError};
 use crate::config::Secret;
 use crate::domain::{Bar, Symbol};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -34,6 +35,9 @@ pub enum FeedEvent {
     Bar(Bar),
     /// A late correction of a bar already delivered (`u` messages): replaces it.
     BarUpdated(Bar),
+    /// The period starting at `t` closed with bars of other symbols but none of `symbol` (a quiet or
+    /// halted stock): its last close is carried (`daemon::bars`).
+    NoBar { symbol: Symbol, t: DateTime<Utc> },
     /// Anything else the stream said (trades, quotes, trading statuses, ...).
     Market(MarketEvent),
     /// The stream is (again) live; `backfilled` bars were fetched over REST to close the gap.
@@ -101,8 +105,12 @@ pub struct FeedConfig {
     /// Connect, handshake and each send must finish within this.
     pub io_timeout: Duration,
     pub backoff: Backoff,
-    /// Backfill from here at the first connect (`None`: only fill gaps after reconnects).
+    /// Backfill from here at the first connect, for symbols without an entry in `resume` (`None`: only
+    /// fill gaps after reconnects).
     pub backfill_from: Option<DateTime<Utc>>,
+    /// The last minute bar already held per symbol (the daemon's store): the first backfill starts just
+    /// after it and no bar up to it is delivered again.
+    pub resume: HashMap<Symbol, DateTime<Utc>>,
     /// `iex` or `sip` for the REST backfill.
     pub rest_feed: Option<String>,
 }
@@ -123,6 +131,7 @@ impl FeedConfig {
             io_timeout: Duration::from_secs(10),
             backoff: Backoff::STREAM,
             backfill_from: None,
+            resume: HashMap::new(),
             rest_feed: None,
         }
     }

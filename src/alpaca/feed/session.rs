@@ -34,7 +34,7 @@ enum End {
 
 /// The reconnect loop. Returns when the consumer drops the feed or a fatal error was delivered.
 pub(super) async fn run(cfg: FeedConfig, rest: RestClient, tx: Tx) {
-    let mut gate = BarGate::default();
+    let mut gate = BarGate::resuming(&cfg.resume);
     let mut attempt = 0u32;
     loop {
         let mut established = false;
