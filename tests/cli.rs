@@ -290,3 +290,23 @@ fn outside_a_checkout_doctor_runs_without_a_config_and_status_says_how_to_name_o
     assert_eq!(o.status.code(), Some(78), "{}", text(&o));
     assert!(text(&o).contains("no config file found: pass --config FILE, or set TRADEBOT_CONFIG"), "{}", text(&o));
 }
+
+#[test]
+fn config_check_output_parses_back_and_a_missing_feed_file_exits_78() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = config_in(dir.path(), "", "");
+    let o = tradebot(&["config", "check", "--config", p.to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    // The effective configuration is itself a valid config (the comment line at the end included).
+    let effective = dir.path().join("effective.toml");
+    std::fs::write(&effective, &o.stdout).unwrap();
+    let again = tradebot(&["config", "check", effective.to_str().unwrap()], &[]);
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(String::from_utf8_lossy(&again.stdout), String::from_utf8_lossy(&o.stdout));
+
+    let moved = std::fs::read_to_string(&p).unwrap().replace("data/stocks-daily", "data/no-such");
+    std::fs::write(&p, moved).unwrap();
+    let o = tradebot(&["config", "check", "--config", p.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    assert!(text(&o).contains("feed.file = \"data/no-such-2000-2013.csv.gz\": no such file"), "{}", text(&o));
+}

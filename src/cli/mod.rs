@@ -43,6 +43,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon (paper by default; live needs mode = "live" in the config AND --live).
     Run {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         /// Confirms live trading with real money. Refused unless the config says mode = "live".
@@ -85,6 +86,7 @@ pub enum Command {
     Risk(RiskCmd),
     /// Retrain now: asks the running daemon, or runs the retrain pipeline in the foreground when none runs.
     Retrain {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         /// ppo or lstm; both when omitted.
@@ -97,6 +99,7 @@ pub enum Command {
     /// The daemon's status (mode, feed, positions, orders, equity, models, last retrain, risk); without a
     /// daemon, what the state directory says.
     Status {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         #[arg(long)]
@@ -104,16 +107,19 @@ pub enum Command {
     },
     /// Ask the running daemon to stop sending new orders (open orders are left alone).
     Pause {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
     /// Ask the running daemon to trade again after `pause` or `flatten`.
     Resume {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
     /// Ask the running daemon to sell every position, then pause.
     Flatten {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -122,6 +128,7 @@ pub enum Command {
     Store(StoreCmd),
     /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
     Doctor {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -133,12 +140,14 @@ pub enum ModelsCmd {
     List {
         #[arg(long)]
         json: bool,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
     /// One model's manifest (its ONNX file's hash is verified).
     Show {
         id: String,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -147,6 +156,7 @@ pub enum ModelsCmd {
         id: String,
         #[arg(long, default_value = "manual promotion")]
         reason: String,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -155,6 +165,7 @@ pub enum ModelsCmd {
     Seed {
         #[arg(long, default_value = "models")]
         from: PathBuf,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -163,6 +174,7 @@ pub enum ModelsCmd {
         kind: String,
         #[arg(long, default_value = "manual rollback")]
         reason: String,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -172,6 +184,7 @@ pub enum ModelsCmd {
 pub enum StoreCmd {
     /// Read every record of a copy of the store and compare it with its sentinel; exit 65 when damaged.
     Check {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         /// The replay's store (<state_dir>/replay) instead of the daemon's.
@@ -180,6 +193,7 @@ pub enum StoreCmd {
     },
     /// Write a consistent copy of the store to <state_dir>/backups.
     Backup {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         #[arg(long)]
@@ -188,6 +202,7 @@ pub enum StoreCmd {
     /// Put a backup back (the newest when FILE is omitted); the replaced database is kept beside it.
     Restore {
         file: Option<PathBuf>,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         #[arg(long)]
@@ -195,6 +210,7 @@ pub enum StoreCmd {
     },
     /// Accept the database as it is now (after `check` refused it and you decided to keep it).
     Reseal {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         #[arg(long)]
@@ -202,6 +218,7 @@ pub enum StoreCmd {
     },
     /// The backups, oldest first.
     List {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         #[arg(long)]
@@ -213,6 +230,7 @@ pub enum StoreCmd {
 pub enum RiskCmd {
     /// Whether the kill switch is tripped (when, why, the equity numbers), the day's opening equity, the limits.
     Status {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         #[arg(long)]
@@ -220,6 +238,7 @@ pub enum RiskCmd {
     },
     /// Clear a tripped kill switch; who cleared it and when goes to the log.
     Clear {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -247,8 +266,15 @@ pub enum BenchCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCmd {
-    /// Validate a config file and print the effective configuration, secrets masked.
-    Check { file: PathBuf },
+    /// Validate a config file and print the effective configuration (in the file's own keys), secrets
+    /// masked; also checks that feed.file exists and state_dir is writable.
+    Check {
+        /// The configuration file (or --config).
+        file: Option<PathBuf>,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -268,6 +294,7 @@ pub enum DataCmd {
         symbol: Option<String>,
         #[arg(long, default_value = "1Day")]
         timeframe: String,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -287,6 +314,7 @@ pub enum DataCmd {
         /// One JSON object per bar and line: {"t","o","h","l","c","v"}.
         #[arg(long)]
         json: bool,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -350,14 +378,27 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Config(ConfigCmd::Check { file }) => {
-            let c = Config::load(&file)?;
+        Command::Config(ConfigCmd::Check { file, config }) => {
+            if let (Some(f), Some(c)) = (&file, &config)
+                && f != c
+            {
+                anyhow::bail!("two config files named ({} and --config {}): name one", f.display(), c.display());
+            }
+            let c = load_config(file.or(config))?;
+            let file = c.source.clone();
             crate::logging::init(c.log_level);
             print!("{}", c.to_toml());
             match crate::config::Credentials::load() {
                 Ok(Some(cr)) => println!("\n# Alpaca keys: found in {} (key id {:?})", cr.source, cr.key_id),
                 Ok(None) => println!("\n# Alpaca keys: not set (only needed for the alpaca feed or broker)"),
                 Err(e) => println!("\n# Alpaca keys: {e}"),
+            }
+            let problems = crate::config::machine_problems(&c);
+            for p in &problems {
+                eprintln!("{}: {p}", file.display());
+            }
+            if !problems.is_empty() {
+                return Ok(ExitCode::from(crate::config::EX_CONFIG));
             }
             eprintln!("{}: ok", file.display());
             Ok(ExitCode::SUCCESS)

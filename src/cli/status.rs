@@ -94,6 +94,9 @@ fn report_table(s: &StatusReport) -> String {
             let at = r.started_at.map(|t| t.to_string()).unwrap_or_default();
             let cand = r.candidate.as_deref().map(|c| format!(" (candidate {c})")).unwrap_or_default();
             w!(o, "  last retrain {at}: {}{cand}: {}", r.outcome, r.reason);
+            if let (Some(from), Some(to)) = (r.data_from, r.data_to) {
+                w!(o, "    trained on bars from {from} to {to}");
+            }
         }
         None => w!(o, "  last retrain: never"),
     }

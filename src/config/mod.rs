@@ -4,8 +4,10 @@
 //! together, and the process exits with `EX_CONFIG` (78). Alpaca keys never come from the file: they come
 //! from the environment or systemd's `$CREDENTIALS_DIRECTORY` (`Credentials::load`), held as `Secret`s.
 
+mod effective;
 mod env;
 mod lstm;
+mod machine;
 mod ppo;
 mod raw;
 mod retrain;
@@ -15,6 +17,7 @@ mod train;
 mod web;
 
 pub use lstm::LstmConfig;
+pub use machine::machine_problems;
 pub use ppo::{CpuBackend, PpoConfig};
 pub use raw::RawConfig;
 pub use retrain::{GateConfig, RetrainConfig};
@@ -455,9 +458,10 @@ impl Config {
         }
     }
 
-    /// The effective configuration as TOML, for `tradebot config check`.
+    /// The effective configuration as TOML, for `tradebot config check`, in the file's own keys: it
+    /// parses back to the same configuration.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render the config: {e}\n"))
+        effective::to_toml(self).unwrap_or_else(|e| format!("# cannot render the config: {e}\n"))
     }
 }
 

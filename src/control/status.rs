@@ -102,6 +102,9 @@ pub struct RetrainStatus {
     pub candidate: Option<String>,
     /// The gate's numbers: candidate and champion Sharpe, drawdown, trades.
     pub numbers: BTreeMap<String, f64>,
+    /// The first and last bar the candidate was trained on.
+    pub data_from: Option<DateTime<Utc>>,
+    pub data_to: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

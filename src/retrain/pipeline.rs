@@ -281,6 +281,9 @@ impl Pipeline {
 
         self.backup_store(&r.id).await;
         let snap = self.snapshot(r).await?;
+        if let (Some(first), Some(last)) = (snap.first_bar, snap.last_bar) {
+            log::info!("retrain {}: training on {} bars, {first} to {last}", r.id, snap.bars);
+        }
         progress(Progress::Snapshot { kind, bars: snap.bars });
         let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path), r.clock_time);
         r.snapshot = Some(snap);
@@ -353,8 +356,11 @@ impl Pipeline {
                 series.push((s, bars));
             }
             let bars = series.iter().map(|(_, b)| b.len()).sum();
+            let first_bar = series.iter().filter_map(|(_, b)| b.first().map(|b| b.t)).min();
+            let last_bar = series.iter().filter_map(|(_, b)| b.last().map(|b| b.t)).max();
             Snapshot { timeframe: tf, series }.write(&path).map_err(|e| e.to_string())?;
-            Ok(SnapshotInfo { path: path.display().to_string(), bars, from: Some(from), to: Some(to) })
+            let path = path.display().to_string();
+            Ok(SnapshotInfo { path, bars, from: Some(from), to: Some(to), first_bar, last_bar })
         };
         tokio::task::spawn_blocking(write).await.map_err(|e| e.to_string()).and_then(|x| x).map_err(|message| Failure {
             stage: "snapshot".into(),

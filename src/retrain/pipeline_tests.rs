@@ -94,6 +94,11 @@ echo '{{"event":"progress","steps":500}}'; {}"#,
     assert_eq!(snap.bars, 30, "{snap:?}");
     let read = crate::data::snapshot::Snapshot::read(std::path::Path::new(&snap.path)).unwrap();
     assert_eq!(read.series[0].1.len(), 30);
+    // The record names the data it used: the snapshot's first and last bar, the last one the newest stored
+    // bar inside the window.
+    let window_last = read.series.iter().filter_map(|(_, b)| b.last()).map(|b| b.t).max();
+    assert_eq!(snap.last_bar, window_last);
+    assert!(snap.last_bar.unwrap() <= snap.to.unwrap() && snap.first_bar.unwrap() >= snap.from.unwrap());
     assert_eq!(run.stored, vec![r.clone()]);
     assert_eq!(r.to_status().outcome, "promoted");
 }

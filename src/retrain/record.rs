@@ -53,8 +53,14 @@ pub struct Failure {
 pub struct SnapshotInfo {
     pub path: String,
     pub bars: usize,
+    /// The window asked for.
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
+    /// The first and last bar the snapshot holds: the data the candidate learned from.
+    #[serde(default)]
+    pub first_bar: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub last_bar: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,6 +108,8 @@ impl RunRecord {
             reason: self.reason(),
             candidate: self.candidate.clone(),
             numbers: self.decision.as_ref().map(|d| d.numbers.clone()).unwrap_or_default(),
+            data_from: self.snapshot.as_ref().and_then(|s| s.first_bar),
+            data_to: self.snapshot.as_ref().and_then(|s| s.last_bar),
         }
     }
 

@@ -1,0 +1,89 @@
+//! The effective configuration as TOML (`tradebot config check`), written in the file's own keys so that
+//! it parses back to the same configuration: durations as `*_secs`, the environment's execution rule
+//! flat in `[env]`, the promotion gate flat in `[retrain]`, the schedule and its time zone apart.
+
+use super::Config;
+use toml::Value;
+use toml::map::Map;
+
+/// Moves `from` to `to` in `t` (when present), mapping the value.
+fn rename(t: &mut Map<String, Value>, from: &str, to: &str, f: impl Fn(Value) -> Value) {
+    if let Some(v) = t.remove(from) {
+        t.insert(to.to_string(), f(v));
+    }
+}
+
+fn table<'a>(root: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+    root.get_mut(key).and_then(Value::as_table_mut)
+}
+
+/// A float of whole seconds as an integer (keys the parser reads as integers).
+fn whole(v: Value) -> Value {
+    match v {
+        Value::Float(f) if f.fract() == 0.0 && f >= 0.0 && f < 9.0e15 => Value::Integer(f as i64),
+        other => other,
+    }
+}
+
+pub(super) fn to_toml(c: &Config) -> Result<String, String> {
+    let Value::Table(mut root) = Value::try_from(c).map_err(|e| e.to_string())? else {
+        return Err("the configuration is not a table".into());
+    };
+    root.remove("source");
+    if let Some(Value::String(level)) = root.get_mut("log_level") {
+        *level = level.to_lowercase();
+    }
+    if let Some(a) = table(&mut root, "alpaca") {
+        for key in ["request_timeout", "data_retry", "trading_retry", "order_retry", "start_retry"] {
+            rename(a, key, &format!("{key}_secs"), |v| v);
+        }
+    }
+    if let Some(r) = table(&mut root, "risk") {
+        rename(r, "max_bar_age", "max_bar_age_secs", whole);
+    }
+    if let Some(env) = table(&mut root, "env") {
+        env.remove("fixed_start");
+        if let Some(Value::Table(mut exec)) = env.remove("exec") {
+            rename(&mut exec, "trailing_stop", "trailing_stop_pct", |v| v);
+            rename(&mut exec, "cash_cap_ignores_fees", "buy_cap", |v| {
+                Value::String(if v.as_bool() == Some(true) { "before-fees" } else { "after-fees" }.into())
+            });
+            env.extend(exec);
+        }
+    }
+    if let Some(train) = table(&mut root, "train")
+        && let Some(Value::Table(rolling)) = train.remove("rolling")
+    {
+        train.extend(rolling);
+    }
+    if let Some(r) = table(&mut root, "retrain") {
+        rename(r, "time_budget", "time_budget_secs", |v| v);
+        if let Some(Value::Table(gate)) = r.remove("gate") {
+            r.extend(gate);
+        }
+        r.insert("schedule".into(), Value::String(c.retrain.schedule.spec().to_string()));
+        r.insert("timezone".into(), Value::String(c.retrain.schedule.zone().to_string()));
+    }
+    toml::to_string_pretty(&Value::Table(root)).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+    use std::path::Path;
+
+    /// Every shipped config's effective TOML parses back to the same effective TOML.
+    #[test]
+    fn the_effective_configuration_parses_back_to_itself() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for f in ["config/tradebot.toml", "config/alpaca-paper.toml", "config/alpaca-live.toml.example"] {
+            let text = std::fs::read_to_string(root.join(f)).unwrap();
+            let c = Config::parse(Path::new(f), &text).unwrap();
+            let once = c.to_toml();
+            let again =
+                Config::parse(Path::new("effective.toml"), &once).unwrap_or_else(|e| panic!("{f}: {e}\n{once}"));
+            assert_eq!(again.to_toml(), once, "{f}");
+            assert!(!once.contains("source") && once.contains("max_bar_age_secs") && once.contains("timezone"));
+        }
+    }
+}
