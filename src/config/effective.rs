@@ -20,7 +20,7 @@ fn table<'a>(root: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<
 /// A float of whole seconds as an integer (keys the parser reads as integers).
 fn whole(v: Value) -> Value {
     match v {
-        Value::Float(f) if f.fract() == 0.0 && f >= 0.0 && f < 9.0e15 => Value::Integer(f as i64),
+        Value::Float(f) if f.fract() == 0.0 && (0.0..9.0e15).contains(&f) => Value::Integer(f as i64),
         other => other,
     }
 }
