@@ -207,10 +207,12 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
     notify.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     let log = std::fs::File::create(dir.path().join("run.log")).unwrap();
+    let out_path = dir.path().join("run.out");
+    let out_text = || std::fs::read_to_string(&out_path).unwrap_or_default();
     let mut child = command(&["run", "--config", cfg_s, "--linger"])
         .env("TRADEBOT_WEB_TOKEN", token)
         .env("NOTIFY_SOCKET", &notify_path)
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(log)
         .spawn()
         .unwrap();
@@ -237,6 +239,12 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
         std::thread::sleep(Duration::from_millis(300));
     };
     assert!(notes.contains("READY=1"), "no READY=1 on the notify socket: {notes:?}");
+    // --linger prints the summary when the replay ends, while the daemon keeps serving.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !out_text().contains("replay finished: 375 bars") {
+        assert!(Instant::now() < deadline, "no summary while lingering:\n{}", out_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(status["feed"]["bars_received"].as_u64().unwrap() == 375 * 3, "{status}");
 
     // /metrics parses and agrees with the status.
@@ -353,6 +361,7 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     };
     assert!(exit.success(), "{exit}:\n{}", log_text());
     assert!(log_text().contains("SIGTERM: shutting down"), "{}", log_text());
+    assert_eq!(out_text().matches("replay finished:").count(), 1, "the summary once:\n{}", out_text());
     let after = tradebot(&["status", "--config", cfg_s, "--json"]);
     assert!(after.status.success(), "the store is still held:\n{}", text(&after));
     let v: serde_json::Value = serde_json::from_slice(&after.stdout).unwrap();

@@ -23,7 +23,8 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
             } else {
                 println!("{:<22} {:<5} {:<10} {:<20} metrics", "id", "kind", "state", "created");
                 for m in &models {
-                    let metrics: Vec<String> = m.metrics.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+                    let metrics: Vec<String> =
+                        m.metrics.iter().map(|(k, v)| format!("{k}={}", crate::domain::figure(*v))).collect();
                     println!(
                         "{:<22} {:<5} {:<10} {:<20} {}",
                         m.id,

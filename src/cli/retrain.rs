@@ -106,7 +106,7 @@ fn show(p: &Progress, json: bool) {
     }
     match p {
         Progress::Snapshot { kind, bars } => println!("{}: snapshot of {bars} bars written", kind.as_str()),
-        Progress::Training { kind, line } => println!("{}: {line}", kind.as_str()),
+        Progress::Training { kind, line } => println!("{}: {}", kind.as_str(), describe(line)),
         Progress::Evaluating { kind, candidate } => {
             println!("{}: backtesting {candidate} and the champion on the holdout", kind.as_str())
         }
@@ -114,10 +114,28 @@ fn show(p: &Progress, json: bool) {
     }
 }
 
+/// A training child's JSON line for people: its event, then its fields as `key=value` (whole numbers
+/// without decimals), e.g. `epoch: epoch=4 train_loss=0.6931 val_mcc=0.0123`.
+fn describe(line: &serde_json::Value) -> String {
+    let Some(o) = line.as_object() else { return line.to_string() };
+    let event = o.get("event").and_then(|e| e.as_str()).unwrap_or("progress");
+    let fields: Vec<String> = o
+        .iter()
+        .filter(|(k, _)| k.as_str() != "event")
+        .map(|(k, v)| match v {
+            serde_json::Value::Number(n) => format!("{k}={}", crate::domain::figure(n.as_f64().unwrap_or(f64::NAN))),
+            serde_json::Value::String(s) => format!("{k}={s}"),
+            other => format!("{k}={other}"),
+        })
+        .collect();
+    format!("{event}: {}", fields.join(" "))
+}
+
 fn print_record(r: &RunRecord) {
     println!("{}: {} — {}", r.kind.as_str(), r.outcome.as_str(), r.reason());
     if let Some(d) = &r.decision {
-        let numbers: Vec<String> = d.numbers.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+        let numbers: Vec<String> =
+            d.numbers.iter().map(|(k, v)| format!("{k}={}", crate::domain::figure(*v))).collect();
         println!("  gate: {}", numbers.join(" "));
     }
     match (&r.champion_before, &r.champion_after) {
@@ -125,5 +143,15 @@ fn print_record(r: &RunRecord) {
             println!("  champion: {} -> {}", b.as_deref().unwrap_or("none"), a.as_deref().unwrap_or("none"))
         }
         (b, _) => println!("  champion: {} (unchanged)", b.as_deref().unwrap_or("none")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_child_line_reads_as_words_and_figures_not_json() {
+        let line = serde_json::json!({"event": "epoch", "epoch": 4, "train_loss": 0.693147, "device": "cpu"});
+        assert_eq!(super::describe(&line), "epoch: device=cpu epoch=4 train_loss=0.6931");
+        assert_eq!(super::describe(&serde_json::json!(3)), "3");
     }
 }

@@ -55,6 +55,8 @@ pub struct ReplaySummary {
     pub curve: Vec<EquityPoint>,
     /// Orders risk refused, by reason code.
     pub refusals: std::collections::BTreeMap<&'static str, usize>,
+    /// Already printed on stdout (`--linger` prints it when the replay ends, not at SIGTERM).
+    pub printed: bool,
 }
 
 /// The replay window, `feed.from ..= feed.to` (open ends: every stored bar).
@@ -191,14 +193,6 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
 
     host.set_activity(if interrupted { "stopped" } else { "replay finished" });
     publish(&mut host, &sim, &decisions);
-    if linger && !interrupted {
-        log::info!("replay: finished; serving status, /metrics and the dashboard until SIGTERM");
-        while !shutdown.is_cancelled() {
-            poll(&mut host, &mut sim, &decisions);
-            host.notifier.watchdog();
-            sleep_unless_cancelled(&shutdown, Duration::from_millis(100));
-        }
-    }
     let ev = backtest::summarise(&config, &sim, bh_act);
     let engine = sim.engine();
     let window = &bars[0][window_start..];
@@ -217,7 +211,22 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         interrupted,
         refusals: ev.refusals,
         curve: ev.curve,
+        printed: false,
     };
+    let mut summary = summary;
+    if linger && !interrupted {
+        // The summary now, when the replay ends; the daemon then serves until SIGTERM.
+        print!("{summary}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        summary.printed = true;
+        log::info!("replay: finished; serving status, /metrics and the dashboard until SIGTERM");
+        while !shutdown.is_cancelled() {
+            poll(&mut host, &mut sim, &decisions);
+            host.notifier.watchdog();
+            sleep_unless_cancelled(&shutdown, Duration::from_millis(100));
+        }
+    }
     host.notifier.stopping("flushing state");
     sim.engine_mut().process(Event::Control(Control::Shutdown));
     session.flush().context("flushing the replay's account")?;

@@ -5,6 +5,7 @@
 mod bar;
 mod ids;
 mod money;
+mod number;
 mod order;
 mod request;
 mod symbol;
@@ -13,6 +14,7 @@ mod timeframe;
 pub use bar::{Bar, BarError};
 pub use ids::{ClientOrderId, IdError, OrderId};
 pub use money::{MoneyError, Price, Qty};
+pub use number::figure;
 pub use order::{OrderEvent, OrderStatus, TransitionError};
 pub use request::{OrderRequest, OrderTif};
 pub use symbol::{Symbol, SymbolError};

@@ -67,9 +67,10 @@ impl PpoProgress {
         }
     }
 
+    /// Leaves the bar where training stopped (a time budget may end it before the last step).
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
-            b.finish();
+            b.abandon();
         }
     }
 }
@@ -87,6 +88,10 @@ impl LstmProgress {
             let b = indicatif::ProgressBar::new(max_epochs as u64);
             b.set_position(done as u64);
             if let Ok(style) = indicatif::ProgressStyle::with_template("epoch {pos}/{len} [{bar:20}] ETA {eta} {msg}") {
+                // The ETA as everywhere else (`3m05s`), not indicatif's `3m 5.90 s`.
+                let style = style.with_key("eta", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = w.write_str(&eta(s.eta().as_secs_f64()));
+                });
                 b.set_style(style);
             }
             b
@@ -134,9 +139,10 @@ impl LstmProgress {
         }
     }
 
+    /// Leaves the bar at the last epoch run: an early stop at epoch 57 of 500 shows 57/500.
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
-            b.finish();
+            b.abandon();
         }
     }
 }

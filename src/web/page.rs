@@ -162,7 +162,7 @@ fn positions_section(o: &mut String, d: &DashboardData) {
 fn decisions_section(o: &mut String, d: &DashboardData) {
     o.push_str(r#"<section><h2>Recent decisions</h2><table id="decisions"><tr><th>bar</th><th>symbol</th><th>model</th><th>outputs</th><th>action</th></tr>"#);
     for x in d.decisions.iter().take(50) {
-        let outs: Vec<String> = x.outputs.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+        let outs: Vec<String> = x.outputs.iter().map(|(k, v)| format!("{k}={}", crate::domain::figure(*v))).collect();
         let _ = write!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -187,7 +187,8 @@ fn models_section(o: &mut String, d: &DashboardData) {
     );
     o.push_str(r#"<table id="models"><tr><th>id</th><th>kind</th><th>state</th><th>created</th><th>metrics</th></tr>"#);
     for x in &d.models {
-        let metrics: Vec<String> = x.metrics.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+        let metrics: Vec<String> =
+            x.metrics.iter().map(|(k, v)| format!("{k}={}", crate::domain::figure(*v))).collect();
         let _ = write!(
             o,
             r#"<tr data-id="{}"><td>{}</td><td>{}</td><td class="state">{}</td><td>{}</td><td>{}</td></tr>"#,
@@ -201,7 +202,7 @@ fn models_section(o: &mut String, d: &DashboardData) {
     }
     o.push_str(r#"</table><h2>Promotion gate decisions</h2><table id="gate"><tr><th>when</th><th>kind</th><th>candidate</th><th>outcome</th><th>reason</th><th>numbers</th></tr>"#);
     for g in &d.gate {
-        let nums: Vec<String> = g.numbers.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+        let nums: Vec<String> = g.numbers.iter().map(|(k, v)| format!("{k}={}", crate::domain::figure(*v))).collect();
         let _ = write!(
             o,
             r#"<tr><td>{}</td><td>{}</td><td>{}</td><td class="outcome">{}</td><td>{}</td><td>{}</td></tr>"#,
