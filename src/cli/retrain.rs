@@ -150,8 +150,8 @@ fn print_record(r: &RunRecord) {
 mod tests {
     #[test]
     fn a_child_line_reads_as_words_and_figures_not_json() {
-        let line = serde_json::json!({"event": "epoch", "epoch": 4, "train_loss": 0.693147, "device": "cpu"});
-        assert_eq!(super::describe(&line), "epoch: device=cpu epoch=4 train_loss=0.6931");
+        let line = serde_json::json!({"event": "epoch", "epoch": 4, "train_loss": 0.512345, "device": "cpu"});
+        assert_eq!(super::describe(&line), "epoch: device=cpu epoch=4 train_loss=0.5123");
         assert_eq!(super::describe(&serde_json::json!(3)), "3");
     }
 }
