@@ -16,12 +16,13 @@ fn date(flag: &str, s: &str) -> anyhow::Result<NaiveDate> {
 pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         DataCmd::Fetch(args) => super::fetch::run(args),
-        DataCmd::Import { file, symbols, symbol, timeframe, config } => {
+        DataCmd::Import { file, symbols, symbol, timeframe, date_format, config } => {
             let config = load_config(config)?;
             let opts = ImportOptions {
                 symbols: symbols.iter().map(|s| Symbol::new(s)).collect::<Result<_, _>>().context("--symbols")?,
                 symbol: symbol.as_deref().map(Symbol::new).transpose().context("--symbol")?,
                 timeframe: Timeframe::parse(&timeframe).context("--timeframe")?,
+                date_format,
             };
             let store = Store::open(&config.state_dir).context("opening the store")?;
             let r = import_csv(&store, &file, &opts)?;
@@ -102,6 +103,13 @@ fn bad_rows(file: &str, r: &crate::data::ImportReport) -> String {
     }
     if r.bad.len() > BAD_ROWS_SHOWN {
         o.push_str(&format!("{file}: ... and {} more bad rows\n", r.bad.len() - BAD_ROWS_SHOWN));
+    }
+    if r.stopped {
+        o.push_str(&format!(
+            "{file}: stopped: the first {} rows all failed; check the layout (see `tradebot data import --help`) or \
+             name the date format with --date-format (e.g. %d.%m.%Y)\n",
+            r.bad.len()
+        ));
     }
     let good: usize = r.rows.values().sum();
     let stored = match good {

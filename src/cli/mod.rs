@@ -292,8 +292,12 @@ pub enum DataCmd {
         /// The symbol of a file without a Ticker column.
         #[arg(long)]
         symbol: Option<String>,
+        /// The bars' timeframe (1Day, 1Hour, 15Min, 1Min, ...).
         #[arg(long, default_value = "1Day")]
         timeframe: String,
+        /// A date format for dates none of the built-in ones read (chrono's syntax, e.g. %d.%m.%Y).
+        #[arg(long)]
+        date_format: Option<String>,
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,

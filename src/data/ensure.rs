@@ -24,7 +24,8 @@ pub fn ensure_bars(config: &Config, store: &Store) -> anyhow::Result<()> {
         };
         let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
         log::info!("importing {} for {}", file.display(), names.join(", "));
-        let r = import_csv(store, file, &ImportOptions { symbols: missing.clone(), symbol: None, timeframe: tf })?;
+        let r =
+            import_csv(store, file, &ImportOptions { symbols: missing.clone(), timeframe: tf, ..Default::default() })?;
         if !r.bad.is_empty() {
             bail!(
                 "{}: {} bad rows (first: line {}: {}); fix the file or import it with `tradebot data import`",

@@ -59,6 +59,8 @@ pub struct ImportReport {
     /// Rows without prices (`null`), skipped.
     pub empty: usize,
     pub bad: Vec<BadRow>,
+    /// The import stopped after `FIRST_ROWS_ALL_BAD` bad rows without one good row.
+    pub stopped: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -68,13 +70,19 @@ pub struct ImportOptions {
     /// The symbol of a single-symbol file.
     pub symbol: Option<Symbol>,
     pub timeframe: Timeframe,
+    /// A chrono date format (e.g. `%d.%m.%Y`) for dates none of the built-in ones read.
+    pub date_format: Option<String>,
 }
 
 impl Default for ImportOptions {
     fn default() -> Self {
-        ImportOptions { symbols: Vec::new(), symbol: None, timeframe: Timeframe::DAY1 }
+        ImportOptions { symbols: Vec::new(), symbol: None, timeframe: Timeframe::DAY1, date_format: None }
     }
 }
+
+/// A file whose first rows all fail is stopped after this many: the layout or the date format is wrong,
+/// and thousands of identical errors help nobody.
+pub const FIRST_ROWS_ALL_BAD: usize = 5;
 
 struct Columns {
     ticker: Option<usize>,
@@ -128,16 +136,16 @@ pub fn daily_bar_time(d: NaiveDate) -> DateTime<Utc> {
     }
 }
 
-fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+fn parse_time(s: &str, custom: Option<&str>) -> Result<DateTime<Utc>, String> {
     let s = s.trim();
-    for format in ["%Y-%m-%d", "%m/%d/%Y", "%Y/%m/%d"] {
+    for format in custom.into_iter().chain(["%Y-%m-%d", "%m/%d/%Y", "%Y/%m/%d"]) {
         if let Ok(d) = NaiveDate::parse_from_str(s, format) {
             return Ok(daily_bar_time(d));
         }
     }
-    DateTime::parse_from_rfc3339(s)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| format!("date {s:?} is none of YYYY-MM-DD, M/D/YYYY, YYYY/MM/DD or an RFC 3339 timestamp"))
+    DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).map_err(|_| {
+        format!("date {s:?} is none of YYYY-MM-DD, M/D/YYYY, YYYY/MM/DD or an RFC 3339 timestamp (see --date-format)")
+    })
 }
 
 fn number(rec: &csv::StringRecord, idx: usize, name: &str) -> Result<f64, String> {
@@ -168,6 +176,10 @@ pub fn import_csv(store: &Store, path: &Path, opts: &ImportOptions) -> Result<Im
     let mut seen: HashMap<(Symbol, DateTime<Utc>), u64> = HashMap::new();
     let mut batch = Vec::with_capacity(8192);
     for rec in rdr.records() {
+        if report.bad.len() >= FIRST_ROWS_ALL_BAD && report.rows.is_empty() && report.filtered == 0 {
+            report.stopped = true;
+            break;
+        }
         let rec = match rec {
             Ok(r) => r,
             Err(e) => {
@@ -222,7 +234,7 @@ fn parse_row(rec: &csv::StringRecord, c: &Columns, opts: &ImportOptions) -> Resu
         (Some(i), None) => Symbol::new(rec.get(i).unwrap_or("")).map_err(|e| e.to_string())?,
         (None, None) => return Err("no symbol".into()),
     };
-    let t = parse_time(rec.get(c.date).ok_or("date is missing")?)?;
+    let t = parse_time(rec.get(c.date).ok_or("date is missing")?, opts.date_format.as_deref())?;
     let (o, h, l, cl, v) = (
         number(rec, c.open, "open")?,
         number(rec, c.high, "high")?,

@@ -108,3 +108,20 @@ fn a_yahoo_download_imports_with_file_line_numbers_null_rows_skipped_and_extra_f
     assert_eq!(bars[0].t, Utc.with_ymd_and_hms(1999, 1, 4, 5, 0, 0).unwrap(), "1/4/1999 is January 4th");
     assert_eq!((bars[0].c, bars[0].v), (5.0, 200.0), "adjusted by Adj Close whatever its column");
 }
+
+#[test]
+fn a_file_whose_first_rows_all_fail_stops_and_date_format_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s")).unwrap();
+    let rows: String = (1..=20).map(|d| format!("{d:02}.01.2021,10,11,9,10,100\n")).collect();
+    let p = write(dir.path(), "de.csv", &format!("Date,Open,High,Low,Close,Volume\n{rows}"));
+    let mut opts = ImportOptions { symbol: Some(Symbol::new("XYZ").unwrap()), ..Default::default() };
+    let r = import_csv(&store, &p, &opts).unwrap();
+    assert!(r.stopped, "{r:?}");
+    assert_eq!(r.bad.len(), FIRST_ROWS_ALL_BAD, "stopped after the first rows, not 20 errors");
+    assert!(r.bad[0].reason.contains("--date-format"), "{}", r.bad[0].reason);
+    opts.date_format = Some("%d.%m.%Y".into());
+    let r = import_csv(&store, &p, &opts).unwrap();
+    assert!(r.bad.is_empty() && !r.stopped, "{r:?}");
+    assert_eq!(r.rows["XYZ"], 20);
+}
