@@ -608,10 +608,20 @@ fn shipped_models_are_found_through_the_environment_and_their_absence_is_a_clear
 fn a_daily_model_is_refused_at_start_by_a_15_minute_config_naming_both_and_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_in(dir.path(), None, &[("timeframe = \"1Day\"", "timeframe = \"15Min\"")]);
-    let o = tradebot(&["run", "--config", cfg.to_str().unwrap()]);
+    let cfg = cfg.to_str().unwrap();
+    // A fresh state directory: the shipped daily models are imported but not crowned for a 15Min config.
+    let o = tradebot(&["run", "--config", cfg]);
     let t = text(&o);
     assert!(!o.status.success(), "a daily policy would trade every 15 minutes:\n{t}");
+    assert!(t.contains("not made champion: it was trained on 1Day bars and this config trades 15Min"), "{t}");
+    assert!(t.contains("tradebot retrain --config"), "{t}");
+    // Crowned by hand anyway (`models seed` does not ask the config): refused at load, naming both values.
+    let o = tradebot(&["models", "seed", "--config", cfg]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = tradebot(&["run", "--config", cfg]);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
     assert!(t.contains("was trained on 1Day bars, the config trades 15Min bars"), "{t}");
     assert!(t.contains("set market.timeframe = \"1Day\""), "{t}");
-    assert_eq!(t.matches("trained on 1Day bars").count(), 1, "said once:\n{t}");
+    assert_eq!(t.matches("trained on 1Day bars, the config").count(), 1, "said once:\n{t}");
 }

@@ -162,7 +162,10 @@ pub enum ModelsCmd {
     },
     /// Import the shipped default models (the repository's models/) missing from the registry, and make
     /// one champion for each kind that has none.
+    /// Import the models under --from that the registry lacks and crown one per kind without a champion
+    /// (whether or not it fits the config: the daemon seeds only models that fit).
     Seed {
+        /// The directory of shipped models.
         #[arg(long, default_value = "models")]
         from: PathBuf,
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).

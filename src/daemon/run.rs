@@ -121,7 +121,7 @@ pub fn start_host(
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Host<Pipeline>> {
     let registry = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    seed_shipped(&registry)?;
+    seed_shipped(&registry, config)?;
     let metrics = Arc::new(Metrics::new());
     let dashboard = Arc::new(SharedData::default());
     if config.web.enabled {
@@ -179,7 +179,7 @@ async fn on_hangup(flag: Arc<std::sync::atomic::AtomicBool>, shutdown: Cancellat
 /// Imports the shipped models that the registry lacks, and makes a champion for each kind without one.
 /// They are looked for in `$TRADEBOT_MODELS_DIR`, then `./models` (a checkout), then
 /// `<prefix>/share/tradebot/models` next to the binary (`make install`).
-pub fn seed_shipped(registry: &Registry) -> anyhow::Result<()> {
+pub fn seed_shipped(registry: &Registry, config: &Config) -> anyhow::Result<()> {
     let installed = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().and_then(|bin| bin.parent()).map(|p| p.join("share/tradebot/models")));
@@ -195,12 +195,38 @@ pub fn seed_shipped(registry: &Registry) -> anyhow::Result<()> {
         );
         return Ok(());
     };
-    let seeded = registry.seed_from(&shipped).context("importing the shipped models")?;
+    let seeded = registry.seed_fitting(&shipped, &|m| fits(m, config)).context("importing the shipped models")?;
     for e in &seeded.refused {
         log::warn!("shipped model refused: {e}");
     }
+    for (id, why) in &seeded.not_applicable {
+        log::warn!(
+            "shipped model {id} not made champion: {why}; train one for this config with `tradebot retrain --config {}`",
+            config.source.display()
+        );
+    }
     if !seeded.imported.is_empty() {
         log::info!("imported shipped models {:?} from {}", seeded.imported, shipped.display());
+    }
+    Ok(())
+}
+
+/// Whether a model was trained for this configuration: its symbols, timeframe and features.
+pub fn fits(m: &crate::models::Manifest, config: &Config) -> Result<(), String> {
+    let symbols: Vec<&str> = m.symbols.iter().map(|s| s.as_str()).collect();
+    let want: Vec<&str> = config.market.symbols.iter().map(|s| s.as_str()).collect();
+    if symbols != want {
+        return Err(format!("it trades {} and this config {}", symbols.join(","), want.join(",")));
+    }
+    if m.timeframe != config.market.timeframe {
+        return Err(format!(
+            "it was trained on {} bars and this config trades {}",
+            m.timeframe, config.market.timeframe
+        ));
+    }
+    let names = config.features.names();
+    if m.features.version != crate::features::FEATURE_VERSION || m.features.names != names {
+        return Err("it was trained on other features than this config's [features]".into());
     }
     Ok(())
 }

@@ -16,6 +16,9 @@ pub struct SeedReport {
     pub champions: Vec<String>,
     /// Shipped models refused (unreadable manifest, hash or id mismatch), with the reason.
     pub refused: Vec<RegistryError>,
+    /// Shipped models imported but not made champion because they do not fit the configuration
+    /// (symbols, timeframe, features), with why.
+    pub not_applicable: Vec<(String, String)>,
 }
 
 fn read_shipped(dir: &Path, name: &str) -> Result<(Manifest, Vec<u8>), RegistryError> {
@@ -50,6 +53,16 @@ impl Registry {
     /// one: the shipped model marked champion, else the newest shipped one of that kind. A missing `dir`
     /// seeds nothing. A bad shipped model is refused (and reported), never imported.
     pub fn seed_from(&self, dir: &Path) -> Result<SeedReport, RegistryError> {
+        self.seed_fitting(dir, &|_| Ok(()))
+    }
+
+    /// `seed_from`, crowning only shipped models that `fit` accepts (the configuration's symbols,
+    /// timeframe and features); the others are imported as not applicable, each with the reason.
+    pub fn seed_fitting(
+        &self,
+        dir: &Path,
+        fit: &dyn Fn(&Manifest) -> Result<(), String>,
+    ) -> Result<SeedReport, RegistryError> {
         let mut report = SeedReport::default();
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
@@ -92,7 +105,13 @@ impl Registry {
                 );
                 continue;
             }
-            let of_kind: Vec<&Manifest> = shipped.iter().map(|(m, _)| m).filter(|m| m.kind == kind).collect();
+            let mut of_kind: Vec<&Manifest> = Vec::new();
+            for m in shipped.iter().map(|(m, _)| m).filter(|m| m.kind == kind) {
+                match fit(m) {
+                    Ok(()) => of_kind.push(m),
+                    Err(why) => report.not_applicable.push((m.id.clone(), why)),
+                }
+            }
             let pick = of_kind.iter().rev().find(|m| m.state == ModelState::Champion).or(of_kind.last());
             if let Some(m) = pick {
                 self.promote(&m.id, "seeded from the shipped default models")?;

@@ -193,3 +193,17 @@ fn a_crash_mid_promotion_leaves_a_champion_and_history_blocks_auto_seeding() {
     assert!(rep.champions.is_empty(), "{rep:?}");
     assert!(r.champion(ModelKind::Ppo).unwrap().is_none());
 }
+
+#[test]
+fn seeding_by_fit_crowns_only_models_that_fit_and_says_why_the_others_do_not() {
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let rep = r
+        .seed_fitting(&shipped, &|m| if m.kind == ModelKind::Ppo { Err("trained on 1Day bars".into()) } else { Ok(()) })
+        .unwrap();
+    assert!(r.champion(ModelKind::Ppo).unwrap().is_none(), "a misfit is not crowned");
+    assert!(rep.not_applicable.iter().any(|(id, why)| id.starts_with("ppo-") && why == "trained on 1Day bars"));
+    assert!(rep.imported.iter().any(|id| id.starts_with("ppo-")), "imported all the same");
+    assert!(rep.champions.iter().all(|id| !id.starts_with("ppo-")));
+}
