@@ -65,6 +65,11 @@ impl LiveBars<()> {
         let mut last_minute = HashMap::new();
         let mut done_at_start = Vec::new();
         for s in symbols {
+            // A period already stored (streamed, fetched or imported) is never emitted again, whether or
+            // not its minutes are stored: the engine warmed up on it.
+            if let (Some(agg), Some(done)) = (agg.as_mut(), store.last_bar_time(s, timeframe)?) {
+                agg.mark_emitted(s, done);
+            }
             let Some(last) = store.last_bar_time(s, Timeframe::MIN1)? else { continue };
             if last < floor {
                 log::info!(
@@ -75,9 +80,6 @@ impl LiveBars<()> {
             }
             last_minute.insert(s.clone(), last);
             let Some(agg) = agg.as_mut() else { continue };
-            if let Some(done) = store.last_bar_time(s, timeframe)? {
-                agg.mark_emitted(s, done);
-            }
             // The minutes of the bucket still open at the stop: rebuilt (a bucket they complete is
             // stored and delivered now, as it would have been).
             let from = agg.bucket_start(last);

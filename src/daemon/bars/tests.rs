@@ -164,3 +164,19 @@ async fn a_symbol_without_a_bar_in_a_period_the_others_traded_in_gets_no_bar_onc
     let aapl_945 = out.iter().position(|e| matches!(e, FeedEvent::Bar(b) if b.t == at(9, 45))).unwrap();
     assert!(aapl_945 < no_bar_at, "the notice follows the period's bars");
 }
+
+#[tokio::test]
+async fn a_period_stored_without_its_minutes_is_not_emitted_again_by_the_backfill() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let syms = [sym("AAPL")];
+    // The 09:30 bar was fetched as a 15Min bar (no minutes stored): the engine warmed up on it.
+    let fetched = Bar::new(syms[0].clone(), M15, at(9, 30), 1.0, 2.0, 0.5, 1.5, 100.0).unwrap();
+    store.put_bars(&[fetched]).unwrap();
+    let evs: VecDeque<FeedEvent> = (30..50).map(|mm| FeedEvent::Bar(minute("AAPL", 9, mm, 1.0))).collect();
+    let (path, resume) = LiveBars::resume(store.clone(), &syms, M15, at(10, 0)).unwrap();
+    assert!(resume.last_minute.is_empty());
+    let seen = bars(&drain(&mut path.over(Script(evs))).await);
+    assert!(seen.iter().all(|b| b.t != at(9, 30)), "the stored period came again: {seen:?}");
+    assert_eq!(store.bar_count(&syms[0], Timeframe::MIN1).unwrap(), 20, "its minutes are still stored");
+}
