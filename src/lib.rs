@@ -3,7 +3,8 @@
 //! A bar's route, from the feed to the broker (no step passes through `cli`):
 //!
 //! ```text
-//!  Alpaca stream / replay ─► daemon::{live, replay} ─► Event::Bar ─► engine::Engine::process
+//!  Alpaca stream (minutes) ─► daemon::bars (stored, aggregated to market.timeframe; NoBar for a quiet symbol)
+//!  Alpaca stream / replay ─► daemon::{live, replay} ─► Event::{Bar, NoBar} ─► engine::Engine::process
 //!      features ─► policy (ONNX Runtime) ─► engine::strategy ─► risk::RiskChecks ─► oms::Oms
 //!      ─► Command::Submit(RiskApproved<OrderRequest>) ─► live runner ─► broker::{AlpacaBroker, SimBroker}
 //!  trade_updates / snapshots ─► Event::{Order, Reconciled} ─► oms (fills once, positions, reconciliation)
