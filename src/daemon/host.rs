@@ -368,7 +368,7 @@ pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Model
     let policy = match mode {
         StrategyMode::Ppo | StrategyMode::Ensemble => {
             Some(PpoPolicy::load(registry, &ModelSel::Champion, &pipeline, SessionOptions::default()).context(
-                "loading the PPO champion (`tradebot models list` shows the registry; `tradebot retrain --config FILE` trains one for this config)",
+                "loading the PPO champion (`tradebot models list` shows the registry; `tradebot models seed --from DIR` imports shipped models; `tradebot retrain --config FILE` trains one for this config)",
             )?)
         }
         StrategyMode::Lstm | StrategyMode::Scripted => None,
