@@ -211,24 +211,12 @@ pub fn seed_shipped(registry: &Registry, config: &Config) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Whether a model was trained for this configuration: its symbols, timeframe and features.
+/// Whether a model was trained for this configuration: the manifest check the engine applies at load
+/// (features, symbols, timeframe), without the input shapes, which follow from those.
 pub fn fits(m: &crate::models::Manifest, config: &Config) -> Result<(), String> {
-    let symbols: Vec<&str> = m.symbols.iter().map(|s| s.as_str()).collect();
-    let want: Vec<&str> = config.market.symbols.iter().map(|s| s.as_str()).collect();
-    if symbols != want {
-        return Err(format!("it trades {} and this config {}", symbols.join(","), want.join(",")));
-    }
-    if m.timeframe != config.market.timeframe {
-        return Err(format!(
-            "it was trained on {} bars and this config trades {}",
-            m.timeframe, config.market.timeframe
-        ));
-    }
-    let names = config.features.names();
-    if m.features.version != crate::features::FEATURE_VERSION || m.features.names != names {
-        return Err("it was trained on other features than this config's [features]".into());
-    }
-    Ok(())
+    let features =
+        crate::models::FeatureRef { version: crate::features::FEATURE_VERSION, names: config.features.names() };
+    m.check_inputs(&features, &[], &config.market.symbols, config.market.timeframe).map_err(|e| e.to_string())
 }
 
 /// SIGTERM or SIGINT: graceful shutdown (the replay loop stops between two bars and flushes).

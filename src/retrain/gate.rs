@@ -160,15 +160,10 @@ mod tests {
     use super::*;
     use crate::retrain::noise::tests::normal;
 
+    /// The test kit's gate: Sharpe margin 0.1, drawdown cap 0.25, 5 trades, confidence 0.9, 4 folds,
+    /// shortfall 0.05.
     fn cfg() -> GateConfig {
-        GateConfig {
-            min_sharpe_margin: 0.1,
-            max_drawdown: 0.25,
-            min_trades: 5,
-            confidence: 0.9,
-            folds: 4,
-            max_buy_hold_shortfall: 0.05,
-        }
+        crate::retrain::testkit::retrain_config(std::time::Duration::from_secs(60)).gate
     }
 
     /// A backtest's figures from its per-bar returns (buy-and-hold: the returns at half the drift).
