@@ -88,6 +88,11 @@ pub enum Event {
     /// The broker's update stream dropped and came back: updates may have been missed, so no new order
     /// goes out until the next `Reconciled`.
     BrokerReconnected,
+    /// The runner is about to send this order (its turn in the command queue has come): the lost rule's
+    /// grace period starts now.
+    Sending {
+        client_order_id: ClientOrderId,
+    },
     /// A submit failed before reaching the broker, or the broker refused it outright.
     SubmitFailed {
         client_order_id: ClientOrderId,

@@ -102,6 +102,7 @@ impl crate::engine::Core for Engine {
             Event::SubmitFailed { client_order_id, reason, retriable } => {
                 self.oms_call(|oms| oms.on_submit_failed(&client_order_id, &reason, retriable))
             }
+            Event::Sending { client_order_id } => self.oms_call(|oms| oms.on_sending(&client_order_id)),
             Event::NotSent { client_order_id } => self.oms_call(|oms| oms.on_not_sent(&client_order_id)),
             Event::Tick => {
                 self.ticks += 1;

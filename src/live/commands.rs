@@ -31,7 +31,7 @@ pub(super) async fn execute<B: Broker>(
             },
         };
         let out = match cmd {
-            Command::Submit(o) => Some(submit(&mut broker, o, &cfg).await),
+            Command::Submit(o) => Some(submit(&mut broker, o, &cfg, &events).await),
             Command::Cancel(id) => {
                 cancel(&mut broker, &id, &cfg).await;
                 None
@@ -60,7 +60,12 @@ async fn not_sent(mut commands: mpsc::Receiver<Command>, events: &mpsc::Sender<E
     }
 }
 
-async fn submit<B: Broker>(broker: &mut B, o: RiskApproved<OrderRequest>, cfg: &RunnerConfig) -> Event {
+async fn submit<B: Broker>(
+    broker: &mut B,
+    o: RiskApproved<OrderRequest>,
+    cfg: &RunnerConfig,
+    events: &mpsc::Sender<Event>,
+) -> Event {
     let id = o.client_order_id.clone();
     // Its bar's age again, now that its turn has come (it may have waited behind a slow broker).
     let closed = o.bar_time + chrono::Duration::from_std(cfg.bar_length).unwrap_or_default();
@@ -73,6 +78,11 @@ async fn submit<B: Broker>(broker: &mut B, o: RiskApproved<OrderRequest>, cfg: &
         );
         log::warn!("runner: order {id} not sent: {reason}");
         return Event::SubmitFailed { client_order_id: id, reason, retriable: false };
+    }
+    // Reported before the POST leaves: the core records the attempt, and a snapshot taken after it (this
+    // task takes them, in order) may then find the order lost only a grace period after this moment.
+    if events.send(Event::Sending { client_order_id: id.clone() }).await.is_err() {
+        return Event::NotSent { client_order_id: id };
     }
     match tokio::time::timeout(cfg.broker_timeout, broker.submit(o)).await {
         Ok(Ok(order)) => Event::Order(Box::new(answer_as_update(order))),

@@ -157,6 +157,8 @@ async fn trades_each_decision_once_after_the_first_reconciliation_and_returns_th
     assert_eq!(oms.fill_count(), 3);
     assert_eq!(oms.position(&Symbol::new("AAPL").unwrap()), Decimal::from(2));
     assert_eq!(oms.position(&Symbol::new("MSFT").unwrap()), Decimal::ONE);
+    // Each send attempt was reported to the core before its POST, so the lost rule counts from it.
+    assert!(oms.orders().all(|o| o.sent_at.is_some()), "every order's send attempt is recorded");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

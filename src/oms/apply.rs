@@ -25,6 +25,8 @@ impl Oms {
     pub fn on_update(&mut self, u: &OrderUpdate) -> Result<Vec<OmsChange>, OmsError> {
         let mut changes = Vec::new();
         let id = self.resolve(&u.order, &mut changes)?;
+        // The broker has it, so it was sent (a runner that reports no `Event::Sending` still ends here).
+        self.queued.remove(&id);
         let hint = u.fill.as_ref().map(|f| FillHint { qty: f.qty, price: f.price });
         let exec_id = u.fill.as_ref().and_then(|f| f.execution_id.clone());
         let seen_exec = exec_id.as_ref().is_some_and(|x| self.execution_ids.contains(x));
@@ -102,6 +104,7 @@ impl Oms {
             status: if b.status.is_terminal() { OrderStatus::Accepted } else { b.status },
             bar_time: None,
             recorded_at: b.created_at.unwrap_or(now),
+            sent_at: b.created_at,
             updated_at: now,
             adopted: true,
             note: Some(format!("adopted (broker client_order_id {:?})", b.raw_client_order_id)),

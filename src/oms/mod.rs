@@ -28,9 +28,10 @@
 //! **Reconciliation rules** (`reconcile`): for every order in the snapshot, the broker wins: its status
 //! is adopted, fills missing from its filled quantity are synthesised (price from its average), orders we
 //! never placed are adopted; every difference is logged (`log::warn!`, old → new). An order we recorded
-//! as sent (`PendingNew`) that the snapshot does not hold is left in flight while younger than
-//! `OmsConfig::lost_after` (its POST may still arrive) and marked `Rejected` ("lost") after that; it is
-//! never resent, since its decision is in the past. Positions are set to the broker's. Then the OMS is
+//! as sent (`PendingNew`) that the snapshot does not hold is left in flight while its send attempt
+//! (`on_sending`) is younger than `OmsConfig::lost_after` (its POST may still arrive) and marked `Rejected`
+//! ("lost") after that; it is never resent, since its decision is in the past. One still waiting in the
+//! command queue has made no attempt and is left alone. Positions are set to the broker's. Then the OMS is
 //! ready. Any update stream reconnect makes it not ready until the next reconciliation.
 //!
 //! Every state change is stored before the call returns; the `orders` and `fills` trees are flushed on
@@ -63,6 +64,8 @@ pub struct Oms {
     fill_sums: BTreeMap<Symbol, Decimal>,
     execution_ids: HashSet<String>,
     fill_count: usize,
+    /// Orders this process recorded whose send attempt has not been reported yet (in the command queue).
+    queued: HashSet<ClientOrderId>,
     ready: bool,
     clock: Box<dyn Clock>,
     cfg: OmsConfig,
@@ -93,6 +96,7 @@ impl Oms {
             fill_sums: BTreeMap::new(),
             execution_ids: HashSet::new(),
             fill_count: 0,
+            queued: HashSet::new(),
             ready: false,
             clock,
             cfg,
@@ -196,13 +200,28 @@ impl Oms {
             status,
             bar_time: Some(order.bar_time),
             recorded_at: now,
+            sent_at: None,
             updated_at: now,
             adopted: false,
             note: None,
         };
         self.orders_tree.insert(id.as_str().as_bytes(), &rec)?;
+        self.queued.insert(id.clone());
         self.orders.insert(id, rec);
         Ok(Some(Command::Submit(order)))
+    }
+
+    /// The runner is about to send this order (`Event::Sending`): its send attempt is stored, and from
+    /// now on the lost rule's grace period runs for it.
+    pub fn on_sending(&mut self, id: &ClientOrderId) -> Result<Vec<Command>, OmsError> {
+        self.queued.remove(id);
+        let now = self.clock.now();
+        let o = self.orders.get_mut(id).ok_or_else(|| OmsError::UnknownOrder(id.clone()))?;
+        if o.sent_at.is_none() {
+            o.sent_at = Some(now);
+            self.save_order(id)?;
+        }
+        Ok(Vec::new())
     }
 
     /// Asks the broker to cancel a working order (`PendingCancel`, stored). `None` when it is no longer
@@ -228,6 +247,7 @@ impl Oms {
         reason: &str,
         retriable: bool,
     ) -> Result<Vec<Command>, OmsError> {
+        self.queued.remove(id);
         let status = self.orders.get(id).map(|o| o.status).ok_or_else(|| OmsError::UnknownOrder(id.clone()))?;
         if retriable {
             // Not ready until the broker's view is back: bars meanwhile record no orders sized on holdings
@@ -253,6 +273,7 @@ impl Oms {
     /// An order recorded as sent that never left (the runner stopped first): `Rejected`, noted
     /// "not_sent", at once. The broker never saw it, so no later reconciliation has to find it lost.
     pub fn on_not_sent(&mut self, id: &ClientOrderId) -> Result<Vec<Command>, OmsError> {
+        self.queued.remove(id);
         let status = self.orders.get(id).map(|o| o.status).ok_or_else(|| OmsError::UnknownOrder(id.clone()))?;
         if status != OrderStatus::PendingNew {
             log::warn!("oms: order {id} reported not sent, but it is {status}: left as it is");

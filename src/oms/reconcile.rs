@@ -60,16 +60,20 @@ impl Oms {
         Ok(report)
     }
 
-    /// Orders recorded as sent that the broker does not know, older than the grace period: `Rejected`.
+    /// Orders sent that the broker does not know, their send attempt older than the grace period: `Rejected`.
     fn end_lost_orders(&mut self, seen: &HashSet<ClientOrderId>, report: &mut ReconcileReport) -> Result<(), OmsError> {
         let now = self.clock.now();
         let grace = chrono::Duration::from_std(self.cfg.lost_after).unwrap_or(chrono::Duration::MAX);
         let missing: Vec<(ClientOrderId, OrderStatus, bool)> = self
             .open_orders()
             .filter(|o| !seen.contains(&o.client_order_id))
-            .map(|o| (o.client_order_id.clone(), o.status, now - o.recorded_at >= grace))
+            .map(|o| (o.client_order_id.clone(), o.status, now - o.sent_at.unwrap_or(o.recorded_at) >= grace))
             .collect();
         for (id, status, old) in missing {
+            if status == OrderStatus::PendingNew && self.queued.contains(&id) {
+                log::info!("oms: reconcile {id}: still waiting in the command queue, not sent yet");
+                continue;
+            }
             match (status, old) {
                 (OrderStatus::PendingNew, true) => {
                     log::warn!(

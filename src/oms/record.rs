@@ -26,6 +26,10 @@ pub struct OmsOrder {
     pub bar_time: Option<DateTime<Utc>>,
     /// When the OMS first recorded it (its clock).
     pub recorded_at: DateTime<Utc>,
+    /// When the runner reported its send attempt (`Event::Sending`, just before the POST); `None` while
+    /// it waits in the command queue, and for adopted orders. The lost rule counts from here.
+    #[serde(default)]
+    pub sent_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
     /// Placed outside tradebot (by hand, another program) and adopted from the broker's reports.
     pub adopted: bool,
@@ -141,8 +145,10 @@ pub enum OmsError {
 /// Settings of the order manager.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OmsConfig {
-    /// An order recorded as sent (`PendingNew`) that the broker still does not know this long after it was
-    /// recorded is marked `Rejected` ("lost") at the next reconciliation.
+    /// An order in flight (`PendingNew`) that the broker still does not know this long after its send
+    /// attempt is marked `Rejected` ("lost") at the next reconciliation. An order still waiting in this
+    /// process's command queue has made no attempt and is never lost; one recorded by an earlier process
+    /// (nothing can send it any more) counts from when it was recorded.
     pub lost_after: Duration,
 }
 

@@ -271,6 +271,33 @@ fn a_submission_the_broker_never_saw_is_lost_after_the_grace_period_and_never_re
 }
 
 #[test]
+fn an_order_waiting_in_the_command_queue_is_never_lost_and_its_grace_runs_from_the_send_attempt() {
+    let mut h = Harness::new();
+    h.oms().reconcile(&BrokerSnapshot::default()).unwrap();
+    let r = submitted(h.oms().submit(request("AAPL", 0, Side::Buy, 5)).unwrap());
+    let id = r.client_order_id.clone();
+    // The broker is slow: minutes pass with the submit still queued behind a snapshot that kept failing.
+    h.clock.set(t0() + chrono::Duration::seconds(300));
+    let rep = h.oms().reconcile(&BrokerSnapshot::default()).unwrap();
+    assert!(rep.lost.is_empty(), "an order that was never sent cannot have been lost");
+    assert_eq!(h.oms().order(&id).unwrap().status, OrderStatus::PendingNew);
+    // Its turn comes: the attempt is stored, and the grace period runs from it.
+    h.oms().on_sending(&id).unwrap();
+    assert_eq!(h.oms().order(&id).unwrap().sent_at, Some(t0() + chrono::Duration::seconds(300)));
+    h.clock.set(t0() + chrono::Duration::seconds(359));
+    assert!(h.oms().reconcile(&BrokerSnapshot::default()).unwrap().lost.is_empty());
+    h.clock.set(t0() + chrono::Duration::seconds(361));
+    assert_eq!(h.oms().reconcile(&BrokerSnapshot::default()).unwrap().lost, vec![id.clone()]);
+    // The attempt is on disk: a restart counts from it too.
+    let q = submitted(h.oms().submit(request("MSFT", 0, Side::Buy, 5)).unwrap());
+    h.oms().on_sending(&q.client_order_id).unwrap();
+    h.reopen();
+    assert_eq!(h.oms().order(&q.client_order_id).unwrap().sent_at, Some(t0() + chrono::Duration::seconds(361)));
+    h.clock.set(t0() + chrono::Duration::seconds(400));
+    assert!(h.oms().reconcile(&BrokerSnapshot::default()).unwrap().lost.is_empty());
+}
+
+#[test]
 fn submit_failures_reject_or_ask_for_reconciliation() {
     let mut h = Harness::new();
     h.oms().reconcile(&BrokerSnapshot::default()).unwrap();
