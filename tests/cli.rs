@@ -310,3 +310,19 @@ fn config_check_output_parses_back_and_a_missing_feed_file_exits_78() {
     assert_eq!(o.status.code(), Some(78), "{}", text(&o));
     assert!(text(&o).contains("feed.file = \"data/no-such-2000-2013.csv.gz\": no such file"), "{}", text(&o));
 }
+
+#[test]
+fn a_training_child_caps_its_own_memory_at_the_budget_the_daemon_passes() {
+    // Started as the daemon starts it (our pid as its parent's): it caps itself first thing, before the
+    // missing config ends it.
+    let me = std::process::id().to_string();
+    let missing = root().join("no-such-config.toml");
+    let args = ["train", "ppo", "--config", missing.to_str().unwrap()];
+    let out = tradebot(&args, &[("TRADEBOT_PARENT_PID", &me), ("TRADEBOT_TRAIN_MEMORY_MB", "4096")]);
+    assert!(text(&out).contains("trainer memory capped at 4096 MiB (retrain.memory_mb)"), "{}", text(&out));
+    let out = tradebot(&args, &[("TRADEBOT_PARENT_PID", &me), ("TRADEBOT_TRAIN_MEMORY_MB", "lots")]);
+    assert!(text(&out).contains("is not a number of MiB"), "{}", text(&out));
+    // A training command run by hand has no cap of its own.
+    let out = tradebot(&args, &[]);
+    assert!(!text(&out).contains("memory capped"), "{}", text(&out));
+}

@@ -375,6 +375,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     if matches!(cli.command, Command::Train(_)) {
         crate::retrain::child::die_with_parent();
+        crate::retrain::memory::limit_self();
     }
     match cli.command {
         Command::Run { config, live, linger } => {

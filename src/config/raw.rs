@@ -158,6 +158,7 @@ pub struct RawRetrain {
     pub timezone: Option<String>,
     pub time_budget_secs: Option<f64>,
     pub gpu_memory_mb: Option<u64>,
+    pub memory_mb: Option<u64>,
     pub ppo_steps: Option<u64>,
     pub lstm_epochs: Option<u64>,
     pub min_sharpe_margin: Option<f64>,

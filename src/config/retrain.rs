@@ -17,6 +17,10 @@ pub struct RetrainConfig {
     pub time_budget: Duration,
     /// Cap on the child's GPU memory, in MiB (passed to it; 0 = no cap).
     pub gpu_memory_mb: u64,
+    /// Cap on the child's memory, in MiB (0 = no cap; unset = three quarters of the machine's memory,
+    /// `retrain::memory::default_budget_mb`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
     /// PPO environment steps per retrain; `None` = `tradebot train ppo`'s default.
     pub ppo_steps: Option<u64>,
     /// LSTM epoch cap per retrain; `None` = `lstm.max_epochs`.
@@ -68,6 +72,7 @@ impl Checker {
             schedule,
             time_budget: Duration::from_secs_f64(budget),
             gpu_memory_mb: r.gpu_memory_mb.unwrap_or(0),
+            memory_mb: r.memory_mb,
             ppo_steps: r.ppo_steps,
             lstm_epochs: r.lstm_epochs,
             gate: GateConfig {

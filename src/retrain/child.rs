@@ -1,8 +1,8 @@
 //! The training child: `tradebot train ...` (the same binary) run as a separate process, so that a CUDA
 //! abort, an out-of-memory kill or a hang in training cannot touch trading. Its stdout is JSON lines
 //! (`{"event":"progress"|"epoch"|"done"|"error", ...}`), read as they come; its stderr goes to the log.
-//! It is killed when it outlives its time budget, or, where `nvidia-smi` exists, when its GPU memory
-//! exceeds the budget. Every way it can end is a `ChildOutcome`, never a panic.
+//! It is killed when it outlives its time budget, when its resident memory exceeds its memory budget
+//! (`retrain::memory`), or, where `nvidia-smi` exists, when its GPU memory exceeds the budget. Every way it can end is a `ChildOutcome`, never a panic.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -108,6 +108,8 @@ pub struct ChildSpec {
     pub time_budget: Duration,
     /// 0 = no GPU memory cap.
     pub gpu_memory_mb: u64,
+    /// 0 = no memory cap (the resident memory of its process group, checked twice a second).
+    pub memory_mb: u64,
     /// Extra environment variables for the child (the snapshot path, the GPU memory budget).
     pub env: Vec<(OsString, OsString)>,
 }
@@ -130,6 +132,10 @@ pub enum ChildFailure {
     Timeout(Duration),
     #[error("training used {used_mb} MiB of GPU memory, over its budget of {budget_mb} MiB, and was killed")]
     GpuMemory { used_mb: u64, budget_mb: u64 },
+    #[error(
+        "training used {used_mb} MiB of memory, over its budget of {budget_mb} MiB (retrain.memory_mb), and was killed; trading goes on"
+    )]
+    Memory { used_mb: u64, budget_mb: u64 },
     #[error("training reported an error: {0}")]
     Reported(String),
     #[error("training exited with {status} without finishing{}", last.as_ref().map(|l| format!(" (last output: {l})")).unwrap_or_default())]
@@ -180,13 +186,21 @@ pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutc
     };
     let mut lines = BufReader::new(stdout).lines();
     let deadline = tokio::time::Instant::now() + spec.time_budget;
-    let mut gpu_check = tokio::time::interval(Duration::from_secs(2));
+    let mut gpu_check = tokio::time::interval(Duration::from_millis(if spec.memory_mb > 0 { 500 } else { 2000 }));
     let (mut done, mut reported, mut last) = (None, None, None);
     let failure = loop {
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => break Some(ChildFailure::Timeout(spec.time_budget)),
-            _ = gpu_check.tick(), if spec.gpu_memory_mb > 0 => {
+            _ = gpu_check.tick(), if spec.gpu_memory_mb > 0 || spec.memory_mb > 0 => {
                 if let Some(pid) = pid
+                    && spec.memory_mb > 0
+                    && let Some(used) = crate::retrain::memory::group_resident_mb(pid)
+                    && used > spec.memory_mb
+                {
+                    break Some(ChildFailure::Memory { used_mb: used, budget_mb: spec.memory_mb });
+                }
+                if let Some(pid) = pid
+                    && spec.gpu_memory_mb > 0
                     && let Some(used) = gpu_memory_of(pid).await
                     && used > spec.gpu_memory_mb
                 {
@@ -281,6 +295,7 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             time_budget: Duration::from_millis(budget_ms),
             gpu_memory_mb: 0,
+            memory_mb: 0,
             env: Vec::new(),
         }
     }
@@ -324,6 +339,27 @@ mod tests {
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
         assert_eq!(kept, ["CUDA_VISIBLE_DEVICES", "PATH"]);
+    }
+
+    #[tokio::test]
+    async fn a_trainer_growing_past_its_memory_budget_is_killed_and_named() {
+        // 400 MiB touched, against a 100 MiB budget: killed within a poll, long before its 20 s sleep ends.
+        let mut spec = sh("python3 -c 'b = bytearray(400 << 20); import time; time.sleep(20)'", 30_000);
+        spec.memory_mb = 100;
+        let started = std::time::Instant::now();
+        match run(&spec, |_| {}).await {
+            ChildOutcome::Failed(f @ ChildFailure::Memory { used_mb, budget_mb: 100 }) => {
+                assert!(used_mb > 100, "{f}");
+                assert!(f.to_string().contains("retrain.memory_mb"), "the error names the setting: {f}");
+            }
+            other => panic!("expected a memory failure, got {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "killed at the budget, not at the end");
+        // The same child under a budget it stays within finishes.
+        let mut ok =
+            sh(r#"python3 -c 'b = bytearray(20 << 20); print("{\"event\":\"done\",\"model_id\":\"m\"}")'"#, 30_000);
+        ok.memory_mb = 500;
+        assert!(matches!(run(&ok, |_| {}).await, ChildOutcome::Done { .. }));
     }
 
     #[tokio::test]

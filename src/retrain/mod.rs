@@ -6,6 +6,7 @@
 pub mod child;
 pub mod gate;
 pub mod holdout;
+pub mod memory;
 pub mod noise;
 pub mod pipeline;
 pub mod record;

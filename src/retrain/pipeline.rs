@@ -123,11 +123,16 @@ impl PipelineSpec {
         if self.retrain.gpu_memory_mb > 0 {
             env.push((GPU_MEMORY_ENV.into(), self.retrain.gpu_memory_mb.to_string().into()));
         }
+        let memory_mb = self.retrain.memory_mb.or_else(crate::retrain::memory::default_budget_mb).unwrap_or(0);
+        if memory_mb > 0 {
+            env.push((crate::retrain::memory::MEMORY_ENV.into(), memory_mb.to_string().into()));
+        }
         ChildSpec {
             program: self.program.clone(),
             args,
             time_budget: self.retrain.time_budget,
             gpu_memory_mb: self.retrain.gpu_memory_mb,
+            memory_mb,
             env,
         }
     }
@@ -380,6 +385,7 @@ pub fn code(f: &ChildFailure) -> &'static str {
         ChildFailure::Spawn { .. } => "spawn",
         ChildFailure::Timeout(_) => "timeout",
         ChildFailure::GpuMemory { .. } => "gpu_memory",
+        ChildFailure::Memory { .. } => "memory",
         ChildFailure::Reported(_) => "reported",
         ChildFailure::Crashed { .. } => "crash",
         ChildFailure::NoModel => "no_model",

@@ -170,4 +170,12 @@ fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
         "the child resolves the window on the engine's day: {:?}",
         child.env
     );
+    // Its own memory limit: three quarters of the machine by default, passed to it; 0 means none.
+    let mem = crate::retrain::memory::MEMORY_ENV;
+    assert_eq!(Some(child.memory_mb), crate::retrain::memory::default_budget_mb());
+    assert!(child.env.iter().any(|(k, v)| k == mem && v.to_str() == Some(child.memory_mb.to_string().as_str())));
+    s.retrain.memory_mb = Some(0);
+    let child = s.child_spec(crate::models::ModelKind::Ppo, std::path::Path::new("/tmp/x"), now);
+    assert_eq!(child.memory_mb, 0);
+    assert!(!child.env.iter().any(|(k, _)| k == mem));
 }

@@ -43,7 +43,7 @@ impl RunOutcome {
 pub struct Failure {
     /// "snapshot", "train", "registry", "evaluate", "promote".
     pub stage: String,
-    /// "crash", "timeout", "gpu_memory", "reported" (e.g. a NaN loss), "spawn", "no_model", or the stage.
+    /// "crash", "timeout", "memory", "gpu_memory", "reported" (e.g. a NaN loss), "spawn", "no_model", or the stage.
     pub code: String,
     pub message: String,
 }

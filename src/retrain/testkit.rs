@@ -65,6 +65,7 @@ pub fn retrain_config(budget: Duration) -> RetrainConfig {
         schedule: Schedule::parse(Schedule::DEFAULT_SPEC, Schedule::DEFAULT_ZONE).unwrap(),
         time_budget: budget,
         gpu_memory_mb: 0,
+        memory_mb: None,
         ppo_steps: Some(1000),
         lstm_epochs: None,
         gate: GateConfig {
