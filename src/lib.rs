@@ -17,6 +17,7 @@
 //!
 //! 0. [`alloc`] (jemalloc), [`logging`] (journald or stderr), [`native`] (ONNX Runtime and libtorch
 //!    discovery), [`domain`] (symbols, timeframes, bars, decimal money, order ids and lifecycle),
+//!    [`calendar`] (the exchange's trading days and session times),
 //!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
 //!    batch), [`onnx`] (our ONNX writer and reference forwards).
@@ -42,6 +43,7 @@ pub mod alloc;
 pub mod alpaca;
 pub mod backtest;
 pub mod broker;
+pub mod calendar;
 pub mod cli;
 pub mod config;
 pub mod control;

@@ -13,7 +13,7 @@
 //! each bar): an order-path harness for a paper account, refused in live mode.
 
 use crate::alpaca::feed::{AlpacaFeed, FeedConfig, FeedError, FeedEvent, MarketFeed};
-use crate::alpaca::rest::{GetAccount, GetAsset, GetCalendar, RestClient, RestConfig};
+use crate::alpaca::rest::{GetAccount, GetAsset, RestClient, RestConfig};
 use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
 use crate::config::{Config, Credentials, Mode};
@@ -29,9 +29,9 @@ use crate::oms::{Oms, OmsConfig};
 use crate::risk::{AssetRules, RiskChecks};
 use crate::store::{Store, TreeName, TypedTree};
 use anyhow::{Context, anyhow, bail};
-use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -92,8 +92,11 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
         // Every minute stored; the first backfill starts after the last stored one.
         let (mut bars, resume) = LiveBars::resume(store.clone(), &config.market.symbols, tf, Utc::now())
             .context("reading the stored bars to resume from")?;
+        // Trading days and session times: where daily bars close, and when stock orders may go out.
+        let calendar = crate::daemon::calendar::load(&rest, &store, Utc::now()).await;
         if matches!(tf, Timeframe::Days(_)) {
-            bars.set_early_closes(early_closes(&rest).await);
+            let today = Utc::now().date_naive();
+            bars.set_early_closes(calendar.early_closes(today - Duration::days(7), today + Duration::days(366)));
         }
         let mut feed_cfg = FeedConfig::from_config(config, &creds);
         feed_cfg.backfill_from = Some(resume.backfill_from);
@@ -113,7 +116,7 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             }
         } else {
             let Some(host) = host else { bail!("internal: no daemon host for the engine") };
-            let engine = engine(config, &store, &host.registry, &rest, oms).await?;
+            let engine = engine(config, &store, &host.registry, &rest, oms, calendar).await?;
             let decisions = store.tree::<DecisionRecord>(TreeName::Decisions)?;
             let feed = bars.over(CountingFeed { inner: feed, metrics: host.metrics.clone(), connects: 0 });
             let core = LiveCore { engine, host, decisions, ready: false, benchmark: None, last_point: None };
@@ -143,6 +146,7 @@ async fn engine(
     registry: &Registry,
     rest: &RestClient,
     oms: Oms,
+    calendar: crate::calendar::Calendar,
 ) -> anyhow::Result<Engine> {
     let (policy, probs) = crate::daemon::host::load_models(config, registry)?;
     let mut assets = HashMap::new();
@@ -154,7 +158,8 @@ async fn engine(
             Err(e) => log::warn!("risk: no asset record for {s} ({e}); assuming tradable, whole units, no minimum"),
         }
     }
-    let checks = RiskChecks::open(&config.risk, &config.env.exec, store).context("opening the risk checks")?;
+    let mut checks = RiskChecks::open(&config.risk, &config.env.exec, store).context("opening the risk checks")?;
+    checks.set_calendar(calendar);
     let cfg = EngineConfig {
         strategy: config.strategy.clone(),
         symbols: config.market.symbols.clone(),
@@ -318,25 +323,6 @@ async fn cancel_open_orders(rest: &RestClient, oms: &Oms, timeout: std::time::Du
             Ok(Ok(())) => log::info!("shutdown: cancel of {id} sent (broker.cancel_on_shutdown)"),
             Ok(Err(e)) => log::warn!("shutdown: cannot cancel {id}: {e}"),
             Err(_) => log::warn!("shutdown: cancel of {id} timed out after {timeout:?}"),
-        }
-    }
-}
-
-/// The sessions that close before 16:00 New York, from Alpaca's calendar (a week back, two months on):
-/// where daily bars close. Without the calendar every session closes at 16:00, said once.
-async fn early_closes(rest: &RestClient) -> BTreeMap<NaiveDate, NaiveTime> {
-    let today = Utc::now().date_naive();
-    let span = (today - Duration::days(7), today + Duration::days(60));
-    let regular = NaiveTime::from_hms_opt(16, 0, 0).unwrap_or_default();
-    match rest.issue::<GetCalendar>(&span).await {
-        Ok(days) => days
-            .into_iter()
-            .map(|d| (d.date, d.close.with_timezone(&chrono_tz::America::New_York).time()))
-            .filter(|(_, close)| *close != regular)
-            .collect(),
-        Err(e) => {
-            log::warn!("calendar: {e}; daily bars close at 16:00 New York (early closes unknown until a restart)");
-            BTreeMap::new()
         }
     }
 }

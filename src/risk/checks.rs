@@ -19,10 +19,11 @@
 //!    leverage, i.e. `max_gross_exposure_pct > 1`).
 
 use super::context::{Holding, RiskContext, dec};
-use super::hours::{Session, hours_apply, stock_market_open};
+use super::hours::{Session, hours_apply};
 use super::kill::{DailyLoss, KillSwitchState, RiskError};
 use super::stops::{StopOut, StopTracker};
 use super::{Refusal, RiskApproved};
+use crate::calendar::Calendar;
 use crate::config::{KillSwitchAction, RiskConfig};
 use crate::domain::{OrderRequest, Side, Symbol};
 use crate::env::exec::ExecParams;
@@ -58,6 +59,9 @@ pub struct RiskChecks {
     limits: Limits,
     loss: DailyLoss,
     stops: StopTracker,
+    /// Trading days and session times for the hours check (the shipped table until the daemon sets
+    /// Alpaca's).
+    calendar: Calendar,
 }
 
 impl RiskChecks {
@@ -68,7 +72,13 @@ impl RiskChecks {
             limits: Limits::from_config(cfg),
             loss: DailyLoss::open(store, cfg.daily_loss_limit_pct, cfg.kill_switch)?,
             stops: StopTracker::new(exec.trailing_stop, exec.cooldown_bars),
+            calendar: Calendar::shipped(),
         })
+    }
+
+    /// The exchange calendar the hours check uses (Alpaca's, read by the daemon at start).
+    pub fn set_calendar(&mut self, calendar: Calendar) {
+        self.calendar = calendar;
     }
 
     pub fn limits(&self) -> &Limits {
@@ -155,7 +165,7 @@ impl RiskChecks {
             return Err(Refusal::BelowMinimum { symbol: sym, qty, min });
         }
         self.fresh(&sym, ctx)?;
-        if !rules.crypto && hours_apply(ctx.timeframe) && !stock_market_open(ctx.now, self.limits.session) {
+        if !rules.crypto && hours_apply(ctx.timeframe) && !self.calendar.is_open(ctx.now, self.limits.session) {
             return Err(Refusal::MarketClosed { symbol: sym, now: ctx.now, session: self.limits.session.name() });
         }
         if req.side == Side::Buy {

@@ -164,6 +164,20 @@ fn inputs_staleness_hours_and_asset_rules() {
     assert_eq!(early(&c, req("BTC/USD", Side::Buy, "0.01", 60000.0)), "approved");
     c.tf = Timeframe::DAY1;
     assert_eq!(early(&c, req("AAPL", Side::Buy, "1", 100.0)), "approved");
+    // On the exchange calendar: Independence Day 2024 (a Thursday) is closed all day, the 3rd closes at
+    // 13:00, where Alpaca would queue the order for the next open.
+    let at = |mo, d, h, mi| New_York.with_ymd_and_hms(2024, mo, d, h, mi, 0).single().unwrap().to_utc();
+    let mut rc_year = cfg();
+    rc_year.max_bar_age = Duration::from_secs(86_400 * 365);
+    let dir3 = tempfile::tempdir().unwrap();
+    let (_s3, rc3) = open_checks(dir3.path(), &rc_year, &ExecParams::default());
+    let mut c = Ctx::new();
+    for (now, want) in
+        [(at(7, 4, 11, 0), "market_closed"), (at(7, 3, 13, 30), "market_closed"), (at(7, 3, 12, 30), "approved")]
+    {
+        c.now = now;
+        assert_eq!(reason(rc3.check(req("AAPL", Side::Buy, "1", 100.0), &c.get())), want, "at {now}");
+    }
     // Asset rules: whole units for a non-fractionable stock (refused, not rounded), minimum size, tradable.
     let mut c = Ctx::new();
     assert_eq!(reason(rc.check(req("AAPL", Side::Buy, "1.5", 100.0), &c.get())), "not_fractionable");

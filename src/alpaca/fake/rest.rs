@@ -110,15 +110,17 @@ async fn clock() -> Json<w::Clock> {
 async fn calendar(q: Q) -> Response {
     let day = |k: &str| q.get(k).and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
     let (Some(start), Some(end)) = (day("start"), day("end")) else { return error(422, None, "invalid start or end") };
+    // The NYSE's days as the shipped table knows them: holidays left out, early closes at 13:00.
+    let table = crate::calendar::Calendar::shipped();
     let days: Vec<w::CalendarDay> = start
         .iter_days()
         .take_while(|d| *d <= end)
-        .filter(|d| chrono::Datelike::weekday(d).num_days_from_monday() < 5)
+        .filter_map(|d| table.hours(d).map(|h| (d, h)))
         .take(1000)
-        .map(|d| w::CalendarDay {
+        .map(|(d, h)| w::CalendarDay {
             date: d.to_string(),
-            open: "09:30".into(),
-            close: "16:00".into(),
+            open: h.open.format("%H:%M").to_string(),
+            close: h.close.format("%H:%M").to_string(),
             session_open: Some("0400".into()),
             session_close: Some("2000".into()),
             settlement_date: None,

@@ -9,6 +9,7 @@
 //! `close_due` once the clock has passed its end. Minutes of a bucket already emitted (late, or after a
 //! stock's close) are dropped, so a period never yields two bars.
 
+use crate::calendar::{REGULAR_CLOSE, REGULAR_OPEN};
 use crate::domain::{Bar, BarError, Symbol, Timeframe};
 use chrono::{DateTime, Duration, NaiveDate, NaiveTime, TimeZone, Timelike, Utc};
 use chrono_tz::America::New_York;
@@ -37,9 +38,6 @@ fn new_york(day: NaiveDate, time: NaiveTime) -> DateTime<Utc> {
     let naive = day.and_time(time);
     New_York.from_local_datetime(&naive).earliest().map_or_else(|| naive.and_utc(), |d| d.to_utc())
 }
-
-const REGULAR_OPEN: NaiveTime = NaiveTime::from_hms_opt(9, 30, 0).expect("09:30 is a time");
-const REGULAR_CLOSE: NaiveTime = NaiveTime::from_hms_opt(16, 0, 0).expect("16:00 is a time");
 
 impl Aggregator {
     pub fn new(target: Timeframe) -> Result<Self, AggregateError> {
