@@ -38,6 +38,9 @@ pub(super) fn to_toml(c: &Config) -> Result<String, String> {
             rename(a, key, &format!("{key}_secs"), |v| v);
         }
     }
+    if let Some(b) = table(&mut root, "broker") {
+        rename(b, "lost_after", "lost_after_secs", |v| v);
+    }
     if let Some(r) = table(&mut root, "risk") {
         rename(r, "max_bar_age", "max_bar_age_secs", whole);
     }

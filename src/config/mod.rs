@@ -167,6 +167,10 @@ pub struct BrokerConfig {
     /// At shutdown, cancel the orders still open at the broker (false: keep them; the OMS reconciles them
     /// at the next start).
     pub cancel_on_shutdown: bool,
+    /// An order sent that the broker still does not know this long after its send attempt is "lost"
+    /// (`oms::OmsConfig::lost_after`).
+    #[serde(serialize_with = "ser_secs")]
+    pub lost_after: Duration,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -372,6 +376,13 @@ impl Config {
             fee_bps: c.range("broker.fee_bps", b.fee_bps, 0.0, (0.0, true), (1000.0, true)),
             slippage_bps: c.range("broker.slippage_bps", b.slippage_bps, 0.0, (0.0, true), (1000.0, true)),
             cancel_on_shutdown: b.cancel_on_shutdown.unwrap_or(false),
+            lost_after: Duration::from_secs_f64(c.range(
+                "broker.lost_after_secs",
+                b.lost_after_secs,
+                60.0,
+                (1.0, true),
+                (3600.0, true),
+            )),
         };
         if mode == Mode::Live && broker.kind != BrokerKind::Alpaca {
             c.problem(

@@ -79,6 +79,7 @@ pub struct RawBroker {
     pub fee_bps: Option<f64>,
     pub slippage_bps: Option<f64>,
     pub cancel_on_shutdown: Option<bool>,
+    pub lost_after_secs: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

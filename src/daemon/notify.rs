@@ -31,7 +31,9 @@ impl Notifier {
         self.enabled
     }
 
+    /// Ready: said once in the log too (whether or not systemd listens).
     pub fn ready(&mut self, status: &str) {
+        log::info!("tradebot run: ready: {status}");
         self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
     }
 

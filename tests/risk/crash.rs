@@ -1,18 +1,21 @@
-//! The crash test: `tradebot run` (feed and broker "alpaca", the scripted order-path core, which buys one
-//! unit per bar) against an in-process fake Alpaca whose account outlives the daemon, killed with SIGKILL
-//! at seeded random points 50 times and restarted on the same state directory each time.
+//! The crash test: `tradebot run` (feed and broker "alpaca") against an in-process fake Alpaca whose
+//! account outlives the daemon, killed with SIGKILL at seeded random points and restarted on the same
+//! state directory each time: 50 times with the scripted order-path core (one unit of two stocks bought
+//! per bar), and 15 times with the real engine (a PPO champion with random weights, features, risk
+//! checks, the order manager) trading two crypto pairs on minute bars, buying and selling.
 //!
 //! Each round either kills early (0-250 ms after the start: during start-up, store open or the first
 //! reconciliation) or waits for the daemon to reconcile and subscribe, streams bars (a decision each) for
-//! a random 20-420 ms, and kills it mid-stream; some of those kills are aimed at the order path (0-3 ms
+//! a random 20-420 ms (the engine 300-1,800 ms), and kills it mid-stream; some of those kills are aimed at the order path (0-3 ms
 //! after a bar, or 0-0.4 ms after its order reached the broker). Checked:
-//! - after every restart, once reconciled, the positions the daemon stored equal the fake broker's;
+//! - after every restart, once reconciled, the positions the scripted core logs equal the fake broker's;
 //! - after every kill, every order the broker holds is in the store (recorded before it was sent), and
 //!   each stored position differs from the broker's only by fills of orders not yet recorded;
 //! - never a client_order_id sent twice (the fake records every refusal), never two orders for one
 //!   decision (symbol and bar time);
 //! - at the end (one more start, reconciliation, SIGTERM): every fill the broker made is in the store, no
-//!   fill the broker did not make, and the stored positions equal the broker's.
+//!   fill the broker did not make, and the stored positions equal the broker's (crypto positions, which
+//!   Alpaca names `BTCUSD`, under the pair's symbol).
 //!
 //! Seed: `TRADEBOT_CRASH_SEED` (default fixed), printed on failure.
 
@@ -25,18 +28,37 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use tradebot::alpaca::fake::{FakeAlpaca, KEY_ID, SECRET_KEY};
 use tradebot::alpaca::wire::market as wm;
-use tradebot::domain::{ClientOrderId, Symbol};
+use tradebot::alpaca::wire::rest as wr;
+use tradebot::domain::{Bar, ClientOrderId, Symbol, Timeframe};
 use tradebot::engine::ManualClock;
 use tradebot::env::rng::SplitMix64;
+use tradebot::features::FeatureSpec;
+use tradebot::models::{Manifest, ModelKind, ModelState, Registry, TensorSpec};
 use tradebot::oms::{Oms, OmsConfig};
+use tradebot::onnx::mlp::MlpPolicy;
+use tradebot::onnx::{Activation, Dense};
+use tradebot::policy::{Pipeline, PpoPolicy};
 use tradebot::store::Store;
 
 const KILLS: usize = 50;
 /// Monday 2024-03-11 14:30 UTC; bar i opens at T0 + i minutes.
 const T0: i64 = 1_710_167_400;
 const RECONCILED: &str = "scripted core: reconciled; positions ";
+const READY: &str = "tradebot run: ready: reconciled with the broker";
+
+/// What the daemon runs: the scripted order-path core on two stocks, or the real engine (a PPO champion
+/// with random weights) on two crypto pairs.
+#[derive(Clone, Copy, PartialEq)]
+enum Core {
+    Scripted,
+    Engine,
+}
 
 struct Rig {
+    core: Core,
+    /// The symbols streamed and their last prices (a seeded random walk for the engine).
+    prices: Vec<(&'static str, f64)>,
+    rng: SplitMix64,
     fake: FakeAlpaca,
     /// Runs the fake's server; kept for as long as the fake.
     _rt: tokio::runtime::Runtime,
@@ -47,15 +69,24 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(seed: u64) -> Rig {
+    fn with(seed: u64, core: Core) -> Rig {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
-        fake.set_price("AAPL", Decimal::from(10));
-        fake.set_price("MSFT", Decimal::from(20));
+        let prices = match core {
+            Core::Scripted => vec![("AAPL", 10.0), ("MSFT", 20.0)],
+            Core::Engine => vec![("BTC/USD", 30.0), ("ETH/USD", 20.0)],
+        };
+        for (s, p) in &prices {
+            fake.set_price(s, Decimal::from_f64_retain(*p).unwrap());
+        }
         // A killed daemon's socket may close after its successor connects: no 406 for that.
         fake.lock().max_market_connections = 64;
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("crash.toml");
+        let (symbols, stream, strategy) = match core {
+            Core::Scripted => (r#"["AAPL", "MSFT"]"#, "v2/iex", "scripted"),
+            Core::Engine => (r#"["BTC/USD", "ETH/USD"]"#, "v1beta3/crypto/us", "ppo"),
+        };
         let text = format!(
             r#"mode = "paper"
 state_dir = {state:?}
@@ -67,25 +98,95 @@ stream_url = "{market}"
 trade_updates_url = "{updates}"
 request_timeout_secs = 2
 [market]
-symbols = ["AAPL", "MSFT"]
+symbols = {symbols}
 timeframe = "1Min"
 [feed]
 kind = "alpaca"
 [broker]
 kind = "alpaca"
+# Restarts come faster here than the usual minute's grace: an order a killed daemon recorded but never
+# sent is found lost at the next start's reconciliation.
+lost_after_secs = 1
 [strategy]
-mode = "scripted"
+mode = "{strategy}"
+[retrain]
+enabled = false
 [risk]
 # The bars are from 2024: old, so the runner's stale-at-send check would refuse every order.
 max_bar_age_secs = 1000000000
+# The random walk may lose more than a day's usual limit: the kill switch would stop the buys.
+daily_loss_limit_pct = 0.9
 "#,
             state = dir.path().join("state").display().to_string(),
             http = fake.http_url(),
-            market = fake.ws_url("v2/iex"),
+            market = fake.ws_url(stream),
             updates = fake.ws_url("stream"),
         );
         std::fs::write(&config, text).unwrap();
-        Rig { fake, _rt: rt, dir, config, seed, next_bar: 0 }
+        let rig =
+            Rig { core, prices, rng: SplitMix64::new(seed ^ 0x5eed), fake, _rt: rt, dir, config, seed, next_bar: 0 };
+        if core == Core::Engine {
+            rig.seed_engine();
+        }
+        rig
+    }
+
+    /// The engine's state before its first start: a PPO champion with random weights for the two pairs
+    /// on minute bars (written with our ONNX writer, loaded by ONNX Runtime in the daemon), and 300 stored
+    /// minute bars of each pair before `T0` to warm its features up on.
+    fn seed_engine(&self) {
+        let symbols: Vec<Symbol> = self.prices.iter().map(|(s, _)| Symbol::new(s).unwrap()).collect();
+        let pipeline = Pipeline::new(&FeatureSpec::default(), &symbols, Timeframe::MIN1);
+        let mut rng = SplitMix64::new(self.seed);
+        let mut dense = |i: usize, o: usize, a: f64| Dense {
+            in_dim: i,
+            out_dim: o,
+            weight: (0..i * o).map(|_| ((rng.next_f64() * 2.0 - 1.0) * a) as f32).collect(),
+            bias: (0..o).map(|_| ((rng.next_f64() * 2.0 - 1.0) * a) as f32).collect(),
+        };
+        let obs = PpoPolicy::obs_dim_for(&pipeline);
+        let mlp = MlpPolicy {
+            norm: None,
+            hidden: vec![dense(obs, 16, 1.0)],
+            activation: Activation::Tanh,
+            head: dense(16, symbols.len(), 1.5),
+            action_clip: Some(1.0),
+        };
+        let onnx = mlp.to_onnx("obs", "action", &[]).unwrap();
+        let env = serde_json::to_value(tradebot::env::EnvConfig::default()).unwrap();
+        let draft = Manifest {
+            id: String::new(),
+            kind: ModelKind::Ppo,
+            created_at: chrono::Utc::now(),
+            features: pipeline.features.clone(),
+            inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, obs as i64] }],
+            outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, symbols.len() as i64] }],
+            symbols: symbols.clone(),
+            timeframe: Timeframe::MIN1,
+            train_from: None,
+            train_to: None,
+            holdout_from: None,
+            holdout_to: None,
+            metrics: Default::default(),
+            params: BTreeMap::from([("env".to_string(), env)]),
+            parent: None,
+            state: ModelState::Candidate,
+            onnx_sha256: String::new(),
+        };
+        let reg = Registry::open(&self.state().join("models")).unwrap();
+        let m = reg.add(&onnx, draft).unwrap();
+        reg.promote(&m.id, "crash test").unwrap();
+        let store = Store::open(&self.state()).unwrap();
+        let mut walk = self.prices.clone();
+        let mut bars = Vec::new();
+        for i in (1..=300).rev() {
+            let t = chrono::DateTime::from_timestamp(T0 - 60 * i, 0).unwrap();
+            for (s, p) in walk.iter_mut() {
+                *p *= (0.01 * (rng.next_f64() - 0.5)).exp();
+                bars.push(Bar::new(Symbol::new(s).unwrap(), Timeframe::MIN1, t, *p, *p, *p, *p, 100.0).unwrap());
+            }
+        }
+        store.put_bars(&bars).unwrap();
     }
 
     fn state(&self) -> PathBuf {
@@ -106,17 +207,21 @@ max_bar_age_secs = 1000000000
     }
 
     /// Waits until the daemon logged its first reconciliation and subscribed to bars; returns the
-    /// positions it logged then.
-    fn wait_ready(&self, child: &mut Child, log: &Path, subscribes_before: usize) -> BTreeMap<String, Decimal> {
+    /// positions it logged then (the scripted core logs them; the engine says only that it is ready).
+    fn wait_ready(&self, child: &mut Child, log: &Path, subscribes_before: usize) -> Option<BTreeMap<String, Decimal>> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let text = std::fs::read_to_string(log).unwrap_or_default();
             let subscribed = self.subscribes() > subscribes_before;
-            if let Some(line) = text.lines().find(|l| l.contains(RECONCILED))
+            let marker = if self.core == Core::Scripted { RECONCILED } else { READY };
+            if let Some(line) = text.lines().find(|l| l.contains(marker))
                 && subscribed
             {
+                if self.core == Core::Engine {
+                    return None;
+                }
                 let json = &line[line.find(RECONCILED).unwrap() + RECONCILED.len()..];
-                return serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {line}"));
+                return Some(serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {line}")));
             }
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("seed {}: the daemon exited ({status}) before reconciling:\n{text}", self.seed);
@@ -145,12 +250,29 @@ max_bar_age_secs = 1000000000
         }
     }
 
-    /// Publishes the next bar (a new decision for the daemon).
+    /// Publishes the next bar (a new decision for the daemon): the scripted core decides on each bar, one
+    /// symbol after the other; the engine on each minute once both pairs have theirs (their prices walk).
     fn publish_next(&mut self) {
         let i = self.next_bar;
         self.next_bar += 1;
-        let (symbol, price) = if i % 2 == 0 { ("AAPL", 10.0) } else { ("MSFT", 20.0) };
-        let t = chrono::DateTime::from_timestamp(T0 + 60 * (i / 2), 0).unwrap();
+        match self.core {
+            Core::Scripted => {
+                let (symbol, price) = self.prices[(i % 2) as usize];
+                self.publish(symbol, T0 + 60 * (i / 2), price);
+            }
+            Core::Engine => {
+                for k in 0..self.prices.len() {
+                    let step = 0.02 * (self.rng.next_f64() - 0.5);
+                    self.prices[k].1 *= step.exp();
+                    let (symbol, price) = self.prices[k];
+                    self.publish(symbol, T0 + 60 * i, price);
+                }
+            }
+        }
+    }
+
+    fn publish(&self, symbol: &str, t: i64, price: f64) {
+        let t = chrono::DateTime::from_timestamp(t, 0).unwrap();
         let bar = wm::Bar {
             symbol: None,
             o: price,
@@ -176,9 +298,9 @@ max_bar_age_secs = 1000000000
     /// From the daemons' logs: fills the reconciliations synthesised (a kill between the broker's fill and
     /// its record) and orders found recorded as sent but unknown to the broker (a kill between the record
     /// and the POST).
-    fn recoveries(&self) -> (usize, usize) {
+    fn recoveries(&self, kills: usize) -> (usize, usize) {
         let (mut fills, mut unsent) = (HashSet::new(), HashSet::new());
-        for round in 0..=KILLS {
+        for round in 0..=kills {
             let text = std::fs::read_to_string(self.dir.path().join(format!("run-{round}.log"))).unwrap_or_default();
             for line in text.lines() {
                 let id = line.split("reconcile ").nth(1).and_then(|r| r.split(':').next()).map(str::to_string);
@@ -193,8 +315,8 @@ max_bar_age_secs = 1000000000
     }
 
     /// After a kill, the store as the next start loads it: every order the broker holds was recorded
-    /// before it was sent, and each stored position differs from the broker's by exactly the fills of
-    /// orders the daemon had not recorded yet (the next reconciliation takes those from the broker).
+    /// before it was sent, and each stored position differs from the broker's by exactly the fills (buys
+    /// up, sells down) of orders the daemon had not recorded yet (the next reconciliation takes those from the broker).
     fn check_after_kill(&self, round: usize) {
         let store = Store::open(&self.state()).unwrap();
         let oms = Oms::open(&store, Box::new(ManualClock::new(chrono::Utc::now())), OmsConfig::default()).unwrap();
@@ -207,7 +329,9 @@ max_bar_age_secs = 1000000000
                 .unwrap_or_else(|| panic!("seed {}, round {round}: broker order {id} is not in the store", self.seed));
             let filled: Decimal = o.filled_qty.as_deref().unwrap_or("0").parse().unwrap();
             assert!(rec.filled_qty <= filled, "seed {}, round {round}: {id} has more fills stored", self.seed);
-            *expected.entry(o.symbol.clone()).or_default() += filled - rec.filled_qty;
+            let unrecorded = filled - rec.filled_qty;
+            let signed = if o.side == wr::Side::Sell { -unrecorded } else { unrecorded };
+            *expected.entry(o.symbol.clone()).or_default() += signed;
         }
         let mut symbols: Vec<String> = fake.book.positions.keys().cloned().collect();
         symbols.extend(oms.positions().keys().map(|s| s.to_string()));
@@ -227,11 +351,22 @@ fn kill(child: &mut Child) {
 
 #[test]
 fn sigkill_at_random_points_never_duplicates_an_order_nor_loses_a_fill() {
+    crash_rounds(Core::Scripted, KILLS);
+}
+
+/// The same with the real engine (features, a PPO champion in ONNX Runtime, risk checks, the order
+/// manager) trading two crypto pairs, whose positions Alpaca names without the slash (`BTCUSD`).
+#[test]
+fn sigkill_with_the_real_engine_on_crypto_pairs_never_duplicates_an_order_nor_loses_a_fill() {
+    crash_rounds(Core::Engine, 15);
+}
+
+fn crash_rounds(core: Core, kills: usize) {
     let seed = std::env::var("TRADEBOT_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
-    let mut rig = Rig::new(seed);
+    let mut rig = Rig::with(seed, core);
     let mut rng = SplitMix64::new(seed);
     let (mut early, mut reconciled) = (0, 0);
-    for round in 0..KILLS {
+    for round in 0..kills {
         let subscribes = rig.subscribes();
         let (mut child, log) = rig.start(round);
         let mode = rng.below(5);
@@ -239,10 +374,14 @@ fn sigkill_at_random_points_never_duplicates_an_order_nor_loses_a_fill() {
             std::thread::sleep(Duration::from_millis(rng.below(250) as u64));
             early += 1;
         } else {
-            let logged = rig.wait_ready(&mut child, &log, subscribes);
-            assert_eq!(logged, rig.broker_positions(), "seed {seed}, round {round}: positions after reconciling");
+            if let Some(logged) = rig.wait_ready(&mut child, &log, subscribes) {
+                assert_eq!(logged, rig.broker_positions(), "seed {seed}, round {round}: positions after reconciling");
+            }
             reconciled += 1;
-            rig.stream_bars(Duration::from_millis(20 + rng.below(400) as u64));
+            // The engine's first order waits for the client's rate limit (Alpaca's 200 requests a minute,
+            // a burst of 10, mostly spent on the start's snapshot and asset reads): it streams longer.
+            let window = if core == Core::Engine { 300 + rng.below(1500) } else { 20 + rng.below(400) };
+            rig.stream_bars(Duration::from_millis(window as u64));
             // Aim some kills at the order path: just after a decision's bar, or just after its order
             // reached the broker (before the daemon may have recorded the fill).
             if mode == 3 {
@@ -261,9 +400,10 @@ fn sigkill_at_random_points_never_duplicates_an_order_nor_loses_a_fill() {
 
     // One more start: it reconciles; then a graceful stop, and the store is compared with the broker.
     let subscribes = rig.subscribes();
-    let (mut child, log) = rig.start(KILLS);
-    let logged = rig.wait_ready(&mut child, &log, subscribes);
-    assert_eq!(logged, rig.broker_positions(), "seed {seed}: positions after the last restart");
+    let (mut child, log) = rig.start(kills);
+    if let Some(logged) = rig.wait_ready(&mut child, &log, subscribes) {
+        assert_eq!(logged, rig.broker_positions(), "seed {seed}: positions after the last restart");
+    }
     crate::common::signal(child.id(), nix::sys::signal::Signal::SIGTERM);
     let status = child.wait().unwrap();
     assert!(status.success(), "seed {seed}: {status}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
@@ -271,26 +411,40 @@ fn sigkill_at_random_points_never_duplicates_an_order_nor_loses_a_fill() {
     let broker_positions = rig.broker_positions();
     let fake = rig.fake.lock();
     let orders = &fake.book.orders;
-    assert!(orders.len() >= KILLS, "seed {seed}: only {} orders: the test did not trade much", orders.len());
+    let logs = || {
+        (0..=kills)
+            .map(|r| std::fs::read_to_string(rig.dir.path().join(format!("run-{r}.log"))).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("--- next run ---\n")
+    };
+    // The client keeps to Alpaca's rate limit (a burst of 10, mostly spent on each start's snapshot, then
+    // one request per 300 ms): each start gets a few orders out before its kill, the engine's fewer (it
+    // also reads the assets and the calendar).
+    let enough = if core == Core::Scripted { kills / 2 } else { 5 };
+    assert!(
+        orders.len() >= enough,
+        "seed {seed}: only {} orders: the test did not trade much:\n{}",
+        orders.len(),
+        logs()
+    );
     assert!(
         fake.book.refused.is_empty(),
         "seed {seed}: the broker refused orders (a client_order_id sent twice?): {:?}",
         fake.book.refused
     );
-    let mut per_decision: HashMap<(String, String), usize> = HashMap::new();
-    for o in orders {
-        // tb-script-{symbol}-{bar time}-{seq}
-        let parts: Vec<&str> = o.client_order_id.split('-').collect();
-        assert_eq!(parts.len(), 5, "{}", o.client_order_id);
-        assert_eq!(parts[2], o.symbol);
-        *per_decision.entry((parts[2].to_string(), parts[3].to_string())).or_default() += 1;
-    }
-    let dup: Vec<_> = per_decision.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(dup.is_empty(), "seed {seed}: decisions with more than one order: {dup:?}");
-
     let store = Store::open(&rig.state()).unwrap();
     let clock = ManualClock::new(chrono::Utc::now());
     let oms = Oms::open(&store, Box::new(clock), OmsConfig::default()).unwrap();
+    // One order per decision: the stored record of each broker order names its decision's bar.
+    let mut per_decision: HashMap<(String, i64), usize> = HashMap::new();
+    for o in orders {
+        let rec = oms.order(&ClientOrderId::new(&o.client_order_id).unwrap()).unwrap();
+        assert_eq!(rec.symbol.as_str(), o.symbol, "{}", o.client_order_id);
+        let bar = rec.bar_time.unwrap_or_else(|| panic!("seed {seed}: {} has no decision bar", o.client_order_id));
+        *per_decision.entry((o.symbol.clone(), bar.timestamp())).or_default() += 1;
+    }
+    let dup: Vec<_> = per_decision.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(dup.is_empty(), "seed {seed}: decisions with more than one order: {dup:?}");
     let mut stored: HashMap<String, Decimal> = HashMap::new();
     for f in oms.fills().unwrap() {
         *stored.entry(f.client_order_id.to_string()).or_default() += f.qty;
@@ -303,9 +457,14 @@ fn sigkill_at_random_points_never_duplicates_an_order_nor_loses_a_fill() {
     assert!(stored.is_empty(), "seed {seed}: fills the broker never made: {stored:?}");
     let positions: BTreeMap<String, Decimal> = oms.positions().into_iter().map(|(s, q)| (s.to_string(), q)).collect();
     assert_eq!(positions, broker_positions, "seed {seed}: stored positions vs the broker's at the end");
-    let (synthesised, lost) = rig.recoveries();
+    if core == Core::Engine {
+        // The pairs were held (not only bought and refused): the reconciliations mapped `BTCUSD` back.
+        assert!(!positions.is_empty(), "seed {seed}: the engine holds nothing at the end");
+    }
+    let (synthesised, lost) = rig.recoveries(kills);
     eprintln!(
-        "crash test (seed {seed}): {KILLS} SIGKILLs ({early} early, {reconciled} after reconciling), {} broker orders, {} fills stored; restarts recovered {synthesised} fills from the broker and found {lost} orders recorded but never sent",
+        "crash test (seed {seed}, {}): {kills} SIGKILLs ({early} early, {reconciled} after reconciling), {} broker orders, {} fills stored; restarts recovered {synthesised} fills from the broker and found {lost} orders recorded but never sent",
+        if core == Core::Engine { "engine, crypto" } else { "scripted" },
         orders.len(),
         oms.fill_count()
     );
