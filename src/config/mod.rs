@@ -184,6 +184,8 @@ pub struct RiskConfig {
     pub max_bar_age: Duration,
     /// Stock orders outside regular hours (09:30-16:00 America/New_York) are allowed from 04:00 to 20:00.
     pub extended_hours: bool,
+    /// Orders of one symbol and side that may work at once (1: a bar adds no buy on an unfilled buy).
+    pub max_working_orders: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -423,6 +425,14 @@ impl Config {
                 None => Duration::from_secs(2 * timeframe.seconds().max(60) as u64),
             },
             extended_hours: r.extended_hours.unwrap_or(false),
+            max_working_orders: match r.max_working_orders {
+                None => 1,
+                Some(n @ 1..=20) => n as usize,
+                Some(n) => {
+                    c.problem(format!("risk.max_working_orders = {n}: use 1 to 20 orders per symbol and side"));
+                    1
+                }
+            },
         };
         let runtime = RuntimeConfig { onnxruntime_lib: raw.runtime.onnxruntime_lib.map(PathBuf::from) };
         let features = c.features(raw.features);

@@ -92,6 +92,7 @@ pub struct RawRisk {
     pub kill_switch: Option<String>,
     pub max_bar_age_secs: Option<u64>,
     pub extended_hours: Option<bool>,
+    pub max_working_orders: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

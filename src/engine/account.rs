@@ -34,9 +34,9 @@ pub(super) fn working_qty(oms: &Oms, symbol: &Symbol, side: Side) -> Decimal {
         .sum()
 }
 
-/// Whether an order of `side` on `symbol` is still working (recorded, sent or open at the broker).
-pub(super) fn has_working(oms: &Oms, symbol: &Symbol, side: Side) -> bool {
-    oms.open_orders().any(|o| o.symbol == *symbol && o.side == side)
+/// How many orders of `side` on `symbol` are still working (recorded, sent or open at the broker).
+pub(super) fn working_count(oms: &Oms, symbol: &Symbol, side: Side) -> usize {
+    oms.open_orders().filter(|o| o.symbol == *symbol && o.side == side).count()
 }
 
 /// The holdings and cash the checks of a `side` order see: for a buy, every open buy counts as held and

@@ -68,6 +68,25 @@ fn a_working_buy_blocks_another_buy_of_the_symbol() {
 }
 
 #[test]
+fn risk_max_working_orders_lets_that_many_work_at_once() {
+    let w = FeatureSpec::default().warmup();
+    let cfg = crate::config::RiskConfig { max_working_orders: 2, ..risk_cfg("1000000") };
+    let exec = ExecParams { max_trade: 20.0, ..ExecParams::default() };
+    let (mut r, clock) = with_risk(rig(StrategyMode::Ppo, None), &cfg, &exec);
+    for d in 0..w {
+        clock.set(r.bars[0][d].t);
+        feed(&mut r.engine, &r.bars, d);
+    }
+    r.engine.process(snapshot(100_000));
+    // Two buys of AAPL on two bars, neither filled: the second is allowed, the third is not.
+    for (d, want) in [(w, 1), (w + 1, 1), (w + 2, 0)] {
+        clock.set(r.bars[0][d].t);
+        assert_eq!(submits(&feed(&mut r.engine, &r.bars, d)).len(), want, "bar {d}");
+    }
+    assert_eq!(r.engine.take_refusals(), vec![(Symbol::new("AAPL").unwrap(), "working_order")]);
+}
+
+#[test]
 fn holdings_outside_the_configured_symbols_count_in_equity() {
     let (mut r, _clock, _w) = ready(&ExecParams::default());
     let snap = BrokerSnapshot {

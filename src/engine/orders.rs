@@ -37,10 +37,13 @@ impl Engine {
             rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
             return Vec::new();
         }
-        // At most one working order per symbol and side: a bar does not add a buy on an unfilled buy.
-        if super::account::has_working(&self.oms, &symbol, w.side) {
+        // At most `risk.max_working_orders` (1) working orders per symbol and side: a bar does not add a
+        // buy on an unfilled buy. Said at DEBUG: it repeats on every bar until the order ends (the refusal
+        // is counted and stored with the decision).
+        let max_working = self.risk.as_ref().map_or(1, |r| r.checks.limits().max_working);
+        if super::account::working_count(&self.oms, &symbol, w.side) >= max_working {
             let code = "working_order";
-            log::info!("engine: {symbol} {}: an order of that side is still working; none added", w.side);
+            log::debug!("engine: {symbol} {}: {max_working} order(s) of that side still working; none added", w.side);
             self.refusals.push((symbol.clone(), code));
             rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));
             return Vec::new();

@@ -191,6 +191,7 @@ pub(super) fn risk_cfg(max_order_notional: &str) -> crate::config::RiskConfig {
         kill_switch: crate::config::KillSwitchAction::Halt,
         max_bar_age: std::time::Duration::from_secs(4 * 86_400),
         extended_hours: false,
+        max_working_orders: 1,
     }
 }
 

@@ -41,6 +41,8 @@ pub struct Limits {
     pub max_order_notional: Decimal,
     pub max_bar_age: Duration,
     pub session: Session,
+    /// Orders of one symbol and side that may work at once (`risk.max_working_orders`).
+    pub max_working: usize,
 }
 
 impl Limits {
@@ -51,6 +53,7 @@ impl Limits {
             max_order_notional: cfg.max_order_notional,
             max_bar_age: cfg.max_bar_age,
             session: if cfg.extended_hours { Session::Extended } else { Session::Regular },
+            max_working: cfg.max_working_orders,
         }
     }
 }

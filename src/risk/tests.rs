@@ -37,6 +37,7 @@ fn cfg() -> RiskConfig {
         kill_switch: KillSwitchAction::Halt,
         max_bar_age: Duration::from_secs(120),
         extended_hours: false,
+        max_working_orders: 1,
     }
 }
 
