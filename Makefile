@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer install chromium systemd-tools
+.PHONY: all venv build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer install chromium systemd-tools
 
 all: build
 
@@ -62,6 +62,10 @@ systemd-tools:
 # CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs).
 test: venv chromium systemd-tools check-inference-only lint
 	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
+
+# The tests that need a CUDA GPU (ignored by `make test`, which CI runs without one); each fails without a GPU.
+test-gpu: venv
+	$(CARGO_ENV) $(CARGO) test --release --lib -- --ignored
 
 fmt:
 	$(CARGO) fmt

@@ -1,35 +1,19 @@
 //! The `tradebot` binary end to end: config check and its exit codes, secrets never printed, data import
 //! and show across the AAPL split, the live gate, and the store lock.
 
+mod common;
+
+use common::{demo_config, root, text, write_config};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn tradebot(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tradebot"));
-    c.args(args).current_dir(root()).env_remove("RUST_LOG").env_remove("TRADEBOT_CONFIG");
-    c.env_remove("APCA_API_KEY_ID").env_remove("APCA_API_SECRET_KEY").env_remove("CREDENTIALS_DIRECTORY");
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.output().expect("tradebot runs")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use std::process::Output;
 
 /// A copy of the demo config with its state under `dir`, and extra lines appended.
 fn config_in(dir: &Path, extra_top: &str, extra_end: &str) -> PathBuf {
-    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
-    let demo =
-        demo.replace("state_dir = \"./var\"", &format!("state_dir = {:?}", dir.join("state").display().to_string()));
-    let p = dir.join("t.toml");
-    std::fs::write(&p, format!("{extra_top}\n{demo}\n{extra_end}")).unwrap();
-    p
+    write_config(dir, &format!("{extra_top}\n{}\n{extra_end}", demo_config(dir)))
+}
+
+fn tradebot(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    common::tradebot_env(args, envs)
 }
 
 #[test]
@@ -252,10 +236,7 @@ fn a_closed_pipe_ends_output_quietly_without_a_panic() {
         &["data", "show", "AAPL", "--from", "2000-01-01", "--to", "2013-12-31", "--config", cfg][..],
         &["status", "--config", cfg][..],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tradebot"))
-            .args(args)
-            .current_dir(root())
-            .env_remove("RUST_LOG")
+        let mut child = common::command(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -271,15 +252,7 @@ fn a_closed_pipe_ends_output_quietly_without_a_panic() {
 #[test]
 fn outside_a_checkout_doctor_runs_without_a_config_and_status_says_how_to_name_one() {
     let dir = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_tradebot"))
-            .args(args)
-            .current_dir(dir.path())
-            .env_remove("TRADEBOT_CONFIG")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| common::command(args).current_dir(dir.path()).output().unwrap();
     if std::path::Path::new("/etc/tradebot/tradebot.toml").exists() {
         panic!("/etc/tradebot/tradebot.toml exists on this machine: this test needs a machine without it");
     }

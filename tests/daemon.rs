@@ -6,37 +6,18 @@
 
 mod common;
 
+use common::{command, demo_config, root, text, tradebot, write_config};
+
 use nix::sys::signal::Signal;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn command(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tradebot"));
-    c.args(args).current_dir(root()).env_remove("RUST_LOG").env_remove("TRADEBOT_CONFIG");
-    c.env_remove("APCA_API_KEY_ID").env_remove("APCA_API_SECRET_KEY").env_remove("CREDENTIALS_DIRECTORY");
-    c.env_remove("NOTIFY_SOCKET").env_remove("TRADEBOT_WEB_TOKEN").env_remove("TRADEBOT_MODELS_DIR");
-    c
-}
-
-fn tradebot(args: &[&str]) -> Output {
-    command(args).output().expect("tradebot runs")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// The demo config with its state under `dir`, the web server on `web` (or off), and `edits` applied
 /// (each `(from, to)` must match once).
 fn config_in(dir: &Path, web: Option<u16>, edits: &[(&str, &str)]) -> PathBuf {
-    let mut t = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
-    t = t.replace("state_dir = \"./var\"", &format!("state_dir = {:?}", dir.join("state").display().to_string()));
+    let mut t = demo_config(dir);
     let web_line = "enabled = true\nlisten = \"127.0.0.1:9187\"";
     assert!(t.contains(web_line));
     t = match web {
@@ -47,9 +28,7 @@ fn config_in(dir: &Path, web: Option<u16>, edits: &[(&str, &str)]) -> PathBuf {
         assert_eq!(t.matches(a).count(), 1, "{a:?} in the demo config");
         t = t.replace(a, b);
     }
-    let p = dir.join("t.toml");
-    std::fs::write(&p, t).unwrap();
-    p
+    write_config(dir, &t)
 }
 
 /// The summary's retrain line of `kind`: `(outcome, rest)`.
@@ -64,7 +43,30 @@ fn final_ppo(out: &str) -> String {
     line["models at the end: ppo ".len()..].split(',').next().unwrap().to_string()
 }
 
-const SHIPPED_PPO: &str = "ppo-4840de6a1780e0c0";
+/// The shipped PPO model's id: the one `ppo-*` directory under `models/`.
+fn shipped_ppo() -> String {
+    let ids: Vec<String> = std::fs::read_dir(root().join("models"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("ppo-"))
+        .collect();
+    assert_eq!(ids.len(), 1, "one shipped PPO model: {ids:?}");
+    ids[0].clone()
+}
+
+/// The demo's replay window (`[feed] from`, `to`) and the trading days it holds in the shipped data:
+/// AAPL's rows in that window, counted from the CSV. Every replay of the demo must report that many bars.
+const DEMO_WINDOW: (&str, &str) = ("2011-09-01", "2013-03-01");
+fn demo_replay_days() -> usize {
+    let gz = std::fs::File::open(root().join("data/stocks-daily-2000-2013.csv.gz")).unwrap();
+    let mut rdr = csv::Reader::from_reader(flate2::read::GzDecoder::new(gz));
+    let (from, to) = DEMO_WINDOW;
+    rdr.records().map(|r| r.unwrap()).filter(|r| &r[0] == "AAPL" && &r[1] >= from && &r[1] <= to).count()
+}
+
+fn replay_finished() -> String {
+    format!("replay finished: {} bars, {} to {}", demo_replay_days(), DEMO_WINDOW.0, DEMO_WINDOW.1)
+}
 
 #[test]
 fn the_demo_replay_retrains_once_keeps_the_champion_when_the_gate_says_so_and_summarises() {
@@ -73,7 +75,7 @@ fn the_demo_replay_retrains_once_keeps_the_champion_when_the_gate_says_so_and_su
     let o = tradebot(&["run", "--config", cfg.to_str().unwrap()]);
     let out = text(&o);
     assert!(o.status.success(), "{out}");
-    assert!(out.contains("replay finished: 375 bars, 2011-09-01 to 2013-03-01"), "{out}");
+    assert!(out.contains(&replay_finished()), "{out}");
     for row in ["total return", "Sharpe", "max drawdown", "trades"] {
         let line = out.lines().find(|l| l.starts_with(row)).unwrap_or_else(|| panic!("no {row} row:\n{out}"));
         assert_eq!(line.split_whitespace().count(), row.split(' ').count() + 2, "{line}");
@@ -85,7 +87,7 @@ fn the_demo_replay_retrains_once_keeps_the_champion_when_the_gate_says_so_and_su
     let (outcome, reason) = retrain_line(&out, "ppo");
     assert_eq!(outcome, "kept", "{reason}\n{out}");
     assert!(reason.contains("trails buy-and-hold"), "{reason}");
-    assert_eq!(final_ppo(&out), SHIPPED_PPO, "a kept candidate must not trade:\n{out}");
+    assert_eq!(final_ppo(&out), shipped_ppo(), "a kept candidate must not trade:\n{out}");
     let (outcome, reason) = retrain_line(&out, "lstm");
     assert_eq!(outcome, "kept", "{reason}\n{out}");
     assert!(!reason.is_empty(), "lstm: the gate decision has no reason");
@@ -120,10 +122,10 @@ fn a_retrain_that_passes_the_gate_is_swapped_in_without_a_missed_bar() {
     assert!(o.status.success(), "{out}");
     assert_eq!(retrain_line(&out, "ppo").0, "promoted", "{out}");
     let new = final_ppo(&out);
-    assert!(new.starts_with("ppo-") && new != SHIPPED_PPO, "the engine still trades {new}:\n{out}");
-    assert!(out.contains(&format!("engine: PPO model {SHIPPED_PPO} → {new}")), "no hot swap logged:\n{out}");
+    assert!(new.starts_with("ppo-") && new != shipped_ppo(), "the engine still trades {new}:\n{out}");
+    assert!(out.contains(&format!("engine: PPO model {} → {new}", shipped_ppo())), "no hot swap logged:\n{out}");
     assert!(out.contains("bars without a decision after warm-up: 0"), "{out}");
-    assert!(out.contains("replay finished: 375 bars"), "{out}");
+    assert!(out.contains(&replay_finished()), "{out}");
     let reg = tradebot::models::Registry::open(&dir.path().join("state/models")).unwrap();
     assert_eq!(reg.champion(tradebot::models::ModelKind::Ppo).unwrap().unwrap().id, new);
 }
@@ -139,9 +141,9 @@ fn a_retrain_whose_child_fails_leaves_the_champion_trading() {
     let (outcome, reason) = retrain_line(&out, "ppo");
     assert_eq!(outcome, "failed", "{out}");
     assert!(reason.contains("train failed (timeout)"), "{reason}");
-    assert_eq!(final_ppo(&out), SHIPPED_PPO);
+    assert_eq!(final_ppo(&out), shipped_ppo());
     assert!(out.contains("bars without a decision after warm-up: 0"), "{out}");
-    assert!(out.contains("replay finished: 375 bars"), "{out}");
+    assert!(out.contains(&replay_finished()), "{out}");
 }
 
 #[test]
@@ -241,11 +243,13 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     assert!(notes.contains("READY=1"), "no READY=1 on the notify socket: {notes:?}");
     // --linger prints the summary when the replay ends, while the daemon keeps serving.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !out_text().contains("replay finished: 375 bars") {
+    while !out_text().contains(&replay_finished()) {
         assert!(Instant::now() < deadline, "no summary while lingering:\n{}", out_text());
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(status["feed"]["bars_received"].as_u64().unwrap() == 375 * 3, "{status}");
+    // Every bar of the window, of each of the demo's three symbols.
+    let received = 3 * demo_replay_days() as u64;
+    assert_eq!(status["feed"]["bars_received"].as_u64().unwrap(), received, "{status}");
 
     // /metrics parses and agrees with the status.
     let (code, body) = get(port, "/metrics");
@@ -270,7 +274,7 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
             _ => f64::NAN,
         })
         .sum();
-    assert_eq!(bars, (375 * 3) as f64, "{body}");
+    assert_eq!(bars, received as f64, "{body}");
     assert!(body.contains("tradebot_retrain_runs_total{"), "{body}");
     // The retrain's children reported their throughput (PPO steps/s, LSTM samples/s and epoch times).
     for needle in [
@@ -501,7 +505,7 @@ listen = "127.0.0.1:{port}"
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["daemon_running"], true, "{v}");
-    assert_eq!(v["models"]["ppo"], SHIPPED_PPO, "{v}");
+    assert_eq!(v["models"]["ppo"], shipped_ppo(), "{v}");
     assert_eq!(v["feed"]["bars_received"].as_u64().unwrap(), 3 * bars as u64, "{v}");
     assert_eq!(v["activity"], "trading", "{v}");
     let (code, body) = get(port, "/metrics");
@@ -601,7 +605,7 @@ fn shipped_models_are_found_through_the_environment_and_their_absence_is_a_clear
         .unwrap();
     let out = text(&o);
     assert!(o.status.success(), "{out}");
-    assert_eq!(final_ppo(&out), SHIPPED_PPO, "{out}");
+    assert_eq!(final_ppo(&out), shipped_ppo(), "{out}");
 }
 
 #[test]

@@ -4,9 +4,10 @@
 
 mod common;
 
+use common::{command, demo_config, text, tradebot, write_config};
+
 use chrono::Utc;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use tradebot::control::status::{ModelsStatus, RetrainStatus};
 use tradebot::control::{Request, Response, StatusReport, server, socket_path};
 use tradebot::domain::{Symbol, Timeframe};
@@ -14,33 +15,9 @@ use tradebot::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, Te
 use tradebot::retrain::{RunOutcome, RunRecord, record};
 use tradebot::store::Store;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn tradebot(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tradebot"))
-        .args(args)
-        .current_dir(root())
-        .env_remove("RUST_LOG")
-        .env_remove("TRADEBOT_CONFIG")
-        .output()
-        .expect("tradebot runs")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
 /// The demo config with its state under `dir`, only AAPL, and a 2 s training budget.
 fn config_in(dir: &Path) -> PathBuf {
-    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
-    let state = dir.join("state");
-    let mut c = demo.replace("state_dir = \"./var\"", &format!("state_dir = {:?}", state.display().to_string()));
-    c = c.replace("time_budget_secs = 3600", "time_budget_secs = 2");
-    let p = dir.join("t.toml");
-    std::fs::write(&p, c).unwrap();
-    p
+    write_config(dir, &demo_config(dir).replace("time_budget_secs = 3600", "time_budget_secs = 2"))
 }
 
 fn draft(kind: ModelKind) -> Manifest {
@@ -248,11 +225,7 @@ fn alive(pid: u32) -> bool {
 
 /// Starts a foreground `tradebot retrain --kind ppo` with a long budget and waits for its training child.
 fn retrain_with_child(cfg: &Path) -> (std::process::Child, u32) {
-    let mut parent = Command::new(env!("CARGO_BIN_EXE_tradebot"))
-        .args(["retrain", "--kind", "ppo", "--config", cfg.to_str().unwrap()])
-        .current_dir(root())
-        .env_remove("RUST_LOG")
-        .env_remove("TRADEBOT_CONFIG")
+    let mut parent = command(&["retrain", "--kind", "ppo", "--config", cfg.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -282,14 +255,10 @@ fn gone_within(pid: u32, secs: u64) -> bool {
 #[test]
 fn the_training_child_dies_with_a_foreground_retrain_on_sigterm_and_sigkill() {
     let dir = tempfile::tempdir().unwrap();
-    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
     let state = dir.path().join("state");
-    let c = demo
-        .replace("state_dir = \"./var\"", &format!("state_dir = {:?}", state.display().to_string()))
-        .replace("ppo_steps = 32768 ", "ppo_steps = 50000000 ");
+    let c = demo_config(dir.path()).replace("ppo_steps = 32768 ", "ppo_steps = 50000000 ");
     assert!(c.contains("ppo_steps = 50000000"), "the demo config's ppo_steps line changed");
-    let cfg = dir.path().join("t.toml");
-    std::fs::write(&cfg, c).unwrap();
+    let cfg = write_config(dir.path(), &c);
 
     // SIGTERM: the retrain kills its child, records the run as interrupted and exits 143.
     let (mut parent, child) = retrain_with_child(&cfg);

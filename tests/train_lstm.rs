@@ -3,35 +3,25 @@
 //! probabilities; too few bars refused with an `error` line.
 #![cfg(feature = "train")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use tradebot::models::{ModelKind, Registry};
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{demo_config, tradebot, write_config};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use tradebot::models::{ModelKind, Registry};
 
 /// The demo config with its state under `dir`, a small fast model, and `edit` applied.
 fn config(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
-    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
-    let text = demo
-        .replace("state_dir = \"./var\"", &format!("state_dir = {:?}", dir.join("state").display().to_string()))
-        .replace(
+    let text = demo_config(dir).replace(
             "[lstm]\n",
             "[lstm]\nfast_len = 12\nslow_len = 4\nslow_factor = 5\nhorizon = 5\nbatch_size = 512\nfast_hidden = 8\nslow_hidden = 8\n",
         );
-    let p = dir.join("t.toml");
-    std::fs::write(&p, edit(text)).unwrap();
-    p
+    write_config(dir, &edit(text))
 }
 
 fn train(cfg: &Path) -> (Output, Vec<serde_json::Value>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tradebot"))
-        .args(["train", "lstm", "--config", cfg.to_str().unwrap(), "--epochs", "2", "--device", "cpu", "--json"])
-        .current_dir(root())
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("tradebot runs");
+    let out =
+        tradebot(&["train", "lstm", "--config", cfg.to_str().unwrap(), "--epochs", "2", "--device", "cpu", "--json"]);
     let lines = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
@@ -50,7 +40,19 @@ fn trains_registers_and_onnx_runtime_gives_probabilities() {
     assert_eq!(done["event"], "done");
     let id = done["model_id"].as_str().unwrap();
     let val_mcc = done["metrics"]["val_mcc"].as_f64().unwrap();
-    assert!(done["metrics"]["test_mcc"].as_f64().unwrap().abs() <= 1.0);
+    // The model registered is the best epoch's (restored after training): its validation MCC is the
+    // highest any epoch line reported, at the epoch the metrics name (the first such on a tie).
+    let mut best = (0u64, f64::NEG_INFINITY);
+    for l in lines.iter().filter(|l| l["event"] == "epoch") {
+        let mcc = l["val_mcc"].as_f64().unwrap();
+        if mcc > best.1 {
+            best = (l["epoch"].as_u64().unwrap(), mcc);
+        }
+    }
+    assert_eq!(done["metrics"]["best_epoch"].as_f64(), Some(best.0 as f64), "{done}");
+    assert!((val_mcc - best.1).abs() < 1e-6, "registered val MCC {val_mcc}, best epoch's {}", best.1);
+    let test_mcc = done["metrics"]["test_mcc"].as_f64().unwrap();
+    assert!((-1.0..=1.0).contains(&test_mcc), "test MCC {test_mcc}");
 
     let reg = Registry::open(&dir.path().join("state/models")).unwrap();
     let (m, bytes) = reg.load(id).unwrap();

@@ -61,12 +61,7 @@ pub struct ReplaySummary {
 
 /// The replay window, `feed.from ..= feed.to` (open ends: every stored bar).
 pub fn replay_window(config: &Config) -> (DateTime<Utc>, DateTime<Utc>) {
-    let first = chrono::NaiveDate::from_ymd_opt(1800, 1, 1).unwrap_or_default();
-    let last = chrono::NaiveDate::from_ymd_opt(2300, 1, 1).unwrap_or_default();
-    let from = crate::data::daily_bar_time(config.feed.from.unwrap_or(first));
-    let to = crate::data::daily_bar_time(config.feed.to.unwrap_or(last)) + chrono::Duration::days(1)
-        - chrono::Duration::microseconds(1);
-    (from, to)
+    crate::data::day_window(config.feed.from, config.feed.to)
 }
 
 pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummary> {

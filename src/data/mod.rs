@@ -136,6 +136,19 @@ pub fn daily_bar_time(d: NaiveDate) -> DateTime<Utc> {
     }
 }
 
+/// The days an open end of a date window reaches (`[train]` or `[feed]` without `from` or `to`): before and
+/// after any bar.
+const OPEN_FROM: NaiveDate = NaiveDate::from_ymd_opt(1800, 1, 1).expect("a valid date");
+const OPEN_TO: NaiveDate = NaiveDate::from_ymd_opt(2300, 1, 1).expect("a valid date");
+
+/// The bar times of the days `from ..= to`: from the first day's daily bar to the last instant of the last
+/// day (New York dates); an open end reaches every stored bar on that side.
+pub fn day_window(from: Option<NaiveDate>, to: Option<NaiveDate>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let first = daily_bar_time(from.unwrap_or(OPEN_FROM));
+    let last = daily_bar_time(to.unwrap_or(OPEN_TO)) + chrono::Duration::days(1) - chrono::Duration::microseconds(1);
+    (first, last)
+}
+
 fn parse_time(s: &str, custom: Option<&str>) -> Result<DateTime<Utc>, String> {
     let s = s.trim();
     for format in custom.into_iter().chain(["%Y-%m-%d", "%m/%d/%Y", "%Y/%m/%d"]) {

@@ -125,3 +125,14 @@ fn a_file_whose_first_rows_all_fail_stops_and_date_format_reads_it() {
     assert!(r.bad.is_empty() && !r.stopped, "{r:?}");
     assert_eq!(r.rows["XYZ"], 20);
 }
+
+#[test]
+fn a_day_window_runs_from_the_first_days_bar_to_the_last_instant_of_the_last_day() {
+    let d = |y, m, day| chrono::NaiveDate::from_ymd_opt(y, m, day).unwrap();
+    let (from, to) = super::day_window(Some(d(2012, 3, 15)), Some(d(2012, 6, 22)));
+    assert_eq!(from, super::daily_bar_time(d(2012, 3, 15)));
+    assert_eq!(to + chrono::Duration::microseconds(1), super::daily_bar_time(d(2012, 6, 23)));
+    // Open ends reach every bar on their side (from 1800 to 2300).
+    let (from, to) = super::day_window(None, None);
+    assert!(from < super::daily_bar_time(d(1900, 1, 1)) && to > super::daily_bar_time(d(2200, 1, 1)));
+}

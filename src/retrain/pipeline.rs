@@ -12,12 +12,11 @@ use super::child::{self, ChildFailure, ChildOutcome, ChildSpec};
 use super::gate::{self, GateInput};
 use super::record::{self, Failure, RunOutcome, RunRecord, SnapshotInfo};
 use crate::config::{Config, RetrainConfig, TrainConfig};
-use crate::data::daily_bar_time;
 use crate::data::snapshot::Snapshot;
 use crate::domain::{Symbol, Timeframe};
 use crate::models::{ModelKind, Registry};
 use crate::store::Store;
-use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -140,11 +139,9 @@ impl PipelineSpec {
     /// The training window: `[train.from, train end]`, cut at the clock's now (a replay never trains on
     /// bars after its simulated present).
     fn window(&self, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
-        let first = NaiveDate::from_ymd_opt(1800, 1, 1).unwrap_or_default();
         let train = self.train.resolve(now.date_naive());
-        let from = daily_bar_time(train.from.unwrap_or(first));
-        let end = train.train_end().map(|d| daily_bar_time(d) + Duration::days(1) - Duration::microseconds(1));
-        (from, end.map_or(now, |e| e.min(now)))
+        let (from, end) = crate::data::day_window(train.from, train.train_end());
+        (from, if train.train_end().is_some() { end.min(now) } else { now })
     }
 }
 

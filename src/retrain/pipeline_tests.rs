@@ -4,7 +4,7 @@
 use super::*;
 use crate::retrain::record;
 use crate::retrain::testkit::{FakeEvaluator, done_line, registry_with_champion, spec, store_with_bars};
-use chrono::TimeZone;
+use chrono::{NaiveDate, TimeZone};
 use std::time::Duration;
 
 struct Run {

@@ -15,7 +15,7 @@ use crate::lstm::train::LstmTrainer;
 use crate::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
 use crate::store::Store;
 use anyhow::{Context, bail};
-use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::json;
 use std::collections::BTreeMap;
 use tch::{Device, Kind, Tensor};
@@ -64,13 +64,7 @@ pub(crate) fn pooled_dataset(
 ) -> anyhow::Result<Pooled> {
     let fspec = &config.features;
     let (nf, nc) = (fspec.n_cols(), context_names(fspec).len());
-    let first = NaiveDate::from_ymd_opt(1800, 1, 1).unwrap_or_default();
-    let from = crate::data::daily_bar_time(config.train.from.unwrap_or(first));
-    let to = config
-        .train
-        .train_end()
-        .map(|d| crate::data::daily_bar_time(d) + Duration::days(1) - Duration::microseconds(1))
-        .unwrap_or(from + Duration::days(365 * 500));
+    let (from, to) = crate::data::day_window(config.train.from, config.train.train_end());
     let mut s = DatasetSpec {
         fast: vec![],
         fast_dim: nf,

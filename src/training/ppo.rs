@@ -7,7 +7,7 @@ use super::checkpoint;
 use super::progress::PpoProgress;
 use super::{PpoJob, emit, pick_device};
 use crate::config::Config;
-use crate::data::{align_bars, aligned_bars, daily_bar_time, snapshot::Snapshot};
+use crate::data::{align_bars, aligned_bars, snapshot::Snapshot};
 use crate::domain::Bar;
 use crate::env::Panel;
 use crate::features::FEATURE_VERSION;
@@ -17,14 +17,12 @@ use crate::rl::ppo::{Ppo, UpdateStats};
 use crate::rl::trading::TradingEnv;
 use crate::store::Store;
 use anyhow::{Context, bail};
-use chrono::{Duration, NaiveDate, Utc};
+use chrono::{NaiveDate, Utc};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
-const FIRST_DAY: NaiveDate = NaiveDate::from_ymd_opt(1800, 1, 1).expect("a valid date");
-const LAST_DAY: NaiveDate = NaiveDate::from_ymd_opt(2300, 1, 1).expect("a valid date");
 /// The tch and ONNX Runtime forwards must agree this closely, or the model is not registered.
 pub const PARITY_TOLERANCE: f32 = 1e-5;
 const PARITY_SAMPLES: i64 = 1000;
@@ -41,9 +39,7 @@ pub struct TrainData {
 /// The configured symbols' bars over the `[train]` range, from the store (imported from `feed.file` when
 /// missing) or from a dataset snapshot, aligned on common times and turned into a panel.
 pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow::Result<TrainData> {
-    let from_day = config.train.from.unwrap_or(FIRST_DAY);
-    let to_day = config.train.train_end().unwrap_or(LAST_DAY);
-    let (from, to) = (daily_bar_time(from_day), daily_bar_time(to_day) + Duration::days(1) - Duration::microseconds(1));
+    let (from, to) = crate::data::day_window(config.train.from, config.train.train_end());
     let symbols = &config.market.symbols;
     let assets: Vec<Vec<Bar>> = match snapshot {
         Some(path) => {
@@ -66,7 +62,8 @@ pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow:
             aligned_bars(&store, symbols, config.market.timeframe, from, to)?
         }
     };
-    let range = format!("[train] range {from_day}..={to_day}");
+    let day = |d: Option<NaiveDate>| d.map_or_else(|| "(open)".to_string(), |d| d.to_string());
+    let range = format!("[train] range {}..={}", day(config.train.from), day(config.train.train_end()));
     let (Some(first), Some(last)) = (assets[0].first(), assets[0].last()) else {
         bail!(
             "no {} bars of {symbols:?} on common days in the {range}: import data (`tradebot data import`) or widen train.from / train.to",

@@ -1,7 +1,69 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests: the binary with a clean environment, its output as text, the
+//! demo config under a test's own state directory, and signals. Each test crate uses a part of them.
+#![allow(dead_code)]
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository (the binary runs from here, so relative paths in the demo config resolve).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Variables that would change what the binary reads or where it reports: never inherited by a test.
+const CLEARED: &[&str] = &[
+    "RUST_LOG",
+    "TRADEBOT_CONFIG",
+    "APCA_API_KEY_ID",
+    "APCA_API_SECRET_KEY",
+    "CREDENTIALS_DIRECTORY",
+    "NOTIFY_SOCKET",
+    "JOURNAL_STREAM",
+    "TRADEBOT_WEB_TOKEN",
+    "TRADEBOT_MODELS_DIR",
+];
+
+/// `tradebot ARGS` from the repository, with none of the `CLEARED` variables.
+pub fn command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tradebot"));
+    c.args(args).current_dir(root());
+    for k in CLEARED {
+        c.env_remove(k);
+    }
+    c
+}
+
+/// Runs `tradebot ARGS` to its end.
+pub fn tradebot(args: &[&str]) -> Output {
+    command(args).output().expect("tradebot runs")
+}
+
+/// Runs `tradebot ARGS` to its end with `envs` set.
+pub fn tradebot_env(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    command(args).envs(envs.iter().copied()).output().expect("tradebot runs")
+}
+
+/// Standard output and error, one after the other.
+pub fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The demo config's text with its state directory under `dir`.
+pub fn demo_config(dir: &Path) -> String {
+    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).expect("the demo config");
+    let line = "state_dir = \"./var\"";
+    assert!(demo.contains(line), "the demo config names its state directory as {line}");
+    demo.replace(line, &format!("state_dir = {:?}", dir.join("state").display().to_string()))
+}
+
+/// Writes `text` as `dir/t.toml` and returns its path.
+pub fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("t.toml");
+    std::fs::write(&p, text).expect("the test config is written");
+    p
+}
 
 /// Sends `sig` to the process `pid` (a child the test started); panics with the reason if it cannot.
 pub fn signal(pid: u32, sig: Signal) {

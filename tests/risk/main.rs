@@ -7,37 +7,18 @@ mod cli;
 mod common;
 mod crash;
 
+pub use common::text;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The binary with a clean environment (no keys, no journal, no RUST_LOG) plus `envs`.
+/// The binary with a clean environment plus `envs`.
 pub fn tradebot(args: &[&str], envs: &[(&str, &str)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tradebot"));
-    c.args(args).current_dir(root());
-    for k in ["RUST_LOG", "TRADEBOT_CONFIG", "APCA_API_KEY_ID", "APCA_API_SECRET_KEY", "CREDENTIALS_DIRECTORY"] {
-        c.env_remove(k);
-    }
-    c.env_remove("JOURNAL_STREAM");
-    for (k, v) in envs {
-        c.env(k, v);
-    }
+    let mut c = common::command(args);
+    c.envs(envs.iter().copied());
     c
-}
-
-pub fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 /// A copy of the demo config with its state under `dir`.
 pub fn demo_config_in(dir: &Path) -> PathBuf {
-    let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap();
-    let demo =
-        demo.replace("state_dir = \"./var\"", &format!("state_dir = {:?}", dir.join("state").display().to_string()));
-    let p = dir.join("t.toml");
-    std::fs::write(&p, demo).unwrap();
-    p
+    common::write_config(dir, &common::demo_config(dir))
 }
