@@ -115,30 +115,14 @@ fn a_held_store_is_refused_at_once() {
 
 #[test]
 fn models_commands_promote_and_roll_back() {
-    use tradebot::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry};
+    use tradebot::models::{FeatureRef, Manifest, ModelKind, Registry};
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_in(dir.path(), "", "");
     let cfg = cfg.to_str().unwrap();
     let reg = Registry::open(&dir.path().join("state/models")).unwrap();
-    let draft = |kind| Manifest {
-        id: String::new(),
-        kind,
-        created_at: chrono::Utc::now(),
-        features: FeatureRef { version: 1, names: vec!["f".into()] },
-        inputs: vec![],
-        outputs: vec![],
-        symbols: vec![],
-        timeframe: tradebot::domain::Timeframe::DAY1,
-        train_from: None,
-        train_to: None,
-        holdout_from: None,
-        holdout_to: None,
-        params: Default::default(),
-        metrics: Default::default(),
-        parent: None,
-        state: ModelState::Candidate,
-        onnx_sha256: String::new(),
-    };
+    let features = FeatureRef { version: 1, names: vec!["f".into()] };
+    let draft =
+        |kind| Manifest::draft(kind, features.clone(), vec![], vec![], vec![], tradebot::domain::Timeframe::DAY1);
     let a = reg.add(b"model a", draft(ModelKind::Ppo)).unwrap();
     let b = reg.add(b"model b", draft(ModelKind::Ppo)).unwrap();
     for id in [&a.id, &b.id] {

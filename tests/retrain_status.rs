@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use tradebot::control::status::{ModelsStatus, RetrainStatus};
 use tradebot::control::{Request, Response, StatusReport, server, socket_path};
 use tradebot::domain::{Symbol, Timeframe};
-use tradebot::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use tradebot::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
 use tradebot::retrain::{RunOutcome, RunRecord, record};
 use tradebot::store::Store;
 
@@ -21,25 +21,14 @@ fn config_in(dir: &Path) -> PathBuf {
 }
 
 fn draft(kind: ModelKind) -> Manifest {
-    Manifest {
-        id: String::new(),
+    Manifest::draft(
         kind,
-        created_at: Utc::now(),
-        features: FeatureRef { version: 1, names: vec!["ret_1".into()] },
-        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, 3] }],
-        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, 1] }],
-        symbols: vec![Symbol::new("AAPL").unwrap()],
-        timeframe: Timeframe::DAY1,
-        train_from: None,
-        train_to: None,
-        holdout_from: None,
-        holdout_to: None,
-        metrics: Default::default(),
-        params: Default::default(),
-        parent: None,
-        state: ModelState::Candidate,
-        onnx_sha256: String::new(),
-    }
+        FeatureRef { version: 1, names: vec!["ret_1".into()] },
+        vec![TensorSpec { name: "obs".into(), shape: vec![-1, 3] }],
+        vec![TensorSpec { name: "action".into(), shape: vec![-1, 1] }],
+        vec![Symbol::new("AAPL").unwrap()],
+        Timeframe::DAY1,
+    )
 }
 
 fn seed_champion(state: &Path) -> String {

@@ -4,13 +4,12 @@
 
 use super::load_config;
 use crate::backtest::{self, BacktestReport, Metrics, Subject};
-use crate::data::daily_bar_time;
 use crate::engine::StrategyMode;
 use crate::models::Registry;
 use crate::policy::ModelSel;
 use crate::store::Store;
 use anyhow::Context;
-use chrono::{Duration, NaiveDate};
+use chrono::NaiveDate;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -44,9 +43,7 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(&config, &store)?;
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    let from = daily_bar_time(a.from.or(config.feed.from).unwrap_or_else(first_day));
-    let to = daily_bar_time(a.to.or(config.feed.to).unwrap_or_else(last_day)) + Duration::days(1)
-        - Duration::microseconds(1);
+    let (from, to) = crate::data::day_window(a.from.or(config.feed.from), a.to.or(config.feed.to));
     let subject = Subject { sel: ModelSel::parse(a.model.as_deref()), mode: a.strategy.map(StrategyArg::mode) };
     let report = backtest::run_subject(&config, &store, &reg, &subject, from, to).context("backtest")?;
     if let Some(path) = &a.csv {
@@ -75,14 +72,6 @@ impl StrategyArg {
             StrategyArg::Ensemble => StrategyMode::Ensemble,
         }
     }
-}
-
-fn first_day() -> NaiveDate {
-    NaiveDate::from_ymd_opt(1800, 1, 1).unwrap_or_default()
-}
-
-fn last_day() -> NaiveDate {
-    NaiveDate::from_ymd_opt(2300, 1, 1).unwrap_or_default()
 }
 
 /// A report line: its label and how to format it from a `Metrics`.

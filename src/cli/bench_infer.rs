@@ -10,7 +10,7 @@ use super::load_config;
 use crate::domain::{ClientOrderId, OrderRequest, OrderTif, Qty, Timeframe};
 use crate::engine::strategy::from_action;
 use crate::features::FeatureState;
-use crate::models::{Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use crate::onnx::mlp::{MlpPolicy, ObsNorm};
 use crate::onnx::{Activation, Dense};
 use crate::policy::{ModelSel, Pipeline, PpoPolicy, SessionOptions};
@@ -70,22 +70,14 @@ fn synthetic(pl: &Pipeline, hidden: &[i64], act: Activation) -> (Manifest, Vec<u
     let bytes = p.to_onnx("obs", "action", &[]).unwrap_or_default();
     let m = Manifest {
         id: "ppo-synthetic".into(),
-        kind: ModelKind::Ppo,
-        created_at: chrono::Utc::now(),
-        features: pl.features.clone(),
-        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, d as i64] }],
-        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, a as i64] }],
-        symbols: pl.symbols.clone(),
-        timeframe: Timeframe::DAY1,
-        train_from: None,
-        train_to: None,
-        holdout_from: None,
-        holdout_to: None,
-        metrics: Default::default(),
-        params: Default::default(),
-        parent: None,
-        state: ModelState::Candidate,
-        onnx_sha256: String::new(),
+        ..Manifest::draft(
+            ModelKind::Ppo,
+            pl.features.clone(),
+            vec![TensorSpec { name: "obs".into(), shape: vec![-1, d as i64] }],
+            vec![TensorSpec { name: "action".into(), shape: vec![-1, a as i64] }],
+            pl.symbols.clone(),
+            Timeframe::DAY1,
+        )
     };
     (m, bytes)
 }
@@ -98,8 +90,8 @@ pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
     let store = Store::open(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(&config, &store)?;
     let symbols = config.market.symbols.clone();
-    let far = |y| crate::data::daily_bar_time(chrono::NaiveDate::from_ymd_opt(y, 1, 1).unwrap_or_default());
-    let bars = crate::backtest::aligned_bars(&store, &symbols, config.market.timeframe, far(1800), far(2300))?;
+    let (from, to) = crate::data::day_window(None, None);
+    let bars = crate::backtest::aligned_bars(&store, &symbols, config.market.timeframe, from, to)?;
     let days = bars.first().map_or(0, |b| b.len());
     let warm = config.features.warmup();
     if days <= warm {

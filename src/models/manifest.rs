@@ -105,6 +105,37 @@ pub enum MismatchError {
 }
 
 impl Manifest {
+    /// A candidate's manifest before registration (the registry fills `id` and `onnx_sha256`): what it
+    /// is, what it reads and writes, what it trades; no training dates, metrics, parameters or parent.
+    pub fn draft(
+        kind: ModelKind,
+        features: FeatureRef,
+        inputs: Vec<TensorSpec>,
+        outputs: Vec<TensorSpec>,
+        symbols: Vec<Symbol>,
+        timeframe: Timeframe,
+    ) -> Manifest {
+        Manifest {
+            id: String::new(),
+            kind,
+            created_at: chrono::Utc::now(),
+            features,
+            inputs,
+            outputs,
+            symbols,
+            timeframe,
+            train_from: None,
+            train_to: None,
+            holdout_from: None,
+            holdout_to: None,
+            metrics: BTreeMap::new(),
+            params: BTreeMap::new(),
+            parent: None,
+            state: ModelState::Candidate,
+            onnx_sha256: String::new(),
+        }
+    }
+
     /// Refuses a model that does not fit the running pipeline: feature version and names, every input
     /// the pipeline will feed (name and shape), the traded symbols and the bars' timeframe (a daily
     /// policy fed minute bars would trade every minute).

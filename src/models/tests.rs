@@ -3,23 +3,15 @@ use crate::domain::{Symbol, Timeframe};
 
 fn draft(kind: ModelKind) -> Manifest {
     Manifest {
-        id: String::new(),
-        kind,
-        created_at: chrono::Utc::now(),
-        features: FeatureRef { version: 1, names: vec!["ret_1".into(), "rsi_14".into()] },
-        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, 7] }],
-        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, 3] }],
-        symbols: vec![Symbol::new("AAPL").unwrap()],
-        timeframe: Timeframe::DAY1,
-        train_from: None,
-        train_to: None,
-        holdout_from: None,
-        holdout_to: None,
-        params: Default::default(),
-        metrics: Default::default(),
-        parent: None,
         state: ModelState::Champion,
-        onnx_sha256: String::new(),
+        ..Manifest::draft(
+            kind,
+            FeatureRef { version: 1, names: vec!["ret_1".into(), "rsi_14".into()] },
+            vec![TensorSpec { name: "obs".into(), shape: vec![-1, 7] }],
+            vec![TensorSpec { name: "action".into(), shape: vec![-1, 3] }],
+            vec![Symbol::new("AAPL").unwrap()],
+            Timeframe::DAY1,
+        )
     }
 }
 

@@ -4,7 +4,7 @@
 use super::*;
 use crate::domain::Timeframe;
 use crate::env::EnvConfig;
-use crate::models::{ModelState, TensorSpec};
+use crate::models::TensorSpec;
 use crate::onnx::mlp::MlpPolicy;
 use crate::onnx::{Activation, Dense};
 
@@ -50,23 +50,15 @@ pub(crate) fn register_ppo(reg: &Registry, pipeline: &Pipeline, p: &MlpPolicy, e
     let mut params = std::collections::BTreeMap::new();
     params.insert("env".to_string(), serde_json::to_value(env).expect("env config serialises"));
     let draft = Manifest {
-        id: String::new(),
-        kind: ModelKind::Ppo,
-        created_at: chrono::Utc::now(),
-        features: pipeline.features.clone(),
-        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, p.obs_dim() as i64] }],
-        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, p.act_dim() as i64] }],
-        symbols: pipeline.symbols.clone(),
-        timeframe: Timeframe::DAY1,
-        train_from: None,
-        train_to: None,
-        holdout_from: None,
-        holdout_to: None,
-        metrics: Default::default(),
         params,
-        parent: None,
-        state: ModelState::Candidate,
-        onnx_sha256: String::new(),
+        ..Manifest::draft(
+            ModelKind::Ppo,
+            pipeline.features.clone(),
+            vec![TensorSpec { name: "obs".into(), shape: vec![-1, p.obs_dim() as i64] }],
+            vec![TensorSpec { name: "action".into(), shape: vec![-1, p.act_dim() as i64] }],
+            pipeline.symbols.clone(),
+            Timeframe::DAY1,
+        )
     };
     let m = reg.add(&bytes, draft).expect("registered");
     reg.promote(&m.id, "test").expect("promoted")

@@ -5,7 +5,7 @@ use super::gate::GateInput;
 use super::pipeline::{EvalError, Evaluator, PipelineSpec};
 use crate::config::{GateConfig, RetrainConfig, TrainConfig};
 use crate::domain::{Bar, Symbol, Timeframe};
-use crate::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
 use crate::schedule::Schedule;
 use crate::store::Store;
 use chrono::{NaiveDate, TimeZone, Utc};
@@ -29,25 +29,14 @@ pub fn store_with_bars(dir: &Path) -> Store {
 }
 
 pub fn draft(kind: ModelKind) -> Manifest {
-    Manifest {
-        id: String::new(),
+    Manifest::draft(
         kind,
-        created_at: Utc::now(),
-        features: FeatureRef { version: 1, names: vec!["ret_1".into()] },
-        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, 3] }],
-        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, 1] }],
-        symbols: vec![Symbol::new("AAPL").unwrap()],
-        timeframe: Timeframe::DAY1,
-        train_from: None,
-        train_to: None,
-        holdout_from: None,
-        holdout_to: None,
-        metrics: Default::default(),
-        params: Default::default(),
-        parent: None,
-        state: ModelState::Candidate,
-        onnx_sha256: String::new(),
-    }
+        FeatureRef { version: 1, names: vec!["ret_1".into()] },
+        vec![TensorSpec { name: "obs".into(), shape: vec![-1, 3] }],
+        vec![TensorSpec { name: "action".into(), shape: vec![-1, 1] }],
+        vec![Symbol::new("AAPL").unwrap()],
+        Timeframe::DAY1,
+    )
 }
 
 /// A registry under `state/models` with a champion and a candidate of `kind`: (champion id, candidate id).

@@ -12,7 +12,7 @@ use crate::features::windows::{self, WindowSpec, context_names};
 use crate::lstm::dataset::{DatasetSpec, WindowDataset};
 use crate::lstm::model::NetDims;
 use crate::lstm::train::LstmTrainer;
-use crate::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
 use crate::store::Store;
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
@@ -239,27 +239,21 @@ fn manifest(
         ("feature_spec".to_string(), serde_json::to_value(fspec).unwrap_or_default()),
         ("lstm".to_string(), serde_json::to_value(cfg).unwrap_or_default()),
     ]);
+    let inputs = vec![
+        TensorSpec { name: "x_fast".into(), shape: vec![-1, d.fast_len as i64, d.fast_dim as i64] },
+        TensorSpec { name: "x_slow".into(), shape: vec![-1, d.slow_len as i64, d.slow_dim as i64] },
+        TensorSpec { name: "x_context".into(), shape: vec![-1, d.context_dim as i64] },
+    ];
+    let outputs = vec![TensorSpec { name: "probs".into(), shape: vec![-1, 3] }];
+    let features = FeatureRef { version: crate::features::FEATURE_VERSION, names: fspec.names() };
+    let symbols = config.market.symbols.clone();
     Manifest {
-        id: String::new(),
-        kind: ModelKind::Lstm,
-        created_at: chrono::Utc::now(),
-        features: FeatureRef { version: crate::features::FEATURE_VERSION, names: fspec.names() },
-        inputs: vec![
-            TensorSpec { name: "x_fast".into(), shape: vec![-1, d.fast_len as i64, d.fast_dim as i64] },
-            TensorSpec { name: "x_slow".into(), shape: vec![-1, d.slow_len as i64, d.slow_dim as i64] },
-            TensorSpec { name: "x_context".into(), shape: vec![-1, d.context_dim as i64] },
-        ],
-        outputs: vec![TensorSpec { name: "probs".into(), shape: vec![-1, 3] }],
-        symbols: config.market.symbols.clone(),
-        timeframe: config.market.timeframe,
         train_from: config.train.from,
         train_to: config.train.train_end(),
         holdout_from: config.train.holdout_from,
         holdout_to: config.train.holdout_to,
         metrics,
         params,
-        parent: None,
-        state: ModelState::Candidate,
-        onnx_sha256: String::new(),
+        ..Manifest::draft(ModelKind::Lstm, features, inputs, outputs, symbols, config.market.timeframe)
     }
 }

@@ -11,13 +11,13 @@ use crate::data::{align_bars, aligned_bars, snapshot::Snapshot};
 use crate::domain::Bar;
 use crate::env::Panel;
 use crate::features::FEATURE_VERSION;
-use crate::models::{FeatureRef, Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
 use crate::rl::VecEnv as _;
 use crate::rl::ppo::{Ppo, UpdateStats};
 use crate::rl::trading::TradingEnv;
 use crate::store::Store;
 use anyhow::{Context, bail};
-use chrono::{NaiveDate, Utc};
+use chrono::NaiveDate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -231,24 +231,18 @@ fn register(
         ("feature_spec".to_string(), serde_json::to_value(&config.features)?),
         ("ppo".to_string(), serde_json::to_value(&config.ppo)?),
     ]);
+    let features = FeatureRef { version: FEATURE_VERSION, names: config.features.names() };
+    let inputs = vec![TensorSpec { name: "obs".into(), shape: vec![-1, 1 + a * (1 + f)] }];
+    let outputs = vec![TensorSpec { name: "action".into(), shape: vec![-1, a] }];
+    let symbols = config.market.symbols.clone();
     let draft = Manifest {
-        id: String::new(),
-        kind: ModelKind::Ppo,
-        created_at: Utc::now(),
-        features: FeatureRef { version: FEATURE_VERSION, names: config.features.names() },
-        inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, 1 + a * (1 + f)] }],
-        outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, a] }],
-        symbols: config.market.symbols.clone(),
-        timeframe: config.market.timeframe,
         train_from: Some(config.train.from.unwrap_or(first)),
         train_to: Some(config.train.train_end().unwrap_or(last_day)),
         holdout_from: config.train.holdout_from,
         holdout_to: config.train.holdout_to,
         metrics,
         params,
-        parent: None,
-        state: ModelState::Candidate,
-        onnx_sha256: String::new(),
+        ..Manifest::draft(ModelKind::Ppo, features, inputs, outputs, symbols, config.market.timeframe)
     };
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     Ok(reg.add(&bytes, draft)?)

@@ -33,7 +33,7 @@ use tradebot::domain::{Bar, ClientOrderId, Symbol, Timeframe};
 use tradebot::engine::ManualClock;
 use tradebot::env::rng::SplitMix64;
 use tradebot::features::FeatureSpec;
-use tradebot::models::{Manifest, ModelKind, ModelState, Registry, TensorSpec};
+use tradebot::models::{Manifest, ModelKind, Registry, TensorSpec};
 use tradebot::oms::{Oms, OmsConfig};
 use tradebot::onnx::mlp::MlpPolicy;
 use tradebot::onnx::{Activation, Dense};
@@ -155,23 +155,15 @@ daily_loss_limit_pct = 0.9
         let onnx = mlp.to_onnx("obs", "action", &[]).unwrap();
         let env = serde_json::to_value(tradebot::env::EnvConfig::default()).unwrap();
         let draft = Manifest {
-            id: String::new(),
-            kind: ModelKind::Ppo,
-            created_at: chrono::Utc::now(),
-            features: pipeline.features.clone(),
-            inputs: vec![TensorSpec { name: "obs".into(), shape: vec![-1, obs as i64] }],
-            outputs: vec![TensorSpec { name: "action".into(), shape: vec![-1, symbols.len() as i64] }],
-            symbols: symbols.clone(),
-            timeframe: Timeframe::MIN1,
-            train_from: None,
-            train_to: None,
-            holdout_from: None,
-            holdout_to: None,
-            metrics: Default::default(),
             params: BTreeMap::from([("env".to_string(), env)]),
-            parent: None,
-            state: ModelState::Candidate,
-            onnx_sha256: String::new(),
+            ..Manifest::draft(
+                ModelKind::Ppo,
+                pipeline.features.clone(),
+                vec![TensorSpec { name: "obs".into(), shape: vec![-1, obs as i64] }],
+                vec![TensorSpec { name: "action".into(), shape: vec![-1, symbols.len() as i64] }],
+                symbols.clone(),
+                Timeframe::MIN1,
+            )
         };
         let reg = Registry::open(&self.state().join("models")).unwrap();
         let m = reg.add(&onnx, draft).unwrap();
