@@ -18,7 +18,7 @@ LAYERS = [
     ["config"],
     ["data", "policy", "control", "alpaca"],
     ["fuzzing"],
-    ["risk", "replay", "rl", "lstm", "metrics"],
+    ["risk", "rl", "lstm", "metrics"],
     ["engine::contract"],
     ["oms"],
     ["broker"],

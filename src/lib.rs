@@ -26,8 +26,7 @@
 //! 3. [`config`]: the TOML file parsed once into checked values.
 //! 4. [`data`] (CSV import, aligned panels), [`policy`] (ONNX Runtime sessions), [`control`] (the control
 //!    socket and the status report), [`alpaca`] (wire types, REST, streams, the fake Alpaca).
-//! 5. [`risk`] (the checks every order passes, stops, the kill switch), [`replay`] (stored bars as a feed),
-//!    [`metrics`] (Prometheus), [`rl`] and [`lstm`] (training, feature `train`).
+//! 5. [`risk`] (the checks every order passes, stops, the kill switch), [`metrics`] (Prometheus), [`rl`] and [`lstm`] (training, feature `train`).
 //! 6. `engine::contract`: the events, commands, clock and broker snapshot the engine and its edges share.
 //! 7. [`oms`]: the order manager (idempotent submission, fills exactly once, reconciliation).
 //! 8. [`broker`]: the `Broker` trait, Alpaca's and the simulated one.
@@ -66,7 +65,6 @@ pub mod onnx;
 #[cfg(feature = "train")]
 pub mod optim;
 pub mod policy;
-pub mod replay;
 pub mod retrain;
 pub mod risk;
 #[cfg(feature = "train")]

@@ -56,6 +56,8 @@ pub struct Metrics {
     registry: Registry,
     pub bars: Family<SymbolLabel, Counter>,
     pub feed_reconnects: Counter,
+    /// 1 while the live market-data stream is connected.
+    pub feed_connected: Gauge,
     pub backfilled_bars: Counter,
     /// Seconds per decision: features + inference + strategy + risk.
     pub decision_latency: Histogram,
@@ -97,6 +99,7 @@ impl Metrics {
         let m = Metrics {
             bars: Family::default(),
             feed_reconnects: Counter::default(),
+            feed_connected: Gauge::default(),
             backfilled_bars: Counter::default(),
             // 1 µs to about 0.5 s.
             decision_latency: Histogram::new(exponential_buckets(1e-6, 2.0, 20)),
@@ -120,6 +123,7 @@ impl Metrics {
         };
         r.register("bars_received", "Closed bars received, by symbol", m.bars.clone());
         r.register("feed_reconnects", "Market-data stream reconnects", m.feed_reconnects.clone());
+        r.register("feed_connected", "1 while the live market-data stream is connected", m.feed_connected.clone());
         r.register("backfilled_bars", "Bars filled in over REST after a gap", m.backfilled_bars.clone());
         r.register(
             "decision_latency_seconds",

@@ -507,11 +507,13 @@ listen = "127.0.0.1:{port}"
     assert_eq!(v["daemon_running"], true, "{v}");
     assert_eq!(v["models"]["ppo"], shipped_ppo(), "{v}");
     assert_eq!(v["feed"]["bars_received"].as_u64().unwrap(), 3 * bars as u64, "{v}");
+    assert_eq!(v["feed"]["connected"], true, "the stream is up: {v}");
     assert_eq!(v["activity"], "trading", "{v}");
     let (code, body) = get(port, "/metrics");
     assert_eq!(code, 200);
     assert!(body.contains("tradebot_bars_received_total{symbol=\"IBM\"}"), "{body}");
     assert!(body.contains("tradebot_orders_total{status=\"new\"}"), "{body}");
+    assert!(body.contains("tradebot_feed_connected 1"), "{body}");
 
     common::signal(child.id(), Signal::SIGTERM);
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -329,7 +329,9 @@ impl<P: RunPipeline> Host<P> {
             activity: live.activity.clone(),
             feed: FeedStatus {
                 kind: format!("{:?}", config.feed.kind).to_lowercase(),
-                connected: true,
+                // A replay reads the store: always "connected"; live, the stream's state.
+                connected: config.feed.kind != crate::config::FeedKind::Alpaca
+                    || self.metrics.feed_connected.get() == 1,
                 reconnects: self.metrics.feed_reconnects.get(),
                 last_bar: live.last_bar.clone(),
                 bars_received: live.bars_received,
@@ -399,7 +401,7 @@ fn swap_in(config: &Config, registry: &Registry, engine: &mut Engine, kind: Mode
             match PpoPolicy::load(registry, &sel, &pipeline, SessionOptions::default()) {
                 Ok(p) => engine.set_policy(p),
                 Err(e) => log::error!(
-                    "replay: the new PPO champion {id} does not load ({e}); the previous model keeps trading"
+                    "engine: the new PPO champion {id} does not load ({e}); the previous model keeps trading"
                 ),
             }
         }
@@ -413,12 +415,12 @@ fn swap_in(config: &Config, registry: &Registry, engine: &mut Engine, kind: Mode
                     }
                 }
                 Err(e) => log::error!(
-                    "replay: the new LSTM champion {id} does not load ({e}); the previous model keeps trading"
+                    "engine: the new LSTM champion {id} does not load ({e}); the previous model keeps trading"
                 ),
             }
         }
         _ => log::info!(
-            "replay: {} champion is now {id} (not used by strategy {:?})",
+            "engine: the {} champion is now {id} (not used by strategy {:?})",
             kind.as_str(),
             config.strategy.mode
         ),

@@ -296,7 +296,7 @@ impl<P: RunPipeline> Core for LiveCore<P> {
     }
 }
 
-/// The feed, counting its reconnects and backfilled bars into the metrics (`feed_reconnects`,
+/// The feed, keeping `feed_connected` and counting its reconnects and backfilled bars into the metrics (`feed_reconnects`,
 /// `backfilled_bars`; the status report reads the same counter).
 struct CountingFeed<F> {
     inner: F,
@@ -307,6 +307,11 @@ struct CountingFeed<F> {
 impl<F: MarketFeed + Send> MarketFeed for CountingFeed<F> {
     async fn next(&mut self) -> Result<FeedEvent, FeedError> {
         let ev = self.inner.next().await;
+        match &ev {
+            Ok(FeedEvent::Disconnected { .. }) | Err(_) => _ = self.metrics.feed_connected.set(0),
+            Ok(FeedEvent::Connected { .. }) => _ = self.metrics.feed_connected.set(1),
+            _ => {}
+        }
         if let Ok(FeedEvent::Connected { backfilled }) = &ev {
             if self.connects > 0 {
                 self.metrics.feed_reconnects.inc();

@@ -2,15 +2,15 @@
 //! core on its own thread, and carries out the core's `Command`s. It holds no trading state.
 //!
 //! ```text
-//!  MarketFeed (AlpacaFeed | ReplayFeed) ── feed task ──► Event::Bar ─────────┐
-//!  UpdateSource (TradeUpdates | sim) ── updates task ──► Event::Order,      │ tokio mpsc
+//!  MarketFeed (daemon::bars::LiveBars over AlpacaFeed) ── feed task ──► Event::Bar, NoBar ─┐
+//!  UpdateSource (TradeUpdates) ──────── updates task ──► Event::Order,      │ tokio mpsc
 //!                                        reconnect ────► Event::BrokerReconnected
 //!  interval ─────────────────────────── tick task ────► Event::Tick ────────┤
 //!                                                                            ▼
 //!                      core thread (std::thread): Core::process(Event) -> Vec<Command>
 //!                                                                            │
-//!  Broker (AlpacaBroker | SimBrokerAdapter) ◄── command task ◄───────────────┘
-//!     Submit → the broker's answer as Event::Order, or Event::SubmitFailed
+//!  Broker (AlpacaBroker) ◄── command task ◄───────────────────────────────────┘
+//!     Submit → Event::Sending, then the broker's answer as Event::Order, or Event::SubmitFailed
 //!     Cancel → broker.cancel;  Reconcile → broker.snapshot → Event::Reconciled (retried until it works)
 //! ```
 //!

@@ -1,8 +1,10 @@
 //! Reinforcement learning on vectorized environments with tch (behind the `train` feature).
 //!
 //! - `VecEnv`: E environments stepped together; observations, rewards and done flags are batched tensors
-//!   on the environment's device, so a CUDA environment never sends a step's data to the host.
-//! - `trading`: the trading environment (`env::VecEnv`) behind this trait.
+//!   on the environment's device (or, for a CPU trainer, host arrays: `HostStep`).
+//! - `trading`: the trading environment (`env::VecEnv`, plain Rust on the CPU) behind this trait. PPO on
+//!   a CUDA device trains on it too, copying each step's batch to the device: no environment runs on
+//!   the GPU yet (`env::tch_env`'s tensor environment is tested for parity only; issue 20).
 //! - `cartpole`: gymnasium's CartPole-v1, vectorized in Rust: the proof that `ppo` learns.
 //! - `ppo`: clipped-surrogate PPO with GAE, value clipping, entropy bonus, advantage normalisation,
 //!   gradient clipping, learning-rate annealing, optional target-KL stop and running observation
