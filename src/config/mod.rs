@@ -4,6 +4,7 @@
 //! together, and the process exits with `EX_CONFIG` (78). Alpaca keys never come from the file: they come
 //! from the environment or systemd's `$CREDENTIALS_DIRECTORY` (`Credentials::load`), held as `Secret`s.
 
+mod credentials;
 mod effective;
 mod env;
 mod lstm;
@@ -11,16 +12,19 @@ mod machine;
 mod ppo;
 mod raw;
 mod retrain;
+mod risk;
 mod secret;
 mod strategy;
 mod train;
 mod web;
 
+pub use credentials::{Credentials, KEY_ID_VAR, SECRET_KEY_VAR};
 pub use lstm::LstmConfig;
 pub use machine::machine_problems;
 pub use ppo::{CpuBackend, PpoConfig};
 pub use raw::RawConfig;
 pub use retrain::{GateConfig, RetrainConfig};
+pub use risk::{BrokerConfig, RiskConfig};
 pub use secret::Secret;
 pub use strategy::{StrategyConfig, StrategyMode};
 pub use train::{AS_OF_ENV, Rolling, TrainConfig};
@@ -156,36 +160,6 @@ pub struct FeedConfig {
     pub speed: f64,
     pub from: Option<NaiveDate>,
     pub to: Option<NaiveDate>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct BrokerConfig {
-    pub kind: BrokerKind,
-    pub initial_cash: Decimal,
-    pub fee_bps: f64,
-    pub slippage_bps: f64,
-    /// At shutdown, cancel the orders still open at the broker (false: keep them; the OMS reconciles them
-    /// at the next start).
-    pub cancel_on_shutdown: bool,
-    /// An order sent that the broker still does not know this long after its send attempt is "lost"
-    /// (`oms::OmsConfig::lost_after`).
-    #[serde(serialize_with = "ser_secs")]
-    pub lost_after: Duration,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct RiskConfig {
-    pub max_position_pct: f64,
-    pub max_gross_exposure_pct: f64,
-    pub max_order_notional: Decimal,
-    pub daily_loss_limit_pct: f64,
-    pub kill_switch: KillSwitchAction,
-    #[serde(serialize_with = "ser_secs")]
-    pub max_bar_age: Duration,
-    /// Stock orders outside regular hours (09:30-16:00 America/New_York) are allowed from 04:00 to 20:00.
-    pub extended_hours: bool,
-    /// Orders of one symbol and side that may work at once (1: a bar adds no buy on an unfilled buy).
-    pub max_working_orders: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -366,74 +340,8 @@ impl Config {
             c.problem(format!("feed.from = {from} is after feed.to = {to}: swap them"));
         }
 
-        let b = raw.broker;
-        let broker = BrokerConfig {
-            kind: c.choice(
-                "broker.kind",
-                b.kind.as_deref(),
-                "sim",
-                &[("sim", BrokerKind::Sim), ("alpaca", BrokerKind::Alpaca)],
-            ),
-            initial_cash: c.positive_decimal("broker.initial_cash", b.initial_cash.as_deref(), "100000"),
-            fee_bps: c.range("broker.fee_bps", b.fee_bps, 0.0, (0.0, true), (1000.0, true)),
-            slippage_bps: c.range("broker.slippage_bps", b.slippage_bps, 0.0, (0.0, true), (1000.0, true)),
-            cancel_on_shutdown: b.cancel_on_shutdown.unwrap_or(false),
-            lost_after: Duration::from_secs_f64(c.range(
-                "broker.lost_after_secs",
-                b.lost_after_secs,
-                60.0,
-                (1.0, true),
-                (3600.0, true),
-            )),
-        };
-        if mode == Mode::Live && broker.kind != BrokerKind::Alpaca {
-            c.problem(
-                "mode = \"live\" needs broker.kind = \"alpaca\": the simulated broker cannot trade real money".into(),
-            );
-        }
-
-        let r = raw.risk;
-        let risk = RiskConfig {
-            max_position_pct: c.range("risk.max_position_pct", r.max_position_pct, 0.25, (0.0, false), (1.0, true)),
-            max_gross_exposure_pct: c.range(
-                "risk.max_gross_exposure_pct",
-                r.max_gross_exposure_pct,
-                1.0,
-                (0.0, false),
-                (4.0, true),
-            ),
-            max_order_notional: c.positive_decimal("risk.max_order_notional", r.max_order_notional.as_deref(), "50000"),
-            daily_loss_limit_pct: c.range(
-                "risk.daily_loss_limit_pct",
-                r.daily_loss_limit_pct,
-                0.05,
-                (0.0, false),
-                (1.0, true),
-            ),
-            kill_switch: c.choice(
-                "risk.kill_switch",
-                r.kill_switch.as_deref(),
-                "halt",
-                &[("halt", KillSwitchAction::Halt), ("flatten", KillSwitchAction::Flatten)],
-            ),
-            max_bar_age: match r.max_bar_age_secs {
-                Some(0) => {
-                    c.problem("risk.max_bar_age_secs = 0: must be at least 1".into());
-                    Duration::from_secs(1)
-                }
-                Some(s) => Duration::from_secs(s),
-                None => Duration::from_secs(2 * timeframe.seconds().max(60) as u64),
-            },
-            extended_hours: r.extended_hours.unwrap_or(false),
-            max_working_orders: match r.max_working_orders {
-                None => 1,
-                Some(n @ 1..=20) => n as usize,
-                Some(n) => {
-                    c.problem(format!("risk.max_working_orders = {n}: use 1 to 20 orders per symbol and side"));
-                    1
-                }
-            },
-        };
+        let broker = c.broker(raw.broker, mode);
+        let risk = c.risk(raw.risk, timeframe);
         let runtime = RuntimeConfig { onnxruntime_lib: raw.runtime.onnxruntime_lib.map(PathBuf::from) };
         let features = c.features(raw.features);
         let env = c.env(raw.env, &broker);
@@ -560,64 +468,6 @@ impl Checker {
                 ));
                 default.parse().unwrap_or(Decimal::ONE)
             }
-        }
-    }
-}
-
-/// Alpaca API keys, read from the environment or from systemd credentials, never from the config file.
-#[derive(Debug, Clone)]
-pub struct Credentials {
-    pub key_id: Secret,
-    pub secret_key: Secret,
-    /// Where they came from, for logs ("environment" or the credentials directory).
-    pub source: String,
-}
-
-pub const KEY_ID_VAR: &str = "APCA_API_KEY_ID";
-pub const SECRET_KEY_VAR: &str = "APCA_API_SECRET_KEY";
-
-impl Credentials {
-    /// Looks for `APCA_API_KEY_ID` and `APCA_API_SECRET_KEY` in the environment, then as files of those
-    /// names in `$CREDENTIALS_DIRECTORY` (systemd `LoadCredential=`). `Ok(None)` when neither has both.
-    pub fn load() -> Result<Option<Credentials>, String> {
-        Self::load_from(|k| std::env::var(k).ok())
-    }
-
-    pub fn load_from(env: impl Fn(&str) -> Option<String>) -> Result<Option<Credentials>, String> {
-        let id = env(KEY_ID_VAR).filter(|s| !s.trim().is_empty());
-        let secret = env(SECRET_KEY_VAR).filter(|s| !s.trim().is_empty());
-        match (id, secret) {
-            (Some(i), Some(s)) => {
-                return Ok(Some(Credentials {
-                    key_id: Secret::new(i.trim()),
-                    secret_key: Secret::new(s.trim()),
-                    source: "environment".into(),
-                }));
-            }
-            (Some(_), None) | (None, Some(_)) => {
-                return Err(format!(
-                    "only one of {KEY_ID_VAR} and {SECRET_KEY_VAR} is set in the environment: set both"
-                ));
-            }
-            (None, None) => {}
-        }
-        let Some(dir) = env("CREDENTIALS_DIRECTORY") else { return Ok(None) };
-        let read = |name: &str| -> Result<Option<String>, String> {
-            let p = Path::new(&dir).join(name);
-            match std::fs::read_to_string(&p) {
-                Ok(s) => Ok(Some(s.trim().to_string())),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(format!("cannot read credential {}: {e}", p.display())),
-            }
-        };
-        match (read(KEY_ID_VAR)?, read(SECRET_KEY_VAR)?) {
-            (Some(i), Some(s)) => {
-                Ok(Some(Credentials { key_id: Secret::new(i), secret_key: Secret::new(s), source: dir }))
-            }
-            (None, None) => Ok(None),
-            _ => Err(format!(
-                "{dir} holds only one of {KEY_ID_VAR} and {SECRET_KEY_VAR}: add the other with LoadCredential="
-            )),
         }
     }
 }

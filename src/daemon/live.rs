@@ -154,7 +154,7 @@ async fn engine(
     oms: Oms,
     calendar: crate::calendar::Calendar,
 ) -> anyhow::Result<Engine> {
-    let (policy, probs) = crate::daemon::host::load_models(config, registry)?;
+    let (policy, probs) = crate::daemon::models::load_models(config, registry)?;
     let mut assets = HashMap::new();
     for s in &config.market.symbols {
         match rest.issue::<GetAsset>(s).await {

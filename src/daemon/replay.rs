@@ -11,7 +11,8 @@
 //! each time, so yesterday's replay orders must not meet today's. Bars, models and retrain records stay in
 //! the main store.
 
-use super::host::{Account, Host, load_models};
+use super::host::{Account, Host};
+use super::models::load_models;
 use super::retrainer::RunPipeline;
 use crate::backtest::{self, EquityPoint, Metrics as PerfMetrics, SimSession, session};
 use crate::config::Config;

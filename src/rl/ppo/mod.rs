@@ -14,6 +14,7 @@
 
 pub mod model;
 mod native;
+mod net;
 pub mod normalizer;
 
 pub use crate::config::{CpuBackend, PpoConfig};
