@@ -68,6 +68,14 @@ fn a_working_buy_blocks_another_buy_of_the_symbol() {
 }
 
 #[test]
+fn an_equity_that_is_not_a_number_refuses_the_order_instead_of_reading_as_zero() {
+    let (mut r, _clock, w) = ready(&ExecParams { max_trade: 20.0, ..ExecParams::default() });
+    r.engine.outside_value = f64::NAN; // the observation is fine, the equity is not
+    assert!(submits(&feed(&mut r.engine, &r.bars, w)).is_empty());
+    assert_eq!(r.engine.take_refusals(), vec![(Symbol::new("AAPL").unwrap(), "non_finite")]);
+}
+
+#[test]
 fn risk_max_working_orders_lets_that_many_work_at_once() {
     let w = FeatureSpec::default().warmup();
     let cfg = crate::config::RiskConfig { max_working_orders: 2, ..risk_cfg("1000000") };

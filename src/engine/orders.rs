@@ -88,13 +88,16 @@ impl Engine {
         let closes: BTreeMap<Symbol, f64> = self.last_closes().into_iter().collect();
         let price = |s: &Symbol| closes.get(s).copied().unwrap_or(req.ref_price);
         let (positions, cash) = super::account::with_working(&self.oms, self.holdings(), self.cash, req.side, price);
+        // Equity or cash that is not a number (a NaN price got in) is refused, never read as 0.
+        let number = |x: f64| Some(x).filter(|x| x.is_finite()).and_then(Decimal::from_f64_retain);
+        let (Some(equity), Some(cash)) = (number(self.equity()), number(cash)) else {
+            let why = format!("equity {} or cash {cash} is not a number: no order until it is", self.equity());
+            log::error!("engine: {} {} refused: {why}", req.symbol, req.side);
+            return Err(("non_finite", why));
+        };
         let ctx = RiskContext {
-            // A NaN equity is 0 here: the buy limits then refuse (no buys while equity is not above zero).
-            equity: Some(self.equity())
-                .filter(|e| e.is_finite())
-                .and_then(Decimal::from_f64_retain)
-                .unwrap_or_default(),
-            cash: Decimal::from_f64_retain(cash).unwrap_or_default(),
+            equity,
+            cash,
             positions: &positions,
             // Ages count from the bar's close: a 15Min bar is fresh when its bucket closes.
             bar_time: req.bar_time + chrono::Duration::seconds(r.timeframe.seconds()),
