@@ -256,16 +256,25 @@ impl Engine {
 
     /// A stored bar before trading starts: features and LSTM windows only, no decision.
     pub fn warm_up(&mut self, bar: &Bar) {
-        let Some(k) = self.cfg.symbols.iter().position(|s| *s == bar.symbol) else { return };
+        let Some(k) = self.index_of(&bar.symbol) else { return };
+        self.take_features(k, bar);
+        self.last[k] = Some(bar.clone());
+    }
+
+    fn index_of(&self, symbol: &Symbol) -> Option<usize> {
+        self.cfg.symbols.iter().position(|s| s == symbol)
+    }
+
+    /// The symbol's features and LSTM windows take the bar (at warm-up as when trading).
+    fn take_features(&mut self, k: usize, bar: &Bar) {
         self.ready[k] = self.states[k].update_into(bar.o, bar.h, bar.l, bar.c, bar.v, &mut self.rows[k]);
         if let Some(p) = self.probs.as_mut() {
             p.on_bar(bar);
         }
-        self.last[k] = Some(bar.clone());
     }
 
     pub(super) fn on_bar(&mut self, bar: Bar) -> Vec<Command> {
-        let Some(k) = self.cfg.symbols.iter().position(|s| *s == bar.symbol) else {
+        let Some(k) = self.index_of(&bar.symbol) else {
             return Vec::new();
         };
         if let Some(prev) = self.last[k].as_ref().filter(|p| self.gap_guard && p.t < bar.t && p.c > 0.0) {
@@ -287,10 +296,7 @@ impl Engine {
             log::info!("engine: {} has bars again after {} carried; trading it again", bar.symbol, self.stale[k]);
             self.stale[k] = 0;
         }
-        self.ready[k] = self.states[k].update_into(bar.o, bar.h, bar.l, bar.c, bar.v, &mut self.rows[k]);
-        if let Some(p) = self.probs.as_mut() {
-            p.on_bar(&bar);
-        }
+        self.take_features(k, &bar);
         let t = bar.t;
         // The trailing stop (the env's rule): a stop-out sells the holding now, and starts the cooldown.
         let before = self.risk.as_ref().map(|r| r.checks.stops().position(&bar.symbol));

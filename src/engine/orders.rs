@@ -118,18 +118,7 @@ impl Engine {
     }
 
     pub(super) fn oms_call(&mut self, f: impl FnOnce(&mut Oms) -> Result<Vec<Command>, OmsError>) -> Vec<Command> {
-        match f(&mut self.oms) {
-            Ok(c) => c,
-            Err(e @ OmsError::Store(_)) => {
-                log::error!("engine: {e}; no new orders from here on");
-                self.halted = true;
-                Vec::new()
-            }
-            Err(e) => {
-                log::warn!("engine: {e}");
-                Vec::new()
-            }
-        }
+        crate::oms::commands_of(f(&mut self.oms), "engine", &mut self.halted)
     }
 
     /// Cancels our working buys, then sells every position in the configured symbols (ids derived from

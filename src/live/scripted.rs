@@ -62,18 +62,7 @@ impl ScriptedCore {
     /// Runs an OMS call; a store failure halts new orders (the state on disk can no longer be trusted
     /// to record them).
     fn oms_result(&mut self, f: impl FnOnce(&mut Oms) -> Result<Vec<Command>, OmsError>) -> Vec<Command> {
-        match f(&mut self.oms) {
-            Ok(c) => c,
-            Err(e @ OmsError::Store(_)) => {
-                log::error!("scripted core: {e}; no new orders from here on");
-                self.halted = true;
-                Vec::new()
-            }
-            Err(e) => {
-                log::warn!("scripted core: {e}");
-                Vec::new()
-            }
-        }
+        crate::oms::commands_of(f(&mut self.oms), "scripted core", &mut self.halted)
     }
 
     fn log_positions(&self) {

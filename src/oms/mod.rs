@@ -82,6 +82,24 @@ impl std::fmt::Debug for Oms {
     }
 }
 
+/// What a trading core does with an OMS call's result: its commands; or none when it failed, a store
+/// failure also stopping new orders (`halted`: the record of an order could not be kept), anything else
+/// logged. `who` names the core in the log.
+pub fn commands_of(result: Result<Vec<Command>, OmsError>, who: &str, halted: &mut bool) -> Vec<Command> {
+    match result {
+        Ok(c) => c,
+        Err(e @ OmsError::Store(_)) => {
+            log::error!("{who}: {e}; no new orders from here on");
+            *halted = true;
+            Vec::new()
+        }
+        Err(e) => {
+            log::warn!("{who}: {e}");
+            Vec::new()
+        }
+    }
+}
+
 impl Oms {
     /// Loads every stored order, fill and position. The OMS starts not ready: reconcile first.
     pub fn open(store: &Store, clock: Box<dyn Clock>, cfg: OmsConfig) -> Result<Oms, OmsError> {
