@@ -4,9 +4,9 @@
 //! reconciliation, as a live broker's would; then the bar itself. Prices are the env's (closes as f32).
 
 use super::metrics::Activity;
-use crate::alpaca::event::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 use crate::broker::{SimBroker, SimError, SimOrder};
 use crate::domain::{Bar, OrderId, OrderRequest, OrderStatus, Symbol};
+use crate::domain::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 use crate::engine::Core;
 use crate::engine::{BrokerSnapshot, Command, Engine, Event, ManualClock};
 use chrono::{DateTime, Utc};

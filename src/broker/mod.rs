@@ -11,7 +11,7 @@ pub mod sim;
 pub use alpaca::AlpacaBroker;
 pub use sim::{SimBroker, SimError, SimFill, SimOrder};
 
-use crate::alpaca::event::BrokerOrder;
+use crate::domain::BrokerOrder;
 use crate::domain::{ClientOrderId, OrderRequest};
 use crate::engine::contract::BrokerSnapshot;
 use crate::risk::RiskApproved;

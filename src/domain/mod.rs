@@ -10,6 +10,7 @@ mod order;
 mod request;
 mod symbol;
 mod timeframe;
+mod update;
 
 pub use bar::{Bar, BarError};
 pub use ids::{ClientOrderId, IdError, OrderId};
@@ -19,6 +20,7 @@ pub use order::{OrderEvent, OrderStatus, TransitionError};
 pub use request::{OrderRequest, OrderTif};
 pub use symbol::{Symbol, SymbolError};
 pub use timeframe::{Timeframe, TimeframeError};
+pub use update::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 
 use serde::{Deserialize, Serialize};
 

@@ -2,8 +2,8 @@
 //! snapshot, and the `Core` trait the live runner and the simulated sessions drive. Nothing here imports
 //! the engine's internals or anything above the risk checks.
 
-use crate::alpaca::event::{BrokerOrder, OrderUpdate};
 use crate::domain::{Bar, ClientOrderId, OrderRequest, Symbol};
+use crate::domain::{BrokerOrder, OrderUpdate};
 use crate::risk::RiskApproved;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;

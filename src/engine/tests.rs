@@ -249,7 +249,7 @@ fn full_risk_checks_refuse_orders_trip_the_kill_switch_and_stop_out() {
     clock.set(r.bars[0][w].t);
     let cmds = feed(&mut r.engine, &r.bars, w);
     let Some(Command::Submit(o)) = cmds.first() else { panic!("no buy: {cmds:?}") };
-    let order = crate::alpaca::event::BrokerOrder {
+    let order = crate::domain::BrokerOrder {
         id: crate::domain::OrderId::new("b-1").unwrap(),
         client_order_id: Some(o.client_order_id.clone()),
         raw_client_order_id: o.client_order_id.to_string(),
@@ -280,7 +280,7 @@ fn full_risk_checks_refuse_orders_trip_the_kill_switch_and_stop_out() {
 
 /// The broker's fill of `o` at `price`, as trade updates.
 pub(super) fn fill_events(o: &OrderRequest, price: i64, t: DateTime<Utc>) -> Vec<Event> {
-    let order = crate::alpaca::event::BrokerOrder {
+    let order = crate::domain::BrokerOrder {
         id: crate::domain::OrderId::new(&format!("b-{}", o.client_order_id)).unwrap(),
         client_order_id: Some(o.client_order_id.clone()),
         raw_client_order_id: o.client_order_id.to_string(),

@@ -2,8 +2,8 @@
 //! timeout, and reports the outcome back as an event. It starts with a reconciliation of its own.
 
 use super::RunnerConfig;
-use crate::alpaca::event::{BrokerOrder, OrderUpdate, UpdateKind};
 use crate::broker::{Broker, BrokerError};
+use crate::domain::{BrokerOrder, OrderUpdate, UpdateKind};
 use crate::domain::{ClientOrderId, OrderRequest, OrderStatus};
 use crate::engine::{Command, Event};
 use crate::risk::RiskApproved;

@@ -3,10 +3,10 @@
 //! shutdown returns the core with its state.
 
 use super::*;
-use crate::alpaca::event::BrokerOrder;
 use crate::alpaca::feed::{FeedError, FeedEvent};
 use crate::alpaca::updates::UpdatesEvent;
 use crate::broker::BrokerError;
+use crate::domain::BrokerOrder;
 use crate::domain::{Bar, ClientOrderId, OrderId, OrderRequest, OrderStatus, Qty, Symbol, Timeframe};
 use crate::engine::{BrokerSnapshot, ManualClock};
 use crate::oms::{Oms, OmsConfig};

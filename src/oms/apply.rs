@@ -3,7 +3,7 @@
 
 use super::record::fill_key;
 use super::{FillRecord, Oms, OmsChange, OmsError, OmsOrder, PositionRecord};
-use crate::alpaca::event::{BrokerOrder, OrderUpdate};
+use crate::domain::{BrokerOrder, OrderUpdate};
 use crate::domain::{ClientOrderId, OrderStatus};
 use chrono::{DateTime, Utc};
 

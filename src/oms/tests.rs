@@ -3,7 +3,7 @@
 //! reconciliations, lost submissions and restarts).
 
 use super::*;
-use crate::alpaca::event::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
+use crate::domain::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 use crate::domain::{OrderTif, Qty, Side};
 use crate::engine::contract::{BrokerSnapshot, ManualClock};
 use crate::risk::approve_for_test;
