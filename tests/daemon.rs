@@ -468,9 +468,14 @@ listen = "127.0.0.1:{port}"
     // closed), so that shutdown has something to cancel.
     fake.lock().book.hold_orders = true;
     let today = chrono::Utc::now().with_timezone(&chrono_tz::America::New_York).date_naive();
+    // Full sessions only (the fake serves the NYSE calendar: an early close ends a day before 15:59).
+    let calendar = tradebot::calendar::Calendar::shipped();
+    let full = |d: chrono::NaiveDate| calendar.hours(d).is_some_and(|h| h.close == tradebot::calendar::REGULAR_CLOSE);
+    let sessions: Vec<chrono::NaiveDate> =
+        (1..=40).rev().map(|n| today - chrono::Duration::days(n)).filter(|d| full(*d)).collect();
     let mut bars = 0;
     while fake.lock().book.orders.is_empty() && bars < 20 {
-        let day = today - chrono::Duration::days(21 - bars);
+        let day = sessions[sessions.len() - 20 + bars];
         let local = day.and_hms_opt(15, 59, 0).unwrap().and_local_timezone(chrono_tz::America::New_York);
         let t = local.earliest().unwrap().to_utc();
         for (k, (s, p)) in closes.iter().enumerate() {
@@ -543,7 +548,7 @@ listen = "127.0.0.1:{port}"
         let sym = tradebot::domain::Symbol::new(s).unwrap();
         assert_eq!(store.bar_count(&sym, minute_tf).unwrap(), bars as usize, "{s}: minutes stored");
         let last = store.last_bar_time(&sym, day_tf).unwrap().unwrap();
-        let want = (today - chrono::Duration::days(22 - bars)).and_hms_opt(0, 0, 0).unwrap();
+        let want = sessions[sessions.len() - 20 + bars - 1].and_hms_opt(0, 0, 0).unwrap();
         let want = want.and_local_timezone(chrono_tz::America::New_York).earliest().unwrap().to_utc();
         assert_eq!(last, want, "{s}: the last streamed session is stored as a day bar");
     }
