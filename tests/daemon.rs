@@ -546,7 +546,7 @@ listen = "127.0.0.1:{port}"
     let (day_tf, minute_tf) = (tradebot::domain::Timeframe::DAY1, tradebot::domain::Timeframe::MIN1);
     for (s, _) in &closes {
         let sym = tradebot::domain::Symbol::new(s).unwrap();
-        assert_eq!(store.bar_count(&sym, minute_tf).unwrap(), bars as usize, "{s}: minutes stored");
+        assert_eq!(store.bar_count(&sym, minute_tf).unwrap(), bars, "{s}: minutes stored");
         let last = store.last_bar_time(&sym, day_tf).unwrap().unwrap();
         let want = sessions[sessions.len() - 20 + bars - 1].and_hms_opt(0, 0, 0).unwrap();
         let want = want.and_local_timezone(chrono_tz::America::New_York).earliest().unwrap().to_utc();
