@@ -159,7 +159,7 @@ async fn engine(
     for s in &config.market.symbols {
         match rest.issue::<GetAsset>(s).await {
             Ok(a) => {
-                assets.insert(s.clone(), AssetRules::from_asset(&a));
+                assets.insert(s.clone(), asset_rules(&a));
             }
             Err(e) => log::warn!("risk: no asset record for {s} ({e}); assuming tradable, whole units, no minimum"),
         }
@@ -335,6 +335,16 @@ async fn cancel_open_orders(rest: &RestClient, oms: &Oms, timeout: std::time::Du
             Ok(Err(e)) => log::warn!("shutdown: cannot cancel {id}: {e}"),
             Err(_) => log::warn!("shutdown: cancel of {id} timed out after {timeout:?}"),
         }
+    }
+}
+
+/// The risk checks' rules for a symbol, from Alpaca's asset record.
+fn asset_rules(a: &crate::alpaca::model::Asset) -> AssetRules {
+    AssetRules {
+        tradable: a.tradable,
+        fractionable: a.fractionable,
+        min_order_size: a.min_order_size,
+        crypto: a.class == "crypto" || a.symbol.is_crypto(),
     }
 }
 

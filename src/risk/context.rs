@@ -1,8 +1,8 @@
 //! What the risk checks need to know besides the order: the account (equity, cash, positions with their
 //! last prices), the bar and the clock, whether the decision's inputs were finite, and each symbol's asset
-//! rules (Alpaca's assets endpoint: tradable, fractionable, minimum order size; crypto or stock).
+//! rules (tradable, fractionable, minimum order size; crypto or stock: the daemon reads them from Alpaca's
+//! assets endpoint).
 
-use crate::alpaca::model::Asset;
 use crate::domain::{Symbol, Timeframe};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -28,16 +28,6 @@ pub struct AssetRules {
 }
 
 impl AssetRules {
-    /// From Alpaca's asset record.
-    pub fn from_asset(a: &Asset) -> Self {
-        AssetRules {
-            tradable: a.tradable,
-            fractionable: a.fractionable,
-            min_order_size: a.min_order_size,
-            crypto: a.class == "crypto" || a.symbol.is_crypto(),
-        }
-    }
-
     /// What is assumed for a symbol with no asset record (simulated broker, backtests): tradable, whole
     /// units for stocks, fractional for crypto, no minimum.
     pub fn assumed(symbol: &Symbol) -> Self {
