@@ -81,7 +81,12 @@ fn sysusers_creates_the_service_user() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let passwd = std::fs::read_to_string(root.path().join("etc/passwd")).unwrap();
     let user = passwd.lines().find(|l| l.starts_with("tradebot:")).expect("no tradebot user created");
-    assert!(user.ends_with(":/var/lib/tradebot:/usr/sbin/nologin") || user.contains(":/var/lib/tradebot:"), "{user}");
+    // name:password:uid:gid:gecos:home:shell. A system user (uid below 1000) that cannot log in.
+    let fields: Vec<&str> = user.split(':').collect();
+    assert_eq!(fields.len(), 7, "{user}");
+    assert_eq!(fields[5], "/var/lib/tradebot", "home: {user}");
+    assert!(fields[6].ends_with("/nologin"), "shell: {user}");
+    assert!(fields[2].parse::<u32>().is_ok_and(|uid| uid < 1000), "a system uid: {user}");
     let unit = std::fs::read_to_string("systemd/tradebot.service").unwrap();
     assert!(unit.contains("User=tradebot") && unit.contains("StateDirectory=tradebot"));
 }
