@@ -1,6 +1,6 @@
 //! The training child's own memory limit, so that a trainer that grows cannot take the daemon's memory
-//! (the two share the unit's cgroup): `retrain.memory_mb`, by default three quarters of the machine's
-//! memory. Two guards: the child caps its own private writable memory with `RLIMIT_DATA` first thing
+//! (the two share the unit's cgroup): `retrain.memory_mb`, by default three quarters of the memory the
+//! daemon may use (the machine's, or its cgroup's limit when lower: the unit's `MemoryMax`). Two guards: the child caps its own private writable memory with `RLIMIT_DATA` first thing
 //! (`limit_self`: an allocation past it fails inside the trainer, never in the daemon), and the daemon
 //! reads the resident memory of the child's process group twice a second and kills it past the budget with an error that
 //! names the setting (`group_resident_mb`).
@@ -8,12 +8,30 @@
 /// Set for the child: its memory budget in MiB (absent: no cap).
 pub const MEMORY_ENV: &str = "TRADEBOT_TRAIN_MEMORY_MB";
 
-/// The budget when `retrain.memory_mb` is not set: three quarters of `MemTotal`; `None` when
-/// `/proc/meminfo` cannot be read (no cap then).
+/// The budget when `retrain.memory_mb` is not set: three quarters of `MemTotal` or of this process's
+/// cgroup memory limit, whichever is lower; `None` when `/proc/meminfo` cannot be read (no cap then).
 pub fn default_budget_mb() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib = field_kib(&text, "MemTotal:")?;
-    Some(kib / 1024 * 3 / 4)
+    let total = field_kib(&text, "MemTotal:")? / 1024;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok();
+    let cgroup = own.and_then(|c| cgroup_limit_mb(&c, |p| std::fs::read_to_string(p).ok()));
+    Some(total.min(cgroup.unwrap_or(u64::MAX)) * 3 / 4)
+}
+
+/// The memory limit of the cgroup `/proc/self/cgroup` names, in MiB: v2's `memory.max`, or v1's
+/// `memory.limit_in_bytes`; `None` when there is none ("max", or v1's near-2^63 "unlimited").
+fn cgroup_limit_mb(own: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    let limit = |file: String| read(&file).and_then(|v| v.trim().parse::<u64>().ok()).filter(|b| *b < 1 << 62);
+    own.lines()
+        .find_map(|l| {
+            let (hierarchy, path) = l.split_once(':').map(|(_, r)| r).and_then(|r| r.split_once(':'))?;
+            match hierarchy {
+                "" => limit(format!("/sys/fs/cgroup{path}/memory.max")),
+                "memory" => limit(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")),
+                _ => None,
+            }
+        })
+        .map(|bytes| bytes >> 20)
 }
 
 /// The resident memory (`VmRSS`) of every process in the child's process group (the child leads its own
@@ -78,5 +96,21 @@ mod tests {
         assert!(default_budget_mb().unwrap() > me);
         assert_eq!(group_resident_mb(u32::MAX), None, "no such process");
         assert_eq!(process_group(std::process::id()), nix::unistd::getpgrp().as_raw().try_into().ok());
+    }
+
+    #[test]
+    fn the_cgroup_limit_is_read_from_v2_or_v1_and_unlimited_is_none() {
+        let files = |f: &str| match f {
+            "/sys/fs/cgroup/system.slice/tradebot.service/memory.max" => Some("25769803776\n".to_string()),
+            "/sys/fs/cgroup/memory/svc/memory.limit_in_bytes" => Some("1073741824".to_string()),
+            "/sys/fs/cgroup/memory/free/memory.limit_in_bytes" => Some("9223372036854771712".to_string()),
+            "/sys/fs/cgroup/user.slice/memory.max" => Some("max".to_string()),
+            _ => None,
+        };
+        assert_eq!(cgroup_limit_mb("0::/system.slice/tradebot.service\n", files), Some(24 * 1024));
+        assert_eq!(cgroup_limit_mb("9:name=systemd:/\n4:memory:/svc\n0::/\n", files), Some(1024));
+        assert_eq!(cgroup_limit_mb("4:memory:/free\n", files), None);
+        assert_eq!(cgroup_limit_mb("0::/user.slice\n", files), None);
+        assert_eq!(cgroup_limit_mb("", files), None);
     }
 }
