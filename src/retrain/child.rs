@@ -186,21 +186,23 @@ pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutc
     };
     let mut lines = BufReader::new(stdout).lines();
     let deadline = tokio::time::Instant::now() + spec.time_budget;
-    let mut gpu_check = tokio::time::interval(Duration::from_millis(if spec.memory_mb > 0 { 500 } else { 2000 }));
+    // Resident memory twice a second (a /proc read); GPU memory every two seconds (it runs nvidia-smi).
+    let mut memory_check = tokio::time::interval(Duration::from_millis(500));
+    let mut gpu_check = tokio::time::interval(Duration::from_secs(2));
     let (mut done, mut reported, mut last) = (None, None, None);
     let failure = loop {
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => break Some(ChildFailure::Timeout(spec.time_budget)),
-            _ = gpu_check.tick(), if spec.gpu_memory_mb > 0 || spec.memory_mb > 0 => {
+            _ = memory_check.tick(), if spec.memory_mb > 0 => {
                 if let Some(pid) = pid
-                    && spec.memory_mb > 0
                     && let Some(used) = crate::retrain::memory::group_resident_mb(pid)
                     && used > spec.memory_mb
                 {
                     break Some(ChildFailure::Memory { used_mb: used, budget_mb: spec.memory_mb });
                 }
+            }
+            _ = gpu_check.tick(), if spec.gpu_memory_mb > 0 => {
                 if let Some(pid) = pid
-                    && spec.gpu_memory_mb > 0
                     && let Some(used) = gpu_memory_of(pid).await
                     && used > spec.gpu_memory_mb
                 {
