@@ -82,8 +82,8 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             account.id,
             config.alpaca.trading_url,
             account.status,
-            account.cash,
-            account.equity
+            account.cash.round_dp(2),
+            account.equity.round_dp(2)
         );
         if account.blocked {
             bail!("Alpaca account {} is blocked for trading (status {}): see Alpaca's dashboard", account.id, account.status);

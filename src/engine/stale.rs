@@ -37,7 +37,8 @@ impl Engine {
         self.stale[k] += 1;
         let n = self.stale[k];
         if n == 1 {
-            log::info!("engine: no {symbol} bar at {t}; its last close {} is carried and it is not traded", prev.c);
+            let close = crate::domain::figure(prev.c);
+            log::info!("engine: no {symbol} bar at {t}; its last close {close} is carried and it is not traded");
         } else if n == self.max_stale_bars + 1 {
             log::warn!(
                 "engine: {symbol} is down: no bar for {n} periods (market.max_stale_bars = {}); not traded until its next bar",

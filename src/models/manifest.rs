@@ -96,12 +96,17 @@ pub enum MismatchError {
     Shape { id: String, name: String, model: Vec<i64>, pipeline: Vec<i64> },
     #[error("model {id} has no input named {name}")]
     MissingInput { id: String, name: String },
-    #[error("model {id} trades {model:?}, the config trades {config:?}")]
+    #[error("model {id} trades {}, the config trades {}", list(model), list(config))]
     Symbols { id: String, model: Vec<Symbol>, config: Vec<Symbol> },
     #[error(
         "model {id} was trained on {model} bars, the config trades {config} bars: set market.timeframe = \"{model}\" or train a {config} model (`tradebot train ppo|lstm --config FILE`)"
     )]
     Timeframe { id: String, model: Timeframe, config: Timeframe },
+}
+
+/// Symbols as people write them: `AAPL, MSFT`.
+fn list(symbols: &[Symbol]) -> String {
+    symbols.iter().map(Symbol::as_str).collect::<Vec<_>>().join(", ")
 }
 
 impl Manifest {

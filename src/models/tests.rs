@@ -80,7 +80,9 @@ fn manifest_mismatch_is_refused() {
     let renamed = FeatureRef { names: vec!["ret_1".into(), "rsi_7".into()], ..f.clone() };
     assert!(matches!(m.check_inputs(&renamed, &obs(7), &sym, tf), Err(MismatchError::FeatureNames { .. })));
     let other = vec![Symbol::new("MSFT").unwrap()];
-    assert!(matches!(m.check_inputs(&f, &obs(7), &other, tf), Err(MismatchError::Symbols { .. })));
+    let e = m.check_inputs(&f, &obs(7), &other, tf).unwrap_err();
+    assert!(matches!(e, MismatchError::Symbols { .. }));
+    assert!(e.to_string().contains("trades AAPL, the config trades"), "symbols as people write them: {e}");
     let missing = vec![TensorSpec { name: "x".into(), shape: vec![-1, 7] }];
     assert!(matches!(m.check_inputs(&f, &missing, &sym, tf), Err(MismatchError::MissingInput { .. })));
     // A daily model fed 15-minute bars would trade every 15 minutes: refused, naming both and the fix.
