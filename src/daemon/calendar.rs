@@ -26,20 +26,21 @@ pub async fn load(rest: &RestClient, store: &Store, now: DateTime<Utc>) -> Calen
     let span = (today - Duration::days(7), today + Duration::days(366));
     match rest.issue::<GetCalendar>(&span).await {
         Ok(days) => {
-            let days: Vec<(NaiveDate, Hours)> = days
-                .into_iter()
-                .map(|d| {
+            let calendar = Calendar::from_days(
+                span,
+                days.into_iter().map(|d| {
                     let (open, close) =
                         (d.open.with_timezone(&New_York).time(), d.close.with_timezone(&New_York).time());
                     (d.date, Hours { open, close })
-                })
-                .collect();
+                }),
+            );
+            let days: Vec<(NaiveDate, Hours)> = calendar.days().collect();
             log::info!("calendar: {} trading days from Alpaca, {} to {}", days.len(), span.0, span.1);
             let stored = StoredCalendar { fetched_at: now, from: span.0, to: span.1, days };
             if let Err(e) = tree(store).and_then(|t| t.insert(CALENDAR_KEY, &stored)) {
                 log::warn!("calendar: cannot keep it in the store ({e}); it is used all the same");
             }
-            Calendar::from_days((stored.from, stored.to), stored.days)
+            calendar
         }
         Err(e) => match tree(store).and_then(|t| t.get(CALENDAR_KEY)) {
             Ok(Some(s)) => {
