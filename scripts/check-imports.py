@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 LAYERS = [
-    ["alloc", "logging", "native", "domain", "calendar", "schedule", "optim"],
+    ["alloc", "logging", "native", "domain", "calendar", "clock", "schedule", "optim"],
     ["store", "features", "onnx"],
     ["env", "models"],
     ["config"],

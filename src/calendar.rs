@@ -10,7 +10,7 @@
 //! Times are New York wall-clock times. The regular session is 09:30 to its close (16:00, or 13:00 on an
 //! early close); the extended session of a trading day runs 04:00 to 20:00 (to 17:00 on an early close).
 
-use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, Timelike, Utc, Weekday};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, TimeZone, Timelike, Utc, Weekday};
 use chrono_tz::America::New_York;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -172,6 +172,18 @@ impl Calendar {
         t >= open && t < close
     }
 
+    /// The regular session (open, close, UTC) in progress at `t` or the next one after it; `None` when
+    /// no session starts within three weeks (past what the table knows).
+    pub fn session_at_or_after(&self, t: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let first = t.with_timezone(&New_York).date_naive();
+        first.iter_days().take(21).find_map(|day| {
+            let h = self.hours(day)?;
+            let at = |time: NaiveTime| New_York.from_local_datetime(&day.and_time(time)).earliest().map(|d| d.to_utc());
+            let (open, close) = (at(h.open)?, at(h.close)?);
+            (close > t).then_some((open, close))
+        })
+    }
+
     /// The sessions closing before 16:00 among `from..=to` (where a stock's daily bar closes early).
     pub fn early_closes(&self, from: NaiveDate, to: NaiveDate) -> BTreeMap<NaiveDate, NaiveTime> {
         from.iter_days()
@@ -200,7 +212,6 @@ fn shipped_hours(day: NaiveDate) -> Option<Hours> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
 
     fn ny(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
         New_York.with_ymd_and_hms(y, mo, d, h, mi, 0).single().unwrap().to_utc()
@@ -239,6 +250,26 @@ mod tests {
             assert!(!matches!(d.weekday(), Weekday::Sat | Weekday::Sun), "{d}");
         }
         assert_eq!(HOLIDAYS.iter().filter_map(date).count(), HOLIDAYS.len(), "every listed date exists");
+    }
+
+    #[test]
+    fn the_session_at_or_after_a_time_skips_nights_weekends_and_holidays() {
+        let c = Calendar::shipped();
+        // Inside a session: that session.
+        assert_eq!(
+            c.session_at_or_after(ny(2025, 11, 26, 10, 0)),
+            Some((ny(2025, 11, 26, 9, 30), ny(2025, 11, 26, 16, 0)))
+        );
+        // At its close: the next one, past Thanksgiving to the early close of the Friday.
+        assert_eq!(
+            c.session_at_or_after(ny(2025, 11, 26, 16, 0)),
+            Some((ny(2025, 11, 28, 9, 30), ny(2025, 11, 28, 13, 0)))
+        );
+        // A Saturday: Monday.
+        assert_eq!(
+            c.session_at_or_after(ny(2025, 11, 29, 12, 0)),
+            Some((ny(2025, 12, 1, 9, 30), ny(2025, 12, 1, 16, 0)))
+        );
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //!
 //! 0. [`alloc`] (jemalloc), [`logging`] (journald or stderr), [`native`] (ONNX Runtime and libtorch
 //!    discovery), [`domain`] (symbols, timeframes, bars, decimal money, order ids and lifecycle),
-//!    [`calendar`] (the exchange's trading days and session times),
+//!    [`calendar`] (the exchange's trading days and session times), [`clock`] (the wall clock or a
+//!    simulated one shared with the fake Alpaca),
 //!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
 //!    batch), [`onnx`] (our ONNX writer and reference forwards).
@@ -44,6 +45,7 @@ pub mod backtest;
 pub mod broker;
 pub mod calendar;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod control;
 pub mod daemon;

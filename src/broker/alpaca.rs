@@ -223,7 +223,7 @@ impl Broker for AlpacaBroker {
 
     /// Cancellation-safe: read-only.
     async fn snapshot(&mut self) -> Result<BrokerSnapshot, BrokerError> {
-        let taken_at = Utc::now();
+        let taken_at = crate::clock::now();
         // Orders, positions and cash are separate calls: a fill between them would be counted in the
         // positions but not in the orders (and again when its update arrives). The orders are listed again
         // after the account; a snapshot is used only when no filled quantity moved in between.

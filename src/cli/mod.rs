@@ -70,17 +70,9 @@ pub enum Command {
     Bench(BenchCmd),
     /// Run the engine over stored bars with the simulated broker; metrics against buy-and-hold.
     Backtest(backtest::BacktestArgs),
-    /// Run a fake Alpaca server (trading and data REST, both WebSockets) on 127.0.0.1 for local testing.
-    FakeAlpaca {
-        #[arg(long, default_value_t = 0)]
-        port: u16,
-        /// Symbols the fake account can trade (comma-separated).
-        #[arg(long, value_delimiter = ',', default_value = "AAPL,MSFT")]
-        symbols: Vec<String>,
-        /// Their initial price.
-        #[arg(long, default_value = "100")]
-        price: rust_decimal::Decimal,
-    },
+    /// Run a fake Alpaca server (trading and data REST, both WebSockets) on 127.0.0.1 for local testing,
+    /// with `--market` a seeded synthetic market on its stream and REST history.
+    FakeAlpaca(fake::FakeArgs),
     /// The kill switch: show it, or clear it after a trip (the daemon must be stopped).
     #[command(subcommand)]
     Risk(RiskCmd),
@@ -369,6 +361,10 @@ fn optional_config(path: Option<PathBuf>) -> Result<Option<Config>, ConfigError>
 
 /// Runs one command. Errors carry their context; a `ConfigError` in the chain means exit code 78.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // A simulated clock shared with `tradebot fake-alpaca --market --speed N` (see `crate::clock`).
+    if let Some(sim) = crate::clock::from_env()? {
+        crate::clock::install(sim)?;
+    }
     // Training processes (the retrain child included) keep freed pages: see `crate::alloc`. The daemon does not.
     if matches!(cli.command, Command::Train(_) | Command::Bench(BenchCmd::Ppo(_) | BenchCmd::Lstm(_))) {
         crate::alloc::keep_freed_pages();
@@ -415,7 +411,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Data(cmd) => data::run(cmd),
         Command::Models(cmd) => models::run(cmd),
-        Command::FakeAlpaca { port, symbols, price } => fake::run(port, &symbols, price),
+        Command::FakeAlpaca(args) => fake::run(&args),
         Command::Doctor { config } => doctor::run(optional_config(config)?),
         Command::Risk(cmd) => risk::run(cmd),
         Command::Store(cmd) => store::run(cmd),

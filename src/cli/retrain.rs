@@ -51,7 +51,7 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
     let signal = rt.block_on(async { on_signal(cancel.clone()) }).context("installing the signal handlers")?;
     let mut failed = false;
     for k in kinds {
-        let trigger = Trigger { reason: "command line".into(), clock_time: chrono::Utc::now() };
+        let trigger = Trigger { reason: "command line".into(), clock_time: crate::clock::now() };
         let record = rt.block_on(pipeline.run_until(k, trigger, &mut |p| show(&p, json), &cancel));
         failed |= matches!(record.outcome, RunOutcome::Failed | RunOutcome::Interrupted);
         if cancel.is_cancelled() {

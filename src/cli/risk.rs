@@ -79,7 +79,7 @@ fn who() -> String {
 fn clear(config: &Config) -> anyhow::Result<ExitCode> {
     let store = Store::open(&config.state_dir).context("opening the store")?;
     let who = who();
-    let now = chrono::Utc::now();
+    let now = crate::clock::now();
     match clear_kill_switch(&store, &who, now).context("clearing the kill switch")? {
         Some(k) => {
             println!("kill switch cleared by {who} at {now} (it tripped at {}: {})", k.tripped_at, k.reason);

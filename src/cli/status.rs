@@ -29,7 +29,7 @@ pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
         },
         Err(client::ClientError::NotRunning(_)) => {
             let store = Store::open(&config.state_dir).context("opening the store")?;
-            crate::daemon::status::from_store(&config, &store, chrono::Utc::now())
+            crate::daemon::status::from_store(&config, &store, crate::clock::now())
                 .context("reading the state directory")?
         }
         Err(e) => return Err(e).context("asking the daemon for its status"),

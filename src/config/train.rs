@@ -58,7 +58,7 @@ impl TrainConfig {
         let as_of = match std::env::var(AS_OF_ENV) {
             Ok(v) => NaiveDate::parse_from_str(v.trim(), "%Y-%m-%d")
                 .map_err(|e| format!("{AS_OF_ENV}={v:?} is not a YYYY-MM-DD date ({e}); unset it or fix it"))?,
-            Err(_) => chrono::Utc::now().date_naive(),
+            Err(_) => crate::clock::now().date_naive(),
         };
         Ok(self.resolve(as_of))
     }

@@ -22,6 +22,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// How long after a bucket's end its last minute bar is waited for.
 pub const CLOSE_GRACE: Duration = Duration::seconds(15);
+
+/// `CLOSE_GRACE`, and on a fast simulated clock at least a wall second (a minute's way from the socket
+/// to the aggregator takes wall time, however fast the clock runs).
+fn close_grace() -> Duration {
+    CLOSE_GRACE.max(crate::clock::sim_span(std::time::Duration::from_secs(1)))
+}
 /// The longest gap a start backfills (a store last written months ago starts here).
 pub const MAX_BACKFILL: Duration = Duration::days(7);
 
@@ -176,13 +182,13 @@ impl<F> LiveBars<F> {
         }
         let bucket = self.agg.as_ref().and_then(Aggregator::next_due);
         let period = self.periods.values().map(|(end, _)| *end).min();
-        bucket.into_iter().chain(period).min().map(|t| t + CLOSE_GRACE)
+        bucket.into_iter().chain(period).min().map(|t| t + close_grace())
     }
 
     /// Closes the buckets due at `now`, then settles the periods that ended: a symbol without a bar in one
     /// gets `NoBar`.
     fn close_due(&mut self, now: DateTime<Utc>) {
-        let cutoff = now - CLOSE_GRACE;
+        let cutoff = now - close_grace();
         if let Some(agg) = self.agg.as_mut() {
             let due = agg.close_due(cutoff);
             due.into_iter().for_each(|d| self.emit(d));
@@ -207,12 +213,12 @@ impl<F: MarketFeed + Send> MarketFeed for LiveBars<F> {
             }
             let ev = match self.next_due() {
                 Some(t) => {
-                    let wait = (t - Utc::now()).to_std().unwrap_or_default();
+                    let wait = crate::clock::wall_span(t - crate::clock::now());
                     tokio::select! {
                         biased;
                         ev = self.inner.next() => ev?,
                         _ = tokio::time::sleep(wait) => {
-                            self.close_due(Utc::now());
+                            self.close_due(crate::clock::now());
                             continue;
                         }
                     }

@@ -20,26 +20,40 @@ struct StoredCalendar {
     days: Vec<(NaiveDate, Hours)>,
 }
 
-/// Alpaca's calendar around `now`, stored; or the stored one; or the shipped table.
-pub async fn load(rest: &RestClient, store: &Store, now: DateTime<Utc>) -> Calendar {
+/// How often the daemon reads Alpaca's calendar again (on the process's clock).
+pub const REFRESH_EVERY: Duration = Duration::days(1);
+/// After a failed refresh, the next try (the calendar in use stays).
+pub const RETRY_EVERY: Duration = Duration::hours(1);
+
+/// A year of Alpaca's calendar around `now` (a week back), stored in the `kv` tree.
+async fn fetch(
+    rest: &RestClient,
+    store: &Store,
+    now: DateTime<Utc>,
+) -> Result<Calendar, crate::alpaca::rest::RestError> {
     let today = now.with_timezone(&New_York).date_naive();
     let span = (today - Duration::days(7), today + Duration::days(366));
-    match rest.issue::<GetCalendar>(&span).await {
-        Ok(days) => {
-            let calendar = Calendar::from_days(
-                span,
-                days.into_iter().map(|d| {
-                    let (open, close) =
-                        (d.open.with_timezone(&New_York).time(), d.close.with_timezone(&New_York).time());
-                    (d.date, Hours { open, close })
-                }),
-            );
-            let days: Vec<(NaiveDate, Hours)> = calendar.days().collect();
-            log::info!("calendar: {} trading days from Alpaca, {} to {}", days.len(), span.0, span.1);
-            let stored = StoredCalendar { fetched_at: now, from: span.0, to: span.1, days };
-            if let Err(e) = tree(store).and_then(|t| t.insert(CALENDAR_KEY, &stored)) {
-                log::warn!("calendar: cannot keep it in the store ({e}); it is used all the same");
-            }
+    let days = rest.issue::<GetCalendar>(&span).await?;
+    let calendar = Calendar::from_days(
+        span,
+        days.into_iter().map(|d| {
+            let (open, close) = (d.open.with_timezone(&New_York).time(), d.close.with_timezone(&New_York).time());
+            (d.date, Hours { open, close })
+        }),
+    );
+    let stored = StoredCalendar { fetched_at: now, from: span.0, to: span.1, days: calendar.days().collect() };
+    if let Err(e) = tree(store).and_then(|t| t.insert(CALENDAR_KEY, &stored)) {
+        log::warn!("calendar: cannot keep it in the store ({e}); it is used all the same");
+    }
+    Ok(calendar)
+}
+
+/// Alpaca's calendar around `now`, stored; or the stored one; or the shipped table.
+pub async fn load(rest: &RestClient, store: &Store, now: DateTime<Utc>) -> Calendar {
+    match fetch(rest, store, now).await {
+        Ok(calendar) => {
+            let (n, span) = (calendar.days().count(), calendar.span().unwrap_or_default());
+            log::info!("calendar: {n} trading days from Alpaca, {} to {}", span.0, span.1);
             calendar
         }
         Err(e) => match tree(store).and_then(|t| t.get(CALENDAR_KEY)) {
@@ -65,6 +79,59 @@ pub async fn load(rest: &RestClient, store: &Store, now: DateTime<Utc>) -> Calen
     }
 }
 
+/// The days on which two calendars disagree within both spans (a closure added, hours changed).
+fn changed_days(old: &Calendar, new: &Calendar) -> Vec<NaiveDate> {
+    let Some((from, to)) = new.span() else { return Vec::new() };
+    from.iter_days().take_while(|d| *d <= to).filter(|d| old.hours(*d) != new.hours(*d)).collect()
+}
+
+/// Where a refreshed calendar waits for the engine (taken on its next tick).
+pub type CalendarSlot = std::sync::Arc<std::sync::Mutex<Option<Calendar>>>;
+
+/// Reads Alpaca's calendar again every `every` (wall time: `REFRESH_EVERY` on the process's clock), and
+/// `retry` after a failure, keeping the one in use, until `stop`; a calendar that changed is put in `slot`
+/// for the engine (the changed days said once at INFO).
+pub async fn refresh_daily(
+    rest: RestClient,
+    store: Store,
+    mut current: Calendar,
+    slot: CalendarSlot,
+    (every, retry): (std::time::Duration, std::time::Duration),
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut wait = every;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        match fetch(&rest, &store, crate::clock::now()).await {
+            Ok(fresh) => {
+                wait = every;
+                let changed = changed_days(&current, &fresh);
+                if changed.is_empty() {
+                    log::debug!("calendar: refreshed from Alpaca, unchanged");
+                    continue;
+                }
+                let days: Vec<String> = changed.iter().take(5).map(|d| d.to_string()).collect();
+                log::info!(
+                    "calendar: Alpaca's calendar changed on {} day(s) ({}); now in use",
+                    changed.len(),
+                    days.join(", ")
+                );
+                current = fresh.clone();
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(fresh);
+            }
+            Err(e) => {
+                wait = retry;
+                log::warn!(
+                    "calendar: the daily refresh failed ({e}); keeping the calendar in use, retrying in an hour"
+                );
+            }
+        }
+    }
+}
+
 fn tree(store: &Store) -> Result<TypedTree<StoredCalendar>, crate::store::StoreError> {
     store.tree(TreeName::Kv)
 }
@@ -75,7 +142,7 @@ mod tests {
     use crate::alpaca::fake::FakeAlpaca;
     use crate::alpaca::rest::{RestConfig, RetryPolicy};
     use crate::calendar::Session;
-    use chrono::TimeZone;
+    use chrono::{Datelike, TimeZone};
 
     fn ny(y: i32, mo: u32, d: u32, h: u32) -> DateTime<Utc> {
         New_York.with_ymd_and_hms(y, mo, d, h, 0, 0).single().unwrap().to_utc()
@@ -111,5 +178,43 @@ mod tests {
         let shipped = load(&gone, &empty, now).await;
         assert_eq!(shipped.span(), None);
         assert!(!shipped.is_open(ny(2026, 11, 26, 11), Session::Regular));
+    }
+
+    #[tokio::test]
+    async fn the_daily_refresh_hands_over_a_calendar_that_changed_and_only_then() {
+        let fake = FakeAlpaca::start(0).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let rest = RestClient::new(fake.rest_config()).unwrap();
+        let now = crate::clock::now();
+        let alpaca = load(&rest, &store, now).await;
+        // The calendar in use has a session on a day Alpaca's has none (a closure announced since).
+        let span = alpaca.span().unwrap();
+        let sunday = span.0.iter_days().find(|d| d.weekday() == chrono::Weekday::Sun).unwrap();
+        let extra = Hours { open: crate::calendar::REGULAR_OPEN, close: crate::calendar::REGULAR_CLOSE };
+        let in_use = Calendar::from_days(span, alpaca.days().chain([(sunday, extra)]));
+        assert_eq!(changed_days(&in_use, &alpaca), [sunday]);
+        assert!(changed_days(&alpaca, &alpaca).is_empty());
+
+        let slot = CalendarSlot::default();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let every = (std::time::Duration::from_millis(20), std::time::Duration::from_millis(20));
+        let task = tokio::spawn(refresh_daily(rest.clone(), store.clone(), in_use, slot.clone(), every, stop.clone()));
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let fresh = loop {
+            if let Some(c) = slot.lock().unwrap().take() {
+                break c;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no refreshed calendar handed over");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        assert_eq!(fresh.hours(sunday), None, "Alpaca's calendar replaces the one in use");
+        // Unchanged since: nothing more is handed over, while the refresh keeps reading.
+        let reads = fake.count("GET", "/v2/calendar");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(fake.count("GET", "/v2/calendar") > reads, "the refresh goes on");
+        assert!(slot.lock().unwrap().is_none(), "an unchanged calendar is not handed over again");
+        stop.cancel();
+        task.await.unwrap();
     }
 }

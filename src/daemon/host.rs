@@ -85,7 +85,7 @@ impl<P: RunPipeline> Host<P> {
             equity: Vec::new(),
             running: BTreeMap::new(),
             activity: "starting".into(),
-            started_at: Utc::now(),
+            started_at: crate::clock::now(),
         };
         Host {
             config,
@@ -276,7 +276,7 @@ impl<P: RunPipeline> Host<P> {
     pub fn publish(&self, engine: &Engine, account: Account, decisions: Option<&TypedTree<DecisionRecord>>) {
         let st = self.status(engine, account);
         self.metrics.observe_status(&st);
-        if let Err(e) = super::status::keep_published(&self.store, &st, Utc::now()) {
+        if let Err(e) = super::status::keep_published(&self.store, &st, crate::clock::now()) {
             log::warn!("status: cannot keep the status for `tradebot status` while stopped: {e}");
         }
         let recent = decisions.map(|d| recent_decisions(d, &self.config.market.symbols, 10)).unwrap_or_default();
@@ -293,7 +293,7 @@ impl<P: RunPipeline> Host<P> {
 
     pub fn status(&self, engine: &Engine, account: Account) -> StatusReport {
         let (config, live) = (&self.config, &self.live);
-        let now = live.last_bar.values().max().copied().unwrap_or_else(Utc::now);
+        let now = live.last_bar.values().max().copied().unwrap_or_else(crate::clock::now);
         let closes: BTreeMap<Symbol, f64> = engine.last_closes().into_iter().collect();
         let positions: Vec<PositionStatus> = engine
             .oms()
@@ -365,7 +365,7 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
                 TrainingView {
                     id: format!("{}-running", kind.as_str()),
                     kind: kind.as_str().to_string(),
-                    started_at: Utc::now(),
+                    started_at: crate::clock::now(),
                     outcome: "running".into(),
                     curves: BTreeMap::new(),
                     progress: None,

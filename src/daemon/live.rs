@@ -49,6 +49,20 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             config.source.display()
         );
     }
+    if let Some(sim) = crate::clock::simulated() {
+        if config.mode == Mode::Live {
+            bail!(
+                "{} is set: a simulated clock is for paper trading against `tradebot fake-alpaca --market`; unset it to trade real money",
+                crate::clock::ENV
+            );
+        }
+        log::warn!(
+            "tradebot run: on a simulated clock ({}={sim}): {} minutes per second from {}",
+            crate::clock::ENV,
+            sim.speed,
+            sim.sim
+        );
+    }
     let creds = Credentials::load().map_err(|e| anyhow!(e))?.context(
         "feed.kind / broker.kind = \"alpaca\" needs APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment",
     )?;
@@ -91,17 +105,17 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
         let oms_cfg = OmsConfig { lost_after: config.broker.lost_after };
         let oms = Oms::open(&store, Box::new(SystemClock), oms_cfg).context("opening the order manager")?;
         // Every minute stored; the first backfill starts after the last stored one.
-        let (mut bars, resume) = LiveBars::resume(store.clone(), &config.market.symbols, tf, Utc::now())
+        let (mut bars, resume) = LiveBars::resume(store.clone(), &config.market.symbols, tf, crate::clock::now())
             .context("reading the stored bars to resume from")?;
         // Trading days and session times: where daily bars close, and when stock orders may go out.
         // (The scripted harness trades minute bars with no risk checks: it needs none.)
         let calendar = if scripted {
             crate::calendar::Calendar::shipped()
         } else {
-            crate::daemon::calendar::load(&rest, &store, Utc::now()).await
+            crate::daemon::calendar::load(&rest, &store, crate::clock::now()).await
         };
         if matches!(tf, Timeframe::Days(_)) {
-            let today = Utc::now().date_naive();
+            let today = crate::clock::now().date_naive();
             bars.set_early_closes(calendar.early_closes(today - Duration::days(7), today + Duration::days(366)));
         }
         let mut feed_cfg = FeedConfig::from_config(config, &creds);
@@ -122,10 +136,23 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             }
         } else {
             let Some(host) = host else { bail!("internal: no daemon host for the engine") };
+            let slot = crate::daemon::calendar::CalendarSlot::default();
+            let (every, retry) = (crate::daemon::calendar::REFRESH_EVERY, crate::daemon::calendar::RETRY_EVERY);
+            let periods = (crate::clock::wall_span(every), crate::clock::wall_span(retry));
+            let refresh = crate::daemon::calendar::refresh_daily(
+                rest.clone(),
+                store.clone(),
+                calendar.clone(),
+                slot.clone(),
+                periods,
+                shutdown.clone(),
+            );
+            tokio::spawn(refresh);
             let engine = engine(config, &store, &host.registry, &rest, oms, calendar).await?;
             let decisions = store.tree::<DecisionRecord>(TreeName::Decisions)?;
             let feed = bars.over(CountingFeed { inner: feed, metrics: host.metrics.clone(), connects: 0 });
-            let core = LiveCore { engine, host, decisions, ready: false, benchmark: None, last_point: None };
+            let core =
+                LiveCore { engine, host, decisions, ready: false, benchmark: None, last_point: None, calendar: slot };
             let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
             if config.broker.cancel_on_shutdown {
                 cancel_open_orders(&rest, end.core.engine.oms(), cfg.broker_timeout).await;
@@ -233,6 +260,8 @@ struct LiveCore<P: RunPipeline> {
     /// The first complete bar's equity and closes: the equal-weight buy-and-hold benchmark.
     benchmark: Option<(f64, Vec<f64>)>,
     last_point: Option<DateTime<Utc>>,
+    /// A calendar the daily refresh read (`daemon::calendar::refresh_daily`), for the risk checks.
+    calendar: crate::daemon::calendar::CalendarSlot,
 }
 
 impl<P: RunPipeline> LiveCore<P> {
@@ -279,6 +308,10 @@ impl<P: RunPipeline> Core for LiveCore<P> {
             self.host.set_activity("trading");
         }
         if tick {
+            let fresh = self.calendar.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let (Some(c), Some(risk)) = (fresh, self.engine.risk_mut()) {
+                risk.set_calendar(c);
+            }
             self.host.retrainer.on_clock(&SystemClock);
             self.equity_point();
             let account = self.account();

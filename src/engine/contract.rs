@@ -19,7 +19,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
-        Utc::now()
+        crate::clock::now()
     }
 }
 

@@ -69,7 +69,7 @@ async fn submit<B: Broker>(
     let id = o.client_order_id.clone();
     // Its bar's age again, now that its turn has come (it may have waited behind a slow broker).
     let closed = o.bar_time + chrono::Duration::from_std(cfg.bar_length).unwrap_or_default();
-    let age = chrono::Utc::now() - closed;
+    let age = crate::clock::now() - closed;
     if age > chrono::Duration::from_std(cfg.max_order_age).unwrap_or(chrono::Duration::MAX) {
         let reason = format!(
             "stale at send: its bar closed {} s ago, more than the {} s allowed (risk.max_bar_age_secs)",

@@ -123,7 +123,7 @@ impl Manifest {
         Manifest {
             id: String::new(),
             kind,
-            created_at: chrono::Utc::now(),
+            created_at: crate::clock::now(),
             features,
             inputs,
             outputs,

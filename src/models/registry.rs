@@ -216,7 +216,7 @@ impl Registry {
             self.set_state(&mut o, ModelState::Retired)?;
         }
         self.record(&HistoryEntry {
-            at: Utc::now(),
+            at: crate::clock::now(),
             kind: new.kind,
             action: action.into(),
             promoted: new.id.clone(),

@@ -72,7 +72,7 @@ impl Evaluator for BacktestEvaluator {
     }
 
     fn evaluate(&self, model_id: &str) -> Result<GateInput, EvalError> {
-        self.evaluate_at(model_id, chrono::Utc::now())
+        self.evaluate_at(model_id, crate::clock::now())
     }
 
     fn evaluate_at(&self, model_id: &str, as_of: DateTime<Utc>) -> Result<GateInput, EvalError> {

@@ -192,7 +192,7 @@ impl Pipeline {
         progress: &mut (dyn FnMut(Progress) + Send),
         cancel: &CancellationToken,
     ) -> RunRecord {
-        let started_at = Utc::now();
+        let started_at = crate::clock::now();
         let mut r = RunRecord {
             id: format!("{}-{}", kind.as_str(), started_at.format("%Y%m%dT%H%M%S%.3fZ")),
             kind,
@@ -239,7 +239,7 @@ impl Pipeline {
                 });
             }
         }
-        r.ended_at = Utc::now();
+        r.ended_at = crate::clock::now();
         match r.outcome {
             RunOutcome::Failed | RunOutcome::Interrupted => {
                 log::warn!("retrain {}: {}; the champion keeps trading", r.id, r.reason())
@@ -347,6 +347,13 @@ impl Pipeline {
     /// Writes the training window to `state_dir/retrain/<run id>.safetensors`, off the reactor.
     async fn snapshot(&self, r: &RunRecord) -> Result<SnapshotInfo, Failure> {
         let (from, to) = self.spec.window(r.clock_time);
+        // The holdout the gate judges on (a rolling window's ends at the clock): its newest stored bar is
+        // recorded, the end of the data this run used.
+        let train = self.spec.train.resolve(r.clock_time.date_naive());
+        let holdout = train.holdout_to.is_some().then(|| {
+            let (a, b) = crate::data::day_window(train.holdout_from, train.holdout_to);
+            (a, b.min(r.clock_time))
+        });
         let dir = self.spec.state_dir.join("retrain");
         let path = dir.join(format!("{}.safetensors", r.id));
         let (store, symbols, tf) = (self.store.clone(), self.spec.symbols.clone(), self.spec.timeframe);
@@ -360,9 +367,16 @@ impl Pipeline {
             let bars = series.iter().map(|(_, b)| b.len()).sum();
             let first_bar = series.iter().filter_map(|(_, b)| b.first().map(|b| b.t)).min();
             let last_bar = series.iter().filter_map(|(_, b)| b.last().map(|b| b.t)).max();
+            let mut holdout_last_bar = None;
+            if let Some((a, b)) = holdout {
+                for (s, _) in &series {
+                    let last = store.bars(s, tf, a, b).map_err(|e| e.to_string())?.last().map(|b| b.t);
+                    holdout_last_bar = holdout_last_bar.max(last);
+                }
+            }
             Snapshot { timeframe: tf, series }.write(&path).map_err(|e| e.to_string())?;
             let path = path.display().to_string();
-            Ok(SnapshotInfo { path, bars, from: Some(from), to: Some(to), first_bar, last_bar })
+            Ok(SnapshotInfo { path, bars, from: Some(from), to: Some(to), first_bar, last_bar, holdout_last_bar })
         };
         tokio::task::spawn_blocking(write).await.map_err(|e| e.to_string()).and_then(|x| x).map_err(|message| Failure {
             stage: "snapshot".into(),

@@ -61,6 +61,10 @@ pub struct SnapshotInfo {
     pub first_bar: Option<DateTime<Utc>>,
     #[serde(default)]
     pub last_bar: Option<DateTime<Utc>>,
+    /// The newest stored bar of the holdout the gate judged on: where the run's data ends (with a rolling
+    /// `[train]` window, the last bar stored before the run).
+    #[serde(default)]
+    pub holdout_last_bar: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! Market orders (and marketable limit orders) fill at once at the symbol's current price.
 
 use crate::alpaca::wire::rest as w;
-use chrono::{SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use rust_decimal::Decimal;
 use std::collections::{BTreeMap, HashSet};
 use std::str::FromStr;
@@ -26,15 +26,22 @@ pub struct Book {
     pub refused: Vec<(Option<String>, String)>,
     /// Leave every new order open (as with the market closed) instead of filling marketable ones.
     pub hold_orders: bool,
+    /// The fake's clock when it runs a simulated market (`fake::market`): order times are stamped with it.
+    pub clock: Option<crate::clock::SimClock>,
     client_ids: HashSet<String>,
     next_id: u64,
 }
 
-fn now() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Nanos, true)
-}
-
 impl Book {
+    /// Now on the fake's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.map_or_else(Utc::now, |c| c.at(Utc::now()))
+    }
+
+    fn stamp(&self) -> String {
+        self.now().to_rfc3339_opts(SecondsFormat::Nanos, true)
+    }
+
     pub fn new(cash: Decimal) -> Self {
         Book { cash, ..Book::default() }
     }
@@ -80,8 +87,8 @@ impl Book {
         let mut o = w::Order {
             id: format!("00000000-0000-4000-8000-{:012}", self.next_id),
             client_order_id: coid,
-            created_at: Some(now()),
-            submitted_at: Some(now()),
+            created_at: Some(self.stamp()),
+            submitted_at: Some(self.stamp()),
             symbol: req.symbol.clone(),
             asset_class: Some(if req.symbol.contains('/') { "crypto" } else { "us_equity" }.into()),
             qty: Some(qty.to_string()),
@@ -118,8 +125,8 @@ impl Book {
         o.status = w::OrderStatus::Filled;
         o.filled_qty = Some(qty.to_string());
         o.filled_avg_price = Some(price.to_string());
-        o.filled_at = Some(now());
-        o.updated_at = Some(now());
+        o.filled_at = Some(self.stamp());
+        o.updated_at = Some(self.stamp());
     }
 
     /// Fills every open order at its symbol's price (orders held with `hold_orders` filling now, as at the
@@ -138,6 +145,28 @@ impl Book {
         n
     }
 
+    /// Fills the open orders of `symbol` that are marketable at `price` (a bar's open) at that price; returns
+    /// them as filled.
+    pub fn fill_held_of(&mut self, symbol: &str, price: Decimal) -> Vec<w::Order> {
+        let mut orders = std::mem::take(&mut self.orders);
+        let mut filled = Vec::new();
+        for o in orders.iter_mut().filter(|o| o.status == w::OrderStatus::New && o.symbol == symbol) {
+            let limit = o.limit_price.as_deref().and_then(|p| Decimal::from_str(p).ok());
+            let marketable = match (o.kind, limit) {
+                (w::OrderType::Limit, Some(lp)) => {
+                    (o.side == w::Side::Buy && lp >= price) || (o.side == w::Side::Sell && lp <= price)
+                }
+                _ => true,
+            };
+            if let (true, Some(qty)) = (marketable, o.qty.as_deref().and_then(|q| q.parse::<Decimal>().ok())) {
+                self.fill(o, qty, price);
+                filled.push(o.clone());
+            }
+        }
+        self.orders = orders;
+        filled
+    }
+
     pub fn find(&self, id: &str) -> Option<&w::Order> {
         let bare = |s: &str| s.replace('-', "");
         self.orders.iter().find(|o| o.id == id || bare(&o.id) == bare(id))
@@ -152,12 +181,13 @@ impl Book {
         let Some(idx) = self.find(id).and_then(|f| self.orders.iter().position(|o| o.id == f.id)) else {
             return Err(refusal(404, 40410000, "order not found"));
         };
+        let stamp = self.stamp();
         let o = &mut self.orders[idx];
         if !matches!(o.status, w::OrderStatus::New | w::OrderStatus::Accepted | w::OrderStatus::PartiallyFilled) {
             return Err(refusal(422, 42210000, "order is not cancelable"));
         }
         o.status = w::OrderStatus::Canceled;
-        o.canceled_at = Some(now());
+        o.canceled_at = Some(stamp);
         Ok(o.clone())
     }
 

@@ -89,8 +89,8 @@ async fn session(app: App, mut sock: WebSocket) {
                     if sock.send(Message::Text(f.into())).await.is_err() { return; }
                 }
                 Ok(WsCmd::Drop) | Err(RecvError::Closed) => return,
-                Ok(WsCmd::Silence) => {
-                    tokio::time::sleep(Duration::from_secs(300)).await;
+                Ok(WsCmd::Silence(d)) => {
+                    tokio::time::sleep(d).await;
                     return;
                 }
             },

@@ -6,13 +6,16 @@
 //!   logs every request and injects queued [`Fault`]s.
 //! - `market_ws`: the market-data stream (`/v2/{iex,sip,test}`, `/v1beta3/crypto/us`).
 //! - `updates_ws`: the trade_updates stream (`/stream`).
+//! - `market`: a seeded synthetic market (minute bars on the fake's clock, orders filling at the next bar).
 
 mod book;
+mod market;
 mod market_ws;
 mod rest;
 mod updates_ws;
 
 pub use book::Book;
+pub use market::MarketSpec;
 
 use crate::alpaca::wire::market as wm;
 use rust_decimal::Decimal;
@@ -66,8 +69,9 @@ pub(crate) enum WsCmd {
     Raw(String),
     /// Close the TCP connection without a close frame.
     Drop,
-    /// Stop sending and stop reading (no pongs): a half-dead socket.
-    Silence,
+    /// Stop sending and stop reading (no pongs) for this long, then close: a half-dead socket (it counts
+    /// against the connection limit meanwhile, as at Alpaca).
+    Silence(Duration),
 }
 
 #[derive(Debug)]
@@ -76,6 +80,8 @@ pub struct Shared {
     /// symbol → 1Min bars in time order, served by the data REST API.
     pub bars: BTreeMap<String, Vec<wm::Bar>>,
     pub faults: VecDeque<Fault>,
+    /// Faults for the next order POSTs only (`POST /v2/orders`), before those of `faults`.
+    pub order_faults: VecDeque<Fault>,
     /// Until then every REST request is answered 429 with only `X-RateLimit-Reset` (as Alpaca does).
     pub rate_limited_until: Option<chrono::DateTime<chrono::Utc>>,
     pub requests: Vec<Recorded>,
@@ -104,6 +110,7 @@ pub struct FakeAlpaca {
     market_tx: broadcast::Sender<WsCmd>,
     updates_tx: broadcast::Sender<UpdCmd>,
     task: tokio::task::JoinHandle<()>,
+    market: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 #[derive(Clone)]
@@ -127,6 +134,7 @@ impl FakeAlpaca {
             book: Book::new(Decimal::from(100_000)),
             bars: BTreeMap::new(),
             faults: VecDeque::new(),
+            order_faults: VecDeque::new(),
             rate_limited_until: None,
             requests: Vec::new(),
             market_received: Vec::new(),
@@ -150,7 +158,7 @@ impl FakeAlpaca {
                 log::error!("fake alpaca: server stopped: {e}");
             }
         });
-        Ok(FakeAlpaca { addr, state, market_tx, updates_tx, task })
+        Ok(FakeAlpaca { addr, state, market_tx, updates_tx, task, market: Mutex::new(Vec::new()) })
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Shared> {
@@ -185,12 +193,24 @@ impl FakeAlpaca {
         }
     }
 
+    /// Runs a synthetic market (see `market`) on `clock` (the wall clock when `None`) until the fake stops.
+    pub fn run_market(&self, spec: MarketSpec, clock: Option<crate::clock::SimClock>) {
+        let app =
+            App { state: self.state.clone(), market_tx: self.market_tx.clone(), updates_tx: self.updates_tx.clone() };
+        self.market.lock().unwrap_or_else(|p| p.into_inner()).push(tokio::spawn(market::run(app, spec, clock)));
+    }
+
     pub fn set_price(&self, symbol: &str, price: Decimal) {
         self.lock().book.prices.insert(symbol.into(), price);
     }
 
     pub fn push_fault(&self, f: Fault) {
         self.lock().faults.push_back(f);
+    }
+
+    /// Queues a fault for the next order POST, whatever requests come before it.
+    pub fn push_order_fault(&self, f: Fault) {
+        self.lock().order_faults.push_back(f);
     }
 
     /// Answers every REST request 429 for `d` from now, with `X-RateLimit-Reset` at the window's end and
@@ -230,7 +250,12 @@ impl FakeAlpaca {
 
     /// Makes every open market-data socket half-dead: nothing sent, nothing read, no pongs.
     pub fn silence_market_sockets(&self) {
-        let _ = self.market_tx.send(WsCmd::Silence);
+        self.silence_market_sockets_for(Duration::from_secs(300));
+    }
+
+    /// Makes every open market-data socket half-dead for `d`, then closes it.
+    pub fn silence_market_sockets_for(&self, d: Duration) {
+        let _ = self.market_tx.send(WsCmd::Silence(d));
     }
 
     /// Sends a raw message to every listening trade_updates socket.
@@ -256,5 +281,6 @@ impl FakeAlpaca {
 impl Drop for FakeAlpaca {
     fn drop(&mut self) {
         self.task.abort();
+        self.market.get_mut().unwrap_or_else(|p| p.into_inner()).iter().for_each(|t| t.abort());
     }
 }

@@ -80,10 +80,20 @@ async fn session(cfg: &FeedConfig, rest: &RestClient, gate: &mut BarGate, tx: &T
         return end;
     }
     *established = true;
-    let backfilled = match backfill(cfg, rest, gate, tx).await {
-        Ok(n) => n,
-        Err(end) => return end,
-    };
+    // Until caught up: a backfill slowed by rate limits ends well before now, and a bucket that closed in
+    // between must not be closed by the clock before its last minutes come (they would wait in the
+    // socket behind it). Another round fetches from where the last one ended.
+    let mut backfilled = 0;
+    for _ in 0..MAX_BACKFILL_ROUNDS {
+        let (n, until) = match backfill(cfg, rest, gate, tx).await {
+            Ok(done) => done,
+            Err(end) => return end,
+        };
+        backfilled += n;
+        if crate::clock::now() - until < chrono::Duration::minutes(1) {
+            break;
+        }
+    }
     if tx.send(Ok(FeedEvent::Connected { backfilled })).await.is_err() {
         return End::Stopped;
     }
@@ -167,14 +177,24 @@ fn stream_error(cfg: &FeedConfig, code: i64, msg: String) -> End {
     }
 }
 
-/// Fetches the bars missed since the last one delivered (or since `backfill_from`).
-async fn backfill(cfg: &FeedConfig, rest: &RestClient, gate: &mut BarGate, tx: &Tx) -> Result<usize, End> {
-    let Some(start) = gate.resume_from(&cfg.symbols, cfg.backfill_from) else { return Ok(0) };
+/// Backfill rounds at most per connection (see `session`).
+const MAX_BACKFILL_ROUNDS: usize = 5;
+
+/// Fetches the bars missed since the last one delivered (or since `backfill_from`) up to now; returns how
+/// many were new and the end asked for.
+async fn backfill(
+    cfg: &FeedConfig,
+    rest: &RestClient,
+    gate: &mut BarGate,
+    tx: &Tx,
+) -> Result<(usize, chrono::DateTime<chrono::Utc>), End> {
+    let until = crate::clock::now();
+    let Some(start) = gate.resume_from(&cfg.symbols, cfg.backfill_from) else { return Ok((0, until)) };
     let q = BarsQuery {
         symbols: cfg.symbols.clone(),
         timeframe: Timeframe::MIN1,
         start,
-        end: chrono::Utc::now(),
+        end: until,
         limit: 10_000,
         feed: cfg.rest_feed.clone(),
         page_token: None,
@@ -193,7 +213,7 @@ async fn backfill(cfg: &FeedConfig, rest: &RestClient, gate: &mut BarGate, tx: &
             }
         }
     }
-    Ok(n)
+    Ok((n, until))
 }
 
 /// Streams until the socket dies: pings every `ping_interval`, gives up after `silence_timeout` without
