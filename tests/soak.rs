@@ -30,7 +30,8 @@ fn ny(d: (i32, u32, u32), h: u32, m: u32) -> DateTime<Utc> {
     New_York.with_ymd_and_hms(d.0, d.1, d.2, h, m, 0).single().unwrap().to_utc()
 }
 
-fn config(dir: &Path, fake: &FakeAlpaca) -> String {
+/// The paper config against `fake`: `symbols`, `timeframe`, and `extra` lines at the end.
+fn config(dir: &Path, fake: &FakeAlpaca, symbols: &[&str], timeframe: &str, extra: &str) -> String {
     let text = format!(
         r#"mode = "paper"
 state_dir = {state:?}
@@ -45,8 +46,8 @@ data_retry_secs = 30
 trading_retry_secs = 10
 order_retry_secs = 5
 [market]
-symbols = ["AAPL", "MSFT", "IBM"]
-timeframe = "1Day"
+symbols = {symbols:?}
+timeframe = "{timeframe}"
 [feed]
 kind = "alpaca"
 [broker]
@@ -73,6 +74,7 @@ ppo_steps = 2048
 lstm_epochs = 2
 [web]
 enabled = false
+{extra}
 "#,
         state = dir.join("state").display().to_string(),
         http = fake.http_url(),
@@ -151,18 +153,23 @@ fn until(clock: &SimClock, t: DateTime<Utc>, d: &mut Daemon) {
 
 #[test]
 fn two_simulated_weeks_of_the_live_loop_with_faults_kills_and_a_weekend_retrain() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Monday 2026-11-02 08:00 New York, half an hour before the first session; 200 days of history.
     let clock = SimClock::starting(ny((2026, 11, 2), 8, 0), SPEED).unwrap();
-    let spec =
-        MarketSpec { seed: 11, symbols: SYMBOLS.iter().map(|(s, p)| (s.to_string(), *p)).collect(), history_days: 200 };
+    let spec = MarketSpec {
+        seed: 11,
+        symbols: SYMBOLS.iter().map(|(s, p)| (s.to_string(), *p)).collect(),
+        history_days: 200,
+        quiet: Default::default(),
+    };
     {
         let _rt = rt.enter();
         fake.run_market(spec, Some(clock));
     }
-    let cfg = config(dir.path(), &fake);
+    let cfg = config(dir.path(), &fake, &["AAPL", "MSFT", "IBM"], "1Day", "");
     let sim_env = [(tradebot::clock::ENV, clock.to_string())];
     let envs: Vec<(&str, &str)> = sim_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     // The day bars the engine warms up on, from the fake's REST history.
@@ -332,4 +339,132 @@ fn two_simulated_weeks_of_the_live_loop_with_faults_kills_and_a_weekend_retrain(
     let snapshot = weekend.snapshot.as_ref().unwrap_or_else(|| panic!("{weekend:?}"));
     assert_eq!(snapshot.holdout_last_bar, Some(ny((2026, 11, 6), 0, 0)), "{weekend:?}");
     assert!(snapshot.last_bar < snapshot.holdout_last_bar, "the candidate never trained on its holdout: {weekend:?}");
+}
+
+/// The two soaks run one after the other: each drives a fast simulated clock that wants the CPU.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The model id `tradebot train` registered, from its output.
+fn trained_id(out: &str) -> String {
+    let at = out.find("registered candidate ppo-").unwrap_or_else(|| panic!("no model registered:\n{out}"));
+    out[at + "registered candidate ".len()..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect()
+}
+
+#[test]
+fn two_simulated_days_of_15_minute_decisions_with_a_quiet_symbol_and_a_kill() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Monday 2026-11-16 04:00 New York at 30 simulated minutes per second (the history fetch and the
+    // training take the night); QUIET trades in one minute of fourteen, so a third of its 15-minute
+    // periods have no bar.
+    let clock = SimClock::starting(ny((2026, 11, 16), 4, 0), 30.0).unwrap();
+    let symbols = [("AAPL", 190.0), ("MSFT", 420.0), ("QUIET", 40.0)];
+    let spec = MarketSpec {
+        seed: 5,
+        symbols: symbols.iter().map(|(s, p)| (s.to_string(), *p)).collect(),
+        history_days: 45,
+        quiet: [("QUIET".to_string(), 13.0 / 14.0)].into_iter().collect(),
+    };
+    {
+        let _rt = rt.enter();
+        fake.run_market(spec, Some(clock));
+    }
+    let names: Vec<&str> = symbols.iter().map(|(s, _)| *s).collect();
+    let cfg = config(dir.path(), &fake, &names, "15Min", "");
+    let cfg = cfg.as_str();
+    let envs = [
+        (tradebot::clock::ENV, clock.to_string()),
+        ("APCA_API_KEY_ID", KEY_ID.to_string()),
+        ("APCA_API_SECRET_KEY", SECRET_KEY.to_string()),
+    ];
+    let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // 15-minute history from the fake, a PPO trained on it for this config, made champion.
+    let o = tradebot_env(
+        &["data", "fetch", "--config", cfg, "--symbols", "AAPL,MSFT,QUIET", "--timeframe", "15Min"]
+            .into_iter()
+            .chain(["--from", "2026-09-01", "--to", "2026-11-15"])
+            .collect::<Vec<_>>(),
+        &envs,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = tradebot_env(&["train", "ppo", "--config", cfg, "--device", "cpu", "--steps", "4096"], &envs);
+    assert!(o.status.success(), "{}", text(&o));
+    let id = trained_id(&text(&o));
+    let o = tradebot_env(&["models", "promote", &id, "--reason", "soak", "--config", cfg], &envs);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let mut d = start(cfg, &clock, dir.path(), 0);
+    d.wait_ready();
+    until(&clock, ny((2026, 11, 16), 13, 0), &mut d);
+    fake.drop_market_sockets();
+    until(&clock, ny((2026, 11, 17), 11, 7), &mut d);
+    let mut logs = vec![d.kill()];
+    d = start(cfg, &clock, dir.path(), 1);
+    d.wait_ready();
+    until(&clock, ny((2026, 11, 17), 16, 10), &mut d);
+    logs.push(d.stop());
+    let all_logs = logs.join("\n");
+    assert!(!all_logs.contains("panicked"), "{all_logs}");
+    assert!(all_logs.contains(&format!("loaded PPO model {id}")), "{all_logs}");
+
+    let store = tradebot::store::Store::open(&dir.path().join("state")).unwrap();
+    let (from, end) = (ny((2026, 11, 16), 9, 30), ny((2026, 11, 17), 16, 0));
+    let m15 = Timeframe::parse("15Min").unwrap();
+    // Every published minute stored once; each stream-built 15-minute bar equal to the fake's REST bar.
+    let rest = tradebot::alpaca::rest::RestClient::new(fake.rest_config()).unwrap();
+    let q = tradebot::alpaca::rest::BarsQuery {
+        symbols: names.iter().map(|s| Symbol::new(s).unwrap()).collect(),
+        timeframe: m15,
+        start: from,
+        end: end - chrono::Duration::minutes(1),
+        limit: 10_000,
+        feed: None,
+        page_token: None,
+    };
+    let rest_bars = rt.block_on(rest.fetch_bars(&q, 10)).unwrap();
+    let mut stored_at: BTreeMap<DateTime<Utc>, BTreeSet<String>> = BTreeMap::new();
+    for s in &names {
+        let sym = Symbol::new(s).unwrap();
+        let minutes: Vec<DateTime<Utc>> =
+            store.bars(&sym, Timeframe::MIN1, from, end).unwrap().iter().map(|b| b.t).collect();
+        let published: Vec<DateTime<Utc>> = fake.lock().bars[*s]
+            .iter()
+            .map(|b| DateTime::parse_from_rfc3339(&b.t).unwrap().to_utc())
+            .filter(|t| *t >= from && *t < end)
+            .collect();
+        assert_eq!(minutes, published, "{s}: the stored minutes are the published ones");
+        let built = store.bars(&sym, m15, from, end - chrono::Duration::minutes(1)).unwrap();
+        let want: Vec<_> = rest_bars.iter().filter(|b| b.symbol == sym).cloned().collect();
+        assert_eq!(built, want, "{s}: stream-built 15-minute bars equal the REST bars");
+        for b in &built {
+            stored_at.entry(b.t).or_default().insert(s.to_string());
+        }
+    }
+    // Decisions on 15-minute closes only, once each, never an order for a symbol without a bar (stale).
+    let decisions = store
+        .tree::<tradebot::engine::DecisionRecord>(tradebot::store::TreeName::Decisions)
+        .unwrap()
+        .scan_prefix(b"")
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    let mut stale_decisions = 0;
+    for (_, r) in decisions.iter().filter(|(_, r)| r.t >= from && r.t < end) {
+        assert!(seen.insert(r.t), "two decisions at {}", r.t);
+        assert_eq!(r.t.timestamp() % 900, 0, "a decision off a 15-minute close: {}", r.t);
+        let had = stored_at.get(&r.t).cloned().unwrap_or_default();
+        if !had.contains("QUIET") {
+            stale_decisions += 1;
+        }
+        for (s, side, qty) in &r.orders {
+            assert!(had.contains(s), "an order for {s} ({side} {qty}) at {} where it had no bar", r.t);
+        }
+    }
+    // Two sessions of 26 periods less the few the kill and the restart's reconciliation cost.
+    assert!(seen.len() >= 44, "{} decisions: {seen:?}\n{all_logs}", seen.len());
+    assert!(stale_decisions > 0, "QUIET was never stale at a decision");
+    let book = &fake.lock().book;
+    let ids: Vec<&str> = book.orders.iter().map(|o| o.client_order_id.as_str()).collect();
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "{ids:?}");
 }

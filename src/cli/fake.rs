@@ -103,6 +103,7 @@ pub fn run(args: &FakeArgs) -> anyhow::Result<ExitCode> {
                 seed: args.seed,
                 symbols: symbols.iter().map(|(s, p)| (s.clone(), p.to_f64().unwrap_or(100.0))).collect(),
                 history_days: args.history_days,
+                quiet: Default::default(),
             };
             let names: Vec<&str> = symbols.iter().map(|(s, _)| s.as_str()).collect();
             println!(

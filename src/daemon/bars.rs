@@ -23,10 +23,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 /// How long after a bucket's end its last minute bar is waited for.
 pub const CLOSE_GRACE: Duration = Duration::seconds(15);
 
-/// `CLOSE_GRACE`, and on a fast simulated clock at least a wall second (a minute's way from the socket
-/// to the aggregator takes wall time, however fast the clock runs).
+/// `CLOSE_GRACE`, and on a fast simulated clock at least a quarter of a wall second (a minute's way from
+/// the socket to the aggregator takes wall time, however fast the clock runs).
 fn close_grace() -> Duration {
-    CLOSE_GRACE.max(crate::clock::sim_span(std::time::Duration::from_secs(1)))
+    CLOSE_GRACE.max(crate::clock::sim_span(std::time::Duration::from_millis(250)))
 }
 /// The longest gap a start backfills (a store last written months ago starts here).
 pub const MAX_BACKFILL: Duration = Duration::days(7);

@@ -17,6 +17,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use rust_decimal::Decimal;
+use std::collections::BTreeMap;
 
 /// What the fake's market trades.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +27,9 @@ pub struct MarketSpec {
     pub symbols: Vec<(String, f64)>,
     /// How much minute history REST serves from the start (before the first streamed bar).
     pub history_days: i64,
+    /// Symbols that often trade nothing in a minute (an IEX feed's quiet stocks): the chance, 0 to 1, that
+    /// a minute of theirs has no bar.
+    pub quiet: BTreeMap<String, f64>,
 }
 
 /// One symbol's walk: where it is and the next minute it has not produced yet.
@@ -36,6 +40,8 @@ pub(super) struct Walk {
     rng: StdRng,
     price: f64,
     next: DateTime<Utc>,
+    /// The chance that a minute has no bar.
+    quiet: f64,
 }
 
 fn cents(x: f64) -> f64 {
@@ -55,7 +61,13 @@ impl Walk {
             rng: StdRng::seed_from_u64(mix(seed, symbol)),
             price: cents(price.max(1.0)),
             next: from,
+            quiet: 0.0,
         }
+    }
+
+    /// This walk with minutes left without a bar at the chance `p`.
+    pub fn quiet(self, p: f64) -> Walk {
+        Walk { quiet: p.clamp(0.0, 1.0), ..self }
     }
 
     /// The first minute this symbol trades at or after `t` (`None` past the calendar's reach).
@@ -78,7 +90,10 @@ impl Walk {
         while let Some(m) = self.trading_minute(cal, self.next)
             && m + Duration::minutes(1) <= now
         {
-            out.push(self.bar(m));
+            let bar = self.bar(m);
+            if self.quiet == 0.0 || self.rng.random::<f64>() >= self.quiet {
+                out.push(bar);
+            }
             self.next = m + Duration::minutes(1);
         }
         out
@@ -118,7 +133,9 @@ pub(super) async fn run(app: App, spec: MarketSpec, clock: Option<SimClock>) {
     let cal = Calendar::shipped();
     let start = now() - Duration::days(spec.history_days.max(0));
     let start = DateTime::from_timestamp(start.timestamp() - start.timestamp() % 60, 0).unwrap_or(start);
-    let mut walks: Vec<Walk> = spec.symbols.iter().map(|(s, p)| Walk::new(spec.seed, s, *p, start)).collect();
+    let walk =
+        |(s, p): &(String, f64)| Walk::new(spec.seed, s, *p, start).quiet(spec.quiet.get(s).copied().unwrap_or(0.0));
+    let mut walks: Vec<Walk> = spec.symbols.iter().map(walk).collect();
     {
         let mut s = app.lock();
         s.book.clock = clock;
@@ -200,6 +217,16 @@ mod tests {
             assert!(b.l <= b.o.min(b.c) && b.h >= b.o.max(b.c) && b.l > 0.0, "{b:?}");
             assert_eq!(next.o, b.c, "each minute opens at the last close");
         }
+    }
+
+    #[test]
+    fn a_quiet_symbol_skips_minutes_at_its_chance_and_keeps_its_walk() {
+        let cal = Calendar::shipped();
+        let (from, to) = (t("2025-12-01T14:30:00Z"), t("2025-12-01T21:00:00Z"));
+        let bars = Walk::new(3, "XYZ", 50.0, from).quiet(0.9).until(&cal, to);
+        // 390 minutes at a 10% chance of a bar each: 39 expected; far from 0 and from 390.
+        assert!((15..80).contains(&bars.len()), "{}", bars.len());
+        assert_eq!(bars, Walk::new(3, "XYZ", 50.0, from).quiet(0.9).until(&cal, to), "deterministic");
     }
 
     #[test]
