@@ -103,7 +103,7 @@ impl Walk {
         let sigma = if self.crypto { 0.0012 } else { 0.0008 };
         let z: f64 = self.rng.sample(StandardNormal);
         let o = self.price;
-        let c = cents(o * (z * sigma + 0.000_005).exp()).max(0.01);
+        let c = cents(o * (z * sigma + 0.000_000_5).exp()).max(0.01);
         let wick = |rng: &mut StdRng| rng.random::<f64>() * sigma * 0.6;
         let h = cents(o.max(c) * (1.0 + wick(&mut self.rng)));
         let l = cents(o.min(c) * (1.0 - wick(&mut self.rng))).max(0.01);
