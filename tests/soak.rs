@@ -1,13 +1,15 @@
-//! The live loop's soak test: the real binary in paper mode against the fake Alpaca's synthetic market on
-//! a simulated clock (`TRADEBOT_SIM_CLOCK`, 160 simulated minutes per second), two trading weeks of minute
-//! bars on the 1Day timeframe with the shipped models, the weekend retrain on the simulated Saturday, and
-//! faults along the way: dropped market and trade_updates sockets, a half-dead market socket, a window of
-//! 429s, a 500 on an order POST that the fake carried out, and three SIGKILLs with restarts.
+//! The live loop's soak tests: the real binary in paper mode against the fake Alpaca's synthetic market on
+//! a simulated clock (`TRADEBOT_SIM_CLOCK`), one after the other.
 //!
-//! It ends with: every minute the fake published stored exactly once, each day bar built from the stream
-//! equal to the fake's REST day bar, one decision per session and only at session closes, no
-//! client_order_id sent twice, the stored positions equal to the fake's, and the retrain's data ending at
-//! the last day bar stored before it.
+//! - Two trading weeks of minute bars on the 15Min timeframe (160 simulated minutes per second) with a
+//!   PPO trained on the fake's history, the weekend retrain on the simulated Saturday, and faults along
+//!   the way: dropped market and trade_updates sockets, a half-dead market socket, a window of 429s, a 500
+//!   on an order POST that the fake carried out, and three SIGKILLs with restarts. It ends with: every
+//!   minute the fake published stored exactly once, each 15-minute bar built from the stream equal to the
+//!   fake's REST bar, decisions only at 15-minute closes and once each, no client_order_id sent twice, the
+//!   stored positions equal to the fake's, and the retrain's data ending at the last bar stored before it.
+//! - A week of day bars with the shipped models: one decision per session, at its close.
+//! - Two sessions of 15-minute bars with a quiet symbol: never an order for a symbol without a bar.
 
 mod common;
 
@@ -16,22 +18,204 @@ use chrono_tz::America::New_York;
 use common::{command, text, tradebot_env};
 use nix::sys::signal::Signal;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::path::Path;
-use std::process::{Child, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 use tradebot::alpaca::fake::{FakeAlpaca, Fault, KEY_ID, MarketSpec, SECRET_KEY};
 use tradebot::clock::SimClock;
-use tradebot::domain::{Symbol, Timeframe};
+use tradebot::domain::{Bar, Symbol, Timeframe};
+use tradebot::engine::DecisionRecord;
+use tradebot::store::Store;
 
-const SPEED: f64 = 160.0;
-const SYMBOLS: [(&str, f64); 3] = [("AAPL", 190.0), ("MSFT", 420.0), ("IBM", 210.0)];
+/// The soaks run one after the other: each drives a fast simulated clock that wants the CPU.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn ny(d: (i32, u32, u32), h: u32, m: u32) -> DateTime<Utc> {
     New_York.with_ymd_and_hms(d.0, d.1, d.2, h, m, 0).single().unwrap().to_utc()
 }
 
-/// The paper config against `fake`: `symbols`, `timeframe`, and `extra` lines at the end.
-fn config(dir: &Path, fake: &FakeAlpaca, symbols: &[&str], timeframe: &str, extra: &str) -> String {
+fn m15() -> Timeframe {
+    Timeframe::parse("15Min").unwrap()
+}
+
+/// A fake market on a simulated clock, a state directory and a paper config pointed at both.
+struct Soak {
+    rt: tokio::runtime::Runtime,
+    fake: FakeAlpaca,
+    clock: SimClock,
+    dir: tempfile::TempDir,
+    cfg: String,
+    names: Vec<String>,
+}
+
+impl Soak {
+    fn new(start: DateTime<Utc>, speed: f64, symbols: &[(&str, f64)], quiet: &[(&str, f64)], timeframe: &str) -> Soak {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
+        let clock = SimClock::starting(start, speed).unwrap();
+        let spec = MarketSpec {
+            seed: 11,
+            symbols: symbols.iter().map(|(s, p)| (s.to_string(), *p)).collect(),
+            history_days: 200,
+            quiet: quiet.iter().map(|(s, p)| (s.to_string(), *p)).collect(),
+        };
+        {
+            let _rt = rt.enter();
+            fake.run_market(spec, Some(clock));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<String> = symbols.iter().map(|(s, _)| s.to_string()).collect();
+        let cfg = config(dir.path(), &fake, &names, timeframe);
+        Soak { rt, fake, clock, dir, cfg, names }
+    }
+
+    /// `tradebot ARGS --config CFG` with the keys and the simulated clock.
+    fn tradebot(&self, args: &[&str]) -> Output {
+        let clock = self.clock.to_string();
+        let envs =
+            [(tradebot::clock::ENV, clock.as_str()), ("APCA_API_KEY_ID", KEY_ID), ("APCA_API_SECRET_KEY", SECRET_KEY)];
+        let args: Vec<&str> = args.iter().copied().chain(["--config", &self.cfg]).collect();
+        let o = tradebot_env(&args, &envs);
+        assert!(o.status.success(), "tradebot {args:?}: {}", text(&o));
+        o
+    }
+
+    /// Fetches 15-minute history from `from`, trains a PPO on it for this config and makes it champion.
+    fn trained_15min_champion(&self, from: &str) -> String {
+        let symbols = self.names.join(",");
+        self.tradebot(&[
+            "data",
+            "fetch",
+            "--symbols",
+            &symbols,
+            "--timeframe",
+            "15Min",
+            "--from",
+            from,
+            "--to",
+            "2027-12-31",
+        ]);
+        let out = text(&self.tradebot(&["train", "ppo", "--device", "cpu", "--steps", "4096"]));
+        let at = out.find("registered candidate ppo-").unwrap_or_else(|| panic!("no model registered:\n{out}"));
+        let id: String = out[at + "registered candidate ".len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        self.tradebot(&["models", "promote", &id, "--reason", "soak"]);
+        id
+    }
+
+    fn start(&self, n: usize) -> Daemon {
+        let log = self.dir.path().join(format!("run{n}.log"));
+        let child = command(&["run", "--config", &self.cfg])
+            .env("APCA_API_KEY_ID", KEY_ID)
+            .env("APCA_API_SECRET_KEY", SECRET_KEY)
+            .env(tradebot::clock::ENV, self.clock.to_string())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut d = Daemon { child, log };
+        d.wait_ready();
+        d
+    }
+
+    /// Waits on the wall clock until the simulated clock shows `t`.
+    fn until(&self, t: DateTime<Utc>, d: &mut Daemon) {
+        loop {
+            let now = self.clock.at(Utc::now());
+            if now >= t {
+                return;
+            }
+            assert!(d.child.try_wait().unwrap().is_none(), "the daemon exited before {t}:\n{}", d.log());
+            std::thread::sleep(self.clock.wall_span(t - now).min(Duration::from_millis(100)));
+        }
+    }
+
+    fn store(&self) -> Store {
+        Store::open(&self.dir.path().join("state")).unwrap()
+    }
+
+    /// Every minute the fake published in [from, end) is stored, once, with the published close.
+    fn assert_minutes_stored(&self, store: &Store, from: DateTime<Utc>, end: DateTime<Utc>) {
+        for s in &self.names {
+            let stored = store.bars(&Symbol::new(s).unwrap(), Timeframe::MIN1, from, end).unwrap();
+            let got: Vec<(DateTime<Utc>, f64)> = stored.iter().filter(|b| b.t < end).map(|b| (b.t, b.c)).collect();
+            let published: Vec<(DateTime<Utc>, f64)> = self.fake.lock().bars[s]
+                .iter()
+                .map(|b| (DateTime::parse_from_rfc3339(&b.t).unwrap().to_utc(), b.c))
+                .filter(|(t, _)| *t >= from && *t < end)
+                .collect();
+            let have: BTreeSet<DateTime<Utc>> = got.iter().map(|(t, _)| *t).collect();
+            let missing: Vec<&DateTime<Utc>> = published.iter().map(|(t, _)| t).filter(|t| !have.contains(t)).collect();
+            assert!(
+                missing.is_empty(),
+                "{s}: {} published minutes not stored, from {:?}",
+                missing.len(),
+                missing.first()
+            );
+            assert_eq!(got, published, "{s}: the stored minutes are the published ones");
+        }
+    }
+
+    /// The bars of `tf` the daemon built from the stream in [from, end) equal the fake's REST bars.
+    fn assert_bars_equal_rest(
+        &self,
+        store: &Store,
+        tf: Timeframe,
+        from: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> Vec<Bar> {
+        let rest = tradebot::alpaca::rest::RestClient::new(self.fake.rest_config()).unwrap();
+        let q = tradebot::alpaca::rest::BarsQuery {
+            symbols: self.names.iter().map(|s| Symbol::new(s).unwrap()).collect(),
+            timeframe: tf,
+            start: from,
+            end: end - chrono::Duration::seconds(1),
+            limit: 10_000,
+            feed: None,
+            page_token: None,
+        };
+        let from_rest = self.rt.block_on(rest.fetch_bars(&q, 100)).unwrap();
+        let mut all = Vec::new();
+        for s in &self.names {
+            let sym = Symbol::new(s).unwrap();
+            let built = store.bars(&sym, tf, from, end - chrono::Duration::seconds(1)).unwrap();
+            let want: Vec<Bar> = from_rest.iter().filter(|b| b.symbol == sym).cloned().collect();
+            assert!(!built.is_empty(), "{s}: no {tf} bar built");
+            let first_difference = built.iter().zip(&want).position(|(a, b)| a != b);
+            assert!(
+                built.len() == want.len() && first_difference.is_none(),
+                "{s}: stream-built {tf} bars differ from the REST bars ({} built, {} from REST); first difference: {:?} / {:?}",
+                built.len(),
+                want.len(),
+                first_difference.map(|i| &built[i]),
+                first_difference.map(|i| &want[i]),
+            );
+            all.extend(built);
+        }
+        all
+    }
+
+    /// No client_order_id reached the fake twice, and the stored positions are the fake's.
+    fn assert_orders_and_positions(&self, store: &Store, at: DateTime<Utc>) {
+        let book = &self.fake.lock().book;
+        let ids: Vec<&str> = book.orders.iter().map(|o| o.client_order_id.as_str()).collect();
+        assert!(!ids.is_empty(), "no order was placed");
+        assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "{ids:?}");
+        assert!(book.refused.iter().all(|(_, m)| !m.contains("unique")), "{:?}", book.refused);
+        let clock = Box::new(tradebot::engine::ManualClock::new(at));
+        let oms = tradebot::oms::Oms::open(store, clock, tradebot::oms::OmsConfig::default()).unwrap();
+        let ours: BTreeMap<String, rust_decimal::Decimal> =
+            oms.positions().into_iter().map(|(s, q)| (s.to_string(), q.normalize())).collect();
+        let theirs: BTreeMap<String, rust_decimal::Decimal> =
+            book.positions.iter().map(|(s, (q, _))| (s.clone(), q.normalize())).collect();
+        assert_eq!(ours, theirs, "stored positions equal the broker's");
+    }
+}
+
+/// The paper config against `fake` for `symbols` on `timeframe`.
+fn config(dir: &Path, fake: &FakeAlpaca, symbols: &[String], timeframe: &str) -> String {
     let text = format!(
         r#"mode = "paper"
 state_dir = {state:?}
@@ -53,7 +237,7 @@ kind = "alpaca"
 [broker]
 kind = "alpaca"
 cancel_on_shutdown = false
-# Simulated seconds: a broker round trip of 100 ms is 16 of them here.
+# Simulated seconds: a broker round trip of 100 ms is 16 of them at 160 minutes per second.
 lost_after_secs = 3600
 [risk]
 max_position_pct = 0.2
@@ -74,7 +258,6 @@ ppo_steps = 2048
 lstm_epochs = 2
 [web]
 enabled = false
-{extra}
 "#,
         state = dir.join("state").display().to_string(),
         http = fake.http_url(),
@@ -88,20 +271,7 @@ enabled = false
 
 struct Daemon {
     child: Child,
-    log: std::path::PathBuf,
-}
-
-fn start(cfg: &str, clock: &SimClock, dir: &Path, n: usize) -> Daemon {
-    let log = dir.join(format!("run{n}.log"));
-    let child = command(&["run", "--config", cfg])
-        .env("APCA_API_KEY_ID", KEY_ID)
-        .env("APCA_API_SECRET_KEY", SECRET_KEY)
-        .env(tradebot::clock::ENV, clock.to_string())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    Daemon { child, log }
+    log: PathBuf,
 }
 
 impl Daemon {
@@ -135,336 +305,169 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(100));
         };
         assert!(exit.success(), "{exit}:\n{}", self.log());
-        self.log()
+        let log = self.log();
+        assert!(log.contains("stopped cleanly"), "{log}");
+        log
     }
 }
 
-/// Waits on the wall clock until the simulated clock shows `t`.
-fn until(clock: &SimClock, t: DateTime<Utc>, d: &mut Daemon) {
-    loop {
-        let now = clock.at(Utc::now());
-        if now >= t {
-            return;
-        }
-        assert!(d.child.try_wait().unwrap().is_none(), "the daemon exited before {t}:\n{}", d.log());
-        std::thread::sleep(clock.wall_span(t - now).min(Duration::from_millis(100)));
-    }
+fn decisions(store: &Store, from: DateTime<Utc>, end: DateTime<Utc>) -> Vec<DecisionRecord> {
+    let tree = store.tree::<DecisionRecord>(tradebot::store::TreeName::Decisions).unwrap();
+    tree.scan_prefix(b"").unwrap().into_iter().map(|(_, r)| r).filter(|r| r.t >= from && r.t < end).collect()
+}
+
+fn sessions(from: (i32, u32, u32), to: (i32, u32, u32)) -> Vec<NaiveDate> {
+    let cal = tradebot::calendar::Calendar::shipped();
+    let day = |d: (i32, u32, u32)| NaiveDate::from_ymd_opt(d.0, d.1, d.2).unwrap();
+    day(from).iter_days().take_while(|x| *x <= day(to)).filter(|x| cal.hours(*x).is_some()).collect()
 }
 
 #[test]
-fn two_simulated_weeks_of_the_live_loop_with_faults_kills_and_a_weekend_retrain() {
+fn two_simulated_weeks_of_15_minute_bars_with_faults_kills_and_a_weekend_retrain() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    // Monday 2026-11-02 08:00 New York, half an hour before the first session; 200 days of history.
-    let clock = SimClock::starting(ny((2026, 11, 2), 8, 0), SPEED).unwrap();
-    let spec = MarketSpec {
-        seed: 11,
-        symbols: SYMBOLS.iter().map(|(s, p)| (s.to_string(), *p)).collect(),
-        history_days: 200,
-        quiet: Default::default(),
-    };
-    {
-        let _rt = rt.enter();
-        fake.run_market(spec, Some(clock));
-    }
-    let cfg = config(dir.path(), &fake, &["AAPL", "MSFT", "IBM"], "1Day", "");
-    let sim_env = [(tradebot::clock::ENV, clock.to_string())];
-    let envs: Vec<(&str, &str)> = sim_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    // The day bars the engine warms up on, from the fake's REST history.
-    let o = tradebot_env(
-        &[
-            "data",
-            "fetch",
-            "--config",
-            &cfg,
-            "--symbols",
-            "AAPL,MSFT,IBM",
-            "--from",
-            "2026-04-01",
-            "--to",
-            "2026-11-01",
-        ],
-        &[envs.as_slice(), &[("APCA_API_KEY_ID", KEY_ID), ("APCA_API_SECRET_KEY", SECRET_KEY)]].concat(),
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    // Saturday 2026-10-31 18:00 New York at 160 minutes per second: the history fetch and the training
+    // take the weekend; the first session opens about fifteen wall seconds in.
+    let symbols = [("AAPL", 190.0), ("MSFT", 420.0), ("IBM", 210.0)];
+    let soak = Soak::new(ny((2026, 10, 31), 18, 0), 160.0, &symbols, &[], "15Min");
+    let id = soak.trained_15min_champion("2026-05-01");
+    let fake = &soak.fake;
 
     let mut logs = Vec::new();
-    let mut d = start(&cfg, &clock, dir.path(), 0);
-    d.wait_ready();
-    let sessions = |from: (i32, u32, u32), to: (i32, u32, u32)| -> Vec<NaiveDate> {
-        let cal = tradebot::calendar::Calendar::shipped();
-        let (a, b) = (
-            NaiveDate::from_ymd_opt(from.0, from.1, from.2).unwrap(),
-            NaiveDate::from_ymd_opt(to.0, to.1, to.2).unwrap(),
-        );
-        a.iter_days().take_while(|x| *x <= b).filter(|x| cal.hours(*x).is_some()).collect()
-    };
-
-    // Week one.
-    until(&clock, ny((2026, 11, 2), 11, 0), &mut d);
+    let mut d = soak.start(0);
+    soak.until(ny((2026, 11, 2), 11, 0), &mut d);
     fake.drop_market_sockets();
-    until(&clock, ny((2026, 11, 2), 14, 0), &mut d);
+    soak.until(ny((2026, 11, 2), 14, 0), &mut d);
     fake.rate_limit_for(Duration::from_millis(1500));
     fake.drop_market_sockets();
-    until(&clock, ny((2026, 11, 3), 10, 0), &mut d);
+    soak.until(ny((2026, 11, 3), 10, 0), &mut d);
     // The next order POST is carried out and answered 500: the OMS must find it, not send it twice.
     fake.push_order_fault(Fault::ServerErrorAfterProcessing);
     fake.drop_update_sockets();
-    until(&clock, ny((2026, 11, 4), 12, 0), &mut d);
+    soak.until(ny((2026, 11, 4), 12, 0), &mut d);
     logs.push(d.kill());
-    d = start(&cfg, &clock, dir.path(), 1);
-    d.wait_ready();
-    until(&clock, ny((2026, 11, 5), 15, 58), &mut d);
+    d = soak.start(1);
+    soak.until(ny((2026, 11, 5), 15, 58), &mut d);
     logs.push(d.kill());
-    d = start(&cfg, &clock, dir.path(), 2);
-    d.wait_ready();
+    d = soak.start(2);
     // A half-dead socket over the weekend (no bars, no pongs): found by the silence timeout (30 s); the fake
-    // holds it, against the one-connection limit, for 40 s.
-    until(&clock, ny((2026, 11, 6), 16, 5), &mut d);
+    // holds it, against the one-connection limit, for 40 s. The weekend retrain runs meanwhile.
+    soak.until(ny((2026, 11, 6), 16, 5), &mut d);
     fake.silence_market_sockets_for(Duration::from_secs(40));
-    // The weekend retrain (Saturday 02:00 New York) runs while the socket is dead.
-    until(&clock, ny((2026, 11, 10), 13, 0), &mut d);
+    soak.until(ny((2026, 11, 10), 13, 0), &mut d);
     logs.push(d.kill());
-    d = start(&cfg, &clock, dir.path(), 3);
-    d.wait_ready();
-    until(&clock, ny((2026, 11, 13), 16, 10), &mut d);
-    let last = d.stop();
-    logs.push(last.clone());
-    assert!(last.contains("stopped cleanly"), "{last}");
+    d = soak.start(3);
+    soak.until(ny((2026, 11, 13), 16, 10), &mut d);
+    logs.push(d.stop());
     let all_logs = logs.join("\n");
     assert!(!all_logs.contains("panicked"), "{all_logs}");
+    assert!(all_logs.contains(&format!("loaded PPO model {id}")), "{all_logs}");
     assert!(all_logs.contains("retrain: starting"), "no weekend retrain:\n{all_logs}");
     // Each fault was met: the half-dead socket found, the 429s waited out, the ambiguous order POST sent.
     assert!(all_logs.contains("half-dead socket"), "{all_logs}");
     assert!(all_logs.contains("rate limited"), "{all_logs}");
-    assert!(all_logs.contains("POST /v2/orders failed"), "{all_logs}");
     assert!(fake.lock().order_faults.is_empty(), "no order POST met the 500");
+    assert!(all_logs.contains("POST /v2/orders failed"), "{all_logs}");
 
-    let store = tradebot::store::Store::open(&dir.path().join("state")).unwrap();
-    let (first, end) = (ny((2026, 10, 26), 0, 0), ny((2026, 11, 13), 16, 0));
-    // Every minute the fake published from the first backfilled one is stored, once, as published.
-    for (s, _) in SYMBOLS {
-        let sym = Symbol::new(s).unwrap();
-        let stored = store.bars(&sym, Timeframe::MIN1, first, end).unwrap();
-        let from = stored.first().map(|b| b.t).unwrap();
-        let published: Vec<(DateTime<Utc>, f64)> = fake.lock().bars[s]
-            .iter()
-            .map(|b| (DateTime::parse_from_rfc3339(&b.t).unwrap().to_utc(), b.c))
-            .filter(|(t, _)| *t >= from && *t < end)
-            .collect();
-        let got: Vec<(DateTime<Utc>, f64)> = stored.iter().map(|b| (b.t, b.c)).collect();
-        let have: BTreeSet<DateTime<Utc>> = got.iter().map(|(t, _)| *t).collect();
-        let mut missing: BTreeMap<NaiveDate, (usize, DateTime<Utc>, DateTime<Utc>)> = BTreeMap::new();
-        for (t, _) in published.iter().filter(|(t, _)| !have.contains(t)) {
-            let e = missing.entry(t.with_timezone(&New_York).date_naive()).or_insert((0, *t, *t));
-            e.0 += 1;
-            e.2 = *t;
-        }
-        assert!(
-            missing.is_empty(),
-            "{s}: published minutes not stored (day: count, first, last): {missing:?}\n{all_logs}"
-        );
-        assert_eq!(got.len(), published.len(), "{s}: minutes stored from {from}");
-        assert_eq!(got, published, "{s}: the stored minutes are the published ones");
-        assert!(from <= ny((2026, 11, 2), 9, 30), "{s}: the first start backfilled the week before ({from})");
+    let store = soak.store();
+    let (first, end) = (ny((2026, 11, 2), 9, 30), ny((2026, 11, 13), 16, 0));
+    soak.assert_minutes_stored(&store, ny((2026, 10, 27), 9, 30), end);
+    let built = soak.assert_bars_equal_rest(&store, m15(), first, end);
+    let periods: BTreeSet<DateTime<Utc>> = built.iter().map(|b| b.t).collect();
+    assert_eq!(periods.len(), 10 * 26, "ten sessions of 26 periods");
+
+    // Decisions on 15-minute closes only, once each: every period but the few that closed while the
+    // daemon was down or before it had reconciled after a restart.
+    let ds = decisions(&store, first, end);
+    let mut seen = BTreeSet::new();
+    for r in &ds {
+        assert!(seen.insert(r.t), "two decisions at {}", r.t);
+        assert!(periods.contains(&r.t), "a decision off a 15-minute close: {}", r.t);
     }
+    assert!(seen.len() >= periods.len() - 40, "{} decisions of {} periods\n{all_logs}", seen.len(), periods.len());
+    soak.assert_orders_and_positions(&store, end);
 
-    // Each day bar the daemon built from the stream equals the fake's REST day bar of that session.
-    let rest = tradebot::alpaca::rest::RestClient::new(fake.rest_config()).unwrap();
-    let q = tradebot::alpaca::rest::BarsQuery {
-        symbols: SYMBOLS.iter().map(|(s, _)| Symbol::new(s).unwrap()).collect(),
-        timeframe: Timeframe::DAY1,
-        start: ny((2026, 11, 2), 0, 0),
-        end,
-        limit: 1000,
-        feed: None,
-        page_token: None,
-    };
-    let rest_days = rt.block_on(rest.fetch_bars(&q, 10)).unwrap();
-    let days = sessions((2026, 11, 2), (2026, 11, 13));
-    assert_eq!(days.len(), 10);
-    for (s, _) in SYMBOLS {
-        let sym = Symbol::new(s).unwrap();
-        let built = store.bars(&sym, Timeframe::DAY1, ny((2026, 11, 2), 0, 0), end).unwrap();
-        let from_rest: Vec<_> = rest_days.iter().filter(|b| b.symbol == sym).cloned().collect();
-        assert_eq!(built.len(), days.len(), "{s}: one day bar per session");
-        assert_eq!(built, from_rest, "{s}: stream-built day bars equal the REST day bars");
-    }
-
-    // One decision per session, each at a session's close (a day bar stamped New York midnight).
-    let decisions = store
-        .tree::<tradebot::engine::DecisionRecord>(tradebot::store::TreeName::Decisions)
-        .unwrap()
-        .scan_prefix(b"")
-        .unwrap();
-    let mut per_day: BTreeMap<DateTime<Utc>, usize> = BTreeMap::new();
-    for (_, r) in decisions.iter().filter(|(_, r)| r.t >= ny((2026, 11, 2), 0, 0)) {
-        *per_day.entry(r.t).or_default() += 1;
-    }
-    let midnight =
-        |d: &NaiveDate| New_York.from_local_datetime(&d.and_hms_opt(0, 0, 0).unwrap()).single().unwrap().to_utc();
-    // Thursday's session closed while the daemon was down (killed at 15:58): its day bar, rebuilt from the
-    // backfill at the restart, came before the reconciliation and was not traded.
-    let thursday = NaiveDate::from_ymd_opt(2026, 11, 5).unwrap();
-    let want: BTreeSet<DateTime<Utc>> = days.iter().filter(|d| **d != thursday).map(midnight).collect();
-    assert!(all_logs.contains("bar 2026-11-05 05:00:00 UTC not traded: the OMS has not reconciled yet"), "{all_logs}");
-    assert_eq!(per_day.keys().copied().collect::<BTreeSet<_>>(), want, "decisions at session closes only");
-    assert!(per_day.values().all(|n| *n == 1), "one decision per session: {per_day:?}");
-
-    // No client_order_id reached the fake twice, and the stored positions are the fake's.
-    let book = &fake.lock().book;
-    let ids: Vec<&str> = book.orders.iter().map(|o| o.client_order_id.as_str()).collect();
-    assert!(!ids.is_empty(), "the soak placed no order:\n{all_logs}");
-    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "{ids:?}");
-    assert!(book.refused.iter().all(|(_, m)| !m.contains("unique")), "{:?}", book.refused);
-    let oms = tradebot::oms::Oms::open(
-        &store,
-        Box::new(tradebot::engine::ManualClock::new(end)),
-        tradebot::oms::OmsConfig::default(),
-    )
-    .unwrap();
-    let ours: BTreeMap<String, rust_decimal::Decimal> =
-        oms.positions().into_iter().map(|(s, q)| (s.to_string(), q.normalize())).collect();
-    let theirs: BTreeMap<String, rust_decimal::Decimal> =
-        book.positions.iter().map(|(s, (q, _))| (s.clone(), q.normalize())).collect();
-    assert_eq!(ours, theirs, "stored positions equal the broker's");
-
-    // The weekend retrain learned up to the last day bar stored before it (Friday 2026-11-06).
+    // The weekend retrain learned up to the last bar stored before it: Friday 2026-11-06's 15:45 bar.
     let runs = tradebot::retrain::record::list(&store).unwrap();
     let weekend =
         runs.iter().find(|r| r.clock_time >= ny((2026, 11, 7), 2, 0) && r.clock_time < ny((2026, 11, 9), 0, 0));
     let weekend = weekend.unwrap_or_else(|| panic!("no retrain on the simulated weekend: {runs:?}"));
     let snapshot = weekend.snapshot.as_ref().unwrap_or_else(|| panic!("{weekend:?}"));
-    assert_eq!(snapshot.holdout_last_bar, Some(ny((2026, 11, 6), 0, 0)), "{weekend:?}");
+    assert_eq!(snapshot.holdout_last_bar, Some(ny((2026, 11, 6), 15, 45)), "{weekend:?}");
     assert!(snapshot.last_bar < snapshot.holdout_last_bar, "the candidate never trained on its holdout: {weekend:?}");
 }
 
-/// The two soaks run one after the other: each drives a fast simulated clock that wants the CPU.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// The model id `tradebot train` registered, from its output.
-fn trained_id(out: &str) -> String {
-    let at = out.find("registered candidate ppo-").unwrap_or_else(|| panic!("no model registered:\n{out}"));
-    out[at + "registered candidate ".len()..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect()
+#[test]
+fn a_week_of_day_bars_decides_once_per_session_at_its_close() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // Monday 2026-11-16 06:00 New York at 320 minutes per second, the shipped (daily) models.
+    let symbols = [("AAPL", 190.0), ("MSFT", 420.0), ("IBM", 210.0)];
+    let soak = Soak::new(ny((2026, 11, 16), 6, 0), 320.0, &symbols, &[], "1Day");
+    soak.tradebot(&["data", "fetch", "--symbols", "AAPL,MSFT,IBM", "--from", "2026-04-01", "--to", "2026-11-15"]);
+    let mut d = soak.start(0);
+    soak.until(ny((2026, 11, 20), 16, 10), &mut d);
+    let log = d.stop();
+    assert!(!log.contains("panicked"), "{log}");
+    let store = soak.store();
+    let (from, end) = (ny((2026, 11, 16), 0, 0), ny((2026, 11, 20), 16, 0));
+    soak.assert_minutes_stored(&store, ny((2026, 11, 16), 9, 30), end);
+    let days = sessions((2026, 11, 16), (2026, 11, 20));
+    let midnight =
+        |d: &NaiveDate| New_York.from_local_datetime(&d.and_hms_opt(0, 0, 0).unwrap()).single().unwrap().to_utc();
+    let want: Vec<DateTime<Utc>> = days.iter().map(midnight).collect();
+    let built = soak.assert_bars_equal_rest(&store, Timeframe::DAY1, from, end);
+    assert_eq!(built.len(), 3 * days.len(), "one day bar per symbol and session");
+    let got: Vec<DateTime<Utc>> = decisions(&store, from, end).iter().map(|r| r.t).collect();
+    assert_eq!(got, want, "one decision per session, at its close (the day bar, stamped New York midnight)");
 }
 
 #[test]
 fn two_simulated_days_of_15_minute_decisions_with_a_quiet_symbol_and_a_kill() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    // Monday 2026-11-16 04:00 New York at 30 simulated minutes per second (the history fetch and the
-    // training take the night); QUIET trades in one minute of fourteen, so a third of its 15-minute
-    // periods have no bar.
-    let clock = SimClock::starting(ny((2026, 11, 16), 4, 0), 30.0).unwrap();
+    // Monday 2026-11-16 04:00 New York at 40 simulated minutes per second (the quarter-second close grace is
+    // 10 simulated minutes, within a period); QUIET trades in one minute of fourteen, so a third of its
+    // 15-minute periods have no bar.
     let symbols = [("AAPL", 190.0), ("MSFT", 420.0), ("QUIET", 40.0)];
-    let spec = MarketSpec {
-        seed: 5,
-        symbols: symbols.iter().map(|(s, p)| (s.to_string(), *p)).collect(),
-        history_days: 45,
-        quiet: [("QUIET".to_string(), 13.0 / 14.0)].into_iter().collect(),
-    };
-    {
-        let _rt = rt.enter();
-        fake.run_market(spec, Some(clock));
-    }
-    let names: Vec<&str> = symbols.iter().map(|(s, _)| *s).collect();
-    let cfg = config(dir.path(), &fake, &names, "15Min", "");
-    let cfg = cfg.as_str();
-    let envs = [
-        (tradebot::clock::ENV, clock.to_string()),
-        ("APCA_API_KEY_ID", KEY_ID.to_string()),
-        ("APCA_API_SECRET_KEY", SECRET_KEY.to_string()),
-    ];
-    let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    // 15-minute history from the fake, a PPO trained on it for this config, made champion.
-    let o = tradebot_env(
-        &["data", "fetch", "--config", cfg, "--symbols", "AAPL,MSFT,QUIET", "--timeframe", "15Min"]
-            .into_iter()
-            .chain(["--from", "2026-09-01", "--to", "2026-11-15"])
-            .collect::<Vec<_>>(),
-        &envs,
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let o = tradebot_env(&["train", "ppo", "--config", cfg, "--device", "cpu", "--steps", "4096"], &envs);
-    assert!(o.status.success(), "{}", text(&o));
-    let id = trained_id(&text(&o));
-    let o = tradebot_env(&["models", "promote", &id, "--reason", "soak", "--config", cfg], &envs);
-    assert!(o.status.success(), "{}", text(&o));
-
-    let mut d = start(cfg, &clock, dir.path(), 0);
-    d.wait_ready();
-    until(&clock, ny((2026, 11, 16), 13, 0), &mut d);
-    fake.drop_market_sockets();
-    until(&clock, ny((2026, 11, 17), 11, 7), &mut d);
+    let soak = Soak::new(ny((2026, 11, 16), 4, 0), 40.0, &symbols, &[("QUIET", 13.0 / 14.0)], "15Min");
+    let id = soak.trained_15min_champion("2026-09-01");
+    let mut d = soak.start(0);
+    soak.until(ny((2026, 11, 16), 13, 0), &mut d);
+    soak.fake.drop_market_sockets();
+    soak.until(ny((2026, 11, 17), 11, 7), &mut d);
     let mut logs = vec![d.kill()];
-    d = start(cfg, &clock, dir.path(), 1);
-    d.wait_ready();
-    until(&clock, ny((2026, 11, 17), 16, 10), &mut d);
+    d = soak.start(1);
+    // Past the close and the close grace (10 simulated minutes here), so QUIET's last period has closed.
+    soak.until(ny((2026, 11, 17), 16, 25), &mut d);
     logs.push(d.stop());
     let all_logs = logs.join("\n");
     assert!(!all_logs.contains("panicked"), "{all_logs}");
     assert!(all_logs.contains(&format!("loaded PPO model {id}")), "{all_logs}");
 
-    let store = tradebot::store::Store::open(&dir.path().join("state")).unwrap();
+    let store = soak.store();
     let (from, end) = (ny((2026, 11, 16), 9, 30), ny((2026, 11, 17), 16, 0));
-    let m15 = Timeframe::parse("15Min").unwrap();
-    // Every published minute stored once; each stream-built 15-minute bar equal to the fake's REST bar.
-    let rest = tradebot::alpaca::rest::RestClient::new(fake.rest_config()).unwrap();
-    let q = tradebot::alpaca::rest::BarsQuery {
-        symbols: names.iter().map(|s| Symbol::new(s).unwrap()).collect(),
-        timeframe: m15,
-        start: from,
-        end: end - chrono::Duration::minutes(1),
-        limit: 10_000,
-        feed: None,
-        page_token: None,
-    };
-    let rest_bars = rt.block_on(rest.fetch_bars(&q, 10)).unwrap();
-    let mut stored_at: BTreeMap<DateTime<Utc>, BTreeSet<String>> = BTreeMap::new();
-    for s in &names {
-        let sym = Symbol::new(s).unwrap();
-        let minutes: Vec<DateTime<Utc>> =
-            store.bars(&sym, Timeframe::MIN1, from, end).unwrap().iter().map(|b| b.t).collect();
-        let published: Vec<DateTime<Utc>> = fake.lock().bars[*s]
-            .iter()
-            .map(|b| DateTime::parse_from_rfc3339(&b.t).unwrap().to_utc())
-            .filter(|t| *t >= from && *t < end)
-            .collect();
-        assert_eq!(minutes, published, "{s}: the stored minutes are the published ones");
-        let built = store.bars(&sym, m15, from, end - chrono::Duration::minutes(1)).unwrap();
-        let want: Vec<_> = rest_bars.iter().filter(|b| b.symbol == sym).cloned().collect();
-        assert_eq!(built, want, "{s}: stream-built 15-minute bars equal the REST bars");
-        for b in &built {
-            stored_at.entry(b.t).or_default().insert(s.to_string());
-        }
+    soak.assert_minutes_stored(&store, from, end);
+    let built = soak.assert_bars_equal_rest(&store, m15(), from, end);
+    let mut had: BTreeMap<DateTime<Utc>, BTreeSet<String>> = BTreeMap::new();
+    for b in &built {
+        had.entry(b.t).or_default().insert(b.symbol.to_string());
     }
     // Decisions on 15-minute closes only, once each, never an order for a symbol without a bar (stale).
-    let decisions = store
-        .tree::<tradebot::engine::DecisionRecord>(tradebot::store::TreeName::Decisions)
-        .unwrap()
-        .scan_prefix(b"")
-        .unwrap();
     let mut seen = BTreeSet::new();
     let mut stale_decisions = 0;
-    for (_, r) in decisions.iter().filter(|(_, r)| r.t >= from && r.t < end) {
+    for r in decisions(&store, from, end) {
         assert!(seen.insert(r.t), "two decisions at {}", r.t);
         assert_eq!(r.t.timestamp() % 900, 0, "a decision off a 15-minute close: {}", r.t);
-        let had = stored_at.get(&r.t).cloned().unwrap_or_default();
-        if !had.contains("QUIET") {
+        let with_bar = had.get(&r.t).cloned().unwrap_or_default();
+        if !with_bar.contains("QUIET") {
             stale_decisions += 1;
         }
         for (s, side, qty) in &r.orders {
-            assert!(had.contains(s), "an order for {s} ({side} {qty}) at {} where it had no bar", r.t);
+            assert!(with_bar.contains(s), "an order for {s} ({side} {qty}) at {} where it had no bar", r.t);
         }
     }
     // Two sessions of 26 periods less the few the kill and the restart's reconciliation cost.
     assert!(seen.len() >= 44, "{} decisions: {seen:?}\n{all_logs}", seen.len());
     assert!(stale_decisions > 0, "QUIET was never stale at a decision");
-    let book = &fake.lock().book;
+    let book = &soak.fake.lock().book;
     let ids: Vec<&str> = book.orders.iter().map(|o| o.client_order_id.as_str()).collect();
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "{ids:?}");
 }

@@ -135,7 +135,9 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
                 return Err(crate::live::RunError::Fatal(reason).into());
             }
         } else {
-            let Some(host) = host else { bail!("internal: no daemon host for the engine") };
+            let Some(mut host) = host else { bail!("internal: no daemon host for the engine") };
+            let stocks = config.market.symbols.iter().any(|s| !s.is_crypto());
+            host.retrainer.set_calendar(stocks.then(|| calendar.clone()));
             let slot = crate::daemon::calendar::CalendarSlot::default();
             let (every, retry) = (crate::daemon::calendar::REFRESH_EVERY, crate::daemon::calendar::RETRY_EVERY);
             let periods = (crate::clock::wall_span(every), crate::clock::wall_span(retry));
@@ -309,8 +311,13 @@ impl<P: RunPipeline> Core for LiveCore<P> {
         }
         if tick {
             let fresh = self.calendar.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let (Some(c), Some(risk)) = (fresh, self.engine.risk_mut()) {
-                risk.set_calendar(c);
+            if let Some(c) = fresh {
+                if self.host.config.market.symbols.iter().any(|s| !s.is_crypto()) {
+                    self.host.retrainer.set_calendar(Some(c.clone()));
+                }
+                if let Some(risk) = self.engine.risk_mut() {
+                    risk.set_calendar(c);
+                }
             }
             self.host.retrainer.on_clock(&SystemClock);
             self.equity_point();

@@ -5,6 +5,7 @@
 //! The control socket's `retrain` request starts a run the same way. Training itself is a child process,
 //! so nothing here can stop trading.
 
+use crate::calendar::{Calendar, Session};
 use crate::engine::Clock;
 use crate::models::ModelKind;
 use crate::retrain::{Pipeline, Progress, RunRecord, Trigger};
@@ -71,6 +72,11 @@ pub struct Retrainer<P: RunPipeline> {
     events_rx: mpsc::UnboundedReceiver<RetrainEvent>,
     progress: Option<mpsc::UnboundedSender<Progress>>,
     rt: tokio::runtime::Handle,
+    /// The exchange's sessions (stocks traded): a scheduled run due inside a regular session waits for
+    /// its close, so training never competes with the engine while the market trades. `None`: no wait.
+    hours: Option<Calendar>,
+    /// A scheduled run waiting for the session's close: when it was due.
+    deferred: Option<DateTime<Utc>>,
 }
 
 impl<P: RunPipeline> Retrainer<P> {
@@ -88,7 +94,14 @@ impl<P: RunPipeline> Retrainer<P> {
             events_rx,
             progress: None,
             rt,
+            hours: None,
+            deferred: None,
         }
+    }
+
+    /// The calendar whose regular sessions a scheduled run waits out (`None`: a crypto-only config).
+    pub fn set_calendar(&mut self, hours: Option<Calendar>) {
+        self.hours = hours;
     }
 
     /// The kinds a scheduled run retrains, in order (default: ppo, then lstm).
@@ -135,7 +148,15 @@ impl<P: RunPipeline> Retrainer<P> {
         if !self.enabled {
             return false;
         }
-        let Some(fire) = self.schedule.fired_between(since, now) else { return false };
+        let Some(fire) = self.schedule.fired_between(since, now).or(self.deferred) else { return false };
+        if self.hours.as_ref().is_some_and(|c| c.is_open(now, Session::Regular)) {
+            if self.deferred.is_none() {
+                log::info!("retrain: the run due at {fire} waits for the session's close (the market is open)");
+            }
+            self.deferred = Some(fire);
+            return false;
+        }
+        self.deferred = None;
         let trigger = Trigger { reason: format!("schedule {:?} at {fire}", self.schedule.spec()), clock_time: now };
         match self.start(self.kinds.clone(), trigger) {
             Ok(()) => true,

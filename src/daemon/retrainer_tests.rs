@@ -138,3 +138,36 @@ async fn disabled_or_not_yet_due_never_starts() {
     assert!(!r.on_clock(&clock), "Saturday 02:00 of the 10th was before the baseline; the 17th is not yet here");
     assert!(calls.lock().unwrap().is_empty() && calls2.lock().unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_due_inside_a_session_waits_for_its_close_on_the_calendar() {
+    let (calls, gate) = (Calls::default(), Arc::new(Semaphore::new(10)));
+    let fake = FakePipeline { calls: calls.clone(), gate };
+    // Wednesdays at noon New York: inside the session.
+    let schedule = Schedule::parse("0 12 * * Wed", Schedule::DEFAULT_ZONE).unwrap();
+    let mut r =
+        Retrainer::new(fake, schedule, true, tokio::runtime::Handle::current()).with_kinds(vec![ModelKind::Ppo]);
+    r.set_calendar(Some(crate::calendar::Calendar::shipped()));
+    // Wednesday 2026-01-07, EST: 11:00 New York is 16:00 UTC.
+    let clock = ManualClock::new(utc(7, 16, 0));
+    r.on_clock(&clock);
+    clock.set(utc(7, 17, 0)); // 12:00: due, the market is open
+    assert!(!r.on_clock(&clock), "waits for the close");
+    clock.set(utc(7, 20, 59)); // 15:59
+    assert!(!r.on_clock(&clock), "still open");
+    clock.set(utc(7, 21, 0)); // 16:00: closed
+    assert!(r.on_clock(&clock), "runs at the close");
+    until_idle(&mut r).await;
+    let got = calls.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    assert!(got[0].1.reason.contains("at 2026-01-07 17:00:00 UTC"), "{}", got[0].1.reason);
+    assert_eq!(got[0].1.clock_time, utc(7, 21, 0));
+    // Without a calendar (crypto only) the same schedule runs when due.
+    let (calls, gate) = (Calls::default(), Arc::new(Semaphore::new(10)));
+    let schedule = Schedule::parse("0 12 * * Wed", Schedule::DEFAULT_ZONE).unwrap();
+    let mut r = Retrainer::new(FakePipeline { calls, gate }, schedule, true, tokio::runtime::Handle::current());
+    let clock = ManualClock::new(utc(7, 16, 0));
+    r.on_clock(&clock);
+    clock.set(utc(7, 17, 0));
+    assert!(r.on_clock(&clock), "no calendar, no wait");
+}
