@@ -16,7 +16,7 @@ pub struct FakeArgs {
     port: u16,
     /// Symbols the fake trades (comma-separated), each optionally with its starting price: `AAPL=190`.
     /// Names with a slash (`BTC/USD`) are crypto and trade around the clock.
-    #[arg(long, value_delimiter = ',', default_value = "AAPL,MSFT,IBM")]
+    #[arg(long, value_delimiter = ',', default_value = "AAPL,MSFT,IBM,BTC/USD=90000")]
     symbols: Vec<String>,
     /// The starting price of symbols given without one.
     #[arg(long, default_value = "100")]
