@@ -116,6 +116,12 @@ pub fn run(args: &FakeArgs) -> anyhow::Result<ExitCode> {
                 Some(c) => {
                     println!("  simulated clock from {} at {} minutes per second; for the daemon:", c.sim, c.speed);
                     println!("  export {}={c}", crate::clock::ENV);
+                    if crate::clock::from_env().ok().flatten().is_some_and(|old| old != c) {
+                        println!(
+                            "  (this shell's {} names an earlier clock: export the line above again)",
+                            crate::clock::ENV
+                        );
+                    }
                 }
                 None => println!("  on the wall clock"),
             }
