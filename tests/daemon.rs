@@ -76,6 +76,15 @@ fn the_demo_replay_retrains_once_keeps_the_champion_when_the_gate_says_so_and_su
     let out = text(&o);
     assert!(o.status.success(), "{out}");
     assert!(out.contains(&replay_finished()), "{out}");
+    // Logs are for people (issue 19): a few lines for the whole replay, not one per bar, and no Debug
+    // formatting in them.
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains(" INFO ") || l.contains(" WARN ")).collect();
+    let bars = demo_replay_days();
+    assert!(lines.len() * 4 < bars, "{} INFO and WARN lines for {bars} bars:\n{}", lines.len(), lines.join("\n"));
+    for leak in ["Symbol(\"", "Some(", "[\"", "[Ppo", "strategy Ppo"] {
+        let bad: Vec<&&str> = lines.iter().filter(|l| l.contains(leak)).collect();
+        assert!(bad.is_empty(), "Debug formatting ({leak}) in log lines: {bad:#?}");
+    }
     for row in ["total return", "Sharpe", "max drawdown", "trades"] {
         let line = out.lines().find(|l| l.starts_with(row)).unwrap_or_else(|| panic!("no {row} row:\n{out}"));
         assert_eq!(line.split_whitespace().count(), row.split(' ').count() + 2, "{line}");

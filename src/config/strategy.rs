@@ -16,6 +16,18 @@ pub enum StrategyMode {
     Scripted,
 }
 
+/// The name the config uses (`ppo`, `lstm`, `ensemble`, `scripted`).
+impl std::fmt::Display for StrategyMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StrategyMode::Ppo => "ppo",
+            StrategyMode::Lstm => "lstm",
+            StrategyMode::Ensemble => "ensemble",
+            StrategyMode::Scripted => "scripted",
+        })
+    }
+}
+
 /// The `[strategy]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -111,8 +111,9 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
     let decisions = session.tree::<DecisionRecord>(TreeName::Decisions)?;
     let speed = config.feed.speed;
     log::info!(
-        "replay: {} bars of {symbols:?} from {} to {} ({window_start} stored bars before it warm the features up), strategy {mode:?}, models {} / {}",
+        "replay: {} bars of {} from {} to {} ({window_start} stored bars before it warm the features up), strategy {mode}, models {} / {}",
         days - window_start,
+        symbols.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
         bars[0][window_start].t.date_naive(),
         bars[0][days - 1].t.date_naive(),
         sim.engine().policy_id().unwrap_or("-"),

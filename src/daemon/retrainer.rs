@@ -177,7 +177,8 @@ impl<P: RunPipeline> Retrainer<P> {
         if self.running.swap(true, Ordering::SeqCst) {
             return Err(Busy);
         }
-        log::info!("retrain: starting {kinds:?} ({})", trigger.reason);
+        let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        log::info!("retrain: starting {} ({})", names.join(" then "), trigger.reason);
         let (pipeline, running, events) = (self.pipeline.clone(), self.running.clone(), self.events_tx.clone());
         let progress = self.progress.clone();
         self.rt.spawn(async move {

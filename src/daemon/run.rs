@@ -206,7 +206,7 @@ pub fn seed_shipped(registry: &Registry, config: &Config) -> anyhow::Result<()> 
         );
     }
     if !seeded.imported.is_empty() {
-        log::info!("imported shipped models {:?} from {}", seeded.imported, shipped.display());
+        log::info!("imported shipped models {} from {}", seeded.imported.join(", "), shipped.display());
     }
     Ok(())
 }
