@@ -402,13 +402,7 @@ fn live_daemon_against_the_fake_alpaca_is_ready_trades_and_stops_cleanly_on_sigt
             r#"mode = "paper"
 state_dir = {state:?}
 log_level = "info"
-[alpaca]
-trading_url = "{http}"
-data_url = "{http}"
-stream_url = "{market}"
-trade_updates_url = "{updates}"
-request_timeout_secs = 2
-[market]
+{alpaca}[market]
 symbols = ["AAPL", "MSFT", "IBM"]
 timeframe = "1Day"
 [feed]
@@ -424,9 +418,7 @@ enabled = true
 listen = "127.0.0.1:{port}"
 "#,
             state = dir.path().join("state").display().to_string(),
-            http = fake.http_url(),
-            market = fake.ws_url("v2/iex"),
-            updates = fake.ws_url("stream"),
+            alpaca = fake.alpaca_section("v2/iex"),
             port = port,
         ),
     )

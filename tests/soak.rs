@@ -220,13 +220,7 @@ fn config(dir: &Path, fake: &FakeAlpaca, symbols: &[String], timeframe: &str) ->
         r#"mode = "paper"
 state_dir = {state:?}
 log_level = "info"
-[alpaca]
-trading_url = "{http}"
-data_url = "{http}"
-stream_url = "{market}"
-trade_updates_url = "{updates}"
-request_timeout_secs = 2
-data_retry_secs = 30
+{alpaca}data_retry_secs = 30
 trading_retry_secs = 10
 order_retry_secs = 5
 [market]
@@ -260,9 +254,7 @@ lstm_epochs = 2
 enabled = false
 "#,
         state = dir.join("state").display().to_string(),
-        http = fake.http_url(),
-        market = fake.ws_url("v2/iex"),
-        updates = fake.ws_url("stream"),
+        alpaca = fake.alpaca_section("v2/iex"),
     );
     let path = dir.join("soak.toml");
     std::fs::write(&path, text).unwrap();

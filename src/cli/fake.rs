@@ -92,11 +92,8 @@ pub fn run(args: &FakeArgs) -> anyhow::Result<ExitCode> {
         for (s, p) in &symbols {
             fake.set_price(s, *p);
         }
-        println!("fake Alpaca listening on {}", fake.addr);
-        println!("  [alpaca] trading_url = \"{}\"", fake.http_url());
-        println!("  [alpaca] data_url = \"{}\"", fake.http_url());
-        println!("  [alpaca] stream_url = \"{}\"", fake.ws_url("v2/iex"));
-        println!("  [alpaca] trade_updates_url = \"{}\"", fake.ws_url("stream"));
+        println!("fake Alpaca listening on {}; for the config (crypto streams on v1beta3/crypto/us):", fake.addr);
+        print!("{}", fake.alpaca_section("v2/iex"));
         println!("  export APCA_API_KEY_ID={KEY_ID} APCA_API_SECRET_KEY={SECRET_KEY}");
         if args.market {
             let spec = MarketSpec {

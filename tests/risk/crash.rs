@@ -91,13 +91,7 @@ impl Rig {
             r#"mode = "paper"
 state_dir = {state:?}
 log_level = "info"
-[alpaca]
-trading_url = "{http}"
-data_url = "{http}"
-stream_url = "{market}"
-trade_updates_url = "{updates}"
-request_timeout_secs = 2
-[market]
+{alpaca}[market]
 symbols = {symbols}
 timeframe = "1Min"
 [feed]
@@ -118,9 +112,7 @@ max_bar_age_secs = 1000000000
 daily_loss_limit_pct = 0.9
 "#,
             state = dir.path().join("state").display().to_string(),
-            http = fake.http_url(),
-            market = fake.ws_url(stream),
-            updates = fake.ws_url("stream"),
+            alpaca = fake.alpaca_section(stream),
         );
         std::fs::write(&config, text).unwrap();
         let rig =

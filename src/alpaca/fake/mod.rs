@@ -177,6 +177,17 @@ impl FakeAlpaca {
             .unwrap_or_else(|_| unreachable!("a socket address is a valid host"))
     }
 
+    /// The `[alpaca]` section of a config pointed at this fake, its market stream on `stream_path`
+    /// (`v2/iex`, `v1beta3/crypto/us`, ...), with a 2 s request timeout; other keys may follow it.
+    pub fn alpaca_section(&self, stream_path: &str) -> String {
+        format!(
+            "[alpaca]\ntrading_url = \"{http}\"\ndata_url = \"{http}\"\nstream_url = \"{market}\"\ntrade_updates_url = \"{updates}\"\nrequest_timeout_secs = 2\n",
+            http = self.http_url(),
+            market = self.ws_url(stream_path),
+            updates = self.ws_url("stream"),
+        )
+    }
+
     /// A REST configuration for this fake: both hosts on it, its keys, a 5 s timeout, the default retry
     /// policy and Alpaca's limits. Tests override what they exercise with struct-update syntax.
     pub fn rest_config(&self) -> crate::alpaca::rest::RestConfig {
