@@ -31,9 +31,17 @@ fn config_in(dir: &Path, web: Option<u16>, edits: &[(&str, &str)]) -> PathBuf {
     write_config(dir, &t)
 }
 
-/// The summary's retrain line of `kind`: `(outcome, rest)`.
+/// The demo's schedule crosses two retrains (2012-03-01 and 2012-07-01); tests about one retrain keep
+/// only the second.
+const ONE_RETRAIN: (&str, &str) = ("schedule = \"0 2 1 3,7 *\"", "schedule = \"0 2 1 7 *\"  ");
+
+/// The summary's retrain line of `kind` at simulated 2012-07-02: `(outcome, rest)`.
 fn retrain_line<'a>(out: &'a str, kind: &str) -> (&'a str, &'a str) {
-    let prefix = format!("  {kind} at simulated 2012-07-02: ");
+    retrain_line_on(out, kind, "2012-07-02")
+}
+
+fn retrain_line_on<'a>(out: &'a str, kind: &str, day: &str) -> (&'a str, &'a str) {
+    let prefix = format!("  {kind} at simulated {day}: ");
     let line = out.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {kind} retrain in:\n{out}"));
     line[prefix.len()..].split_once(" — ").unwrap_or_else(|| panic!("{line}"))
 }
@@ -69,7 +77,7 @@ fn replay_finished() -> String {
 }
 
 #[test]
-fn the_demo_replay_retrains_once_keeps_the_champion_when_the_gate_says_so_and_summarises() {
+fn the_demo_replay_retrains_twice_keeps_the_champion_when_the_gate_says_so_and_summarises() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_in(dir.path(), None, &[]);
     let o = tradebot(&["run", "--config", cfg.to_str().unwrap()]);
@@ -87,19 +95,44 @@ fn the_demo_replay_retrains_once_keeps_the_champion_when_the_gate_says_so_and_su
     }
     for row in ["total return", "Sharpe", "max drawdown", "trades"] {
         let line = out.lines().find(|l| l.starts_with(row)).unwrap_or_else(|| panic!("no {row} row:\n{out}"));
-        assert_eq!(line.split_whitespace().count(), row.split(' ').count() + 2, "{line}");
+        // tradebot, buy-and-hold and cash.
+        assert_eq!(line.split_whitespace().count(), row.split(' ').count() + 3, "{line}");
     }
     assert!(out.contains("bars without a decision after warm-up: 0"), "{out}");
-    assert!(out.contains("retrains: 2"), "{out}");
-    // The demo's PPO candidate (seeded, deterministic) trails buy-and-hold on the holdout by more than the
-    // gate allows; the LSTM candidate does not trade enough. Both are kept, and the shipped PPO trades on.
-    let (outcome, reason) = retrain_line(&out, "ppo");
-    assert_eq!(outcome, "kept", "{reason}\n{out}");
-    assert!(reason.contains("trails buy-and-hold"), "{reason}");
+    assert!(out.contains("retrains: 4"), "{out}");
+    // Two scheduled retrains. The demo's candidates (seeded by their day, deterministic) trail buy-and-hold
+    // on their holdouts by more than the gate allows. All are kept, and the shipped PPO trades on.
+    for day in ["2012-03-02", "2012-07-02"] {
+        let (outcome, reason) = retrain_line_on(&out, "ppo", day);
+        assert_eq!(outcome, "kept", "{reason}\n{out}");
+        assert!(reason.contains("trails buy-and-hold"), "{reason}");
+        let (outcome, reason) = retrain_line_on(&out, "lstm", day);
+        assert_eq!(outcome, "kept", "{reason}\n{out}");
+        assert!(!reason.is_empty(), "lstm: the gate decision has no reason");
+    }
+    // Each decision's numbers follow its line: the PPO candidates' beside the champion's and
+    // buy-and-hold's, with the candidate's fold returns.
+    let gates: Vec<&str> = out.lines().filter(|l| l.starts_with("    gate: ")).collect();
+    assert_eq!(gates.len(), 4, "{out}");
+    for g in gates.iter().step_by(2) {
+        for part in ["candidate ", "champion ", "buy-and-hold ", "candidate's folds "] {
+            assert!(g.contains(part), "{part:?} missing in {g}");
+        }
+    }
     assert_eq!(final_ppo(&out), shipped_ppo(), "a kept candidate must not trade:\n{out}");
-    let (outcome, reason) = retrain_line(&out, "lstm");
-    assert_eq!(outcome, "kept", "{reason}\n{out}");
-    assert!(!reason.is_empty(), "lstm: the gate decision has no reason");
+    // The two PPO retrains trained on different data (the rolling window moved) with different seeds.
+    let store = tradebot::store::Store::open(&dir.path().join("state")).unwrap();
+    let runs: Vec<_> = tradebot::retrain::record::list(&store)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.kind == tradebot::models::ModelKind::Ppo)
+        .collect();
+    assert_eq!(runs.len(), 2);
+    let (a, b) = (&runs[0], &runs[1]);
+    assert!(a.seed.is_some() && b.seed.is_some() && a.seed != b.seed, "{:?} {:?}", a.seed, b.seed);
+    let (sa, sb) = (a.snapshot.as_ref().unwrap(), b.snapshot.as_ref().unwrap());
+    assert!(sa.first_bar != sb.first_bar && sa.last_bar != sb.last_bar, "{sa:?} {sb:?}");
+    drop(store);
     // The records outlive the daemon: the offline status reads the last one, with the gate's numbers.
     let s = tradebot(&["status", "--config", cfg.to_str().unwrap(), "--json"]);
     assert!(s.status.success(), "{}", text(&s));
@@ -124,6 +157,7 @@ fn a_retrain_that_passes_the_gate_is_swapped_in_without_a_missed_bar() {
             ("min_trades = 5 ", "min_trades = 0 "),
             ("# confidence = 0.9 ", "confidence = 0.0 "),
             ("# max_buy_hold_shortfall = 0.05 ", "max_buy_hold_shortfall = 10.0 "),
+            ONE_RETRAIN,
         ],
     );
     let o = tradebot(&["run", "--config", cfg.to_str().unwrap()]);
@@ -143,7 +177,7 @@ fn a_retrain_that_passes_the_gate_is_swapped_in_without_a_missed_bar() {
 fn a_retrain_whose_child_fails_leaves_the_champion_trading() {
     let dir = tempfile::tempdir().unwrap();
     // One second is not enough to train: the child is killed on its time budget.
-    let cfg = config_in(dir.path(), None, &[("time_budget_secs = 600", "time_budget_secs = 1")]);
+    let cfg = config_in(dir.path(), None, &[("time_budget_secs = 600", "time_budget_secs = 1"), ONE_RETRAIN]);
     let o = tradebot(&["run", "--config", cfg.to_str().unwrap()]);
     let out = text(&o);
     assert!(o.status.success(), "{out}");
@@ -210,7 +244,7 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
         .expect("headless Chromium is needed (Debian's chromium package; `make test` installs it)");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let cfg = config_in(dir.path(), Some(port), &[]);
+    let cfg = config_in(dir.path(), Some(port), &[ONE_RETRAIN]);
     let cfg_s = cfg.to_str().unwrap();
     let token = "test-token-0123456789abcdef";
     // A notify socket like systemd's, to see READY=1.
@@ -601,10 +635,13 @@ fn shipped_models_are_found_through_the_environment_and_their_absence_is_a_clear
         ],
     );
     let cfg_s = cfg.to_str().unwrap();
-    // Started elsewhere than a checkout: no ./models, so no model to trade.
+    // Started elsewhere than a checkout: no ./models, so no model to trade: the daemon runs, trades
+    // nothing, and says how to get a model.
     let o = command(&["run", "--config", cfg_s]).current_dir(dir.path()).output().unwrap();
-    assert!(!o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("tradebot models seed"), "the error must say how to get a model:\n{}", text(&o));
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("no ppo champion fits this config") && t.contains("tradebot models seed"), "{t}");
+    assert!(t.contains("models at the end: ppo -"), "{t}");
     // With $TRADEBOT_MODELS_DIR the shipped models are seeded and trade.
     let o = command(&["run", "--config", cfg_s])
         .current_dir(dir.path())
@@ -619,15 +656,39 @@ fn shipped_models_are_found_through_the_environment_and_their_absence_is_a_clear
 #[test]
 fn a_daily_model_is_refused_at_start_by_a_15_minute_config_naming_both_and_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config_in(dir.path(), None, &[("timeframe = \"1Day\"", "timeframe = \"15Min\"")]);
+    let cfg = config_in(
+        dir.path(),
+        None,
+        &[
+            ("timeframe = \"1Day\"", "timeframe = \"15Min\""),
+            ONE_RETRAIN,
+            ("time_budget_secs = 600", "time_budget_secs = 1"),
+        ],
+    );
     let cfg = cfg.to_str().unwrap();
-    // A fresh state directory: the shipped daily models are imported but not crowned for a 15Min config.
+    // A fresh state directory: the shipped daily models are imported but not crowned for a 15Min config,
+    // and the daemon runs without a model, trading nothing and saying so (once) and when the next retrain
+    // is; the retrains (cut short here by a 1-second budget) are what would give it one.
     let o = tradebot(&["run", "--config", cfg]);
     let t = text(&o);
-    assert!(!o.status.success(), "a daily policy would trade every 15 minutes:\n{t}");
+    assert!(o.status.success(), "{t}");
     assert!(t.contains("not made champion: model ppo-"), "{t}");
     assert!(t.contains("was trained on 1Day bars, the config trades 15Min bars"), "{t}");
     assert!(t.contains("tradebot retrain --config"), "{t}");
+    assert!(
+        t.contains("no ppo champion fits this config: the engine trades nothing until a retrain promotes one (the next scheduled retrain is at 2012-07-01 06:00:00 UTC"),
+        "{t}"
+    );
+    assert_eq!(t.matches("not traded: no PPO model fits this config yet").count(), 1, "said once:\n{t}");
+    assert!(!t.contains("no decision stored for the bar"), "{t}");
+    let trades = t.lines().find(|l| l.starts_with("trades ")).unwrap_or_else(|| panic!("{t}"));
+    assert_eq!(trades.split_whitespace().nth(1), Some("0"), "{trades}");
+    assert!(t.contains("models at the end: ppo -"), "{t}");
+    let s = tradebot(&["status", "--config", cfg, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&s)));
+    let activity = v["activity"].as_str().unwrap_or_default();
+    assert!(activity.contains(tradebot::control::status::NO_MODEL) && activity.contains("no ppo champion"), "{v}");
+    assert!(v["models"]["ppo"].is_null(), "{v}");
     // Crowned by hand anyway (`models seed` does not ask the config): refused at load, naming both values.
     let o = tradebot(&["models", "seed", "--config", cfg]);
     assert!(o.status.success(), "{}", text(&o));

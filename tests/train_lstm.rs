@@ -100,7 +100,12 @@ fn trains_registers_and_onnx_runtime_gives_probabilities() {
 #[test]
 fn too_few_bars_is_an_error_line_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), |s| s.replace("from = \"2000-06-01\"", "from = \"2010-09-01\""));
+    let cfg = config(dir.path(), |s| {
+        s.replace(
+            "window_days = 3650\nholdout_days = 365",
+            "from = \"2010-09-01\"\nto = \"2010-12-31\"\nholdout_from = \"2011-01-01\"",
+        )
+    });
     let (out, lines) = train(&cfg);
     assert!(!out.status.success());
     let last = lines.last().unwrap();

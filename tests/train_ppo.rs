@@ -19,8 +19,10 @@ fn small_config(dir: &Path, replace: &[(&str, &str)]) -> PathBuf {
     let edits = [
         ("[env]\n", "[env]\nn_envs = 4\nepisode_len = 40\n"),
         ("[ppo]\n", "[ppo]\nhidden = [16, 16]\nn_steps = 16\nbatch_size = 32\nn_epochs = 2\n"),
-        ("from = \"2000-06-01\"", "from = \"2005-01-01\""),
-        ("to = \"2010-12-31\"", "to = \"2006-12-31\""),
+        (
+            "window_days = 3650\nholdout_days = 365",
+            "from = \"2005-01-01\"\nto = \"2006-12-31\"\nholdout_from = \"2011-01-01\"\nholdout_to = \"2013-03-01\"",
+        ),
         ("checkpoint_every = 10", "checkpoint_every = 2"),
     ];
     for (a, b) in edits.iter().chain(replace) {

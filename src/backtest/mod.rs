@@ -48,7 +48,8 @@ pub enum BacktestError {
     )]
     NoModel(String),
     #[error(
-        "only {got} bars common to all of {symbols:?} in the window; at least {need} are needed (feature warm-up + 1): import data (`tradebot data import`) or widen --from/--to"
+        "only {got} bars common to all of {} in the window; at least {need} are needed (the strategy's warm-up + 1): import data (`tradebot data import`) or widen --from/--to",
+        crate::domain::symbol_list(.symbols)
     )]
     TooFewBars { got: usize, need: usize, symbols: Vec<Symbol> },
 }
@@ -202,7 +203,7 @@ pub fn model_kind(registry: &Registry, sel: &ModelSel) -> Result<ModelKind, Back
             ppo.or_else(|| registry.champion(ModelKind::Lstm).ok().flatten().map(|m| m.kind))
         }
     };
-    found.ok_or_else(|| BacktestError::NoModel(format!("{sel:?}")))
+    found.ok_or_else(|| BacktestError::NoModel(sel.to_string()))
 }
 
 /// Loads the models strategy `mode` trades with: the selected model for its kind, the champion for the
@@ -266,14 +267,14 @@ impl Evaluation {
 
 /// The evaluator: `models` trading strategy `mode` over `bars` (aligned, the config's symbols) on a
 /// fresh simulated account, with the full risk checks, beside buy-and-hold over the same bars. The
-/// curve starts at the first bar the engine can trade on (`first_traded_bar`).
+/// curve starts at the first bar the engine can trade on with `mode` (`first_traded_bar`).
 pub fn evaluate(
     config: &Config,
     mode: StrategyMode,
     models: Models,
     bars: &[Vec<Bar>],
 ) -> Result<Evaluation, BacktestError> {
-    let start = session::first_traded_bar(config);
+    let start = session::first_traded_bar(config, mode);
     let days = bars.first().map_or(0, |b| b.len());
     if days < start + 2 {
         return Err(BacktestError::TooFewBars { got: days, need: start + 2, symbols: config.market.symbols.clone() });
@@ -319,13 +320,13 @@ pub fn run_subject(
     to: DateTime<Utc>,
 ) -> Result<BacktestReport, BacktestError> {
     let symbols = config.market.symbols.clone();
-    let lead = session::first_traded_bar(config);
-    let (bars, _) = window_bars(store, &symbols, config.market.timeframe, (from, to), lead)?;
     let kind = model_kind(registry, &subject.sel)?;
     let mode = subject.mode.unwrap_or(match kind {
         ModelKind::Ppo => StrategyMode::Ppo,
         ModelKind::Lstm => StrategyMode::Lstm,
     });
+    let lead = session::first_traded_bar(config, mode);
+    let (bars, _) = window_bars(store, &symbols, config.market.timeframe, (from, to), lead)?;
     if mode == StrategyMode::Scripted {
         return Err(BacktestError::NoModel("strategy \"scripted\" is not a model strategy".into()));
     }

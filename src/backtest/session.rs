@@ -64,9 +64,16 @@ pub fn initial_cash(config: &Config) -> f64 {
     config.broker.initial_cash.to_f64().filter(|c| *c > 0.0).unwrap_or(config.env.initial_cash)
 }
 
-/// The index of the first bar the engine can trade on (its features need `warmup` bars).
-pub fn first_traded_bar(config: &Config) -> usize {
-    config.features.warmup().saturating_sub(1)
+/// The index of the first bar the engine can trade on with strategy `mode`: its features need `warmup`
+/// bars, and an LSTM (`lstm`, `ensemble`) full fast and slow windows (`windows::first_ready_bar`).
+pub fn first_traded_bar(config: &Config, mode: StrategyMode) -> usize {
+    let features = config.features.warmup().saturating_sub(1);
+    match mode {
+        StrategyMode::Lstm | StrategyMode::Ensemble => {
+            features.max(crate::features::windows::first_ready_bar(&config.features, &config.lstm.window_spec()))
+        }
+        StrategyMode::Ppo | StrategyMode::Scripted => features,
+    }
 }
 
 pub struct SimSession {
@@ -121,7 +128,7 @@ impl SimSession {
             sim: SimBroker::new(initial_cash(config), env.exec),
             pending: Vec::new(),
             activity: Activity::default(),
-            record_from: first_traded_bar(config),
+            record_from: first_traded_bar(config, mode),
             curve: Vec::new(),
             refusals: BTreeMap::new(),
             fresh_refusals: Vec::new(),

@@ -95,7 +95,11 @@ pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
     let days = bars.first().map_or(0, |b| b.len());
     let warm = config.features.warmup();
     if days <= warm {
-        bail!("only {days} bars common to {symbols:?}: at least {} are needed; import more data", warm + 1);
+        bail!(
+            "only {days} bars common to {}: at least {} are needed; import more data",
+            crate::domain::symbol_list(&symbols),
+            warm + 1
+        );
     }
     let pl = Pipeline::new(&config.features, &symbols, config.market.timeframe);
     let opts = SessionOptions { intra_threads: b.threads };

@@ -56,12 +56,13 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
         }
         ModelsCmd::Seed { from, .. } => {
             let rep = reg.seed_from(&from)?;
+            let ids = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
             println!(
-                "imported {} model(s) from {}: {:?}; new champions: {:?}",
+                "imported {} model(s) from {}: {}; new champions: {}",
                 rep.imported.len(),
                 from.display(),
-                rep.imported,
-                rep.champions
+                ids(&rep.imported),
+                ids(&rep.champions)
             );
             for e in &rep.refused {
                 eprintln!("refused: {e}");

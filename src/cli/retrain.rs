@@ -49,9 +49,21 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
     // SIGTERM, SIGINT or SIGHUP stop the run: the child is killed, the run recorded as interrupted.
     let cancel = CancellationToken::new();
     let signal = rt.block_on(async { on_signal(cancel.clone()) }).context("installing the signal handlers")?;
+    // The retrain's clock: now, or the end of the stored bars when they end earlier (an offline replay's
+    // store), so that a rolling `[train]` window ends where the data does.
+    let now = crate::clock::now();
+    let tf = config.market.timeframe;
+    let ends: Vec<_> = config.market.symbols.iter().filter_map(|s| store.last_bar_time(s, tf).ok().flatten()).collect();
+    let clock_time = match ends.iter().min() {
+        Some(end) if *end < now && ends.len() == config.market.symbols.len() => {
+            log::info!("the stored {tf} bars end at {end}: retraining as of then");
+            *end
+        }
+        _ => now,
+    };
     let mut failed = false;
     for k in kinds {
-        let trigger = Trigger { reason: "command line".into(), clock_time: crate::clock::now() };
+        let trigger = Trigger { reason: "command line".into(), clock_time };
         let record = rt.block_on(pipeline.run_until(k, trigger, &mut |p| show(&p, json), &cancel));
         failed |= matches!(record.outcome, RunOutcome::Failed | RunOutcome::Interrupted);
         if cancel.is_cancelled() {

@@ -48,6 +48,9 @@ fn report_table(s: &StatusReport) -> String {
         w!(o, "daemon:      running (pid {}{since}), {} mode: {}", s.pid, s.mode, s.activity);
     } else {
         w!(o, "daemon:      not running ({} mode in the config); figures below are from the state directory", s.mode);
+        if let Some(i) = s.activity.find(crate::control::status::NO_MODEL) {
+            w!(o, "             {}", &s.activity[i..]);
+        }
         match s.as_of {
             Some(t) => w!(o, "             equity, cash and prices as of {t}, the daemon's last status"),
             None => w!(o, "             (no status was ever published here: no equity, cash or prices)"),

@@ -3,6 +3,27 @@
 use crate::onnx::Activation;
 use serde::{Deserialize, Serialize};
 
+/// What the LSTM strategy's probability cut-offs maximise on the validation split (`lstm.cutoff_metric`,
+/// `engine::cutoffs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CutoffMetric {
+    /// Mean over standard deviation of the per-bar returns of the equal-weighted symbols.
+    #[default]
+    Sharpe,
+    /// The summed per-bar return.
+    Return,
+}
+
+impl std::fmt::Display for CutoffMetric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CutoffMetric::Sharpe => "sharpe",
+            CutoffMetric::Return => "return",
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LstmConfig {
@@ -36,6 +57,10 @@ pub struct LstmConfig {
     pub up_threshold: f64,
     /// Label down below this forward log return (negative).
     pub down_threshold: f64,
+    /// What the strategy's probability cut-offs, chosen on the validation split, maximise.
+    pub cutoff_metric: CutoffMetric,
+    /// Fewest entries into a position a cut-off pair needs on the validation split to be chosen.
+    pub cutoff_min_entries: usize,
 }
 
 impl Default for LstmConfig {
@@ -61,6 +86,8 @@ impl Default for LstmConfig {
             horizon: 5,
             up_threshold: 0.02,
             down_threshold: -0.02,
+            cutoff_metric: CutoffMetric::Sharpe,
+            cutoff_min_entries: 20,
         }
     }
 }

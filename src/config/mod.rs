@@ -19,15 +19,15 @@ mod train;
 mod web;
 
 pub use credentials::{Credentials, KEY_ID_VAR, SECRET_KEY_VAR};
-pub use lstm::LstmConfig;
+pub use lstm::{CutoffMetric, LstmConfig};
 pub use machine::machine_problems;
 pub use ppo::{CpuBackend, PpoConfig};
 pub use raw::RawConfig;
 pub use retrain::{GateConfig, RetrainConfig};
 pub use risk::{BrokerConfig, RiskConfig};
 pub use secret::Secret;
-pub use strategy::{StrategyConfig, StrategyMode};
-pub use train::{AS_OF_ENV, Rolling, TrainConfig};
+pub use strategy::{DEFAULT_CUTOFF, StrategyConfig, StrategyMode};
+pub use train::{AS_OF_ENV, Rolling, SEED_ENV, TrainConfig, retrain_seed, seed_from_env};
 pub use web::{DEFAULT_WEB_LISTEN, WebConfig};
 
 use crate::domain::{Symbol, Timeframe};
@@ -176,6 +176,17 @@ fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error>
 }
 
 impl Config {
+    /// The `[train]` dates a training run uses: a rolling window resolved on `$TRADEBOT_TRAIN_AS_OF` (a
+    /// retrain's day), else, for a replay with a start date, on the day before the replay starts (so
+    /// that the replay trades out of sample), else today.
+    pub fn train_dates(&self) -> Result<TrainConfig, String> {
+        let replay_start = match (self.feed.kind, self.feed.from) {
+            (FeedKind::Replay, Some(from)) => from.pred_opt(),
+            _ => None,
+        };
+        self.train.resolve_from_env(replay_start.unwrap_or_else(|| crate::clock::now().date_naive()))
+    }
+
     /// Reads and parses a config file. The error lists every problem, each prefixed with the file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let fail = |p: String| ConfigError { file: path.to_path_buf(), problems: vec![p] };
@@ -359,6 +370,12 @@ impl Config {
         let strategy = raw.strategy;
         if let Err(e) = strategy.validate() {
             c.problem(e);
+        }
+        if strategy.mode == StrategyMode::Lstm && strategy.lstm_position_pct > risk.max_position_pct {
+            c.problem(format!(
+                "strategy.lstm_position_pct = {} is above risk.max_position_pct = {}: every LSTM buy to its target would be refused; lower it",
+                strategy.lstm_position_pct, risk.max_position_pct
+            ));
         }
 
         if c.problems.is_empty() {

@@ -35,23 +35,34 @@ pub struct StrategyConfig {
     pub mode: StrategyMode,
     /// Name in client order ids (first 8 alphanumerics).
     pub name: String,
-    pub up_threshold: f32,
-    pub down_threshold: f32,
+    /// LSTM: go long when P(up) is at least this. Unset: the cut-off the model chose on its validation
+    /// split (manifest `prob_up_cutoff`), or 0.5 for a model without one.
+    pub up_threshold: Option<f32>,
+    /// LSTM: go flat when P(down) is at least this. Unset: as `up_threshold`, from `prob_down_cutoff`.
+    pub down_threshold: Option<f32>,
     /// Ensemble: a PPO buy is vetoed when P(down) is at least this.
     pub veto_down: f32,
-    /// LSTM mode: units held when long.
-    pub lstm_qty: f64,
+    /// LSTM mode: the position held when long, as a fraction of equity per symbol (within the risk
+    /// limits).
+    pub lstm_position_pct: f64,
+    /// Replaced by `lstm_position_pct`; kept only to name the fix when an old config has it.
+    #[serde(default, skip_serializing)]
+    pub lstm_qty: Option<f64>,
 }
+
+/// The cut-offs used when neither the config nor the model names one.
+pub const DEFAULT_CUTOFF: f32 = 0.5;
 
 impl Default for StrategyConfig {
     fn default() -> Self {
         StrategyConfig {
             mode: StrategyMode::Ppo,
             name: "engine".into(),
-            up_threshold: 0.5,
-            down_threshold: 0.5,
+            up_threshold: None,
+            down_threshold: None,
             veto_down: 0.5,
-            lstm_qty: 10.0,
+            lstm_position_pct: 0.25,
+            lstm_qty: None,
         }
     }
 }
@@ -63,14 +74,24 @@ impl StrategyConfig {
         for (k, v) in [
             ("up_threshold", self.up_threshold),
             ("down_threshold", self.down_threshold),
-            ("veto_down", self.veto_down),
+            ("veto_down", Some(self.veto_down)),
         ] {
-            if !(v > 0.0 && v <= 1.0) {
+            if let Some(v) = v
+                && !(v > 0.0 && v <= 1.0)
+            {
                 return Err(format!("strategy.{k} = {v}: use a probability in (0, 1], e.g. 0.5"));
             }
         }
-        if !(self.lstm_qty.is_finite() && self.lstm_qty > 0.0) {
-            return Err(format!("strategy.lstm_qty = {}: use a positive number of units", self.lstm_qty));
+        if let Some(q) = self.lstm_qty {
+            return Err(format!(
+                "strategy.lstm_qty = {q}: the LSTM now sizes by notional; replace it with lstm_position_pct (the fraction of equity held per symbol when long, e.g. 0.25)"
+            ));
+        }
+        if !(self.lstm_position_pct.is_finite() && self.lstm_position_pct > 0.0 && self.lstm_position_pct <= 1.0) {
+            return Err(format!(
+                "strategy.lstm_position_pct = {}: use a fraction of equity in (0, 1], e.g. 0.25",
+                self.lstm_position_pct
+            ));
         }
         if !self.name.chars().any(|c| c.is_ascii_alphanumeric()) {
             return Err(format!(

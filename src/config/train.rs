@@ -3,7 +3,7 @@
 
 use super::Checker;
 use super::raw::RawTrain;
-use chrono::NaiveDate;
+use chrono::{Datelike, NaiveDate};
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -33,6 +33,32 @@ pub struct Rolling {
 /// (YYYY-MM-DD; the retrain pipeline sets it from the engine's clock).
 pub const AS_OF_ENV: &str = "TRADEBOT_TRAIN_AS_OF";
 
+/// The environment variable carrying the seed a retrain's training child trains with (the pipeline sets
+/// it, `retrain_seed`); it replaces `ppo.seed`, `env.seed` and `lstm.seed`.
+pub const SEED_ENV: &str = "TRADEBOT_TRAIN_SEED";
+
+/// The seed of a retrain on `as_of`: a hash of the day (splitmix64), so that retrains on different days
+/// start from different weights and episodes even on the same data, and a rerun on the same day repeats.
+/// 63 bits: libtorch takes a signed seed.
+pub fn retrain_seed(as_of: NaiveDate) -> u64 {
+    let mut z = (as_of.num_days_from_ce() as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) >> 1
+}
+
+/// `$TRADEBOT_TRAIN_SEED`, when set; a malformed value is an error naming the variable.
+pub fn seed_from_env() -> Result<Option<u64>, String> {
+    match std::env::var(SEED_ENV) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|e| format!("{SEED_ENV}={v:?} is not a seed (a whole number: {e}); unset it or fix it")),
+        Err(_) => Ok(None),
+    }
+}
+
 impl TrainConfig {
     /// The concrete dates on `as_of`: a rolling window becomes `from`, `to`, `holdout_from` and
     /// `holdout_to` (the holdout ends on `as_of`); fixed dates are returned as they are.
@@ -52,13 +78,13 @@ impl TrainConfig {
         }
     }
 
-    /// `resolve` on the day named by `$TRADEBOT_TRAIN_AS_OF`, else today (UTC). A malformed value is an
+    /// `resolve` on the day named by `$TRADEBOT_TRAIN_AS_OF`, else on `fallback`. A malformed value is an
     /// error naming the variable.
-    pub fn resolve_from_env(&self) -> Result<TrainConfig, String> {
+    pub fn resolve_from_env(&self, fallback: NaiveDate) -> Result<TrainConfig, String> {
         let as_of = match std::env::var(AS_OF_ENV) {
             Ok(v) => NaiveDate::parse_from_str(v.trim(), "%Y-%m-%d")
                 .map_err(|e| format!("{AS_OF_ENV}={v:?} is not a YYYY-MM-DD date ({e}); unset it or fix it"))?,
-            Err(_) => crate::clock::now().date_naive(),
+            Err(_) => fallback,
         };
         Ok(self.resolve(as_of))
     }

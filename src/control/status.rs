@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 /// The shape of `StatusReport` this build writes.
 pub const STATUS_VERSION: u32 = 1;
 
+/// How the status's `activity` begins while the engine has no model to trade with.
+pub const NO_MODEL: &str = "waiting for a model";
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StatusReport {

@@ -325,7 +325,15 @@ impl<P: RunPipeline> Host<P> {
             mode: format!("{:?}", config.mode).to_lowercase(),
             pid: std::process::id(),
             started_at: Some(live.started_at),
-            activity: live.activity.clone(),
+            activity: match engine.missing_model() {
+                Some(what) if !engine.is_paused() => format!(
+                    "{}: no {what} champion fits this config; trading nothing until a retrain promotes one{}{}",
+                    crate::control::status::NO_MODEL,
+                    models.next_retrain.map(|t| format!(" (next scheduled retrain {t})")).unwrap_or_default(),
+                    if live.activity == "trading" { String::new() } else { format!("; {}", live.activity) }
+                ),
+                _ => live.activity.clone(),
+            },
             feed: FeedStatus {
                 kind: format!("{:?}", config.feed.kind).to_lowercase(),
                 // A replay reads the store: always "connected"; live, the stream's state.

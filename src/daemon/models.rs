@@ -11,21 +11,41 @@ use anyhow::Context;
 pub type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
 
 /// The champions the configured strategy trades with: the PPO policy (`ppo`, `ensemble`) and the LSTM
-/// probability source (`lstm`, `ensemble`), each checked against the running pipeline.
+/// probability source (`lstm`, `ensemble`), each checked against the running pipeline. A kind without a
+/// champion is `None`, with a warning: the engine then trades nothing until a retrain promotes one. A
+/// champion that does not fit the config is an error naming why.
 pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Models> {
     let symbols = &config.market.symbols;
     let mode = config.strategy.mode;
     let pipeline = Pipeline::new(&config.features, symbols, config.market.timeframe);
-    let policy = match mode {
-        StrategyMode::Ppo | StrategyMode::Ensemble => {
-            Some(PpoPolicy::load(registry, &ModelSel::Champion, &pipeline, SessionOptions::default()).context(
-                "loading the PPO champion (`tradebot models list` shows the registry; `tradebot models seed --from DIR` imports shipped models; `tradebot retrain --config FILE` trains one for this config)",
-            )?)
+    let wanted = |kind: ModelKind| -> anyhow::Result<bool> {
+        let uses = match kind {
+            ModelKind::Ppo => matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble),
+            ModelKind::Lstm => matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble),
+        };
+        if !uses {
+            return Ok(false);
         }
-        StrategyMode::Lstm | StrategyMode::Scripted => None,
+        if registry.champion(kind).context("reading the model registry")?.is_none() {
+            log::warn!(
+                "no {} champion fits this config: the engine trades nothing until a retrain promotes one ({}; `tradebot retrain --config {}` trains one now; `tradebot models seed --from DIR` imports shipped models)",
+                kind.as_str(),
+                next_retrain(config),
+                config.source.display()
+            );
+            return Ok(false);
+        }
+        Ok(true)
     };
-    let probs: Option<Box<dyn ProbSource>> = match mode {
-        StrategyMode::Lstm | StrategyMode::Ensemble => Some(Box::new(
+    let policy = if wanted(ModelKind::Ppo)? {
+        Some(PpoPolicy::load(registry, &ModelSel::Champion, &pipeline, SessionOptions::default()).context(
+            "loading the PPO champion (`tradebot models list` shows the registry; `tradebot models promote ID` crowns another; `tradebot retrain --config FILE` trains one for this config)",
+        )?)
+    } else {
+        None
+    };
+    let probs: Option<Box<dyn ProbSource>> = if wanted(ModelKind::Lstm)? {
+        Some(Box::new(
             LstmProbs::load(
                 registry,
                 &ModelSel::Champion,
@@ -35,18 +55,36 @@ pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Model
                 config.market.timeframe,
             )
             .context("loading the LSTM champion")?,
-        )),
-        StrategyMode::Ppo | StrategyMode::Scripted => None,
+        ))
+    } else {
+        None
     };
     Ok((policy, probs))
+}
+
+/// When the schedule runs the next retrain, in words: from the clock now, or from a replay's first day.
+fn next_retrain(config: &Config) -> String {
+    if !config.retrain.enabled {
+        return "scheduled retrains are off (retrain.enabled = false)".into();
+    }
+    // A replay's schedule runs on its simulated clock, from its first day.
+    let now = match (config.feed.kind, config.feed.from) {
+        (crate::config::FeedKind::Replay, Some(from)) => from.and_time(chrono::NaiveTime::MIN).and_utc(),
+        _ => crate::clock::now(),
+    };
+    match config.retrain.schedule.next_after(now) {
+        Some(t) => format!("the next scheduled retrain is at {t}"),
+        None => "the retrain schedule never fires".into(),
+    }
 }
 
 /// Loads the new champion and swaps it in; a model that does not load is logged and the running one kept.
 pub(super) fn swap_in(config: &Config, registry: &Registry, engine: &mut Engine, kind: ModelKind, id: &str) {
     let sel = ModelSel::Id(id.to_string());
     let pipeline = Pipeline::new(&config.features, &config.market.symbols, config.market.timeframe);
+    let mode = config.strategy.mode;
     match kind {
-        ModelKind::Ppo if engine.policy_id().is_some() => {
+        ModelKind::Ppo if matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble) => {
             match PpoPolicy::load(registry, &sel, &pipeline, SessionOptions::default()) {
                 Ok(p) => engine.set_policy(p),
                 Err(e) => log::error!(
@@ -54,24 +92,25 @@ pub(super) fn swap_in(config: &Config, registry: &Registry, engine: &mut Engine,
                 ),
             }
         }
-        ModelKind::Lstm if engine.probs_id().is_some() => {
-            let shapes = crate::engine::lstm_source::shapes(&config.features, &config.lstm.window_spec());
+        ModelKind::Lstm if matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble) => {
+            let window = config.lstm.window_spec();
+            let shapes = crate::engine::lstm_source::shapes(&config.features, &window);
             match LstmPolicy::load(registry, &sel, &pipeline, shapes, SessionOptions::default()) {
-                Ok(p) => {
-                    if let Some(src) = engine.probs_mut() {
+                Ok(p) => match engine.probs_mut() {
+                    Some(src) => {
                         log::info!("engine: LSTM model {} → {id}", src.model_id());
                         src.set_lstm(p);
                     }
-                }
+                    None => {
+                        log::info!("engine: the LSTM trades once its windows fill from the next bars");
+                        engine.set_probs(Box::new(LstmProbs::new(p, config.features.clone(), window)));
+                    }
+                },
                 Err(e) => log::error!(
                     "engine: the new LSTM champion {id} does not load ({e}); the previous model keeps trading"
                 ),
             }
         }
-        _ => log::info!(
-            "engine: the {} champion is now {id} (not used by strategy {:?})",
-            kind.as_str(),
-            config.strategy.mode
-        ),
+        _ => log::info!("engine: the {} champion is now {id} (not used by strategy {mode})", kind.as_str()),
     }
 }

@@ -79,14 +79,15 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
     }
     let (from, to) = replay_window(&config);
     // Up to a warm-up's worth of stored bars before the window, so trading starts at `feed.from`.
-    let lead = session::first_traded_bar(&config);
+    let lead = session::first_traded_bar(&config, mode);
     let (bars, window_start) =
         backtest::window_bars(&host.store, &symbols, tf, (from, to), lead).context("reading the replay's bars")?;
     let days = bars.first().map_or(0, |b| b.len());
     let warmup = config.features.warmup();
     if days < warmup + 2 || window_start >= days {
         bail!(
-            "the replay window holds {days} bars common to {symbols:?}; at least {} are needed (feature warm-up + 2): widen feed.from / feed.to or import data",
+            "the replay window holds {days} bars common to {}; at least {} are needed (feature warm-up + 2): widen feed.from / feed.to or import data",
+            crate::domain::symbol_list(&symbols),
             warmup + 2
         );
     }
@@ -165,7 +166,10 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
             && engine.risk().and_then(|r| r.kill_switch()).is_none()
         {
             missed += 1;
-            log::warn!("replay: no decision stored for the bar at {t}");
+            // Without a model the engine said so once; each bar is not news.
+            if engine.missing_model().is_none() {
+                log::warn!("replay: no decision stored for the bar at {t}");
+            }
         }
         stepped = d + 1;
         host.live.activity = format!("replaying {}", t.date_naive());

@@ -31,6 +31,7 @@ fn record(kind: ModelKind, trigger: &Trigger) -> RunRecord {
         candidate: Some(new.clone()),
         champion_before: Some("old".into()),
         champion_after: Some(if promoted { new } else { "old".into() }),
+        seed: None,
         train_metrics: Default::default(),
         candidate_metrics: None,
         champion_metrics: None,

@@ -254,7 +254,7 @@ impl fmt::Display for ReplaySummary {
                 day(s.traded_from)
             )?;
         }
-        writeln!(f, "{:<14} {:>12} {:>12}", "", "tradebot", "buy&hold")?;
+        writeln!(f, "{:<14} {:>12} {:>12} {:>12}", "", "tradebot", "buy&hold", "cash")?;
         type Row = (&'static str, fn(&crate::backtest::Metrics) -> String);
         let rows: [Row; 5] = [
             ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
@@ -263,8 +263,9 @@ impl fmt::Display for ReplaySummary {
             ("trades", |m| m.trades.to_string()),
             ("fees", |m| format!("{:.2}", m.fees)),
         ];
+        let cash = crate::backtest::Metrics::default();
         for (label, g) in rows {
-            writeln!(f, "{label:<14} {:>12} {:>12}", g(&s.strategy), g(&s.buy_hold))?;
+            writeln!(f, "{label:<14} {:>12} {:>12} {:>12}", g(&s.strategy), g(&s.buy_hold), g(&cash))?;
         }
         writeln!(
             f,
@@ -286,6 +287,9 @@ impl fmt::Display for ReplaySummary {
                     r.outcome.as_str(),
                     r.reason()
                 )?;
+                if let Some(d) = &r.decision {
+                    writeln!(f, "    gate: {}", crate::retrain::gate::numbers_line(&d.numbers))?;
+                }
             }
         }
         Ok(())

@@ -68,6 +68,19 @@ pub fn order_line(o: &OmsOrder) -> OrderStatusLine {
     }
 }
 
+/// The kind of champion the configured strategy needs and the registry lacks.
+fn missing_champion(config: &Config, m: &ModelsStatus) -> Option<&'static str> {
+    use crate::config::StrategyMode as S;
+    let mode = config.strategy.mode;
+    if matches!(mode, S::Ppo | S::Ensemble) && m.ppo.is_none() {
+        Some("ppo")
+    } else if matches!(mode, S::Lstm | S::Ensemble) && m.lstm.is_none() {
+        Some("lstm")
+    } else {
+        None
+    }
+}
+
 /// Champions, the last retrain and the next one: what both the daemon and the offline status report.
 pub fn models(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<ModelsStatus, StatusError> {
     let reg = Registry::open(&config.state_dir.join("models"))?;
@@ -120,14 +133,22 @@ pub fn from_store(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<
         positions.push(PositionStatus { symbol, qty, price, value: qty * price });
     }
     let (kill, _) = crate::risk::stored_state(store)?;
+    let models = models(config, store, now)?;
+    let mut activity = "daemon not running".to_string();
+    if let Some(kind) = missing_champion(config, &models) {
+        activity = format!(
+            "daemon not running; {}: no {kind} champion fits this config, so the daemon trades nothing until a retrain promotes one (`tradebot retrain` trains one now)",
+            crate::control::status::NO_MODEL
+        );
+    }
     Ok(StatusReport {
         version: STATUS_VERSION,
         daemon_running: false,
         mode: format!("{:?}", config.mode).to_lowercase(),
-        activity: "daemon not running".into(),
+        activity,
         feed,
         positions,
-        models: models(config, store, now)?,
+        models,
         open_orders: stored_open_orders(store)?,
         equity: published.as_ref().map_or(f64::NAN, |p| p.report.equity),
         cash: published.as_ref().map_or(f64::NAN, |p| p.report.cash),

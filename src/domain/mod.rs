@@ -18,7 +18,7 @@ pub use money::{MoneyError, Price, Qty};
 pub use number::figure;
 pub use order::{OrderEvent, OrderStatus, TransitionError};
 pub use request::{OrderRequest, OrderTif};
-pub use symbol::{Symbol, SymbolError};
+pub use symbol::{Symbol, SymbolError, symbol_list};
 pub use timeframe::{Timeframe, TimeframeError};
 pub use update::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 

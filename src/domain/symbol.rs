@@ -67,6 +67,11 @@ impl std::str::FromStr for Symbol {
     }
 }
 
+/// Symbols as people read them in a message: `AAPL, MSFT, IBM`.
+pub fn symbol_list(symbols: &[Symbol]) -> String {
+    symbols.iter().map(Symbol::as_str).collect::<Vec<_>>().join(", ")
+}
+
 impl fmt::Display for Symbol {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

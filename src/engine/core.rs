@@ -8,7 +8,7 @@
 //! and working-order arithmetic.
 
 use super::Command;
-use super::strategy::{ProbSource, StrategyConfig, StrategyMode, Want, from_action, from_probs, vetoed};
+use super::strategy::{Cutoffs, ProbSource, StrategyConfig, StrategyMode, Want, from_action, from_probs, vetoed};
 use crate::domain::Timeframe;
 use crate::domain::{Bar, Qty, Side, Symbol};
 use crate::env::ExecParams;
@@ -91,6 +91,8 @@ pub struct Engine {
     pub(super) stale: Vec<u32>,
     /// Past this many carried bars a symbol is reported down (`market.max_stale_bars`).
     pub(super) max_stale_bars: u32,
+    /// Whether "no model yet" was logged (once, until a model arrives).
+    pub(super) said_no_model: bool,
 }
 
 /// A bar opening below 0.55 or above 1.8 times the previous close: almost always a split, a reverse split
@@ -132,12 +134,6 @@ impl Engine {
                 what: "a model strategy (ppo, lstm or ensemble); scripted is the live runner's order-path harness",
             });
         }
-        if matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble) && policy.is_none() {
-            return Err(EngineError::Missing { mode, what: "a PPO model" });
-        }
-        if matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble) && probs.is_none() {
-            return Err(EngineError::Missing { mode, what: "an LSTM probability source" });
-        }
         let (a, f) = (cfg.symbols.len(), cfg.features.n_cols());
         Ok(Engine {
             states: (0..a).map(|_| FeatureState::new(cfg.features.clone())).collect(),
@@ -159,6 +155,7 @@ impl Engine {
             gap_guard: false,
             stale: vec![0; a],
             max_stale_bars: 3,
+            said_no_model: false,
             cfg,
             oms,
             policy,
@@ -200,6 +197,19 @@ impl Engine {
         self.paused
     }
 
+    /// The kind of model the strategy needs and lacks ("PPO", "LSTM"): the engine trades nothing until
+    /// it gets one (`set_policy`, `set_probs`).
+    pub fn missing_model(&self) -> Option<&'static str> {
+        let mode = self.cfg.strategy.mode;
+        if matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble) && self.policy.is_none() {
+            Some("PPO")
+        } else if matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble) && self.probs.is_none() {
+            Some("LSTM")
+        } else {
+            None
+        }
+    }
+
     /// The PPO model in use.
     pub fn policy_id(&self) -> Option<&str> {
         self.policy.as_ref().map(|p| p.id())
@@ -215,6 +225,15 @@ impl Engine {
     pub fn set_policy(&mut self, policy: PpoPolicy) {
         log::info!("engine: PPO model {} → {}", self.policy_id().unwrap_or("none"), policy.id());
         self.policy = Some(policy);
+        self.said_no_model = false;
+    }
+
+    /// The LSTM probability source for an engine that had none (one that has a source swaps its model
+    /// with `ProbSource::set_lstm`, keeping the windows).
+    pub fn set_probs(&mut self, probs: Box<dyn ProbSource>) {
+        log::info!("engine: LSTM model none → {}", probs.model_id());
+        self.probs = Some(probs);
+        self.said_no_model = false;
     }
 
     pub fn probs_mut(&mut self) -> Option<&mut (dyn ProbSource + 'static)> {
@@ -362,6 +381,15 @@ impl Engine {
             return Vec::new();
         }
         let cmds = self.on_equity(t);
+        if let Some(what) = self.missing_model() {
+            if !self.said_no_model {
+                log::warn!(
+                    "engine: bar {t} not traded: no {what} model fits this config yet; trading starts when a retrain promotes one"
+                );
+                self.said_no_model = true;
+            }
+            return cmds;
+        }
         if let Some(k) = self.risk().and_then(|r| r.kill_switch()) {
             log::debug!("engine: bar {t} not traded: the kill switch is tripped ({})", k.reason);
             return cmds;
@@ -426,10 +454,17 @@ impl Engine {
             rec.actions = self.actions.clone();
         }
         let exec = &self.cfg.exec;
+        let cut = Cutoffs::resolve(&self.cfg.strategy, self.probs.as_ref().map_or((None, None), |p| p.cutoffs()));
+        // The LSTM's target: its share of the equity at this close, in units of each symbol.
+        let equity = rec.cash + self.outside_value + holdings.iter().zip(&rec.closes).map(|(h, c)| h * c).sum::<f64>();
+        let target = |k: usize| {
+            let c = rec.closes[k];
+            if c > 0.0 && equity > 0.0 { self.cfg.strategy.lstm_position_pct * equity / c } else { 0.0 }
+        };
         Ok((0..a)
             .map(|k| match mode {
                 StrategyMode::Ppo => from_action(exec, self.actions[k], holdings[k]),
-                StrategyMode::Lstm => rec.probs[k].and_then(|p| from_probs(&self.cfg.strategy, exec, p, holdings[k])),
+                StrategyMode::Lstm => rec.probs[k].and_then(|p| from_probs(cut, exec, p, holdings[k], target(k))),
                 StrategyMode::Ensemble => from_action(exec, self.actions[k], holdings[k])
                     .filter(|w| !vetoed(&self.cfg.strategy, w, rec.probs[k])),
                 StrategyMode::Scripted => None,

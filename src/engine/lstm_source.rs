@@ -73,6 +73,12 @@ impl ProbSource for LstmProbs {
         self.policy.id().to_string()
     }
 
+    fn cutoffs(&self) -> (Option<f32>, Option<f32>) {
+        let p = &self.policy.manifest().params;
+        let read = |k: &str| p.get(k).and_then(|v| v.as_f64()).map(|v| v as f32).filter(|v| *v > 0.0 && *v <= 1.0);
+        (read(super::cutoffs::UP_PARAM), read(super::cutoffs::DOWN_PARAM))
+    }
+
     /// Replaces the model, keeping the windows (the features do not depend on the model).
     fn set_lstm(&mut self, policy: LstmPolicy) -> bool {
         self.policy = policy;

@@ -16,6 +16,7 @@
 mod account;
 pub mod contract;
 mod core;
+pub mod cutoffs;
 mod events;
 pub mod lstm_source;
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! Strategy modes: how model outputs become wanted trades, per symbol, before risk and the OMS.
 //!
 //! - `ppo`: the policy's actions, each `a_k` a trade of `a_k × max_trade` units under `env::exec`'s sizing.
-//! - `lstm`: per symbol, long `lstm_qty` units when P(up) ≥ `up_threshold`, flat when P(down) ≥
-//!   `down_threshold`, otherwise hold.
+//! - `lstm`: per symbol, long `lstm_position_pct` of equity when P(up) ≥ the up cut-off, flat when P(down) ≥
+//!   the down cut-off, otherwise hold. The cut-offs are the config's `up_threshold` / `down_threshold` when
+//!   set, else the ones the model chose on its validation split (`lstm::cutoffs`), else 0.5.
 //! - `ensemble`: the PPO trades, except buys of a symbol whose P(down) ≥ `veto_down` (vetoed).
 //!
 //! The LSTM probabilities come from a `ProbSource`: the real one (the LSTM input builder from the `lstm`
@@ -21,6 +22,10 @@ pub trait ProbSource: Send {
     /// The probabilities for `symbol` at its last bar; `None` while its windows are not full.
     fn probs(&mut self, symbol: &Symbol) -> Option<Result<[f32; 3], PolicyError>>;
     fn model_id(&self) -> String;
+    /// The (up, down) cut-offs the model chose on its validation split, when it has them.
+    fn cutoffs(&self) -> (Option<f32>, Option<f32>) {
+        (None, None)
+    }
     /// Hot swap: trade with `policy` from the next bar on, keeping the windows. Returns false when this
     /// source is not an LSTM model's (the model is then not used).
     fn set_lstm(&mut self, _policy: crate::policy::LstmPolicy) -> bool {
@@ -51,12 +56,32 @@ pub fn from_action(exec: &ExecParams, action: f32, holding: f64) -> Option<Want>
     }
 }
 
-/// LSTM: towards `lstm_qty` units when up is likely, to flat when down is likely.
-pub fn from_probs(cfg: &StrategyConfig, exec: &ExecParams, p: [f32; 3], holding: f64) -> Option<Want> {
+/// The probability cut-offs the LSTM strategy trades on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cutoffs {
+    pub up: f32,
+    pub down: f32,
+}
+
+impl Cutoffs {
+    /// The config's cut-offs where set, else the model's, else `DEFAULT_CUTOFF`.
+    pub fn resolve(cfg: &StrategyConfig, model: (Option<f32>, Option<f32>)) -> Cutoffs {
+        let d = crate::config::DEFAULT_CUTOFF;
+        Cutoffs { up: cfg.up_threshold.or(model.0).unwrap_or(d), down: cfg.down_threshold.or(model.1).unwrap_or(d) }
+    }
+}
+
+/// A long position below this share of its target is topped up; above it, it is left alone (no trade each
+/// bar for the drift of equity and price).
+const TOP_UP_BELOW: f64 = 0.8;
+
+/// LSTM: to `target` units (the strategy's share of equity at the close) when up is likely, to flat when
+/// down is likely, otherwise hold.
+pub fn from_probs(cut: Cutoffs, exec: &ExecParams, p: [f32; 3], holding: f64, target: f64) -> Option<Want> {
     let (down, up) = (p[0], p[2]);
-    let diff = if up >= cfg.up_threshold && up >= down {
-        cfg.lstm_qty - holding
-    } else if down >= cfg.down_threshold {
+    let diff = if up >= cut.up && up >= down {
+        if holding < target * TOP_UP_BELOW { target - holding } else { 0.0 }
+    } else if down >= cut.down {
         -holding
     } else {
         0.0
@@ -84,10 +109,14 @@ mod tests {
         assert_eq!(from_action(&exec, -0.55, 3.0), Some(Want { side: Side::Sell, qty: 3.0 }));
         assert_eq!(from_action(&exec, -0.55, 0.0), None);
         assert_eq!(from_action(&exec, 0.05, 0.0), None, "below the minimum order");
-        let cfg = StrategyConfig { lstm_qty: 7.0, up_threshold: 0.6, down_threshold: 0.5, ..Default::default() };
-        assert_eq!(from_probs(&cfg, &exec, [0.1, 0.2, 0.7], 2.0), Some(Want { side: Side::Buy, qty: 5.0 }));
-        assert_eq!(from_probs(&cfg, &exec, [0.6, 0.2, 0.2], 2.0), Some(Want { side: Side::Sell, qty: 2.0 }));
-        assert_eq!(from_probs(&cfg, &exec, [0.3, 0.4, 0.3], 2.0), None);
+        let cfg = StrategyConfig { up_threshold: Some(0.6), ..Default::default() };
+        let cut = Cutoffs::resolve(&cfg, (Some(0.4), Some(0.45)));
+        assert_eq!(cut, Cutoffs { up: 0.6, down: 0.45 }, "the config's cut-off wins, the model's fills in");
+        assert_eq!(Cutoffs::resolve(&StrategyConfig::default(), (None, None)), Cutoffs { up: 0.5, down: 0.5 });
+        assert_eq!(from_probs(cut, &exec, [0.1, 0.2, 0.7], 2.0, 7.4), Some(Want { side: Side::Buy, qty: 5.0 }));
+        assert_eq!(from_probs(cut, &exec, [0.1, 0.2, 0.7], 6.0, 7.4), None, "within the band: no top-up");
+        assert_eq!(from_probs(cut, &exec, [0.5, 0.2, 0.3], 2.0, 7.4), Some(Want { side: Side::Sell, qty: 2.0 }));
+        assert_eq!(from_probs(cut, &exec, [0.3, 0.4, 0.3], 2.0, 7.4), None);
         let buy = Want { side: Side::Buy, qty: 1.0 };
         let sell = Want { side: Side::Sell, qty: 1.0 };
         let ens = StrategyConfig { veto_down: 0.4, ..Default::default() };
@@ -96,7 +125,10 @@ mod tests {
         assert!(!vetoed(&ens, &sell, Some([0.9, 0.05, 0.05])));
         assert!(!vetoed(&ens, &buy, None));
         assert!(StrategyConfig::default().validate().is_ok());
-        assert!(StrategyConfig { up_threshold: 1.5, ..Default::default() }.validate().is_err());
+        assert!(StrategyConfig { up_threshold: Some(1.5), ..Default::default() }.validate().is_err());
+        let old = StrategyConfig { lstm_qty: Some(10.0), ..Default::default() }.validate().unwrap_err();
+        assert!(old.contains("lstm_position_pct"), "{old}");
+        assert!(StrategyConfig { lstm_position_pct: 1.5, ..Default::default() }.validate().is_err());
         assert!(
             StrategyConfig { name: "--".into(), ..Default::default() }
                 .validate()

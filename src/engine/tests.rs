@@ -70,6 +70,10 @@ pub(super) struct Rig {
 }
 
 pub(super) fn rig(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>) -> Rig {
+    rig_with(mode, probs, true)
+}
+
+fn rig_with(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>, with_policy: bool) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("state")).unwrap();
     let reg = Registry::open(&dir.path().join("models")).unwrap();
@@ -81,7 +85,7 @@ pub(super) fn rig(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>) -> Rig {
     let oms = Oms::open(&store, Box::new(clock), OmsConfig::default()).unwrap();
     let spec = FeatureSpec::default();
     let cfg = EngineConfig {
-        strategy: StrategyConfig { mode, lstm_qty: 7.0, ..Default::default() },
+        strategy: StrategyConfig { mode, lstm_position_pct: 0.004, ..Default::default() },
         symbols: pl.symbols.clone(),
         features: spec.clone(),
         initial_cash: 100_000.0,
@@ -90,7 +94,7 @@ pub(super) fn rig(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>) -> Rig {
         reconcile_every: 0,
     };
     let probs = probs.map(|p| Box::new(FakeProbs(p, pl.symbols.clone())) as Box<dyn ProbSource>);
-    let engine = Engine::new(cfg, &store, oms, Some(policy), probs).unwrap();
+    let engine = Engine::new(cfg, &store, oms, with_policy.then_some(policy), probs).unwrap();
     let bars = bars(&pl.symbols, spec.warmup() + 3);
     Rig { _dir: dir, store, engine, bars }
 }
@@ -148,14 +152,18 @@ fn ppo_orders_only_after_reconciliation_and_controls_stop_them() {
 #[test]
 fn lstm_and_ensemble_modes_follow_the_probabilities() {
     let w = FeatureSpec::default().warmup();
-    // LSTM: AAPL up (buy to 7 units), MSFT down but flat already (nothing).
+    // LSTM: AAPL up (buy 0.4 % of the 100,000 equity in whole units at the close), MSFT down but flat
+    // already (nothing).
     let mut r = rig(StrategyMode::Lstm, Some(vec![[0.1, 0.1, 0.8], [0.8, 0.1, 0.1]]));
     r.engine.process(snapshot(100_000));
     for d in 0..w - 1 {
         feed(&mut r.engine, &r.bars, d);
     }
     let cmds = feed(&mut r.engine, &r.bars, w - 1);
-    assert_eq!(submits(&cmds), vec![("AAPL".to_string(), Side::Buy, "7".to_string())]);
+    let close = f64::from(r.bars[0][w - 1].c as f32);
+    let units = (0.004 * 100_000.0 / close).trunc();
+    assert!(units >= 5.0, "the test's prices give a few units: {units}");
+    assert_eq!(submits(&cmds), vec![("AAPL".to_string(), Side::Buy, units.to_string())]);
     // Ensemble: the PPO buy of AAPL is vetoed by a high P(down).
     let mut r = rig(StrategyMode::Ensemble, Some(vec![[0.9, 0.05, 0.05], [0.1, 0.1, 0.8]]));
     r.engine.process(snapshot(100_000));
@@ -163,10 +171,10 @@ fn lstm_and_ensemble_modes_follow_the_probabilities() {
         feed(&mut r.engine, &r.bars, d);
     }
     assert!(submits(&feed(&mut r.engine, &r.bars, w - 1)).is_empty(), "the buy is vetoed");
-    // Without its probability source the mode is refused.
+    // The order-path harness is not a strategy the engine runs.
     let e = Engine::new(
         EngineConfig {
-            strategy: StrategyConfig { mode: StrategyMode::Lstm, ..Default::default() },
+            strategy: StrategyConfig { mode: StrategyMode::Scripted, ..Default::default() },
             symbols: vec![],
             features: FeatureSpec::default(),
             initial_cash: 1.0,
@@ -180,6 +188,33 @@ fn lstm_and_ensemble_modes_follow_the_probabilities() {
         None,
     );
     assert!(matches!(e, Err(EngineError::Missing { .. })));
+}
+
+#[test]
+fn without_its_model_the_engine_trades_nothing_until_one_arrives() {
+    let w = FeatureSpec::default().warmup();
+    let mut r = rig_with(StrategyMode::Ppo, None, false);
+    assert_eq!(r.engine.missing_model(), Some("PPO"));
+    r.engine.process(snapshot(100_000));
+    for d in 0..=w + 1 {
+        assert!(submits(&feed(&mut r.engine, &r.bars, d)).is_empty(), "bar {d}: no model, no order");
+    }
+    let decisions = r.store.tree::<DecisionRecord>(TreeName::Decisions).unwrap().scan_prefix(b"").unwrap();
+    assert!(decisions.is_empty(), "no decision is stored without a model");
+    // A promoted model arrives between two bars: the next bar trades.
+    let with = rig(StrategyMode::Ppo, None);
+    let reg = Registry::open(&with._dir.path().join("models")).unwrap();
+    let pl = pipeline(&["AAPL", "MSFT"]);
+    r.engine.set_policy(PpoPolicy::load(&reg, &ModelSel::Champion, &pl, SessionOptions::default()).unwrap());
+    assert_eq!(r.engine.missing_model(), None);
+    assert_eq!(submits(&feed(&mut r.engine, &r.bars, w + 2)), vec![("AAPL".to_string(), Side::Buy, "20".to_string())]);
+    // LSTM mode without a probability source waits the same way.
+    let mut l = rig_with(StrategyMode::Lstm, None, true);
+    assert_eq!(l.engine.missing_model(), Some("LSTM"));
+    l.engine.process(snapshot(100_000));
+    for d in 0..=w {
+        assert!(submits(&feed(&mut l.engine, &l.bars, d)).is_empty());
+    }
 }
 
 pub(super) fn risk_cfg(max_order_notional: &str) -> crate::config::RiskConfig {

@@ -186,6 +186,32 @@ pub fn build(spec: &FeatureSpec, w: &WindowSpec, bars: &[Bar]) -> SymbolWindows 
     out
 }
 
+/// The index of the first bar whose window is ready (`WindowState::step`'s `window_ready`): how many bars
+/// before a window a replay or a backtest must feed the LSTM so that it can decide from the window's
+/// first bar. Found by stepping the state itself, so it follows the readiness rule exactly.
+pub fn first_ready_bar(spec: &FeatureSpec, w: &WindowSpec) -> usize {
+    let mut st = WindowState::new(spec.clone(), *w);
+    let Ok(symbol) = crate::domain::Symbol::new("X") else { return 0 };
+    let bound = (spec.warmup() + w.fast_len + w.slow_len + 2) * w.slow_factor.max(1) + w.fast_len;
+    for i in 0..bound {
+        let c = 100.0 + (i % 7) as f64;
+        let bar = Bar {
+            symbol: symbol.clone(),
+            timeframe: crate::domain::Timeframe::DAY1,
+            t: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+            o: c,
+            h: c + 1.0,
+            l: c - 1.0,
+            c,
+            v: 1000.0,
+        };
+        if st.step(&bar).window_ready {
+            return i;
+        }
+    }
+    bound
+}
+
 /// Model inputs for one bar, row-major: `fast` `[fast_len, nf]`, `slow` `[slow_len, ns]`, `context` `[nc]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowInputs {

@@ -169,3 +169,14 @@ fn bad_window_keys_are_refused_by_name() {
         assert!(e.contains(key), "{e}");
     }
 }
+
+#[test]
+fn first_ready_bar_is_where_real_data_gives_its_first_sample() {
+    let spec = FeatureSpec::default();
+    let bars = real_bars("AAPL");
+    for w in [wspec(), crate::config::LstmConfig::default().window_spec()] {
+        let first = build(&spec, &w, &bars).bar[0];
+        assert_eq!(first_ready_bar(&spec, &w), first, "{w:?}");
+        assert!(first >= spec.warmup() + w.fast_len - 2, "{first}");
+    }
+}

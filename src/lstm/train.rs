@@ -112,6 +112,22 @@ impl LstmTrainer {
         (loss_sum / idx.len().max(1) as f64, conf)
     }
 
+    /// The class probabilities [P(down), P(flat), P(up)] of each sample of `idx`, without gradients.
+    pub fn probs(&self, ds: &WindowDataset, idx: &[i64]) -> Result<Vec<[f32; 3]>, LstmError> {
+        let mut out = Vec::with_capacity(idx.len());
+        tch::no_grad(|| -> Result<(), LstmError> {
+            for chunk in idx.chunks(self.cfg.batch_size.max(1)) {
+                let i = Tensor::from_slice(chunk).to_device(ds.device());
+                let b = ds.batch(&i);
+                let p = tch::autocast(self.amp(), || self.net.probs(&b.fast, &b.slow, &b.context));
+                let flat = Vec::<f32>::try_from(p.to_kind(Kind::Float).to_device(Device::Cpu).reshape([-1]))?;
+                out.extend(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]));
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     /// Trains until `max_epochs`, early stopping, or `on_epoch` returning false; then restores the best
     /// weights. Returns the statistics of every epoch run.
     pub fn fit(

@@ -65,6 +65,16 @@ pub enum ModelSel {
     Id(String),
 }
 
+/// `champion`, or the id.
+impl std::fmt::Display for ModelSel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelSel::Champion => f.write_str("champion"),
+            ModelSel::Id(id) => f.write_str(id),
+        }
+    }
+}
+
 impl ModelSel {
     /// `latest`/`champion` (or nothing) → the champion; anything else is an id.
     pub fn parse(s: Option<&str>) -> ModelSel {

@@ -155,9 +155,62 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
     GateDecision { promote: true, reason, numbers }
 }
 
+/// A decision's numbers in one line for people: the holdout returns and Sharpe ratios of the candidate,
+/// the champion and buy-and-hold, the lead confidences against what was required, and the candidate's
+/// fold returns. Only the numbers the decision reached are shown.
+pub fn numbers_line(n: &BTreeMap<String, f64>) -> String {
+    let pct = |k: &str| n.get(k).map(|v| format!("{:+.1}%", v * 100.0));
+    let mut parts = Vec::new();
+    for (who, ret, sharpe) in [
+        ("candidate", "candidate_return", Some("candidate_sharpe")),
+        ("champion", "champion_return", Some("champion_sharpe")),
+        ("buy-and-hold", "buy_hold_return", None),
+    ] {
+        if let Some(r) = pct(ret) {
+            let sh = sharpe.and_then(|k| n.get(k)).map(|s| format!(" (Sharpe {s:.2})")).unwrap_or_default();
+            parts.push(format!("{who} {r}{sh}"));
+        }
+    }
+    let need = n.get("confidence_required").copied().unwrap_or(f64::NAN);
+    for (key, name) in [
+        ("confidence_vs_champion", "champion"),
+        ("confidence_vs_cash", "cash"),
+        ("confidence_vs_buy_hold", "buy-and-hold"),
+    ] {
+        if let Some(c) = n.get(key) {
+            parts.push(format!("lead over {name} {:.0}% likely (needs {:.0}%)", c * 100.0, need * 100.0));
+        }
+    }
+    let folds: Vec<String> = (1..).map_while(|i| pct(&format!("fold{i}_candidate_return"))).collect();
+    if !folds.is_empty() {
+        parts.push(format!("candidate's folds {}", folds.join(" ")));
+    }
+    parts.join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_numbers_line_shows_what_the_decision_reached() {
+        let n = BTreeMap::from([
+            ("candidate_return".to_string(), 0.159),
+            ("candidate_sharpe".to_string(), 0.81),
+            ("champion_return".to_string(), 0.05),
+            ("champion_sharpe".to_string(), 0.4),
+            ("buy_hold_return".to_string(), 0.344),
+            ("confidence_required".to_string(), 0.9),
+            ("confidence_vs_champion".to_string(), 0.62),
+            ("fold1_candidate_return".to_string(), 0.01),
+            ("fold2_candidate_return".to_string(), -0.02),
+        ]);
+        assert_eq!(
+            numbers_line(&n),
+            "candidate +15.9% (Sharpe 0.81); champion +5.0% (Sharpe 0.40); buy-and-hold +34.4%; lead over champion 62% likely (needs 90%); candidate's folds +1.0% -2.0%"
+        );
+        assert_eq!(numbers_line(&BTreeMap::new()), "");
+    }
     use crate::retrain::noise::tests::normal;
 
     /// The test kit's gate: Sharpe margin 0.1, drawdown cap 0.25, 5 trades, confidence 0.9, 4 folds,

@@ -97,7 +97,7 @@ impl PipelineSpec {
         })
     }
 
-    fn child_spec(&self, kind: ModelKind, snapshot: &std::path::Path, as_of: DateTime<Utc>) -> ChildSpec {
+    fn child_spec(&self, kind: ModelKind, snapshot: &std::path::Path, as_of: DateTime<Utc>, seed: u64) -> ChildSpec {
         let mut args = self.program_args.clone();
         args.extend(["train".into(), kind.as_str().into(), "--config".into()]);
         args.push(self.config_file.clone().into_os_string());
@@ -118,6 +118,7 @@ impl PipelineSpec {
             (OsString::from(SNAPSHOT_ENV), snapshot.as_os_str().to_owned()),
             // A rolling `[train]` window resolves on the engine's day, in the child as here.
             (OsString::from(crate::config::AS_OF_ENV), as_of.date_naive().to_string().into()),
+            (OsString::from(crate::config::SEED_ENV), seed.to_string().into()),
         ];
         if self.retrain.gpu_memory_mb > 0 {
             env.push((GPU_MEMORY_ENV.into(), self.retrain.gpu_memory_mb.to_string().into()));
@@ -206,6 +207,7 @@ impl Pipeline {
             candidate: None,
             champion_before: None,
             champion_after: None,
+            seed: None,
             train_metrics: BTreeMap::new(),
             candidate_metrics: None,
             champion_metrics: None,
@@ -283,11 +285,13 @@ impl Pipeline {
 
         self.backup_store(&r.id).await;
         let snap = self.snapshot(r).await?;
+        let seed = crate::config::retrain_seed(r.clock_time.date_naive());
+        r.seed = Some(seed);
         if let (Some(first), Some(last)) = (snap.first_bar, snap.last_bar) {
-            log::info!("retrain {}: training on {} bars, {first} to {last}", r.id, snap.bars);
+            log::info!("retrain {}: training on {} bars, {first} to {last}, seed {seed}", r.id, snap.bars);
         }
         progress(Progress::Snapshot { kind, bars: snap.bars });
-        let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path), r.clock_time);
+        let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path), r.clock_time, seed);
         r.snapshot = Some(snap);
 
         let outcome = child::run(&spec, |line| progress(Progress::Training { kind, line: line.clone() })).await;

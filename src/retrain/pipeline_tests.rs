@@ -164,18 +164,25 @@ fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
     assert!(to > crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2012, 6, 22).unwrap()));
     let later = s.window(now + chrono::Duration::days(7));
     assert_eq!(later.0 - from, chrono::Duration::days(7), "a week later the window moved a week");
-    let child = s.child_spec(crate::models::ModelKind::Ppo, std::path::Path::new("/tmp/x"), now);
+    let seed = crate::config::retrain_seed(now.date_naive());
+    let child = s.child_spec(crate::models::ModelKind::Ppo, std::path::Path::new("/tmp/x"), now, seed);
     assert!(
         child.env.iter().any(|(k, v)| k == crate::config::AS_OF_ENV && v == "2012-07-02"),
         "the child resolves the window on the engine's day: {:?}",
         child.env
     );
+    // Each retrain seeds by its day: a week later, another seed; the same day, the same one.
+    assert!(child.env.iter().any(|(k, v)| k == crate::config::SEED_ENV && v.to_str() == Some(&seed.to_string())));
+    let week_later = crate::config::retrain_seed((now + chrono::Duration::days(7)).date_naive());
+    assert_ne!(week_later, seed);
+    assert_eq!(crate::config::retrain_seed(now.date_naive()), seed);
+    assert!(seed <= i64::MAX as u64, "libtorch takes a signed seed");
     // Its own memory limit: three quarters of the machine by default, passed to it; 0 means none.
     let mem = crate::retrain::memory::MEMORY_ENV;
     assert_eq!(Some(child.memory_mb), crate::retrain::memory::default_budget_mb());
     assert!(child.env.iter().any(|(k, v)| k == mem && v.to_str() == Some(child.memory_mb.to_string().as_str())));
     s.retrain.memory_mb = Some(0);
-    let child = s.child_spec(crate::models::ModelKind::Ppo, std::path::Path::new("/tmp/x"), now);
+    let child = s.child_spec(crate::models::ModelKind::Ppo, std::path::Path::new("/tmp/x"), now, seed);
     assert_eq!(child.memory_mb, 0);
     assert!(!child.env.iter().any(|(k, _)| k == mem));
 }

@@ -83,6 +83,9 @@ pub struct RunRecord {
     pub candidate: Option<String>,
     pub champion_before: Option<String>,
     pub champion_after: Option<String>,
+    /// The seed the candidate trained with (`config::retrain_seed` of the run's clock day).
+    #[serde(default)]
+    pub seed: Option<u64>,
     /// What the child reported in its `done` line.
     pub train_metrics: BTreeMap<String, f64>,
     pub candidate_metrics: Option<GateInput>,

@@ -8,6 +8,7 @@
 use super::progress::LstmProgress;
 use super::{LstmJob, pick_device};
 use crate::config::Config;
+use crate::engine::cutoffs::{self, Sample};
 use crate::features::windows::{self, WindowSpec, context_names};
 use crate::lstm::dataset::{DatasetSpec, WindowDataset};
 use crate::lstm::model::NetDims;
@@ -36,6 +37,9 @@ pub fn run(job: LstmJob) -> anyhow::Result<String> {
 pub(crate) struct Pooled {
     pub spec: DatasetSpec,
     pub times: Vec<i64>,
+    /// Per sample: the index of its symbol in `market.symbols`, and the return of the bar after it.
+    pub symbol: Vec<u32>,
+    pub next_return: Vec<f64>,
 }
 
 /// The pooled dataset from the stored bars, or from the dataset snapshot named by
@@ -79,8 +83,8 @@ pub(crate) fn pooled_dataset(
         context_row: vec![],
         labels: vec![],
     };
-    let mut times = Vec::new();
-    for sym in &config.market.symbols {
+    let (mut times, mut symbol, mut next_return) = (Vec::new(), Vec::new(), Vec::new());
+    for (si, sym) in config.market.symbols.iter().enumerate() {
         let bars = bars_of(sym, from, to)?;
         let sw = windows::build(fspec, w, &bars);
         let (f0, s0) = ((s.fast.len() / nf) as i64, (s.slow.len() / nf) as i64);
@@ -91,7 +95,11 @@ pub(crate) fn pooled_dataset(
             s.slow_end.push(s0 + sw.slow_end[k] as i64);
             s.context_row.push(f0 + sw.bar[k] as i64);
             s.labels.push(label);
-            times.push(bars[sw.bar[k]].t.timestamp_micros());
+            let b = sw.bar[k];
+            times.push(bars[b].t.timestamp_micros());
+            symbol.push(si as u32);
+            // A labelled sample has `horizon` ≥ 1 later bars.
+            next_return.push(bars.get(b + 1).map_or(0.0, |nb| nb.c / bars[b].c - 1.0));
             n += 1;
         }
         log::info!("{sym}: {} bars, {n} labelled samples", bars.len());
@@ -99,14 +107,18 @@ pub(crate) fn pooled_dataset(
         s.slow.extend(sw.slow);
         s.context.extend(sw.context);
     }
-    Ok(Pooled { spec: s, times })
+    Ok(Pooled { spec: s, times, symbol, next_return })
 }
 
 fn train(args: LstmJob) -> anyhow::Result<String> {
     let mut config = args.config;
-    // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF) or today.
-    config.train = config.train.resolve_from_env().map_err(anyhow::Error::msg)?;
+    // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF), before a replay, or today.
+    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
     let mut cfg = config.lstm.clone();
+    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
+        log::info!("seed {seed} (the retrain's, in place of lstm.seed)");
+        cfg.seed = seed;
+    }
     if let Some(e) = args.epochs {
         if e == 0 {
             bail!("--epochs 0: train at least 1 epoch");
@@ -119,12 +131,12 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
     let (tr, va, te) = windows::time_split(&pooled.times, TRAIN_FRAC, VALID_FRAC, w.horizon);
     if tr.len() < MIN_TRAIN_SAMPLES || va.is_empty() || te.is_empty() {
         bail!(
-            "too few bars: {} labelled samples ({} train, {} validation, {} test) from {:?} in the [train] range; each symbol needs about (warm-up {} + lstm.slow_len) x lstm.slow_factor + lstm.horizon bars before its first sample: widen [train] or shorten lstm.slow_len / slow_factor",
+            "too few bars: {} labelled samples ({} train, {} validation, {} test) from {} in the [train] range; each symbol needs about (warm-up {} + lstm.slow_len) x lstm.slow_factor + lstm.horizon bars before its first sample: widen [train] or shorten lstm.slow_len / slow_factor",
             pooled.times.len(),
             tr.len(),
             va.len(),
             te.len(),
-            config.market.symbols,
+            crate::domain::symbol_list(&config.market.symbols),
             config.features.warmup()
         );
     }
@@ -135,6 +147,7 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
         slow_len: w.slow_len,
         context_dim: pooled.spec.context_dim,
     };
+    let (times, symbol, next_return) = (pooled.times, pooled.symbol, pooled.next_return);
     let ds = WindowDataset::new(pooled.spec, device).context("building the dataset")?;
     let mut trainer = LstmTrainer::new(cfg.clone(), dims, device)?;
     let ck_dir = config.state_dir.join("checkpoints/lstm");
@@ -175,7 +188,44 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
         metrics.insert("samples_per_sec".into(), last.samples_per_sec);
     }
     log::info!("best epoch {best_epoch}, validation MCC {best_mcc:.4}");
-    let manifest = manifest(&config, &cfg, &w, dims, metrics.clone());
+    // The strategy's cut-offs, chosen on the validation split by the strategy's own rule.
+    let val_probs = trainer.probs(&ds, &va)?;
+    let samples: Vec<Sample> = va
+        .iter()
+        .zip(&val_probs)
+        .map(|(&i, p)| {
+            let i = i as usize;
+            Sample { symbol: symbol[i], t: times[i], p_down: p[0], p_up: p[2], next_return: next_return[i] }
+        })
+        .collect();
+    let cost = (config.env.exec.fee_bps + config.env.exec.slippage_bps) / 1e4;
+    let choice = cutoffs::choose(&samples, cost, cfg.cutoff_metric, cfg.cutoff_min_entries);
+    match &choice {
+        Some(c) => {
+            log::info!(
+                "strategy cut-offs chosen on validation: long at P(up) >= {:.2}, flat at P(down) >= {:.2} ({} {:.4}, {} entries)",
+                c.up,
+                c.down,
+                cfg.cutoff_metric,
+                c.metric,
+                c.entries
+            );
+            metrics.insert(format!("val_cutoff_{}", cfg.cutoff_metric), c.metric);
+            metrics.insert("val_cutoff_entries".into(), c.entries as f64);
+        }
+        None => log::warn!(
+            "no probability cut-off pair entered a position {} times on the validation split: the model carries none, and trades on strategy.up_threshold / down_threshold or {}",
+            cfg.cutoff_min_entries,
+            crate::config::DEFAULT_CUTOFF
+        ),
+    }
+    let mut manifest = manifest(&config, &cfg, &w, dims, metrics.clone());
+    if let Some(c) = choice {
+        // On the grid's 0.02 steps: 0.36, not f32's 0.3599999845.
+        let two_places = |v: f32| (f64::from(v) * 100.0).round() / 100.0;
+        manifest.params.insert(cutoffs::UP_PARAM.into(), json!(two_places(c.up)));
+        manifest.params.insert(cutoffs::DOWN_PARAM.into(), json!(two_places(c.down)));
+    }
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     let m = reg.add(&onnx, manifest).context("registering the model")?;
     if args.json {

@@ -109,6 +109,17 @@ pub fn emit_error(e: &anyhow::Error) {
     emit(&serde_json::json!({ "event": "error", "message": message }));
 }
 
+/// A torch device as the config and the command line name it: `cpu`, `cuda:0`, ...
+#[cfg(feature = "train")]
+pub fn device_name(d: tch::Device) -> String {
+    match d {
+        tch::Device::Cpu => "cpu".into(),
+        tch::Device::Cuda(i) => format!("cuda:{i}"),
+        tch::Device::Mps => "mps".into(),
+        tch::Device::Vulkan => "vulkan".into(),
+    }
+}
+
 /// The torch device a job asks for: `cpu`, `cuda` (refused when no CUDA device is usable), or `auto`.
 #[cfg(feature = "train")]
 pub fn pick_device(s: &str) -> anyhow::Result<tch::Device> {

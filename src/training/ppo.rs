@@ -66,8 +66,9 @@ pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow:
     let range = format!("[train] range {}..={}", day(config.train.from), day(config.train.train_end()));
     let (Some(first), Some(last)) = (assets[0].first(), assets[0].last()) else {
         bail!(
-            "no {} bars of {symbols:?} on common days in the {range}: import data (`tradebot data import`) or widen train.from / train.to",
-            config.market.timeframe
+            "no {} bars of {} on common days in the {range}: import data (`tradebot data import`) or widen train.from / train.to",
+            config.market.timeframe,
+            crate::domain::symbol_list(symbols)
         );
     };
     let (first, last) = (first.t.date_naive(), last.t.date_naive());
@@ -101,8 +102,13 @@ pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow:
 /// Trains, exports, checks and registers; returns the candidate's model id.
 pub fn run(args: PpoJob) -> anyhow::Result<String> {
     let mut config = args.config.clone();
-    // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF) or today.
-    config.train = config.train.resolve_from_env().map_err(anyhow::Error::msg)?;
+    // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF), before a replay, or today.
+    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
+    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
+        log::info!("seed {seed} (the retrain's, in place of ppo.seed and env.seed)");
+        config.ppo.seed = seed;
+        config.env.seed = seed;
+    }
     let device = pick_device(&args.device)?;
     // The daemon's retrain names its snapshot in the environment (it holds the store's lock).
     let snapshot = args
@@ -117,7 +123,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         bail!("--steps 0: train for at least one step");
     }
     let mut ppo = Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), device)?;
-    log::info!("training PPO on {} with the {} trainer", format!("{device:?}").to_lowercase(), ppo.backend());
+    log::info!("training PPO on {} with the {} trainer", super::device_name(device), ppo.backend());
     let per_update = (config.ppo.n_steps * env.num_envs()) as u64;
     let total_updates = total_steps.div_ceil(per_update).max(1);
     let ckpt_dir = config.state_dir.join("checkpoints").join("ppo");

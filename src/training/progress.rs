@@ -100,7 +100,7 @@ impl LstmProgress {
     }
 
     pub fn start(&self, device: &Device, tr: usize, va: usize, te: usize) {
-        let dev = format!("{device:?}");
+        let dev = super::device_name(*device);
         if self.json {
             println!(
                 "{}",

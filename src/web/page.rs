@@ -69,7 +69,13 @@ pub fn render(d: &DashboardData, refresh_secs: u32) -> String {
         if s.risk.kill_switch { "bad" } else { "ok" },
         esc(s.risk.kill_reason.as_deref().unwrap_or(""))
     );
-    let paused = if s.risk.paused { "paused" } else { "trading" };
+    let paused = if s.risk.paused {
+        "paused"
+    } else if s.activity.starts_with(crate::control::status::NO_MODEL) {
+        crate::control::status::NO_MODEL
+    } else {
+        "trading"
+    };
     let _ = write!(o, r#"<div class="stat"><span class="label">state</span><span id="paused">{paused}</span></div>"#);
     o.push_str("</section>");
     if !s.feed.stale.is_empty() {
