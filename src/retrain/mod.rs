@@ -8,6 +8,8 @@ pub mod gate;
 pub mod holdout;
 pub mod memory;
 pub mod noise;
+#[cfg(test)]
+mod noise_models_tests;
 pub mod pipeline;
 pub mod record;
 #[cfg(test)]
