@@ -110,12 +110,28 @@ fn equity_section(o: &mut String, pts: &[EquityPoint]) {
     let bh: Vec<f64> = pts.iter().map(|p| p.buy_hold).collect();
     let first = pts.first().map(|p| p.t.date_naive().to_string()).unwrap_or_default();
     let last = pts.last().map(|p| p.t.date_naive().to_string()).unwrap_or_default();
-    o.push_str("<section><h2>Equity against buy-and-hold</h2>");
+    // Cash: the starting equity, held.
+    let cash = vec![eq.first().copied().unwrap_or(0.0); eq.len()];
+    o.push_str("<section><h2>Equity against buy-and-hold and cash</h2>");
+    let ret = |v: &[f64]| match (v.first(), v.last()) {
+        (Some(a), Some(b)) if *a > 0.0 => b / a - 1.0,
+        _ => 0.0,
+    };
+    let _ = write!(
+        o,
+        r#"<p id="returns">since {first}: tradebot <span id="return-tradebot" data-value="{r}">{}</span>, buy &amp; hold <span id="return-buy-hold" data-value="{rb}">{}</span>, cash <span id="return-cash" data-value="0">{}</span></p>"#,
+        pct(ret(&eq)),
+        pct(ret(&bh)),
+        pct(0.0),
+        r = ret(&eq),
+        rb = ret(&bh),
+    );
     o.push_str(&line_chart(
         "equity-chart",
         &[
             Series { name: "tradebot", colour: "#0a66c2", values: &eq },
             Series { name: "buy & hold", colour: "#888", values: &bh },
+            Series { name: "cash", colour: "#bbb", values: &cash },
         ],
         (&first, &last),
         |v| format!("{v:.0}"),
@@ -208,7 +224,7 @@ fn models_section(o: &mut String, d: &DashboardData) {
     }
     o.push_str(r#"</table><h2>Promotion gate decisions</h2><table id="gate"><tr><th>when</th><th>kind</th><th>candidate</th><th>outcome</th><th>reason</th><th>numbers</th></tr>"#);
     for g in &d.gate {
-        let nums: Vec<String> = g.numbers.iter().map(|(k, v)| format!("{k}={}", crate::domain::figure(*v))).collect();
+        let nums = crate::retrain::gate::numbers_line(&g.numbers);
         let _ = write!(
             o,
             r#"<tr><td>{}</td><td>{}</td><td>{}</td><td class="outcome">{}</td><td>{}</td><td>{}</td></tr>"#,
@@ -217,7 +233,7 @@ fn models_section(o: &mut String, d: &DashboardData) {
             esc(g.candidate.as_deref().unwrap_or("")),
             esc(&g.outcome),
             esc(&g.reason),
-            esc(&nums.join(" "))
+            esc(&nums)
         );
     }
     o.push_str("</table></section>");

@@ -82,6 +82,10 @@ async fn the_dashboard_needs_the_token() {
             && html.contains("train-r1-return")
     );
     assert!(!html.contains("http://") && !html.contains("https://"), "nothing is loaded from elsewhere");
+    // The strategy beside buy-and-hold and cash: the returns since the first point, and the three lines.
+    let want_bh = (100_000.0 + 100.0 * 29.0) / 100_000.0 - 1.0;
+    assert!(html.contains(&format!(r#"id="return-buy-hold" data-value="{want_bh}">2.9%<"#)), "{html}");
+    assert!(html.contains(r#"id="return-cash" data-value="0">0.0%<"#) && html.contains(">cash<"), "{html}");
     let st: StatusReport =
         c.get(format!("{url}/api/status")).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
     assert_eq!(st, data().status);
