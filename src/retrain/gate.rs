@@ -59,6 +59,10 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
     for (i, r) in fold_returns(&candidate.returns, cfg.folds).iter().enumerate() {
         numbers.insert(format!("fold{}_candidate_return", i + 1), *r);
     }
+    // The baselines on the same folds (cash's are 0).
+    for (i, r) in fold_returns(&candidate.buy_hold_returns, cfg.folds).iter().enumerate() {
+        numbers.insert(format!("fold{}_buy_hold_return", i + 1), *r);
+    }
     if let Some(c) = champion {
         numbers.insert("champion_sharpe".into(), c.sharpe);
         numbers.insert("champion_max_drawdown".into(), c.max_drawdown);
@@ -181,9 +185,11 @@ pub fn numbers_line(n: &BTreeMap<String, f64>) -> String {
             parts.push(format!("lead over {name} {:.0}% likely (needs {:.0}%)", c * 100.0, need * 100.0));
         }
     }
-    let folds: Vec<String> = (1..).map_while(|i| pct(&format!("fold{i}_candidate_return"))).collect();
-    if !folds.is_empty() {
-        parts.push(format!("candidate's folds {}", folds.join(" ")));
+    for (who, key) in [("candidate", "candidate"), ("buy-and-hold", "buy_hold")] {
+        let folds: Vec<String> = (1..).map_while(|i| pct(&format!("fold{i}_{key}_return"))).collect();
+        if !folds.is_empty() {
+            parts.push(format!("{who}'s folds {}", folds.join(" ")));
+        }
     }
     parts.join("; ")
 }
@@ -204,10 +210,11 @@ mod tests {
             ("confidence_vs_champion".to_string(), 0.62),
             ("fold1_candidate_return".to_string(), 0.01),
             ("fold2_candidate_return".to_string(), -0.02),
+            ("fold1_buy_hold_return".to_string(), 0.03),
         ]);
         assert_eq!(
             numbers_line(&n),
-            "candidate +15.9% (Sharpe 0.81); champion +5.0% (Sharpe 0.40); buy-and-hold +34.4%; lead over champion 62% likely (needs 90%); candidate's folds +1.0% -2.0%"
+            "candidate +15.9% (Sharpe 0.81); champion +5.0% (Sharpe 0.40); buy-and-hold +34.4%; lead over champion 62% likely (needs 90%); candidate's folds +1.0% -2.0%; buy-and-hold's folds +3.0%"
         );
         assert_eq!(numbers_line(&BTreeMap::new()), "");
     }
