@@ -66,6 +66,29 @@ fn import_then_show_has_no_split_jump() {
             assert!(w[1][k].is_number(), "{k} missing");
         }
     }
+    assert!(
+        text(&tradebot(&["data", "import", "data/stocks-daily-2000-2013.csv.gz", "--config", cfg], &[]))
+            .contains("read data/stocks-daily-2000-2013.csv.gz as CSV with a Ticker column")
+    );
+    // `data show --json`'s own output imports back (JSON lines of Alpaca bars), into another store, as the
+    // same bars.
+    let jsonl = dir.path().join("aapl.jsonl");
+    std::fs::write(&jsonl, &o.stdout).unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let cfg2 = config_in(other.path(), "", "");
+    let cfg2 = cfg2.to_str().unwrap();
+    let imp = tradebot(&["data", "import", jsonl.to_str().unwrap(), "--symbol", "AAPL", "--config", cfg2], &[]);
+    assert!(imp.status.success(), "{}", text(&imp));
+    assert!(
+        text(&imp).contains("as JSON lines of Alpaca bars") && text(&imp).contains("AAPL: 5 bars"),
+        "{}",
+        text(&imp)
+    );
+    let again = tradebot(
+        &["data", "show", "AAPL", "--from", "2005-02-24", "--to", "2005-03-02", "--json", "--config", cfg2],
+        &[],
+    );
+    assert_eq!(String::from_utf8_lossy(&again.stdout), String::from_utf8_lossy(&o.stdout));
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `tradebot data import` and `tradebot data show`.
 
 use super::{DataCmd, EX_DATAERR, load_config};
-use crate::data::{ImportOptions, daily_bar_time, import_csv};
+use crate::data::{ImportOptions, daily_bar_time, import_file};
 use crate::domain::{Symbol, Timeframe};
 use crate::store::Store;
 use anyhow::{Context, anyhow};
@@ -25,8 +25,9 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
                 date_format,
             };
             let store = Store::open(&config.state_dir).context("opening the store")?;
-            let r = import_csv(&store, &file, &opts)?;
+            let r = import_file(&store, &file, &opts)?;
             store.flush()?;
+            println!("read {} as {}", file.display(), r.format);
             for (sym, n) in &r.rows {
                 println!("{sym}: {n} bars");
             }

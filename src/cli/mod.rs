@@ -274,17 +274,19 @@ pub enum ConfigCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum DataCmd {
-    /// Load OHLCV CSV (plain or .gz) into the store, split-adjusted from the adjusted close.
+    /// Load bars (CSV or JSON lines, plain or .gz) into the store; CSV is split-adjusted from the
+    /// adjusted close.
     ///
-    /// Layouts: Ticker,Date,Open,High,Low,Close,Volume[,Adj Close] (many symbols), or
+    /// CSV layouts: Ticker,Date,Open,High,Low,Close,Volume[,Adj Close] (many symbols), or
     /// Date,Open,High,Low,Close,Volume[,Adj Close] in any order with --symbol (Yahoo Finance's download).
-    /// Dates: YYYY-MM-DD, M/D/YYYY, YYYY/MM/DD or RFC 3339.
+    /// Dates: YYYY-MM-DD, M/D/YYYY, YYYY/MM/DD or RFC 3339. JSON lines: Alpaca's bars
+    /// ({"t","o","h","l","c","v"} with "S" or --symbol), e.g. `tradebot data show --json`'s output.
     Import {
         file: PathBuf,
         /// Only these symbols (comma-separated), for files with a Ticker column.
         #[arg(long, value_delimiter = ',')]
         symbols: Vec<String>,
-        /// The symbol of a file without a Ticker column.
+        /// The symbol of a file without a Ticker column (or of JSON lines without "S").
         #[arg(long)]
         symbol: Option<String>,
         /// The bars' timeframe (1Day, 1Hour, 15Min, 1Min, ...).

@@ -1,7 +1,8 @@
 //! Historical bars from files: `tradebot data import` reads OHLCV CSV (plain or gzip) into the store,
 //! split-adjusting from the adjusted close, and reports every bad row with its line number.
 //!
-//! Two layouts are understood, by their header (case-insensitive):
+//! `import_file` tells the formats apart: a file whose first character is `{` is JSON lines of Alpaca bars
+//! (`jsonl`); anything else is CSV, of two layouts, by their header (case-insensitive):
 //! - `Ticker,Date,Open,High,Low,Close,Volume,Adj Close` (the shipped data; `Symbol` works for `Ticker`);
 //! - `Date,Open,High,Low,Close,Volume[,Adj Close]` in any column order, one symbol per file, named with
 //!   `--symbol` (Yahoo Finance's download, `Date,Open,High,Low,Close,Adj Close,Volume`, is one).
@@ -18,6 +19,7 @@
 
 pub mod align;
 mod ensure;
+pub mod jsonl;
 pub mod snapshot;
 
 pub use align::{align_bars, aligned_bars};
@@ -50,6 +52,8 @@ pub struct BadRow {
 
 #[derive(Debug, Default)]
 pub struct ImportReport {
+    /// The format read, in words.
+    pub format: &'static str,
     /// Rows read per symbol (imported or already present).
     pub rows: BTreeMap<String, usize>,
     /// Bars that were not in the store before.
@@ -167,6 +171,29 @@ fn number(rec: &csv::StringRecord, idx: usize, name: &str) -> Result<f64, String
     if x.is_finite() { Ok(x) } else { Err(format!("{name} is {s}")) }
 }
 
+/// Imports a file of bars into the store, JSON lines or CSV by its first character (see the module's
+/// documentation); the report names the format it read.
+pub fn import_file(store: &Store, path: &Path, opts: &ImportOptions) -> Result<ImportReport, ImportError> {
+    let file = path.display().to_string();
+    let mut reader = BufReader::new(open_maybe_gz(path)?);
+    let first = loop {
+        let buf = reader.fill_buf().map_err(|source| ImportError::Io { file: file.clone(), source })?;
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(i) => break Some(buf[i]),
+            None if buf.is_empty() => break None,
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    };
+    if first == Some(b'{') {
+        // Line numbers count from the file's start: read it again from there.
+        return jsonl::import(store, BufReader::new(open_maybe_gz(path)?), &file, opts);
+    }
+    import_csv(store, path, opts)
+}
+
 /// Imports a CSV file into the store. Good rows are stored even when some rows are bad; every bad row is
 /// in the report with its line number.
 pub fn import_csv(store: &Store, path: &Path, opts: &ImportOptions) -> Result<ImportReport, ImportError> {
@@ -185,7 +212,12 @@ pub fn import_csv(store: &Store, path: &Path, opts: &ImportOptions) -> Result<Im
         });
     }
     let wanted: HashSet<&Symbol> = opts.symbols.iter().collect();
-    let mut report = ImportReport::default();
+    let format = match (cols.ticker, cols.adj) {
+        (Some(_), _) => "CSV with a Ticker column (Ticker,Date,Open,High,Low,Close,Volume[,Adj Close])",
+        (None, Some(_)) => "one symbol's CSV with Adj Close (Yahoo Finance's layout)",
+        (None, None) => "one symbol's CSV (Date,Open,High,Low,Close,Volume)",
+    };
+    let mut report = ImportReport { format, ..Default::default() };
     let mut seen: HashMap<(Symbol, DateTime<Utc>), u64> = HashMap::new();
     let mut batch = Vec::with_capacity(8192);
     for rec in rdr.records() {
