@@ -89,6 +89,20 @@ fn the_demo_replay_retrains_twice_keeps_the_champion_when_the_gate_says_so_and_s
     let lines: Vec<&str> = out.lines().filter(|l| l.contains(" INFO ") || l.contains(" WARN ")).collect();
     let bars = demo_replay_days();
     assert!(lines.len() * 4 < bars, "{} INFO and WARN lines for {bars} bars:\n{}", lines.len(), lines.join("\n"));
+    // Numbers for people: no figure with more than 8 decimals (a 28-digit Decimal, an f64's full digits).
+    for l in &lines {
+        let (mut digits_after_point, mut in_fraction, mut prev_digit) = (0, false, false);
+        for c in l.chars() {
+            if c.is_ascii_digit() {
+                digits_after_point += usize::from(in_fraction);
+                assert!(digits_after_point <= 8, "a number with more than 8 decimals: {l}");
+            } else {
+                in_fraction = c == '.' && prev_digit;
+                digits_after_point = 0;
+            }
+            prev_digit = c.is_ascii_digit();
+        }
+    }
     for leak in ["Symbol(\"", "Some(", "[\"", "[Ppo", "strategy Ppo"] {
         let bad: Vec<&&str> = lines.iter().filter(|l| l.contains(leak)).collect();
         assert!(bad.is_empty(), "Debug formatting ({leak}) in log lines: {bad:#?}");

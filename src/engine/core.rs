@@ -113,7 +113,7 @@ pub struct EngineRisk {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("strategy {mode:?} needs {what}")]
+    #[error("strategy {mode} needs {what}")]
     Missing { mode: StrategyMode, what: &'static str },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),

@@ -17,8 +17,8 @@ fn grid() -> impl Iterator<Item = f32> + Clone {
     (17..=45).map(|k| k as f32 * 0.02)
 }
 
-/// One validation sample: its symbol, time, the model's P(down) and P(up), and the return of the bar that
-/// follows it (the bar a decision at this close is exposed to).
+/// One validation sample: its symbol, time, the model's P(down) and P(up), and the return a position taken
+/// on its decision earns over one bar (a decision at a close fills at the next close: the bar after that).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sample {
     pub symbol: u32,

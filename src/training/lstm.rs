@@ -37,7 +37,8 @@ pub fn run(job: LstmJob) -> anyhow::Result<String> {
 pub(crate) struct Pooled {
     pub spec: DatasetSpec,
     pub times: Vec<i64>,
-    /// Per sample: the index of its symbol in `market.symbols`, and the return of the bar after it.
+    /// Per sample: the index of its symbol in `market.symbols`, and the return a position taken on its
+    /// decision earns (from the fill at the next close to the close after).
     pub symbol: Vec<u32>,
     pub next_return: Vec<f64>,
 }
@@ -98,8 +99,12 @@ pub(crate) fn pooled_dataset(
             let b = sw.bar[k];
             times.push(bars[b].t.timestamp_micros());
             symbol.push(si as u32);
-            // A labelled sample has `horizon` ≥ 1 later bars.
-            next_return.push(bars.get(b + 1).map_or(0.0, |nb| nb.c / bars[b].c - 1.0));
+            // A decision at this close fills at the next bar's close (the engine's and the env's timing):
+            // its position earns the bar after that.
+            next_return.push(match (bars.get(b + 1), bars.get(b + 2)) {
+                (Some(fill), Some(after)) if fill.c > 0.0 => after.c / fill.c - 1.0,
+                _ => 0.0,
+            });
             n += 1;
         }
         log::info!("{sym}: {} bars, {n} labelled samples", bars.len());
@@ -210,6 +215,13 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
                 c.metric,
                 c.entries
             );
+            if c.metric <= 0.0 {
+                log::warn!(
+                    "no cut-off pair earned anything on the validation split after fees (best {} {:.4}): the model shows no edge there; the promotion gate decides on the holdout",
+                    cfg.cutoff_metric,
+                    c.metric
+                );
+            }
             metrics.insert(format!("val_cutoff_{}", cfg.cutoff_metric), c.metric);
             metrics.insert("val_cutoff_entries".into(), c.entries as f64);
         }
