@@ -16,6 +16,18 @@ pub enum StrategyMode {
     Scripted,
 }
 
+impl StrategyMode {
+    /// Whether the strategy trades with a model of `kind` (`ppo` and `ensemble` a PPO policy, `lstm` and
+    /// `ensemble` an LSTM classifier).
+    pub fn uses(self, kind: crate::models::ModelKind) -> bool {
+        use crate::models::ModelKind;
+        match kind {
+            ModelKind::Ppo => matches!(self, StrategyMode::Ppo | StrategyMode::Ensemble),
+            ModelKind::Lstm => matches!(self, StrategyMode::Lstm | StrategyMode::Ensemble),
+        }
+    }
+}
+
 /// The name the config uses (`ppo`, `lstm`, `ensemble`, `scripted`).
 impl std::fmt::Display for StrategyMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

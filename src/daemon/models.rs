@@ -2,7 +2,7 @@
 //! champion swapped in between two bars after a promotion (one that does not load leaves the running one).
 
 use crate::config::Config;
-use crate::engine::{Engine, LstmProbs, ProbSource, StrategyMode};
+use crate::engine::{Engine, LstmProbs, ProbSource};
 use crate::models::{ModelKind, Registry};
 use crate::policy::{LstmPolicy, ModelSel, Pipeline, PpoPolicy, SessionOptions};
 use anyhow::Context;
@@ -19,11 +19,7 @@ pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Model
     let mode = config.strategy.mode;
     let pipeline = Pipeline::new(&config.features, symbols, config.market.timeframe);
     let wanted = |kind: ModelKind| -> anyhow::Result<bool> {
-        let uses = match kind {
-            ModelKind::Ppo => matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble),
-            ModelKind::Lstm => matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble),
-        };
-        if !uses {
+        if !mode.uses(kind) {
             return Ok(false);
         }
         if registry.champion(kind).context("reading the model registry")?.is_none() {
@@ -84,7 +80,7 @@ pub(super) fn swap_in(config: &Config, registry: &Registry, engine: &mut Engine,
     let pipeline = Pipeline::new(&config.features, &config.market.symbols, config.market.timeframe);
     let mode = config.strategy.mode;
     match kind {
-        ModelKind::Ppo if matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble) => {
+        ModelKind::Ppo if mode.uses(kind) => {
             match PpoPolicy::load(registry, &sel, &pipeline, SessionOptions::default()) {
                 Ok(p) => engine.set_policy(p),
                 Err(e) => log::error!(
@@ -92,7 +88,7 @@ pub(super) fn swap_in(config: &Config, registry: &Registry, engine: &mut Engine,
                 ),
             }
         }
-        ModelKind::Lstm if matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble) => {
+        ModelKind::Lstm if mode.uses(kind) => {
             let window = config.lstm.window_spec();
             let shapes = crate::engine::lstm_source::shapes(&config.features, &window);
             match LstmPolicy::load(registry, &sel, &pipeline, shapes, SessionOptions::default()) {

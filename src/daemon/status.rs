@@ -70,15 +70,11 @@ pub fn order_line(o: &OmsOrder) -> OrderStatusLine {
 
 /// The kind of champion the configured strategy needs and the registry lacks.
 fn missing_champion(config: &Config, m: &ModelsStatus) -> Option<&'static str> {
-    use crate::config::StrategyMode as S;
     let mode = config.strategy.mode;
-    if matches!(mode, S::Ppo | S::Ensemble) && m.ppo.is_none() {
-        Some("ppo")
-    } else if matches!(mode, S::Lstm | S::Ensemble) && m.lstm.is_none() {
-        Some("lstm")
-    } else {
-        None
-    }
+    [(ModelKind::Ppo, &m.ppo), (ModelKind::Lstm, &m.lstm)]
+        .into_iter()
+        .find(|(kind, champion)| mode.uses(*kind) && champion.is_none())
+        .map(|(kind, _)| kind.as_str())
 }
 
 /// Champions, the last retrain and the next one: what both the daemon and the offline status report.

@@ -13,6 +13,7 @@ use crate::domain::Timeframe;
 use crate::domain::{Bar, Qty, Side, Symbol};
 use crate::env::ExecParams;
 use crate::features::{FeatureSpec, FeatureState};
+use crate::models::ModelKind;
 use crate::oms::Oms;
 use crate::policy::PpoPolicy;
 use crate::risk::{AssetRules, Holding, RiskChecks};
@@ -201,9 +202,9 @@ impl Engine {
     /// it gets one (`set_policy`, `set_probs`).
     pub fn missing_model(&self) -> Option<&'static str> {
         let mode = self.cfg.strategy.mode;
-        if matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble) && self.policy.is_none() {
+        if mode.uses(ModelKind::Ppo) && self.policy.is_none() {
             Some("PPO")
-        } else if matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble) && self.probs.is_none() {
+        } else if mode.uses(ModelKind::Lstm) && self.probs.is_none() {
             Some("LSTM")
         } else {
             None
@@ -440,14 +441,14 @@ impl Engine {
         }
         let a = self.cfg.symbols.len();
         let mode = self.cfg.strategy.mode;
-        if matches!(mode, StrategyMode::Lstm | StrategyMode::Ensemble)
+        if mode.uses(ModelKind::Lstm)
             && let Some(src) = self.probs.as_mut()
         {
             for s in &self.cfg.symbols {
                 rec.probs.push(src.probs(s).transpose().map_err(|e| e.to_string())?);
             }
         }
-        if matches!(mode, StrategyMode::Ppo | StrategyMode::Ensemble)
+        if mode.uses(ModelKind::Ppo)
             && let Some(p) = self.policy.as_mut()
         {
             p.act_into(&self.obs, &mut self.actions).map_err(|e| e.to_string())?;
