@@ -16,6 +16,15 @@ pub struct LstmProbs {
     window: WindowSpec,
     streams: HashMap<Symbol, WindowStream>,
     latest: HashMap<Symbol, WindowInputs>,
+    /// The model's (up, down) cut-offs, read from its manifest once per model, not per bar.
+    cutoffs: (Option<f32>, Option<f32>),
+}
+
+/// The (up, down) cut-offs a model's manifest carries.
+fn manifest_cutoffs(policy: &LstmPolicy) -> (Option<f32>, Option<f32>) {
+    let p = &policy.manifest().params;
+    let read = |k: &str| p.get(k).and_then(|v| v.as_f64()).map(|v| v as f32).filter(|v| *v > 0.0 && *v <= 1.0);
+    (read(super::cutoffs::UP_PARAM), read(super::cutoffs::DOWN_PARAM))
 }
 
 /// The input shapes the running pipeline's window builder produces.
@@ -32,7 +41,8 @@ pub fn shapes(spec: &FeatureSpec, w: &WindowSpec) -> LstmShapes {
 
 impl LstmProbs {
     pub fn new(policy: LstmPolicy, spec: FeatureSpec, window: WindowSpec) -> Self {
-        LstmProbs { policy, spec, window, streams: HashMap::new(), latest: HashMap::new() }
+        let cutoffs = manifest_cutoffs(&policy);
+        LstmProbs { policy, spec, window, streams: HashMap::new(), latest: HashMap::new(), cutoffs }
     }
 
     /// Loads the selected LSTM model, checked against the pipeline (features, symbols, window shapes).
@@ -74,13 +84,12 @@ impl ProbSource for LstmProbs {
     }
 
     fn cutoffs(&self) -> (Option<f32>, Option<f32>) {
-        let p = &self.policy.manifest().params;
-        let read = |k: &str| p.get(k).and_then(|v| v.as_f64()).map(|v| v as f32).filter(|v| *v > 0.0 && *v <= 1.0);
-        (read(super::cutoffs::UP_PARAM), read(super::cutoffs::DOWN_PARAM))
+        self.cutoffs
     }
 
     /// Replaces the model, keeping the windows (the features do not depend on the model).
     fn set_lstm(&mut self, policy: LstmPolicy) -> bool {
+        self.cutoffs = manifest_cutoffs(&policy);
         self.policy = policy;
         true
     }
