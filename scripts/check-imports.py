@@ -13,7 +13,7 @@ from pathlib import Path
 
 LAYERS = [
     ["alloc", "logging", "native", "domain", "calendar", "clock", "schedule", "optim"],
-    ["store", "features", "onnx"],
+    ["store", "features", "onnx", "feed"],
     ["env", "models"],
     ["config"],
     ["data", "policy", "control", "alpaca"],

@@ -21,7 +21,8 @@
 //!    simulated one shared with the fake Alpaca),
 //!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
-//!    batch), [`onnx`] (our ONNX writer and reference forwards).
+//!    batch), [`onnx`] (our ONNX writer and reference forwards), [`feed`] (the `MarketFeed` trait and its
+//!    events).
 //! 2. [`env`] (the vectorized trading environment, its execution rule and C kernel), [`models`]
 //!    (manifests, the content-hashed registry, promote/rollback).
 //! 3. [`config`]: the TOML file parsed once into checked values.
@@ -54,6 +55,7 @@ pub mod domain;
 pub mod engine;
 pub mod env;
 pub mod features;
+pub mod feed;
 pub mod fuzzing;
 pub mod live;
 pub mod logging;

@@ -18,7 +18,7 @@ use super::metrics::Activity;
 use super::sim::{SimRunError, deliver, fill_pending};
 use crate::broker::SimBroker;
 use crate::config::Config;
-use crate::domain::{Bar, OrderRequest, OrderStatus, Symbol};
+use crate::domain::{Bar, OrderStatus, Symbol};
 use crate::engine::Core;
 use crate::engine::{Command, Engine, EngineConfig, EngineRisk, Event, ManualClock, ProbSource, StrategyMode};
 use crate::oms::{Oms, OmsConfig};
@@ -80,7 +80,6 @@ pub struct SimSession {
     engine: Engine,
     clock: ManualClock,
     sim: SimBroker,
-    pending: Vec<OrderRequest>,
     activity: Activity,
     record_from: usize,
     curve: Vec<EquityPoint>,
@@ -126,7 +125,6 @@ impl SimSession {
             engine,
             clock,
             sim: SimBroker::new(initial_cash(config), env.exec),
-            pending: Vec::new(),
             activity: Activity::default(),
             record_from: first_traded_bar(config, mode),
             curve: Vec::new(),
@@ -151,7 +149,7 @@ impl SimSession {
         }
         self.clock.set(t);
         let prices: Vec<(Symbol, f64)> = bars.iter().map(|b| (b[d].symbol.clone(), f64::from(b[d].c as f32))).collect();
-        let snap = fill_pending(&mut self.sim, &mut self.pending, &prices, t, &mut self.activity)?;
+        let snap = fill_pending(&mut self.sim, &prices, t, &mut self.activity)?;
         let statuses = snap.orders.iter().map(|o| o.status).collect();
         deliver(&mut self.engine, snap, t);
         if d >= self.record_from {
@@ -193,13 +191,13 @@ impl SimSession {
 
     /// Orders among `cmds` go to the simulated broker for the next bar. Returns how many.
     pub fn submit(&mut self, cmds: Vec<Command>) -> usize {
-        let before = self.pending.len();
+        let before = self.sim.pending();
         for c in cmds {
             if let Command::Submit(o) = c {
-                self.pending.push(o.into_inner());
+                self.sim.queue(o);
             }
         }
-        self.pending.len() - before
+        self.sim.pending() - before
     }
 
     /// Buy-and-hold's equity at bar `d`, from its curve `bh` (which starts at the first tradable bar).

@@ -4,8 +4,8 @@
 //! reconciliation, as a live broker's would; then the bar itself. Prices are the env's (closes as f32).
 
 use super::metrics::Activity;
-use crate::broker::{SimBroker, SimError, SimOrder};
-use crate::domain::{Bar, OrderId, OrderRequest, OrderStatus, Symbol};
+use crate::broker::{SimBroker, SimError};
+use crate::domain::{Bar, OrderStatus, Symbol};
 use crate::domain::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 use crate::engine::Core;
 use crate::engine::{BrokerSnapshot, Command, Engine, Event, ManualClock};
@@ -39,7 +39,6 @@ pub fn simulate(
     start: usize,
 ) -> Result<SimRun, SimRunError> {
     let days = bars.first().map_or(0, |b| b.len());
-    let mut pending: Vec<OrderRequest> = Vec::new();
     let mut run = SimRun::default();
     for d in 0..days {
         let t = bars[0][d].t;
@@ -52,7 +51,7 @@ pub fn simulate(
         }
         clock.set(t);
         let prices: Vec<(Symbol, f64)> = bars.iter().map(|b| (b[d].symbol.clone(), f64::from(b[d].c as f32))).collect();
-        let snap = fill_pending(sim, &mut pending, &prices, t, &mut run.activity)?;
+        let snap = fill_pending(sim, &prices, t, &mut run.activity)?;
         deliver(engine, snap, t);
         if d >= start {
             let eq = sim.equity();
@@ -65,7 +64,7 @@ pub fn simulate(
         for b in bars {
             for c in engine.process(Event::Bar(b[d].clone())) {
                 if let Command::Submit(o) = c {
-                    pending.push(o.into_inner());
+                    sim.queue(o);
                 }
             }
         }
@@ -73,71 +72,23 @@ pub fn simulate(
     Ok(run)
 }
 
-/// One step of the simulated broker: the pending orders (decided on the previous bar) fill at these
-/// prices through the execution rule; returns the broker's view (each order filled, or canceled when the
-/// rule dropped it; positions; cash) for the engine's reconciliation, and adds the fills to `activity`.
+/// One step of the simulated broker: the orders it holds (decided on the previous bar) fill at these
+/// prices through the execution rule; returns the broker's view for the engine's reconciliation, and adds
+/// the fills to `activity`.
 pub fn fill_pending(
     sim: &mut SimBroker,
-    pending: &mut Vec<OrderRequest>,
     prices: &[(Symbol, f64)],
     t: DateTime<Utc>,
     activity: &mut Activity,
 ) -> Result<BrokerSnapshot, SimError> {
-    let orders: Vec<SimOrder> =
-        pending.iter().map(|r| SimOrder { symbol: r.symbol.clone(), side: r.side, qty: qty_f64(r) }).collect();
-    let fills = sim.step(prices, &orders)?;
-    let mut snap =
-        BrokerSnapshot { cash: dec(sim.cash()), equity: dec(sim.equity()), taken_at: Some(t), ..Default::default() };
-    for r in pending.drain(..) {
-        let f = fills.iter().find(|f| f.symbol == r.symbol && !f.stopped);
-        let filled =
-            f.map_or(0.0, |f| if (f.qty > 0.0) == (r.side == crate::domain::Side::Buy) { f.qty.abs() } else { 0.0 });
-        snap.orders.extend(broker_order(&r, filled, f.map_or(0.0, |f| f.price), t));
-    }
+    let (snap, fills) = sim.fill_pending(prices, t)?;
     for f in &fills {
         activity.traded_notional += f.notional;
         activity.fees += f.fee;
         activity.trades += 1;
     }
-    for (s, _) in prices {
-        let h = sim.holding(s);
-        if h != 0.0 {
-            snap.positions.push((s.clone(), dec(h)));
-        }
-    }
     Ok(snap)
 }
-
-fn dec(x: f64) -> Decimal {
-    Decimal::from_f64_retain(x).unwrap_or_default()
-}
-
-fn qty_f64(r: &OrderRequest) -> f64 {
-    use rust_decimal::prelude::ToPrimitive;
-    r.qty.get().to_f64().unwrap_or(0.0)
-}
-
-/// The simulated broker's report of a day order: filled (possibly in part, the rest canceled), or
-/// canceled unfilled when the rule dropped it.
-fn broker_order(r: &OrderRequest, filled: f64, price: f64, t: DateTime<Utc>) -> Option<BrokerOrder> {
-    let full = filled >= qty_f64(r);
-    Some(BrokerOrder {
-        id: OrderId::new(&format!("sim-{}", r.client_order_id)).ok()?,
-        client_order_id: Some(r.client_order_id.clone()),
-        raw_client_order_id: r.client_order_id.to_string(),
-        symbol: r.symbol.clone(),
-        side: r.side,
-        qty: Some(r.qty.get()),
-        notional: None,
-        filled_qty: dec(filled),
-        filled_avg_price: (filled > 0.0).then(|| dec(price)),
-        limit_price: None,
-        status: if full { OrderStatus::Filled } else { OrderStatus::Canceled },
-        broker_status: if full { "filled" } else { "canceled" }.into(),
-        created_at: Some(t),
-    })
-}
-
 /// The broker's trade updates for each order of `snap` (as Alpaca's trade_updates stream would send
 /// them), then the snapshot itself as a reconciliation, which then finds nothing to adopt.
 pub fn deliver(engine: &mut Engine, snap: BrokerSnapshot, t: DateTime<Utc>) {

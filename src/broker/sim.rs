@@ -5,12 +5,20 @@
 //!
 //! The rule is shared exactly, not re-implemented: the rule sizes a trade as `|action| × max_trade` with
 //! the action clamped to [-1, 1], so the broker runs it with `max_trade` set to the order's quantity and
-//! an action of ±1, which gives the same quantity bit for bit (`1 × q = q`). A property test drives the broker and the environment with the same random
-//! actions and compares cash, holdings and equity at every bar.
+//! an action of ±1, which gives the same quantity bit for bit (`1 × q = q`). A property test drives the
+//! broker and the environment with the same random actions and compares cash, holdings and equity at every
+//! bar.
+//!
+//! As a broker (`orders`: `queue` or `Broker::submit`, then `fill_pending` at the next bar) it takes day
+//! market orders decided on one bar and fills them at the next bar's close, reporting each order filled (in
+//! part, the rest canceled) or canceled when the rule dropped it, as the backtest and the replay trade.
 
-use crate::domain::{Side, Symbol};
+use crate::domain::{BrokerOrder, OrderRequest, Side, Symbol};
 use crate::env::{ExecParams, Position, exec};
+use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
+
+mod orders;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SimError {
@@ -48,12 +56,26 @@ pub struct SimBroker {
     cash: f64,
     positions: BTreeMap<Symbol, Position>,
     prices: BTreeMap<Symbol, f64>,
+    /// Orders taken (`queue`, `Broker::submit`) and not yet filled: they fill at the next `fill_pending`.
+    pending: Vec<OrderRequest>,
+    /// The orders the last `fill_pending` closed, as a broker reports them (for `Broker::snapshot`).
+    closed: Vec<BrokerOrder>,
+    /// The time of the last `fill_pending`.
+    at: Option<DateTime<Utc>>,
 }
 
 impl SimBroker {
     /// `exec.max_trade` is ignored: orders carry their own quantities.
     pub fn new(initial_cash: f64, exec: ExecParams) -> Self {
-        SimBroker { params: exec, cash: initial_cash, positions: BTreeMap::new(), prices: BTreeMap::new() }
+        SimBroker {
+            params: exec,
+            cash: initial_cash,
+            positions: BTreeMap::new(),
+            prices: BTreeMap::new(),
+            pending: Vec::new(),
+            closed: Vec::new(),
+            at: None,
+        }
     }
 
     /// The rule's parameters and action for an order of `qty` units (0: none) in direction `sign`.

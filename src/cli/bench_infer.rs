@@ -1,22 +1,24 @@
-//! `tradebot bench infer`: per-decision latency of the engine's decision path on one thread — streaming
-//! features for every symbol, the PPO observation, ONNX inference, the strategy's orders, the risk checks
-//! (`risk::RiskChecks`, as the daemon runs them) — over the stored bars of the configured symbols, for the
-//! champion PPO model (or `--model`, or with neither a random model of `[ppo].hidden`, said so in the
-//! output). p50 and p99 in µs.
+//! `tradebot bench infer`: per-decision latency of the daemon's own `Engine` on one thread, over the
+//! stored bars of the configured symbols: the bars of one close through `Engine::process` (streaming
+//! features for every symbol, the PPO observation, ONNX inference, the strategy's orders, the risk checks,
+//! the order manager's stored and flushed order records), exactly as a replay or the live runner drives it,
+//! with the simulated broker filling the orders at the next close (`backtest::session`, in a temporary
+//! account). For the champion PPO model (or `--model`, or with neither a random model of `[ppo].hidden`,
+//! said so in the output). p50 and p99 in µs; inference alone is timed again on the engine's own
+//! observation.
 //! `--export DIR` writes the ONNX file and the observations (`obs.bin`, f32 little-endian, `obs_dim`
 //! wide) so `benches/peers/ort_python.py` can time onnxruntime's Python API on the same work.
 
 use super::load_config;
-use crate::domain::{ClientOrderId, OrderRequest, OrderTif, Qty, Timeframe};
-use crate::engine::strategy::from_action;
-use crate::features::FeatureState;
+use crate::backtest::session::SimSession;
+use crate::domain::Timeframe;
+use crate::engine::StrategyMode;
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use crate::onnx::mlp::{MlpPolicy, ObsNorm};
 use crate::onnx::{Activation, Dense};
 use crate::policy::{ModelSel, Pipeline, PpoPolicy, SessionOptions};
 use crate::store::Store;
 use anyhow::{Context, bail};
-use rust_decimal::Decimal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -82,8 +84,6 @@ fn synthetic(pl: &Pipeline, hidden: &[i64], act: Activation) -> (Manifest, Vec<u
     (m, bytes)
 }
 
-// Bars, rows and states are indexed together by symbol and day; iterators would hide that.
-#[allow(clippy::needless_range_loop)]
 pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
     let config = load_config(b.config.clone())?;
     crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
@@ -105,129 +105,105 @@ pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
     let opts = SessionOptions { intra_threads: b.threads };
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     let sel = ModelSel::parse(b.model.as_deref());
-    let (mut policy, bytes) = match (&sel, reg.champion(ModelKind::Ppo)?) {
-        (ModelSel::Champion, None) => {
-            let (m, bytes) = synthetic(&pl, &config.ppo.hidden, config.ppo.activation);
-            (PpoPolicy::from_parts(m, &bytes, &pl, opts)?, bytes)
-        }
-        _ => {
-            let p = PpoPolicy::load(&reg, &sel, &pl, opts)?;
-            let bytes = reg.load(p.id())?.1;
-            (p, bytes)
-        }
+    let synthetic_model = matches!(sel, ModelSel::Champion) && reg.champion(ModelKind::Ppo)?.is_none();
+    let (manifest, bytes) = if synthetic_model {
+        synthetic(&pl, &config.ppo.hidden, config.ppo.activation)
+    } else {
+        let id = PpoPolicy::load(&reg, &sel, &pl, opts)?.id().to_string();
+        reg.load(&id)?
     };
-    let exec = config.env.exec;
-    let ic = config.env.initial_cash;
-    // The daemon's full risk checks (limits, kill switch, stale bars, hours, asset rules), as the engine runs
-    // them; the clock is each bar's own time, so stale-bar checks pass as they would live.
-    let checks = crate::risk::RiskChecks::open(&config.risk, &exec, &store).context("opening the risk checks")?;
-    let assets = std::collections::HashMap::new();
-    let (a, f) = (symbols.len(), config.features.n_cols());
-    let mut obs = vec![0.0f32; 1 + a * (1 + f)];
-    let mut act = vec![0.0f32; a];
-    let mut rows = vec![vec![0.0f32; f]; a];
+    let load = || PpoPolicy::from_parts(manifest.clone(), &bytes, &pl, opts);
+    let model_id = manifest.id.clone();
+    let mut act = vec![0.0f32; symbols.len()];
     let mut lat = Vec::with_capacity(b.decisions);
     let mut infer_only = Vec::with_capacity(b.decisions);
+    // Decisions that sent no order: no order record is written and flushed (`oms`), the rest of the path is.
+    let mut quiet = Vec::new();
     let mut seen_obs: Vec<f32> = Vec::new();
     let mut orders = 0usize;
+    let obs_len = PpoPolicy::obs_dim_for(&pl);
+    // The engine's account (orders, kill switch, decisions), begun afresh for each pass and removed after.
+    let scratch = config.state_dir.join("bench-infer");
+    // One pass over the bars per fresh account; passes repeat until enough decisions are timed.
     'outer: loop {
-        let mut states: Vec<FeatureState> = (0..a).map(|_| FeatureState::new(config.features.clone())).collect();
-        let holdings = vec![10.0f64; a];
+        remove_account(&scratch)?;
+        let account = Store::open(&scratch).context("opening the bench's account")?;
+        let mut session = SimSession::open(&config, StrategyMode::Ppo, &account, (Some(load()?), None), bars[0][0].t)?;
+        let mut inference = load()?;
         for d in 0..days {
-            let t0 = Instant::now();
-            let mut ready = true;
-            for k in 0..a {
-                let x = &bars[k][d];
-                ready &= states[k].update_into(x.o, x.h, x.l, x.c, x.v, &mut rows[k]);
+            session.fill(&bars, d, f64::NAN)?;
+            let started = Instant::now();
+            let mut sent = 0;
+            for b in &bars {
+                sent += session.decide(&b[d]);
             }
-            if !ready {
+            let took = started.elapsed();
+            if d < warm {
                 continue;
             }
-            obs[0] = 0.5;
-            for k in 0..a {
-                let base = 1 + k * (1 + f);
-                obs[base] = (holdings[k] * f64::from(bars[k][d].c as f32) / ic) as f32;
-                obs[base + 1..base + 1 + f].copy_from_slice(&rows[k]);
+            orders += sent;
+            lat.push(took.as_nanos() as f64 / 1e3);
+            if sent == 0 {
+                quiet.push(took.as_nanos() as f64 / 1e3);
             }
-            let t1 = Instant::now();
-            policy.act_into(&obs, &mut act)?;
-            let t2 = Instant::now();
-            let mut positions = std::collections::BTreeMap::new();
-            let mut held_value = 0.0;
-            for k in 0..a {
-                let price = f64::from(bars[k][d].c as f32);
-                held_value += holdings[k] * price;
-                let qty = Decimal::from_f64_retain(holdings[k]).unwrap_or_default();
-                positions.insert(symbols[k].clone(), crate::risk::Holding { qty, price });
-            }
-            let ctx = crate::risk::RiskContext {
-                equity: Decimal::from_f64_retain(ic * 0.5 + held_value).unwrap_or_default(),
-                cash: Decimal::from_f64_retain(ic * 0.5).unwrap_or_default(),
-                positions: &positions,
-                bar_time: bars[0][d].t,
-                timeframe: config.market.timeframe,
-                now: bars[0][d].t,
-                inputs_finite: obs.iter().all(|v| v.is_finite()),
-                assets: &assets,
-            };
-            for k in 0..a {
-                if let Some(w) = from_action(&exec, act[k], holdings[k])
-                    && let Some(q) = Decimal::from_f64_retain(w.qty).and_then(|q| Qty::new(q).ok())
-                {
-                    let req = OrderRequest {
-                        client_order_id: ClientOrderId::derive("bench", &symbols[k], bars[k][d].t, k as u16),
-                        symbol: symbols[k].clone(),
-                        side: w.side,
-                        qty: q,
-                        tif: OrderTif::Day,
-                        bar_time: bars[k][d].t,
-                        ref_price: bars[k][d].c,
-                    };
-                    orders += usize::from(checks.check(req, &ctx).is_ok());
-                }
-            }
-            lat.push(t0.elapsed().as_nanos() as f64 / 1e3);
-            infer_only.push((t2 - t1).as_nanos() as f64 / 1e3);
+            let obs = session.engine().observation();
+            let t = Instant::now();
+            inference.act_into(obs, &mut act)?;
+            infer_only.push(t.elapsed().as_nanos() as f64 / 1e3);
             if seen_obs.len() < 1000 * obs.len() {
-                seen_obs.extend_from_slice(&obs);
+                seen_obs.extend_from_slice(obs);
             }
             if lat.len() >= b.decisions {
                 break 'outer;
             }
         }
     }
+    remove_account(&scratch)?;
     let pct = |v: &mut Vec<f64>, p: f64| {
         v.sort_by(f64::total_cmp);
-        v[((v.len() - 1) as f64 * p).round() as usize]
+        if v.is_empty() { f64::NAN } else { v[((v.len() - 1) as f64 * p).round() as usize] }
     };
     let (p50, p99) = (pct(&mut lat, 0.50), pct(&mut lat, 0.99));
     let (i50, i99) = (pct(&mut infer_only, 0.50), pct(&mut infer_only, 0.99));
+    let (q50, q99) = (pct(&mut quiet, 0.50), pct(&mut quiet, 0.99));
     if let Some(dir) = &b.export {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         std::fs::write(dir.join("model.onnx"), &bytes).context("writing model.onnx")?;
         let raw: Vec<u8> = seen_obs.iter().flat_map(|v| v.to_le_bytes()).collect();
         std::fs::write(dir.join("obs.bin"), raw).context("writing obs.bin")?;
     }
+    let a = symbols.len();
     if b.json {
         println!(
             "{}",
             serde_json::json!({
-                "bench": "infer", "model": policy.id(), "obs_dim": obs.len(), "assets": a,
-                "decisions": lat.len(), "threads": b.threads, "orders_approved": orders,
+                "bench": "infer", "model": model_id, "obs_dim": obs_len, "assets": a,
+                "decisions": lat.len(), "threads": b.threads, "orders_sent": orders,
                 "decision_p50_us": p50, "decision_p99_us": p99,
+                "decisions_without_orders": quiet.len(),
+                "no_order_decision_p50_us": q50, "no_order_decision_p99_us": q99,
                 "inference_p50_us": i50, "inference_p99_us": i99,
             })
         );
     } else {
+        println!("model {model_id} (obs {obs_len} wide, {a} assets), {} decisions, {} thread(s)", lat.len(), b.threads);
         println!(
-            "model {} (obs {} wide, {a} assets), {} decisions, {} thread(s)",
-            policy.id(),
-            obs.len(),
-            lat.len(),
-            b.threads
+            "decision (the engine: features + inference + strategy + risk + order records): p50 {p50:.1} µs, p99 {p99:.1} µs; {orders} orders sent"
         );
-        println!("decision (features + inference + strategy + risk): p50 {p50:.1} µs, p99 {p99:.1} µs");
+        println!(
+            "the {} decisions that sent no order (no order record flushed): p50 {q50:.1} µs, p99 {q99:.1} µs",
+            quiet.len()
+        );
         println!("inference alone: p50 {i50:.1} µs, p99 {i99:.1} µs");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn remove_account(dir: &std::path::Path) -> anyhow::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing the bench's account {}", dir.display()))
+        }
+        _ => Ok(()),
+    }
 }

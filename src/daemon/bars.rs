@@ -14,8 +14,9 @@
 //! (rebuilt, so a restart mid-bucket loses none), and the last stored bar of the timeframe (never
 //! emitted twice).
 
-use crate::alpaca::feed::{Aggregator, FeedError, FeedEvent, MarketFeed};
+use crate::alpaca::feed::Aggregator;
 use crate::domain::{Bar, Symbol, Timeframe};
+use crate::feed::{FeedError, FeedEvent, MarketFeed};
 use crate::store::Store;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};

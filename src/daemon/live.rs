@@ -12,7 +12,7 @@
 //! `strategy.mode = "scripted"` drives `live::ScriptedCore` instead (it buys one unit of each symbol on
 //! each bar): an order-path harness for a paper account, refused in live mode.
 
-use crate::alpaca::feed::{AlpacaFeed, FeedConfig, FeedError, FeedEvent, MarketFeed};
+use crate::alpaca::feed::{AlpacaFeed, FeedConfig};
 use crate::alpaca::rest::{GetAccount, GetAsset, RestClient, RestConfig};
 use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
@@ -23,6 +23,7 @@ use crate::daemon::notify::Notifier;
 use crate::daemon::retrainer::RunPipeline;
 use crate::domain::{Qty, Timeframe};
 use crate::engine::{Command, DecisionRecord, Engine, EngineConfig, EngineRisk, Event, StrategyMode, SystemClock};
+use crate::feed::{FeedError, FeedEvent, MarketFeed};
 use crate::live::{Core, RunnerConfig, ScriptedCore};
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};

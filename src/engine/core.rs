@@ -266,6 +266,11 @@ impl Engine {
             .collect()
     }
 
+    /// The observation of the last decision (the PPO policy's input), for `bench infer`'s export.
+    pub fn observation(&self) -> &[f32] {
+        &self.obs
+    }
+
     pub fn policy_mut(&mut self) -> Option<&mut PpoPolicy> {
         self.policy.as_mut()
     }

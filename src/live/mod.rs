@@ -35,10 +35,10 @@ mod tests;
 pub use scripted::ScriptedCore;
 pub use tasks::{ChannelUpdates, UpdateSource};
 
-use crate::alpaca::feed::MarketFeed;
 use crate::broker::Broker;
 pub use crate::engine::Core;
 use crate::engine::{Command, Control, Event};
+use crate::feed::MarketFeed;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

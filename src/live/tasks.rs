@@ -1,9 +1,9 @@
 //! The runner's input tasks: market feed, broker updates, ticks, signals. Each turns its traffic into
 //! `Event`s for the core and stops when the shutdown token is cancelled. None holds trading state.
 
-use crate::alpaca::feed::{FeedError, FeedEvent, MarketFeed};
 use crate::alpaca::updates::{TradeUpdates, UpdatesError, UpdatesEvent};
 use crate::engine::Event;
+use crate::feed::{FeedError, FeedEvent, MarketFeed};
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -60,7 +60,10 @@ pub(super) async fn feed<F: MarketFeed>(
                 log::info!("runner: market feed connected ({backfilled} bars backfilled)")
             }
             Ok(FeedEvent::Disconnected { reason }) => log::warn!("runner: market feed lost: {reason}"),
-            Ok(FeedEvent::Market(_)) => {}
+            Ok(FeedEvent::Status { symbol, t, halted, detail }) => {
+                let what = if halted { "halted" } else { "trading status" };
+                log::info!("runner: {symbol} {what} at {t}: {detail}")
+            }
             Err(FeedError::Stopped) => {
                 log::info!("runner: market feed ended; stopping");
                 stop.cancel();

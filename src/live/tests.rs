@@ -3,12 +3,13 @@
 //! shutdown returns the core with its state.
 
 use super::*;
-use crate::alpaca::feed::{FeedError, FeedEvent};
+use crate::alpaca::feed::StreamError;
 use crate::alpaca::updates::UpdatesEvent;
 use crate::broker::BrokerError;
 use crate::domain::BrokerOrder;
 use crate::domain::{Bar, ClientOrderId, OrderId, OrderRequest, OrderStatus, Qty, Symbol, Timeframe};
 use crate::engine::{BrokerSnapshot, ManualClock};
+use crate::feed::{FeedError, FeedEvent};
 use crate::oms::{Oms, OmsConfig};
 use crate::risk::RiskApproved;
 use crate::store::Store;
@@ -293,7 +294,8 @@ async fn a_fatal_feed_error_ends_the_run_with_its_reason_and_the_core() {
     let oms = Oms::open(&store, Box::new(clock), OmsConfig::default()).unwrap();
     let core = ScriptedCore::new(oms, Qty::new(Decimal::ONE).unwrap(), Decimal::from(1000), 0);
     let (_updates, upd_rx) = mpsc::unbounded_channel();
-    let err = FeedError::Subscription { url: "wss://x".into(), detail: "bars for AAPL missing".into() };
+    let err =
+        FeedError::from(StreamError::Subscription { url: "wss://x".into(), detail: "bars for AAPL missing".into() });
     let end = tokio::time::timeout(
         Duration::from_secs(10),
         super::run(
@@ -310,11 +312,15 @@ async fn a_fatal_feed_error_ends_the_run_with_its_reason_and_the_core() {
     let end = end.unwrap();
     assert!(end.fatal.as_deref().is_some_and(|r| r.contains("bars for AAPL missing")), "{:?}", end.fatal);
     // A stream task that ended without a word, and a backfill page it cannot use, are fatal too.
-    assert!(FeedError::Died.is_fatal());
+    assert!(FeedError::from(StreamError::Died).is_fatal());
     let bad_page =
         crate::alpaca::rest::RestError::Decode { endpoint: "GET /v2/stocks/bars", message: "bad bar".into() };
-    assert!(!bad_page.is_recoverable() && FeedError::Backfill(bad_page).is_fatal());
-    assert!(!FeedError::Lost("reset".into()).is_fatal());
+    assert!(!bad_page.is_recoverable() && FeedError::from(StreamError::Backfill(bad_page)).is_fatal());
+    assert_eq!(
+        FeedError::from(StreamError::Lost("reset".into())),
+        FeedError::Transient("market data stream: reset".into())
+    );
+    assert_eq!(FeedError::from(StreamError::Stopped), FeedError::Stopped);
 }
 
 /// A core that panics on its first bar.

@@ -163,11 +163,3 @@ fn sorted(v: &[String]) -> Vec<String> {
     v.sort();
     v
 }
-
-/// Replaces `current` by the result of `load` only when it succeeded; on failure the running policy is
-/// kept and the error returned (log it).
-pub fn swap<P>(current: &mut P, load: impl FnOnce() -> Result<P, PolicyError>) -> Result<(), PolicyError> {
-    let next = load()?;
-    *current = next;
-    Ok(())
-}

@@ -1,4 +1,4 @@
-//! Market data over Alpaca's WebSocket behind the [`MarketFeed`] trait.
+//! Market data over Alpaca's WebSocket behind the [`MarketFeed`] trait (`crate::feed`).
 //!
 //! A background task owns the socket: connect → `connected` → auth → subscribe (the reply is checked
 //! against what was asked) → gap backfill over REST → stream. Any loss (close, error, no frame within
@@ -17,37 +17,19 @@ pub use aggregate::{AggregateError, Aggregator};
 pub use gate::BarGate;
 
 use crate::alpaca::backoff::Backoff;
-use crate::alpaca::event::MarketEvent;
 use crate::alpaca::rest::{RestClient, RestError};
 use crate::config::Secret;
-use crate::domain::{Bar, Symbol};
+use crate::domain::Symbol;
+use crate::feed::{FeedError, FeedEvent, MarketFeed};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
-use std::future::Future;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use url::Url;
 
-/// What a feed delivers.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FeedEvent {
-    /// A closed minute bar, each (symbol, time) once, in time order per symbol.
-    Bar(Bar),
-    /// A late correction of a bar already delivered (`u` messages): replaces it.
-    BarUpdated(Bar),
-    /// The period starting at `t` closed with bars of other symbols but none of `symbol` (a quiet or
-    /// halted stock): its last close is carried (`daemon::bars`).
-    NoBar { symbol: Symbol, t: DateTime<Utc> },
-    /// Anything else the stream said (trades, quotes, trading statuses, ...).
-    Market(MarketEvent),
-    /// The stream is (again) live; `backfilled` bars were fetched over REST to close the gap.
-    Connected { backfilled: usize },
-    /// The connection was lost; a reconnect follows.
-    Disconnected { reason: String },
-}
-
+/// What went wrong on Alpaca's stream; the runner sees it as a `crate::feed::FeedError`.
 #[derive(Debug, thiserror::Error)]
-pub enum FeedError {
+pub enum StreamError {
     #[error("market data stream {url}: authentication failed ({msg}); check APCA_API_KEY_ID / APCA_API_SECRET_KEY")]
     Auth { url: String, msg: String },
     #[error("market data stream {url}: refused: {code} {msg}")]
@@ -68,26 +50,20 @@ pub enum FeedError {
     Died,
 }
 
-impl FeedError {
+impl StreamError {
     /// Fatal errors end the feed; the rest are handled by reconnecting.
     pub fn is_fatal(&self) -> bool {
         match self {
-            FeedError::Auth { .. }
-            | FeedError::Refused { .. }
-            | FeedError::Subscription { .. }
-            | FeedError::Stopped
-            | FeedError::Died => true,
+            StreamError::Auth { .. }
+            | StreamError::Refused { .. }
+            | StreamError::Subscription { .. }
+            | StreamError::Stopped
+            | StreamError::Died => true,
             // The session sends only backfill errors it cannot recover from (an invalid bar in a page).
-            FeedError::Backfill(e) => !e.is_recoverable(),
-            FeedError::ConnectionLimit | FeedError::Lost(_) => false,
+            StreamError::Backfill(e) => !e.is_recoverable(),
+            StreamError::ConnectionLimit | StreamError::Lost(_) => false,
         }
     }
-}
-
-/// A source of market events: the Alpaca stream, a replay of stored bars, a test double.
-pub trait MarketFeed {
-    /// The next event. Cancellation-safe for implementations backed by a channel (as `AlpacaFeed` is).
-    fn next(&mut self) -> impl Future<Output = Result<FeedEvent, FeedError>> + Send;
 }
 
 #[derive(Debug, Clone)]
@@ -153,7 +129,7 @@ impl FeedConfig {
 
 /// The Alpaca market-data feed. Dropping it stops the background task at its next step.
 pub struct AlpacaFeed {
-    rx: mpsc::Receiver<Result<FeedEvent, FeedError>>,
+    rx: mpsc::Receiver<Result<FeedEvent, StreamError>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -166,10 +142,27 @@ impl AlpacaFeed {
     }
 }
 
+impl AlpacaFeed {
+    /// The next event, with Alpaca's error. Cancellation-safe.
+    pub async fn recv(&mut self) -> Result<FeedEvent, StreamError> {
+        // A live stream never ends on its own: its task ending is fatal, not the end of a finite feed.
+        self.rx.recv().await.unwrap_or(Err(StreamError::Died))
+    }
+}
+
 impl MarketFeed for AlpacaFeed {
     async fn next(&mut self) -> Result<FeedEvent, FeedError> {
-        // A live stream never ends on its own: its task ending is fatal, not the end of a finite feed.
-        self.rx.recv().await.unwrap_or(Err(FeedError::Died))
+        Ok(self.recv().await?)
+    }
+}
+
+impl From<StreamError> for FeedError {
+    fn from(e: StreamError) -> FeedError {
+        match e {
+            StreamError::Stopped => FeedError::Stopped,
+            e if e.is_fatal() => FeedError::Fatal(e.to_string()),
+            e => FeedError::Transient(e.to_string()),
+        }
     }
 }
 

@@ -5,12 +5,13 @@
 //! socket and loses nothing already handed to the consumer, so every function here is cancellation-safe
 //! in that sense. No lock is held anywhere in these functions.
 
-use super::{BarGate, FeedConfig, FeedError, FeedEvent};
+use super::{BarGate, FeedConfig, StreamError};
 use crate::alpaca::event::{BarKind, Channels, Control, MarketEvent, StreamBar, StreamItem};
 use crate::alpaca::parse::market_frame;
 use crate::alpaca::rest::{BarsQuery, RestClient};
 use crate::alpaca::wire::market as wm;
 use crate::domain::Timeframe;
+use crate::feed::FeedEvent;
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -19,7 +20,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async_with_config};
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-type Tx = mpsc::Sender<Result<FeedEvent, FeedError>>;
+type Tx = mpsc::Sender<Result<FeedEvent, StreamError>>;
 
 /// How a session ended.
 enum End {
@@ -27,7 +28,7 @@ enum End {
     Lost(String),
     /// 406: wait (backoff) and try again.
     ConnLimit,
-    Fatal(FeedError),
+    Fatal(StreamError),
     /// The consumer is gone.
     Stopped,
 }
@@ -127,7 +128,7 @@ async fn handshake(cfg: &FeedConfig, ws: &mut Ws) -> Result<(), End> {
     let reply = expect(cfg, ws, |c| matches!(c, Control::Subscription(_))).await?;
     match reply {
         Control::Subscription(got) if wanted.is_covered_by(&got) => Ok(()),
-        other => Err(End::Fatal(FeedError::Subscription {
+        other => Err(End::Fatal(StreamError::Subscription {
             url: cfg.url.to_string(),
             detail: format!("asked {wanted:?}, got {other:?}"),
         })),
@@ -171,8 +172,8 @@ fn stream_error(cfg: &FeedConfig, code: i64, msg: String) -> End {
     let url = cfg.url.to_string();
     match code {
         406 => End::ConnLimit,
-        402 => End::Fatal(FeedError::Auth { url, msg }),
-        405 | 409..=413 => End::Fatal(FeedError::Refused { url, code, msg }),
+        402 => End::Fatal(StreamError::Auth { url, msg }),
+        405 | 409..=413 => End::Fatal(StreamError::Refused { url, code, msg }),
         _ => End::Lost(format!("stream error {code}: {msg}")),
     }
 }
@@ -202,7 +203,7 @@ async fn backfill(
     let bars = match rest.fetch_bars(&q, 1000).await {
         Ok(b) => b,
         Err(e) if e.is_recoverable() => return Err(End::Lost(format!("backfill: {e}"))),
-        Err(e) => return Err(End::Fatal(FeedError::Backfill(e))),
+        Err(e) => return Err(End::Fatal(StreamError::Backfill(e))),
     };
     let mut n = 0;
     for bar in bars {
@@ -272,7 +273,17 @@ async fn deliver(cfg: &FeedConfig, payload: &[u8], gate: &mut BarGate, tx: &Tx) 
                     continue;
                 }
             }
-            StreamItem::Market(m) => FeedEvent::Market(m),
+            StreamItem::Market(MarketEvent::Status(s)) => FeedEvent::Status {
+                halted: s.is_halt(),
+                detail: format!("{} ({})", s.message, s.reason_message),
+                symbol: s.symbol,
+                t: s.time,
+            },
+            // Trades, quotes, limit bands, imbalances, corrections: not subscribed, not traded on.
+            StreamItem::Market(m) => {
+                log::trace!("alpaca feed: {m:?} ignored");
+                continue;
+            }
             StreamItem::Control(Control::Error { code, msg }) => match stream_error(cfg, code, msg) {
                 End::Lost(reason) => {
                     log::warn!("alpaca feed: {reason}");

@@ -5,6 +5,7 @@ use super::*;
 use crate::alpaca::fake::{FakeAlpaca, KEY_ID, SECRET_KEY};
 use crate::alpaca::rest::{RateLimit, RestConfig};
 use crate::alpaca::wire::market as wm;
+use crate::domain::Bar;
 use chrono::SecondsFormat;
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,7 +47,7 @@ fn config(fake: &FakeAlpaca, key: &str, symbols: &[&str]) -> FeedConfig {
 }
 
 async fn next(feed: &mut AlpacaFeed) -> FeedEvent {
-    tokio::time::timeout(Duration::from_secs(10), feed.next()).await.expect("feed stalled").expect("feed failed")
+    tokio::time::timeout(Duration::from_secs(10), feed.recv()).await.expect("feed stalled").expect("feed failed")
 }
 
 async fn wait_connected(feed: &mut AlpacaFeed) -> Vec<Bar> {
@@ -83,8 +84,8 @@ async fn handshake_frames_are_exact_and_bars_flow() {
     let FeedEvent::BarUpdated(u) = next(&mut feed).await else { panic!() };
     assert_eq!((u.t.timestamp(), u.h), (T0 + 60, 12.0));
     fake.send_market_raw(r#"[{"T":"s","S":"AAPL","sc":"H","sm":"Trading Halt","rc":"T1","rm":"News pending","t":"2024-05-01T14:32:00Z","z":"C"}]"#);
-    let FeedEvent::Market(MarketEvent::Status(s)) = next(&mut feed).await else { panic!() };
-    assert!(s.is_halt());
+    let FeedEvent::Status { symbol, halted, detail, .. } = next(&mut feed).await else { panic!() };
+    assert_eq!((symbol.as_str(), halted, detail.as_str()), ("AAPL", true, "Trading Halt (News pending)"));
 }
 
 /// Waits until the fake has accepted `n` connections and one is open.
@@ -131,7 +132,7 @@ async fn twenty_forced_disconnects_deliver_every_bar_once_in_order() {
         }
     }
     publisher.await.unwrap();
-    let extra = tokio::time::timeout(Duration::from_millis(300), feed.next()).await;
+    let extra = tokio::time::timeout(Duration::from_millis(300), feed.recv()).await;
     assert!(!matches!(extra, Ok(Ok(FeedEvent::Bar(_)))), "no bar beyond the expected ones: {extra:?}");
     assert_eq!((disconnects, fake.market_connections()), (20, 21));
     for sym in ["AAPL", "MSFT"] {
@@ -185,10 +186,10 @@ async fn connection_limit_backs_off_and_retries() {
 async fn wrong_keys_are_fatal_without_retries() {
     let fake = FakeAlpaca::start(0).await.unwrap();
     let mut feed = AlpacaFeed::start(config(&fake, "PKWRONG", &["AAPL"]), rest(&fake));
-    let e = tokio::time::timeout(Duration::from_secs(5), feed.next()).await.unwrap().unwrap_err();
-    assert!(matches!(&e, FeedError::Auth { msg, .. } if msg == "auth failed"), "{e:?}");
+    let e = tokio::time::timeout(Duration::from_secs(5), feed.recv()).await.unwrap().unwrap_err();
+    assert!(matches!(&e, StreamError::Auth { msg, .. } if msg == "auth failed"), "{e:?}");
     assert!(e.is_fatal() && e.to_string().contains("APCA_API_KEY_ID"));
-    assert!(matches!(feed.next().await, Err(FeedError::Died)), "after its fatal error the stream task is gone");
+    assert!(matches!(feed.recv().await, Err(StreamError::Died)), "after its fatal error the stream task is gone");
     assert_eq!(fake.market_connections(), 1);
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use crate::env::{EnvConfig, Panel, VecEnv};
+use chrono::DateTime;
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -80,4 +81,65 @@ proptest! {
             prop_assert_eq!(step.equity[0].to_bits(), broker.equity().to_bits(), "equity at bar {}", t);
         }
     }
+}
+
+fn order(s: &Symbol, side: Side, qty: i64, bar: i64) -> crate::risk::RiskApproved<OrderRequest> {
+    use crate::domain::{ClientOrderId, OrderTif, Qty};
+    let bar_time = DateTime::from_timestamp(1_700_000_000 + bar * 86_400, 0).unwrap();
+    crate::risk::approve_for_test(OrderRequest {
+        client_order_id: ClientOrderId::derive("sim", s, bar_time, 0),
+        symbol: s.clone(),
+        side,
+        qty: Qty::new(rust_decimal::Decimal::from(qty)).unwrap(),
+        tif: OrderTif::Day,
+        bar_time,
+        ref_price: 100.0,
+    })
+}
+
+/// Through the `Broker` trait: an order is open until the next bar, fills there at the close (the rule's
+/// cash cap cuts a buy too big, the rest canceled), and a cancel before the bar takes it back.
+#[tokio::test]
+async fn as_a_broker_orders_wait_for_the_next_bar_and_report_like_alpaca() {
+    use crate::broker::{Broker, BrokerError};
+    use crate::domain::OrderStatus;
+    use rust_decimal::Decimal;
+    let p = ExecParams { fee_bps: 0.0, slippage_bps: 0.0, min_order: 1.0, integer_units: true, ..Default::default() };
+    let mut b = SimBroker::new(1_000.0, p);
+    let (s, t0) = (sym(0), DateTime::from_timestamp(1_700_000_000, 0).unwrap());
+    let e = b.submit(order(&s, Side::Buy, 3, 0)).await.unwrap_err();
+    assert!(matches!(e, BrokerError::Rejected(ref m) if m.contains("no price for S0")), "{e}");
+    b.fill_pending(&[(s.clone(), 100.0)], t0).unwrap();
+
+    let buy = order(&s, Side::Buy, 30, 1);
+    let id = buy.client_order_id.clone();
+    let ack = b.submit(buy.clone()).await.unwrap();
+    assert_eq!((ack.status, ack.filled_qty), (OrderStatus::Accepted, Decimal::ZERO));
+    b.submit(buy).await.unwrap();
+    let open = b.snapshot().await.unwrap();
+    assert_eq!(open.orders.len(), 1, "the same client id is taken once");
+    assert!(open.positions.is_empty());
+
+    // 30 at 50 is 1,500: the cash (1,000) buys 20, the rest is canceled.
+    let t1 = t0 + chrono::Duration::days(1);
+    let (snap, fills) = b.fill_pending(&[(s.clone(), 50.0)], t1).unwrap();
+    assert_eq!(fills.len(), 1);
+    let o = &snap.orders[0];
+    assert_eq!(
+        (o.client_order_id.as_ref(), o.status, o.filled_qty),
+        (Some(&id), OrderStatus::Canceled, Decimal::from(20))
+    );
+    assert_eq!(o.filled_avg_price, Some(Decimal::from(50)));
+    assert_eq!(snap.positions, vec![(s.clone(), Decimal::from(20))]);
+    assert_eq!((snap.cash, snap.equity, snap.taken_at), (Decimal::ZERO, Decimal::from(1_000), Some(t1)));
+
+    // A sell canceled before the next bar never fills; a cancel of a closed order is refused.
+    let sell = order(&s, Side::Sell, 5, 2);
+    let sell_id = sell.client_order_id.clone();
+    b.submit(sell).await.unwrap();
+    b.cancel(&sell_id).await.unwrap();
+    assert!(matches!(b.cancel(&sell_id).await, Err(BrokerError::Rejected(_))));
+    let (snap, fills) = b.fill_pending(&[(s.clone(), 60.0)], t1 + chrono::Duration::days(1)).unwrap();
+    assert!(fills.is_empty() && snap.orders.is_empty());
+    assert_eq!(b.holding(&s), 20.0);
 }
