@@ -9,7 +9,8 @@
 //!      ─► Command::Submit(RiskApproved<OrderRequest>) ─► live runner ─► broker::{AlpacaBroker, SimBroker}
 //!  trade_updates / snapshots ─► Event::{Order, Reconciled} ─► oms (fills once, positions, reconciliation)
 //!  weekend: daemon::retrainer ─► retrain::pipeline ─► `tradebot train` child (training) ─► retrain::gate
-//!      (backtest::session, the one evaluator) ─► models::Registry ─► hot swap in the engine
+//!      (backtest::session, the one evaluator) ─► models::Registry ─► loaded beside the trading thread
+//!      (daemon::chores) ─► Event::Update(Model) ─► the engine swaps between two bars
 //! ```
 //!
 //! Modules by layer, lowest first; a module uses only modules of lower layers (`scripts/check-imports.py`,
@@ -38,7 +39,8 @@
 //! 11. [`backtest`]: the one evaluator (`backtest::session`) and its metrics.
 //! 12. [`retrain`] (the pipeline, the gate, records), 13. [`training`] (`tradebot train` jobs).
 //! 14. [`web`] (`/metrics` and the dashboard), 15. [`daemon`] (`tradebot::run`: the runtime, signals,
-//!     shutdown, the live and replay drivers, the retrainer), 16. [`cli`] (parses and dispatches).
+//!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,
+//!     the retrainer), 16. [`cli`] (parses and dispatches).
 
 pub mod alloc;
 pub mod alpaca;

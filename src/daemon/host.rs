@@ -1,10 +1,12 @@
 //! What the daemon runs around its engine, the same on a replay and live: the retrainer (scheduled runs on
-//! the engine's clock, progress, hot swaps between two events), the control socket's requests (status,
-//! pause, resume, flatten, retrain), the status report, `/metrics` and the dashboard's data, and systemd
-//! notifications. The driver (`daemon::replay`, `daemon::live`) calls `Host::poll` and `Host::publish`
-//! between two bars or ticks; nothing here blocks for long.
+//! the engine's clock, progress, hot swaps), the control socket's requests (status, pause, resume, flatten,
+//! retrain), the status report, `/metrics` and the dashboard's data, and systemd status lines. It sees the
+//! engine through an `EngineView` and acts on it through an `EngineLink`: a replay passes its engine itself
+//! (`Host::poll` and `Host::publish` between two bars, a promoted model loaded and swapped at once, so a
+//! replay is the same every time); live, the host runs on a thread of its own (`daemon::chores`) and its
+//! actions reach the trading thread as events.
 
-use super::models::swap_in;
+use super::models::load_swap;
 use super::notify::Notifier;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
 use crate::config::Config;
@@ -13,7 +15,7 @@ use crate::control::status::{FeedStatus, ModelsStatus, PositionStatus, RiskStatu
 use crate::control::{Request, Response, StatusReport};
 use crate::domain::{Bar, Symbol};
 use crate::engine::Core;
-use crate::engine::{Clock, Command, Control, DecisionRecord, Engine, Event};
+use crate::engine::{Clock, Command, Control, DecisionRecord, Engine, Event, LoadedModel, ModelSwap, Update};
 use crate::metrics::Metrics;
 use crate::models::Registry;
 use crate::retrain::{Progress, RunRecord};
@@ -27,10 +29,69 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 
 /// The account as the driver knows it: the simulated broker's, or the engine's view of Alpaca's.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Account {
     pub equity: f64,
     pub cash: f64,
+}
+
+/// What the status report needs of the engine, taken between two events from its memory (no disk).
+#[derive(Debug, Clone, Default)]
+pub struct EngineView {
+    pub account: Account,
+    pub positions: Vec<(Symbol, rust_decimal::Decimal)>,
+    pub closes: Vec<(Symbol, f64)>,
+    pub open_orders: Vec<crate::control::status::OrderStatusLine>,
+    pub policy_id: Option<String>,
+    pub probs_id: Option<String>,
+    pub missing_model: Option<&'static str>,
+    pub paused: bool,
+    pub kill_reason: Option<String>,
+    pub stale: Vec<StaleSymbol>,
+}
+
+impl EngineView {
+    pub fn of(engine: &Engine, account: Account) -> Self {
+        EngineView {
+            account,
+            positions: engine.oms().positions().into_iter().collect(),
+            closes: engine.last_closes(),
+            open_orders: engine.oms().open_orders().map(super::status::order_line).collect(),
+            policy_id: engine.policy_id().map(str::to_string),
+            probs_id: engine.probs_id(),
+            missing_model: engine.missing_model(),
+            paused: engine.is_paused(),
+            kill_reason: engine.risk().and_then(|r| r.kill_switch()).map(|k| k.reason.clone()),
+            stale: engine
+                .stale_symbols()
+                .into_iter()
+                .map(|(s, bars, down)| StaleSymbol { symbol: s.to_string(), bars, down })
+                .collect(),
+        }
+    }
+}
+
+/// Where the host's actions on the engine go.
+pub trait EngineLink {
+    /// Hands the engine an event. Returns the orders it asks for now (a replay's engine), or none (live:
+    /// the trading thread carries them out when it takes the event).
+    fn send(&mut self, ev: Event) -> Vec<Command>;
+    /// Loads a promoted model and hands it to the engine as `Update::Model`: at once (a replay, so a swap
+    /// lands at the same bar every time) or on a thread of its own (live: the trading thread never waits
+    /// for a model to load).
+    fn swap(&mut self, load: Box<dyn FnOnce() -> Option<LoadedModel> + Send>);
+}
+
+impl EngineLink for Engine {
+    fn send(&mut self, ev: Event) -> Vec<Command> {
+        self.process(ev)
+    }
+
+    fn swap(&mut self, load: Box<dyn FnOnce() -> Option<LoadedModel> + Send>) {
+        if let Some(m) = load() {
+            self.process(Event::Update(Update::Model(ModelSwap::new(m))));
+        }
+    }
 }
 
 /// The daemon's live state, behind the status report and the dashboard.
@@ -126,18 +187,15 @@ impl<P: RunPipeline> Host<P> {
         self.notifier.status(&self.live.activity);
     }
 
-    /// Between two events: retrain progress and outcomes (a promotion is hot-swapped into `engine`), the
-    /// control socket's requests, refusal counts. Returns the orders a `flatten` asked for, and whether the
-    /// retrainer went idle.
-    pub fn poll(&mut self, engine: &mut Engine, clock: &dyn Clock, account: Account) -> (Vec<Command>, bool) {
-        for (_, reason) in engine.take_refusals() {
-            self.metrics.reject(reason);
-        }
+    /// Retrain progress and outcomes (a promoted model goes to the engine), the control socket's requests
+    /// (answered from `view`), a SIGHUP. Returns the orders a `flatten` asked for (a replay's engine), and
+    /// whether the retrainer went idle.
+    pub fn poll(&mut self, engine: &mut dyn EngineLink, view: &EngineView, clock: &dyn Clock) -> (Vec<Command>, bool) {
         if self.hangup.swap(false, Ordering::SeqCst) {
             self.reload(engine);
         }
         let idle = self.drain_retrains(engine);
-        let cmds = self.serve_calls(engine, clock, account);
+        let cmds = self.serve_calls(engine, view, clock);
         (cmds, idle)
     }
 
@@ -146,7 +204,7 @@ impl<P: RunPipeline> Host<P> {
     /// kill switch) and the retrain schedule (`retrain.schedule`, `retrain.timezone`, `retrain.enabled`).
     /// Any other change is refused with a log line naming it; the running value stays. A file that does not
     /// load changes nothing.
-    pub fn reload(&mut self, engine: &mut Engine) {
+    pub fn reload(&mut self, engine: &mut dyn EngineLink) {
         let file = self.config.source.clone();
         let new = match Config::load(&file) {
             Ok(c) => c,
@@ -174,9 +232,7 @@ impl<P: RunPipeline> Host<P> {
             let mut risk = new_r.clone();
             risk.daily_loss_limit_pct = old_r.daily_loss_limit_pct;
             risk.kill_switch = old_r.kill_switch;
-            if let Some(r) = engine.risk_mut() {
-                r.set_limits(crate::risk::Limits::from_config(&risk));
-            }
+            engine.send(Event::Update(Update::Limits(Box::new(crate::risk::Limits::from_config(&risk)))));
             self.config.risk = risk;
             applied.push("risk limits");
         }
@@ -214,7 +270,7 @@ impl<P: RunPipeline> Host<P> {
         }
     }
 
-    fn drain_retrains(&mut self, engine: &mut Engine) -> bool {
+    fn drain_retrains(&mut self, engine: &mut dyn EngineLink) -> bool {
         if let Some(rx) = self.progress.as_mut() {
             while let Ok(p) = rx.try_recv() {
                 on_progress(&self.metrics, &mut self.live, &p);
@@ -223,7 +279,8 @@ impl<P: RunPipeline> Host<P> {
         let mut idle = false;
         for ev in self.retrainer.poll() {
             if let Some((kind, id)) = ev.swap() {
-                swap_in(&self.config, &self.registry, engine, kind, id);
+                let (config, registry, id) = (self.config.clone(), self.registry.clone(), id.to_string());
+                engine.swap(Box::new(move || load_swap(&config, &registry, kind, &id)));
             }
             match ev {
                 RetrainEvent::Finished(r) => {
@@ -237,7 +294,7 @@ impl<P: RunPipeline> Host<P> {
         idle
     }
 
-    fn serve_calls(&mut self, engine: &mut Engine, clock: &dyn Clock, account: Account) -> Vec<Command> {
+    fn serve_calls(&mut self, engine: &mut dyn EngineLink, view: &EngineView, clock: &dyn Clock) -> Vec<Command> {
         let mut out = Vec::new();
         let Some(rx) = self.calls.as_mut() else { return out };
         let mut calls = Vec::new();
@@ -246,19 +303,19 @@ impl<P: RunPipeline> Host<P> {
         }
         for (req, reply) in calls {
             let resp = match req {
-                Request::Status => Response::status(self.status(engine, account)),
+                Request::Status => Response::status(self.status(view)),
                 Request::Pause => {
-                    engine.process(Event::Control(Control::Pause));
+                    engine.send(Event::Control(Control::Pause));
                     self.set_activity("paused: no new orders until `tradebot resume`");
                     Response::done("paused: no new orders until resume")
                 }
                 Request::Resume => {
-                    engine.process(Event::Control(Control::Resume));
+                    engine.send(Event::Control(Control::Resume));
                     self.set_activity("trading");
                     Response::done("resumed")
                 }
                 Request::Flatten => {
-                    out.extend(engine.process(Event::Control(Control::Flatten)));
+                    out.extend(engine.send(Event::Control(Control::Flatten)));
                     self.set_activity("flattened and paused: no new orders until `tradebot resume`");
                     Response::done("flattening every position, then paused")
                 }
@@ -272,9 +329,10 @@ impl<P: RunPipeline> Host<P> {
         out
     }
 
-    /// The status report, the metrics' gauges and the dashboard, from the engine's state now.
-    pub fn publish(&self, engine: &Engine, account: Account, decisions: Option<&TypedTree<DecisionRecord>>) {
-        let st = self.status(engine, account);
+    /// The status report, the metrics' gauges and the dashboard, from the engine's state in `view` and the
+    /// registry and the runs on disk.
+    pub fn publish(&self, view: &EngineView, decisions: Option<&TypedTree<DecisionRecord>>) {
+        let st = self.status(view);
         self.metrics.observe_status(&st);
         if let Err(e) = super::status::keep_published(&self.store, &st, crate::clock::now()) {
             log::warn!("status: cannot keep the status for `tradebot status` while stopped: {e}");
@@ -291,42 +349,39 @@ impl<P: RunPipeline> Host<P> {
         });
     }
 
-    pub fn status(&self, engine: &Engine, account: Account) -> StatusReport {
+    pub fn status(&self, view: &EngineView) -> StatusReport {
         let (config, live) = (&self.config, &self.live);
         let now = live.last_bar.values().max().copied().unwrap_or_else(crate::clock::now);
-        let closes: BTreeMap<Symbol, f64> = engine.last_closes().into_iter().collect();
-        let positions: Vec<PositionStatus> = engine
-            .oms()
-            .positions()
-            .into_iter()
+        let closes: BTreeMap<Symbol, f64> = view.closes.iter().cloned().collect();
+        let positions: Vec<PositionStatus> = view
+            .positions
+            .iter()
             .map(|(s, q)| {
                 let qty = q.to_f64().unwrap_or(f64::NAN);
-                let price = closes.get(&s).copied().unwrap_or(f64::NAN);
+                let price = closes.get(s).copied().unwrap_or(f64::NAN);
                 PositionStatus { symbol: s.to_string(), qty, price, value: qty * price }
             })
             .collect();
-        let equity = account.equity;
+        let equity = view.account.equity;
         let gross: f64 = positions.iter().map(|p| p.value.abs()).sum();
-        let open_orders = engine.oms().open_orders().map(super::status::order_line).collect();
         let day_open = live.day_open_equity.map_or(equity, |(_, e)| e);
         let mut models = super::status::models(config, &self.store, now).unwrap_or_else(|e| {
             log::warn!("status: cannot read the registry or the runs: {e}");
             ModelsStatus::default()
         });
         // What the engine trades with, which is what the registry's champion is after a swap.
-        models.ppo = engine.policy_id().map(str::to_string).or(models.ppo);
-        models.lstm = engine.probs_id().or(models.lstm);
+        models.ppo = view.policy_id.clone().or(models.ppo);
+        models.lstm = view.probs_id.clone().or(models.lstm);
         models.retraining = live.running.keys().next().cloned();
         models.next_retrain = self.retrainer.next_due();
-        let kill = engine.risk().and_then(|r| r.kill_switch());
         StatusReport {
             version: STATUS_VERSION,
             daemon_running: true,
             mode: format!("{:?}", config.mode).to_lowercase(),
             pid: std::process::id(),
             started_at: Some(live.started_at),
-            activity: match engine.missing_model() {
-                Some(what) if !engine.is_paused() => format!(
+            activity: match view.missing_model {
+                Some(what) if !view.paused => format!(
                     "{}: no {what} champion fits this config; trading nothing until a retrain promotes one{}{}",
                     crate::control::status::NO_MODEL,
                     models.next_retrain.map(|t| format!(" (next scheduled retrain {t})")).unwrap_or_default(),
@@ -342,22 +397,18 @@ impl<P: RunPipeline> Host<P> {
                 reconnects: self.metrics.feed_reconnects.get(),
                 last_bar: live.last_bar.clone(),
                 bars_received: live.bars_received,
-                stale: engine
-                    .stale_symbols()
-                    .into_iter()
-                    .map(|(s, bars, down)| StaleSymbol { symbol: s.to_string(), bars, down })
-                    .collect(),
+                stale: view.stale.clone(),
             },
             positions,
-            open_orders,
+            open_orders: view.open_orders.clone(),
             equity,
-            cash: account.cash,
+            cash: view.account.cash,
             pnl_today: equity - day_open,
             models,
             risk: RiskStatus {
-                kill_switch: kill.is_some(),
-                kill_reason: kill.map(|k| k.reason.clone()),
-                paused: engine.is_paused(),
+                kill_switch: view.kill_reason.is_some(),
+                kill_reason: view.kill_reason.clone(),
+                paused: view.paused,
                 gross_exposure: if equity > 0.0 { gross / equity } else { 0.0 },
             },
             as_of: None,

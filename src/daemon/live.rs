@@ -18,9 +18,9 @@ use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
 use crate::config::{Config, Credentials, Mode};
 use crate::daemon::bars::LiveBars;
-use crate::daemon::host::{Account, Host};
+use crate::daemon::chores::TradingView;
+use crate::daemon::host::{Account, EngineView};
 use crate::daemon::notify::Notifier;
-use crate::daemon::retrainer::RunPipeline;
 use crate::domain::{Qty, Timeframe};
 use crate::engine::{Command, DecisionRecord, Engine, EngineConfig, EngineRisk, Event, StrategyMode, SystemClock};
 use crate::feed::{FeedError, FeedEvent, MarketFeed};
@@ -28,12 +28,13 @@ use crate::live::{Core, RunnerConfig, ScriptedCore};
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
 use crate::risk::{AssetRules, RiskChecks};
-use crate::store::{Store, TreeName, TypedTree};
+use crate::store::{Store, TreeName};
 use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use std::collections::HashMap;
 use std::time::Instant;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Ticks between periodic reconciliations (one tick a second).
@@ -153,10 +154,38 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             tokio::spawn(refresh);
             let engine = engine(config, &store, &host.registry, &rest, oms, calendar).await?;
             let decisions = store.tree::<DecisionRecord>(TreeName::Decisions)?;
-            let feed = bars.over(CountingFeed { inner: feed, metrics: host.metrics.clone(), connects: 0 });
-            let core =
-                LiveCore { engine, host, decisions, ready: false, benchmark: None, last_point: None, calendar: slot };
-            let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
+            let metrics = host.metrics.clone();
+            let feed = bars.over(CountingFeed { inner: feed, metrics: metrics.clone(), connects: 0 });
+            let (inbox_tx, inbox) = mpsc::channel(256);
+            let core = LiveCore {
+                engine,
+                metrics,
+                notifier: Notifier::from_env(),
+                views: watch::Sender::new(TradingView::default()),
+                inbox: Some(inbox),
+                ready: false,
+                bars_received: 0,
+                last_bar: Default::default(),
+            };
+            core.views.send_replace(core.view());
+            // Status, retrains, controls and the dashboard beside the trading thread, until the run ends.
+            let chores_stop = shutdown.child_token();
+            let chores = super::chores::spawn(
+                host,
+                core.views.subscribe(),
+                super::chores::Inbox(inbox_tx),
+                slot,
+                decisions,
+                chores_stop.clone(),
+            )
+            .context("starting the daemon's chores thread")?;
+            let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await;
+            chores_stop.cancel();
+            // The host (its retrainer stops a running child when dropped) comes back when the thread ends.
+            if tokio::task::spawn_blocking(move || chores.join()).await.map_or(true, |r| r.is_err()) {
+                log::error!("tradebot run: the chores thread panicked");
+            }
+            let end = end.context("running")?;
             if config.broker.cancel_on_shutdown {
                 cancel_open_orders(&rest, end.core.engine.oms(), cfg.broker_timeout).await;
             }
@@ -252,88 +281,70 @@ impl<C: Core> Core for Notifying<C> {
     }
 }
 
-/// The engine on the live runner, with the daemon around it: metrics per event; on every tick (once a
-/// second) the retrain schedule on the wall clock, retrain outcomes and hot swaps, the control socket, the
-/// status and the dashboard, and the systemd watchdog. `READY=1` after the first reconciliation.
-struct LiveCore<P: RunPipeline> {
+/// The engine on the live runner: it only trades. Per event it counts into the metrics and pings the
+/// systemd watchdog; after it, it leaves a view of the engine for the chores (`daemon::chores`), whose
+/// controls, models and limits come back through its inbox as events. `READY=1` after the first
+/// reconciliation.
+struct LiveCore {
     engine: Engine,
-    host: Host<P>,
-    decisions: TypedTree<DecisionRecord>,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    notifier: Notifier,
+    views: watch::Sender<TradingView>,
+    inbox: Option<mpsc::Receiver<Event>>,
     ready: bool,
-    /// The first complete bar's equity and closes: the equal-weight buy-and-hold benchmark.
-    benchmark: Option<(f64, Vec<f64>)>,
-    last_point: Option<DateTime<Utc>>,
-    /// A calendar the daily refresh read (`daemon::calendar::refresh_daily`), for the risk checks.
-    calendar: crate::daemon::calendar::CalendarSlot,
+    bars_received: u64,
+    last_bar: std::collections::BTreeMap<String, DateTime<Utc>>,
 }
 
-impl<P: RunPipeline> LiveCore<P> {
-    fn account(&self) -> Account {
-        Account { equity: self.engine.equity(), cash: self.engine.cash() }
-    }
-
-    /// A new equity point when the engine's last bar moved on (all symbols' closes known).
-    fn equity_point(&mut self) {
-        let closes = self.engine.last_closes();
-        let Some(t) = self.host.live.last_bar.values().max().copied() else { return };
-        if self.last_point == Some(t) || closes.iter().any(|(_, c)| *c <= 0.0) {
-            return;
+impl LiveCore {
+    fn view(&self) -> TradingView {
+        let account = Account { equity: self.engine.equity(), cash: self.engine.cash() };
+        TradingView {
+            engine: EngineView::of(&self.engine, account),
+            ready: self.ready,
+            bars_received: self.bars_received,
+            last_bar: self.last_bar.clone(),
         }
-        self.last_point = Some(t);
-        let equity = self.engine.equity();
-        let (e0, c0) = self.benchmark.get_or_insert_with(|| (equity, closes.iter().map(|(_, c)| *c).collect()));
-        let growth = closes.iter().zip(c0.iter()).map(|((_, c), c0)| c / c0).sum::<f64>() / closes.len().max(1) as f64;
-        let buy_hold = *e0 * growth;
-        self.host.equity_point(t, equity, buy_hold);
     }
 }
 
-impl<P: RunPipeline> Core for LiveCore<P> {
+impl Core for LiveCore {
     fn process(&mut self, ev: Event) -> Vec<Command> {
         let reconciled = matches!(ev, Event::Reconciled(_));
-        let tick = matches!(ev, Event::Tick);
         if let Event::Order(u) = &ev {
-            self.host.metrics.order(&format!("{:?}", u.kind).to_lowercase());
+            self.metrics.order(&format!("{:?}", u.kind).to_lowercase());
         }
-        let mut out = match ev {
+        let out = match ev {
             Event::Bar(b) => {
-                self.host.saw_bar(&b);
+                self.metrics.bar(b.symbol.as_str());
+                self.bars_received += 1;
+                self.last_bar.insert(b.symbol.to_string(), b.t);
                 let started = Instant::now();
                 let out = self.engine.process(Event::Bar(b));
-                self.host.metrics.decision_latency.observe(started.elapsed().as_secs_f64());
+                self.metrics.decision_latency.observe(started.elapsed().as_secs_f64());
                 out
             }
             ev => self.engine.process(ev),
         };
+        for (_, reason) in self.engine.take_refusals() {
+            self.metrics.reject(reason);
+        }
         if reconciled && !self.ready {
             self.ready = true;
-            self.host.notifier.ready("reconciled with the broker; trading");
-            self.host.set_activity("trading");
-        }
-        if tick {
-            let fresh = self.calendar.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(c) = fresh {
-                if self.host.config.market.symbols.iter().any(|s| !s.is_crypto()) {
-                    self.host.retrainer.set_calendar(Some(c.clone()));
-                }
-                if let Some(risk) = self.engine.risk_mut() {
-                    risk.set_calendar(c);
-                }
-            }
-            self.host.retrainer.on_clock(&SystemClock);
-            self.equity_point();
-            let account = self.account();
-            let (cmds, _) = self.host.poll(&mut self.engine, &SystemClock, account);
-            out.extend(cmds);
-            self.host.publish(&self.engine, account, Some(&self.decisions));
+            self.notifier.ready("reconciled with the broker; trading");
         }
         for c in &out {
             if matches!(c, Command::Submit(_)) {
-                self.host.metrics.order("new");
+                self.metrics.order("new");
             }
         }
-        self.host.notifier.watchdog();
+        self.views.send_replace(self.view());
+        self.notifier.watchdog();
         out
+    }
+
+    fn inbox(&mut self) -> Option<mpsc::Receiver<Event>> {
+        self.inbox.take()
     }
 }
 

@@ -3,11 +3,13 @@
 //! then a driver moves bars from the feed to the engine and orders from the engine to the broker:
 //! `replay` (stored bars, the SimBroker, simulated time) or `live` (Alpaca's feed and broker through the
 //! live runner; `bars` stores every minute and hands the engine closed bars of `market.timeframe`;
-//! `calendar` reads the exchange calendar; `models` loads the champions and swaps new ones in). Also systemd notifications (`notify`), the status as the state directory tells it
+//! `calendar` reads the exchange calendar; `models` loads the champions and new ones; live, `chores` runs
+//! the host on a thread of its own beside the trading thread). Also systemd notifications (`notify`), the status as the state directory tells it
 //! without a daemon (`status`), and scheduled retraining in the background (`retrainer`).
 
 pub mod bars;
 pub mod calendar;
+pub mod chores;
 pub mod host;
 pub mod live;
 pub mod models;

@@ -2,7 +2,7 @@
 //! champion swapped in between two bars after a promotion (one that does not load leaves the running one).
 
 use crate::config::Config;
-use crate::engine::{Engine, LstmProbs, ProbSource};
+use crate::engine::{LoadedModel, LstmProbs, ProbSource};
 use crate::models::{ModelKind, Registry};
 use crate::policy::{LstmPolicy, ModelSel, Pipeline, PpoPolicy, SessionOptions};
 use anyhow::Context;
@@ -74,39 +74,34 @@ fn next_retrain(config: &Config) -> String {
     }
 }
 
-/// Loads the new champion and swaps it in; a model that does not load is logged and the running one kept.
-pub(super) fn swap_in(config: &Config, registry: &Registry, engine: &mut Engine, kind: ModelKind, id: &str) {
+/// Loads a new champion for the engine: `None` when the strategy does not trade with its kind, or when it
+/// does not load (logged; the running model keeps trading). Slow (an ONNX session): the live daemon runs it
+/// off the trading thread, which gets the model as `Update::Model` between two bars.
+pub fn load_swap(config: &Config, registry: &Registry, kind: ModelKind, id: &str) -> Option<LoadedModel> {
     let sel = ModelSel::Id(id.to_string());
     let pipeline = Pipeline::new(&config.features, &config.market.symbols, config.market.timeframe);
     let mode = config.strategy.mode;
-    match kind {
-        ModelKind::Ppo if mode.uses(kind) => {
-            match PpoPolicy::load(registry, &sel, &pipeline, SessionOptions::default()) {
-                Ok(p) => engine.set_policy(p),
-                Err(e) => log::error!(
-                    "engine: the new PPO champion {id} does not load ({e}); the previous model keeps trading"
-                ),
-            }
-        }
-        ModelKind::Lstm if mode.uses(kind) => {
+    if !mode.uses(kind) {
+        log::info!("engine: the {} champion is now {id} (not used by strategy {mode})", kind.as_str());
+        return None;
+    }
+    let loaded = match kind {
+        ModelKind::Ppo => PpoPolicy::load(registry, &sel, &pipeline, SessionOptions::default()).map(LoadedModel::Ppo),
+        ModelKind::Lstm => {
             let window = config.lstm.window_spec();
             let shapes = crate::engine::lstm_source::shapes(&config.features, &window);
-            match LstmPolicy::load(registry, &sel, &pipeline, shapes, SessionOptions::default()) {
-                Ok(p) => match engine.probs_mut() {
-                    Some(src) => {
-                        log::info!("engine: LSTM model {} → {id}", src.model_id());
-                        src.set_lstm(p);
-                    }
-                    None => {
-                        log::info!("engine: the LSTM trades once its windows fill from the next bars");
-                        engine.set_probs(Box::new(LstmProbs::new(p, config.features.clone(), window)));
-                    }
-                },
-                Err(e) => log::error!(
-                    "engine: the new LSTM champion {id} does not load ({e}); the previous model keeps trading"
-                ),
-            }
+            LstmPolicy::load(registry, &sel, &pipeline, shapes, SessionOptions::default())
+                .map(|policy| LoadedModel::Lstm { policy: Box::new(policy), features: config.features.clone(), window })
         }
-        _ => log::info!("engine: the {} champion is now {id} (not used by strategy {mode})", kind.as_str()),
+    };
+    match loaded {
+        Ok(m) => Some(m),
+        Err(e) => {
+            log::error!(
+                "engine: the new {} champion {id} does not load ({e}); the previous model keeps trading",
+                kind.as_str()
+            );
+            None
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! each time, so yesterday's replay orders must not meet today's. Bars, models and retrain records stay in
 //! the main store.
 
-use super::host::{Account, Host};
+use super::host::{Account, EngineView, Host};
 use super::models::load_models;
 use super::retrainer::RunPipeline;
 use crate::backtest::{self, EquityPoint, Metrics as PerfMetrics, SimSession, session};
@@ -238,21 +238,24 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
 /// Between bars: the host's control calls and retrain outcomes (a flatten's orders go to the simulated
 /// broker), then the dashboard.
 fn poll<P: RunPipeline>(host: &mut Host<P>, sim: &mut SimSession, decisions: &TypedTree<DecisionRecord>) -> bool {
-    let (equity, cash) = sim.account();
-    let account = Account { equity, cash };
     let clock = sim.clock().clone();
-    let (cmds, idle) = host.poll(sim.engine_mut(), &clock, account);
+    let now = view(sim);
+    let (cmds, idle) = host.poll(sim.engine_mut(), &now, &clock);
     for _ in 0..sim.submit(cmds) {
         host.metrics.order("new");
     }
-    let (equity, cash) = sim.account();
-    host.publish(sim.engine(), Account { equity, cash }, Some(decisions));
+    host.publish(&view(sim), Some(decisions));
     idle
 }
 
 fn publish<P: RunPipeline>(host: &mut Host<P>, sim: &SimSession, decisions: &TypedTree<DecisionRecord>) {
+    host.publish(&view(sim), Some(decisions));
+}
+
+/// The engine as the host sees it, with the simulated broker's account.
+fn view(sim: &SimSession) -> EngineView {
     let (equity, cash) = sim.account();
-    host.publish(sim.engine(), Account { equity, cash }, Some(decisions));
+    EngineView::of(sim.engine(), Account { equity, cash })
 }
 
 /// Waits while a retrain runs, answering the control socket and following its progress. Returns false

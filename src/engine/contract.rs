@@ -106,6 +106,59 @@ pub enum Event {
     /// Time passed (periodic): stale-data checks, periodic reconciliation.
     Tick,
     Control(Control),
+    /// A change the daemon hands the engine between two events (worked out off the trading thread).
+    Update(Update),
+}
+
+/// What the daemon changes in a running engine: each arrives as an event, so the trading thread never
+/// reads a file or loads a model itself, and a change lands between two bars.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    /// A promoted model, loaded and checked: the next decision trades with it.
+    Model(ModelSwap),
+    /// The risk limits of a reloaded config (SIGHUP).
+    Limits(Box<crate::risk::Limits>),
+    /// A refreshed exchange calendar, for the trading-hours check.
+    Calendar(Box<crate::calendar::Calendar>),
+}
+
+/// A loaded model on its way to the engine.
+pub enum LoadedModel {
+    Ppo(crate::policy::PpoPolicy),
+    /// An LSTM, with what a fresh probability source needs when the engine had none.
+    Lstm {
+        policy: Box<crate::policy::LstmPolicy>,
+        features: crate::features::FeatureSpec,
+        window: crate::features::windows::WindowSpec,
+    },
+}
+
+/// A loaded model in an event: events are `Clone`, a model (its ONNX session) is not, so the event holds
+/// it once and the engine takes it (`take`); a copy of the event finds it gone.
+#[derive(Clone)]
+pub struct ModelSwap(std::sync::Arc<std::sync::Mutex<Option<LoadedModel>>>);
+
+impl ModelSwap {
+    pub fn new(model: LoadedModel) -> Self {
+        ModelSwap(std::sync::Arc::new(std::sync::Mutex::new(Some(model))))
+    }
+
+    /// The model, the first time; `None` after.
+    pub fn take(&self) -> Option<LoadedModel> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for ModelSwap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelSwap")
+    }
+}
+
+impl PartialEq for ModelSwap {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Everything the engine asks its edges to do.
@@ -122,4 +175,9 @@ pub enum Command {
 /// The synchronous trading core a runner drives: the engine, or a scripted stand-in in tests.
 pub trait Core: Send + 'static {
     fn process(&mut self, ev: Event) -> Vec<Command>;
+    /// Events for this core from beside the runner (the live daemon's chores: controls, promoted models,
+    /// reloaded limits): the runner takes the receiver once at start and feeds its events in with the rest.
+    fn inbox(&mut self) -> Option<tokio::sync::mpsc::Receiver<Event>> {
+        None
+    }
 }

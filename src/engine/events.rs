@@ -2,7 +2,9 @@
 //! stops once), reconciliations (cash, the value of holdings outside the configured symbols, the stops'
 //! holdings), submit failures, ticks and controls; and the daily loss limit on a bar's equity.
 
+use super::contract::{LoadedModel, Update};
 use super::core::Engine;
+use super::lstm_source::LstmProbs;
 use super::{Command, Control, Event};
 use crate::domain::Symbol;
 use chrono::{DateTime, Utc};
@@ -133,6 +135,49 @@ impl crate::engine::Core for Engine {
             Event::Control(Control::Shutdown) => {
                 self.halted = true;
                 Vec::new()
+            }
+            Event::Update(u) => {
+                self.on_update(u);
+                Vec::new()
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// A change from the daemon, between two bars.
+    fn on_update(&mut self, u: Update) {
+        match u {
+            Update::Model(swap) => match swap.take() {
+                Some(LoadedModel::Ppo(p)) => self.set_policy(p),
+                Some(LoadedModel::Lstm { policy, features, window }) => match self.probs_mut() {
+                    Some(src) => {
+                        let from = src.model_id();
+                        let to = policy.id().to_string();
+                        if src.set_lstm(*policy) {
+                            log::info!("engine: LSTM model {from} → {to}");
+                        } else {
+                            log::warn!(
+                                "engine: the LSTM model {to} is not used: this engine's probabilities come from {from}"
+                            );
+                        }
+                    }
+                    None => {
+                        log::info!("engine: the LSTM trades once its windows fill from the next bars");
+                        self.set_probs(Box::new(LstmProbs::new(*policy, features, window)));
+                    }
+                },
+                None => log::debug!("engine: a model update already taken"),
+            },
+            Update::Limits(limits) => {
+                if let Some(r) = self.risk_mut() {
+                    r.set_limits(*limits);
+                }
+            }
+            Update::Calendar(c) => {
+                if let Some(r) = self.risk_mut() {
+                    r.set_calendar(*c);
+                }
             }
         }
     }

@@ -27,7 +27,9 @@ pub mod strategy;
 #[cfg(test)]
 mod tests;
 
-pub use contract::{BrokerSnapshot, Clock, Command, Control, Core, Event, ManualClock, SystemClock};
+pub use contract::{
+    BrokerSnapshot, Clock, Command, Control, Core, Event, LoadedModel, ManualClock, ModelSwap, SystemClock, Update,
+};
 pub use core::{DecisionRecord, Engine, EngineConfig, EngineError, EngineRisk};
 pub use lstm_source::LstmProbs;
 pub use strategy::{ProbSource, StrategyConfig, StrategyMode};

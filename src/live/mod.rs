@@ -6,6 +6,7 @@
 //!  UpdateSource (TradeUpdates) ──────── updates task ──► Event::Order,      │ tokio mpsc
 //!                                        reconnect ────► Event::BrokerReconnected
 //!  interval ─────────────────────────── tick task ────► Event::Tick ────────┤
+//!  Core::inbox (the daemon's chores) ─── inbox task ───► Event::Control, Event::Update ┤
 //!                                                                            ▼
 //!                      core thread (std::thread): Core::process(Event) -> Vec<Command>
 //!                                                                            │
@@ -140,7 +141,7 @@ pub enum RunError {
 /// Runs until `shutdown` is cancelled (or a signal, a fatal feed error, the end of the feed, the core
 /// thread's end), then returns the core and the fatal error that stopped it, if any.
 pub async fn run<C, F, U, B>(
-    core: C,
+    mut core: C,
     feed: F,
     updates: U,
     broker: B,
@@ -155,6 +156,7 @@ where
 {
     let (ev_tx, ev_rx) = mpsc::channel::<Event>(4096);
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(cfg.queue.max(1));
+    let inbox = core.inbox();
     let on_end = CancelOnDrop(shutdown.clone());
     let core_thread = std::thread::Builder::new()
         .name("tradebot-core".into())
@@ -171,6 +173,9 @@ where
     tracker.spawn(tasks::feed(feed, ev_tx.clone(), shutdown.clone(), fatal.clone()));
     tracker.spawn(tasks::updates(updates, ev_tx.clone(), shutdown.clone(), fatal.clone()));
     tracker.spawn(tasks::ticks(cfg.tick, ev_tx.clone(), shutdown.clone()));
+    if let Some(inbox) = inbox {
+        tracker.spawn(tasks::inbox(inbox, ev_tx.clone(), shutdown.clone()));
+    }
     tracker.spawn(commands::execute(broker, cmd_rx, ev_tx.clone(), cfg, shutdown.clone()));
     tracker.close();
     shutdown.cancelled().await;

@@ -103,6 +103,8 @@ impl Core for ScriptedCore {
                 self.halted = false;
                 Vec::new()
             }
+            // No model, no risk checks, no trading hours: nothing for the harness to change.
+            Event::Update(_) => Vec::new(),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The runner's input tasks: market feed, broker updates, ticks, signals. Each turns its traffic into
+//! The runner's input tasks: market feed, broker updates, ticks, the core's inbox, signals. Each turns its traffic into
 //! `Event`s for the core and stops when the shutdown token is cancelled. None holds trading state.
 
 use crate::alpaca::updates::{TradeUpdates, UpdatesError, UpdatesEvent};
@@ -132,6 +132,20 @@ pub(super) async fn ticks(every: Duration, tx: mpsc::Sender<Event>, stop: Cancel
                     return;
                 }
             }
+        }
+    }
+}
+
+/// The core's own inbox (`Core::inbox`) into its event channel, until shutdown or every sender is gone.
+pub(super) async fn inbox(mut rx: mpsc::Receiver<Event>, tx: mpsc::Sender<Event>, stop: CancellationToken) {
+    loop {
+        let ev = tokio::select! {
+            _ = stop.cancelled() => return,
+            ev = rx.recv() => ev,
+        };
+        let Some(ev) = ev else { return };
+        if tx.send(ev).await.is_err() {
+            return;
         }
     }
 }

@@ -40,6 +40,7 @@ pub struct HistoryEntry {
     pub reason: String,
 }
 
+#[derive(Debug, Clone)]
 pub struct Registry {
     root: PathBuf,
 }

@@ -1,0 +1,125 @@
+//! The chores' thread against a view and an inbox: controls become events for the trading thread, status
+//! is answered from the view the trading thread left, the dashboard is published, a promoted model arrives
+//! as an event, and the thread ends on the stop token with the host.
+
+use super::*;
+use crate::config::Config;
+use crate::control::server::Call;
+use crate::control::{Request, Response};
+use crate::daemon::notify::Notifier;
+use crate::daemon::retrainer::Retrainer;
+use crate::engine::Control;
+use crate::env::EnvConfig;
+use crate::models::Registry;
+use crate::policy::tests::{random_ppo, register_ppo};
+use crate::policy::{ModelSel, Pipeline, PpoPolicy, SessionOptions};
+use crate::retrain::{Pipeline as RetrainPipeline, PipelineSpec};
+use crate::store::{Store, TreeName};
+use crate::web::data::{DashboardSource, SharedData};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::oneshot;
+
+fn config(dir: &std::path::Path) -> Config {
+    let text = format!(
+        "mode = \"paper\"\nstate_dir = \"{}\"\n[market]\nsymbols = [\"AAPL\", \"MSFT\"]\ntimeframe = \"1Day\"\n[web]\nenabled = false\n",
+        dir.join("state").display()
+    );
+    Config::parse(&dir.join("tradebot.toml"), &text).unwrap()
+}
+
+/// The next event in the inbox, waiting up to 10 s.
+fn next(rx: &mut mpsc::Receiver<Event>) -> Event {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(ev) = rx.try_recv() {
+            return ev;
+        }
+        assert!(Instant::now() < deadline, "no event reached the engine's inbox");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn call(calls: &mpsc::Sender<Call>, req: Request) -> Response {
+    let (tx, rx) = oneshot::channel();
+    calls.blocking_send((req, tx)).unwrap();
+    rx.blocking_recv().unwrap()
+}
+
+#[test]
+fn controls_become_events_status_comes_from_the_view_and_a_model_arrives_as_an_event() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let store = Store::open(&config.state_dir).unwrap();
+    let registry = Registry::open(&config.state_dir.join("models")).unwrap();
+    let spec = PipelineSpec::from_config(&config).unwrap();
+    let pipeline =
+        RetrainPipeline::new(spec, store.clone(), crate::retrain::holdout::holdout_evaluator(&config, &store));
+    let retrainer = Retrainer::new(pipeline, config.retrain.schedule.clone(), false, rt.handle().clone());
+    let (calls_tx, calls_rx) = mpsc::channel(16);
+    let dashboard = Arc::new(SharedData::default());
+    let host = Host::new(
+        config.clone(),
+        store.clone(),
+        registry,
+        Arc::new(crate::metrics::Metrics::new()),
+        dashboard.clone(),
+        retrainer,
+        None,
+        Some(calls_rx),
+        Notifier::disabled(),
+    );
+    let view = TradingView {
+        engine: EngineView {
+            account: crate::daemon::host::Account { equity: 1234.5, cash: 34.5 },
+            ..Default::default()
+        },
+        ready: true,
+        bars_received: 7,
+        last_bar: BTreeMap::new(),
+    };
+    let (views_tx, views_rx) = watch::channel(view);
+    let (inbox_tx, mut inbox) = mpsc::channel(16);
+    let stop = CancellationToken::new();
+    let decisions = store.tree::<DecisionRecord>(TreeName::Decisions).unwrap();
+    let thread =
+        spawn(host, views_rx, Inbox(inbox_tx.clone()), CalendarSlot::default(), decisions, stop.clone()).unwrap();
+
+    // Pause and flatten are events for the trading thread, in order; the socket gets its answer at once.
+    assert!(call(&calls_tx, Request::Pause).ok);
+    assert_eq!(next(&mut inbox), Event::Control(Control::Pause));
+    assert!(call(&calls_tx, Request::Flatten).ok);
+    assert_eq!(next(&mut inbox), Event::Control(Control::Flatten));
+
+    // Status is the view the trading thread left last: its account, its pause.
+    let mut paused = views_tx.borrow().clone();
+    paused.engine.paused = true;
+    paused.engine.account.equity = 1200.25;
+    views_tx.send_replace(paused);
+    let st = call(&calls_tx, Request::Status).status.expect("a status report");
+    assert_eq!((st.equity, st.cash, st.risk.paused), (1200.25, 34.5, true));
+    assert!(st.activity.starts_with("flattened and paused"), "{}", st.activity);
+    // The dashboard is published from the same view.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dashboard.snapshot().status.equity != 1200.25 {
+        assert!(Instant::now() < deadline, "the dashboard never showed the view");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // A promoted model is loaded off the trading thread and arrives once, as an event.
+    let reg = Registry::open(&dir.path().join("models")).unwrap();
+    let pl = Pipeline::new(&config.features, &config.market.symbols, config.market.timeframe);
+    let m = register_ppo(&reg, &pl, &random_ppo(&pl, 3), &EnvConfig::default());
+    let sel = ModelSel::Id(m.id.clone());
+    let load = move || PpoPolicy::load(&reg, &sel, &pl, SessionOptions::default()).ok().map(LoadedModel::Ppo);
+    Inbox(inbox_tx).swap(Box::new(load));
+    let Event::Update(Update::Model(swap)) = next(&mut inbox) else { panic!("not a model update") };
+    let Some(LoadedModel::Ppo(p)) = swap.clone().take() else { panic!("no PPO model in the update") };
+    assert_eq!(p.id(), m.id);
+    assert!(swap.take().is_none(), "a model is taken once");
+
+    stop.cancel();
+    let host = thread.join().unwrap();
+    assert_eq!(host.live.bars_received, 7);
+}
