@@ -16,7 +16,7 @@ LAYERS = [
     ["store", "features", "onnx", "feed"],
     ["env", "models"],
     ["config"],
-    ["data", "policy", "control", "alpaca"],
+    ["data", "policy", "control", "alpaca", "alerts"],
     ["fuzzing"],
     ["risk", "rl", "lstm", "metrics"],
     ["engine::contract"],

@@ -28,7 +28,8 @@
 //!    (manifests, the content-hashed registry, promote/rollback).
 //! 3. [`config`]: the TOML file parsed once into checked values.
 //! 4. [`data`] (CSV import, aligned panels), [`policy`] (ONNX Runtime sessions), [`control`] (the control
-//!    socket and the status report), [`alpaca`] (wire types, REST, streams, the fake Alpaca).
+//!    socket and the status report), [`alpaca`] (wire types, REST, streams, the fake Alpaca), [`alerts`]
+//!    (webhooks, Telegram and Discord, from a queue).
 //! 5. [`risk`] (the checks every order passes, stops, the kill switch), [`metrics`] (Prometheus), [`rl`] and [`lstm`] (training, feature `train`).
 //! 6. `engine::contract`: the events, commands, clock and broker snapshot the engine and its edges share.
 //! 7. [`oms`]: the order manager (idempotent submission, fills exactly once, reconciliation).
@@ -42,6 +43,7 @@
 //!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,
 //!     the retrainer), 16. [`cli`] (parses and dispatches).
 
+pub mod alerts;
 pub mod alloc;
 pub mod alpaca;
 pub mod backtest;

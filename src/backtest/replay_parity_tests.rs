@@ -4,16 +4,11 @@
 //! refusals; and over random limit settings (proptest).
 
 use super::*;
-use crate::daemon::host::Host;
-use crate::daemon::notify::Notifier;
 use crate::daemon::replay::{ReplayParts, ReplaySummary};
-use crate::daemon::retrainer::Retrainer;
 use crate::data::{ImportOptions, import_csv};
 use crate::env::EnvConfig;
 use crate::policy::tests::{random_ppo, register_ppo};
-use crate::retrain::{Pipeline as RetrainPipeline, PipelineSpec};
 use proptest::prelude::*;
-use std::sync::Arc;
 
 const SYMBOLS: [&str; 3] = ["AAPL", "IBM", "MSFT"];
 
@@ -84,23 +79,7 @@ fn setup(dir: &std::path::Path, seed: u64) {
 
 fn replay(config: &Config) -> ReplaySummary {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let store = Store::open(&config.state_dir).unwrap();
-    let registry = Registry::open(&config.state_dir.join("models")).unwrap();
-    let spec = PipelineSpec::from_config(config).unwrap();
-    let pipeline =
-        RetrainPipeline::new(spec, store.clone(), crate::retrain::holdout::holdout_evaluator(config, &store));
-    let retrainer = Retrainer::new(pipeline, config.retrain.schedule.clone(), false, rt.handle().clone());
-    let host = Host::new(
-        config.clone(),
-        store,
-        registry,
-        Arc::new(crate::metrics::Metrics::new()),
-        Arc::default(),
-        retrainer,
-        None,
-        None,
-        Notifier::disabled(),
-    );
+    let host = crate::daemon::test_host(config, &rt, None);
     let shutdown = tokio_util::sync::CancellationToken::new();
     crate::daemon::replay::run(ReplayParts { host, shutdown, linger: false }).unwrap()
 }

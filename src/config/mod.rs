@@ -9,6 +9,7 @@ mod effective;
 mod env;
 mod lstm;
 mod machine;
+mod notify;
 mod ppo;
 mod raw;
 mod retrain;
@@ -21,6 +22,7 @@ mod web;
 pub use credentials::{Credentials, KEY_ID_VAR, SECRET_KEY_VAR};
 pub use lstm::{CutoffMetric, LstmConfig};
 pub use machine::machine_problems;
+pub use notify::{NotifyConfig, TELEGRAM_API};
 pub use ppo::{CpuBackend, PpoConfig};
 pub use raw::RawConfig;
 pub use retrain::{GateConfig, RetrainConfig};
@@ -116,6 +118,8 @@ pub struct Config {
     pub lstm: LstmConfig,
     pub retrain: RetrainConfig,
     pub web: WebConfig,
+    /// `[notify]`: where alerts go.
+    pub notify: NotifyConfig,
     /// `[strategy]`: how the engine turns model outputs into trades.
     pub strategy: StrategyConfig,
 }
@@ -363,6 +367,7 @@ impl Config {
         }
         let retrain = c.retrain(raw.retrain);
         let web = c.web(raw.web);
+        let notify = c.notify(raw.notify);
         let lstm = raw.lstm;
         if let Err(e) = lstm.validate() {
             c.problem(e);
@@ -397,6 +402,7 @@ impl Config {
                 lstm,
                 retrain,
                 web,
+                notify,
                 strategy,
             })
         } else {

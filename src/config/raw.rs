@@ -36,6 +36,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub web: RawWeb,
     #[serde(default)]
+    pub notify: RawNotify,
+    #[serde(default)]
     pub strategy: super::StrategyConfig,
 }
 
@@ -169,6 +171,19 @@ pub struct RawRetrain {
     pub confidence: Option<f64>,
     pub folds: Option<u64>,
     pub max_buy_hold_shortfall: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNotify {
+    pub webhook_url: Option<String>,
+    pub telegram_chat_id: Option<String>,
+    pub telegram_api: Option<String>,
+    pub discord: Option<bool>,
+    pub feed_down_mins: Option<u64>,
+    pub daily_summary: Option<bool>,
+    pub timeout_secs: Option<u64>,
+    pub retries: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

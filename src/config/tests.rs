@@ -208,3 +208,27 @@ fn a_rolling_train_window_resolves_on_the_day_and_refuses_fixed_dates_with_it() 
     let e = parse(&format!("{MIN}[train]\nwindow_days = 5\n")).unwrap_err().to_string();
     assert!(e.contains("at least 30 days"), "{e}");
 }
+
+#[test]
+fn notify_targets_are_checked_and_round_trip_through_the_effective_config() {
+    let c = parse(
+        "[market]\nsymbols = [\"AAPL\"]\n[notify]\nwebhook_url = \"https://hooks.example.com/t\"\ntelegram_chat_id = \" 42 \"\ndiscord = true\nfeed_down_mins = 0\nretries = 1\n",
+    )
+    .unwrap();
+    assert_eq!(c.notify.webhook_url.as_ref().map(|u| u.as_str()), Some("https://hooks.example.com/t"));
+    assert_eq!((c.notify.telegram_chat_id.as_deref(), c.notify.discord), (Some("42"), true));
+    assert_eq!((c.notify.feed_down_mins, c.notify.retries, c.notify.timeout_secs), (0, 1, 10));
+    assert_eq!(c.notify.telegram_api.as_str(), "https://api.telegram.org/");
+    let again = parse(&c.to_toml()).unwrap();
+    assert_eq!(again.notify, c.notify);
+    // The defaults: no target.
+    assert!(!parse("[market]\nsymbols = [\"AAPL\"]\n").unwrap().notify.any());
+    let e = parse("[market]\nsymbols = [\"AAPL\"]\n[notify]\nwebhook_url = \"ftp://x/y\"\ntimeout_secs = 0\ntelegram_token = \"x\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("telegram_token"), "a secret key in the file is refused as unknown: {e}");
+    let e = parse("[market]\nsymbols = [\"AAPL\"]\n[notify]\nwebhook_url = \"ftp://x/y\"\ntimeout_secs = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("notify.webhook_url") && e.contains("notify.timeout_secs = 0"), "{e}");
+}

@@ -17,6 +17,31 @@ pub enum Request {
     Pause,
     Resume,
     Flatten,
+    /// Crown a registered model champion of its kind, and trade with it from the next bar.
+    Promote {
+        id: String,
+        reason: String,
+    },
+    /// Restore the previous champion of `kind`, and trade with it from the next bar.
+    Rollback {
+        kind: ModelKind,
+        reason: String,
+    },
+}
+
+impl Request {
+    /// The request in a word, for audit lines.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Status => "status",
+            Request::Retrain { .. } => "retrain",
+            Request::Pause => "pause",
+            Request::Resume => "resume",
+            Request::Flatten => "flatten",
+            Request::Promote { .. } => "promote",
+            Request::Rollback { .. } => "rollback",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,17 +6,13 @@ use super::*;
 use crate::config::Config;
 use crate::control::server::Call;
 use crate::control::{Request, Response};
-use crate::daemon::notify::Notifier;
-use crate::daemon::retrainer::Retrainer;
 use crate::engine::Control;
 use crate::env::EnvConfig;
 use crate::models::Registry;
 use crate::policy::tests::{random_ppo, register_ppo};
 use crate::policy::{ModelSel, Pipeline, PpoPolicy, SessionOptions};
-use crate::retrain::{Pipeline as RetrainPipeline, PipelineSpec};
-use crate::store::{Store, TreeName};
-use crate::web::data::{DashboardSource, SharedData};
-use std::sync::Arc;
+use crate::store::TreeName;
+use crate::web::data::DashboardSource;
 use std::time::Instant;
 use tokio::sync::oneshot;
 
@@ -51,25 +47,10 @@ fn controls_become_events_status_comes_from_the_view_and_a_model_arrives_as_an_e
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
-    let store = Store::open(&config.state_dir).unwrap();
-    let registry = Registry::open(&config.state_dir.join("models")).unwrap();
-    let spec = PipelineSpec::from_config(&config).unwrap();
-    let pipeline =
-        RetrainPipeline::new(spec, store.clone(), crate::retrain::holdout::holdout_evaluator(&config, &store));
-    let retrainer = Retrainer::new(pipeline, config.retrain.schedule.clone(), false, rt.handle().clone());
     let (calls_tx, calls_rx) = mpsc::channel(16);
-    let dashboard = Arc::new(SharedData::default());
-    let host = Host::new(
-        config.clone(),
-        store.clone(),
-        registry,
-        Arc::new(crate::metrics::Metrics::new()),
-        dashboard.clone(),
-        retrainer,
-        None,
-        Some(calls_rx),
-        Notifier::disabled(),
-    );
+    let host = crate::daemon::test_host(&config, &rt, Some(calls_rx));
+    let dashboard = host.dashboard.clone();
+    let store = host.store.clone();
     let view = TradingView {
         engine: EngineView {
             account: crate::daemon::host::Account { equity: 1234.5, cash: 34.5 },

@@ -124,6 +124,9 @@ pub struct Host<P: RunPipeline> {
     pub live: Live,
     /// Every retrain run that ended, in order.
     pub retrains: Vec<RunRecord>,
+    /// Where alerts go (`[notify]`); off unless `with_alerts`.
+    pub alerts: crate::alerts::Alerts,
+    pub(super) watched: super::watch::Watched,
 }
 
 impl<P: RunPipeline> Host<P> {
@@ -161,7 +164,14 @@ impl<P: RunPipeline> Host<P> {
             hangup: Arc::new(AtomicBool::new(false)),
             live,
             retrains: Vec::new(),
+            alerts: crate::alerts::Alerts::off(),
+            watched: Default::default(),
         }
+    }
+
+    pub fn with_alerts(mut self, alerts: crate::alerts::Alerts) -> Self {
+        self.alerts = alerts;
+        self
     }
 
     /// A bar reached the engine (counted for status and metrics).
@@ -177,6 +187,9 @@ impl<P: RunPipeline> Host<P> {
         let day = t.date_naive();
         if self.live.day_open_equity.is_none_or(|(d0, _)| d0 != day) {
             let open = self.live.equity.last().map_or(equity, |p| p.equity);
+            if let Some((d0, open0)) = self.live.day_open_equity {
+                self.alert_day(d0, open0, open, self.watched.positions);
+            }
             self.live.day_open_equity = Some((day, open));
         }
         self.live.equity.push(EquityPoint { t, equity, buy_hold });
@@ -191,6 +204,7 @@ impl<P: RunPipeline> Host<P> {
     /// (answered from `view`), a SIGHUP. Returns the orders a `flatten` asked for (a replay's engine), and
     /// whether the retrainer went idle.
     pub fn poll(&mut self, engine: &mut dyn EngineLink, view: &EngineView, clock: &dyn Clock) -> (Vec<Command>, bool) {
+        self.watch(view, crate::clock::now());
         if self.hangup.swap(false, Ordering::SeqCst) {
             self.reload(engine);
         }
@@ -279,11 +293,11 @@ impl<P: RunPipeline> Host<P> {
         let mut idle = false;
         for ev in self.retrainer.poll() {
             if let Some((kind, id)) = ev.swap() {
-                let (config, registry, id) = (self.config.clone(), self.registry.clone(), id.to_string());
-                engine.swap(Box::new(move || load_swap(&config, &registry, kind, &id)));
+                self.swap(engine, kind, id);
             }
             match ev {
                 RetrainEvent::Finished(r) => {
+                    self.alert_retrain(&r);
                     self.metrics.retrain(r.kind.as_str(), r.outcome.as_str());
                     self.live.running.remove(r.kind.as_str());
                     self.retrains.push(*r);
@@ -292,6 +306,12 @@ impl<P: RunPipeline> Host<P> {
             }
         }
         idle
+    }
+
+    /// The engine trades with model `id` of `kind` from the next bar (loaded as the link loads).
+    fn swap(&self, engine: &mut dyn EngineLink, kind: crate::models::ModelKind, id: &str) {
+        let (config, registry, id) = (self.config.clone(), self.registry.clone(), id.to_string());
+        engine.swap(Box::new(move || load_swap(&config, &registry, kind, &id)));
     }
 
     fn serve_calls(&mut self, engine: &mut dyn EngineLink, view: &EngineView, clock: &dyn Clock) -> Vec<Command> {
@@ -321,6 +341,26 @@ impl<P: RunPipeline> Host<P> {
                 }
                 Request::Retrain { kind } => match self.retrainer.request(kind, "control socket", clock) {
                     Ok(()) => Response::done("retrain started"),
+                    Err(e) => Response::error(e.to_string()),
+                },
+                Request::Promote { id, reason } => match self.registry.promote(&id, &reason) {
+                    Ok(m) => {
+                        log::info!("models: {} promoted to {} champion by hand ({reason})", m.id, m.kind.as_str());
+                        self.swap(engine, m.kind, &m.id);
+                        Response::done(format!(
+                            "{} is the {} champion; trading with it from the next bar",
+                            m.id,
+                            m.kind.as_str()
+                        ))
+                    }
+                    Err(e) => Response::error(e.to_string()),
+                },
+                Request::Rollback { kind, reason } => match self.registry.rollback(kind, &reason) {
+                    Ok(m) => {
+                        log::info!("models: rolled back to {} as {} champion ({reason})", m.id, kind.as_str());
+                        self.swap(engine, kind, &m.id);
+                        Response::done(format!("rolled back: {} is the {} champion again", m.id, kind.as_str()))
+                    }
                     Err(e) => Response::error(e.to_string()),
                 },
             };

@@ -154,6 +154,14 @@ pub fn start_host(
         Some(calls_rx),
         Notifier::from_env(),
     );
+    let targets = crate::alerts::targets(&config.notify, |k| std::env::var(k).ok())
+        .map_err(|e| anyhow::anyhow!("{}: [notify]: {e}", config.source.display()))?;
+    let mode = match (config.feed.kind, config.mode) {
+        (crate::config::FeedKind::Replay, _) => "replay",
+        (_, Mode::Live) => "live",
+        _ => "paper",
+    };
+    let host = host.with_alerts(crate::alerts::Alerts::start(targets, &config.notify, mode, rt.handle()));
     rt.spawn(on_hangup(host.hangup.clone(), shutdown.clone()));
     Ok(host)
 }

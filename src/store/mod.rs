@@ -390,8 +390,23 @@ fn lock_seal(seal: &Seal) -> std::sync::MutexGuard<'_, sentinel::Sentinel> {
     seal.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Opens the database. Called with the state directory's lock held, so no other store has it open; a
+/// store of this process dropped a moment ago may still be releasing sled's own file lock (its flusher
+/// thread ends after the drop): that lock is waited for, up to two seconds.
 fn open_db(path: &Path) -> Result<sled::Db, StoreError> {
-    Ok(sled::Config::new().path(path).flush_every_ms(Some(FLUSH_EVERY_MS)).open()?)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match sled::Config::new().path(path).flush_every_ms(Some(FLUSH_EVERY_MS)).open() {
+            Err(sled::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::Other
+                    && e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return Ok(r?),
+        }
+    }
 }
 
 /// The write sequence stored in the database (0 for a store written before sentinels).

@@ -1,0 +1,155 @@
+//! Delivery against a local HTTP receiver: each target's format, retries after failures, the queue.
+
+use super::*;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use std::sync::{Arc, Mutex};
+
+/// What the receiver got: (path, body), and how many more requests it fails with a 500.
+#[derive(Clone, Default)]
+pub(crate) struct Receiver {
+    pub got: Arc<Mutex<Vec<(String, serde_json::Value)>>>,
+    pub fail: Arc<Mutex<usize>>,
+}
+
+impl Receiver {
+    /// Serves on a free loopback port; returns its base URL.
+    pub(crate) async fn start(&self) -> String {
+        async fn take(
+            State(r): State<Receiver>,
+            Path(path): Path<String>,
+            Json(body): Json<serde_json::Value>,
+        ) -> StatusCode {
+            let mut fail = r.fail.lock().unwrap();
+            if *fail > 0 {
+                *fail -= 1;
+                return StatusCode::INTERNAL_SERVER_ERROR;
+            }
+            r.got.lock().unwrap().push((format!("/{path}"), body));
+            StatusCode::OK
+        }
+        let app = axum::Router::new().route("/{*path}", axum::routing::post(take)).with_state(self.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+        format!("http://{addr}")
+    }
+
+    /// Waits up to 10 s for `n` deliveries.
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<(String, serde_json::Value)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let got = self.got.lock().unwrap().clone();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "only {} of {n} alerts arrived: {got:?}", got.len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn sample() -> Alert {
+    Alert {
+        event: AlertKind::KillSwitch,
+        text: "kill switch tripped: daily loss 5.1% over 5%".into(),
+        at: DateTime::from_timestamp(1_764_000_000, 0).unwrap(),
+        details: serde_json::json!({ "equity": 94900.0 }),
+    }
+}
+
+#[tokio::test]
+async fn each_target_gets_its_own_format_and_failures_are_retried() {
+    let r = Receiver::default();
+    let base = r.start().await;
+    let cfg = NotifyConfig {
+        webhook_url: Some(url::Url::parse(&format!("{base}/hook")).unwrap()),
+        telegram_chat_id: Some("42".into()),
+        telegram_api: url::Url::parse(&format!("{base}/tg")).unwrap(),
+        discord: true,
+        feed_down_mins: 5,
+        daily_summary: true,
+        timeout_secs: 5,
+        retries: 3,
+    };
+    let env = |k: &str| match k {
+        TELEGRAM_TOKEN_VAR => Some("123:SECRET".to_string()),
+        DISCORD_WEBHOOK_VAR => Some(format!("{base}/discord/abc")),
+        _ => None,
+    };
+    let t = targets(&cfg, env).unwrap();
+    assert_eq!(t.iter().map(Target::name).collect::<Vec<_>>(), ["webhook", "telegram", "discord"]);
+    assert!(!format!("{t:?}").contains("SECRET"), "secrets never print: {t:?}");
+
+    // The first two attempts fail: the webhook gets it at the third.
+    *r.fail.lock().unwrap() = 2;
+    let (tx, rx) = mpsc::channel(8);
+    let policy = Delivery { timeout: Duration::from_secs(5), retries: 3, first_wait: Duration::from_millis(10) };
+    tokio::spawn(deliver(rx, t, "paper".into(), policy));
+    tx.send(sample()).await.unwrap();
+    let got = r.wait_for(3).await;
+    assert_eq!(got[0].0, "/hook");
+    assert_eq!(got[0].1["event"], "kill_switch");
+    assert_eq!(got[0].1["mode"], "paper");
+    assert_eq!(got[0].1["text"], "kill switch tripped: daily loss 5.1% over 5%");
+    assert_eq!(got[0].1["details"]["equity"], 94900.0);
+    assert_eq!(got[0].1["at"], "2025-11-24T16:00:00+00:00");
+    assert_eq!(got[1].0, "/tg/bot123:SECRET/sendMessage");
+    assert_eq!(got[1].1["chat_id"], "42");
+    assert_eq!(got[1].1["text"], "tradebot (paper): kill switch tripped: daily loss 5.1% over 5%");
+    assert_eq!(got[2].0, "/discord/abc");
+    assert_eq!(got[2].1["content"], "tradebot (paper): kill switch tripped: daily loss 5.1% over 5%");
+    assert_eq!(*r.fail.lock().unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_target_that_keeps_failing_is_given_up_and_the_next_alert_still_goes() {
+    let r = Receiver::default();
+    let base = r.start().await;
+    let t = vec![Target::Webhook(url::Url::parse(&format!("{base}/hook")).unwrap())];
+    // Two retries: three attempts fail, the alert is dropped; the next one arrives.
+    *r.fail.lock().unwrap() = 3;
+    let (tx, rx) = mpsc::channel(8);
+    let policy = Delivery { timeout: Duration::from_secs(5), retries: 2, first_wait: Duration::from_millis(10) };
+    tokio::spawn(deliver(rx, t, "live".into(), policy));
+    tx.send(sample()).await.unwrap();
+    tx.send(Alert { event: AlertKind::FeedBack, text: "market feed back after 7 min".into(), ..sample() })
+        .await
+        .unwrap();
+    let got = r.wait_for(1).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1["event"], "feed_back");
+}
+
+#[test]
+fn a_target_without_its_secret_is_refused_with_the_fix() {
+    let cfg = NotifyConfig {
+        webhook_url: None,
+        telegram_chat_id: Some("42".into()),
+        telegram_api: url::Url::parse(crate::config::TELEGRAM_API).unwrap(),
+        discord: false,
+        feed_down_mins: 5,
+        daily_summary: true,
+        timeout_secs: 5,
+        retries: 3,
+    };
+    let e = targets(&cfg, |_| None).unwrap_err();
+    assert!(e.contains(TELEGRAM_TOKEN_VAR) && e.contains("LoadCredential"), "{e}");
+    let e = targets(&NotifyConfig { telegram_chat_id: None, discord: true, ..cfg.clone() }, |_| None).unwrap_err();
+    assert!(e.contains(DISCORD_WEBHOOK_VAR), "{e}");
+    let bad = |k: &str| (k == DISCORD_WEBHOOK_VAR).then(|| "not a url".to_string());
+    assert!(targets(&NotifyConfig { telegram_chat_id: None, discord: true, ..cfg.clone() }, bad).is_err());
+    // Off without targets: sending is a no-op.
+    let off = Alerts::off();
+    assert!(!off.is_on());
+    off.send(sample());
+    // From systemd's credentials directory.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(TELEGRAM_TOKEN_VAR), "9:TOKEN\n").unwrap();
+    let creds = dir.path().to_str().unwrap().to_string();
+    let env = move |k: &str| (k == "CREDENTIALS_DIRECTORY").then(|| creds.clone());
+    let t = targets(&cfg, env).unwrap();
+    let Target::Telegram { token, .. } = &t[0] else { panic!("{t:?}") };
+    assert_eq!(token.expose(), "9:TOKEN");
+}

@@ -1,0 +1,170 @@
+//! What the host watches to alert the trader (`crate::alerts`): the kill switch tripping, each retrain's
+//! outcome with the gate's numbers, the market feed down longer than `notify.feed_down_mins` (and back),
+//! and one summary a trading day (live only: a replay's simulated days would flood the phone). Each
+//! alert is sent once per change, never per tick.
+
+use super::host::{EngineView, Host};
+use super::retrainer::RunPipeline;
+use crate::alerts::{Alert, AlertKind};
+use crate::config::FeedKind;
+use crate::retrain::{RunOutcome, RunRecord};
+use chrono::{DateTime, NaiveDate, Utc};
+
+/// What was last alerted, so that each change is said once.
+#[derive(Debug, Clone, Default)]
+pub struct Watched {
+    kill: bool,
+    /// Open positions at the last look (for the daily summary).
+    pub(super) positions: usize,
+    feed_down_since: Option<DateTime<Utc>>,
+    feed_alerted: bool,
+}
+
+fn alert(event: AlertKind, text: String, at: DateTime<Utc>, details: serde_json::Value) -> Alert {
+    Alert { event, text, at, details }
+}
+
+/// Money to the cent, with thousands separators: 100123.456 → "100,123.46".
+pub fn money(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    let cents = (x.abs() * 100.0).round() as u64;
+    let (units, cents) = (cents / 100, cents % 100);
+    let digits = units.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{}{out}.{cents:02}", if x < 0.0 { "-" } else { "" })
+}
+
+impl<P: RunPipeline> Host<P> {
+    /// Between two events, at `now` (the wall clock): the kill switch and the feed.
+    pub(super) fn watch(&mut self, view: &EngineView, now: DateTime<Utc>) {
+        self.watched.positions = view.positions.len();
+        if !self.alerts.is_on() {
+            return;
+        }
+        match (&view.kill_reason, self.watched.kill) {
+            (Some(reason), false) => {
+                self.watched.kill = true;
+                self.alerts.send(alert(
+                    AlertKind::KillSwitch,
+                    format!(
+                        "kill switch tripped: {reason}; no new orders until `tradebot risk clear` (equity {})",
+                        money(view.account.equity)
+                    ),
+                    now,
+                    serde_json::json!({ "reason": reason, "equity": view.account.equity }),
+                ));
+            }
+            (None, true) => self.watched.kill = false,
+            _ => {}
+        }
+        let limit = self.config.notify.feed_down_mins;
+        if self.config.feed.kind != FeedKind::Alpaca || limit == 0 {
+            return;
+        }
+        let connected = self.metrics.feed_connected.get() == 1;
+        match (connected, self.watched.feed_down_since) {
+            (false, None) => self.watched.feed_down_since = Some(now),
+            (false, Some(since))
+                if !self.watched.feed_alerted && now - since >= chrono::Duration::minutes(limit as i64) =>
+            {
+                self.watched.feed_alerted = true;
+                let mins = (now - since).num_minutes();
+                self.alerts.send(alert(
+                    AlertKind::FeedDown,
+                    format!(
+                        "market feed down for {mins} min (since {}); reconnecting, no new bars meanwhile",
+                        since.format("%H:%M UTC")
+                    ),
+                    now,
+                    serde_json::json!({ "since": since.to_rfc3339(), "minutes": mins }),
+                ));
+            }
+            (true, Some(since)) => {
+                if self.watched.feed_alerted {
+                    let mins = (now - since).num_minutes();
+                    self.alerts.send(alert(
+                        AlertKind::FeedBack,
+                        format!("market feed back after {mins} min"),
+                        now,
+                        serde_json::json!({ "since": since.to_rfc3339(), "minutes": mins }),
+                    ));
+                }
+                self.watched = Watched { feed_down_since: None, feed_alerted: false, ..self.watched.clone() };
+            }
+            _ => {}
+        }
+    }
+
+    /// A retrain ended: promoted, kept (with the gate's numbers) or failed.
+    pub(super) fn alert_retrain(&self, r: &RunRecord) {
+        let kind = r.kind.as_str();
+        let numbers = r.decision.as_ref().map(|d| crate::retrain::gate::numbers_line(&d.numbers)).unwrap_or_default();
+        let champion = r.champion_before.as_deref().unwrap_or("no champion");
+        let candidate = r.candidate.as_deref().unwrap_or("no candidate");
+        let (event, text) = match r.outcome {
+            RunOutcome::Promoted => (
+                AlertKind::Promoted,
+                format!("retrain {kind}: {candidate} promoted over {champion}: {}. {numbers}", r.reason()),
+            ),
+            RunOutcome::Kept => (
+                AlertKind::Kept,
+                format!("retrain {kind}: {champion} kept, {candidate} refused: {}. {numbers}", r.reason()),
+            ),
+            RunOutcome::Failed | RunOutcome::Interrupted => (
+                AlertKind::RetrainFailed,
+                format!("retrain {kind} {}: {}; {champion} keeps trading", r.outcome.as_str(), r.reason()),
+            ),
+            RunOutcome::Running => return,
+        };
+        let numbers = r.decision.as_ref().map(|d| serde_json::json!(d.numbers)).unwrap_or_default();
+        let details = serde_json::json!({
+            "kind": kind, "run": r.id, "outcome": r.outcome.as_str(), "candidate": r.candidate,
+            "champion_before": r.champion_before, "champion_after": r.champion_after, "numbers": numbers,
+        });
+        self.alerts.send(alert(
+            event,
+            text.trim_end_matches([' ', '.']).to_string() + ".",
+            crate::clock::now(),
+            details,
+        ));
+    }
+
+    /// The day `day` ended at `close` equity after opening at `open` (live only).
+    pub(super) fn alert_day(&self, day: NaiveDate, open: f64, close: f64, positions: usize) {
+        if !self.config.notify.daily_summary || self.config.feed.kind != FeedKind::Alpaca {
+            return;
+        }
+        let pnl = close - open;
+        let pct = if open > 0.0 { pnl / open * 100.0 } else { 0.0 };
+        let sign = if pnl < 0.0 { "" } else { "+" };
+        self.alerts.send(alert(
+            AlertKind::DailySummary,
+            format!("{day}: equity {} (day {sign}{}, {pct:+.2}%), {positions} positions", money(close), money(pnl)),
+            crate::clock::now(),
+            serde_json::json!({ "day": day.to_string(), "open_equity": open, "equity": close, "pnl": pnl, "positions": positions }),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn money_is_cents_with_separators() {
+        assert_eq!(super::money(100123.456), "100,123.46");
+        assert_eq!(super::money(-1234.5), "-1,234.50");
+        assert_eq!(super::money(0.004), "0.00");
+        assert_eq!(super::money(999.996), "1,000.00");
+    }
+}
+
+#[cfg(test)]
+#[path = "watch_tests.rs"]
+mod watch_tests;
