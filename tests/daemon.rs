@@ -392,6 +392,40 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     let png = std::fs::read(&shot).unwrap();
     assert!(png.len() > 10_000 && png.starts_with(b"\x89PNG"), "not a screenshot: {} bytes", png.len());
 
+    // A control clicked in the browser changes the daemon's state: Pause, through the page's form (the
+    // script answers first and clicks a moment later: the click leaves the page).
+    assert!(dom.contains("id=\"control-pause\"") && dom.contains("id=\"control-flatten\""), "no controls");
+    let cdp = common::cdp::Browser::open(chromium, &dir.path().join("chromium-cdp"), &url);
+    let click = "new Promise(done => { const go = () => { const b = document.querySelector('#control-pause button'); \
+        if (b) { setTimeout(() => b.click(), 50); done('clicked'); } else { setTimeout(go, 100); } }; go(); })";
+    assert_eq!(cdp.eval(click), "clicked");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = tradebot(&["status", "--config", cfg_s, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        if v["risk"]["paused"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the click did not pause the daemon:\n{}", log_text());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(cdp);
+    assert!(log_text().contains("audit: dashboard pause: paused"), "no audit line:\n{}", log_text());
+    // A POST without the CSRF token is refused, though it carries the dashboard's token.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "POST /control/resume HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: tradebot_token={token}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 403"), "{raw}");
+    let o = tradebot(&["status", "--config", cfg_s, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["risk"]["paused"], true, "the refused POST resumed the daemon");
+
     // SIGHUP: the risk limits reload; a change to the traded symbols is refused, named, and kept out.
     let pid = child.id();
     let edited = std::fs::read_to_string(&cfg)

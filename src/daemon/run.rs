@@ -124,18 +124,19 @@ pub fn start_host(
     seed_shipped(&registry, config)?;
     let metrics = Arc::new(Metrics::new());
     let dashboard = Arc::new(SharedData::default());
+    // The control socket's requests and the dashboard's controls reach the host on one channel.
+    let (calls_tx, calls_rx) = mpsc::channel(16);
     if config.web.enabled {
         let token = resolve_token(&config.web, &config.state_dir, |k| std::env::var(k).ok())?;
         let listener = rt.block_on(crate::web::bind(&config.web))?;
         let loopback = config.web.listen.ip().is_loopback();
-        let state = WebState::new(metrics.clone(), dashboard.clone(), token, loopback);
+        let state = WebState::new(metrics.clone(), dashboard.clone(), token, loopback).with_control(calls_tx.clone());
         rt.spawn(crate::web::serve(listener, state, shutdown.clone()));
     }
     let socket = crate::control::socket_path(&config.state_dir);
     let listener = rt
         .block_on(async { crate::control::server::bind(&socket) })
         .with_context(|| format!("binding the control socket {}", socket.display()))?;
-    let (calls_tx, calls_rx) = mpsc::channel(16);
     rt.spawn(crate::control::server::serve(listener, calls_tx, shutdown.clone().cancelled_owned()));
     let spec = PipelineSpec::from_config(config).context("locating the tradebot binary and the config file")?;
     let pipeline = Pipeline::new(spec, store.clone(), holdout_evaluator(config, store));

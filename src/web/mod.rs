@@ -6,6 +6,8 @@
 //!  GET /                 the dashboard (HTML + inline SVG), token required
 //!  GET /api/status       the StatusReport as JSON (what `tradebot status --json` prints), token required
 //!  GET /api/dashboard    everything the page shows, as JSON, token required
+//!  POST /control/{action} pause, resume, flatten, retrain, promote, rollback: token and CSRF token
+//!                        required (`control`), each an audit line in the log
 //! ```
 //!
 //! **Access.** The token is accepted as `Authorization: Bearer TOKEN`, as the `tradebot_token` cookie, or
@@ -14,6 +16,7 @@
 //! The token comes from `web.token_file`, `$TRADEBOT_WEB_TOKEN`, the systemd credential
 //! `TRADEBOT_WEB_TOKEN`, or `state_dir/web.token`, created with a random value (mode 0600) on first use.
 
+pub mod control;
 pub mod data;
 pub mod page;
 pub mod svg;
@@ -50,11 +53,19 @@ pub struct WebState {
     token: Secret,
     metrics_need_token: bool,
     refresh_secs: u32,
+    /// The daemon's host, as the control socket reaches it: the dashboard's controls (none without).
+    control: Option<tokio::sync::mpsc::Sender<crate::control::server::Call>>,
 }
 
 impl WebState {
     pub fn new(metrics: Arc<Metrics>, source: Arc<dyn DashboardSource>, token: Secret, loopback: bool) -> Self {
-        WebState { metrics, source, token, metrics_need_token: !loopback, refresh_secs: 5 }
+        WebState { metrics, source, token, metrics_need_token: !loopback, refresh_secs: 5, control: None }
+    }
+
+    /// The dashboard's controls send their requests here.
+    pub fn with_control(mut self, calls: tokio::sync::mpsc::Sender<crate::control::server::Call>) -> Self {
+        self.control = Some(calls);
+        self
     }
 }
 
@@ -173,8 +184,9 @@ async fn dashboard(
     }
     let source = s.source.clone();
     let refresh = s.refresh_secs;
+    let csrf = s.control.is_some().then(|| control::csrf_token(s.token.expose()));
     // Reading the store and rendering are CPU work: off the reactor.
-    match tokio::task::spawn_blocking(move || page::render(&source.snapshot(), refresh)).await {
+    match tokio::task::spawn_blocking(move || page::render(&source.snapshot(), refresh, csrf.as_deref())).await {
         Ok(html) => Html(html).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("rendering failed: {e}")).into_response(),
     }
@@ -208,6 +220,7 @@ pub fn router(state: WebState) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/status", get(api_status))
         .route("/api/dashboard", get(api_dashboard))
+        .route("/control/{action}", axum::routing::post(control::post))
         .with_state(state)
 }
 

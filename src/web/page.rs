@@ -44,7 +44,8 @@ pub fn drawdown(values: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-pub fn render(d: &DashboardData, refresh_secs: u32) -> String {
+/// The page; with `csrf`, the controls (their forms carry it).
+pub fn render(d: &DashboardData, refresh_secs: u32, csrf: Option<&str>) -> String {
     let s = &d.status;
     let mut o = String::with_capacity(32 * 1024);
     let _ = write!(
@@ -87,6 +88,9 @@ pub fn render(d: &DashboardData, refresh_secs: u32) -> String {
             .collect();
         let _ = write!(o, "<p class=\"bad\" id=\"stale\">Not traded, no recent bar: {}</p>", list.join(", "));
     }
+    if let Some(csrf) = csrf {
+        controls_section(&mut o, d, csrf);
+    }
     equity_section(&mut o, &d.equity);
     positions_section(&mut o, d);
     decisions_section(&mut o, d);
@@ -103,6 +107,39 @@ pub fn render(d: &DashboardData, refresh_secs: u32) -> String {
     );
     o.push_str("</body></html>");
     o
+}
+
+/// One form per control, each a POST with the CSRF token; flatten and promote need a ticked box.
+fn controls_section(o: &mut String, d: &DashboardData, csrf: &str) {
+    let form = |action: &str, inner: &str, label: &str| {
+        format!(
+            r#"<form id="control-{action}" method="post" action="/control/{action}"><input type="hidden" name="csrf" value="{}">{inner}<button type="submit">{label}</button></form>"#,
+            esc(csrf)
+        )
+    };
+    let confirm =
+        |what: &str| format!(r#"<label><input type="checkbox" name="confirm" value="yes" required> {what}</label>"#);
+    let kinds = |all: bool| {
+        let mut k = String::from(r#"<select name="kind">"#);
+        if all {
+            k.push_str(r#"<option value="all">all models</option>"#);
+        }
+        k.push_str(r#"<option value="ppo">ppo</option><option value="lstm">lstm</option></select>"#);
+        k
+    };
+    let mut models = String::from(r#"<select name="id" required><option value="">choose a model</option>"#);
+    for m in d.models.iter().filter(|m| m.state != "champion").take(20) {
+        let _ = write!(models, r#"<option value="{id}">{id} ({})</option>"#, esc(&m.state), id = esc(&m.id));
+    }
+    models.push_str("</select>");
+    o.push_str(r#"<section id="controls"><h2>Controls</h2><div class="controls">"#);
+    o.push_str(&form("pause", "", "Pause"));
+    o.push_str(&form("resume", "", "Resume"));
+    o.push_str(&form("flatten", &confirm("sell every position, then pause"), "Flatten"));
+    o.push_str(&form("retrain", &kinds(true), "Retrain now"));
+    o.push_str(&form("promote", &(models + &confirm("trade with it from the next bar")), "Promote"));
+    o.push_str(&form("rollback", &kinds(false), "Roll back"));
+    o.push_str("</div></section>");
 }
 
 fn equity_section(o: &mut String, pts: &[EquityPoint]) {

@@ -145,10 +145,81 @@ fn stale_and_down_symbols_are_shown_and_counted() {
     let mut d = data();
     let stale = |s: &str, bars, down| StaleSymbol { symbol: s.into(), bars, down };
     d.status.feed.stale = vec![stale("IBM", 1, false), stale("QUIET", 5, true)];
-    let html = page::render(&d, 5);
+    let html = page::render(&d, 5, None);
     assert!(html.contains(r#"id="stale""#) && html.contains("IBM stale (1 bars), QUIET down (5 bars)"), "{html}");
-    assert!(!page::render(&data(), 5).contains(r#"id="stale""#), "nothing shown when every symbol has bars");
+    assert!(!page::render(&data(), 5, None).contains(r#"id="stale""#), "nothing shown when every symbol has bars");
     let m = crate::metrics::Metrics::new();
     m.observe_status(&d.status);
     assert_eq!((m.stale_symbols.get(), m.down_symbols.get()), (2, 1));
+}
+
+/// A web server whose controls reach a channel the test answers for the daemon.
+async fn start_with_control() -> (String, CancellationToken, tokio::sync::mpsc::Receiver<crate::control::server::Call>)
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let state = WebState::new(Arc::new(Metrics::new()), Arc::new(SharedData::new(data())), Secret::new(TOKEN), true)
+        .with_control(tx);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let stop = CancellationToken::new();
+    tokio::spawn(serve(listener, state, stop.clone()));
+    (url, stop, rx)
+}
+
+#[tokio::test]
+async fn controls_need_the_token_the_csrf_token_and_for_flatten_a_confirmation() {
+    let (url, stop, mut calls) = start_with_control().await;
+    let c = client();
+    let csrf = control::csrf_token(TOKEN);
+    let post = |action: &str, body: String| {
+        c.post(format!("{url}/control/{action}"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+    };
+    // The page carries the forms and the CSRF token.
+    let html = c.get(format!("{url}/")).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains(r#"id="control-pause""#) && html.contains(&csrf), "no controls on the page");
+    // Without the dashboard token: 401; without or with a wrong CSRF token: 403; nothing reaches the daemon.
+    let r = c.post(format!("{url}/control/pause")).body(format!("csrf={csrf}")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(post("pause", String::new()).send().await.unwrap().status(), 403);
+    assert_eq!(post("pause", "csrf=0000".into()).send().await.unwrap().status(), 403);
+    // Flatten and promote without the ticked box: 400.
+    assert_eq!(post("flatten", format!("csrf={csrf}")).send().await.unwrap().status(), 400);
+    assert_eq!(post("promote", format!("csrf={csrf}&id=ppo-x")).send().await.unwrap().status(), 400);
+    assert_eq!(post("explode", format!("csrf={csrf}")).send().await.unwrap().status(), 400);
+    assert!(calls.try_recv().is_err(), "a refused form reached the daemon");
+
+    // With both: the request reaches the daemon, whose answer is the page's.
+    let answer = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let (req, reply) = calls.recv().await.unwrap();
+            let ok = !matches!(req, crate::control::Request::Rollback { .. });
+            seen.push(req);
+            let _ = reply.send(if ok {
+                crate::control::Response::done("paused: no new orders until resume")
+            } else {
+                crate::control::Response::error("no previous lstm champion to roll back to")
+            });
+        }
+        seen
+    });
+    let r = post("pause", format!("csrf={csrf}")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("paused: no new orders until resume"));
+    let r = post("promote", format!("csrf={csrf}&id=ppo-abc&confirm=yes")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r = post("rollback", format!("csrf={csrf}&kind=lstm")).send().await.unwrap();
+    assert_eq!(r.status(), 409);
+    assert!(r.text().await.unwrap().contains("no previous lstm champion"));
+    let seen = answer.await.unwrap();
+    assert_eq!(seen[0], crate::control::Request::Pause);
+    assert_eq!(seen[1], crate::control::Request::Promote { id: "ppo-abc".into(), reason: "dashboard: by hand".into() });
+    assert_eq!(
+        seen[2],
+        crate::control::Request::Rollback { kind: crate::models::ModelKind::Lstm, reason: "dashboard: by hand".into() }
+    );
+    stop.cancel();
 }

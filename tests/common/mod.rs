@@ -2,6 +2,8 @@
 //! demo config under a test's own state directory, and signals. Each test crate uses a part of them.
 #![allow(dead_code)]
 
+pub mod cdp;
+
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,92 @@
+//! Headless Chromium driven over the DevTools protocol: open a page, run a script in it (a click), read
+//! the result. Enough for the dashboard's browser test; no other client needed.
+
+use futures_util::{SinkExt, StreamExt};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
+
+/// A headless Chromium with its DevTools port; killed when dropped.
+pub struct Browser {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Browser {
+    /// Starts `chromium` on `url` with a DevTools port and the profile in `profile`.
+    pub fn open(chromium: &str, profile: &Path, url: &str) -> Browser {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
+            .arg(format!("--remote-debugging-port={port}"))
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting chromium");
+        Browser { child, port }
+    }
+
+    /// The page's DevTools WebSocket, once the page exists.
+    async fn page_socket(&self) -> String {
+        let list = format!("http://127.0.0.1:{}/json/list", self.port);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = reqwest::get(&list).await
+                && let Ok(v) = r.json::<serde_json::Value>().await
+                && let Some(ws) = v.as_array().and_then(|a| {
+                    a.iter().find(|t| t["type"] == "page").and_then(|t| t["webSocketDebuggerUrl"].as_str())
+                })
+            {
+                return ws.to_string();
+            }
+            assert!(Instant::now() < deadline, "chromium's DevTools never listed a page");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Evaluates `script` in the page and returns its value (JSON). A page still loading (its context
+    /// replaced by a redirect) is tried again, up to 30 s.
+    pub fn eval(&self, script: &str) -> serde_json::Value {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let v = self.eval_once(script).await;
+                if let Some(value) = v["result"]["result"].get("value") {
+                    return value.clone();
+                }
+                assert!(Instant::now() < deadline, "the script gave no value: {v}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    }
+
+    async fn eval_once(&self, script: &str) -> serde_json::Value {
+        let ws = self.page_socket().await;
+        let (mut socket, _) = tokio_tungstenite::connect_async(ws.as_str()).await.expect("DevTools socket");
+        let call = serde_json::json!({
+            "id": 1, "method": "Runtime.evaluate",
+            "params": { "expression": script, "returnByValue": true, "awaitPromise": true },
+        });
+        socket.send(Message::Text(call.to_string().into())).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let msg = tokio::time::timeout_at(deadline, socket.next()).await.expect("no DevTools answer");
+            let Some(Ok(Message::Text(t))) = msg else { continue };
+            let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+            if v["id"] == 1 {
+                return v;
+            }
+        }
+    }
+}
