@@ -1,9 +1,87 @@
 //! Logging through the `log` facade: to the systemd journal (with structured fields such as `SYMBOL`,
 //! `ORDER_ID`, `MODEL_ID` from `log`'s key-values) when stderr is connected to the journal, otherwise a
-//! readable stderr logger. The level comes from the config; `RUST_LOG`, when set, overrides it.
+//! readable stderr logger. The level comes from the config; `RUST_LOG`, when set, overrides it. The last
+//! `RECENT_MAX` lines at WARN and above are also kept in memory (`recent`) for the dashboard.
 
-use log::LevelFilter;
+use log::{LevelFilter, Log};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::io::Write;
+use std::sync::Mutex;
+
+/// Lines at WARN and above kept for the dashboard.
+pub const RECENT_MAX: usize = 200;
+
+/// One log line as the dashboard shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogLine {
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub level: String,
+    pub target: String,
+    pub message: String,
+}
+
+/// The last `max` lines at WARN and above, oldest first.
+#[derive(Debug)]
+pub struct Recent {
+    lines: Mutex<VecDeque<LogLine>>,
+    max: usize,
+}
+
+impl Recent {
+    pub const fn new(max: usize) -> Recent {
+        Recent { lines: Mutex::new(VecDeque::new()), max }
+    }
+
+    /// Keeps `rec` when it is a warning or an error.
+    pub fn push(&self, rec: &log::Record) {
+        if rec.level() > log::Level::Warn {
+            return;
+        }
+        let line = LogLine {
+            at: chrono::Utc::now(),
+            level: rec.level().to_string(),
+            target: rec.target().to_string(),
+            message: rec.args().to_string(),
+        };
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.len() == self.max {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    pub fn lines(&self) -> Vec<LogLine> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    }
+}
+
+static RECENT: Recent = Recent::new(RECENT_MAX);
+
+/// The process's last lines at WARN and above, oldest first.
+pub fn recent() -> Vec<LogLine> {
+    RECENT.lines()
+}
+
+/// The installed logger, keeping warnings and errors in `RECENT` too.
+struct Tee<L: Log>(L);
+
+impl<L: Log> Log for Tee<L> {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        self.0.enabled(m)
+    }
+
+    fn log(&self, rec: &log::Record) {
+        if self.0.enabled(rec.metadata()) {
+            RECENT.push(rec);
+        }
+        self.0.log(rec);
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
 
 /// Installs the logger once. Later calls (tests, a second command in one process) are ignored.
 pub fn init(level: LevelFilter) {
@@ -12,11 +90,11 @@ pub fn init(level: LevelFilter) {
         && let Ok(journal) = systemd_journal_logger::JournalLog::new()
     {
         let journal = journal.with_syslog_identifier("tradebot".to_string());
-        if journal.install().is_ok() {
+        if log::set_boxed_logger(Box::new(Tee(journal))).is_ok() {
             let lvl = env.as_deref().and_then(|s| s.parse().ok()).unwrap_or(level);
             log::set_max_level(lvl);
-            return;
         }
+        return;
     }
     let mut b = env_logger::Builder::new();
     b.filter_level(level);
@@ -30,7 +108,11 @@ pub fn init(level: LevelFilter) {
         let _ = rec.key_values().visit(&mut kv);
         writeln!(buf, "{}", kv.0)
     });
-    let _ = b.try_init();
+    let logger = b.build();
+    let max = logger.filter();
+    if log::set_boxed_logger(Box::new(Tee(logger))).is_ok() {
+        log::set_max_level(max);
+    }
 }
 
 struct KvWriter(String);
@@ -39,5 +121,30 @@ impl<'kvs> log::kv::VisitSource<'kvs> for KvWriter {
     fn visit_pair(&mut self, key: log::kv::Key<'kvs>, value: log::kv::Value<'kvs>) -> Result<(), log::kv::Error> {
         self.0.push_str(&format!(" {key}={value}"));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(level: log::Level, msg: &str, f: impl FnOnce(&log::Record)) {
+        f(&log::Record::builder().level(level).target("tradebot::x").args(format_args!("{msg}")).build());
+    }
+
+    #[test]
+    fn only_warnings_and_errors_are_kept_the_last_max_of_them() {
+        let r = Recent::new(3);
+        record(log::Level::Info, "info", |rec| r.push(rec));
+        record(log::Level::Debug, "debug", |rec| r.push(rec));
+        assert!(r.lines().is_empty());
+        for i in 0..5 {
+            let level = if i % 2 == 0 { log::Level::Warn } else { log::Level::Error };
+            record(level, &format!("line {i}"), |rec| r.push(rec));
+        }
+        let kept: Vec<(String, String)> = r.lines().into_iter().map(|l| (l.level, l.message)).collect();
+        let want = [("WARN", "line 2"), ("ERROR", "line 3"), ("WARN", "line 4")];
+        assert_eq!(kept, want.map(|(a, b)| (a.to_string(), b.to_string())));
+        assert_eq!(r.lines()[0].target, "tradebot::x");
     }
 }

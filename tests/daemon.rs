@@ -425,6 +425,20 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     let o = tradebot(&["status", "--config", cfg_s, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["risk"]["paused"], true, "the refused POST resumed the daemon");
+    // The refusal is a warning, which the dashboard lists.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        write!(s, "GET /api/dashboard HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        if raw.contains("audit: dashboard resume refused: the form's CSRF token is missing or wrong") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the refusal is not among the dashboard's warnings:\n{raw}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // SIGHUP: the risk limits reload; a change to the traded symbols is refused, named, and kept out.
     let pid = child.id();

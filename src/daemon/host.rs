@@ -386,6 +386,7 @@ impl<P: RunPipeline> Host<P> {
             models,
             gate,
             training,
+            logs: crate::logging::recent(),
         });
     }
 

@@ -19,6 +19,9 @@ pub struct DashboardData {
     pub gate: Vec<GateView>,
     /// Training runs, most recent first; a running one has `progress`.
     pub training: Vec<TrainingView>,
+    /// The daemon's last log lines at WARN and above, oldest first.
+    #[serde(default)]
+    pub logs: Vec<crate::logging::LogLine>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -96,6 +96,7 @@ pub fn render(d: &DashboardData, refresh_secs: u32, csrf: Option<&str>) -> Strin
     decisions_section(&mut o, d);
     models_section(&mut o, d);
     training_section(&mut o, &d.training);
+    logs_section(&mut o, &d.logs);
     let _ = write!(
         o,
         "<footer>pid {} · feed {} ({}) · {} bars received · {} reconnects</footer>",
@@ -107,6 +108,27 @@ pub fn render(d: &DashboardData, refresh_secs: u32, csrf: Option<&str>) -> Strin
     );
     o.push_str("</body></html>");
     o
+}
+
+/// The daemon's last warnings and errors, most recent first.
+fn logs_section(o: &mut String, logs: &[crate::logging::LogLine]) {
+    let _ = write!(o, r#"<section id="logs"><h2>Warnings and errors ({})</h2>"#, logs.len());
+    if logs.is_empty() {
+        o.push_str("<p>none since the daemon started</p></section>");
+        return;
+    }
+    o.push_str("<table><tr><th>time</th><th>level</th><th>message</th></tr>");
+    for l in logs.iter().rev() {
+        let class = if l.level == "ERROR" { "bad" } else { "warn" };
+        let _ = write!(
+            o,
+            r#"<tr class="log"><td>{}</td><td class="{class}">{}</td><td>{}</td></tr>"#,
+            l.at.format("%Y-%m-%d %H:%M:%S"),
+            esc(&l.level),
+            esc(&l.message)
+        );
+    }
+    o.push_str("</table></section>");
 }
 
 /// One form per control, each a POST with the CSRF token; flatten and promote need a ticked box.

@@ -223,3 +223,21 @@ async fn controls_need_the_token_the_csrf_token_and_for_flatten_a_confirmation()
     );
     stop.cancel();
 }
+
+#[test]
+fn warnings_and_errors_are_listed_most_recent_first() {
+    let line = |level: &str, message: &str, s: i64| crate::logging::LogLine {
+        at: Utc.with_ymd_and_hms(2026, 11, 25, 14, 0, 0).unwrap() + chrono::Duration::seconds(s),
+        level: level.into(),
+        target: "tradebot::engine".into(),
+        message: message.into(),
+    };
+    let mut d = data();
+    assert!(page::render(&d, 5, None).contains("none since the daemon started"));
+    d.logs = vec![line("WARN", "market feed lost: reset <by peer>", 0), line("ERROR", "the new LSTM champion does not load", 5)];
+    let html = page::render(&d, 5, None);
+    let (first, second) = (html.find("does not load").unwrap(), html.find("market feed lost").unwrap());
+    assert!(first < second, "most recent first");
+    assert!(html.contains("reset &lt;by peer&gt;"), "messages are escaped");
+    assert!(html.contains("Warnings and errors (2)"));
+}
