@@ -381,6 +381,32 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     assert!(dom.contains(&format!("<code id=\"champion-ppo\">{champion}</code>")), "champion {champion} not shown");
     assert!(dom.contains("id=\"equity-chart\"") && dom.contains("id=\"drawdown-chart\""), "charts missing");
     assert!(dom.contains("class=\"outcome\""), "no training run shown");
+    // The retrain's runs: labelled curves per update (PPO) and epoch (LSTM), with the gate's numbers.
+    for needle in ["<h4>return by update</h4>", "<h4>loss by epoch</h4>", "<p class=\"gate\">gate: "] {
+        assert!(dom.contains(needle), "{needle} not on the page");
+    }
+    // The book: what the fills hold (first in, first out) is what the order manager holds, at an entry
+    // price whose unrealised P&L the row shows; closed trades and each symbol's chart with its fills.
+    let by_symbol = &dom[dom.find("id=\"by-symbol\"").expect("no per-symbol table")..];
+    for p in positions {
+        let row = format!("data-symbol=\"{}\"", p["symbol"].as_str().unwrap());
+        let held = &by_symbol[by_symbol.find(&row).unwrap_or_else(|| panic!("{row} not in the per-symbol table"))..];
+        assert!(close(data_value(held, "class=\"qty\""), p["qty"].as_f64().unwrap()), "{p}");
+        let pos = &dom[dom.find(&row).unwrap()..];
+        let (entry, unrealised) = (data_value(pos, "class=\"entry\""), data_value(pos, "class=\"unrealised"));
+        let want = (p["price"].as_f64().unwrap() - entry) * p["qty"].as_f64().unwrap();
+        assert!(entry > 0.0 && (unrealised - want).abs() < 1e-6 * want.abs().max(1.0), "{p}: {entry} {unrealised}");
+    }
+    let trades = &dom[dom.find("id=\"trades\"").expect("no closed trades")..];
+    assert!(trades.contains("class=\"pnl"), "no closed trade listed");
+    for s in ["AAPL", "MSFT", "IBM"] {
+        let chart = &dom[dom.find(&format!("id=\"price-{s}\"")).unwrap_or_else(|| panic!("no price chart of {s}"))..];
+        // Time runs left to right: the chart ends at the symbol's last bar.
+        let last_day = &status["feed"]["last_bar"][s].as_str().unwrap()[..10];
+        let end = &chart[..chart.find("</svg>").unwrap()];
+        assert!(end.contains(&format!("text-anchor=\"end\">{last_day}<")), "{s}: the chart does not end at {last_day}");
+    }
+    assert!(dom.contains("class=\"buy\"") && dom.contains("class=\"sell\""), "no fills marked on the charts");
 
     // A screenshot, kept as an artifact.
     let shots = root().join("target/artifacts");

@@ -12,8 +12,8 @@ use super::calendar::CalendarSlot;
 use super::host::{EngineLink, EngineView, Host};
 use super::retrainer::RunPipeline;
 use crate::domain::Symbol;
-use crate::engine::{Command, DecisionRecord, Event, LoadedModel, ModelSwap, SystemClock, Update};
-use crate::store::TypedTree;
+use crate::engine::{Command, Event, LoadedModel, ModelSwap, SystemClock, Update};
+use crate::store::Store;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -91,7 +91,7 @@ pub fn spawn<P: RunPipeline + Send + 'static>(
     views: watch::Receiver<TradingView>,
     mut engine: Inbox,
     calendar: CalendarSlot,
-    decisions: TypedTree<DecisionRecord>,
+    account: Store,
     stop: CancellationToken,
 ) -> std::io::Result<std::thread::JoinHandle<Host<P>>> {
     std::thread::Builder::new().name("tradebot-chores".into()).spawn(move || {
@@ -116,7 +116,7 @@ pub fn spawn<P: RunPipeline + Send + 'static>(
             host.live.last_bar = view.last_bar.clone();
             curve.point(&mut host, &view);
             host.poll(&mut engine, &view.engine, &SystemClock);
-            host.publish(&view.engine, Some(&decisions));
+            host.publish(&view.engine, Some(&account));
             wait(&stop, EVERY);
         }
         host

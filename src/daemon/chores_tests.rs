@@ -11,7 +11,6 @@ use crate::env::EnvConfig;
 use crate::models::Registry;
 use crate::policy::tests::{random_ppo, register_ppo};
 use crate::policy::{ModelSel, Pipeline, PpoPolicy, SessionOptions};
-use crate::store::TreeName;
 use crate::web::data::DashboardSource;
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -63,9 +62,8 @@ fn controls_become_events_status_comes_from_the_view_and_a_model_arrives_as_an_e
     let (views_tx, views_rx) = watch::channel(view);
     let (inbox_tx, mut inbox) = mpsc::channel(16);
     let stop = CancellationToken::new();
-    let decisions = store.tree::<DecisionRecord>(TreeName::Decisions).unwrap();
     let thread =
-        spawn(host, views_rx, Inbox(inbox_tx.clone()), CalendarSlot::default(), decisions, stop.clone()).unwrap();
+        spawn(host, views_rx, Inbox(inbox_tx.clone()), CalendarSlot::default(), store.clone(), stop.clone()).unwrap();
 
     // Pause and flatten are events for the trading thread, in order; the socket gets its answer at once.
     assert!(call(&calls_tx, Request::Pause).ok);

@@ -19,7 +19,7 @@ use crate::engine::{Clock, Command, Control, DecisionRecord, Engine, Event, Load
 use crate::metrics::Metrics;
 use crate::models::Registry;
 use crate::retrain::{Progress, RunRecord};
-use crate::store::{Store, TypedTree};
+use crate::store::{Store, TreeName, TypedTree};
 use crate::web::data::{DashboardData, DecisionView, EquityPoint, GateView, ModelView, SharedData, TrainingView};
 use chrono::{DateTime, Utc};
 use rust_decimal::prelude::ToPrimitive;
@@ -127,7 +127,12 @@ pub struct Host<P: RunPipeline> {
     /// Where alerts go (`[notify]`); off unless `with_alerts`.
     pub alerts: crate::alerts::Alerts,
     pub(super) watched: super::watch::Watched,
+    /// When the dashboard's book was last read.
+    book_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How often the dashboard's book (trades, per-symbol P&L, price charts) is read from the store.
+const BOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl<P: RunPipeline> Host<P> {
     #[allow(clippy::too_many_arguments)]
@@ -166,6 +171,7 @@ impl<P: RunPipeline> Host<P> {
             retrains: Vec::new(),
             alerts: crate::alerts::Alerts::off(),
             watched: Default::default(),
+            book_at: Default::default(),
         }
     }
 
@@ -369,18 +375,43 @@ impl<P: RunPipeline> Host<P> {
         out
     }
 
-    /// The status report, the metrics' gauges and the dashboard, from the engine's state in `view` and the
-    /// registry and the runs on disk.
-    pub fn publish(&self, view: &EngineView, decisions: Option<&TypedTree<DecisionRecord>>) {
+    /// The next `publish` reads the book afresh (the end of a replay).
+    pub fn refresh_book(&self) {
+        *self.book_at.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The status report, the metrics' gauges and the dashboard, from the engine's state in `view`, the
+    /// registry and the runs on disk, and the engine's account store (its decisions and fills).
+    pub fn publish(&self, view: &EngineView, account: Option<&Store>) {
         let st = self.status(view);
         self.metrics.observe_status(&st);
         if let Err(e) = super::status::keep_published(&self.store, &st, crate::clock::now()) {
             log::warn!("status: cannot keep the status for `tradebot status` while stopped: {e}");
         }
-        let recent = decisions.map(|d| recent_decisions(d, &self.config.market.symbols, 10)).unwrap_or_default();
+        let decisions = account.and_then(|s| s.tree::<DecisionRecord>(TreeName::Decisions).ok());
+        let recent =
+            decisions.as_ref().map(|d| recent_decisions(d, &self.config.market.symbols, 10)).unwrap_or_default();
         let (models, gate, training) = history(&self.registry, &self.store, &self.live);
+        // The book reads every fill: at most once a second (a replay publishes at every bar).
+        let due = {
+            let mut at = self.book_at.lock().unwrap_or_else(|p| p.into_inner());
+            let due = at.is_none_or(|t| t.elapsed() >= BOOK_EVERY);
+            if due {
+                *at = Some(std::time::Instant::now());
+            }
+            due
+        };
+        let book = if due {
+            super::book::book(account, decisions.as_ref(), view, self.config.env.exec.fee_bps)
+        } else {
+            let d = crate::web::DashboardSource::snapshot(self.dashboard.as_ref());
+            super::book::Book { trades: d.trades, symbols: d.symbols, prices: d.prices }
+        };
         self.dashboard.set(DashboardData {
             status: st,
+            trades: book.trades,
+            symbols: book.symbols,
+            prices: book.prices,
             equity: self.live.equity.clone(),
             decisions: recent,
             models,
@@ -469,23 +500,15 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
                     outcome: "running".into(),
                     curves: BTreeMap::new(),
                     progress: None,
+                    metrics: BTreeMap::new(),
+                    gate: None,
                 },
             );
         }
         Progress::Training { kind, line } => {
             metrics.training_progress(kind.as_str(), line);
             if let Some(v) = live.running.get_mut(kind.as_str()) {
-                let curves = [
-                    ("return", "mean_return"),
-                    ("policy_loss", "policy_loss"),
-                    ("loss", "train_loss"),
-                    ("val_mcc", "val_mcc"),
-                ];
-                for (name, key) in curves {
-                    if let Some(x) = line.get(key).and_then(|x| x.as_f64()) {
-                        v.curves.entry(name.to_string()).or_default().push(x);
-                    }
-                }
+                crate::retrain::record::add_to_curves(&mut v.curves, line);
                 let done = line.get("env_steps").or_else(|| line.get("epoch")).and_then(|x| x.as_f64());
                 let total = line.get("total_steps").or_else(|| line.get("max_epochs")).and_then(|x| x.as_f64());
                 if let (Some(done), Some(total)) = (done, total) {
@@ -572,8 +595,10 @@ fn history(registry: &Registry, store: &Store, live: &Live) -> (Vec<ModelView>, 
         kind: r.kind.as_str().to_string(),
         started_at: r.started_at,
         outcome: r.outcome.as_str().to_string(),
-        curves: r.train_metrics.iter().map(|(k, v)| (k.clone(), vec![*v])).collect(),
+        curves: r.curves.clone(),
         progress: None,
+        metrics: r.train_metrics.clone(),
+        gate: r.decision.as_ref().map(|d| (d.reason.clone(), crate::retrain::gate::numbers_line(&d.numbers))),
     }));
     (models, gate, training)
 }

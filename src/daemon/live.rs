@@ -22,13 +22,13 @@ use crate::daemon::chores::TradingView;
 use crate::daemon::host::{Account, EngineView};
 use crate::daemon::notify::Notifier;
 use crate::domain::{Qty, Timeframe};
-use crate::engine::{Command, DecisionRecord, Engine, EngineConfig, EngineRisk, Event, StrategyMode, SystemClock};
+use crate::engine::{Command, Engine, EngineConfig, EngineRisk, Event, StrategyMode, SystemClock};
 use crate::feed::{FeedError, FeedEvent, MarketFeed};
 use crate::live::{Core, RunnerConfig, ScriptedCore};
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
 use crate::risk::{AssetRules, RiskChecks};
-use crate::store::{Store, TreeName};
+use crate::store::Store;
 use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -153,7 +153,6 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             );
             tokio::spawn(refresh);
             let engine = engine(config, &store, &host.registry, &rest, oms, calendar).await?;
-            let decisions = store.tree::<DecisionRecord>(TreeName::Decisions)?;
             let metrics = host.metrics.clone();
             let feed = bars.over(CountingFeed { inner: feed, metrics: metrics.clone(), connects: 0 });
             let (inbox_tx, inbox) = mpsc::channel(256);
@@ -175,7 +174,7 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
                 core.views.subscribe(),
                 super::chores::Inbox(inbox_tx),
                 slot,
-                decisions,
+                store.clone(),
                 chores_stop.clone(),
             )
             .context("starting the daemon's chores thread")?;

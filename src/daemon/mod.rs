@@ -9,6 +9,7 @@
 //! watches to alert the trader (`watch`, through `crate::alerts`).
 
 pub mod bars;
+pub mod book;
 pub mod calendar;
 pub mod chores;
 pub mod host;

@@ -173,12 +173,12 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         }
         stepped = d + 1;
         host.live.activity = format!("replaying {}", t.date_naive());
-        poll(&mut host, &mut sim, &decisions);
+        poll(&mut host, &mut sim, &session);
         host.notifier.watchdog();
 
         if !warming && host.retrainer.on_clock(sim.clock()) {
             host.set_activity(format!("retraining at {} (simulated time stands still)", t.date_naive()));
-            if !wait_for_retrain(&mut host, &mut sim, &decisions, &shutdown) {
+            if !wait_for_retrain(&mut host, &mut sim, &session, &shutdown) {
                 interrupted = true;
                 break;
             }
@@ -193,7 +193,7 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
     }
 
     host.set_activity(if interrupted { "stopped" } else { "replay finished" });
-    publish(&mut host, &sim, &decisions);
+    publish(&mut host, &sim, &session);
     let ev = backtest::summarise(&config, &sim, bh_act);
     let engine = sim.engine();
     let window = &bars[0][window_start..];
@@ -223,7 +223,7 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         summary.printed = true;
         log::info!("replay: finished; serving status, /metrics and the dashboard until SIGTERM");
         while !shutdown.is_cancelled() {
-            poll(&mut host, &mut sim, &decisions);
+            poll(&mut host, &mut sim, &session);
             host.notifier.watchdog();
             sleep_unless_cancelled(&shutdown, Duration::from_millis(100));
         }
@@ -237,19 +237,20 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
 
 /// Between bars: the host's control calls and retrain outcomes (a flatten's orders go to the simulated
 /// broker), then the dashboard.
-fn poll<P: RunPipeline>(host: &mut Host<P>, sim: &mut SimSession, decisions: &TypedTree<DecisionRecord>) -> bool {
+fn poll<P: RunPipeline>(host: &mut Host<P>, sim: &mut SimSession, account: &Store) -> bool {
     let clock = sim.clock().clone();
     let now = view(sim);
     let (cmds, idle) = host.poll(sim.engine_mut(), &now, &clock);
     for _ in 0..sim.submit(cmds) {
         host.metrics.order("new");
     }
-    host.publish(&view(sim), Some(decisions));
+    host.publish(&view(sim), Some(account));
     idle
 }
 
-fn publish<P: RunPipeline>(host: &mut Host<P>, sim: &SimSession, decisions: &TypedTree<DecisionRecord>) {
-    host.publish(&view(sim), Some(decisions));
+fn publish<P: RunPipeline>(host: &mut Host<P>, sim: &SimSession, account: &Store) {
+    host.refresh_book();
+    host.publish(&view(sim), Some(account));
 }
 
 /// The engine as the host sees it, with the simulated broker's account.
@@ -263,14 +264,14 @@ fn view(sim: &SimSession) -> EngineView {
 fn wait_for_retrain<P: RunPipeline>(
     host: &mut Host<P>,
     sim: &mut SimSession,
-    decisions: &TypedTree<DecisionRecord>,
+    account: &Store,
     shutdown: &CancellationToken,
 ) -> bool {
     loop {
         if shutdown.is_cancelled() {
             return false;
         }
-        let idle = poll(host, sim, decisions);
+        let idle = poll(host, sim, account);
         host.notifier.watchdog();
         if idle {
             return true;

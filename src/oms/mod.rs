@@ -42,6 +42,7 @@ mod reconcile;
 mod record;
 #[cfg(test)]
 mod tests;
+pub mod trades;
 
 pub use record::{FillRecord, OmsChange, OmsConfig, OmsError, OmsOrder, PositionRecord, ReconcileReport};
 

@@ -209,6 +209,7 @@ impl Pipeline {
             champion_after: None,
             seed: None,
             train_metrics: BTreeMap::new(),
+            curves: BTreeMap::new(),
             candidate_metrics: None,
             champion_metrics: None,
             decision: None,
@@ -294,7 +295,13 @@ impl Pipeline {
         let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path), r.clock_time, seed);
         r.snapshot = Some(snap);
 
-        let outcome = child::run(&spec, |line| progress(Progress::Training { kind, line: line.clone() })).await;
+        let mut curves = BTreeMap::new();
+        let outcome = child::run(&spec, |line| {
+            record::add_to_curves(&mut curves, line);
+            progress(Progress::Training { kind, line: line.clone() })
+        })
+        .await;
+        r.curves = curves;
         let candidate = match outcome {
             ChildOutcome::Done { model_id, metrics } => {
                 r.train_metrics = metrics;

@@ -74,7 +74,8 @@ async fn a_gate_pass_promotes_and_records_the_numbers() {
     let script = format!(
         r#"[ "$1 $2 $3" = "train ppo --config" ] || exit 3; [ "$5 $6 $7" = "--json --steps 1000" ] || exit 4
 test -s "$TRADEBOT_TRAIN_SNAPSHOT" || exit 5
-echo '{{"event":"progress","steps":500}}'; {}"#,
+echo '{{"event":"progress","steps":500,"mean_return":0.5}}'
+echo '{{"event":"progress","steps":1000,"mean_return":0.75,"policy_loss":-0.01}}'; {}"#,
         done_line(&cand)
     );
     let ev = Arc::new(FakeEvaluator::with(&[(&cand, 1.5), (&champ, 1.0)]));
@@ -88,6 +89,10 @@ echo '{{"event":"progress","steps":500}}'; {}"#,
     assert!(d.promote && d.reason.contains("beats"), "{d:?}");
     assert_eq!((d.numbers["candidate_sharpe"], d.numbers["champion_sharpe"]), (1.5, 1.0));
     assert_eq!(r.train_metrics["mean_return"], 1.5);
+    // The progress lines' curves are kept in the record, each from the lines that carry it.
+    assert_eq!(r.curves["return"], vec![0.5, 0.75]);
+    assert_eq!(r.curves["policy_loss"], vec![-0.01]);
+    assert_eq!(run.stored.iter().find(|x| x.id == r.id).map(|x| x.curves.clone()), Some(r.curves.clone()));
     assert_eq!(*ev.calls.lock().unwrap(), vec![cand.clone(), champ.clone()]);
     // The snapshot holds the window cut at the training end (30 of the 40 stored bars are in November).
     let snap = r.snapshot.as_ref().unwrap();

@@ -88,9 +88,26 @@ pub struct RunRecord {
     pub seed: Option<u64>,
     /// What the child reported in its `done` line.
     pub train_metrics: BTreeMap<String, f64>,
+    /// The child's progress by update or epoch (`add_to_curves`): "return", "policy_loss", "loss",
+    /// "val_mcc".
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub curves: BTreeMap<String, Vec<f64>>,
     pub candidate_metrics: Option<GateInput>,
     pub champion_metrics: Option<GateInput>,
     pub decision: Option<GateDecision>,
+}
+
+/// The curves a training child's progress lines draw: (curve, the line's key).
+pub const CURVES: [(&str, &str); 4] =
+    [("return", "mean_return"), ("policy_loss", "policy_loss"), ("loss", "train_loss"), ("val_mcc", "val_mcc")];
+
+/// Adds a progress line's values to `curves` (a line without a curve's key adds nothing to it).
+pub fn add_to_curves(curves: &mut BTreeMap<String, Vec<f64>>, line: &serde_json::Value) {
+    for (name, key) in CURVES {
+        if let Some(x) = line.get(key).and_then(|x| x.as_f64()) {
+            curves.entry(name.to_string()).or_default().push(x);
+        }
+    }
 }
 
 impl RunRecord {

@@ -22,6 +22,47 @@ pub struct DashboardData {
     /// The daemon's last log lines at WARN and above, oldest first.
     #[serde(default)]
     pub logs: Vec<crate::logging::LogLine>,
+    /// Closed trades, most recent first.
+    #[serde(default)]
+    pub trades: Vec<crate::oms::trades::ClosedTrade>,
+    /// Per traded symbol: what is held at what entry, and what was made.
+    #[serde(default)]
+    pub symbols: Vec<SymbolView>,
+    /// Recent closes per symbol with the bot's fills on them.
+    #[serde(default)]
+    pub prices: Vec<PriceView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SymbolView {
+    pub symbol: String,
+    pub qty: f64,
+    /// Average price of the units held (0 when flat).
+    pub avg_entry: f64,
+    pub last_price: f64,
+    /// (last − entry) × qty, before selling fees.
+    pub unrealised: f64,
+    /// Closed trades' P&L after fees.
+    pub realised: f64,
+    pub fees: f64,
+    pub trades: usize,
+    pub wins: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PriceView {
+    pub symbol: String,
+    pub t: Vec<DateTime<Utc>>,
+    pub close: Vec<f64>,
+    pub fills: Vec<FillMark>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FillMark {
+    pub t: DateTime<Utc>,
+    pub buy: bool,
+    pub qty: f64,
+    pub price: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +113,12 @@ pub struct TrainingView {
     /// Named curves over updates or epochs: "return", "loss", "val_mcc", ...
     pub curves: BTreeMap<String, Vec<f64>>,
     pub progress: Option<Progress>,
+    /// The child's final numbers.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, f64>,
+    /// The gate's decision: its reason, and its numbers in a line.
+    #[serde(default)]
+    pub gate: Option<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //! few seconds by the browser. No script, no external asset.
 
 use super::data::{DashboardData, EquityPoint, TrainingView};
-use super::svg::{Series, esc, line_chart};
+use super::svg::{Marker, Series, chart_with_markers, esc, line_chart};
 use std::fmt::Write;
 
 const STYLE: &str = include_str!("style.css");
@@ -93,6 +93,7 @@ pub fn render(d: &DashboardData, refresh_secs: u32, csrf: Option<&str>) -> Strin
     }
     equity_section(&mut o, &d.equity);
     positions_section(&mut o, d);
+    book_section(&mut o, d);
     decisions_section(&mut o, d);
     models_section(&mut o, d);
     training_section(&mut o, &d.training);
@@ -212,15 +213,19 @@ fn equity_section(o: &mut String, pts: &[EquityPoint]) {
 }
 
 fn positions_section(o: &mut String, d: &DashboardData) {
-    o.push_str(r#"<section><h2>Positions</h2><table id="positions"><tr><th>symbol</th><th>qty</th><th>price</th><th>value</th><th>last bar</th></tr>"#);
+    o.push_str(r#"<section><h2>Positions</h2><table id="positions"><tr><th>symbol</th><th>qty</th><th>entry</th><th>price</th><th>value</th><th>unrealised P&amp;L</th><th>last bar</th></tr>"#);
     for p in &d.status.positions {
         let last = d.status.feed.last_bar.get(&p.symbol).map(|t| t.to_rfc3339()).unwrap_or_default();
+        let book = d.symbols.iter().find(|v| v.symbol == p.symbol && v.qty > 0.0);
+        let (entry, unrealised) = book.map_or((f64::NAN, f64::NAN), |v| (v.avg_entry, (p.price - v.avg_entry) * p.qty));
         let _ = write!(
             o,
-            r#"<tr data-symbol="{sym}"><td>{sym}</td>{}{}{}<td>{}</td></tr>"#,
+            r#"<tr data-symbol="{sym}"><td>{sym}</td>{}{}{}{}{}<td>{}</td></tr>"#,
             td("qty", p.qty, &num(p.qty)),
+            td("entry", entry, &money(entry)),
             td("price", p.price, &money(p.price)),
             td("value", p.value, &money(p.value)),
+            td(if unrealised < 0.0 { "unrealised bad" } else { "unrealised" }, unrealised, &money(unrealised)),
             esc(&last),
             sym = esc(&p.symbol)
         );
@@ -235,6 +240,75 @@ fn positions_section(o: &mut String, d: &DashboardData) {
             esc(&x.side),
             td("qty", x.qty, &num(x.qty)),
             esc(&x.status)
+        );
+    }
+    o.push_str("</table></section>");
+}
+
+/// Each symbol's price with the bot's buys and sells, its performance, and the closed trades.
+fn book_section(o: &mut String, d: &DashboardData) {
+    o.push_str(r#"<section id="prices"><h2>Prices with the bot's buys (▲) and sells (▼)</h2><div class="charts">"#);
+    for p in &d.prices {
+        let index = |t: &chrono::DateTime<chrono::Utc>| p.t.iter().position(|x| x >= t);
+        let marks: Vec<Marker> = p
+            .fills
+            .iter()
+            .filter_map(|f| {
+                let i = index(&f.t)?;
+                let side = if f.buy { "buy" } else { "sell" };
+                Some(Marker {
+                    index: i,
+                    value: f.price,
+                    up: f.buy,
+                    label: format!("{side} {} at {}", num(f.qty), money(f.price)),
+                })
+            })
+            .collect();
+        let first = p.t.first().map(|t| t.date_naive().to_string()).unwrap_or_default();
+        let last = p.t.last().map(|t| t.date_naive().to_string()).unwrap_or_default();
+        let _ = write!(o, "<div><h3>{}</h3>", esc(&p.symbol));
+        o.push_str(&chart_with_markers(
+            &format!("price-{}", p.symbol),
+            &[Series { name: "close", colour: "#0a66c2", values: &p.close }],
+            &marks,
+            (&first, &last),
+            money,
+        ));
+        o.push_str("</div>");
+    }
+    o.push_str("</div></section>");
+    o.push_str(r#"<section><h2>By symbol</h2><table id="by-symbol"><tr><th>symbol</th><th>held</th><th>entry</th><th>unrealised</th><th>realised</th><th>fees</th><th>closed trades</th><th>won</th></tr>"#);
+    for v in &d.symbols {
+        let won = if v.trades > 0 { pct(v.wins as f64 / v.trades as f64) } else { "-".into() };
+        let _ = write!(
+            o,
+            r#"<tr data-symbol="{sym}"><td>{sym}</td>{}{}{}{}{}{}<td>{won}</td></tr>"#,
+            td("qty", v.qty, &num(v.qty)),
+            td("entry", v.avg_entry, &if v.qty > 0.0 { money(v.avg_entry) } else { "-".into() }),
+            td("unrealised", v.unrealised, &money(v.unrealised)),
+            td(if v.realised < 0.0 { "realised bad" } else { "realised" }, v.realised, &money(v.realised)),
+            td("fees", v.fees, &money(v.fees)),
+            td("trades", v.trades as f64, &v.trades.to_string()),
+            sym = esc(&v.symbol)
+        );
+    }
+    let _ = write!(
+        o,
+        r#"</table><h2>Closed trades (last {})</h2><table id="trades"><tr><th>symbol</th><th>entry</th><th>exit</th><th>qty</th><th>entry price</th><th>exit price</th><th>P&amp;L</th><th>fees</th></tr>"#,
+        d.trades.len()
+    );
+    for t in &d.trades {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td>{}{}{}{}{}</tr>",
+            esc(&t.symbol),
+            t.entry_time.date_naive(),
+            t.exit_time.date_naive(),
+            td("qty", t.qty, &num(t.qty)),
+            td("entry", t.entry_price, &money(t.entry_price)),
+            td("exit", t.exit_price, &money(t.exit_price)),
+            td(if t.pnl < 0.0 { "pnl bad" } else { "pnl ok" }, t.pnl, &money(t.pnl)),
+            td("fees", t.fees, &money(t.fees)),
         );
     }
     o.push_str("</table></section>");
@@ -324,14 +398,33 @@ fn training_section(o: &mut String, runs: &[TrainingView]) {
                 p.eta_secs
             );
         }
-        for (name, values) in &r.curves {
+        if let Some((reason, numbers)) = &r.gate {
+            let _ = write!(o, r#"<p class="gate">gate: {}<br><small>{}</small></p>"#, esc(reason), esc(numbers));
+        }
+        if !r.metrics.is_empty() {
+            o.push_str("<table class=\"final\"><tr>");
+            for k in r.metrics.keys() {
+                let _ = write!(o, "<th>{}</th>", esc(k));
+            }
+            o.push_str("</tr><tr>");
+            for (k, v) in &r.metrics {
+                let _ = write!(o, "{}", td(k, *v, &num(*v)));
+            }
+            o.push_str("</tr></table>");
+        }
+        // Per PPO update or LSTM epoch; a curve of one point is no curve.
+        let per = if r.kind == "lstm" { "epoch" } else { "update" };
+        o.push_str(r#"<div class="charts">"#);
+        for (name, values) in r.curves.iter().filter(|(_, v)| v.len() >= 2) {
             let id = format!("train-{}-{}", r.id, name);
-            let n = values.len().to_string();
-            o.push_str(&line_chart(&id, &[Series { name, colour: "#6a1b9a", values }], ("1", &n), |v| {
+            let (first, last) = (format!("{per} 1"), format!("{per} {}", values.len()));
+            let _ = write!(o, "<div><h4>{} by {per}</h4>", esc(name));
+            o.push_str(&line_chart(&id, &[Series { name, colour: "#6a1b9a", values }], (&first, &last), |v| {
                 format!("{v:.3}")
             }));
+            o.push_str("</div>");
         }
-        o.push_str("</div>");
+        o.push_str("</div></div>");
     }
     o.push_str("</section>");
 }

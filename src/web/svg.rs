@@ -33,9 +33,30 @@ pub fn esc(s: &str) -> String {
     o
 }
 
+/// A point marked on a chart: a triangle up (a buy, below the price) or down (a sell, above it), with
+/// its label as a tooltip.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    pub index: usize,
+    pub value: f64,
+    pub up: bool,
+    pub label: String,
+}
+
 /// A chart of several series over the same x positions (index), with the y range of all of them and
 /// `x_labels` (first, last) under the axis. `id` becomes the element id.
 pub fn line_chart(id: &str, series: &[Series<'_>], x_labels: (&str, &str), fmt_y: fn(f64) -> String) -> String {
+    chart_with_markers(id, series, &[], x_labels, fmt_y)
+}
+
+/// `line_chart` with `markers` on it (those outside the x range are left out).
+pub fn chart_with_markers(
+    id: &str,
+    series: &[Series<'_>],
+    markers: &[Marker],
+    x_labels: (&str, &str),
+    fmt_y: fn(f64) -> String,
+) -> String {
     let finite = series.iter().flat_map(|s| s.values.iter().copied()).filter(|v| v.is_finite());
     let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let n = series.iter().map(|s| s.values.len()).max().unwrap_or(0);
@@ -90,6 +111,27 @@ pub fn line_chart(id: &str, series: &[Series<'_>], x_labels: (&str, &str), fmt_y
             esc(s.name)
         );
     }
+    for m in markers.iter().filter(|m| m.index < n && m.value.is_finite()) {
+        let (cx, cy) = (x(m.index), y(m.value.clamp(lo, hi)));
+        let (points, colour, class) = if m.up {
+            (
+                format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", cx, cy + 3.0, cx - 4.0, cy + 10.0, cx + 4.0, cy + 10.0),
+                "#1e7e34",
+                "buy",
+            )
+        } else {
+            (
+                format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", cx, cy - 3.0, cx - 4.0, cy - 10.0, cx + 4.0, cy - 10.0),
+                "#c0392b",
+                "sell",
+            )
+        };
+        let _ = write!(
+            o,
+            r#"<polygon class="{class}" points="{points}" fill="{colour}"><title>{}</title></polygon>"#,
+            esc(&m.label)
+        );
+    }
     o.push_str("</svg>");
     o
 }
@@ -127,6 +169,31 @@ mod tests {
         }
         assert!(svg.contains(">120<") && svg.contains(">90<"), "y range labels: {svg}");
         assert!(svg.contains("b&amp;h") && !svg.contains("b&h"), "names are escaped");
+    }
+
+    #[test]
+    fn buys_and_sells_are_marked_where_they_happened() {
+        let close = [10.0, 11.0, 12.0, 11.5];
+        let marks = [
+            Marker { index: 1, value: 11.0, up: true, label: "buy 5 at 11.00".into() },
+            Marker { index: 3, value: 11.5, up: false, label: "sell 5 at 11.50".into() },
+            Marker { index: 9, value: 11.0, up: true, label: "outside".into() },
+        ];
+        let svg = chart_with_markers(
+            "p",
+            &[Series { name: "close", colour: "#06c", values: &close }],
+            &marks,
+            ("a", "b"),
+            plain,
+        );
+        assert_eq!(svg.matches(r#"class="buy""#).count(), 1);
+        assert_eq!(svg.matches(r#"class="sell""#).count(), 1);
+        assert!(svg.contains("<title>buy 5 at 11.00</title>") && !svg.contains("outside"), "{svg}");
+        // The buy's triangle points up from just below its price, at its bar.
+        let buy = svg.split(r#"class="buy" points=""#).nth(1).unwrap().split('"').next().unwrap();
+        let tip: Vec<f64> = buy.split(' ').next().unwrap().split(',').map(|v| v.parse().unwrap()).collect();
+        let x1 = PAD_L + (W - PAD_L - PAD_R) / 3.0;
+        assert!((tip[0] - x1).abs() < 0.06, "{buy}");
     }
 
     #[test]

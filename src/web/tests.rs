@@ -32,6 +32,8 @@ fn data() -> DashboardData {
             outcome: "running".into(),
             curves: [("return".to_string(), vec![0.0, 0.1, 0.2])].into_iter().collect(),
             progress: Some(data::Progress { done: 50.0, total: 100.0, steps_per_s: 12_345.0, eta_secs: 4.0 }),
+            metrics: Default::default(),
+            gate: None,
         }],
         ..Default::default()
     }
@@ -234,10 +236,78 @@ fn warnings_and_errors_are_listed_most_recent_first() {
     };
     let mut d = data();
     assert!(page::render(&d, 5, None).contains("none since the daemon started"));
-    d.logs = vec![line("WARN", "market feed lost: reset <by peer>", 0), line("ERROR", "the new LSTM champion does not load", 5)];
+    d.logs = vec![
+        line("WARN", "market feed lost: reset <by peer>", 0),
+        line("ERROR", "the new LSTM champion does not load", 5),
+    ];
     let html = page::render(&d, 5, None);
     let (first, second) = (html.find("does not load").unwrap(), html.find("market feed lost").unwrap());
     assert!(first < second, "most recent first");
     assert!(html.contains("reset &lt;by peer&gt;"), "messages are escaped");
     assert!(html.contains("Warnings and errors (2)"));
+}
+
+#[test]
+fn the_book_shows_entry_prices_unrealised_pnl_trades_and_marked_prices() {
+    use crate::web::data::{FillMark, PriceView, SymbolView};
+    let t0 = Utc.with_ymd_and_hms(2013, 1, 2, 21, 0, 0).unwrap();
+    let mut d = data();
+    d.symbols = vec![SymbolView {
+        symbol: "AAPL".into(),
+        qty: 12.0,
+        avg_entry: 150.0,
+        last_price: 200.0,
+        unrealised: 600.0,
+        realised: -25.5,
+        fees: 3.25,
+        trades: 4,
+        wins: 1,
+    }];
+    d.trades = vec![crate::oms::trades::ClosedTrade {
+        symbol: "AAPL".into(),
+        entry_time: t0,
+        exit_time: t0 + chrono::Duration::days(3),
+        qty: 5.0,
+        entry_price: 160.0,
+        exit_price: 155.0,
+        fees: 0.79,
+        pnl: -25.79,
+    }];
+    d.prices = vec![PriceView {
+        symbol: "AAPL".into(),
+        t: (0..5).map(|i| t0 + chrono::Duration::days(i)).collect(),
+        close: vec![160.0, 158.0, 157.0, 155.0, 200.0],
+        fills: vec![
+            FillMark { t: t0, buy: true, qty: 5.0, price: 160.0 },
+            FillMark { t: t0 + chrono::Duration::days(3), buy: false, qty: 5.0, price: 155.0 },
+        ],
+    }];
+    let html = page::render(&d, 5, None);
+    // The position row: entry 150, unrealised (200 - 150) × 12.
+    let row = &html[html.find(r#"<tr data-symbol="AAPL"><td>AAPL</td><td class="qty""#).unwrap()..];
+    assert!(row.contains(r#"class="entry" data-value="150""#) && row.contains(r#"data-value="600">600.00"#), "{row}");
+    assert!(html.contains(r#"id="by-symbol""#) && html.contains(">25.0%<"), "one of four trades won");
+    assert!(html.contains(r#"class="pnl bad" data-value="-25.79""#), "the losing trade");
+    assert!(html.contains(r#"id="price-AAPL""#));
+    assert_eq!(html.matches(r#"class="buy""#).count() + html.matches(r#"class="sell""#).count(), 2);
+}
+
+#[test]
+fn training_runs_are_labelled_curves_with_their_final_numbers_and_the_gate() {
+    let mut d = data();
+    let mut run = d.training[0].clone();
+    run.id = "ppo-run-7".into();
+    run.outcome = "kept".into();
+    run.progress = None;
+    run.curves =
+        [("return".to_string(), vec![0.1, 0.2, 0.15]), ("single".to_string(), vec![1.0])].into_iter().collect();
+    run.metrics = [("mean_return".to_string(), 0.15), ("updates".to_string(), 13.0)].into_iter().collect();
+    run.gate = Some(("no lead over the champion".into(), "candidate +3.1% (Sharpe 0.40)".into()));
+    d.training = vec![run];
+    let html = page::render(&d, 5, None);
+    let run = &html[html.find(r#"data-id="ppo-run-7""#).unwrap()..];
+    assert!(run.contains("<h4>return by update</h4>") && run.contains(r#"id="train-ppo-run-7-return""#), "{run}");
+    assert!(!run.contains("train-ppo-run-7-single"), "a one-point curve is not drawn");
+    assert!(run.contains(">updates</th>") && run.contains(">13<"), "final numbers, integers as integers");
+    assert!(run.contains("no lead over the champion") && run.contains("candidate +3.1% (Sharpe 0.40)"), "the gate");
 }
