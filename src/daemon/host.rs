@@ -6,93 +6,25 @@
 //! replay is the same every time); live, the host runs on a thread of its own (`daemon::chores`) and its
 //! actions reach the trading thread as events.
 
+pub use super::link::{Account, EngineLink, EngineView};
 use super::models::load_swap;
 use super::notify::Notifier;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
 use crate::config::Config;
 use crate::control::server::Call;
-use crate::control::status::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION, StaleSymbol};
-use crate::control::{Request, Response, StatusReport};
-use crate::domain::{Bar, Symbol};
-use crate::engine::Core;
-use crate::engine::{Clock, Command, Control, DecisionRecord, Engine, Event, LoadedModel, ModelSwap, Update};
+use crate::control::{Request, Response};
+use crate::domain::Bar;
+use crate::engine::{Clock, Command, Control, Event, Update};
 use crate::metrics::Metrics;
 use crate::models::Registry;
 use crate::retrain::{Progress, RunRecord};
-use crate::store::{Store, TreeName, TypedTree};
-use crate::web::data::{DashboardData, DecisionView, EquityPoint, GateView, ModelView, SharedData, TrainingView};
+use crate::store::Store;
+use crate::web::data::{EquityPoint, SharedData, TrainingView};
 use chrono::{DateTime, Utc};
-use rust_decimal::prelude::ToPrimitive;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
-
-/// The account as the driver knows it: the simulated broker's, or the engine's view of Alpaca's.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Account {
-    pub equity: f64,
-    pub cash: f64,
-}
-
-/// What the status report needs of the engine, taken between two events from its memory (no disk).
-#[derive(Debug, Clone, Default)]
-pub struct EngineView {
-    pub account: Account,
-    pub positions: Vec<(Symbol, rust_decimal::Decimal)>,
-    pub closes: Vec<(Symbol, f64)>,
-    pub open_orders: Vec<crate::control::status::OrderStatusLine>,
-    pub policy_id: Option<String>,
-    pub probs_id: Option<String>,
-    pub missing_model: Option<&'static str>,
-    pub paused: bool,
-    pub kill_reason: Option<String>,
-    pub stale: Vec<StaleSymbol>,
-}
-
-impl EngineView {
-    pub fn of(engine: &Engine, account: Account) -> Self {
-        EngineView {
-            account,
-            positions: engine.oms().positions().into_iter().collect(),
-            closes: engine.last_closes(),
-            open_orders: engine.oms().open_orders().map(super::status::order_line).collect(),
-            policy_id: engine.policy_id().map(str::to_string),
-            probs_id: engine.probs_id(),
-            missing_model: engine.missing_model(),
-            paused: engine.is_paused(),
-            kill_reason: engine.risk().and_then(|r| r.kill_switch()).map(|k| k.reason.clone()),
-            stale: engine
-                .stale_symbols()
-                .into_iter()
-                .map(|(s, bars, down)| StaleSymbol { symbol: s.to_string(), bars, down })
-                .collect(),
-        }
-    }
-}
-
-/// Where the host's actions on the engine go.
-pub trait EngineLink {
-    /// Hands the engine an event. Returns the orders it asks for now (a replay's engine), or none (live:
-    /// the trading thread carries them out when it takes the event).
-    fn send(&mut self, ev: Event) -> Vec<Command>;
-    /// Loads a promoted model and hands it to the engine as `Update::Model`: at once (a replay, so a swap
-    /// lands at the same bar every time) or on a thread of its own (live: the trading thread never waits
-    /// for a model to load).
-    fn swap(&mut self, load: Box<dyn FnOnce() -> Option<LoadedModel> + Send>);
-}
-
-impl EngineLink for Engine {
-    fn send(&mut self, ev: Event) -> Vec<Command> {
-        self.process(ev)
-    }
-
-    fn swap(&mut self, load: Box<dyn FnOnce() -> Option<LoadedModel> + Send>) {
-        if let Some(m) = load() {
-            self.process(Event::Update(Update::Model(ModelSwap::new(m))));
-        }
-    }
-}
 
 /// The daemon's live state, behind the status report and the dashboard.
 #[derive(Debug, Clone)]
@@ -128,11 +60,8 @@ pub struct Host<P: RunPipeline> {
     pub alerts: crate::alerts::Alerts,
     pub(super) watched: super::watch::Watched,
     /// When the dashboard's book was last read.
-    book_at: std::sync::Mutex<Option<std::time::Instant>>,
+    pub(super) book_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
-
-/// How often the dashboard's book (trades, per-symbol P&L, price charts) is read from the store.
-const BOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl<P: RunPipeline> Host<P> {
     #[allow(clippy::too_many_arguments)]
@@ -374,118 +303,6 @@ impl<P: RunPipeline> Host<P> {
         }
         out
     }
-
-    /// The next `publish` reads the book afresh (the end of a replay).
-    pub fn refresh_book(&self) {
-        *self.book_at.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    }
-
-    /// The status report, the metrics' gauges and the dashboard, from the engine's state in `view`, the
-    /// registry and the runs on disk, and the engine's account store (its decisions and fills).
-    pub fn publish(&self, view: &EngineView, account: Option<&Store>) {
-        let st = self.status(view);
-        self.metrics.observe_status(&st);
-        if let Err(e) = super::status::keep_published(&self.store, &st, crate::clock::now()) {
-            log::warn!("status: cannot keep the status for `tradebot status` while stopped: {e}");
-        }
-        let decisions = account.and_then(|s| s.tree::<DecisionRecord>(TreeName::Decisions).ok());
-        let recent =
-            decisions.as_ref().map(|d| recent_decisions(d, &self.config.market.symbols, 10)).unwrap_or_default();
-        let (models, gate, training) = history(&self.registry, &self.store, &self.live);
-        // The book reads every fill: at most once a second (a replay publishes at every bar).
-        let due = {
-            let mut at = self.book_at.lock().unwrap_or_else(|p| p.into_inner());
-            let due = at.is_none_or(|t| t.elapsed() >= BOOK_EVERY);
-            if due {
-                *at = Some(std::time::Instant::now());
-            }
-            due
-        };
-        let book = if due {
-            super::book::book(account, decisions.as_ref(), view, self.config.env.exec.fee_bps)
-        } else {
-            let d = crate::web::DashboardSource::snapshot(self.dashboard.as_ref());
-            super::book::Book { trades: d.trades, symbols: d.symbols, prices: d.prices }
-        };
-        self.dashboard.set(DashboardData {
-            status: st,
-            trades: book.trades,
-            symbols: book.symbols,
-            prices: book.prices,
-            equity: self.live.equity.clone(),
-            decisions: recent,
-            models,
-            gate,
-            training,
-            logs: crate::logging::recent(),
-        });
-    }
-
-    pub fn status(&self, view: &EngineView) -> StatusReport {
-        let (config, live) = (&self.config, &self.live);
-        let now = live.last_bar.values().max().copied().unwrap_or_else(crate::clock::now);
-        let closes: BTreeMap<Symbol, f64> = view.closes.iter().cloned().collect();
-        let positions: Vec<PositionStatus> = view
-            .positions
-            .iter()
-            .map(|(s, q)| {
-                let qty = q.to_f64().unwrap_or(f64::NAN);
-                let price = closes.get(s).copied().unwrap_or(f64::NAN);
-                PositionStatus { symbol: s.to_string(), qty, price, value: qty * price }
-            })
-            .collect();
-        let equity = view.account.equity;
-        let gross: f64 = positions.iter().map(|p| p.value.abs()).sum();
-        let day_open = live.day_open_equity.map_or(equity, |(_, e)| e);
-        let mut models = super::status::models(config, &self.store, now).unwrap_or_else(|e| {
-            log::warn!("status: cannot read the registry or the runs: {e}");
-            ModelsStatus::default()
-        });
-        // What the engine trades with, which is what the registry's champion is after a swap.
-        models.ppo = view.policy_id.clone().or(models.ppo);
-        models.lstm = view.probs_id.clone().or(models.lstm);
-        models.retraining = live.running.keys().next().cloned();
-        models.next_retrain = self.retrainer.next_due();
-        StatusReport {
-            version: STATUS_VERSION,
-            daemon_running: true,
-            mode: format!("{:?}", config.mode).to_lowercase(),
-            pid: std::process::id(),
-            started_at: Some(live.started_at),
-            activity: match view.missing_model {
-                Some(what) if !view.paused => format!(
-                    "{}: no {what} champion fits this config; trading nothing until a retrain promotes one{}{}",
-                    crate::control::status::NO_MODEL,
-                    models.next_retrain.map(|t| format!(" (next scheduled retrain {t})")).unwrap_or_default(),
-                    if live.activity == "trading" { String::new() } else { format!("; {}", live.activity) }
-                ),
-                _ => live.activity.clone(),
-            },
-            feed: FeedStatus {
-                kind: format!("{:?}", config.feed.kind).to_lowercase(),
-                // A replay reads the store: always "connected"; live, the stream's state.
-                connected: config.feed.kind != crate::config::FeedKind::Alpaca
-                    || self.metrics.feed_connected.get() == 1,
-                reconnects: self.metrics.feed_reconnects.get(),
-                last_bar: live.last_bar.clone(),
-                bars_received: live.bars_received,
-                stale: view.stale.clone(),
-            },
-            positions,
-            open_orders: view.open_orders.clone(),
-            equity,
-            cash: view.account.cash,
-            pnl_today: equity - day_open,
-            models,
-            risk: RiskStatus {
-                kill_switch: view.kill_reason.is_some(),
-                kill_reason: view.kill_reason.clone(),
-                paused: view.paused,
-                gross_exposure: if equity > 0.0 { gross / equity } else { 0.0 },
-            },
-            as_of: None,
-        }
-    }
 }
 
 fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
@@ -527,78 +344,4 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
         }
         Progress::Evaluating { .. } | Progress::Finished(_) => {}
     }
-}
-
-fn recent_decisions(tree: &TypedTree<DecisionRecord>, symbols: &[Symbol], n: usize) -> Vec<DecisionView> {
-    let Ok(recent) = tree.last_n(n) else { return Vec::new() };
-    let mut out = Vec::new();
-    for (_, r) in recent {
-        let model = r.model_id.clone().or(r.lstm_model_id.clone()).unwrap_or_default();
-        for (k, sym) in symbols.iter().enumerate() {
-            let mut outputs = BTreeMap::new();
-            if let Some(a) = r.actions.get(k) {
-                outputs.insert("action".to_string(), f64::from(*a));
-            }
-            if let Some(Some(p)) = r.probs.get(k) {
-                outputs.insert("p_down".to_string(), f64::from(p[0]));
-                outputs.insert("p_up".to_string(), f64::from(p[2]));
-            }
-            if let Some(c) = r.closes.get(k) {
-                outputs.insert("close".to_string(), *c);
-            }
-            let action = r
-                .orders
-                .iter()
-                .find(|o| o.0 == sym.as_str())
-                .map(|o| format!("{} {}", o.1, o.2))
-                .or_else(|| r.note.clone().filter(|n| n.starts_with(&format!("{sym} ")) || !n.contains(": refused")))
-                .unwrap_or_else(|| "hold".into());
-            out.push(DecisionView { t: r.t, symbol: sym.to_string(), model_id: model.clone(), outputs, action });
-        }
-    }
-    out
-}
-
-fn history(registry: &Registry, store: &Store, live: &Live) -> (Vec<ModelView>, Vec<GateView>, Vec<TrainingView>) {
-    let models = registry
-        .list()
-        .map(|(ms, _)| {
-            let mut v: Vec<ModelView> = ms
-                .into_iter()
-                .map(|m| ModelView {
-                    id: m.id,
-                    kind: m.kind.as_str().to_string(),
-                    state: format!("{:?}", m.state).to_lowercase(),
-                    created_at: m.created_at,
-                    metrics: m.metrics,
-                })
-                .collect();
-            v.sort_by_key(|m| std::cmp::Reverse(m.created_at));
-            v
-        })
-        .unwrap_or_default();
-    let runs = crate::retrain::record::list(store).unwrap_or_default();
-    let gate = runs
-        .iter()
-        .map(|r| GateView {
-            at: r.started_at,
-            kind: r.kind.as_str().to_string(),
-            candidate: r.candidate.clone(),
-            outcome: r.outcome.as_str().to_string(),
-            reason: r.reason(),
-            numbers: r.decision.as_ref().map(|d| d.numbers.clone()).unwrap_or_default(),
-        })
-        .collect();
-    let mut training: Vec<TrainingView> = live.running.values().cloned().collect();
-    training.extend(runs.iter().map(|r| TrainingView {
-        id: r.id.clone(),
-        kind: r.kind.as_str().to_string(),
-        started_at: r.started_at,
-        outcome: r.outcome.as_str().to_string(),
-        curves: r.curves.clone(),
-        progress: None,
-        metrics: r.train_metrics.clone(),
-        gate: r.decision.as_ref().map(|d| (d.reason.clone(), crate::retrain::gate::numbers_line(&d.numbers))),
-    }));
-    (models, gate, training)
 }

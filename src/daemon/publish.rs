@@ -1,0 +1,206 @@
+//! The host's publishing: the status report (for the control socket, `tradebot status` while stopped,
+//! and `/metrics`) and the dashboard's data, from an `EngineView`, the registry and the runs on disk, and
+//! the engine's account store.
+
+use super::host::{EngineView, Host, Live};
+use super::retrainer::RunPipeline;
+use crate::control::StatusReport;
+use crate::control::status::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION};
+use crate::domain::Symbol;
+use crate::engine::DecisionRecord;
+use crate::models::Registry;
+use crate::store::{Store, TreeName, TypedTree};
+use crate::web::data::{DashboardData, DecisionView, GateView, ModelView, TrainingView};
+use rust_decimal::prelude::ToPrimitive;
+use std::collections::BTreeMap;
+
+/// How often the dashboard's book (trades, per-symbol P&L, price charts) is read from the store.
+const BOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl<P: RunPipeline> Host<P> {
+    /// The next `publish` reads the book afresh (the end of a replay).
+    pub fn refresh_book(&self) {
+        *self.book_at.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The status report, the metrics' gauges and the dashboard, from the engine's state in `view`, the
+    /// registry and the runs on disk, and the engine's account store (its decisions and fills).
+    pub fn publish(&self, view: &EngineView, account: Option<&Store>) {
+        let st = self.status(view);
+        self.metrics.observe_status(&st);
+        if let Err(e) = super::status::keep_published(&self.store, &st, crate::clock::now()) {
+            log::warn!("status: cannot keep the status for `tradebot status` while stopped: {e}");
+        }
+        let decisions = account.and_then(|s| s.tree::<DecisionRecord>(TreeName::Decisions).ok());
+        let recent =
+            decisions.as_ref().map(|d| recent_decisions(d, &self.config.market.symbols, 10)).unwrap_or_default();
+        let (models, gate, training) = history(&self.registry, &self.store, &self.live);
+        // The book reads every fill: at most once a second (a replay publishes at every bar).
+        let due = {
+            let mut at = self.book_at.lock().unwrap_or_else(|p| p.into_inner());
+            let due = at.is_none_or(|t| t.elapsed() >= BOOK_EVERY);
+            if due {
+                *at = Some(std::time::Instant::now());
+            }
+            due
+        };
+        let book = if due {
+            super::book::book(account, decisions.as_ref(), view, self.config.env.exec.fee_bps)
+        } else {
+            let d = crate::web::DashboardSource::snapshot(self.dashboard.as_ref());
+            super::book::Book { trades: d.trades, symbols: d.symbols, prices: d.prices }
+        };
+        self.dashboard.set(DashboardData {
+            status: st,
+            trades: book.trades,
+            symbols: book.symbols,
+            prices: book.prices,
+            equity: self.live.equity.clone(),
+            decisions: recent,
+            models,
+            gate,
+            training,
+            logs: crate::logging::recent(),
+        });
+    }
+
+    pub fn status(&self, view: &EngineView) -> StatusReport {
+        let (config, live) = (&self.config, &self.live);
+        let now = live.last_bar.values().max().copied().unwrap_or_else(crate::clock::now);
+        let closes: BTreeMap<Symbol, f64> = view.closes.iter().cloned().collect();
+        let positions: Vec<PositionStatus> = view
+            .positions
+            .iter()
+            .map(|(s, q)| {
+                let qty = q.to_f64().unwrap_or(f64::NAN);
+                let price = closes.get(s).copied().unwrap_or(f64::NAN);
+                PositionStatus { symbol: s.to_string(), qty, price, value: qty * price }
+            })
+            .collect();
+        let equity = view.account.equity;
+        let gross: f64 = positions.iter().map(|p| p.value.abs()).sum();
+        let day_open = live.day_open_equity.map_or(equity, |(_, e)| e);
+        let mut models = super::status::models(config, &self.store, now).unwrap_or_else(|e| {
+            log::warn!("status: cannot read the registry or the runs: {e}");
+            ModelsStatus::default()
+        });
+        // What the engine trades with, which is what the registry's champion is after a swap.
+        models.ppo = view.policy_id.clone().or(models.ppo);
+        models.lstm = view.probs_id.clone().or(models.lstm);
+        models.retraining = live.running.keys().next().cloned();
+        models.next_retrain = self.retrainer.next_due();
+        StatusReport {
+            version: STATUS_VERSION,
+            daemon_running: true,
+            mode: format!("{:?}", config.mode).to_lowercase(),
+            pid: std::process::id(),
+            started_at: Some(live.started_at),
+            activity: match view.missing_model {
+                Some(what) if !view.paused => format!(
+                    "{}: no {what} champion fits this config; trading nothing until a retrain promotes one{}{}",
+                    crate::control::status::NO_MODEL,
+                    models.next_retrain.map(|t| format!(" (next scheduled retrain {t})")).unwrap_or_default(),
+                    if live.activity == "trading" { String::new() } else { format!("; {}", live.activity) }
+                ),
+                _ => live.activity.clone(),
+            },
+            feed: FeedStatus {
+                kind: format!("{:?}", config.feed.kind).to_lowercase(),
+                // A replay reads the store: always "connected"; live, the stream's state.
+                connected: config.feed.kind != crate::config::FeedKind::Alpaca
+                    || self.metrics.feed_connected.get() == 1,
+                reconnects: self.metrics.feed_reconnects.get(),
+                last_bar: live.last_bar.clone(),
+                bars_received: live.bars_received,
+                stale: view.stale.clone(),
+            },
+            positions,
+            open_orders: view.open_orders.clone(),
+            equity,
+            cash: view.account.cash,
+            pnl_today: equity - day_open,
+            models,
+            risk: RiskStatus {
+                kill_switch: view.kill_reason.is_some(),
+                kill_reason: view.kill_reason.clone(),
+                paused: view.paused,
+                gross_exposure: if equity > 0.0 { gross / equity } else { 0.0 },
+            },
+            as_of: None,
+        }
+    }
+}
+
+fn recent_decisions(tree: &TypedTree<DecisionRecord>, symbols: &[Symbol], n: usize) -> Vec<DecisionView> {
+    let Ok(recent) = tree.last_n(n) else { return Vec::new() };
+    let mut out = Vec::new();
+    for (_, r) in recent {
+        let model = r.model_id.clone().or(r.lstm_model_id.clone()).unwrap_or_default();
+        for (k, sym) in symbols.iter().enumerate() {
+            let mut outputs = BTreeMap::new();
+            if let Some(a) = r.actions.get(k) {
+                outputs.insert("action".to_string(), f64::from(*a));
+            }
+            if let Some(Some(p)) = r.probs.get(k) {
+                outputs.insert("p_down".to_string(), f64::from(p[0]));
+                outputs.insert("p_up".to_string(), f64::from(p[2]));
+            }
+            if let Some(c) = r.closes.get(k) {
+                outputs.insert("close".to_string(), *c);
+            }
+            let action = r
+                .orders
+                .iter()
+                .find(|o| o.0 == sym.as_str())
+                .map(|o| format!("{} {}", o.1, o.2))
+                .or_else(|| r.note.clone().filter(|n| n.starts_with(&format!("{sym} ")) || !n.contains(": refused")))
+                .unwrap_or_else(|| "hold".into());
+            out.push(DecisionView { t: r.t, symbol: sym.to_string(), model_id: model.clone(), outputs, action });
+        }
+    }
+    out
+}
+
+fn history(registry: &Registry, store: &Store, live: &Live) -> (Vec<ModelView>, Vec<GateView>, Vec<TrainingView>) {
+    let models = registry
+        .list()
+        .map(|(ms, _)| {
+            let mut v: Vec<ModelView> = ms
+                .into_iter()
+                .map(|m| ModelView {
+                    id: m.id,
+                    kind: m.kind.as_str().to_string(),
+                    state: format!("{:?}", m.state).to_lowercase(),
+                    created_at: m.created_at,
+                    metrics: m.metrics,
+                })
+                .collect();
+            v.sort_by_key(|m| std::cmp::Reverse(m.created_at));
+            v
+        })
+        .unwrap_or_default();
+    let runs = crate::retrain::record::list(store).unwrap_or_default();
+    let gate = runs
+        .iter()
+        .map(|r| GateView {
+            at: r.started_at,
+            kind: r.kind.as_str().to_string(),
+            candidate: r.candidate.clone(),
+            outcome: r.outcome.as_str().to_string(),
+            reason: r.reason(),
+            numbers: r.decision.as_ref().map(|d| d.numbers.clone()).unwrap_or_default(),
+        })
+        .collect();
+    let mut training: Vec<TrainingView> = live.running.values().cloned().collect();
+    training.extend(runs.iter().map(|r| TrainingView {
+        id: r.id.clone(),
+        kind: r.kind.as_str().to_string(),
+        started_at: r.started_at,
+        outcome: r.outcome.as_str().to_string(),
+        curves: r.curves.clone(),
+        progress: None,
+        metrics: r.train_metrics.clone(),
+        gate: r.decision.as_ref().map(|d| (d.reason.clone(), crate::retrain::gate::numbers_line(&d.numbers))),
+    }));
+    (models, gate, training)
+}
