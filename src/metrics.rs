@@ -229,7 +229,7 @@ pub fn train_rate(line: &serde_json::Value) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::status::{PositionStatus, RiskStatus};
+    use crate::control::report::{PositionStatus, RiskStatus};
 
     /// Parses the exposition with an independent parser (prometheus-parse) and finds one sample.
     fn sample(text: &str, name: &str, label: Option<(&str, &str)>) -> Option<f64> {

@@ -775,7 +775,7 @@ fn a_daily_model_is_refused_at_start_by_a_15_minute_config_naming_both_and_the_f
     let s = tradebot(&["status", "--config", cfg, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&s)));
     let activity = v["activity"].as_str().unwrap_or_default();
-    assert!(activity.contains(tradebot::control::status::NO_MODEL) && activity.contains("no ppo champion"), "{v}");
+    assert!(activity.contains(tradebot::control::report::NO_MODEL) && activity.contains("no ppo champion"), "{v}");
     assert!(v["models"]["ppo"].is_null(), "{v}");
     // Crowned by hand anyway (`models seed` does not ask the config): refused at load, naming both values.
     let o = tradebot(&["models", "seed", "--config", cfg]);

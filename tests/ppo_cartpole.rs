@@ -29,11 +29,11 @@ fn config(seed: u64, cpu_backend: CpuBackend) -> PpoConfig {
 
 fn evaluate(p: &Ppo, seed: u64) -> f64 {
     let mut env = CartPole::new(20, seed ^ 0xE7A1);
-    let mut obs = tradebot::rl::VecEnv::reset(&mut env);
+    let mut obs = tradebot::rl::BatchEnv::reset(&mut env);
     let mut returns = Vec::new();
     for _ in 0..(MAX_STEPS + 1) {
         let a: Tensor = p.act_deterministic(&obs);
-        let st = tradebot::rl::VecEnv::step(&mut env, &a);
+        let st = tradebot::rl::BatchEnv::step(&mut env, &a);
         returns.extend(st.finished);
         obs = st.obs;
         if returns.len() >= 20 {

@@ -88,7 +88,7 @@ fn ppo_beats_buy_and_hold_and_random_on_a_planted_signal() {
         seed: 3,
         ..Default::default()
     };
-    let mut ppo = Ppo::new(cfg, tradebot::rl::VecEnv::obs_dim(&env), ASSETS, Device::Cpu).unwrap();
+    let mut ppo = Ppo::new(cfg, tradebot::rl::BatchEnv::obs_dim(&env), ASSETS, Device::Cpu).unwrap();
     ppo.train(&mut env, 150_000, |s| {
         if s.update % 10 == 0 {
             eprintln!(

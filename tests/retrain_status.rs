@@ -8,7 +8,7 @@ use common::{command, demo_config, text, tradebot, write_config};
 
 use chrono::Utc;
 use std::path::{Path, PathBuf};
-use tradebot::control::status::{ModelsStatus, RetrainStatus};
+use tradebot::control::report::{ModelsStatus, RetrainStatus};
 use tradebot::control::{Request, Response, StatusReport, server, socket_path};
 use tradebot::domain::{Symbol, Timeframe};
 use tradebot::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
@@ -71,7 +71,7 @@ fn without_a_daemon_status_reads_the_state_directory() {
             daemon_running: true,
             equity: 101_234.5,
             cash: 99_000.0,
-            positions: vec![tradebot::control::status::PositionStatus {
+            positions: vec![tradebot::control::report::PositionStatus {
                 symbol: "AAPL".into(),
                 qty: 5.0,
                 price: 187.25,
@@ -79,13 +79,13 @@ fn without_a_daemon_status_reads_the_state_directory() {
             }],
             ..Default::default()
         };
-        tradebot::daemon::status::keep_published(&store, &published, t).unwrap();
+        tradebot::daemon::offline::keep_published(&store, &published, t).unwrap();
     }
     let o = tradebot(&["status", "--config", cfg.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let s: StatusReport = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!s.daemon_running && s.activity.contains("not running"), "{s:?}");
-    assert_eq!(s.version, tradebot::control::status::STATUS_VERSION);
+    assert_eq!(s.version, tradebot::control::report::STATUS_VERSION);
     assert_eq!(s.models.ppo.as_deref(), Some(champ.as_str()));
     assert_eq!(s.models.lstm, None);
     let last = s.models.last_retrain.as_ref().unwrap();

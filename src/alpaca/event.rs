@@ -141,9 +141,9 @@ impl Channels {
     }
 }
 
-/// Control messages of a market-data stream.
+/// Control messages of a market-data stream: connected, authenticated, the subscription, errors.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Control {
+pub enum StreamControl {
     Connected,
     Authenticated,
     /// A `success` message with any other text.
@@ -158,7 +158,7 @@ pub enum Control {
 /// One element of a market-data frame.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
-    Control(Control),
+    Control(StreamControl),
     Market(MarketEvent),
 }
 

@@ -43,7 +43,7 @@ pub struct PpoBench {
 #[cfg(feature = "train")]
 pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     use crate::env::{Accounting, EnvConfig, ExecParams, Panel};
-    use crate::rl::VecEnv as _;
+    use crate::rl::BatchEnv as _;
     use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};
     use crate::rl::trading::TradingEnv;
     use anyhow::Context;

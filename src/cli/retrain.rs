@@ -6,7 +6,7 @@ use super::load_config;
 use crate::control::{Request, client, socket_path};
 use crate::models::ModelKind;
 use crate::retrain::holdout::holdout_evaluator;
-use crate::retrain::{Pipeline, PipelineSpec, Progress, RunOutcome, RunRecord, Trigger};
+use crate::retrain::{PipelineSpec, Progress, RetrainPipeline, RunOutcome, RunRecord, Trigger};
 use crate::store::Store;
 use anyhow::Context;
 use std::path::PathBuf;
@@ -39,7 +39,7 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
     let store = Store::open(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(&config, &store)?;
     let spec = PipelineSpec::from_config(&config).context("locating the tradebot binary and the config file")?;
-    let pipeline = Pipeline::new(spec, store.clone(), holdout_evaluator(&config, &store));
+    let pipeline = RetrainPipeline::new(spec, store.clone(), holdout_evaluator(&config, &store));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -29,7 +29,7 @@ pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
         },
         Err(client::ClientError::NotRunning(_)) => {
             let store = Store::open(&config.state_dir).context("opening the store")?;
-            crate::daemon::status::from_store(&config, &store, crate::clock::now())
+            crate::daemon::offline::from_store(&config, &store, crate::clock::now())
                 .context("reading the state directory")?
         }
         Err(e) => return Err(e).context("asking the daemon for its status"),
@@ -48,7 +48,7 @@ fn report_table(s: &StatusReport) -> String {
         w!(o, "daemon:      running (pid {}{since}), {} mode: {}", s.pid, s.mode, s.activity);
     } else {
         w!(o, "daemon:      not running ({} mode in the config); figures below are from the state directory", s.mode);
-        if let Some(i) = s.activity.find(crate::control::status::NO_MODEL) {
+        if let Some(i) = s.activity.find(crate::control::report::NO_MODEL) {
             w!(o, "             {}", &s.activity[i..]);
         }
         match s.as_of {

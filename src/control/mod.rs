@@ -5,11 +5,11 @@
 
 pub mod client;
 pub mod protocol;
+pub mod report;
 pub mod server;
-pub mod status;
 
 pub use protocol::{Request, Response};
-pub use status::StatusReport;
+pub use report::StatusReport;
 
 use std::path::{Path, PathBuf};
 

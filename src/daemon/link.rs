@@ -2,7 +2,7 @@
 //! memory, and an `EngineLink` its actions go through (the engine itself on a replay; live, the trading
 //! thread's inbox, `daemon::chores::Inbox`).
 
-use crate::control::status::StaleSymbol;
+use crate::control::report::StaleSymbol;
 use crate::domain::Symbol;
 use crate::engine::Core;
 use crate::engine::{Command, Engine, Event, LoadedModel, ModelSwap, Update};
@@ -20,7 +20,7 @@ pub struct EngineView {
     pub account: Account,
     pub positions: Vec<(Symbol, rust_decimal::Decimal)>,
     pub closes: Vec<(Symbol, f64)>,
-    pub open_orders: Vec<crate::control::status::OrderStatusLine>,
+    pub open_orders: Vec<crate::control::report::OrderStatusLine>,
     pub policy_id: Option<String>,
     pub probs_id: Option<String>,
     pub missing_model: Option<&'static str>,
@@ -35,7 +35,7 @@ impl EngineView {
             account,
             positions: engine.oms().positions().into_iter().collect(),
             closes: engine.last_closes(),
-            open_orders: engine.oms().open_orders().map(super::status::order_line).collect(),
+            open_orders: engine.oms().open_orders().map(super::offline::order_line).collect(),
             policy_id: engine.policy_id().map(str::to_string),
             probs_id: engine.probs_id(),
             missing_model: engine.missing_model(),

@@ -12,7 +12,7 @@
 //! `strategy.mode = "scripted"` drives `live::ScriptedCore` instead (it buys one unit of each symbol on
 //! each bar): an order-path harness for a paper account, refused in live mode.
 
-use crate::alpaca::feed::{AlpacaFeed, FeedConfig};
+use crate::alpaca::feed::{AlpacaFeed, StreamConfig};
 use crate::alpaca::rest::{GetAccount, GetAsset, RestClient, RestConfig};
 use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
@@ -120,7 +120,7 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
             let today = crate::clock::now().date_naive();
             bars.set_early_closes(calendar.early_closes(today - Duration::days(7), today + Duration::days(366)));
         }
-        let mut feed_cfg = FeedConfig::from_config(config, &creds);
+        let mut feed_cfg = StreamConfig::from_config(config, &creds);
         feed_cfg.backfill_from = Some(resume.backfill_from);
         feed_cfg.resume = resume.last_minute;
         let feed = AlpacaFeed::start(feed_cfg, rest.clone());

@@ -5,7 +5,7 @@
 //! live runner; `bars` stores every minute and hands the engine closed bars of `market.timeframe`;
 //! `calendar` reads the exchange calendar; `models` loads the champions and new ones; live, `chores` runs
 //! the host on a thread of its own beside the trading thread). Also systemd notifications (`notify`), the status as the state directory tells it
-//! without a daemon (`status`), scheduled retraining in the background (`retrainer`), and what the host
+//! without a daemon (`offline`), scheduled retraining in the background (`retrainer`), and what the host
 //! watches to alert the trader (`watch`, through `crate::alerts`).
 
 pub mod bars;
@@ -17,11 +17,11 @@ pub mod link;
 pub mod live;
 pub mod models;
 pub mod notify;
+pub mod offline;
 mod publish;
 pub mod replay;
 pub mod retrainer;
 pub mod run;
-pub mod status;
 pub mod watch;
 
 pub use run::{Outcome, RunOptions, check_live_gate, run};
@@ -32,12 +32,12 @@ pub(crate) fn test_host(
     config: &crate::config::Config,
     rt: &tokio::runtime::Runtime,
     calls: Option<tokio::sync::mpsc::Receiver<crate::control::server::Call>>,
-) -> host::Host<crate::retrain::Pipeline> {
+) -> host::Host<crate::retrain::RetrainPipeline> {
     let store = crate::store::Store::open(&config.state_dir).unwrap();
     let registry = crate::models::Registry::open(&config.state_dir.join("models")).unwrap();
     let spec = crate::retrain::PipelineSpec::from_config(config).unwrap();
     let evaluator = crate::retrain::holdout::holdout_evaluator(config, &store);
-    let pipeline = crate::retrain::Pipeline::new(spec, store.clone(), evaluator);
+    let pipeline = crate::retrain::RetrainPipeline::new(spec, store.clone(), evaluator);
     let retrainer = retrainer::Retrainer::new(pipeline, config.retrain.schedule.clone(), false, rt.handle().clone());
     host::Host::new(
         config.clone(),

@@ -5,7 +5,7 @@
 use super::host::{EngineView, Host, Live};
 use super::retrainer::RunPipeline;
 use crate::control::StatusReport;
-use crate::control::status::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION};
+use crate::control::report::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION};
 use crate::domain::Symbol;
 use crate::engine::DecisionRecord;
 use crate::models::Registry;
@@ -28,7 +28,7 @@ impl<P: RunPipeline> Host<P> {
     pub fn publish(&self, view: &EngineView, account: Option<&Store>) {
         let st = self.status(view);
         self.metrics.observe_status(&st);
-        if let Err(e) = super::status::keep_published(&self.store, &st, crate::clock::now()) {
+        if let Err(e) = super::offline::keep_published(&self.store, &st, crate::clock::now()) {
             log::warn!("status: cannot keep the status for `tradebot status` while stopped: {e}");
         }
         let decisions = account.and_then(|s| s.tree::<DecisionRecord>(TreeName::Decisions).ok());
@@ -80,7 +80,7 @@ impl<P: RunPipeline> Host<P> {
         let equity = view.account.equity;
         let gross: f64 = positions.iter().map(|p| p.value.abs()).sum();
         let day_open = live.day_open_equity.map_or(equity, |(_, e)| e);
-        let mut models = super::status::models(config, &self.store, now).unwrap_or_else(|e| {
+        let mut models = super::offline::models(config, &self.store, now).unwrap_or_else(|e| {
             log::warn!("status: cannot read the registry or the runs: {e}");
             ModelsStatus::default()
         });
@@ -98,7 +98,7 @@ impl<P: RunPipeline> Host<P> {
             activity: match view.missing_model {
                 Some(what) if !view.paused => format!(
                     "{}: no {what} champion fits this config; trading nothing until a retrain promotes one{}{}",
-                    crate::control::status::NO_MODEL,
+                    crate::control::report::NO_MODEL,
                     models.next_retrain.map(|t| format!(" (next scheduled retrain {t})")).unwrap_or_default(),
                     if live.activity == "trading" { String::new() } else { format!("; {}", live.activity) }
                 ),

@@ -8,7 +8,7 @@
 use crate::calendar::{Calendar, Session};
 use crate::engine::Clock;
 use crate::models::ModelKind;
-use crate::retrain::{Pipeline, Progress, RunRecord, Trigger};
+use crate::retrain::{Progress, RetrainPipeline, RunRecord, Trigger};
 use crate::schedule::Schedule;
 use chrono::{DateTime, Utc};
 use std::future::Future;
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 
-/// One retrain run, as the daemon runs it (the real `Pipeline`, or a fake in tests).
+/// One retrain run, as the daemon runs it (the real `RetrainPipeline`, or a fake in tests).
 pub trait RunPipeline: Send + Sync + 'static {
     fn run_once(
         &self,
@@ -26,7 +26,7 @@ pub trait RunPipeline: Send + Sync + 'static {
     ) -> impl Future<Output = RunRecord> + Send;
 }
 
-impl RunPipeline for Pipeline {
+impl RunPipeline for RetrainPipeline {
     fn run_once(
         &self,
         kind: ModelKind,

@@ -18,7 +18,7 @@ use crate::data::ensure_bars;
 use crate::metrics::Metrics;
 use crate::models::Registry;
 use crate::retrain::holdout::holdout_evaluator;
-use crate::retrain::{Pipeline, PipelineSpec};
+use crate::retrain::{PipelineSpec, RetrainPipeline};
 use crate::store::Store;
 use crate::web::data::SharedData;
 use crate::web::{WebState, resolve_token};
@@ -119,7 +119,7 @@ pub fn start_host(
     store: &Store,
     rt: &tokio::runtime::Runtime,
     shutdown: &CancellationToken,
-) -> anyhow::Result<Host<Pipeline>> {
+) -> anyhow::Result<Host<RetrainPipeline>> {
     let registry = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     seed_shipped(&registry, config)?;
     let metrics = Arc::new(Metrics::new());
@@ -139,7 +139,7 @@ pub fn start_host(
         .with_context(|| format!("binding the control socket {}", socket.display()))?;
     rt.spawn(crate::control::server::serve(listener, calls_tx, shutdown.clone().cancelled_owned()));
     let spec = PipelineSpec::from_config(config).context("locating the tradebot binary and the config file")?;
-    let pipeline = Pipeline::new(spec, store.clone(), holdout_evaluator(config, store));
+    let pipeline = RetrainPipeline::new(spec, store.clone(), holdout_evaluator(config, store));
     let (progress_tx, progress_rx) = mpsc::unbounded_channel();
     let retrainer =
         Retrainer::new(pipeline, config.retrain.schedule.clone(), config.retrain.enabled, rt.handle().clone())

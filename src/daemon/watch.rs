@@ -7,6 +7,7 @@ use super::host::{EngineView, Host};
 use super::retrainer::RunPipeline;
 use crate::alerts::{Alert, AlertKind};
 use crate::config::FeedKind;
+use crate::domain::money;
 use crate::retrain::{RunOutcome, RunRecord};
 use chrono::{DateTime, NaiveDate, Utc};
 
@@ -22,24 +23,6 @@ pub struct Watched {
 
 fn alert(event: AlertKind, text: String, at: DateTime<Utc>, details: serde_json::Value) -> Alert {
     Alert { event, text, at, details }
-}
-
-/// Money to the cent, with thousands separators: 100123.456 → "100,123.46".
-pub fn money(x: f64) -> String {
-    if !x.is_finite() {
-        return x.to_string();
-    }
-    let cents = (x.abs() * 100.0).round() as u64;
-    let (units, cents) = (cents / 100, cents % 100);
-    let digits = units.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    format!("{}{out}.{cents:02}", if x < 0.0 { "-" } else { "" })
 }
 
 impl<P: RunPipeline> Host<P> {
@@ -151,17 +134,6 @@ impl<P: RunPipeline> Host<P> {
             crate::clock::now(),
             serde_json::json!({ "day": day.to_string(), "open_equity": open, "equity": close, "pnl": pnl, "positions": positions }),
         ));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn money_is_cents_with_separators() {
-        assert_eq!(super::money(100123.456), "100,123.46");
-        assert_eq!(super::money(-1234.5), "-1,234.50");
-        assert_eq!(super::money(0.004), "0.00");
-        assert_eq!(super::money(999.996), "1,000.00");
     }
 }
 

@@ -15,5 +15,5 @@ pub mod record;
 #[cfg(test)]
 pub(crate) mod testkit;
 
-pub use pipeline::{EvalError, Evaluator, Pipeline, PipelineSpec, Progress, Trigger};
+pub use pipeline::{EvalError, Evaluator, PipelineSpec, Progress, RetrainPipeline, Trigger};
 pub use record::{RunOutcome, RunRecord};

@@ -153,19 +153,19 @@ pub struct Trigger {
     pub clock_time: DateTime<Utc>,
 }
 
-pub struct Pipeline {
+pub struct RetrainPipeline {
     spec: PipelineSpec,
     store: Store,
     evaluator: Arc<dyn Evaluator>,
 }
 
-impl Pipeline {
+impl RetrainPipeline {
     /// Runs stored as under way by an earlier process that died are recorded as interrupted here.
-    pub fn new(spec: PipelineSpec, store: Store, evaluator: Arc<dyn Evaluator>) -> Pipeline {
+    pub fn new(spec: PipelineSpec, store: Store, evaluator: Arc<dyn Evaluator>) -> RetrainPipeline {
         if let Err(e) = record::interrupt_stale(&store) {
             log::warn!("retrain: cannot check the stored runs for unfinished ones: {e}");
         }
-        Pipeline { spec, store, evaluator }
+        RetrainPipeline { spec, store, evaluator }
     }
 
     pub fn spec(&self) -> &PipelineSpec {

@@ -16,7 +16,7 @@ struct Run {
 
 async fn run_with(dir: &std::path::Path, script: &str, budget_ms: u64, ev: Arc<FakeEvaluator>) -> Run {
     let store = store_with_bars(dir);
-    let p = Pipeline::new(spec(dir, script, Duration::from_millis(budget_ms)), store.clone(), ev);
+    let p = RetrainPipeline::new(spec(dir, script, Duration::from_millis(budget_ms)), store.clone(), ev);
     let clock_time = Utc.with_ymd_and_hms(2010, 12, 11, 7, 0, 0).unwrap();
     let mut progress = Vec::new();
     let record = p.run(ModelKind::Ppo, Trigger { reason: "test".into(), clock_time }, &mut |e| progress.push(e)).await;

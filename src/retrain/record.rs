@@ -3,7 +3,7 @@
 //! failed and why), the candidate's and the champion's holdout figures and the gate's decision.
 
 use super::gate::{GateDecision, GateInput};
-use crate::control::status::RetrainStatus;
+use crate::control::report::RetrainStatus;
 use crate::models::ModelKind;
 use crate::store::{Store, StoreError, TreeName, keys};
 use chrono::{DateTime, Utc};

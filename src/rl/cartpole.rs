@@ -5,7 +5,7 @@
 //! at 500 steps; reward is 1 per step. Reset draws every state variable uniformly from [-0.05, 0.05].
 //! The action is continuous here (the PPO policy is Gaussian): a value above 0 pushes right.
 
-use super::{HostStep, Step, VecEnv};
+use super::{BatchEnv, HostStep, Step};
 use crate::env::rng::SplitMix64;
 use tch::{Device, Kind, Tensor};
 
@@ -97,7 +97,7 @@ impl CartPole {
     }
 }
 
-impl VecEnv for CartPole {
+impl BatchEnv for CartPole {
     fn num_envs(&self) -> usize {
         self.state.len()
     }

@@ -1,6 +1,6 @@
 //! Reinforcement learning on vectorized environments with tch (behind the `train` feature).
 //!
-//! - `VecEnv`: E environments stepped together; observations, rewards and done flags are batched tensors
+//! - `BatchEnv`: E environments stepped together; observations, rewards and done flags are batched tensors
 //!   on the environment's device (or, for a CPU trainer, host arrays: `HostStep`).
 //! - `trading`: the trading environment (`env::VecEnv`, plain Rust on the CPU) behind this trait. PPO on
 //!   a CUDA device trains on it too, copying each step's batch to the device: no environment runs on
@@ -47,7 +47,7 @@ fn host_vec(t: &Tensor) -> Vec<f32> {
 }
 
 /// E environments stepped together, with automatic reset.
-pub trait VecEnv {
+pub trait BatchEnv {
     fn num_envs(&self) -> usize;
     fn obs_dim(&self) -> usize;
     fn act_dim(&self) -> usize;

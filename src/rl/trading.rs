@@ -1,8 +1,8 @@
-//! The trading environment (`env::VecEnv`, plain Rust on the CPU) seen through the `rl::VecEnv` trait, so
+//! The trading environment (`env::VecEnv`, plain Rust on the CPU) seen through the `rl::BatchEnv` trait, so
 //! PPO trains on it. Actions are clipped to [-1, 1] (the env's action space); an episode's "return" for
 //! progress reports is its total return, `final equity / initial cash - 1`.
 
-use super::{HostStep, Step, VecEnv};
+use super::{BatchEnv, HostStep, Step};
 use crate::env::{self, EnvConfig, EnvError, Panel};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -49,7 +49,7 @@ impl TradingEnv {
     }
 }
 
-impl VecEnv for TradingEnv {
+impl BatchEnv for TradingEnv {
     fn num_envs(&self) -> usize {
         self.inner.n_envs()
     }

@@ -12,7 +12,7 @@ use crate::domain::Bar;
 use crate::env::Panel;
 use crate::features::FEATURE_VERSION;
 use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
-use crate::rl::VecEnv as _;
+use crate::rl::BatchEnv as _;
 use crate::rl::ppo::{Ppo, UpdateStats};
 use crate::rl::trading::TradingEnv;
 use crate::store::Store;

@@ -72,8 +72,8 @@ pub fn render(d: &DashboardData, refresh_secs: u32, csrf: Option<&str>) -> Strin
     );
     let paused = if s.risk.paused {
         "paused"
-    } else if s.activity.starts_with(crate::control::status::NO_MODEL) {
-        crate::control::status::NO_MODEL
+    } else if s.activity.starts_with(crate::control::report::NO_MODEL) {
+        crate::control::report::NO_MODEL
     } else {
         "trading"
     };

@@ -1,6 +1,6 @@
 use super::*;
 use crate::control::StatusReport;
-use crate::control::status::{PositionStatus, RiskStatus, StaleSymbol};
+use crate::control::report::{PositionStatus, RiskStatus, StaleSymbol};
 use crate::web::data::{EquityPoint, TrainingView};
 use chrono::{TimeZone, Utc};
 use std::os::unix::fs::PermissionsExt;

@@ -67,7 +67,7 @@ impl StreamError {
 }
 
 #[derive(Debug, Clone)]
-pub struct FeedConfig {
+pub struct StreamConfig {
     /// e.g. `wss://stream.data.alpaca.markets/v2/iex`.
     pub url: Url,
     pub key_id: Secret,
@@ -91,12 +91,12 @@ pub struct FeedConfig {
     pub rest_feed: Option<String>,
 }
 
-impl FeedConfig {
+impl StreamConfig {
     /// Defaults: ping 10 s, silence 30 s, I/O 10 s, backoff 0.5 s doubling to 60 s; trading statuses
     /// for stocks (the crypto stream has none).
     pub fn new(url: Url, key_id: Secret, secret_key: Secret, symbols: Vec<Symbol>) -> Self {
         let statuses = !symbols.iter().any(Symbol::is_crypto);
-        FeedConfig {
+        StreamConfig {
             url,
             key_id,
             secret_key,
@@ -113,10 +113,10 @@ impl FeedConfig {
     }
 }
 
-impl FeedConfig {
+impl StreamConfig {
     /// The daemon's stream URL and symbols, with `request_timeout` as the I/O timeout.
     pub fn from_config(c: &crate::config::Config, creds: &crate::config::Credentials) -> Self {
-        let mut f = FeedConfig::new(
+        let mut f = StreamConfig::new(
             c.alpaca.stream_url.clone(),
             creds.key_id.clone(),
             creds.secret_key.clone(),
@@ -135,7 +135,7 @@ pub struct AlpacaFeed {
 
 impl AlpacaFeed {
     /// Starts the background task; `rest` is used for the gap backfill.
-    pub fn start(cfg: FeedConfig, rest: RestClient) -> AlpacaFeed {
+    pub fn start(cfg: StreamConfig, rest: RestClient) -> AlpacaFeed {
         let (tx, rx) = mpsc::channel(1024);
         let task = tokio::spawn(session::run(cfg, rest, tx));
         AlpacaFeed { rx, task }

@@ -5,8 +5,8 @@
 //! socket and loses nothing already handed to the consumer, so every function here is cancellation-safe
 //! in that sense. No lock is held anywhere in these functions.
 
-use super::{BarGate, FeedConfig, StreamError};
-use crate::alpaca::event::{BarKind, Channels, Control, MarketEvent, StreamBar, StreamItem};
+use super::{BarGate, StreamConfig, StreamError};
+use crate::alpaca::event::{BarKind, Channels, MarketEvent, StreamBar, StreamControl, StreamItem};
 use crate::alpaca::parse::market_frame;
 use crate::alpaca::rest::{BarsQuery, RestClient};
 use crate::alpaca::wire::market as wm;
@@ -34,7 +34,7 @@ enum End {
 }
 
 /// The reconnect loop. Returns when the consumer drops the feed or a fatal error was delivered.
-pub(super) async fn run(cfg: FeedConfig, rest: RestClient, tx: Tx) {
+pub(super) async fn run(cfg: StreamConfig, rest: RestClient, tx: Tx) {
     let mut gate = BarGate::resuming(&cfg.resume);
     let mut attempt = 0u32;
     loop {
@@ -66,7 +66,7 @@ pub(super) async fn run(cfg: FeedConfig, rest: RestClient, tx: Tx) {
     }
 }
 
-async fn session(cfg: &FeedConfig, rest: &RestClient, gate: &mut BarGate, tx: &Tx, established: &mut bool) -> End {
+async fn session(cfg: &StreamConfig, rest: &RestClient, gate: &mut BarGate, tx: &Tx, established: &mut bool) -> End {
     let mut ws = match timeout(
         cfg.io_timeout,
         connect_async_with_config(cfg.url.as_str(), Some(crate::alpaca::ws_limits()), true),
@@ -102,15 +102,15 @@ async fn session(cfg: &FeedConfig, rest: &RestClient, gate: &mut BarGate, tx: &T
 }
 
 /// `connected` → auth → `authenticated` → subscribe → a `subscription` covering the request.
-async fn handshake(cfg: &FeedConfig, ws: &mut Ws) -> Result<(), End> {
-    expect(cfg, ws, |c| matches!(c, Control::Connected)).await?;
+async fn handshake(cfg: &StreamConfig, ws: &mut Ws) -> Result<(), End> {
+    expect(cfg, ws, |c| matches!(c, StreamControl::Connected)).await?;
     let auth = wm::AuthRequest {
         action: "auth".into(),
         key: cfg.key_id.expose().into(),
         secret: cfg.secret_key.expose().into(),
     };
     send(cfg, ws, &auth).await?;
-    expect(cfg, ws, |c| matches!(c, Control::Authenticated)).await?;
+    expect(cfg, ws, |c| matches!(c, StreamControl::Authenticated)).await?;
     let syms: Vec<String> = cfg.symbols.iter().map(|s| s.to_string()).collect();
     let channels = wm::Subscription {
         bars: syms.clone(),
@@ -125,9 +125,9 @@ async fn handshake(cfg: &FeedConfig, ws: &mut Ws) -> Result<(), End> {
         ..Channels::default()
     };
     send(cfg, ws, &wm::SubscribeRequest { action: "subscribe".into(), channels }).await?;
-    let reply = expect(cfg, ws, |c| matches!(c, Control::Subscription(_))).await?;
+    let reply = expect(cfg, ws, |c| matches!(c, StreamControl::Subscription(_))).await?;
     match reply {
-        Control::Subscription(got) if wanted.is_covered_by(&got) => Ok(()),
+        StreamControl::Subscription(got) if wanted.is_covered_by(&got) => Ok(()),
         other => Err(End::Fatal(StreamError::Subscription {
             url: cfg.url.to_string(),
             detail: format!("asked {wanted:?}, got {other:?}"),
@@ -135,7 +135,7 @@ async fn handshake(cfg: &FeedConfig, ws: &mut Ws) -> Result<(), End> {
     }
 }
 
-async fn send<T: serde::Serialize>(cfg: &FeedConfig, ws: &mut Ws, msg: &T) -> Result<(), End> {
+async fn send<T: serde::Serialize>(cfg: &StreamConfig, ws: &mut Ws, msg: &T) -> Result<(), End> {
     let text = serde_json::to_string(msg).map_err(|e| End::Lost(format!("encode: {e}")))?;
     match timeout(cfg.io_timeout, ws.send(Message::text(text))).await {
         Ok(Ok(())) => Ok(()),
@@ -145,7 +145,7 @@ async fn send<T: serde::Serialize>(cfg: &FeedConfig, ws: &mut Ws, msg: &T) -> Re
 }
 
 /// Reads until a control message; returns it when `want` accepts it, maps stream errors otherwise.
-async fn expect(cfg: &FeedConfig, ws: &mut Ws, want: impl Fn(&Control) -> bool) -> Result<Control, End> {
+async fn expect(cfg: &StreamConfig, ws: &mut Ws, want: impl Fn(&StreamControl) -> bool) -> Result<StreamControl, End> {
     let deadline = Instant::now() + cfg.io_timeout;
     loop {
         let payload = match timeout_at(deadline, ws.next()).await {
@@ -159,7 +159,7 @@ async fn expect(cfg: &FeedConfig, ws: &mut Ws, want: impl Fn(&Control) -> bool) 
         };
         for item in market_frame(&payload).items {
             match item {
-                StreamItem::Control(Control::Error { code, msg }) => return Err(stream_error(cfg, code, msg)),
+                StreamItem::Control(StreamControl::Error { code, msg }) => return Err(stream_error(cfg, code, msg)),
                 StreamItem::Control(c) if want(&c) => return Ok(c),
                 other => log::debug!("alpaca feed: ignored during handshake: {other:?}"),
             }
@@ -168,7 +168,7 @@ async fn expect(cfg: &FeedConfig, ws: &mut Ws, want: impl Fn(&Control) -> bool) 
 }
 
 /// Alpaca's stream error codes: 406 waits, bad keys and plan/subscription problems are fatal.
-fn stream_error(cfg: &FeedConfig, code: i64, msg: String) -> End {
+fn stream_error(cfg: &StreamConfig, code: i64, msg: String) -> End {
     let url = cfg.url.to_string();
     match code {
         406 => End::ConnLimit,
@@ -184,7 +184,7 @@ const MAX_BACKFILL_ROUNDS: usize = 5;
 /// Fetches the bars missed since the last one delivered (or since `backfill_from`) up to now; returns how
 /// many were new and the end asked for.
 async fn backfill(
-    cfg: &FeedConfig,
+    cfg: &StreamConfig,
     rest: &RestClient,
     gate: &mut BarGate,
     tx: &Tx,
@@ -219,7 +219,7 @@ async fn backfill(
 
 /// Streams until the socket dies: pings every `ping_interval`, gives up after `silence_timeout` without
 /// any frame.
-async fn stream(cfg: &FeedConfig, ws: &mut Ws, gate: &mut BarGate, tx: &Tx) -> End {
+async fn stream(cfg: &StreamConfig, ws: &mut Ws, gate: &mut BarGate, tx: &Tx) -> End {
     let mut ping = tokio::time::interval(cfg.ping_interval);
     ping.tick().await;
     let mut deadline = Instant::now() + cfg.silence_timeout;
@@ -255,7 +255,7 @@ async fn stream(cfg: &FeedConfig, ws: &mut Ws, gate: &mut BarGate, tx: &Tx) -> E
 }
 
 /// Passes a frame's items on; `Some` ends the session.
-async fn deliver(cfg: &FeedConfig, payload: &[u8], gate: &mut BarGate, tx: &Tx) -> Option<End> {
+async fn deliver(cfg: &StreamConfig, payload: &[u8], gate: &mut BarGate, tx: &Tx) -> Option<End> {
     for item in market_frame(payload).items {
         let ev = match item {
             StreamItem::Market(MarketEvent::Bar(StreamBar { kind: BarKind::Minute, bar, .. })) => {
@@ -284,7 +284,7 @@ async fn deliver(cfg: &FeedConfig, payload: &[u8], gate: &mut BarGate, tx: &Tx) 
                 log::trace!("alpaca feed: {m:?} ignored");
                 continue;
             }
-            StreamItem::Control(Control::Error { code, msg }) => match stream_error(cfg, code, msg) {
+            StreamItem::Control(StreamControl::Error { code, msg }) => match stream_error(cfg, code, msg) {
                 End::Lost(reason) => {
                     log::warn!("alpaca feed: {reason}");
                     continue;

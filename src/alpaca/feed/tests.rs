@@ -32,8 +32,8 @@ fn rest(fake: &FakeAlpaca) -> RestClient {
         .unwrap()
 }
 
-fn config(fake: &FakeAlpaca, key: &str, symbols: &[&str]) -> FeedConfig {
-    let mut c = FeedConfig::new(
+fn config(fake: &FakeAlpaca, key: &str, symbols: &[&str]) -> StreamConfig {
+    let mut c = StreamConfig::new(
         fake.ws_url("v2/iex"),
         Secret::new(key),
         Secret::new(SECRET_KEY),

@@ -2,7 +2,9 @@
 
 use super::{Frame, ParseError, field_err, finite, time};
 use crate::alpaca::event::TradingStatus;
-use crate::alpaca::event::{BarKind, BookLevel, Channels, Control, MarketEvent, Quote, StreamBar, StreamItem, Trade};
+use crate::alpaca::event::{
+    BarKind, BookLevel, Channels, MarketEvent, Quote, StreamBar, StreamControl, StreamItem, Trade,
+};
 use crate::alpaca::wire::market as w;
 use crate::domain::{Bar, Side, Symbol, Timeframe};
 use serde::Deserialize;
@@ -30,12 +32,12 @@ pub fn market_message(v: serde_json::Value) -> Result<Option<StreamItem>, ParseE
     let ev = |e| Ok(Some(StreamItem::Market(e)));
     match msg {
         w::StreamMsg::Success { msg } => Ok(Some(StreamItem::Control(match msg.as_str() {
-            "connected" => Control::Connected,
-            "authenticated" => Control::Authenticated,
-            _ => Control::Success(msg),
+            "connected" => StreamControl::Connected,
+            "authenticated" => StreamControl::Authenticated,
+            _ => StreamControl::Success(msg),
         }))),
-        w::StreamMsg::Error { code, msg } => Ok(Some(StreamItem::Control(Control::Error { code, msg }))),
-        w::StreamMsg::Subscription(s) => Ok(Some(StreamItem::Control(Control::Subscription(channels(&s))))),
+        w::StreamMsg::Error { code, msg } => Ok(Some(StreamItem::Control(StreamControl::Error { code, msg }))),
+        w::StreamMsg::Subscription(s) => Ok(Some(StreamItem::Control(StreamControl::Subscription(channels(&s))))),
         w::StreamMsg::Bar(b) => ev(MarketEvent::Bar(bar(b, BarKind::Minute)?)),
         w::StreamMsg::UpdatedBar(b) => ev(MarketEvent::Bar(bar(b, BarKind::Updated)?)),
         w::StreamMsg::DailyBar(b) => ev(MarketEvent::Bar(bar(b, BarKind::Daily)?)),

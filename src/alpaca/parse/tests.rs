@@ -31,22 +31,22 @@ fn ts(s: &str) -> chrono::DateTime<chrono::Utc> {
 
 #[test]
 fn control_messages() {
-    assert_eq!(one("stream/connected.json"), StreamItem::Control(Control::Connected));
-    assert_eq!(one("stream/authenticated.json"), StreamItem::Control(Control::Authenticated));
+    assert_eq!(one("stream/connected.json"), StreamItem::Control(StreamControl::Connected));
+    assert_eq!(one("stream/authenticated.json"), StreamItem::Control(StreamControl::Authenticated));
     assert_eq!(
         one("stream/error_auth_failed.json"),
-        StreamItem::Control(Control::Error { code: 402, msg: "auth failed".into() })
+        StreamItem::Control(StreamControl::Error { code: 402, msg: "auth failed".into() })
     );
     assert_eq!(
         one("stream/error_connection_limit.json"),
-        StreamItem::Control(Control::Error { code: 406, msg: "connection limit exceeded".into() })
+        StreamItem::Control(StreamControl::Error { code: 406, msg: "connection limit exceeded".into() })
     );
-    let StreamItem::Control(Control::Subscription(s)) = one("stream/subscription_stocks.json") else { panic!() };
+    let StreamItem::Control(StreamControl::Subscription(s)) = one("stream/subscription_stocks.json") else { panic!() };
     assert_eq!(s.trades.iter().collect::<Vec<_>>(), ["AAPL"]);
     assert_eq!(s.quotes.iter().collect::<Vec<_>>(), ["MSFT"]);
     assert_eq!(s.bars.iter().collect::<Vec<_>>(), ["*"]);
     assert!(s.daily_bars.is_empty());
-    let StreamItem::Control(Control::Subscription(c)) = one("stream/subscription_crypto.json") else { panic!() };
+    let StreamItem::Control(StreamControl::Subscription(c)) = one("stream/subscription_crypto.json") else { panic!() };
     assert!(c.daily_bars.is_empty(), "null is an empty list");
     assert!(c.updated_bars.contains("BTC/USD"));
 }

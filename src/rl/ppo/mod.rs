@@ -1,4 +1,4 @@
-//! PPO on a `VecEnv`, with the rollout buffers on the training device.
+//! PPO on a `BatchEnv`, with the rollout buffers on the training device.
 //!
 //! Per update: roll out `n_steps` × E transitions under `no_grad` (observations normalised with running
 //! statistics, Gaussian actions sampled on the device); compute GAE(λ) advantages backwards in time;
@@ -21,7 +21,7 @@ pub use crate::config::{CpuBackend, PpoConfig};
 pub use model::ActorCritic;
 pub use normalizer::RunningNorm;
 
-use super::VecEnv;
+use super::BatchEnv;
 use crate::onnx::mlp::{MlpPolicy, ObsNorm};
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -202,7 +202,7 @@ impl Ppo {
 
     /// Trains for `total_steps` environment steps (rounded up to whole updates). `on_update` sees every
     /// update's statistics and returns `false` to stop early.
-    pub fn train<E: VecEnv>(
+    pub fn train<E: BatchEnv>(
         &mut self,
         env: &mut E,
         total_steps: u64,
@@ -218,7 +218,7 @@ impl Ppo {
     /// `first..end` (a resumed run passes the original schedule, so it continues where it stopped).
     /// `on_update` sees the trainer itself (to write a checkpoint) and the update's statistics, and
     /// returns `false` to stop early.
-    pub fn train_until<E: VecEnv>(
+    pub fn train_until<E: BatchEnv>(
         &mut self,
         env: &mut E,
         first: u64,
@@ -313,7 +313,7 @@ impl Ppo {
         Ok(())
     }
 
-    fn collect<E: VecEnv>(&mut self, env: &mut E, mut obs: Tensor) -> (Rollout, Tensor) {
+    fn collect<E: BatchEnv>(&mut self, env: &mut E, mut obs: Tensor) -> (Rollout, Tensor) {
         let t_len = self.cfg.n_steps;
         let (mut o, mut a, mut lp, mut v, mut r, mut d) = (vec![], vec![], vec![], vec![], vec![], vec![]);
         for _ in 0..t_len {

@@ -5,7 +5,7 @@
 //! libtorch spends most of a minibatch dispatching some 300 operations (forward, autograd, clipping,
 //! Adam per parameter tensor). Here a minibatch is six small GEMMs forward and twelve backward
 //! (`ndarray`'s `general_mat_mul`), a hand-written backward of the PPO loss, and one pass of Adam over one
-//! flat parameter vector. The rollout steps the environment in host memory (`VecEnv::step_host`).
+//! flat parameter vector. The rollout steps the environment in host memory (`BatchEnv::step_host`).
 //!
 //! The arithmetic mirrors the tch path: the same loss (clipped surrogate, clipped value loss, entropy
 //! bonus on the clamped log-std), torch's subgradients at the kinks (`minimum`/`maximum` split a tie in
@@ -18,7 +18,7 @@ pub(super) use super::net::Layout;
 use super::net::{Acts, backward, forward};
 use super::{PpoConfig, PpoError, UpdateStats};
 use crate::onnx::Activation;
-use crate::rl::{HostStep, VecEnv};
+use crate::rl::{BatchEnv, HostStep};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -178,7 +178,7 @@ impl Native {
     }
 
     /// Resets every environment and observes the first observations.
-    pub fn reset<E: VecEnv>(&mut self, cfg: &PpoConfig, env: &mut E) -> Result<(), PpoError> {
+    pub fn reset<E: BatchEnv>(&mut self, cfg: &PpoConfig, env: &mut E) -> Result<(), PpoError> {
         env.reset_host(&mut self.raw);
         let n = env.num_envs();
         if self.raw.len() != n * self.layout.obs_dim {
@@ -193,7 +193,7 @@ impl Native {
     }
 
     /// Rolls out `n_steps` × E transitions; finished episodes' returns go to `recent` (the last 20).
-    pub fn collect<E: VecEnv>(
+    pub fn collect<E: BatchEnv>(
         &mut self,
         cfg: &PpoConfig,
         env: &mut E,

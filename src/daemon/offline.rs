@@ -6,7 +6,7 @@
 
 use crate::config::Config;
 use crate::control::StatusReport;
-use crate::control::status::{FeedStatus, ModelsStatus, OrderStatusLine, PositionStatus, RiskStatus, STATUS_VERSION};
+use crate::control::report::{FeedStatus, ModelsStatus, OrderStatusLine, PositionStatus, RiskStatus, STATUS_VERSION};
 use crate::models::{ModelKind, Registry, RegistryError};
 use crate::oms::{OmsOrder, PositionRecord};
 use crate::retrain::record;
@@ -134,7 +134,7 @@ pub fn from_store(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<
     if let Some(kind) = missing_champion(config, &models) {
         activity = format!(
             "daemon not running; {}: no {kind} champion fits this config, so the daemon trades nothing until a retrain promotes one (`tradebot retrain` trains one now)",
-            crate::control::status::NO_MODEL
+            crate::control::report::NO_MODEL
         );
     }
     Ok(StatusReport {
