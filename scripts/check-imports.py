@@ -28,7 +28,7 @@ LAYERS = [
     ["retrain"],
     ["training"],
     ["web"],
-    ["daemon"],
+    ["daemon", "bench"],
     ["cli"],
 ]
 

@@ -41,12 +41,13 @@
 //! 12. [`retrain`] (the pipeline, the gate, records), 13. [`training`] (`tradebot train` jobs).
 //! 14. [`web`] (`/metrics` and the dashboard), 15. [`daemon`] (`tradebot::run`: the runtime, signals,
 //!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,
-//!     the retrainer), 16. [`cli`] (parses and dispatches).
+//!     the retrainer), and [`bench`] (`tradebot bench ...`), 16. [`cli`] (parses and dispatches).
 
 pub mod alerts;
 pub mod alloc;
 pub mod alpaca;
 pub mod backtest;
+pub mod bench;
 pub mod broker;
 pub mod calendar;
 pub mod cli;

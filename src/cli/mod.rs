@@ -3,10 +3,6 @@
 //! arguments into a call to the library and prints the answer. `main` only prints the error chain.
 
 mod backtest;
-mod bench;
-mod bench_infer;
-mod bench_lstm;
-mod bench_ppo;
 mod control;
 mod data;
 mod doctor;
@@ -250,13 +246,13 @@ pub enum TrainCmd {
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
     /// Step the vectorized trading environment with random actions; prints env-steps/s and asset-steps/s.
-    Env(bench::EnvBench),
+    Env(crate::bench::env::EnvBench),
     /// End-to-end PPO training (rollouts + updates) on the trading env; prints env-steps/s and the config.
-    Ppo(bench_ppo::PpoBench),
+    Ppo(crate::bench::ppo::PpoBench),
     /// Train the LSTM classifier on synthetic data of the report's shape; prints epoch time and samples/s.
-    Lstm(bench_lstm::LstmBench),
-    /// Per-decision latency (features + inference + strategy + risk) of the PPO model, p50/p99 in µs.
-    Infer(bench_infer::InferBench),
+    Lstm(crate::bench::lstm::LstmBench),
+    /// Per-decision latency of the daemon's engine (features, inference, strategy, risk, order records), p50/p99 in µs.
+    Infer(crate::bench::infer::InferBench),
 }
 
 #[derive(Debug, Subcommand)]
@@ -422,12 +418,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pause { config } => control::run(config, crate::control::Request::Pause),
         Command::Resume { config } => control::run(config, crate::control::Request::Resume),
         Command::Flatten { config } => control::run(config, crate::control::Request::Flatten),
-        Command::Bench(BenchCmd::Env(b)) => bench::env(b),
-        Command::Bench(BenchCmd::Ppo(b)) => bench_ppo::ppo(b),
+        Command::Bench(BenchCmd::Env(b)) => crate::bench::env::env(b),
+        Command::Bench(BenchCmd::Ppo(b)) => crate::bench::ppo::ppo(b),
         Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),
-        Command::Bench(BenchCmd::Lstm(b)) => bench_lstm::run(b),
+        Command::Bench(BenchCmd::Lstm(b)) => crate::bench::lstm::run(b),
         Command::Train(TrainCmd::Lstm(a)) => train::lstm(a),
-        Command::Bench(BenchCmd::Infer(b)) => bench_infer::infer(b),
+        Command::Bench(BenchCmd::Infer(b)) => crate::bench::infer::infer(&load_config(b.config.clone())?, b),
         Command::Backtest(a) => backtest::run(a),
     }
 }

@@ -9,8 +9,8 @@
 //! `--export DIR` writes the ONNX file and the observations (`obs.bin`, f32 little-endian, `obs_dim`
 //! wide) so `benches/peers/ort_python.py` can time onnxruntime's Python API on the same work.
 
-use super::load_config;
 use crate::backtest::session::SimSession;
+use crate::config::Config;
 use crate::domain::Timeframe;
 use crate::engine::StrategyMode;
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
@@ -84,11 +84,11 @@ fn synthetic(pl: &Pipeline, hidden: &[i64], act: Activation) -> (Manifest, Vec<u
     (m, bytes)
 }
 
-pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
-    let config = load_config(b.config.clone())?;
+/// Runs the bench on `config` (the one `b.config` names, loaded by the caller).
+pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = Store::open(&config.state_dir).context("opening the store")?;
-    crate::data::ensure_bars(&config, &store)?;
+    crate::data::ensure_bars(config, &store)?;
     let symbols = config.market.symbols.clone();
     let (from, to) = crate::data::day_window(None, None);
     let bars = crate::backtest::aligned_bars(&store, &symbols, config.market.timeframe, from, to)?;
@@ -128,7 +128,7 @@ pub fn infer(b: InferBench) -> anyhow::Result<ExitCode> {
     'outer: loop {
         remove_account(&scratch)?;
         let account = Store::open(&scratch).context("opening the bench's account")?;
-        let mut session = SimSession::open(&config, StrategyMode::Ppo, &account, (Some(load()?), None), bars[0][0].t)?;
+        let mut session = SimSession::open(config, StrategyMode::Ppo, &account, (Some(load()?), None), bars[0][0].t)?;
         for d in 0..days {
             session.fill(&bars, d, f64::NAN)?;
             let started = Instant::now();
