@@ -31,13 +31,6 @@ pub struct NotifyConfig {
     pub retries: u32,
 }
 
-impl NotifyConfig {
-    /// Any target set.
-    pub fn any(&self) -> bool {
-        self.webhook_url.is_some() || self.telegram_chat_id.is_some() || self.discord
-    }
-}
-
 impl Checker {
     pub(super) fn notify(&mut self, r: RawNotify) -> NotifyConfig {
         let webhook_url = r

@@ -222,7 +222,8 @@ fn notify_targets_are_checked_and_round_trip_through_the_effective_config() {
     let again = parse(&c.to_toml()).unwrap();
     assert_eq!(again.notify, c.notify);
     // The defaults: no target.
-    assert!(!parse("[market]\nsymbols = [\"AAPL\"]\n").unwrap().notify.any());
+    let none = parse("[market]\nsymbols = [\"AAPL\"]\n").unwrap().notify;
+    assert!(crate::alerts::targets(&none, |_| None).unwrap().is_empty());
     let e = parse("[market]\nsymbols = [\"AAPL\"]\n[notify]\nwebhook_url = \"ftp://x/y\"\ntimeout_secs = 0\ntelegram_token = \"x\"\n")
         .unwrap_err()
         .to_string();

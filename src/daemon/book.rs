@@ -16,7 +16,7 @@ const TRADES_SHOWN: usize = 50;
 /// Bars of each symbol's price chart.
 const PRICE_BARS: usize = 250;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Book {
     pub trades: Vec<ClosedTrade>,
     pub symbols: Vec<SymbolView>,

@@ -59,8 +59,8 @@ pub struct Host<P: RunPipeline> {
     /// Where alerts go (`[notify]`); off unless `with_alerts`.
     pub alerts: crate::alerts::Alerts,
     pub(super) watched: super::watch::Watched,
-    /// When the dashboard's book was last read.
-    pub(super) book_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The dashboard's book as last read from the store, and when.
+    pub(super) book_at: std::sync::Mutex<Option<(std::time::Instant, super::book::Book)>>,
 }
 
 impl<P: RunPipeline> Host<P> {

@@ -35,20 +35,18 @@ impl<P: RunPipeline> Host<P> {
         let recent =
             decisions.as_ref().map(|d| recent_decisions(d, &self.config.market.symbols, 10)).unwrap_or_default();
         let (models, gate, training) = history(&self.registry, &self.store, &self.live);
-        // The book reads every fill: at most once a second (a replay publishes at every bar).
-        let due = {
-            let mut at = self.book_at.lock().unwrap_or_else(|p| p.into_inner());
-            let due = at.is_none_or(|t| t.elapsed() >= BOOK_EVERY);
-            if due {
-                *at = Some(std::time::Instant::now());
+        // The book reads every fill: at most once a second (a replay publishes at every bar); between two
+        // reads the last one is shown.
+        let book = {
+            let mut cached = self.book_at.lock().unwrap_or_else(|p| p.into_inner());
+            match cached.as_ref() {
+                Some((at, book)) if at.elapsed() < BOOK_EVERY => book.clone(),
+                _ => {
+                    let book = super::book::book(account, decisions.as_ref(), view, self.config.env.exec.fee_bps);
+                    *cached = Some((std::time::Instant::now(), book.clone()));
+                    book
+                }
             }
-            due
-        };
-        let book = if due {
-            super::book::book(account, decisions.as_ref(), view, self.config.env.exec.fee_bps)
-        } else {
-            let d = crate::web::DashboardSource::snapshot(self.dashboard.as_ref());
-            super::book::Book { trades: d.trades, symbols: d.symbols, prices: d.prices }
         };
         self.dashboard.set(DashboardData {
             status: st,
