@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer install chromium systemd-tools
+.PHONY: all venv optuna build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune install chromium systemd-tools
 
 all: build
 
@@ -59,8 +59,14 @@ systemd-tools:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; fi; }
 
+# Optuna (PyPI) in the venv, for the test that loads `tradebot tune`'s journal export with Optuna's own storage.
+OPTUNA_VERSION := 4.6.0
+optuna: venv
+	@"$(PYENV)/bin/python" -c 'import optuna; assert optuna.__version__ == "$(OPTUNA_VERSION)"' 2>/dev/null || \
+		"$(PYENV)/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$(OPTUNA_VERSION)"
+
 # CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs).
-test: venv chromium systemd-tools check-inference-only lint
+test: venv optuna chromium systemd-tools check-inference-only lint
 	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
 
 # The tests that need a CUDA GPU (ignored by `make test`, which CI runs without one); each fails without a GPU.
@@ -92,6 +98,16 @@ bench-ppo: build
 	@tb=$$(./target/release/tradebot bench ppo --json) && \
 	echo "tradebot: $$tb" && \
 	"$(PYENV)/bin/python" benches/peers/sb3_ppo.py --against "$$tb"
+
+# A search's training work: 8 trials of the same network and steps, 2 at a time (both cores), tradebot's
+# population against Optuna 4.6 (journal storage, a worker process per core) driving Stable-Baselines3 2.9.2 PPO on
+# FinRL's numpy env, the same trials' parameters enqueued; prints trials/hour and the ratio.
+bench-tune: build optuna
+	@"$(PYENV)/bin/python" -c 'import gymnasium, stable_baselines3 as s; assert s.__version__ == "2.9.2"' 2>/dev/null || \
+		"$(PYENV)/bin/python" -m pip install --quiet gymnasium "stable-baselines3==2.9.2"
+	@tb=$$(./target/release/tradebot bench tune --json) && \
+	echo "tradebot: $$tb" && \
+	"$(PYENV)/bin/python" benches/peers/optuna_sb3.py --against "$$tb"
 
 # LSTM training throughput: tradebot (device-resident panels, windows gathered by index) against the same
 # model in PyTorch with a DataLoader of materialised windows, on the same synthetic data.

@@ -27,6 +27,7 @@ LAYERS = [
     ["backtest"],
     ["retrain"],
     ["training"],
+    ["tune"],
     ["web"],
     ["daemon", "bench"],
     ["cli"],

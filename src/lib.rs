@@ -81,6 +81,7 @@ pub mod rl;
 pub mod schedule;
 pub mod store;
 pub mod training;
+pub mod tune;
 pub mod web;
 
 pub use daemon::{Outcome, RunOptions, run};

@@ -42,7 +42,7 @@ pub struct PpoBench {
 
 #[cfg(feature = "train")]
 pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
-    use crate::env::{Accounting, EnvConfig, ExecParams, Panel};
+    use crate::env::{EnvConfig, Panel};
     use crate::rl::BatchEnv as _;
     use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};
     use crate::rl::trading::TradingEnv;
@@ -64,24 +64,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     };
     tch::set_num_threads(b.threads.max(1));
     let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
-    let env_cfg = EnvConfig {
-        n_envs: b.envs,
-        episode_len: b.days - 1,
-        initial_cash: 1e6,
-        exec: ExecParams {
-            max_trade: 100.0,
-            min_order: 11.0,
-            fee_bps: 10.0,
-            cash_cap_ignores_fees: true,
-            ..Default::default()
-        },
-        reward_scale: 2f64.powi(-11),
-        turbulence_threshold: Some(99.0),
-        fixed_start: true,
-        seed: b.seed,
-        accounting: Accounting::FinrlNumpy,
-        ..Default::default()
-    };
+    let env_cfg = EnvConfig { n_envs: b.envs, ..finrl_env_config(b.days, b.seed) };
     let mut env = TradingEnv::new(env_cfg, Arc::new(panel))?;
     let cfg = PpoConfig {
         hidden: b.hidden.clone(),
@@ -128,6 +111,30 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One env over `days` days by FinRL's numpy env's rules (the peers' env): its cash, trade size, minimum
+/// order, fee, turbulence threshold and float32 accounting, every episode from day 0.
+pub fn finrl_env_config(days: usize, seed: u64) -> crate::env::EnvConfig {
+    use crate::env::{Accounting, EnvConfig, ExecParams};
+    EnvConfig {
+        n_envs: 1,
+        episode_len: days.saturating_sub(1),
+        initial_cash: 1e6,
+        exec: ExecParams {
+            max_trade: 100.0,
+            min_order: 11.0,
+            fee_bps: 10.0,
+            cash_cap_ignores_fees: true,
+            ..Default::default()
+        },
+        reward_scale: 2f64.powi(-11),
+        turbulence_threshold: Some(99.0),
+        fixed_start: true,
+        seed,
+        accounting: Accounting::FinrlNumpy,
+        ..Default::default()
+    }
 }
 
 #[cfg(not(feature = "train"))]

@@ -14,6 +14,7 @@ mod risk;
 mod status;
 mod store;
 mod train;
+mod tune;
 
 use crate::config::{Config, ConfigError};
 use clap::{Parser, Subcommand};
@@ -61,6 +62,9 @@ pub enum Command {
     /// Train a model on the stored bars and register it as a candidate.
     #[command(subcommand)]
     Train(TrainCmd),
+    /// Search hyper-parameters (many trials at once, early stopping); list and show the studies.
+    #[command(subcommand)]
+    Tune(tune::TuneCmd),
     /// Measure the speed of parts of tradebot.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -253,6 +257,8 @@ pub enum BenchCmd {
     Lstm(crate::bench::lstm::LstmBench),
     /// Per-decision latency of the daemon's engine (features, inference, strategy, risk, order records), p50/p99 in µs.
     Infer(crate::bench::infer::InferBench),
+    /// A search's training work: N trials of the same network and steps, P at a time; prints trials/hour.
+    Tune(crate::bench::tune::TuneBench),
 }
 
 #[derive(Debug, Subcommand)]
@@ -364,10 +370,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         crate::clock::install(sim)?;
     }
     // Training processes (the retrain child included) keep freed pages: see `crate::alloc`. The daemon does not.
-    if matches!(cli.command, Command::Train(_) | Command::Bench(BenchCmd::Ppo(_) | BenchCmd::Lstm(_))) {
+    let training = matches!(cli.command, Command::Train(_) | Command::Tune(tune::TuneCmd::Ppo(_)));
+    if training || matches!(cli.command, Command::Bench(BenchCmd::Ppo(_) | BenchCmd::Lstm(_) | BenchCmd::Tune(_))) {
         crate::alloc::keep_freed_pages();
     }
-    if matches!(cli.command, Command::Train(_)) {
+    if training {
         crate::retrain::child::die_with_parent();
         crate::retrain::memory::limit_self();
     }
@@ -425,5 +432,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Train(TrainCmd::Lstm(a)) => train::lstm(a),
         Command::Bench(BenchCmd::Infer(b)) => crate::bench::infer::infer(&load_config(b.config.clone())?, b),
         Command::Backtest(a) => backtest::run(a),
+        Command::Bench(BenchCmd::Tune(b)) => crate::bench::tune::tune(b),
+        Command::Tune(cmd) => tune::run(cmd),
     }
 }

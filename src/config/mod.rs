@@ -17,6 +17,7 @@ mod risk;
 mod secret;
 mod strategy;
 mod train;
+mod tune;
 mod web;
 
 pub use credentials::{Credentials, KEY_ID_VAR, SECRET_KEY_VAR};
@@ -30,6 +31,7 @@ pub use risk::{BrokerConfig, RiskConfig};
 pub use secret::Secret;
 pub use strategy::{DEFAULT_CUTOFF, StrategyConfig, StrategyMode};
 pub use train::{AS_OF_ENV, Rolling, SEED_ENV, TrainConfig, retrain_seed, seed_from_env};
+pub use tune::{Dist, SamplerKind, TUNABLE, TuneConfig, TuneMetric, default_space};
 pub use web::{DEFAULT_WEB_LISTEN, WebConfig};
 
 use crate::domain::{Symbol, Timeframe};
@@ -122,6 +124,8 @@ pub struct Config {
     pub notify: NotifyConfig,
     /// `[strategy]`: how the engine turns model outputs into trades.
     pub strategy: StrategyConfig,
+    /// `[tune]`: hyper-parameter searches (`tradebot tune ppo`).
+    pub tune: TuneConfig,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -376,6 +380,10 @@ impl Config {
         if let Err(e) = strategy.validate() {
             c.problem(e);
         }
+        let tune = raw.tune;
+        if let Err(e) = tune.validate() {
+            c.problem(e);
+        }
         if strategy.mode == StrategyMode::Lstm && strategy.lstm_position_pct > risk.max_position_pct {
             c.problem(format!(
                 "strategy.lstm_position_pct = {} is above risk.max_position_pct = {}: every LSTM buy to its target would be refused; lower it",
@@ -404,6 +412,7 @@ impl Config {
                 web,
                 notify,
                 strategy,
+                tune,
             })
         } else {
             Err(ConfigError { file: path.to_path_buf(), problems: c.problems })

@@ -39,6 +39,8 @@ pub struct RawConfig {
     pub notify: RawNotify,
     #[serde(default)]
     pub strategy: super::StrategyConfig,
+    #[serde(default)]
+    pub tune: super::TuneConfig,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -165,6 +167,7 @@ pub struct RawRetrain {
     pub memory_mb: Option<u64>,
     pub ppo_steps: Option<u64>,
     pub lstm_epochs: Option<u64>,
+    pub tune: Option<bool>,
     pub min_sharpe_margin: Option<f64>,
     pub max_drawdown: Option<f64>,
     pub min_trades: Option<u64>,

@@ -25,6 +25,9 @@ pub struct RetrainConfig {
     pub ppo_steps: Option<u64>,
     /// LSTM epoch cap per retrain; `None` = `lstm.max_epochs`.
     pub lstm_epochs: Option<u64>,
+    /// A PPO retrain runs a small hyper-parameter search (`tradebot tune ppo`, `[tune]`) within its time
+    /// budget instead of one training run; the best trial's model goes to the gate.
+    pub tune: bool,
     pub gate: GateConfig,
 }
 
@@ -75,6 +78,7 @@ impl Checker {
             memory_mb: r.memory_mb,
             ppo_steps: r.ppo_steps,
             lstm_epochs: r.lstm_epochs,
+            tune: r.tune.unwrap_or(false),
             gate: GateConfig {
                 min_sharpe_margin: self.range(
                     "retrain.min_sharpe_margin",

@@ -59,6 +59,7 @@ impl<P: RunPipeline> Host<P> {
             gate,
             training,
             logs: crate::logging::recent(),
+            studies: crate::retrain::study::recent(&self.store, 3).unwrap_or_default(),
         });
     }
 

@@ -12,6 +12,7 @@ pub mod noise;
 mod noise_models_tests;
 pub mod pipeline;
 pub mod record;
+pub mod study;
 #[cfg(test)]
 pub(crate) mod testkit;
 

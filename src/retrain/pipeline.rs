@@ -11,6 +11,7 @@
 use super::child::{self, ChildFailure, ChildOutcome, ChildSpec};
 use super::gate::{self, GateInput};
 use super::record::{self, Failure, RunOutcome, RunRecord, SnapshotInfo};
+use super::study;
 use crate::config::{Config, RetrainConfig, TrainConfig};
 use crate::data::snapshot::Snapshot;
 use crate::domain::{Symbol, Timeframe};
@@ -25,6 +26,9 @@ use tokio_util::sync::CancellationToken;
 
 /// The environment variable naming the dataset snapshot the training child reads.
 pub const SNAPSHOT_ENV: &str = "TRADEBOT_TRAIN_SNAPSHOT";
+/// The share of `retrain.time_budget` a search (`retrain.tune`) may spend training; the rest is for
+/// exporting and registering its best trial before the child's budget runs out.
+pub const TUNE_SHARE_OF_BUDGET: f64 = 0.8;
 /// The environment variable carrying the child's GPU memory budget in MiB (absent = no cap).
 pub const GPU_MEMORY_ENV: &str = "TRADEBOT_GPU_MEMORY_MB";
 
@@ -99,10 +103,20 @@ impl PipelineSpec {
 
     fn child_spec(&self, kind: ModelKind, snapshot: &std::path::Path, as_of: DateTime<Utc>, seed: u64) -> ChildSpec {
         let mut args = self.program_args.clone();
-        args.extend(["train".into(), kind.as_str().into(), "--config".into()]);
+        let search = kind == ModelKind::Ppo && self.retrain.tune;
+        args.extend([if search { "tune" } else { "train" }.into(), kind.as_str().into(), "--config".into()]);
         args.push(self.config_file.clone().into_os_string());
         args.push("--json".into());
         match kind {
+            ModelKind::Ppo if search => {
+                // The search stops with time to spare for registering its best trial before the child's
+                // budget kills it; each trial trains at most ppo_steps (else tune.budget_steps).
+                let secs = (self.retrain.time_budget.as_secs_f64() * TUNE_SHARE_OF_BUDGET).max(1.0);
+                args.extend(["--device".into(), "auto".into(), "--time-budget".into(), format!("{secs:.0}s").into()]);
+                if let Some(n) = self.retrain.ppo_steps {
+                    args.extend(["--budget-steps".into(), n.to_string().into()]);
+                }
+            }
             ModelKind::Ppo => {
                 if let Some(n) = self.retrain.ppo_steps {
                     args.extend(["--steps".into(), n.to_string().into()]);
@@ -297,6 +311,18 @@ impl RetrainPipeline {
 
         let mut curves = BTreeMap::new();
         let outcome = child::run(&spec, |line| {
+            // A search (`retrain.tune`) reports its study whole: stored, not passed on as progress.
+            if line.get("event").and_then(|e| e.as_str()) == Some("study") {
+                match serde_json::from_value::<study::StudyRecord>(line["study"].clone()) {
+                    Ok(s) => {
+                        if let Err(e) = study::save(&self.store, &s) {
+                            log::warn!("retrain {}: cannot store the search's study {}: {e}", r.id, s.name);
+                        }
+                    }
+                    Err(e) => log::warn!("retrain {}: the search reported a study that does not parse: {e}", r.id),
+                }
+                return;
+            }
             record::add_to_curves(&mut curves, line);
             progress(Progress::Training { kind, line: line.clone() })
         })

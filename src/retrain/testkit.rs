@@ -57,6 +57,7 @@ pub fn retrain_config(budget: Duration) -> RetrainConfig {
         memory_mb: None,
         ppo_steps: Some(1000),
         lstm_epochs: None,
+        tune: false,
         gate: GateConfig {
             min_sharpe_margin: 0.1,
             max_drawdown: 0.25,

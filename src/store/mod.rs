@@ -119,10 +119,12 @@ pub enum TreeName {
     Runs,
     Kv,
     Snapshot,
+    /// Hyper-parameter searches: one record per study, its trials inside.
+    Studies,
 }
 
 impl TreeName {
-    pub const ALL: [TreeName; 10] = [
+    pub const ALL: [TreeName; 11] = [
         TreeName::Bars,
         TreeName::Orders,
         TreeName::Fills,
@@ -133,6 +135,7 @@ impl TreeName {
         TreeName::Runs,
         TreeName::Kv,
         TreeName::Snapshot,
+        TreeName::Studies,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -147,6 +150,7 @@ impl TreeName {
             TreeName::Runs => "runs",
             TreeName::Kv => "kv",
             TreeName::Snapshot => "snapshot",
+            TreeName::Studies => "studies",
         }
     }
 

@@ -39,9 +39,14 @@ pub struct TrainData {
 /// The configured symbols' bars over the `[train]` range, from the store (imported from `feed.file` when
 /// missing) or from a dataset snapshot, aligned on common times and turned into a panel.
 pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow::Result<TrainData> {
+    panel_of(config, load_bars(config, snapshot)?)
+}
+
+/// The configured symbols' bars over the `[train]` range, aligned on common times (one vector per symbol).
+pub fn load_bars(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow::Result<Vec<Vec<Bar>>> {
     let (from, to) = crate::data::day_window(config.train.from, config.train.train_end());
     let symbols = &config.market.symbols;
-    let assets: Vec<Vec<Bar>> = match snapshot {
+    Ok(match snapshot {
         Some(path) => {
             let snap = Snapshot::read(path)?;
             let mut per = Vec::new();
@@ -61,7 +66,12 @@ pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow:
             crate::data::ensure_bars(config, &store)?;
             aligned_bars(&store, symbols, config.market.timeframe, from, to)?
         }
-    };
+    })
+}
+
+/// Aligned bars (`load_bars`) as a training panel, checked: finite features, room for an episode.
+pub fn panel_of(config: &Config, assets: Vec<Vec<Bar>>) -> anyhow::Result<TrainData> {
+    let symbols = &config.market.symbols;
     let day = |d: Option<NaiveDate>| d.map_or_else(|| "(open)".to_string(), |d| d.to_string());
     let range = format!("[train] range {}..={}", day(config.train.from), day(config.train.train_end()));
     let (Some(first), Some(last)) = (assets[0].first(), assets[0].last()) else {
@@ -182,7 +192,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
 
 /// The policy as ONNX bytes, refused unless ONNX Runtime's forward matches tch's on 1,000 random
 /// observations (scaled by the observation statistics) within `PARITY_TOLERANCE`.
-fn export_checked(ppo: &Ppo, config: &Config) -> anyhow::Result<(f32, Vec<u8>)> {
+pub fn export_checked(ppo: &Ppo, config: &Config) -> anyhow::Result<(f32, Vec<u8>)> {
     let policy = ppo.export_policy(Some(1.0))?;
     let bytes = policy.to_onnx("obs", "action", &[("producer", "tradebot train ppo")])?;
     let d = policy.obs_dim() as i64;
@@ -209,20 +219,33 @@ pub fn onnx_forward(config: &Config, bytes: &[u8], obs: &[f32], d: usize) -> any
     Ok(out["action"].try_extract_array::<f32>()?.iter().copied().collect())
 }
 
-fn register(
+pub fn register(
+    config: &Config,
+    ppo: &Ppo,
+    dates: (NaiveDate, NaiveDate),
+    last: Option<&UpdateStats>,
+    seconds: f64,
+    (max_diff, bytes): (f32, Vec<u8>),
+) -> anyhow::Result<Manifest> {
+    let mut draft = draft(config, ppo, dates, last, seconds)?;
+    draft.metrics.insert("onnx_max_abs_diff".to_string(), f64::from(max_diff));
+    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    Ok(reg.add(&bytes, draft)?)
+}
+
+/// The manifest of a PPO model trained with `config` (the PPO model contract), before registration.
+pub fn draft(
     config: &Config,
     ppo: &Ppo,
     (first, last_day): (NaiveDate, NaiveDate),
     last: Option<&UpdateStats>,
     seconds: f64,
-    (max_diff, bytes): (f32, Vec<u8>),
 ) -> anyhow::Result<Manifest> {
     let (a, f) = (config.market.symbols.len() as i64, config.features.n_cols() as i64);
     let mut metrics = BTreeMap::from([
         ("env_steps".to_string(), ppo.env_steps as f64),
         ("updates".to_string(), ppo.updates as f64),
         ("train_seconds".to_string(), seconds),
-        ("onnx_max_abs_diff".to_string(), f64::from(max_diff)),
     ]);
     if let Some(s) = last {
         metrics.insert("approx_kl".into(), s.approx_kl);
@@ -241,7 +264,7 @@ fn register(
     let inputs = vec![TensorSpec { name: "obs".into(), shape: vec![-1, 1 + a * (1 + f)] }];
     let outputs = vec![TensorSpec { name: "action".into(), shape: vec![-1, a] }];
     let symbols = config.market.symbols.clone();
-    let draft = Manifest {
+    Ok(Manifest {
         train_from: Some(config.train.from.unwrap_or(first)),
         train_to: Some(config.train.train_end().unwrap_or(last_day)),
         holdout_from: config.train.holdout_from,
@@ -249,7 +272,5 @@ fn register(
         metrics,
         params,
         ..Manifest::draft(ModelKind::Ppo, features, inputs, outputs, symbols, config.market.timeframe)
-    };
-    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    Ok(reg.add(&bytes, draft)?)
+    })
 }

@@ -31,6 +31,9 @@ pub struct DashboardData {
     /// Recent closes per symbol with the bot's fills on them.
     #[serde(default)]
     pub prices: Vec<PriceView>,
+    /// The latest hyper-parameter searches, most recent first (the search page).
+    #[serde(default)]
+    pub studies: Vec<crate::retrain::study::StudyRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -19,6 +19,7 @@
 pub mod control;
 pub mod data;
 pub mod page;
+pub mod search;
 pub mod svg;
 
 pub use data::{DashboardData, DashboardSource, SharedData};
@@ -192,6 +193,18 @@ async fn dashboard(
     }
 }
 
+/// The hyper-parameter searches (`web::search`).
+async fn search_page(State(s): State<WebState>, headers: HeaderMap) -> Response {
+    if !authorised(&s, &headers) {
+        return refused();
+    }
+    let (source, refresh) = (s.source.clone(), s.refresh_secs);
+    match tokio::task::spawn_blocking(move || search::render(&source.snapshot().studies, refresh)).await {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("rendering failed: {e}")).into_response(),
+    }
+}
+
 async fn api_status(State(s): State<WebState>, headers: HeaderMap) -> Response {
     if !authorised(&s, &headers) {
         return refused();
@@ -217,6 +230,7 @@ async fn api_dashboard(State(s): State<WebState>, headers: HeaderMap) -> Respons
 pub fn router(state: WebState) -> Router {
     Router::new()
         .route("/", get(dashboard))
+        .route("/search", get(search_page))
         .route("/metrics", get(metrics))
         .route("/api/status", get(api_status))
         .route("/api/dashboard", get(api_dashboard))

@@ -373,7 +373,7 @@ fn models_section(o: &mut String, d: &DashboardData) {
 }
 
 fn training_section(o: &mut String, runs: &[TrainingView]) {
-    o.push_str(r#"<section id="training"><h2>Training runs</h2>"#);
+    o.push_str(r#"<section id="training"><h2>Training runs <small><a href="/search">hyper-parameter searches</a></small></h2>"#);
     if runs.is_empty() {
         o.push_str("<p>none yet</p>");
     }

@@ -64,6 +64,7 @@ async fn the_dashboard_needs_the_token() {
         c.get(format!("{url}/?token=nope")),
         c.get(format!("{url}/api/status")),
         c.get(format!("{url}/api/dashboard")),
+        c.get(format!("{url}/search")),
     ] {
         let r = req.send().await.unwrap();
         assert_eq!(r.status(), 401);
@@ -88,6 +89,9 @@ async fn the_dashboard_needs_the_token() {
     let want_bh = (100_000.0 + 100.0 * 29.0) / 100_000.0 - 1.0;
     assert!(html.contains(&format!(r#"id="return-buy-hold" data-value="{want_bh}">2.9%<"#)), "{html}");
     assert!(html.contains(r#"id="return-cash" data-value="0">0.0%<"#) && html.contains(">cash<"), "{html}");
+    assert!(html.contains(r#"<a href="/search">"#), "the dashboard links the search page");
+    let search = c.get(format!("{url}/search")).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap();
+    assert!(search.contains("Hyper-parameter searches") && search.contains("none yet"), "{search}");
     let st: StatusReport =
         c.get(format!("{url}/api/status")).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
     assert_eq!(st, data().status);

@@ -1,0 +1,164 @@
+//! `tradebot tune ppo|list|show`: a hyper-parameter search (`crate::tune`), and the stored studies.
+
+use super::load_config;
+use crate::retrain::study;
+use crate::store::Store;
+use crate::tune::{self, TuneJob};
+use anyhow::{Context, bail};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TuneCmd {
+    /// Search PPO's hyper-parameters ([tune]); the best trial's model is registered as a candidate.
+    Ppo(TuneArgs),
+    /// The stored studies, most recent first.
+    List {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One study's trials (`latest` for the most recent).
+    Show {
+        #[arg(default_value = "latest")]
+        study: String,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+        /// Also write the study as an Optuna journal file (for `optuna-dashboard FILE`).
+        #[arg(long)]
+        optuna_journal: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct TuneArgs {
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Trials in all (default: tune.trials).
+    #[arg(long)]
+    pub trials: Option<usize>,
+    /// Trials training at once (default: tune.parallel).
+    #[arg(long)]
+    pub parallel: Option<usize>,
+    /// Environment steps of a trial run to the end (default: tune.budget_steps).
+    #[arg(long)]
+    pub budget_steps: Option<u64>,
+    /// Stop after this long: 90s, 45m, 2h. Trials still training then end as stopped.
+    #[arg(long, value_parser = parse_duration)]
+    pub time_budget: Option<Duration>,
+    /// CPU threads (default: every core, at most --parallel).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// auto | cpu | cuda
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Train on a dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Write the study as an Optuna journal file (for `optuna-dashboard FILE`).
+    #[arg(long)]
+    pub optuna_journal: Option<PathBuf>,
+    /// JSON lines on stdout: the study after each wave, then done (or error).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `90s`, `45m`, `2h`, or seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len()));
+    let n: f64 = num.trim().parse().map_err(|_| format!("{s:?}: a number and a unit: 90s, 45m, 2h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: the unit must be s, m or h")),
+    };
+    if !(secs > 0.0 && secs < 1e8) {
+        return Err(format!("{s:?}: must be above 0"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        TuneCmd::Ppo(a) => ppo(a),
+        TuneCmd::List { config, json } => {
+            let config = load_config(config)?;
+            let store = Store::open(&config.state_dir).context("opening the store")?;
+            let all = study::list(&store)?;
+            if json {
+                println!("{}", serde_json::to_string(&all)?);
+            } else if all.is_empty() {
+                println!("no studies yet: run `tradebot tune ppo`");
+            } else {
+                for s in &all {
+                    let best = s
+                        .best_trial()
+                        .and_then(|b| b.value().map(|v| format!("best {} {v:.3} (trial {})", s.metric, b.number)));
+                    println!(
+                        "{}  {} trials  {}  {}  {}",
+                        s.name,
+                        s.trials.len(),
+                        best.unwrap_or_else(|| "no value yet".into()),
+                        s.model_id.as_deref().unwrap_or("-"),
+                        s.trigger
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TuneCmd::Show { study: name, config, json, optuna_journal } => {
+            let config = load_config(config)?;
+            let store = Store::open(&config.state_dir).context("opening the store")?;
+            let Some(s) = study::find(&store, &name)? else {
+                bail!("no study {name:?} in {}: `tradebot tune list` shows them", config.state_dir.display());
+            };
+            if let Some(path) = optuna_journal {
+                tune::journal::write(&s, &path)?;
+                eprintln!("Optuna journal written to {}", path.display());
+            }
+            if json {
+                println!("{}", serde_json::to_string(&s)?);
+            } else {
+                print!("{}", tune::table(&s));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn ppo(a: TuneArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(a.config).map_err(|e| {
+        let e = anyhow::Error::from(e);
+        if a.json {
+            crate::training::emit_error(&e);
+        }
+        e
+    })?;
+    let trigger =
+        if std::env::var_os(crate::retrain::child::PARENT_PID_ENV).is_some() { "retrain" } else { "command line" };
+    let job = TuneJob {
+        config,
+        device: a.device,
+        trials: a.trials,
+        parallel: a.parallel,
+        budget_steps: a.budget_steps,
+        time_budget: a.time_budget,
+        threads: a.threads,
+        data: a.data,
+        json: a.json,
+        optuna_journal: a.optuna_journal,
+        trigger: trigger.into(),
+    };
+    let (s, model_id) = tune::tune_ppo(job)?;
+    if !a.json {
+        eprint!("{}", tune::table(&s));
+        println!("{model_id}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

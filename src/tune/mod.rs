@@ -1,0 +1,127 @@
+//! Hyper-parameter search for PPO (`tradebot tune ppo`, and the weekend retrain with `retrain.tune`).
+//!
+//! - [`space`]: the parameters by name, drawn from `[tune.space]` and applied to `[ppo]` and `[env]`.
+//! - [`tpe`]: the TPE sampler (Bergstra et al., 2011); `space::random` is the random one.
+//! - [`asha`]: early stopping by successive halving at rungs of the step budget (Li et al., 2020).
+//! - `trial`, `study`: trials trained side by side and judged by the engine's backtest on the validation
+//!   days; the best one's model registered as a candidate (feature `train`).
+//! - [`journal`]: the study as an Optuna journal file, for `optuna-dashboard`.
+//!
+//! The study's record (`retrain::study`) is in the store's `studies` tree; `tradebot tune list|show`
+//! read it, and the dashboard's search page draws it.
+
+pub mod asha;
+pub mod journal;
+pub mod space;
+#[cfg(feature = "train")]
+mod study;
+#[cfg(test)]
+mod tests;
+pub mod tpe;
+#[cfg(feature = "train")]
+mod trial;
+
+use crate::config::Config;
+use crate::retrain::study::StudyRecord;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `tradebot tune ppo`.
+#[derive(Debug, Clone)]
+pub struct TuneJob {
+    pub config: Config,
+    /// auto | cpu | cuda (trials run one at a time on CUDA).
+    pub device: String,
+    /// Overrides tune.trials, tune.parallel, tune.budget_steps.
+    pub trials: Option<usize>,
+    pub parallel: Option<usize>,
+    pub budget_steps: Option<u64>,
+    /// No trial starts, and training stops, after this long.
+    pub time_budget: Option<Duration>,
+    /// CPU threads (default: the machine's cores, at most `parallel`).
+    pub threads: Option<usize>,
+    /// A dataset snapshot instead of the store (the daemon's retrain); the study is then only reported.
+    pub data: Option<PathBuf>,
+    /// JSON lines on stdout (the retrain child's protocol): the study after each wave, then done.
+    pub json: bool,
+    pub optuna_journal: Option<PathBuf>,
+    /// What started it ("command line", "retrain").
+    pub trigger: String,
+}
+
+/// Runs the search and registers the best trial's model as a candidate; returns the study and its id.
+/// With `json`, an error is also reported as an `{"event": "error"}` line.
+pub fn tune_ppo(job: TuneJob) -> anyhow::Result<(StudyRecord, String)> {
+    let json = job.json;
+    let result = run(job);
+    if json && let Err(e) = &result {
+        crate::training::emit_error(e);
+    }
+    result
+}
+
+#[cfg(feature = "train")]
+fn run(job: TuneJob) -> anyhow::Result<(StudyRecord, String)> {
+    let json = job.json;
+    let out = study::run(job)?;
+    if json {
+        let best = out.study.best.and_then(|n| out.study.trials.iter().find(|t| t.number == n));
+        let metrics = best.map(|t| t.metrics.clone()).unwrap_or_default();
+        crate::training::emit(&serde_json::json!({
+            "event": "done", "model_id": out.model_id, "metrics": metrics, "study": out.study.name,
+        }));
+    }
+    Ok((out.study, out.model_id))
+}
+
+#[cfg(not(feature = "train"))]
+fn run(_: TuneJob) -> anyhow::Result<(StudyRecord, String)> {
+    anyhow::bail!(
+        "this tradebot was built without training (the `train` cargo feature, which links libtorch): rebuild with default features (`make build`) to tune"
+    )
+}
+
+/// A study as a table for people: one line per trial, best marked.
+pub fn table(s: &StudyRecord) -> String {
+    let mut out = format!(
+        "study {} ({}): {} sampler, seed {}, {} of {} trials, rungs {}, ranked by validation {}\n",
+        s.name,
+        s.trigger,
+        s.sampler,
+        s.seed,
+        s.trials.len(),
+        s.trials_planned,
+        s.rungs.iter().map(u64::to_string).collect::<Vec<_>>().join("/"),
+        s.metric
+    );
+    out.push_str(&format!("{:>5}  {:<9} {:>9} {:>9}  params\n", "trial", "state", "steps", s.metric));
+    for t in &s.trials {
+        let mark = if s.best == Some(t.number) { "*" } else { " " };
+        let steps = t.curve.last().map_or("-".into(), |r| r.steps.to_string());
+        let value = t.value().map_or("-".into(), |v| format!("{v:.3}"));
+        let params: Vec<String> = t.params.iter().map(|(k, v)| format!("{k}={}", short(*v))).collect();
+        out.push_str(&format!(
+            "{mark}{:>4}  {:<9} {steps:>9} {value:>9}  {}\n",
+            t.number,
+            t.state.as_str(),
+            params.join(" ")
+        ));
+    }
+    match (&s.best, &s.model_id, &s.error) {
+        (Some(b), Some(m), _) => out.push_str(&format!("best: trial {b}, registered as candidate {m}\n")),
+        (_, _, Some(e)) => out.push_str(&format!("no model: {e}\n")),
+        _ => out.push_str("under way\n"),
+    }
+    out
+}
+
+/// A number in few characters: whole numbers as they are, small ones in scientific notation.
+fn short(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e9 {
+        format!("{v:.0}")
+    } else if v.abs() < 0.01 {
+        format!("{v:.2e}")
+    } else {
+        format!("{v:.4}")
+    }
+}

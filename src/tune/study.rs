@@ -1,0 +1,285 @@
+//! A search end to end: the data split into training days and validation days, trials proposed by the
+//! sampler and trained `parallel` at a time (on the CPU, spread over a pool of threads), each judged at its
+//! rungs by successive halving, every change stored; at the end the best trial's model exported, checked
+//! against ONNX Runtime and registered as a candidate, as `tradebot train ppo` registers its model.
+//!
+//! The search goes in waves: every trial in training advances to its next rung at once, then the trials
+//! are judged in their numbers' order and stopped ones replaced by new trials. So a search is the same
+//! for the same seed whatever the threads' timing, and a trial's weights do not depend on the trials
+//! beside it (its draws, seed and generator are its own).
+
+use super::asha::{Asha, Verdict};
+use super::trial::{Shared, Trial};
+use super::{TuneJob, space, tpe};
+use crate::backtest::session::first_traded_bar;
+use crate::config::{SamplerKind, StrategyMode};
+use crate::retrain::study::{self as record, StudyRecord, TrialRecord, TrialState};
+use crate::store::Store;
+use crate::training::{self, emit, ppo as train_ppo};
+use anyhow::{Context, bail};
+use rayon::prelude::*;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How a search ended.
+pub struct Outcome {
+    pub study: StudyRecord,
+    /// The candidate registered from the best trial.
+    pub model_id: String,
+}
+
+/// Runs the search `job` describes; returns the study and the best trial's candidate.
+pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
+    let mut config = job.config.clone();
+    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
+    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
+        log::info!("seed {seed} (the retrain's, in place of tune.seed)");
+        config.tune.seed = seed;
+    }
+    let mut tune = config.tune.clone();
+    tune.trials = job.trials.unwrap_or(tune.trials);
+    tune.parallel = job.parallel.unwrap_or(tune.parallel);
+    tune.budget_steps = job.budget_steps.unwrap_or(tune.budget_steps);
+    tune.min_steps = tune.min_steps.min(tune.budget_steps);
+    tune.validate().map_err(anyhow::Error::msg)?;
+    let device = training::pick_device(&job.device)?;
+    let snapshot = job
+        .data
+        .clone()
+        .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
+    let shared = split(&config, &tune, snapshot.as_deref(), device, job.time_budget)?;
+    // The daemon's retrain holds the store: its child reports the study as JSON lines instead.
+    let store = match snapshot {
+        None => Some(Store::open(&config.state_dir).context("opening the store to record the study")?),
+        Some(_) => None,
+    };
+    let threads = if device.is_cuda() { 1 } else { job.threads.unwrap_or_else(cores).clamp(1, tune.parallel) };
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+    if !device.is_cuda() {
+        tch::set_num_threads(1);
+    }
+    let rungs = tune.rungs();
+    let started = crate::clock::now();
+    let mut study = StudyRecord {
+        name: format!("tune-{}", started.format("%Y%m%d-%H%M%S")),
+        trigger: job.trigger.clone(),
+        sampler: match tune.sampler {
+            SamplerKind::Random => "random".into(),
+            SamplerKind::Tpe => "tpe".into(),
+        },
+        seed: tune.seed,
+        metric: tune.metric.as_str().into(),
+        space: tune.space(),
+        rungs: rungs.clone(),
+        reduction: tune.reduction,
+        parallel: tune.parallel,
+        trials_planned: tune.trials,
+        validation_from: shared
+            .val_bars
+            .first()
+            .and_then(|b| b.get(first_traded_bar(&config, StrategyMode::Ppo)))
+            .map(|b| b.t),
+        validation_to: shared.val_bars.first().and_then(|b| b.last()).map(|b| b.t),
+        started_at: started,
+        ended_at: None,
+        trials: Vec::new(),
+        best: None,
+        model_id: None,
+        error: None,
+    };
+    let place = if device.is_cuda() {
+        training::device_name(device)
+    } else {
+        format!("{threads} CPU thread{}", if threads == 1 { "" } else { "s" })
+    };
+    log::info!(
+        "study {}: {} trials, {} at a time on {place}, {} sampler, rungs at {} steps, ranked by validation {} over {} to {}",
+        study.name,
+        tune.trials,
+        tune.parallel,
+        study.sampler,
+        rungs.iter().map(u64::to_string).collect::<Vec<_>>().join(" / "),
+        study.metric,
+        study.validation_from.map_or("?".into(), |t| t.date_naive().to_string()),
+        study.validation_to.map_or("?".into(), |t| t.date_naive().to_string()),
+    );
+    let publish = |s: &StudyRecord| -> anyhow::Result<()> {
+        if let Some(store) = &store {
+            record::save(store, s).context("storing the study")?;
+        }
+        if job.json {
+            // The whole record (the retrain stores it), then a line for people and progress displays.
+            emit(&serde_json::json!({ "event": "study", "study": s }));
+            let ended = s.trials.iter().filter(|t| t.state != TrialState::Running).count();
+            let best = s.best_trial().and_then(TrialRecord::value);
+            emit(&serde_json::json!({
+                "event": "search", "study": s.name, "trials_ended": ended, "trials": s.trials_planned,
+                "best_value": best, "best_trial": s.best,
+            }));
+        }
+        Ok(())
+    };
+    let mut asha = Asha::new(rungs.clone(), tune.reduction);
+    let mut running: Vec<Trial> = Vec::new();
+    let mut best: Option<Trial> = None;
+    let mut next = 0;
+    let mut out_of_time = false;
+    loop {
+        while running.len() < tune.parallel && next < tune.trials && !out_of_time {
+            let params = propose(&tune, &study, next);
+            match Trial::new(&config, &shared, &rungs, tune.seed, next, params) {
+                Ok(t) => {
+                    study.trials.push(t.rec.clone());
+                    running.push(t);
+                }
+                Err(rec) => {
+                    log::warn!("study {}: trial {next} refused: {}", study.name, rec.error.as_deref().unwrap_or(""));
+                    study.trials.push(*rec);
+                }
+            }
+            next += 1;
+        }
+        publish(&study)?;
+        if running.is_empty() {
+            break;
+        }
+        // The trials' backtests run engines whose lines would repeat per rung (a simulated stop-out reconciled, ...): kept to errors.
+        let level = log::max_level();
+        log::set_max_level(level.min(log::LevelFilter::Error));
+        pool.install(|| running.par_iter_mut().for_each(|t| t.advance(&shared)));
+        log::set_max_level(level);
+        out_of_time = shared.deadline.is_some_and(|d| Instant::now() >= d);
+        let mut still = Vec::new();
+        for mut t in running.drain(..) {
+            let state = match t.outcome.take() {
+                None => TrialState::Stopped,
+                Some(Err(e)) => {
+                    t.rec.error = Some(e);
+                    TrialState::Failed
+                }
+                Some(Ok(value)) => match asha.report(t.next_rung, value) {
+                    Verdict::Continue if out_of_time => TrialState::Stopped,
+                    Verdict::Continue => TrialState::Running,
+                    Verdict::Prune => TrialState::Pruned,
+                    Verdict::Complete => TrialState::Complete,
+                },
+            };
+            t.next_rung += 1;
+            t.rec.state = state;
+            if state != TrialState::Running {
+                t.rec.ended_at = Some(crate::clock::now());
+                log_end(&study, &t.rec);
+            }
+            if let Some(slot) = study.trials.iter_mut().find(|r| r.number == t.rec.number) {
+                *slot = t.rec.clone();
+            }
+            match state {
+                TrialState::Running => still.push(t),
+                TrialState::Complete | TrialState::Stopped
+                    if !t.rec.curve.is_empty() && best.as_ref().is_none_or(|b| better(&t.rec, &b.rec)) =>
+                {
+                    best = Some(t);
+                }
+                _ => {}
+            }
+        }
+        running = still;
+        study.best = study.best_trial().map(|b| b.number);
+    }
+    study.ended_at = Some(crate::clock::now());
+    let Some(winner) = best else {
+        let why = "no trial reached the end of its budget or a rung before the time budget ran out (see each trial's state and error)";
+        study.error = Some(why.into());
+        publish(&study)?;
+        bail!("study {}: {why}", study.name);
+    };
+    study.best = Some(winner.rec.number);
+    let model_id = register(&config, &shared, &winner)?;
+    study.model_id = Some(model_id.clone());
+    publish(&study)?;
+    if let Some(path) = &job.optuna_journal {
+        super::journal::write(&study, path)?;
+        log::info!("study {}: Optuna journal written to {}", study.name, path.display());
+    }
+    Ok(Outcome { study, model_id })
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The next trial's parameters: random, or TPE over the trials judged so far, best first.
+fn propose(tune: &crate::config::TuneConfig, study: &StudyRecord, number: usize) -> space::Params {
+    let space = tune.space();
+    match tune.sampler {
+        SamplerKind::Random => space::random(&space, tune.seed, number),
+        SamplerKind::Tpe => {
+            let mut judged: Vec<&TrialRecord> = study.trials.iter().filter(|t| !t.curve.is_empty()).collect();
+            judged.sort_by(|a, b| if better(a, b) { std::cmp::Ordering::Less } else { std::cmp::Ordering::Greater });
+            let ranked: Vec<&space::Params> = judged.iter().map(|t| &t.params).collect();
+            tpe::propose(&space, &ranked, tune.seed, number, tune.startup_trials)
+        }
+    }
+}
+
+/// Whether `a` ranks above `b`: further along, then a higher value, then the lower number.
+fn better(a: &TrialRecord, b: &TrialRecord) -> bool {
+    let (ka, kb) = (a.rank_key(), b.rank_key());
+    ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(b.number.cmp(&a.number)).is_gt()
+}
+
+fn log_end(study: &StudyRecord, t: &TrialRecord) {
+    let value = t.value().map_or("no value".into(), |v| format!("{} {v:.3}", study.metric));
+    let steps = t.curve.last().map_or(0, |r| r.steps);
+    match &t.error {
+        Some(e) => log::warn!("study {}: trial {} failed: {e}", study.name, t.number),
+        None => log::info!("study {}: trial {} {} at {steps} steps: {value}", study.name, t.number, t.state.as_str()),
+    }
+}
+
+/// The training days (a panel) and the validation days (aligned bars with the warm-up before them).
+pub(super) fn split(
+    config: &crate::config::Config,
+    tune: &crate::config::TuneConfig,
+    snapshot: Option<&std::path::Path>,
+    device: tch::Device,
+    time_budget: Option<std::time::Duration>,
+) -> anyhow::Result<Shared> {
+    let bars = train_ppo::load_bars(config, snapshot)?;
+    let days = bars.first().map_or(0, Vec::len);
+    let lead = first_traded_bar(config, StrategyMode::Ppo);
+    let v = tune.validation_days;
+    if days < v + lead + config.features.warmup() + config.env.episode_len + 2 {
+        bail!(
+            "{days} common days in the [train] range: too few for tune.validation_days = {v} after {} days of training (env.episode_len + warm-up); lower tune.validation_days or widen the range",
+            config.features.warmup() + config.env.episode_len + 2
+        );
+    }
+    let cut = days - v;
+    let val_bars: Vec<Vec<_>> = bars.iter().map(|b| b[cut - lead..].to_vec()).collect();
+    let train: Vec<Vec<_>> = bars
+        .into_iter()
+        .map(|mut b| {
+            b.truncate(cut);
+            b
+        })
+        .collect();
+    let data = train_ppo::panel_of(config, train)?;
+    Ok(Shared {
+        panel: Arc::new(data.panel),
+        dates: (data.first, data.last),
+        val_bars,
+        metric: tune.metric,
+        device,
+        deadline: time_budget.map(|d| Instant::now() + d),
+    })
+}
+
+/// The best trial's model: exported, checked against ONNX Runtime, registered as a candidate.
+fn register(config: &crate::config::Config, shared: &Shared, t: &Trial) -> anyhow::Result<String> {
+    let checked = train_ppo::export_checked(&t.ppo, &t.config)?;
+    let mut c = t.config.clone();
+    c.state_dir = config.state_dir.clone();
+    let m = train_ppo::register(&c, &t.ppo, shared.dates, t.last.as_ref(), t.seconds, checked)?;
+    Ok(m.id)
+}

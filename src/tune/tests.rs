@@ -1,0 +1,118 @@
+//! A trial's weights do not depend on the trials beside it; a search is the same for the same seed; the
+//! configured space is what is searched.
+
+use super::space;
+use crate::config::{Config, Dist, TuneConfig};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The demo config with its state in `dir`, 4 short episodes at once, two years of training data.
+fn small_config(dir: &Path) -> Config {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut s = std::fs::read_to_string(root.join("config/tradebot.toml")).unwrap();
+    let state = format!("state_dir = {:?}", dir.join("state").display().to_string());
+    for (a, b) in [
+        ("state_dir = \"./var\"", state.as_str()),
+        ("[env]\n", "[env]\nn_envs = 4\nepisode_len = 40\n"),
+        ("window_days = 3650\nholdout_days = 365", "from = \"2005-01-01\"\nto = \"2007-06-30\""),
+    ] {
+        assert!(s.contains(a), "the demo config lost {a:?}");
+        s = s.replacen(a, b, 1);
+    }
+    assert!(s.contains("[tune]\n"), "the demo config lost [tune]");
+    s = s.replacen(
+        "[tune]\n",
+        "[tune]\nvalidation_days = 60\nbudget_steps = 192\nmin_steps = 64\nreduction = 3\nseed = 11\n\
+         ",
+        1,
+    );
+    s.push_str(
+        "\n[tune.space]\nlearning_rate = { kind = \"log\", low = 1e-4, high = 3e-3 }\n\
+         n_steps = { kind = \"choice\", values = [8, 16] }\nbatch_size = { kind = \"choice\", values = [16, 32] }\n\
+         n_epochs = { kind = \"int\", low = 1, high = 3 }\nwidth = { kind = \"choice\", values = [8, 16] }\n\
+         depth = { kind = \"int\", low = 1, high = 2 }\ngamma = { kind = \"linear\", low = 0.9, high = 0.99 }\n",
+    );
+    Config::parse(&dir.join("tradebot.toml"), &s).unwrap()
+}
+
+#[test]
+fn random_draws_stay_in_the_space_and_apply_to_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = small_config(dir.path());
+    let space = c.tune.space();
+    for n in 0..50 {
+        let p = space::random(&space, 3, n);
+        assert_eq!(p, space::random(&space, 3, n), "the same seed and number give the same draw");
+        let applied = space::apply(&c, &p, space::trial_seed(3, n)).unwrap();
+        assert!((1e-4..=3e-3).contains(&applied.ppo.learning_rate));
+        assert!([8, 16].contains(&applied.ppo.n_steps) && [16, 32].contains(&applied.ppo.batch_size));
+        assert!((1..=3).contains(&applied.ppo.n_epochs));
+        assert!((1..=2).contains(&applied.ppo.hidden.len()) && [8, 16].contains(&applied.ppo.hidden[0]));
+        assert_eq!(applied.ppo.seed, applied.env.seed);
+    }
+    assert_ne!(space::random(&space, 3, 0), space::random(&space, 4, 0), "another seed, other draws");
+    assert_ne!(space::trial_seed(3, 0), space::trial_seed(3, 1));
+}
+
+#[test]
+fn a_bad_space_is_refused_with_the_key() {
+    let bad = |name: &str, d: Dist| {
+        let t = TuneConfig { space: BTreeMap::from([(name.to_string(), d)]), ..Default::default() };
+        t.validate().unwrap_err()
+    };
+    assert!(bad("momentum", Dist::Linear { low: 0.0, high: 1.0 }).contains("tune.space.momentum: not a tunable"));
+    assert!(bad("learning_rate", Dist::Log { low: 0.0, high: 1.0 }).contains("0 < low < high"));
+    assert!(bad("width", Dist::Choice { values: vec![] }).contains("tune.space.width"));
+    let rungs = TuneConfig { budget_steps: 100_000, min_steps: 11_112, reduction: 3, ..Default::default() }.rungs();
+    assert_eq!(rungs, [11_112, 33_336, 100_000]);
+    assert_eq!(TuneConfig { reduction: 1, ..Default::default() }.rungs(), [100_000]);
+}
+
+#[cfg(feature = "train")]
+mod training {
+    use super::super::study::split;
+    use super::super::trial::Trial;
+    use super::*;
+    use rayon::prelude::*;
+    use tch::Device;
+
+    fn weights(t: &Trial) -> Vec<(String, Vec<f32>)> {
+        let mut v: Vec<(String, Vec<f32>)> = t
+            .ppo
+            .vs
+            .variables()
+            .into_iter()
+            .map(|(k, x)| (k, Vec::<f32>::try_from(x.to_kind(tch::Kind::Float).reshape([-1])).unwrap()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Issue 21: a trial trained alone and the same trial trained in a population of 8 on a pool of two
+    /// threads, both to two rungs, end with the same weights bit for bit and the same validation values.
+    #[test]
+    fn a_trial_trains_the_same_alone_and_in_a_population_of_eight() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = small_config(dir.path());
+        let shared = split(&c, &c.tune, None, Device::Cpu, None).unwrap();
+        let (space, rungs, seed) = (c.tune.space(), c.tune.rungs(), c.tune.seed);
+        let new = |n: usize| Trial::new(&c, &shared, &rungs, seed, n, space::random(&space, seed, n)).ok().unwrap();
+        let mut population: Vec<Trial> = (0..8).map(new).collect();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        for _ in 0..2 {
+            pool.install(|| population.par_iter_mut().for_each(|t| t.advance(&shared)));
+            population.iter_mut().for_each(|t| t.next_rung += 1);
+        }
+        let mut alone = new(5);
+        for _ in 0..2 {
+            alone.advance(&shared);
+            alone.next_rung += 1;
+        }
+        let beside = &population[5];
+        assert_eq!(alone.rec.curve.len(), 2, "{:?}", alone.rec);
+        assert_eq!(alone.rec.curve, beside.rec.curve);
+        assert_eq!(alone.ppo.env_steps, beside.ppo.env_steps);
+        assert_eq!(weights(&alone), weights(beside), "trial 5's weights differ when trained beside others");
+        assert_ne!(weights(&population[4]), weights(beside), "two trials of the population trained alike");
+    }
+}

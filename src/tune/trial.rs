@@ -1,0 +1,156 @@
+//! One trial in training: its config, trainer and environment, trained a rung at a time and judged at each
+//! rung by the engine's backtest over the validation days (`validate`).
+
+use super::space::{self, Params};
+use crate::backtest;
+use crate::config::{Config, StrategyMode, TuneMetric};
+use crate::domain::Bar;
+use crate::env::Panel;
+use crate::policy::{Pipeline, PpoPolicy, SessionOptions};
+use crate::retrain::study::{RungValue, TrialRecord, TrialState};
+use crate::rl::BatchEnv as _;
+use crate::rl::ppo::{Ppo, UpdateStats};
+use crate::rl::trading::TradingEnv;
+use crate::training;
+use chrono::NaiveDate;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+use tch::Device;
+
+/// What every trial shares: the training panel and its dates, the validation bars, the metric.
+pub struct Shared {
+    pub panel: Arc<Panel>,
+    pub dates: (NaiveDate, NaiveDate),
+    /// The validation days with the features' warm-up before them, aligned.
+    pub val_bars: Vec<Vec<Bar>>,
+    pub metric: TuneMetric,
+    pub device: Device,
+    pub deadline: Option<Instant>,
+}
+
+/// A trial in training.
+pub struct Trial {
+    pub rec: TrialRecord,
+    pub config: Config,
+    pub ppo: Ppo,
+    env: TradingEnv,
+    /// The update counts of the rungs (`rungs` in steps, rounded up to whole updates).
+    rung_updates: Vec<u64>,
+    pub next_rung: usize,
+    pub last: Option<UpdateStats>,
+    pub seconds: f64,
+    /// The outcome of the last `advance`: the rung's value, or why the trial failed.
+    pub outcome: Option<Result<f64, String>>,
+}
+
+impl Trial {
+    /// Trial `number` with `params` on `base`: its config, environment and freshly seeded trainer. Called
+    /// one trial at a time (libtorch's weight initialisation draws from its global generator). A trial whose
+    /// parameters are refused comes back as its failed record.
+    pub fn new(
+        base: &Config,
+        shared: &Shared,
+        rungs: &[u64],
+        seed: u64,
+        number: usize,
+        params: Params,
+    ) -> Result<Trial, Box<TrialRecord>> {
+        let mut rec = TrialRecord {
+            number,
+            state: TrialState::Running,
+            params: params.clone(),
+            seed: space::trial_seed(seed, number),
+            curve: Vec::new(),
+            metrics: BTreeMap::new(),
+            started_at: crate::clock::now(),
+            ended_at: None,
+            error: None,
+        };
+        let built = space::apply(base, &params, rec.seed).and_then(|mut config| {
+            // Trials train side by side on the CPU: the plain-Rust trainer, whose generator is its own.
+            config.ppo.cpu_backend = crate::config::CpuBackend::Native;
+            let env = TradingEnv::new(config.env.clone(), shared.panel.clone()).map_err(|e| e.to_string())?;
+            let ppo =
+                Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), shared.device).map_err(|e| e.to_string())?;
+            Ok((config, env, ppo))
+        });
+        match built {
+            Ok((config, env, ppo)) => {
+                let per_update = (config.ppo.n_steps * env.num_envs()) as u64;
+                let rung_updates = rungs.iter().map(|r| r.div_ceil(per_update).max(1)).collect();
+                Ok(Trial { rec, config, ppo, env, rung_updates, next_rung: 0, last: None, seconds: 0.0, outcome: None })
+            }
+            Err(e) => {
+                rec.state = TrialState::Failed;
+                rec.error = Some(e);
+                rec.ended_at = Some(crate::clock::now());
+                Err(Box::new(rec))
+            }
+        }
+    }
+
+    /// Trains to the next rung and backtests there; `outcome` says how it went. Past the deadline the
+    /// training stops where it is and nothing is judged (`outcome` stays `None`).
+    pub fn advance(&mut self, shared: &Shared) {
+        let started = Instant::now();
+        self.outcome = None;
+        let (Some(&stop_at), Some(&end)) = (self.rung_updates.get(self.next_rung), self.rung_updates.last()) else {
+            return;
+        };
+        let mut last = None;
+        let mut late = false;
+        let trained = if self.ppo.updates < stop_at {
+            self.ppo.train_until(&mut self.env, 0, end, |_, s| {
+                last = Some(s.clone());
+                late = shared.deadline.is_some_and(|d| Instant::now() >= d);
+                s.update < stop_at && !late
+            })
+        } else {
+            Ok(())
+        };
+        if last.is_some() {
+            self.last = last;
+        }
+        self.seconds += started.elapsed().as_secs_f64();
+        if let Err(e) = trained {
+            self.outcome = Some(Err(format!("training failed: {e}")));
+            return;
+        }
+        if late && self.ppo.updates < stop_at {
+            return;
+        }
+        self.outcome = Some(self.validate(shared).map_err(|e| format!("validation backtest failed: {e:#}")));
+    }
+
+    /// The engine's backtest of the policy as it is now over the validation days.
+    fn validate(&mut self, shared: &Shared) -> anyhow::Result<f64> {
+        let policy = self.ppo.export_policy(Some(1.0))?;
+        let bytes = policy.to_onnx("obs", "action", &[("producer", "tradebot tune")])?;
+        let mut m = training::ppo::draft(&self.config, &self.ppo, shared.dates, self.last.as_ref(), self.seconds)?;
+        m.id = format!("trial-{}", self.rec.number);
+        let c = &self.config;
+        let pipeline = Pipeline::new(&c.features, &c.market.symbols, c.market.timeframe);
+        let p = PpoPolicy::from_parts(m, &bytes, &pipeline, SessionOptions::default())?;
+        let ev = backtest::evaluate(c, StrategyMode::Ppo, (Some(p), None), &shared.val_bars)?;
+        let s = &ev.strategy;
+        let value = match shared.metric {
+            TuneMetric::Sharpe => s.sharpe,
+            TuneMetric::TotalReturn => s.total_return,
+        };
+        let steps = self.ppo.env_steps;
+        self.rec.curve.push(RungValue { steps, value });
+        let m = &mut self.rec.metrics;
+        m.insert("sharpe".into(), s.sharpe);
+        m.insert("total_return".into(), s.total_return);
+        m.insert("max_drawdown".into(), s.max_drawdown);
+        m.insert("trades".into(), s.trades as f64);
+        m.insert("buy_hold_return".into(), ev.buy_hold.total_return);
+        m.insert("env_steps".into(), steps as f64);
+        m.insert("train_seconds".into(), self.seconds);
+        if let Some(r) = self.last.as_ref().and_then(|l| l.mean_return) {
+            m.insert("mean_return".into(), r);
+        }
+        Ok(value)
+    }
+}
