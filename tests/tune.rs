@@ -195,3 +195,28 @@ fn a_retrain_with_tune_searches_and_gates_the_best_trial() {
     assert_eq!(study["rungs"].as_array().unwrap().last().unwrap(), 192, "ppo_steps is each trial's budget");
     assert_eq!(study["trials"].as_array().unwrap().len(), 32, "tune.trials trials");
 }
+
+/// `--time-budget`: training stops when it runs out; a search none of whose trials reached a rung says so,
+/// registers nothing and keeps its study (each trial stopped) in the store.
+#[test]
+fn a_search_out_of_time_before_any_rung_fails_clearly_and_keeps_its_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small_config(dir.path());
+    let c = cfg.to_str().unwrap();
+    let o = tradebot(&["tune", "ppo", "--config", c, "--trials", "4", "--parallel", "2", "--time-budget", "0.001s"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("no trial reached the end of its budget or a rung before the time budget ran out"),
+        "{}",
+        text(&o)
+    );
+    let o = tradebot(&["tune", "show", "latest", "--config", c, "--json"]);
+    let study: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let states: Vec<&str> = study["trials"].as_array().unwrap().iter().map(|t| t["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["stopped", "stopped"], "no new trial starts after the budget");
+    assert!(study["model_id"].is_null() && study["error"].is_string(), "{study}");
+    let config = Config::load(&cfg).unwrap();
+    assert!(Registry::open(&config.state_dir.join("models")).unwrap().list().unwrap().0.is_empty());
+    let o = tradebot(&["tune", "ppo", "--config", c, "--time-budget", "2d"]);
+    assert!(text(&o).contains("the unit must be s, m or h"), "{}", text(&o));
+}

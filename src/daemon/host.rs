@@ -326,8 +326,9 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
             metrics.training_progress(kind.as_str(), line);
             if let Some(v) = live.running.get_mut(kind.as_str()) {
                 crate::retrain::record::add_to_curves(&mut v.curves, line);
-                let done = line.get("env_steps").or_else(|| line.get("epoch")).and_then(|x| x.as_f64());
-                let total = line.get("total_steps").or_else(|| line.get("max_epochs")).and_then(|x| x.as_f64());
+                // PPO counts steps, the LSTM epochs, a search (`retrain.tune`) its ended trials.
+                let done = ["env_steps", "epoch", "trials_ended"].iter().find_map(|k| line.get(*k)?.as_f64());
+                let total = ["total_steps", "max_epochs", "trials"].iter().find_map(|k| line.get(*k)?.as_f64());
                 if let (Some(done), Some(total)) = (done, total) {
                     v.progress = Some(crate::web::data::Progress {
                         done,
@@ -343,5 +344,38 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
             }
         }
         Progress::Evaluating { .. } | Progress::Finished(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::ModelKind;
+
+    /// A search's progress (`retrain.tune`) shows as trials ended of trials, a PPO run's as steps.
+    #[test]
+    fn progress_counts_steps_epochs_or_trials() {
+        let metrics = Metrics::new();
+        let mut live = Live {
+            bars_received: 0,
+            last_bar: BTreeMap::new(),
+            day_open_equity: None,
+            equity: Vec::new(),
+            running: BTreeMap::new(),
+            activity: String::new(),
+            started_at: crate::clock::now(),
+        };
+        on_progress(&metrics, &mut live, &Progress::Snapshot { kind: ModelKind::Ppo, bars: 10 });
+        let lines = [
+            serde_json::json!({"event": "search", "trials_ended": 3, "trials": 12, "best_value": 0.5}),
+            serde_json::json!({"event": "progress", "env_steps": 64, "total_steps": 256}),
+        ];
+        let mut seen = Vec::new();
+        for line in lines {
+            on_progress(&metrics, &mut live, &Progress::Training { kind: ModelKind::Ppo, line });
+            let p = live.running["ppo"].progress.clone().unwrap();
+            seen.push((p.done, p.total));
+        }
+        assert_eq!(seen, [(3.0, 12.0), (64.0, 256.0)]);
     }
 }

@@ -95,6 +95,9 @@ impl Trial {
     pub fn advance(&mut self, shared: &Shared) {
         let started = Instant::now();
         self.outcome = None;
+        if shared.deadline.is_some_and(|d| started >= d) {
+            return;
+        }
         let (Some(&stop_at), Some(&end)) = (self.rung_updates.get(self.next_rung), self.rung_updates.last()) else {
             return;
         };
