@@ -23,9 +23,13 @@ pub struct EnvBench {
     /// cpu | cuda
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// rust (plain-Rust env, CPU only) | tch (libtorch tensors). Default: rust on cpu, tch on cuda.
+    /// rust (plain-Rust env, CPU only) | kernel (the C kernel: its CPU build, or its CUDA build through
+    /// NVRTC on --device cuda) | tch (libtorch tensors). Default: rust on cpu, kernel on cuda.
     #[arg(long)]
     pub backend: Option<String>,
+    /// CPU threads stepping the envs (rust and kernel backends; 0 = every core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
     /// FinRL's work: hmax 100, > 10 shares, 0.1% fees, turbulence rule, FinRL's NumPy accounting (rust
     /// backend). Without it: stops, cooldown and slippage on, f64 accounting.
     #[arg(long)]
@@ -74,7 +78,7 @@ fn actions(b: &EnvBench) -> Vec<f32> {
 }
 
 fn run_rust(b: &EnvBench, panel: Arc<Panel>) -> anyhow::Result<Timing> {
-    let mut env = VecEnv::new(config(b), panel)?;
+    let mut env = VecEnv::new(config(b), panel)?.with_threads(b.threads)?;
     let acts = actions(b);
     let n = b.envs * b.assets;
     let mut step = Step::default();
@@ -86,6 +90,56 @@ fn run_rust(b: &EnvBench, panel: Arc<Panel>) -> anyhow::Result<Timing> {
     let seconds = t0.elapsed().as_secs_f64();
     std::hint::black_box(&step);
     Ok(Timing { backend: "rust", seconds })
+}
+
+/// The kernel's CPU build (`CpuKernelEnv`), or with `cuda` its CUDA build (`CudaKernelEnv`), the actions
+/// copied into its device buffer from a device tensor each step.
+fn run_kernel(b: &EnvBench, panel: Arc<Panel>, cuda: bool) -> anyhow::Result<Timing> {
+    if b.finrl {
+        bail!("--backend kernel has standard f64 accounting only: drop --finrl (or use --backend rust)");
+    }
+    if cuda {
+        return run_kernel_cuda(b, &panel);
+    }
+    let mut env = crate::env::kernel::CpuKernelEnv::new(&config(b), panel)?.with_threads(b.threads)?;
+    let acts = actions(b);
+    let n = b.envs * b.assets;
+    let mut step = Step::default();
+    let t0 = Instant::now();
+    for s in 0..b.steps {
+        let k = s % 64;
+        env.step(&acts[k * n..(k + 1) * n], &mut step)?;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    std::hint::black_box(&step);
+    Ok(Timing { backend: "kernel", seconds })
+}
+
+#[cfg(feature = "train")]
+fn run_kernel_cuda(b: &EnvBench, panel: &Panel) -> anyhow::Result<Timing> {
+    use tch::{Device, Tensor};
+    if !crate::native::load_torch_cuda() {
+        bail!("--device cuda: no CUDA device is usable (tch::Cuda::is_available() is false)");
+    }
+    let device = Device::Cuda(0);
+    let mut env = crate::env::kernel::cuda::CudaKernelEnv::new(&config(b), panel, device)?;
+    let acts = Tensor::from_slice(&actions(b)).view([64, b.envs as i64, b.assets as i64]).to_device(device);
+    tch::Cuda::synchronize(0);
+    let t0 = Instant::now();
+    for s in 0..b.steps {
+        env.actions.copy_(&acts.get((s % 64) as i64));
+        env.step()?;
+    }
+    tch::Cuda::synchronize(0);
+    let seconds = t0.elapsed().as_secs_f64();
+    let (_, episodes) = env.take_returns()?;
+    std::hint::black_box(episodes);
+    Ok(Timing { backend: "kernel-cuda", seconds })
+}
+
+#[cfg(not(feature = "train"))]
+fn run_kernel_cuda(_: &EnvBench, _: &Panel) -> anyhow::Result<Timing> {
+    bail!("the kernel's CUDA build needs a build with the `train` feature (cudarc, libtorch)")
 }
 
 #[cfg(feature = "train")]
@@ -132,13 +186,14 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
         "cuda" => true,
         other => bail!("--device {other:?}: must be cpu or cuda"),
     };
-    let backend = b.backend.clone().unwrap_or_else(|| if cuda { "tch".into() } else { "rust".into() });
+    let backend = b.backend.clone().unwrap_or_else(|| if cuda { "kernel".into() } else { "rust".into() });
     let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
     let t = match backend.as_str() {
-        "rust" if cuda => bail!("--backend rust runs on the CPU only; use --backend tch with --device cuda"),
+        "rust" if cuda => bail!("--backend rust runs on the CPU only; use --backend kernel or tch with --device cuda"),
         "rust" => run_rust(&b, Arc::new(panel))?,
+        "kernel" => run_kernel(&b, Arc::new(panel), cuda)?,
         "tch" => run_tch(&b, &panel, cuda)?,
-        other => bail!("--backend {other:?}: must be rust or tch"),
+        other => bail!("--backend {other:?}: must be rust, kernel or tch"),
     };
     let env_steps = (b.steps * b.envs) as f64 / t.seconds;
     let asset_steps = env_steps * b.assets as f64;
@@ -146,7 +201,7 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             serde_json::json!({
-                "backend": t.backend, "device": b.device, "finrl_rules": b.finrl, "envs": b.envs,
+                "backend": t.backend, "device": b.device, "threads": b.threads, "finrl_rules": b.finrl, "envs": b.envs,
                 "assets": b.assets, "steps": b.steps, "seconds": t.seconds,
                 "env_steps_per_s": env_steps, "asset_steps_per_s": asset_steps,
             })

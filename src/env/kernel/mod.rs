@@ -5,7 +5,8 @@
 //! - compiled for the CPU by build.rs (the `cc` crate, no FMA contraction) and run here by
 //!   [`CpuKernelEnv`], env ranges spread over a rayon pool; CI checks it bit for bit against `VecEnv`;
 //! - written to compile for CUDA as well (one thread per env, plain C with no host calls), for an NVRTC
-//!   build on the GPU; that launcher is not written yet (issue 20), so today the kernel runs on the CPU.
+//!   build on the GPU ([`cuda`]: compiled and checked in CI without a GPU); the launcher that runs it on
+//!   tch tensors is not written yet (issue 20), so today the kernel runs on the CPU.
 //!
 //! Episode starts follow `VecEnv`'s seeded stream: SplitMix64 is a counter, and since every env resets on
 //! the same step, env `i`'s `r`-th start is draw `r * E + i` of that stream, which each thread computes
@@ -13,6 +14,9 @@
 //! `VecEnv`, for the parity test and the FinRL peer).
 // The kernel is C (shared with the CUDA build): calling it passes raw pointers to buffers we own and size.
 #![allow(unsafe_code)]
+
+#[cfg(feature = "train")]
+pub mod cuda;
 
 use super::panel::Panel;
 use super::vec_env::{Accounting, EnvConfig, EnvError, Step};
@@ -163,7 +167,13 @@ const CHUNK: usize = 64;
 
 impl CpuKernelEnv {
     pub fn new(cfg: &EnvConfig, panel: Arc<Panel>) -> Result<Self, EnvError> {
-        let params = params(cfg, &panel, false)?;
+        Self::with_layout(cfg, panel, false)
+    }
+
+    /// As `new`, with the positions asset-major (the GPU's layout) when `asset_major`; `holdings` then
+    /// returns them in that layout.
+    pub fn with_layout(cfg: &EnvConfig, panel: Arc<Panel>, asset_major: bool) -> Result<Self, EnvError> {
+        let params = params(cfg, &panel, asset_major)?;
         let (e, a) = (cfg.n_envs, panel.n_assets);
         let mut env = CpuKernelEnv {
             params,

@@ -131,6 +131,33 @@ fn kernel_cpu_build_agrees_with_vec_env_bit_for_bit() {
     }
 }
 
+/// The GPU's layout (positions asset-major) steps the same envs as the CPU's (env-major), so the CUDA
+/// build's only difference from the checked CPU build is the compiler.
+#[test]
+fn kernel_asset_major_layout_steps_the_same_envs() {
+    let panel = panel_with_turbulence();
+    for (v, cfg) in configs(20).into_iter().enumerate() {
+        let (e, a) = (cfg.n_envs, panel.n_assets);
+        let mut env_major = CpuKernelEnv::new(&cfg, panel.clone()).unwrap();
+        let mut asset_major = CpuKernelEnv::with_layout(&cfg, panel.clone(), true).unwrap();
+        let mut rng = SplitMix64::new(40 + v as u64);
+        let mut actions = vec![0f32; e * a];
+        let (mut s1, mut s2) = (Step::default(), Step::default());
+        for s in 0..150 {
+            random_actions(&mut rng, &mut actions);
+            env_major.step(&actions, &mut s1).unwrap();
+            asset_major.step(&actions, &mut s2).unwrap();
+            let at = format!("variant {v} step {s}");
+            assert_eq!(bits(&s2.equity), bits(&s1.equity), "{at}: equity");
+            assert_eq!(f32_bits(&s2.reward), f32_bits(&s1.reward), "{at}: reward");
+            assert_eq!(f32_bits(asset_major.obs()), f32_bits(env_major.obs()), "{at}: observation");
+            let transposed: Vec<f64> = (0..e * a).map(|j| asset_major.holdings()[(j % a) * e + j / a]).collect();
+            assert_eq!(bits(&transposed), bits(env_major.holdings()), "{at}: holdings");
+        }
+        assert_ne!(bits(asset_major.holdings()), bits(env_major.holdings()), "variant {v}: the layouts are the same");
+    }
+}
+
 #[test]
 fn kernel_cpu_build_is_the_same_on_any_thread_count() {
     let panel = panel_with_turbulence();
