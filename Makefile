@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv optuna build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune install chromium systemd-tools
+.PHONY: all venv optuna build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu install chromium systemd-tools
 
 all: build
 
@@ -108,6 +108,12 @@ bench-tune: build optuna
 	@tb=$$(./target/release/tradebot bench tune --json) && \
 	echo "tradebot: $$tb" && \
 	"$(PYENV)/bin/python" benches/peers/optuna_sb3.py --against "$$tb"
+
+# The GPU figures in one run (env kernel at E = 1024/4096/16384 x A = 30, PPO [256, 256] and [2048, 1024, 512] at
+# E = 4096, the LSTM's 490k-sample epoch; GPU busy % by NVML), appended to benches/RESULTS.md. "no GPU" and exit 1
+# without one. On a GPU machine without this venv, point LD_LIBRARY_PATH at its own torch's lib directory.
+bench-gpu: build
+	./target/release/tradebot bench gpu --results benches/RESULTS.md
 
 # LSTM training throughput: tradebot (device-resident panels, windows gathered by index) against the same
 # model in PyTorch with a DataLoader of materialised windows, on the same synthetic data.

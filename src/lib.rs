@@ -62,6 +62,8 @@ pub mod env;
 pub mod features;
 pub mod feed;
 pub mod fuzzing;
+#[cfg(feature = "train")]
+pub mod gpu;
 pub mod live;
 pub mod logging;
 #[cfg(feature = "train")]

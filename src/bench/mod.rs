@@ -5,6 +5,7 @@
 //! each beside its Python peer on the same work.
 
 pub mod env;
+pub mod gpu;
 pub mod infer;
 pub mod lstm;
 pub mod ppo;

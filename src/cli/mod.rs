@@ -259,6 +259,8 @@ pub enum BenchCmd {
     Infer(crate::bench::infer::InferBench),
     /// A search's training work: N trials of the same network and steps, P at a time; prints trials/hour.
     Tune(crate::bench::tune::TuneBench),
+    /// The GPU figures in one run (env kernel, PPO, LSTM, GPU busy %); "no GPU" and exit 1 without one.
+    Gpu(crate::bench::gpu::GpuBench),
 }
 
 #[derive(Debug, Subcommand)]
@@ -433,6 +435,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCmd::Infer(b)) => crate::bench::infer::infer(&load_config(b.config.clone())?, b),
         Command::Backtest(a) => backtest::run(a),
         Command::Bench(BenchCmd::Tune(b)) => crate::bench::tune::tune(b),
+        Command::Bench(BenchCmd::Gpu(b)) => crate::bench::gpu::gpu(b),
         Command::Tune(cmd) => tune::run(cmd),
     }
 }

@@ -1,0 +1,122 @@
+//! `tradebot bench gpu`: the GPU figures in one command. Each measurement is another `tradebot bench ...
+//! --json` run on `cuda` (the same binary, as a child), with NVML sampling the GPU while it runs: the
+//! environment kernel's CUDA build at E ∈ {1024, 4096, 16384} × A = 30, PPO end to end with [256, 256] and
+//! [2048, 1024, 512] at E = 4096, and the LSTM's epoch over 490k samples at batch 3072. Prints a JSON line
+//! per measurement and, with `--results FILE`, appends a table (device, command, result) to it. Without a
+//! usable CUDA device it prints "no GPU" and exits 1. The Python peers on the GPU (Stable-Baselines3 with
+//! 32 `SubprocVecEnv` workers, the DataLoader LSTM loop) are not part of it yet.
+
+use anyhow::{Context, bail};
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct GpuBench {
+    /// Append the figures as a Markdown table to this file (benches/RESULTS.md).
+    #[arg(long)]
+    pub results: Option<std::path::PathBuf>,
+    /// Fewer steps (a check that every measurement runs, not figures to report).
+    #[arg(long)]
+    pub quick: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The measurements: a name and the `tradebot` arguments (each with `--json`).
+pub fn plan(quick: bool) -> Vec<(String, Vec<String>)> {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let (env_steps, ppo_updates, lstm_samples) = if quick { ("50", 1, "20000") } else { ("2000", 3, "490000") };
+    let mut out = Vec::new();
+    for e in ["1024", "4096", "16384"] {
+        let args = s(&["bench", "env", "--device", "cuda", "--backend", "kernel", "--envs", e, "--assets", "30"]);
+        out.push((format!("env kernel E={e} A=30"), [args, s(&["--steps", env_steps, "--json"])].concat()));
+    }
+    for (name, hidden) in [("[256, 256]", "256,256"), ("[2048, 1024, 512]", "2048,1024,512")] {
+        let steps = (4096 * 32 * ppo_updates).to_string();
+        let args = s(&["bench", "ppo", "--device", "cuda", "--envs", "4096", "--hidden", hidden, "--n-steps", "32"]);
+        let rest = s(&["--batch-size", "16384", "--epochs", "4", "--steps", &steps, "--json"]);
+        out.push((format!("PPO {name} E=4096"), [args, rest].concat()));
+    }
+    let args = s(&["bench", "lstm", "--device", "cuda", "--samples", lstm_samples, "--batch", "3072", "--json"]);
+    out.push(("LSTM epoch, batch 3072".to_string(), args));
+    out
+}
+
+#[cfg(feature = "train")]
+pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
+    if !crate::native::load_torch_cuda() {
+        eprintln!("no GPU: tch::Cuda::is_available() is false (no NVIDIA driver, or no CUDA device); nothing measured");
+        return Ok(ExitCode::from(1));
+    }
+    let exe = std::env::current_exe().context("finding this tradebot binary")?;
+    let device = tch::Cuda::device_count();
+    let mut rows = Vec::new();
+    for (name, args) in plan(b.quick) {
+        let sampler = crate::gpu::GpuSampler::start(0, std::time::Duration::from_millis(100));
+        if let Err(e) = &sampler {
+            eprintln!("{name}: GPU busy % not sampled: {e}");
+        }
+        let out = std::process::Command::new(&exe).args(&args).output().with_context(|| format!("running {name}"))?;
+        let gpu = sampler.ok().map(crate::gpu::GpuSampler::stop);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+        let row = serde_json::json!({
+            "measure": name, "command": format!("tradebot {}", args.join(" ")), "ok": out.status.success(),
+            "result": line, "gpu": gpu, "error": (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).to_string()),
+        });
+        if b.json {
+            println!("{row}");
+        } else {
+            println!("{name}: {}", describe(&row));
+        }
+        rows.push(row);
+    }
+    if let Some(path) = &b.results {
+        append(path, device, &rows)?;
+    }
+    if rows.iter().any(|r| r["ok"] != true) {
+        bail!("some GPU measurements failed (see their errors above)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "train"))]
+pub fn gpu(_: GpuBench) -> anyhow::Result<ExitCode> {
+    eprintln!("no GPU: this tradebot was built without the `train` feature (libtorch, CUDA)");
+    Ok(ExitCode::from(1))
+}
+
+/// The figure of a measurement's result line, for people.
+pub fn describe(row: &serde_json::Value) -> String {
+    let r = &row["result"];
+    let figure = ["asset_steps_per_s", "env_steps_per_s", "epoch_secs", "samples_per_s"]
+        .iter()
+        .filter_map(|k| r.get(*k).and_then(|v| v.as_f64()).map(|v| format!("{k} {v:.4e}")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let busy = row["gpu"]["busy_mean_pct"].as_f64().map_or("busy n/a".into(), |b| format!("GPU busy {b:.0}%"));
+    if row["ok"] == true { format!("{figure}; {busy}") } else { format!("failed: {}", row["error"]) }
+}
+
+fn append(path: &std::path::Path, devices: i64, rows: &[serde_json::Value]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path)?;
+    writeln!(f, "\n## GPU figures (`tradebot bench gpu`), {}\n", crate::clock::now().date_naive())?;
+    writeln!(f, "CUDA devices: {devices}; GPU busy % sampled by NVML every 100 ms during each run.\n")?;
+    writeln!(
+        f,
+        "| measurement | command | result | GPU busy (mean / min) | memory max |\n| --- | --- | --- | --- | --- |"
+    )?;
+    for r in rows {
+        writeln!(
+            f,
+            "| {} | `{}` | {} | {} / {} % | {} MiB |",
+            r["measure"].as_str().unwrap_or(""),
+            r["command"].as_str().unwrap_or(""),
+            describe(r),
+            r["gpu"]["busy_mean_pct"].as_f64().map_or("-".into(), |v| format!("{v:.0}")),
+            r["gpu"]["busy_min_pct"].as_f64().map_or("-".into(), |v| format!("{v:.0}")),
+            r["gpu"]["memory_max_mb"].as_f64().map_or("-".into(), |v| format!("{v:.0}")),
+        )?;
+    }
+    Ok(())
+}
