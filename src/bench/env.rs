@@ -79,17 +79,26 @@ fn actions(b: &EnvBench) -> Vec<f32> {
 
 fn run_rust(b: &EnvBench, panel: Arc<Panel>) -> anyhow::Result<Timing> {
     let mut env = VecEnv::new(config(b), panel)?.with_threads(b.threads)?;
+    time_host_steps(b, "rust", |a, step| env.step(a, step))
+}
+
+/// Times `b.steps` calls of `step` with the bench's actions (64 steps' worth, reused cyclically).
+fn time_host_steps(
+    b: &EnvBench,
+    backend: &'static str,
+    mut step: impl FnMut(&[f32], &mut Step) -> Result<(), crate::env::EnvError>,
+) -> anyhow::Result<Timing> {
     let acts = actions(b);
     let n = b.envs * b.assets;
-    let mut step = Step::default();
+    let mut out = Step::default();
     let t0 = Instant::now();
     for s in 0..b.steps {
         let k = s % 64;
-        env.step(&acts[k * n..(k + 1) * n], &mut step)?;
+        step(&acts[k * n..(k + 1) * n], &mut out)?;
     }
     let seconds = t0.elapsed().as_secs_f64();
-    std::hint::black_box(&step);
-    Ok(Timing { backend: "rust", seconds })
+    std::hint::black_box(&out);
+    Ok(Timing { backend, seconds })
 }
 
 /// The kernel's CPU build (`CpuKernelEnv`), or with `cuda` its CUDA build (`CudaKernelEnv`), the actions
@@ -102,17 +111,7 @@ fn run_kernel(b: &EnvBench, panel: Arc<Panel>, cuda: bool) -> anyhow::Result<Tim
         return run_kernel_cuda(b, &panel);
     }
     let mut env = crate::env::kernel::CpuKernelEnv::new(&config(b), panel)?.with_threads(b.threads)?;
-    let acts = actions(b);
-    let n = b.envs * b.assets;
-    let mut step = Step::default();
-    let t0 = Instant::now();
-    for s in 0..b.steps {
-        let k = s % 64;
-        env.step(&acts[k * n..(k + 1) * n], &mut step)?;
-    }
-    let seconds = t0.elapsed().as_secs_f64();
-    std::hint::black_box(&step);
-    Ok(Timing { backend: "kernel", seconds })
+    time_host_steps(b, "kernel", |a, step| env.step(a, step))
 }
 
 #[cfg(feature = "train")]

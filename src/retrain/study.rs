@@ -73,7 +73,7 @@ impl TrialRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StudyRecord {
-    /// `tune-<start time>`, unique per store.
+    /// `tune-<start time to the millisecond>`, unique per store.
     pub name: String,
     /// "command line", "retrain <run id>".
     pub trigger: String,

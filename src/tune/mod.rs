@@ -116,7 +116,7 @@ pub fn table(s: &StudyRecord) -> String {
 }
 
 /// A number in few characters: whole numbers as they are, small ones in scientific notation.
-fn short(v: f64) -> String {
+pub fn short(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e9 {
         format!("{v:.0}")
     } else if v.abs() < 0.01 {

@@ -61,7 +61,7 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     let rungs = tune.rungs();
     let started = crate::clock::now();
     let mut study = StudyRecord {
-        name: format!("tune-{}", started.format("%Y%m%d-%H%M%S")),
+        name: format!("tune-{}", started.format("%Y%m%d-%H%M%S-%3f")),
         trigger: job.trigger.clone(),
         sampler: match tune.sampler {
             SamplerKind::Random => "random".into(),

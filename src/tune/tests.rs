@@ -115,4 +115,27 @@ mod training {
         assert_eq!(weights(&alone), weights(beside), "trial 5's weights differ when trained beside others");
         assert_ne!(weights(&population[4]), weights(beside), "two trials of the population trained alike");
     }
+
+    /// Two rungs that round up to the same update count are judged once: one backtest, one curve point,
+    /// the same value reported at both.
+    #[test]
+    fn rungs_that_round_to_the_same_update_are_judged_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = small_config(dir.path());
+        let shared = split(&c, &c.tune, None, Device::Cpu, None).unwrap();
+        let mut params = space::random(&c.tune.space(), 1, 0);
+        params.insert("n_steps".into(), 16.0);
+        // 4 envs x 16 steps = 64 steps per update: the rungs are updates 1, 2 and 2.
+        let mut t = Trial::new(&c, &shared, &[64, 96, 128], 1, 0, params).ok().unwrap();
+        let mut values = Vec::new();
+        for _ in 0..3 {
+            t.advance(&shared);
+            values.push(t.outcome.clone().unwrap().unwrap());
+            t.next_rung += 1;
+        }
+        let steps: Vec<u64> = t.rec.curve.iter().map(|r| r.steps).collect();
+        assert_eq!(steps, [64, 128]);
+        assert_eq!(values[2], values[1]);
+        assert_eq!(t.ppo.updates, 2);
+    }
 }

@@ -101,6 +101,13 @@ impl Trial {
         let (Some(&stop_at), Some(&end)) = (self.rung_updates.get(self.next_rung), self.rung_updates.last()) else {
             return;
         };
+        // Two rungs that round to the same update count: the value there is already known.
+        if self.ppo.updates >= stop_at
+            && let Some(r) = self.rec.curve.last().filter(|r| r.steps == self.ppo.env_steps)
+        {
+            self.outcome = Some(Ok(r.value));
+            return;
+        }
         let mut last = None;
         let mut late = false;
         let trained = if self.ppo.updates < stop_at {
