@@ -48,10 +48,21 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
         .clone()
         .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
     let shared = split(&config, &tune, snapshot.as_deref(), device, job.time_budget)?;
-    // The daemon's retrain holds the store: its child reports the study as JSON lines instead.
-    let store = match snapshot {
-        None => Some(Store::open(&config.state_dir).context("opening the store to record the study")?),
-        Some(_) => None,
+    // The daemon's retrain holds the store: its child (the snapshot named in the environment) reports the
+    // study as JSON lines instead. A search on a snapshot named by `--data` stores it where it can.
+    let store = match (&job.data, &snapshot) {
+        (None, Some(_)) => None,
+        (Some(data), _) => match Store::open(&config.state_dir) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                log::warn!(
+                    "the study will not be stored ({e}); training on {} all the same: keep it with --json or --optuna-journal",
+                    data.display()
+                );
+                None
+            }
+        },
+        (None, None) => Some(Store::open(&config.state_dir).context("opening the store to record the study")?),
     };
     let threads = if device.is_cuda() { 1 } else { job.threads.unwrap_or_else(cores).clamp(1, tune.parallel) };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
