@@ -30,8 +30,8 @@ pub enum CudaKernelError {
     Compile(String),
     #[error("the CUDA driver (libcuda) is not available: the kernel env needs an NVIDIA GPU and its driver")]
     NoDriver,
-    #[error("the kernel env needs a CUDA device, got {0:?}")]
-    NotCuda(Device),
+    #[error("the kernel env runs on a CUDA device only; elsewhere use the kernel's CPU build (CpuKernelEnv)")]
+    NotCuda,
     #[error("CUDA: {0}")]
     Driver(String),
     #[error(transparent)]
@@ -98,7 +98,7 @@ pub struct CudaKernelEnv {
 impl CudaKernelEnv {
     /// The env of `cfg` on `panel`, on `device` (a CUDA device), reset to its first observations.
     pub fn new(cfg: &EnvConfig, panel: &Panel, device: Device) -> Result<Self, CudaKernelError> {
-        let Device::Cuda(ordinal) = device else { return Err(CudaKernelError::NotCuda(device)) };
+        let Device::Cuda(ordinal) = device else { return Err(CudaKernelError::NotCuda) };
         let params = super::params(cfg, panel, true)?;
         let ptx = compile()?;
         // SAFETY: only tries dlopen on candidate names and closes what it opened.
@@ -313,7 +313,7 @@ mod tests {
         let panel = crate::env::tests::real_panel();
         let cfg = EnvConfig { n_envs: 4, episode_len: 30, ..Default::default() };
         let e = CudaKernelEnv::new(&cfg, &panel, Device::Cpu).err().unwrap();
-        assert!(matches!(e, CudaKernelError::NotCuda(Device::Cpu)), "{e}");
+        assert!(matches!(e, CudaKernelError::NotCuda), "{e}");
     }
 
     /// The CUDA build against the CPU build, bit for bit, over random actions on the shipped data with
