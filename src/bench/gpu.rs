@@ -6,7 +6,6 @@
 //! usable CUDA device it prints "no GPU" and exits 1. The Python peers on the GPU (Stable-Baselines3 with
 //! 32 `SubprocVecEnv` workers, the DataLoader LSTM loop) are not part of it yet.
 
-use anyhow::{Context, bail};
 use std::process::ExitCode;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -43,6 +42,7 @@ pub fn plan(quick: bool) -> Vec<(String, Vec<String>)> {
 
 #[cfg(feature = "train")]
 pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
+    use anyhow::{Context, bail};
     if !crate::native::load_torch_cuda() {
         eprintln!("no GPU: tch::Cuda::is_available() is false (no NVIDIA driver, or no CUDA device); nothing measured");
         return Ok(ExitCode::from(1));
@@ -97,6 +97,7 @@ pub fn describe(row: &serde_json::Value) -> String {
     if row["ok"] == true { format!("{figure}; {busy}") } else { format!("failed: {}", row["error"]) }
 }
 
+#[cfg(feature = "train")]
 fn append(path: &std::path::Path, devices: i64, rows: &[serde_json::Value]) -> anyhow::Result<()> {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path)?;
