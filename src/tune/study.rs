@@ -199,7 +199,11 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     }
     study.ended_at = Some(crate::clock::now());
     let Some(winner) = best else {
-        let why = "no trial reached the end of its budget or a rung before the time budget ran out (see each trial's state and error)";
+        let why = if out_of_time {
+            "no trial reached the end of its budget or a rung before the time budget ran out (see each trial's state and error)"
+        } else {
+            "every trial failed or was stopped before its first rung (see each trial's error: `tradebot tune show`)"
+        };
         study.error = Some(why.into());
         publish(&study)?;
         bail!("study {}: {why}", study.name);
