@@ -17,6 +17,7 @@ use crate::domain::Bar;
 use crate::engine::{Clock, Command, Control, Event, Update};
 use crate::metrics::Metrics;
 use crate::models::Registry;
+use crate::retrain::study::StudyRecord;
 use crate::retrain::{Progress, RunRecord};
 use crate::store::Store;
 use crate::web::data::{EquityPoint, SharedData, TrainingView};
@@ -60,7 +61,7 @@ pub struct Host<P: RunPipeline> {
     pub alerts: crate::alerts::Alerts,
     pub(super) watched: super::watch::Watched,
     /// The dashboard's book as last read from the store, and when.
-    pub(super) book_at: std::sync::Mutex<Option<(std::time::Instant, super::book::Book)>>,
+    pub(super) book_at: std::sync::Mutex<Option<(std::time::Instant, super::book::Book, Vec<StudyRecord>)>>,
 }
 
 impl<P: RunPipeline> Host<P> {

@@ -37,14 +37,16 @@ impl<P: RunPipeline> Host<P> {
         let (models, gate, training) = history(&self.registry, &self.store, &self.live);
         // The book reads every fill: at most once a second (a replay publishes at every bar); between two
         // reads the last one is shown.
-        let book = {
+        // The searches too (they change only when one is stored): not read again at every bar of a replay.
+        let (book, studies) = {
             let mut cached = self.book_at.lock().unwrap_or_else(|p| p.into_inner());
             match cached.as_ref() {
-                Some((at, book)) if at.elapsed() < BOOK_EVERY => book.clone(),
+                Some((at, book, studies)) if at.elapsed() < BOOK_EVERY => (book.clone(), studies.clone()),
                 _ => {
                     let book = super::book::book(account, decisions.as_ref(), view, self.config.env.exec.fee_bps);
-                    *cached = Some((std::time::Instant::now(), book.clone()));
-                    book
+                    let studies = crate::retrain::study::recent(&self.store, 3).unwrap_or_default();
+                    *cached = Some((std::time::Instant::now(), book.clone(), studies.clone()));
+                    (book, studies)
                 }
             }
         };
@@ -59,7 +61,7 @@ impl<P: RunPipeline> Host<P> {
             gate,
             training,
             logs: crate::logging::recent(),
-            studies: crate::retrain::study::recent(&self.store, 3).unwrap_or_default(),
+            studies,
         });
     }
 
