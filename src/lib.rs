@@ -20,7 +20,8 @@
 //!    discovery), [`domain`] (symbols, timeframes, bars, decimal money, order ids and lifecycle),
 //!    [`calendar`] (the exchange's trading days and session times), [`clock`] (the wall clock or a
 //!    simulated one shared with the fake Alpaca),
-//!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`).
+//!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`), [`readback`] (counted
+//!    tensor reads into host memory, feature `train`).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
 //!    batch), [`onnx`] (our ONNX writer and reference forwards), [`feed`] (the `MarketFeed` trait and its
 //!    events).
@@ -76,6 +77,8 @@ pub mod onnx;
 #[cfg(feature = "train")]
 pub mod optim;
 pub mod policy;
+#[cfg(feature = "train")]
+pub mod readback;
 pub mod retrain;
 pub mod risk;
 #[cfg(feature = "train")]

@@ -3,7 +3,7 @@
 //! tch's `nn::Optimizer` keeps its state inside libtorch, out of reach of `VarStore::save`, so a resumed
 //! run used to restart the moments from zero.
 
-use tch::{Tensor, nn};
+use tch::{Kind, Tensor, nn};
 
 const BETA1: f64 = 0.9;
 const BETA2: f64 = 0.999;
@@ -72,6 +72,8 @@ impl Adam {
     }
 
     /// torch's `clip_grad_norm_`: scales every gradient by `max / (norm + 1e-6)` when that is below 1.
+    /// On the device, with no read to the host: the factor is computed in f64 and clamped to 1 (a gradient
+    /// times exactly 1 is itself), which gives the same bits as deciding on the host.
     pub fn clip_grad_norm(&self, max: f64) {
         tch::no_grad(|| {
             let grads: Vec<Tensor> = self.params.iter().map(Tensor::grad).filter(Tensor::defined).collect();
@@ -79,11 +81,11 @@ impl Adam {
             if norms.is_empty() {
                 return;
             }
-            let coef = max / (Tensor::stack(&norms, 0).norm().double_value(&[]) + 1e-6);
-            if coef < 1.0 {
-                for mut g in grads {
-                    let _ = g.g_mul_scalar_(coef);
-                }
+            let total = Tensor::stack(&norms, 0).norm().to_kind(Kind::Double);
+            let max = Tensor::full([] as [i64; 0], max, (Kind::Double, total.device()));
+            let coef = (max / (total + 1e-6)).clamp_max(1.0);
+            for mut g in grads {
+                let _ = g.g_mul_(&coef);
             }
         })
     }
@@ -117,7 +119,7 @@ impl Adam {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tch::{Device, Kind};
+    use tch::Device;
 
     /// Against libtorch's own AdamW (tch's `nn::AdamW`) on the same problem, step by step.
     #[test]
@@ -159,5 +161,31 @@ mod tests {
             Vec::<f32>::try_from(&ours.m[0].reshape([-1])).unwrap()
         );
         assert_eq!(Vec::<f32>::try_from(&resumed.flat_v).unwrap(), Vec::<f32>::try_from(&ours.flat_v).unwrap());
+    }
+
+    /// The clip decided on the device gives the bits torch's host-side rule gives (`max / (norm + 1e-6)` in
+    /// f64, applied only below 1), for norms above and below the limit.
+    #[test]
+    fn clipping_on_the_device_matches_the_host_rule_bit_for_bit() {
+        for (scale, max) in [(10.0f64, 0.5), (1e-3, 0.5), (3.0, 7.0)] {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let a = vs.root().randn("a", &[7, 5], 0.0, 1.0);
+            let b = vs.root().randn("b", &[11], 0.0, 1.0);
+            let adam = Adam::new(&vs.root(), vec![a.shallow_clone(), b.shallow_clone()], 1e-8, 0.0);
+            ((&a * scale).sin().sum(Kind::Float) + (&b * scale).square().sum(Kind::Float)).backward();
+            let grads = || [a.grad().copy(), b.grad().copy()];
+            let before = grads();
+            let norm = Tensor::stack(&[before[0].norm(), before[1].norm()], 0).norm().double_value(&[]);
+            let coef = max / (norm + 1e-6);
+            let want: Vec<Tensor> = before.iter().map(|g| if coef < 1.0 { g * coef } else { g.copy() }).collect();
+            adam.clip_grad_norm(max);
+            for (got, want) in grads().iter().zip(&want) {
+                let bits = |t: &Tensor| {
+                    Vec::<f32>::try_from(t.reshape([-1])).unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+                };
+                assert_eq!(bits(got), bits(want), "scale {scale}, max {max}, coef {coef}");
+            }
+            assert_eq!(coef < 1.0, scale > 1.0, "the cases should clip and not clip: coef {coef}");
+        }
     }
 }

@@ -101,7 +101,7 @@ fn time_host_steps(
     Ok(Timing { backend, seconds })
 }
 
-/// The kernel's CPU build (`CpuKernelEnv`), or with `cuda` its CUDA build (`CudaKernelEnv`), the actions
+/// The kernel's CPU build (`CpuKernelEnv`), or with `cuda` its CUDA build (`TensorKernelEnv`), the actions
 /// copied into its device buffer from a device tensor each step.
 fn run_kernel(b: &EnvBench, panel: Arc<Panel>, cuda: bool) -> anyhow::Result<Timing> {
     if b.finrl {
@@ -121,7 +121,7 @@ fn run_kernel_cuda(b: &EnvBench, panel: &Panel) -> anyhow::Result<Timing> {
         bail!("--device cuda: no CUDA device is usable (tch::Cuda::is_available() is false)");
     }
     let device = Device::Cuda(0);
-    let mut env = crate::env::kernel::cuda::CudaKernelEnv::new(&config(b), panel, device)?;
+    let mut env = crate::env::kernel::TensorKernelEnv::new(&config(b), panel, device)?;
     let acts = Tensor::from_slice(&actions(b)).view([64, b.envs as i64, b.assets as i64]).to_device(device);
     tch::Cuda::synchronize(0);
     let t0 = Instant::now();

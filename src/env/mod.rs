@@ -30,4 +30,4 @@ mod parity_tests;
 #[cfg(all(test, feature = "train"))]
 mod tch_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

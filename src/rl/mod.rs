@@ -2,9 +2,9 @@
 //!
 //! - `BatchEnv`: E environments stepped together; observations, rewards and done flags are batched tensors
 //!   on the environment's device (or, for a CPU trainer, host arrays: `HostStep`).
-//! - `trading`: the trading environment (`env::VecEnv`, plain Rust on the CPU) behind this trait. PPO on
-//!   a CUDA device trains on it too, copying each step's batch to the device: no environment runs on
-//!   the GPU yet (`env::tch_env`'s tensor environment is tested for parity only; issue 20).
+//! - `trading`: the trading environment behind this trait: `env::VecEnv` on the host (the CPU trainers), or
+//!   the env kernel on the training device (`KernelTradingEnv`: PPO on CUDA), whose state, observations,
+//!   rewards and episode returns never leave the device inside a rollout.
 //! - `cartpole`: gymnasium's CartPole-v1, vectorized in Rust: the proof that `ppo` learns.
 //! - `ppo`: clipped-surrogate PPO with GAE, value clipping, entropy bonus, advantage normalisation,
 //!   gradient clipping, learning-rate annealing, optional target-KL stop and running observation
@@ -43,7 +43,7 @@ pub struct HostStep {
 
 /// A tensor's values on the host, flattened (empty if it cannot be read as `f32`).
 fn host_vec(t: &Tensor) -> Vec<f32> {
-    Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(tch::Kind::Float).reshape([-1])).unwrap_or_default()
+    crate::readback::f32s(t).unwrap_or_default()
 }
 
 /// E environments stepped together, with automatic reset.
@@ -56,6 +56,17 @@ pub trait BatchEnv {
     fn reset(&mut self) -> Tensor;
     /// Applies `actions` `[E, act_dim]` (unbounded; the environment clips or maps them).
     fn step(&mut self, actions: &Tensor) -> Step;
+
+    /// Environments that sum their finished episodes' returns on the device (reporting none in
+    /// `Step::finished`) return `(sum, count)` since the last call, one read, once per rollout.
+    fn take_returns(&mut self) -> Option<(f64, f64)> {
+        None
+    }
+
+    /// A failure `step` could not report (a kernel launch that failed), checked once per rollout.
+    fn take_error(&mut self) -> Option<String> {
+        None
+    }
 
     /// `reset` into host memory `[E * obs_dim]`. Host environments override it to skip the tensor.
     fn reset_host(&mut self, obs: &mut Vec<f32>) {

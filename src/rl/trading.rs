@@ -1,8 +1,10 @@
-//! The trading environment (`env::VecEnv`, plain Rust on the CPU) seen through the `rl::BatchEnv` trait, so
-//! PPO trains on it. Actions are clipped to [-1, 1] (the env's action space); an episode's "return" for
-//! progress reports is its total return, `final equity / initial cash - 1`.
+//! The trading environment seen through the `rl::BatchEnv` trait, so PPO trains on it: `TradingEnv`
+//! (`env::VecEnv`, plain Rust on the host) or `KernelTradingEnv` (the env kernel on the training device).
+//! Actions are clipped to [-1, 1] (the env's action space); an episode's "return" for progress reports is
+//! its total return, `final equity / initial cash - 1`.
 
 use super::{BatchEnv, HostStep, Step};
+use crate::env::kernel::{KernelEnvError, TensorKernelEnv};
 use crate::env::{self, EnvConfig, EnvError, Panel};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -104,5 +106,91 @@ impl BatchEnv for TradingEnv {
         out.reward.extend_from_slice(&self.step.reward);
         out.obs.resize(self.obs.len(), 0.0);
         self.inner.observe(&mut out.obs);
+    }
+}
+
+/// The env kernel on the training device (CUDA, or the CPU for tests): the policy's actions are copied
+/// into the kernel's action tensor on the device, the step is one launch, and the observations, rewards
+/// and done flags come back as device tensors. Finished episodes' returns are summed per env on the device
+/// and read by `take_returns`, once per rollout: a rollout step reads nothing back to the host.
+pub struct KernelTradingEnv {
+    inner: TensorKernelEnv,
+    error: Option<String>,
+}
+
+impl KernelTradingEnv {
+    pub fn new(cfg: &EnvConfig, panel: &Panel, device: Device) -> Result<Self, KernelEnvError> {
+        Ok(KernelTradingEnv { inner: TensorKernelEnv::new(cfg, panel, device)?, error: None })
+    }
+
+    pub fn inner(&self) -> &TensorKernelEnv {
+        &self.inner
+    }
+
+    fn fail(&mut self, what: String) {
+        if self.error.is_none() {
+            self.error = Some(what);
+        }
+    }
+}
+
+impl BatchEnv for KernelTradingEnv {
+    fn num_envs(&self) -> usize {
+        self.inner.n_envs()
+    }
+
+    fn obs_dim(&self) -> usize {
+        self.inner.obs_dim()
+    }
+
+    fn act_dim(&self) -> usize {
+        self.inner.n_assets()
+    }
+
+    fn device(&self) -> Device {
+        self.inner.device()
+    }
+
+    /// The env resets itself at construction and after every episode: this returns the current state.
+    fn reset(&mut self) -> Tensor {
+        self.inner.obs.copy()
+    }
+
+    fn step(&mut self, actions: &Tensor) -> Step {
+        let want = [self.num_envs() as i64, self.act_dim() as i64];
+        if actions.size() == want {
+            self.inner.actions.copy_(actions);
+        } else {
+            self.fail(format!("the policy gave actions of shape {:?}; the env takes {want:?}", actions.size()));
+            let _ = self.inner.actions.zero_();
+        }
+        if let Err(e) = self.inner.step() {
+            self.fail(format!("the env kernel's step failed: {e}"));
+        }
+        // Copies on the device: the kernel overwrites its buffers at the next step.
+        Step {
+            obs: self.inner.obs.copy(),
+            reward: self.inner.reward.copy(),
+            done: self.inner.done.copy(),
+            finished: Vec::new(),
+        }
+    }
+
+    fn take_returns(&mut self) -> Option<(f64, f64)> {
+        let (sum, count) = self.inner.returns();
+        let both = Tensor::stack(&[sum.sum(Kind::Double), count.sum(Kind::Double)], 0);
+        let read = crate::readback::f64s(&both);
+        self.inner.clear_returns();
+        match read {
+            Ok(v) if v.len() == 2 => Some((v[0], v[1])),
+            Ok(_) | Err(_) => {
+                self.fail("could not read the episode returns back from the device".into());
+                None
+            }
+        }
+    }
+
+    fn take_error(&mut self) -> Option<String> {
+        self.error.take()
     }
 }

@@ -1,5 +1,6 @@
 //! The PPO training job (`tradebot train ppo`, feature `train`): the `[train]` bars of the configured symbols, aligned on
-//! common times, become a `Panel` (config features) and a `TradingEnv` (config env); PPO trains on it with
+//! common times, become a `Panel` (config features) and the trading env (config env: `VecEnv` on the host, or on
+//! CUDA the env kernel on the device, so that the whole rollout stays there); PPO trains on it with
 //! `[ppo]`, writing checkpoints; the policy is exported to ONNX, checked against ONNX Runtime on 1,000
 //! random observations, and registered as a candidate with the PPO model contract's manifest.
 
@@ -9,12 +10,12 @@ use super::{PpoJob, emit, pick_device};
 use crate::config::Config;
 use crate::data::{align_bars, aligned_bars, snapshot::Snapshot};
 use crate::domain::Bar;
-use crate::env::Panel;
+use crate::env::{EnvConfig, Panel};
 use crate::features::FEATURE_VERSION;
 use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
-use crate::rl::BatchEnv as _;
+use crate::rl::BatchEnv;
 use crate::rl::ppo::{Ppo, UpdateStats};
-use crate::rl::trading::TradingEnv;
+use crate::rl::trading::{KernelTradingEnv, TradingEnv};
 use crate::store::Store;
 use anyhow::{Context, bail};
 use chrono::NaiveDate;
@@ -109,6 +110,28 @@ pub fn panel_of(config: &Config, assets: Vec<Vec<Bar>>) -> anyhow::Result<TrainD
     Ok(TrainData { panel, first, last })
 }
 
+/// The env PPO trains on. On CUDA, the env kernel on the device: actions, observations, rewards and done
+/// flags stay there for the whole rollout. Elsewhere (or where the kernel cannot start: no NVRTC, FinRL's
+/// accounting), `VecEnv` on the host, each step's batch copied to the device; the fallback is said once.
+pub fn training_env(cfg: &EnvConfig, panel: Arc<Panel>, device: Device) -> anyhow::Result<Box<dyn BatchEnv>> {
+    if device.is_cuda() {
+        match KernelTradingEnv::new(cfg, &panel, device) {
+            Ok(env) => {
+                log::info!(
+                    "the environment steps on {} (the env kernel): the rollout stays on the GPU",
+                    super::device_name(device)
+                );
+                return Ok(Box::new(env));
+            }
+            Err(e) => log::warn!(
+                "the env kernel cannot run on {}: {e}; the environment steps on the CPU instead, each step copied to the GPU",
+                super::device_name(device)
+            ),
+        }
+    }
+    Ok(Box::new(TradingEnv::new(cfg.clone(), panel).context("building the trading env")?))
+}
+
 /// Trains, exports, checks and registers; returns the candidate's model id.
 pub fn run(args: PpoJob) -> anyhow::Result<String> {
     let mut config = args.config.clone();
@@ -127,7 +150,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
     let data = load_data(&config, snapshot.as_deref())?;
     let dates = (data.first, data.last);
-    let mut env = TradingEnv::new(config.env.clone(), Arc::new(data.panel)).context("building the trading env")?;
+    let mut env = training_env(&config.env, Arc::new(data.panel), device)?;
     let total_steps = args.steps.or(config.retrain.ppo_steps).unwrap_or(DEFAULT_STEPS);
     if total_steps == 0 {
         bail!("--steps 0: train for at least one step");
@@ -157,7 +180,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     let mut last: Option<UpdateStats> = None;
     let mut ckpt_err = None;
     let save = |p: &Ppo| checkpoint::save(&ckpt_dir, p, total_updates);
-    ppo.train_until(&mut env, 0, total_updates, |p, s| {
+    ppo.train_until(&mut *env, 0, total_updates, |p, s| {
         progress.update(s);
         last = Some(s.clone());
         if (s.update % every == 0 || s.update >= total_updates)

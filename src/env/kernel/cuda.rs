@@ -5,23 +5,22 @@
 //!
 //! `libnvrtc` comes with the PyPI torch wheel's `nvidia` packages the project installs (the venv of
 //! `crate::native::pyenv_dir`); it is loaded from there (with its builtins) unless the system's loader
-//! finds one. [`CudaKernelEnv`] runs the compiled kernel on the raw pointers of tch tensors on the device
-//! (one thread per env, positions asset-major so that neighbouring threads read neighbouring memory), on
-//! the legacy default stream that libtorch's current stream is by default: the policy reads the
-//! observations and writes the actions in place, and nothing comes back to the host inside a step.
+//! finds one. [`CudaKernel`] launches the compiled kernel (one thread per env) on the device's legacy
+//! default stream, libtorch's current stream by default, for [`super::TensorKernelEnv`], which keeps the
+//! env's state in tch tensors: the policy reads the observations and writes the actions in place, and
+//! nothing comes back to the host inside a step.
 
-use super::{Buffers, Panel, Params};
-use crate::env::{EnvConfig, EnvError, Step};
+use super::{Buffers, Entry, Params};
+use crate::env::EnvError;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use tch::{Device, Kind, Tensor};
 
 /// The kernel's entry points (`TB_KERNEL` in `env_step.c`).
 pub const ENTRY_POINTS: [&str; 3] = ["tb_env_init", "tb_env_step", "tb_env_observe"];
 
 #[derive(Debug, thiserror::Error)]
-pub enum CudaKernelError {
+pub enum KernelEnvError {
     #[error(
         "NVRTC (libnvrtc) is not available: looked in the system's library path and in {0}; install the project's venv (`make venv`: torch's CUDA wheel brings it) or a CUDA toolkit"
     )]
@@ -30,8 +29,8 @@ pub enum CudaKernelError {
     Compile(String),
     #[error("the CUDA driver (libcuda) is not available: the kernel env needs an NVIDIA GPU and its driver")]
     NoDriver,
-    #[error("the kernel env runs on a CUDA device only; elsewhere use the kernel's CPU build (CpuKernelEnv)")]
-    NotCuda,
+    #[error("the kernel env runs on the CPU or a CUDA device, not on {0}: use --device cpu or cuda")]
+    Device(String),
     #[error("CUDA: {0}")]
     Driver(String),
     #[error(transparent)]
@@ -40,14 +39,14 @@ pub enum CudaKernelError {
     Torch(#[from] tch::TchError),
 }
 
-fn driver<E: std::fmt::Display>(e: E) -> CudaKernelError {
-    CudaKernelError::Driver(e.to_string())
+fn driver<E: std::fmt::Display>(e: E) -> KernelEnvError {
+    KernelEnvError::Driver(e.to_string())
 }
 
 // SAFETY: `Params` is `#[repr(C)]` plain data mirroring `tb_params` (checked by
 // `params_and_buffers_mirror_the_c_structs`), passed by value as the kernel's first argument.
 unsafe impl cudarc::driver::DeviceRepr for Params {}
-// SAFETY: `Buffers` is `#[repr(C)]` pointers mirroring `tb_buffers`; `CudaKernelEnv` fills it with device
+// SAFETY: `Buffers` is `#[repr(C)]` pointers mirroring `tb_buffers`; `TensorKernelEnv` fills it with device
 // pointers of tensors it keeps alive.
 unsafe impl cudarc::driver::DeviceRepr for Buffers {}
 
@@ -63,171 +62,44 @@ pub fn launch_config(n_envs: usize) -> LaunchConfig {
     }
 }
 
-/// The trading environment on the GPU: `VecEnv`'s env (standard accounting), stepped by the kernel.
-pub struct CudaKernelEnv {
-    params: Params,
+/// The compiled kernel loaded on one CUDA device, launched on the device's legacy default stream (libtorch's
+/// current stream unless a caller changed it).
+pub struct CudaKernel {
     _module: Arc<CudaModule>,
     init: CudaFunction,
     step: CudaFunction,
     stream: Arc<CudaStream>,
-    /// The panel on the device (prices, features, turbulence), kept alive for the kernel's pointers.
-    panel: [Tensor; 3],
-    /// `[n_envs, n_assets]`: the policy writes its actions here before `step`.
-    pub actions: Tensor,
-    /// Per env: cash, equity, equity_out, ret_sum, ret_count (f64); day, steps (i32); draws (u64 as i64).
-    cash: Tensor,
-    equity: Tensor,
-    equity_out: Tensor,
-    ret_sum: Tensor,
-    ret_count: Tensor,
-    day: Tensor,
-    steps: Tensor,
-    draws: Tensor,
-    /// Per position (asset-major): holding, entry, high water (f64), cooldown (u32 as i32).
-    holding: Tensor,
-    entry: Tensor,
-    high_water: Tensor,
-    cooldown: Tensor,
-    /// Per env: the last step's reward and done flag (0/1), f32.
-    pub reward: Tensor,
-    pub done: Tensor,
-    /// `[n_envs, obs_dim]`: the next observations, in `VecEnv::observe`'s layout.
-    pub obs: Tensor,
 }
 
-impl CudaKernelEnv {
-    /// The env of `cfg` on `panel`, on `device` (a CUDA device), reset to its first observations.
-    pub fn new(cfg: &EnvConfig, panel: &Panel, device: Device) -> Result<Self, CudaKernelError> {
-        let Device::Cuda(ordinal) = device else { return Err(CudaKernelError::NotCuda) };
-        let params = super::params(cfg, panel, true)?;
+impl CudaKernel {
+    /// Compiles the kernel (NVRTC) and loads it on CUDA device `ordinal`.
+    pub fn load(ordinal: usize) -> Result<Self, KernelEnvError> {
         let ptx = compile()?;
         // SAFETY: only tries dlopen on candidate names and closes what it opened.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(CudaKernelError::NoDriver);
+            return Err(KernelEnvError::NoDriver);
         }
         let ctx = CudaContext::new(ordinal).map_err(driver)?;
         let module = ctx.load_module(ptx).map_err(driver)?;
         let init = module.load_function("tb_env_init").map_err(driver)?;
         let step = module.load_function("tb_env_step").map_err(driver)?;
-        let (e, a) = (cfg.n_envs as i64, panel.n_assets as i64);
-        let zeros = |n: i64, kind: Kind| Tensor::zeros([n], (kind, device));
-        let turbulence = panel.turbulence.clone().unwrap_or_else(|| vec![0.0]);
-        let env = CudaKernelEnv {
-            params,
-            _module: module,
-            init,
-            step,
-            stream: ctx.default_stream(),
-            panel: [
-                Tensor::from_slice(&panel.prices).to_device(device),
-                Tensor::from_slice(&panel.features).to_device(device),
-                Tensor::from_slice(&turbulence).to_device(device),
-            ],
-            actions: Tensor::zeros([e, a], (Kind::Float, device)),
-            cash: zeros(e, Kind::Double),
-            equity: zeros(e, Kind::Double),
-            equity_out: zeros(e, Kind::Double),
-            ret_sum: zeros(e, Kind::Double),
-            ret_count: zeros(e, Kind::Double),
-            day: zeros(e, Kind::Int),
-            steps: zeros(e, Kind::Int),
-            draws: zeros(e, Kind::Int64),
-            holding: zeros(e * a, Kind::Double),
-            entry: zeros(e * a, Kind::Double),
-            high_water: zeros(e * a, Kind::Double),
-            cooldown: zeros(e * a, Kind::Int),
-            reward: zeros(e, Kind::Float),
-            done: zeros(e, Kind::Float),
-            obs: Tensor::zeros([e, params.obs_stride as i64], (Kind::Float, device)),
+        Ok(CudaKernel { _module: module, init, step, stream: ctx.default_stream() })
+    }
+
+    /// Launches `entry` over `p.n_envs` envs; returns once queued (no synchronisation).
+    ///
+    /// # Safety
+    /// Every pointer in `b` must be device memory of the size `p` promises, alive until the launch has run.
+    pub(crate) unsafe fn launch(&self, entry: Entry, p: &Params, b: &Buffers) -> Result<(), KernelEnvError> {
+        let f = match entry {
+            Entry::Init => &self.init,
+            Entry::Step => &self.step,
         };
-        let has_turbulence = panel.turbulence.is_some();
-        env.launch(&env.init.clone(), has_turbulence)?;
-        Ok(env)
-    }
-
-    pub fn n_envs(&self) -> usize {
-        self.params.n_envs as usize
-    }
-
-    pub fn obs_dim(&self) -> usize {
-        self.params.obs_stride as usize
-    }
-
-    /// Steps every env with `self.actions` (NaN counts as 0) and writes the next observations, reward
-    /// and done flags on the device. No copy to the host.
-    pub fn step(&mut self) -> Result<(), CudaKernelError> {
-        self.launch(&self.step.clone(), self.params.has_turbulence != 0)
-    }
-
-    /// As `VecEnv::step` on host slices (tests, benchmarks): the actions copied in, the results out.
-    pub fn step_host(&mut self, actions: &[f32], out: &mut Step) -> Result<(), CudaKernelError> {
-        let want = self.n_envs() * self.params.n_assets as usize;
-        if actions.len() != want {
-            return Err(EnvError::ActionShape { got: actions.len(), want }.into());
-        }
-        let host = Tensor::from_slice(actions).view([self.n_envs() as i64, self.params.n_assets as i64]);
-        self.actions.copy_(&host);
-        self.step()?;
-        out.reward = Vec::<f32>::try_from(&self.reward)?;
-        out.done = Vec::<f32>::try_from(&self.done)?.into_iter().map(|d| d != 0.0).collect();
-        out.equity = Vec::<f64>::try_from(&self.equity_out)?;
-        Ok(())
-    }
-
-    /// Cash per env, read back (tests).
-    pub fn cash(&self) -> Result<Vec<f64>, CudaKernelError> {
-        Ok(Vec::<f64>::try_from(&self.cash)?)
-    }
-
-    /// Holdings read back, env-major (`env * n_assets + asset`) like `CpuKernelEnv::holdings`.
-    pub fn holdings(&self) -> Result<Vec<f64>, CudaKernelError> {
-        let (e, a) = (self.n_envs() as i64, self.params.n_assets as i64);
-        Ok(Vec::<f64>::try_from(self.holding.view([a, e]).transpose(0, 1).contiguous().view([-1]))?)
-    }
-
-    /// Finished episodes since the last call: (sum of total returns, count), one read per call (once per
-    /// update); clears the accumulators.
-    pub fn take_returns(&mut self) -> Result<(f64, f64), CudaKernelError> {
-        let sum = self.ret_sum.sum(Kind::Double).double_value(&[]);
-        let count = self.ret_count.sum(Kind::Double).double_value(&[]);
-        let _ = self.ret_sum.zero_();
-        let _ = self.ret_count.zero_();
-        Ok((sum, count))
-    }
-
-    fn buffers(&self, has_turbulence: bool) -> Buffers {
-        let f64p = |t: &Tensor| t.data_ptr() as *mut f64;
-        Buffers {
-            prices: self.panel[0].data_ptr() as *const f32,
-            features: self.panel[1].data_ptr() as *const f32,
-            turbulence: if has_turbulence { self.panel[2].data_ptr() as *const f64 } else { std::ptr::null() },
-            actions: self.actions.data_ptr() as *const f32,
-            cash: f64p(&self.cash),
-            equity: f64p(&self.equity),
-            day: self.day.data_ptr() as *mut i32,
-            steps: self.steps.data_ptr() as *mut i32,
-            draws: self.draws.data_ptr() as *mut u64,
-            holding: f64p(&self.holding),
-            entry: f64p(&self.entry),
-            high_water: f64p(&self.high_water),
-            cooldown: self.cooldown.data_ptr() as *mut u32,
-            reward: self.reward.data_ptr() as *mut f32,
-            done: self.done.data_ptr() as *mut f32,
-            equity_out: f64p(&self.equity_out),
-            obs: self.obs.data_ptr() as *mut f32,
-            ret_sum: f64p(&self.ret_sum),
-            ret_count: f64p(&self.ret_count),
-        }
-    }
-
-    fn launch(&self, f: &CudaFunction, has_turbulence: bool) -> Result<(), CudaKernelError> {
-        let (p, b) = (self.params, self.buffers(has_turbulence));
         let mut args = self.stream.launch_builder(f);
-        args.arg(&p).arg(&b);
-        // SAFETY: the kernel takes (tb_params, tb_buffers) by value, mirrored by `Params` and `Buffers`;
-        // every pointer in `b` is a contiguous device tensor of the size `params` promises, owned by
-        // `self`; the grid covers `n_envs` threads and the kernel guards `i < n_envs`.
-        unsafe { args.launch(launch_config(self.n_envs())) }.map_err(driver)?;
+        args.arg(p).arg(b);
+        // SAFETY: the kernel takes (tb_params, tb_buffers) by value, mirrored by `Params` and `Buffers`; the
+        // caller's promise on the pointers; the grid covers `n_envs` threads and the kernel guards `i < n_envs`.
+        unsafe { args.launch(launch_config(p.n_envs.max(0) as usize)) }.map_err(driver)?;
         Ok(())
     }
 }
@@ -261,7 +133,7 @@ fn dlopen_global(path: &Path) -> bool {
 }
 
 /// Makes NVRTC loadable (once per process): the system's, else the venv's.
-pub fn nvrtc() -> Result<(), CudaKernelError> {
+pub fn nvrtc() -> Result<(), KernelEnvError> {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
     READY
         .get_or_init(|| {
@@ -283,15 +155,15 @@ pub fn nvrtc() -> Result<(), CudaKernelError> {
             }
         })
         .clone()
-        .map_err(CudaKernelError::NoNvrtc)
+        .map_err(KernelEnvError::NoNvrtc)
 }
 
 /// The kernel as PTX, compiled by NVRTC with FMA contraction off.
-pub fn compile() -> Result<cudarc::nvrtc::Ptx, CudaKernelError> {
+pub fn compile() -> Result<cudarc::nvrtc::Ptx, KernelEnvError> {
     nvrtc()?;
     let opts =
         cudarc::nvrtc::CompileOptions { fmad: Some(false), name: Some("env_step.cu".into()), ..Default::default() };
-    cudarc::nvrtc::compile_ptx_with_opts(super::SOURCE, opts).map_err(|e| CudaKernelError::Compile(e.to_string()))
+    cudarc::nvrtc::compile_ptx_with_opts(super::SOURCE, opts).map_err(|e| KernelEnvError::Compile(e.to_string()))
 }
 
 #[cfg(test)]
@@ -307,29 +179,22 @@ mod tests {
         }
     }
 
-    /// Without a CUDA device the kernel env refuses with a clear error, never a panic.
-    #[test]
-    fn the_kernel_env_refuses_a_cpu_device() {
-        let panel = crate::env::tests::real_panel();
-        let cfg = EnvConfig { n_envs: 4, episode_len: 30, ..Default::default() };
-        let e = CudaKernelEnv::new(&cfg, &panel, Device::Cpu).err().unwrap();
-        assert!(matches!(e, CudaKernelError::NotCuda), "{e}");
-    }
-
     /// The CUDA build against the CPU build, bit for bit, over random actions on the shipped data with
     /// stops, cooldowns, turbulence and every accounting option (the CPU build is itself checked against
     /// `VecEnv`). Needs a GPU: `make test-gpu`.
     #[test]
     #[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
     fn kernel_cuda_build_agrees_with_the_cpu_build_bit_for_bit() {
-        use super::super::CpuKernelEnv;
         use super::super::tests::{bits, configs, f32_bits, panel_with_turbulence, random_actions};
+        use super::super::{CpuKernelEnv, TensorKernelEnv};
+        use crate::env::Step;
+        use tch::{Device, Tensor};
         assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
         let panel = panel_with_turbulence();
         for (v, cfg) in configs(300).into_iter().enumerate() {
             let mut want = CpuKernelEnv::new(&cfg, panel.clone()).unwrap();
-            let mut got = CudaKernelEnv::new(&cfg, &panel, Device::Cuda(0)).unwrap();
-            let obs = |t: &Tensor| Vec::<f32>::try_from(t.view([-1])).unwrap();
+            let mut got = TensorKernelEnv::new(&cfg, &panel, Device::Cuda(0)).unwrap();
+            let obs = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).view([-1])).unwrap();
             assert_eq!(f32_bits(&obs(&got.obs)), f32_bits(want.obs()), "variant {v}: first observation");
             let mut rng = crate::env::rng::SplitMix64::new(v as u64);
             let mut actions = vec![0f32; cfg.n_envs * panel.n_assets];

@@ -5,8 +5,9 @@
 //! - compiled for the CPU by build.rs (the `cc` crate, no FMA contraction) and run here by
 //!   [`CpuKernelEnv`], env ranges spread over a rayon pool; CI checks it bit for bit against `VecEnv`;
 //! - written to compile for CUDA as well (one thread per env, plain C with no host calls), for an NVRTC
-//!   build on the GPU ([`cuda`]: compiled and checked in CI without a GPU); the launcher that runs it on
-//!   tch tensors is not written yet (issue 20), so today the kernel runs on the CPU.
+//!   build on the GPU ([`cuda`]: compiled and checked in CI without a GPU);
+//! - run on the raw pointers of tch tensors by [`TensorKernelEnv`] (feature `train`): launched on a CUDA
+//!   device, or the CPU build over CPU tensors, so the trainer's device path runs in CI too.
 //!
 //! Episode starts follow `VecEnv`'s seeded stream: SplitMix64 is a counter, and since every env resets on
 //! the same step, env `i`'s `r`-th start is draw `r * E + i` of that stream, which each thread computes
@@ -17,6 +18,12 @@
 
 #[cfg(feature = "train")]
 pub mod cuda;
+#[cfg(feature = "train")]
+mod tensor;
+#[cfg(feature = "train")]
+pub use cuda::KernelEnvError;
+#[cfg(feature = "train")]
+pub use tensor::TensorKernelEnv;
 
 use super::panel::Panel;
 use super::vec_env::{Accounting, EnvConfig, EnvError, Step};
@@ -196,7 +203,7 @@ impl CpuKernelEnv {
             ret_count: vec![0.0; e],
             panel,
         };
-        env.run(tb_env_init);
+        env.run(Entry::Init);
         Ok(env)
     }
 
@@ -252,7 +259,7 @@ impl CpuKernelEnv {
             return Err(EnvError::ActionShape { got: actions.len(), want: self.actions.len() });
         }
         self.actions.copy_from_slice(actions);
-        self.run(tb_env_step);
+        self.run(Entry::Step);
         out.reward.clone_from(&self.reward);
         out.done.clear();
         out.done.extend(self.done.iter().map(|d| *d != 0.0));
@@ -285,29 +292,51 @@ impl CpuKernelEnv {
     }
 
     /// Runs an entry point over all envs, in chunks of [`CHUNK`] on the pool.
-    fn run(&mut self, f: unsafe extern "C" fn(*const Params, *const Buffers, i32, i32)) {
+    fn run(&mut self, entry: Entry) {
         let b = self.buffers();
-        let p = self.params;
-        let e = p.n_envs;
-        let chunk = |lo: i32| {
-            let hi = (lo + CHUNK as i32).min(e);
-            // SAFETY: every array in `b` has the length `params` promises (built in `new`), the kernel
-            // writes only env rows in [lo, hi), and the ranges of concurrent calls are disjoint.
-            unsafe { f(&p, &b, lo, hi) };
-        };
-        if (e as usize) <= CHUNK {
-            chunk(0);
-            return;
-        }
-        let starts = (0..e).step_by(CHUNK);
-        let go = || {
-            use rayon::prelude::*;
-            starts.collect::<Vec<_>>().into_par_iter().for_each(chunk);
-        };
-        match &self.pool {
-            Some(pool) => pool.install(go),
-            None => go(),
-        }
+        // SAFETY: every array in `b` has the length `params` promises (built in `with_layout`) and nothing
+        // else touches them while the call runs.
+        unsafe { run_cpu(entry, &self.params, &b, self.pool.as_deref()) }
+    }
+}
+
+/// The kernel's entry points, for the CPU build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    Init,
+    Step,
+}
+
+/// Runs `entry` of the CPU build over all envs, in chunks of [`CHUNK`] on `pool` (rayon's global pool
+/// without one).
+///
+/// # Safety
+/// Every pointer in `b` must point to host memory of the length `p` promises, not touched by anything
+/// else while the call runs.
+pub(crate) unsafe fn run_cpu(entry: Entry, p: &Params, b: &Buffers, pool: Option<&rayon::ThreadPool>) {
+    let f = match entry {
+        Entry::Init => tb_env_init,
+        Entry::Step => tb_env_step,
+    };
+    let e = p.n_envs;
+    let chunk = |lo: i32| {
+        let hi = (lo + CHUNK as i32).min(e);
+        // SAFETY: the caller's promise on `b`; the kernel writes only env rows in [lo, hi), and the ranges
+        // of concurrent calls are disjoint.
+        unsafe { f(p, b, lo, hi) };
+    };
+    if (e as usize) <= CHUNK {
+        chunk(0);
+        return;
+    }
+    let starts = (0..e).step_by(CHUNK);
+    let go = || {
+        use rayon::prelude::*;
+        starts.collect::<Vec<_>>().into_par_iter().for_each(chunk);
+    };
+    match pool {
+        Some(pool) => pool.install(go),
+        None => go(),
     }
 }
 

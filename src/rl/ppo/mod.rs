@@ -35,6 +35,8 @@ pub enum PpoError {
     Shape { what: &'static str, env: usize, policy: usize },
     #[error("training diverged: {0} is not finite at update {1}")]
     Diverged(&'static str, u64),
+    #[error("the training environment failed: {0}")]
+    Env(String),
     #[error(transparent)]
     Torch(#[from] tch::TchError),
 }
@@ -73,6 +75,9 @@ pub struct Ppo {
     pub env_steps: u64,
     pub updates: u64,
     recent: VecDeque<f64>,
+    /// The mean return of the last update that finished an episode, for environments that sum returns
+    /// on the device (`BatchEnv::take_returns`).
+    device_mean: Option<f64>,
     episodes: u64,
 }
 
@@ -87,9 +92,7 @@ struct Rollout {
     last_value: Tensor,
 }
 
-fn scalar(t: &Tensor) -> f64 {
-    t.double_value(&[])
-}
+use crate::readback::scalar;
 
 impl Ppo {
     pub fn new(cfg: PpoConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Ppo, PpoError> {
@@ -115,6 +118,7 @@ impl Ppo {
             env_steps: 0,
             updates: 0,
             recent: VecDeque::new(),
+            device_mean: None,
             episodes: 0,
         };
         ppo.pull_native()?;
@@ -202,7 +206,7 @@ impl Ppo {
 
     /// Trains for `total_steps` environment steps (rounded up to whole updates). `on_update` sees every
     /// update's statistics and returns `false` to stop early.
-    pub fn train<E: BatchEnv>(
+    pub fn train<E: BatchEnv + ?Sized>(
         &mut self,
         env: &mut E,
         total_steps: u64,
@@ -218,7 +222,7 @@ impl Ppo {
     /// `first..end` (a resumed run passes the original schedule, so it continues where it stopped).
     /// `on_update` sees the trainer itself (to write a checkpoint) and the update's statistics, and
     /// returns `false` to stop early.
-    pub fn train_until<E: BatchEnv>(
+    pub fn train_until<E: BatchEnv + ?Sized>(
         &mut self,
         env: &mut E,
         first: u64,
@@ -268,6 +272,15 @@ impl Ppo {
                     self.update(&rollout, lr)?
                 }
             };
+            if let Some(e) = env.take_error() {
+                return Err(PpoError::Env(e));
+            }
+            if let Some((sum, count)) = env.take_returns()
+                && count > 0.0
+            {
+                self.device_mean = Some(sum / count);
+                self.episodes += count as u64;
+            }
             self.push_native();
             self.updates += 1;
             self.env_steps += per_update;
@@ -275,8 +288,11 @@ impl Ppo {
             stats.env_steps = self.env_steps;
             stats.learning_rate = lr;
             stats.steps_per_sec = per_update as f64 / started.elapsed().as_secs_f64().max(1e-9);
-            stats.mean_return =
-                (!self.recent.is_empty()).then(|| self.recent.iter().sum::<f64>() / self.recent.len() as f64);
+            stats.mean_return = if self.recent.is_empty() {
+                self.device_mean
+            } else {
+                Some(self.recent.iter().sum::<f64>() / self.recent.len() as f64)
+            };
             stats.episodes = self.episodes;
             if !on_update(self, &stats) {
                 break;
@@ -313,7 +329,7 @@ impl Ppo {
         Ok(())
     }
 
-    fn collect<E: BatchEnv>(&mut self, env: &mut E, mut obs: Tensor) -> (Rollout, Tensor) {
+    fn collect<E: BatchEnv + ?Sized>(&mut self, env: &mut E, mut obs: Tensor) -> (Rollout, Tensor) {
         let t_len = self.cfg.n_steps;
         let (mut o, mut a, mut lp, mut v, mut r, mut d) = (vec![], vec![], vec![], vec![], vec![], vec![]);
         for _ in 0..t_len {
@@ -371,6 +387,8 @@ impl Ppo {
         Tensor::stack(&adv, 0)
     }
 
+    /// The epochs of minibatch steps on one rollout. The statistics are summed on the device and read
+    /// once at the end (with a target KL, each epoch's mean KL is read too): no host read per minibatch.
     fn update(&mut self, ro: &Rollout, lr: f64) -> Result<UpdateStats, PpoError> {
         let adv = tch::no_grad(|| self.advantages(ro));
         let returns = &adv + &ro.values;
@@ -379,56 +397,67 @@ impl Ppo {
         let (obs, actions) = (flat(&ro.obs), flat(&ro.actions));
         let (old_lp, old_v, adv, returns) =
             (ro.log_probs.reshape([n]), ro.values.reshape([n]), adv.reshape([n]), returns.reshape([n]));
-        let (mut kl_sum, mut clip_sum, mut pl_sum, mut vl_sum, mut batches, mut epochs_run) =
-            (0.0, 0.0, 0.0, 0.0, 0usize, 0);
+        let device = self.device();
+        let zero = || Tensor::zeros([] as [i64; 0], (Kind::Double, device));
+        // loss, policy loss, value loss, approximate KL, clip fraction: f64 sums, in minibatch order.
+        let mut sums: [Tensor; 5] = std::array::from_fn(|_| zero());
+        let (mut batches, mut epochs_run) = (0usize, 0);
         let bs = self.cfg.batch_size.min(n as usize) as i64;
         'epochs: for _ in 0..self.cfg.n_epochs {
             epochs_run += 1;
             let perm = Tensor::randperm(n, (Kind::Int64, self.device()));
-            let mut epoch_kl = 0.0;
-            let mut epoch_batches = 0;
+            let (mut epoch_kl, mut epoch_batches) = (zero(), 0);
             for start in (0..n).step_by(bs as usize) {
                 let idx = perm.narrow(0, start, bs.min(n - start));
                 let pick = |t: &Tensor| t.index_select(0, &idx);
                 let batch = [&obs, &actions, &old_lp, &old_v, &adv, &returns].map(pick);
-                let s = self.tch_minibatch(&batch, lr)?;
-                kl_sum += s.approx_kl;
-                clip_sum += s.clip_fraction;
-                pl_sum += s.policy_loss;
-                vl_sum += s.value_loss;
+                let s = self.tch_minibatch(&batch, lr);
+                for (sum, x) in sums.iter_mut().zip(&s) {
+                    *sum = &*sum + x.to_kind(Kind::Double);
+                }
+                epoch_kl += s[3].to_kind(Kind::Double);
                 batches += 1;
-                epoch_kl += s.approx_kl;
                 epoch_batches += 1;
             }
             if let Some(target) = self.cfg.target_kl
-                && epoch_kl / epoch_batches.max(1) as f64 > 1.5 * target
+                && scalar(&epoch_kl) / epoch_batches.max(1) as f64 > 1.5 * target
             {
                 break 'epochs;
             }
         }
+        let tail = tch::no_grad(|| {
+            [returns.var(false), (&returns - &old_v).var(false), self.model.entropy()].map(|t| t.to_kind(Kind::Double))
+        });
+        let all: Vec<Tensor> = sums.iter().chain(&tail).map(Tensor::shallow_clone).collect();
+        let v = crate::readback::f64s(&Tensor::stack(&all, 0))?;
+        let [loss, pl, vl, kl, cf, var_ret, var_resid, entropy] = v[..] else {
+            return Err(PpoError::Config(format!("the update's statistics came back as {} values, not 8", v.len())));
+        };
+        if !loss.is_finite() {
+            return Err(PpoError::Diverged("loss", self.updates + 1));
+        }
         let b = batches.max(1) as f64;
-        let var_ret = scalar(&returns.var(false));
-        let explained_variance =
-            if var_ret > 0.0 { 1.0 - scalar(&(&returns - &old_v).var(false)) / var_ret } else { 0.0 };
+        let explained_variance = if var_ret > 0.0 { 1.0 - var_resid / var_ret } else { 0.0 };
         Ok(UpdateStats {
             update: 0,
             env_steps: 0,
             steps_per_sec: 0.0,
             mean_return: None,
             episodes: 0,
-            approx_kl: kl_sum / b,
-            clip_fraction: clip_sum / b,
+            approx_kl: kl / b,
+            clip_fraction: cf / b,
             explained_variance,
-            policy_loss: pl_sum / b,
-            value_loss: vl_sum / b,
-            entropy: scalar(&self.model.entropy()),
+            policy_loss: pl / b,
+            value_loss: vl / b,
+            entropy,
             learning_rate: 0.0,
             epochs_run,
         })
     }
 
-    /// One gradient step on a minibatch `[obs, actions, old log-prob, old value, advantage, return]`.
-    fn tch_minibatch(&mut self, b: &[Tensor; 6], lr: f64) -> Result<native::MbStats, PpoError> {
+    /// One gradient step on a minibatch `[obs, actions, old log-prob, old value, advantage, return]`;
+    /// returns the detached loss, policy loss, value loss, approximate KL and clip fraction, on the device.
+    fn tch_minibatch(&mut self, b: &[Tensor; 6], lr: f64) -> [Tensor; 5] {
         let [o, a, olp, ov, ad, ret] = b;
         let mut ad = ad.shallow_clone();
         if self.cfg.normalize_advantage && ad.numel() > 1 {
@@ -449,25 +478,14 @@ impl Ppo {
         };
         let entropy = self.model.entropy();
         let loss = &pg + &vl * self.cfg.vf_coef - &entropy * self.cfg.ent_coef;
-        let loss_v = scalar(&loss);
-        if !loss_v.is_finite() {
-            return Err(PpoError::Diverged("loss", self.updates + 1));
-        }
         self.adam.zero_grad();
         loss.backward();
         self.adam.clip_grad_norm(self.cfg.max_grad_norm);
         self.adam.step(lr);
-        let (kl, cf) = tch::no_grad(|| {
+        tch::no_grad(|| {
             let kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
             let cf = (&ratio - 1.0).abs().gt(clip).to_kind(Kind::Float).mean(Kind::Float);
-            (scalar(&kl), scalar(&cf))
-        });
-        Ok(native::MbStats {
-            loss: loss_v,
-            policy_loss: scalar(&pg),
-            value_loss: scalar(&vl),
-            approx_kl: kl,
-            clip_fraction: cf,
+            [loss.detach(), pg.detach(), vl.detach(), kl, cf]
         })
     }
 

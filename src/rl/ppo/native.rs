@@ -178,7 +178,7 @@ impl Native {
     }
 
     /// Resets every environment and observes the first observations.
-    pub fn reset<E: BatchEnv>(&mut self, cfg: &PpoConfig, env: &mut E) -> Result<(), PpoError> {
+    pub fn reset<E: BatchEnv + ?Sized>(&mut self, cfg: &PpoConfig, env: &mut E) -> Result<(), PpoError> {
         env.reset_host(&mut self.raw);
         let n = env.num_envs();
         if self.raw.len() != n * self.layout.obs_dim {
@@ -193,7 +193,7 @@ impl Native {
     }
 
     /// Rolls out `n_steps` × E transitions; finished episodes' returns go to `recent` (the last 20).
-    pub fn collect<E: BatchEnv>(
+    pub fn collect<E: BatchEnv + ?Sized>(
         &mut self,
         cfg: &PpoConfig,
         env: &mut E,

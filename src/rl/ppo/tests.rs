@@ -172,20 +172,20 @@ fn native_and_libtorch_take_the_same_minibatch_steps() {
             advantage: &host[4],
             returns: &host[5],
         };
-        let want = lt.tch_minibatch(&batch, lr).unwrap();
+        let [loss, pl, vl, kl, cf] = lt.tch_minibatch(&batch, lr).map(|t| t.double_value(&[]));
         let (cfg_n, mut steps) = (nat.cfg.clone(), nat.adam.steps);
         let got = nat.native.as_mut().unwrap().minibatch(&cfg_n, lr, &mut steps, &b, 0).unwrap();
         nat.adam.steps = steps;
         for (what, g, w) in [
-            ("loss", got.loss, want.loss),
-            ("policy loss", got.policy_loss, want.policy_loss),
-            ("value loss", got.value_loss, want.value_loss),
-            ("approx kl", got.approx_kl, want.approx_kl),
-            ("clip fraction", got.clip_fraction, want.clip_fraction),
+            ("loss", got.loss, loss),
+            ("policy loss", got.policy_loss, pl),
+            ("value loss", got.value_loss, vl),
+            ("approx kl", got.approx_kl, kl),
+            ("clip fraction", got.clip_fraction, cf),
         ] {
             assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "step {step}: {what} native {g} libtorch {w}");
         }
-        clipped_seen += want.clip_fraction;
+        clipped_seen += cf;
     }
     assert!(clipped_seen > 0.0, "no ratio was ever clipped: a weak test");
     nat.push_native();
@@ -226,4 +226,82 @@ fn a_checkpoint_carries_adams_moments_across_backends() {
     let mut other = Ppo::new(PpoConfig { hidden: vec![8], ..small() }, 4, 1, Device::Cpu).unwrap();
     let err = other.load_weights(&path).unwrap_err().to_string();
     assert!(err.contains("checkpoint") || err.contains("shape"), "{err}");
+}
+
+/// The libtorch trainer on the env kernel's tensors (on the CPU here; on a GPU the same code on CUDA).
+fn kernel_setup() -> (crate::rl::trading::KernelTradingEnv, Ppo) {
+    let panel = crate::env::tests::real_panel();
+    let cfg = crate::env::EnvConfig { n_envs: 8, episode_len: 20, seed: 3, ..Default::default() };
+    let env = crate::rl::trading::KernelTradingEnv::new(&cfg, &panel, Device::Cpu).unwrap();
+    let ppo_cfg = PpoConfig { cpu_backend: CpuBackend::Libtorch, n_steps: 16, batch_size: 64, ..small() };
+    let ppo = Ppo::new(ppo_cfg, env.obs_dim(), env.act_dim(), Device::Cpu).unwrap();
+    (env, ppo)
+}
+
+/// On the device path a rollout step reads nothing back to the host (on a GPU each read is a
+/// synchronisation), and an update reads twice: its statistics and the episode returns summed on the device.
+#[test]
+fn a_rollout_on_the_kernel_env_reads_nothing_back_and_an_update_reads_twice() {
+    use crate::readback::reads;
+    let (mut env, mut ppo) = kernel_setup();
+    let obs = ppo.observe(&env.reset());
+    let before = reads();
+    let (rollout, _) = ppo.collect(&mut env, obs);
+    assert_eq!(reads() - before, 0, "16 rollout steps read from the device");
+    assert_eq!(rollout.rewards.size(), [16, 8]);
+    let before = reads();
+    ppo.update(&rollout, 3e-4).unwrap();
+    assert_eq!(reads() - before, 1, "an update reads its statistics once, not per minibatch");
+
+    let (mut env, mut ppo) = kernel_setup();
+    let (before, mut seen) = (reads(), Vec::new());
+    ppo.train(&mut env, 3 * 16 * 8, |s| {
+        seen.push((s.episodes, s.mean_return));
+        true
+    })
+    .unwrap();
+    assert_eq!(reads() - before, 3 * 2, "3 updates, each reading its statistics and the episode returns");
+    // Episodes of 20 steps, 16 steps an update: none ends in the first update, all 8 in the second and third.
+    assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), vec![0, 8, 16]);
+    assert!(seen[0].1.is_none() && seen[1].1.is_some() && seen[2].1.is_some(), "{seen:?}");
+}
+
+/// Child half of `the_kernel_env_on_the_device_trains_the_weights_vecenv_trains`: torch's RNG is global
+/// to the process, so each run happens in a process of its own.
+#[test]
+fn kernel_env_training_child() {
+    let Ok(which) = std::env::var("TRADEBOT_PPO_ENV") else { return };
+    tch::set_num_threads(1);
+    let (mut kernel, mut ppo) = kernel_setup();
+    let steps = 3 * 16 * 8;
+    if which == "kernel" {
+        ppo.train(&mut kernel, steps, |_| true).unwrap();
+    } else {
+        let panel = crate::env::tests::real_panel();
+        let cfg = crate::env::EnvConfig { n_envs: 8, episode_len: 20, seed: 3, ..Default::default() };
+        let mut host = crate::rl::trading::TradingEnv::new(cfg, panel).unwrap();
+        ppo.train(&mut host, steps, |_| true).unwrap();
+    }
+    println!("PARAMS_HASH={:x} EPISODES={}", params_hash(&ppo), ppo.episodes);
+}
+
+/// The env kernel (its state in tensors, returns summed on the device) and `VecEnv` on the host give the
+/// libtorch trainer the same transitions: the trained weights agree bit for bit, and so do the episodes.
+#[test]
+fn the_kernel_env_on_the_device_trains_the_weights_vecenv_trains() {
+    let run = |which: &str| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "rl::ppo::tests::kernel_env_training_child", "--nocapture", "--test-threads=1"])
+            .env("TRADEBOT_PPO_ENV", which)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.split("PARAMS_HASH=")
+            .nth(1)
+            .map(|r| r.lines().next().unwrap_or("").to_string())
+            .unwrap_or_else(|| panic!("no hash from the {which} child: {text}{}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let (kernel, host) = (run("kernel"), run("host"));
+    assert_eq!(kernel, host, "kernel env vs VecEnv");
+    assert!(kernel.ends_with("EPISODES=16"), "{kernel}");
 }
