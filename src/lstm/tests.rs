@@ -132,3 +132,31 @@ fn early_stopping_respects_patience() {
     let best = t.best().unwrap().0;
     assert_eq!(hist.len(), best + 3, "stopped at {} with best {best}", hist.len());
 }
+
+/// On a GPU every read into host memory waits for the device: an epoch reads twice (the training loss,
+/// then the validation loss with the confusion counts), however many batches it has. The counts read
+/// back equal the confusion built on the host from `probs`.
+#[test]
+fn an_epoch_reads_from_the_device_twice_whatever_its_batch_count() {
+    let spec = synthetic(2_000, 16, 4, 4, 3, 4);
+    let labels = spec.labels.clone();
+    let ds = WindowDataset::new(spec, Device::Cpu).unwrap();
+    let (tr, va, _) = split(ds.len() as usize);
+    let small = LstmConfig { batch_size: 64, max_epochs: 3, patience: 10, ..cfg() };
+    let mut t = LstmTrainer::new(small, dims(), Device::Cpu).unwrap();
+    let before = crate::readback::reads();
+    let hist = t.fit(&ds, &tr, &va, None, |_| true).unwrap();
+    assert_eq!(hist.len(), 3);
+    assert!(tr.len() / 64 > 10, "too few batches for the count to mean anything");
+    assert_eq!(crate::readback::reads() - before, 3 * 2);
+
+    let (_, conf) = t.evaluate(&ds, &va, None);
+    let probs = t.probs(&ds, &va).unwrap();
+    let mut want = vec![vec![0u64; 3]; 3];
+    for (i, p) in va.iter().zip(&probs) {
+        let pred = (0..3).max_by(|&a, &b| p[a].total_cmp(&p[b]).then(b.cmp(&a))).unwrap();
+        want[labels[*i as usize] as usize][pred] += 1;
+    }
+    assert_eq!(conf.m, want);
+    assert_eq!(conf.m.iter().flatten().sum::<u64>(), va.len() as u64);
+}

@@ -90,42 +90,59 @@ impl LstmTrainer {
         Some((counts.reciprocal() * (n / 3.0)).to_device(ds.device()))
     }
 
-    /// Mean loss and confusion matrix over `idx`, in batches, without gradients.
+    /// Mean loss and confusion matrix over `idx`, in batches, without gradients. The indices go to the
+    /// device once; the loss sum and the confusion counts accumulate there and are read once.
     pub fn evaluate(&self, ds: &WindowDataset, idx: &[i64], weights: Option<&Tensor>) -> (f64, Confusion) {
         let mut conf = Confusion::new(3);
-        let mut loss_sum = 0.0;
+        if idx.is_empty() {
+            return (0.0, conf);
+        }
+        let device = ds.device();
+        let all = Tensor::from_slice(idx).to_device(device);
+        let bs = self.cfg.batch_size.max(1);
+        let mut loss_sum = Tensor::zeros([1], (Kind::Double, device));
+        let mut counts = Tensor::zeros([9], (Kind::Double, device));
         tch::no_grad(|| {
-            for chunk in idx.chunks(self.cfg.batch_size.max(1)) {
-                let i = Tensor::from_slice(chunk).to_device(ds.device());
-                let b = ds.batch(&i);
+            for start in (0..idx.len()).step_by(bs) {
+                let len = bs.min(idx.len() - start);
+                let b = ds.batch(&all.narrow(0, start as i64, len as i64));
                 let logits =
                     tch::autocast(self.amp(), || self.net.forward(&b.fast, &b.slow, &b.context)).to_kind(Kind::Float);
                 let loss = logits.cross_entropy_loss(&b.labels, weights, tch::Reduction::Mean, -100, 0.0);
-                loss_sum += loss.double_value(&[]) * chunk.len() as f64;
-                let pred = Vec::<i64>::try_from(logits.argmax(-1, false).to_device(Device::Cpu)).unwrap_or_default();
-                let actual = Vec::<i64>::try_from(b.labels.to_device(Device::Cpu)).unwrap_or_default();
-                for (a, p) in actual.iter().zip(&pred) {
-                    conf.m[*a as usize][*p as usize] += 1;
-                }
+                loss_sum += loss.to_kind(Kind::Double) * len as f64;
+                let cell = &b.labels * 3 + logits.argmax(-1, false);
+                counts += cell.bincount::<Tensor>(None, 9).to_kind(Kind::Double);
             }
         });
-        (loss_sum / idx.len().max(1) as f64, conf)
+        let read = crate::readback::f64s(&Tensor::cat(&[loss_sum, counts], 0)).unwrap_or_default();
+        if let [loss, cells @ ..] = &read[..] {
+            for (k, n) in cells.iter().enumerate().take(9) {
+                conf.m[k / 3][k % 3] += *n as u64;
+            }
+            return (loss / idx.len() as f64, conf);
+        }
+        (f64::NAN, conf)
     }
 
-    /// The class probabilities [P(down), P(flat), P(up)] of each sample of `idx`, without gradients.
+    /// The class probabilities [P(down), P(flat), P(up)] of each sample of `idx`, without gradients: the
+    /// indices go to the device once, the probabilities come back in one read.
     pub fn probs(&self, ds: &WindowDataset, idx: &[i64]) -> Result<Vec<[f32; 3]>, LstmError> {
-        let mut out = Vec::with_capacity(idx.len());
-        tch::no_grad(|| -> Result<(), LstmError> {
-            for chunk in idx.chunks(self.cfg.batch_size.max(1)) {
-                let i = Tensor::from_slice(chunk).to_device(ds.device());
-                let b = ds.batch(&i);
-                let p = tch::autocast(self.amp(), || self.net.probs(&b.fast, &b.slow, &b.context));
-                let flat = Vec::<f32>::try_from(p.to_kind(Kind::Float).to_device(Device::Cpu).reshape([-1]))?;
-                out.extend(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]));
-            }
-            Ok(())
-        })?;
-        Ok(out)
+        if idx.is_empty() {
+            return Ok(Vec::new());
+        }
+        let all = Tensor::from_slice(idx).to_device(ds.device());
+        let bs = self.cfg.batch_size.max(1);
+        let parts = tch::no_grad(|| {
+            (0..idx.len())
+                .step_by(bs)
+                .map(|start| {
+                    let b = ds.batch(&all.narrow(0, start as i64, bs.min(idx.len() - start) as i64));
+                    tch::autocast(self.amp(), || self.net.probs(&b.fast, &b.slow, &b.context)).to_kind(Kind::Float)
+                })
+                .collect::<Vec<_>>()
+        });
+        let flat = crate::readback::f32s(&Tensor::cat(&parts, 0))?;
+        Ok(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
     }
 
     /// Trains until `max_epochs`, early stopping, or `on_epoch` returning false; then restores the best
@@ -149,7 +166,8 @@ impl LstmTrainer {
             let started = Instant::now();
             self.epoch += 1;
             let perm = train_t.index_select(0, &Tensor::randperm(train.len() as i64, (Kind::Int64, device)));
-            let (mut loss_sum, mut seen) = (0.0, 0usize);
+            // Summed on the device, read once an epoch: no host synchronisation per batch.
+            let (mut loss_sum, mut seen) = (Tensor::zeros([] as [i64; 0], (Kind::Double, device)), 0usize);
             for start in (0..train.len()).step_by(self.cfg.batch_size) {
                 let len = self.cfg.batch_size.min(train.len() - start);
                 let b = ds.batch(&perm.narrow(0, start as i64, len as i64));
@@ -159,10 +177,10 @@ impl LstmTrainer {
                 self.opt.zero_grad();
                 loss.backward();
                 self.opt.step(self.cfg.learning_rate);
-                loss_sum += loss.double_value(&[]) * len as f64;
+                loss_sum += loss.detach().to_kind(Kind::Double) * len as f64;
                 seen += len;
             }
-            let train_loss = loss_sum / seen.max(1) as f64;
+            let train_loss = crate::readback::scalar(&loss_sum) / seen.max(1) as f64;
             if !train_loss.is_finite() {
                 return Err(LstmError::Diverged(self.epoch));
             }
