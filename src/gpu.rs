@@ -1,10 +1,12 @@
 //! GPU utilisation sampled through NVML (the `nvml-wrapper` crate, `libnvidia-ml` loaded at run time):
 //! how busy the GPU was (the share of time a kernel ran), its memory in use and its power, a sample every
 //! `interval` on a thread of its own while the measured work runs. Where there is no NVIDIA driver,
-//! `GpuSampler::start` says so and nothing else changes.
+//! `GpuSampler::start` says so and nothing else changes. Trainers show the readings in their progress
+//! (`take_recent`, the window since the last progress line); the daemon caps a retrain child's GPU memory
+//! with libtorch's allocator setting (`alloc_conf`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -28,6 +30,23 @@ pub struct GpuStats {
 }
 
 impl GpuStats {
+    /// The fields a trainer's progress line carries: mean busy %, peak memory (MiB), mean power (W).
+    pub fn progress_fields(&self) -> [(&'static str, f64); 3] {
+        [
+            ("gpu_busy_pct", self.busy_mean_pct),
+            ("gpu_memory_mb", self.memory_max_mb),
+            ("gpu_power_w", self.power_mean_w),
+        ]
+    }
+
+    /// "gpu 97% · 5123 MiB · 310 W", for progress bars; a reading NVML could not make is left out.
+    pub fn short(&self) -> String {
+        let parts = [(self.busy_mean_pct, "%"), (self.memory_max_mb, " MiB"), (self.power_mean_w, " W")];
+        let shown: Vec<String> =
+            parts.iter().filter(|(x, _)| x.is_finite()).map(|(x, unit)| format!("{x:.0}{unit}")).collect();
+        format!("gpu {}", shown.join(" · "))
+    }
+
     pub fn of(samples: &[Sample]) -> GpuStats {
         if samples.is_empty() {
             return GpuStats::default();
@@ -47,6 +66,8 @@ impl GpuStats {
 pub struct GpuSampler {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Vec<Sample>>,
+    /// The samples since the last `take_recent`.
+    recent: Arc<Mutex<Vec<Sample>>>,
 }
 
 impl GpuSampler {
@@ -55,6 +76,8 @@ impl GpuSampler {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let recent = Arc::new(Mutex::new(Vec::new()));
+        let window = recent.clone();
         let thread = std::thread::Builder::new()
             .name("gpu-sampler".into())
             .spawn(move || {
@@ -79,14 +102,18 @@ impl GpuSampler {
                     let busy = device.utilization_rates().map(|u| f64::from(u.gpu)).unwrap_or(f64::NAN);
                     let mem = device.memory_info().map(|m| m.used as f64 / (1024.0 * 1024.0)).unwrap_or(f64::NAN);
                     let power = device.power_usage().map(|mw| f64::from(mw) / 1000.0).unwrap_or(f64::NAN);
-                    samples.push(Sample { busy_pct: busy, memory_used_mb: mem, power_w: power });
+                    let sample = Sample { busy_pct: busy, memory_used_mb: mem, power_w: power };
+                    samples.push(sample);
+                    if let Ok(mut w) = window.lock() {
+                        w.push(sample);
+                    }
                     std::thread::sleep(interval);
                 }
                 samples
             })
             .map_err(|e| format!("cannot start the GPU sampling thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(GpuSampler { stop, thread }),
+            Ok(Ok(())) => Ok(GpuSampler { stop, thread, recent }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -95,12 +122,44 @@ impl GpuSampler {
         }
     }
 
+    /// The summary of the samples taken since the last call (`None` before the first sample).
+    pub fn take_recent(&self) -> Option<GpuStats> {
+        let taken = std::mem::take(&mut *self.recent.lock().ok()?);
+        (!taken.is_empty()).then(|| GpuStats::of(&taken))
+    }
+
     /// Stops sampling; the samples' summary.
     pub fn stop(self) -> GpuStats {
         self.stop.store(true, Ordering::Relaxed);
         let samples = self.thread.join().unwrap_or_default();
         GpuStats::of(&samples)
     }
+}
+
+/// GPU `index`'s total memory in MiB, by NVML.
+pub fn total_memory_mb(index: u32) -> Result<u64, String> {
+    let nvml = nvml_wrapper::Nvml::init()
+        .map_err(|e| format!("NVML (the NVIDIA driver's libnvidia-ml) is not available: {e}"))?;
+    let device = nvml.device_by_index(index).map_err(|e| format!("NVML has no GPU {index}: {e}"))?;
+    let info = device.memory_info().map_err(|e| format!("NVML cannot read GPU {index}'s memory: {e}"))?;
+    Ok(info.total / (1024 * 1024))
+}
+
+/// libtorch's allocator settings (`PYTORCH_CUDA_ALLOC_CONF`, comma-separated `key:value`) with the
+/// per-process memory fraction that holds a process to `budget_mb` of a GPU of `total_mb`: the other
+/// settings kept, an earlier fraction replaced. libtorch then fails an allocation past the budget with its
+/// out-of-memory error, inside the trainer, instead of the GPU filling up.
+pub fn alloc_conf(budget_mb: u64, total_mb: u64, existing: Option<&str>) -> String {
+    let fraction = if total_mb == 0 { 1.0 } else { (budget_mb as f64 / total_mb as f64).clamp(0.0, 1.0) };
+    let mut parts: Vec<String> = existing
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && p.split(':').next().map(str::trim) != Some("per_process_memory_fraction"))
+        .map(str::to_string)
+        .collect();
+    parts.push(format!("per_process_memory_fraction:{fraction:.4}"));
+    parts.join(",")
 }
 
 #[cfg(test)]
@@ -117,12 +176,32 @@ mod tests {
         assert_eq!(GpuStats::of(&[]), GpuStats::default());
     }
 
+    #[test]
+    fn the_memory_budget_becomes_an_allocator_fraction_beside_other_settings() {
+        assert_eq!(alloc_conf(8_000, 80_000, None), "per_process_memory_fraction:0.1000");
+        assert_eq!(
+            alloc_conf(40_000, 80_000, Some("expandable_segments:True, per_process_memory_fraction:0.9")),
+            "expandable_segments:True,per_process_memory_fraction:0.5000"
+        );
+        // A budget above the GPU's memory is the whole GPU, not a fraction above 1 libtorch would refuse.
+        assert_eq!(alloc_conf(200_000, 80_000, Some("")), "per_process_memory_fraction:1.0000");
+    }
+
+    #[test]
+    fn progress_shows_the_window_mean_busy_peak_memory_and_mean_power() {
+        let s = |busy, mem, power| Sample { busy_pct: busy, memory_used_mb: mem, power_w: power };
+        let st = GpuStats::of(&[s(90.0, 1000.0, 300.0), s(100.0, 1200.0, 350.0)]);
+        assert_eq!(st.progress_fields(), [("gpu_busy_pct", 95.0), ("gpu_memory_mb", 1200.0), ("gpu_power_w", 325.0)]);
+        assert_eq!(st.short(), "gpu 95% · 1200 MiB · 325 W");
+    }
+
     /// Without an NVIDIA driver (CI), starting says so instead of panicking; with one, samples come.
     #[test]
     fn the_sampler_starts_or_says_why() {
         match GpuSampler::start(0, Duration::from_millis(10)) {
             Ok(s) => {
                 std::thread::sleep(Duration::from_millis(50));
+                assert!(s.take_recent().is_some_and(|w| w.samples >= 1));
                 assert!(s.stop().samples >= 1);
             }
             Err(e) => {

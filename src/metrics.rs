@@ -77,6 +77,11 @@ pub struct Metrics {
     pub retrain_runs: Family<OutcomeLabel, Counter>,
     pub train_steps_per_second: Family<KindLabel, FGauge>,
     pub train_epoch_seconds: Family<KindLabel, FGauge>,
+    /// The GPU's utilisation while a training child runs on one (NVML, from its progress lines); gone
+    /// when the run ends.
+    pub train_gpu_busy: Family<KindLabel, FGauge>,
+    pub train_gpu_memory: Family<KindLabel, FGauge>,
+    pub train_gpu_power: Family<KindLabel, FGauge>,
     /// 1 for the model each kind trades with.
     pub model_in_use: Family<ModelLabel, Gauge>,
 }
@@ -118,6 +123,9 @@ impl Metrics {
             retrain_runs: Family::default(),
             train_steps_per_second: Family::default(),
             train_epoch_seconds: Family::default(),
+            train_gpu_busy: Family::default(),
+            train_gpu_memory: Family::default(),
+            train_gpu_power: Family::default(),
             model_in_use: Family::default(),
             registry: Registry::default(),
         };
@@ -153,6 +161,21 @@ impl Metrics {
             m.train_steps_per_second.clone(),
         );
         r.register("train_epoch_seconds", "Duration of the last training epoch", m.train_epoch_seconds.clone());
+        r.register(
+            "train_gpu_busy_percent",
+            "Share of time the GPU ran a kernel while the training child runs (NVML)",
+            m.train_gpu_busy.clone(),
+        );
+        r.register(
+            "train_gpu_memory_megabytes",
+            "GPU memory in use (MiB) while the training child runs (NVML)",
+            m.train_gpu_memory.clone(),
+        );
+        r.register(
+            "train_gpu_power_watts",
+            "GPU power while the training child runs (NVML)",
+            m.train_gpu_power.clone(),
+        );
         r.register("model_in_use", "1 for the model each kind trades with", m.model_in_use.clone());
         Metrics { registry: r, ..m }
     }
@@ -193,6 +216,27 @@ impl Metrics {
         if let Some(v) = line.get("epoch_secs").and_then(|v| v.as_f64()) {
             self.train_epoch_seconds.get_or_create(&label).set(v);
         }
+        for (key, family) in self.gpu_families() {
+            if let Some(v) = line.get(key).and_then(|v| v.as_f64()) {
+                family.get_or_create(&label).set(v);
+            }
+        }
+    }
+
+    /// A training run ended: its GPU readings leave the exposition (throughput stays, the last run's).
+    pub fn training_ended(&self, kind: &str) {
+        let label = KindLabel { kind: kind.to_string() };
+        for (_, family) in self.gpu_families() {
+            family.remove(&label);
+        }
+    }
+
+    fn gpu_families(&self) -> [(&'static str, &Family<KindLabel, FGauge>); 3] {
+        [
+            ("gpu_busy_pct", &self.train_gpu_busy),
+            ("gpu_memory_mb", &self.train_gpu_memory),
+            ("gpu_power_w", &self.train_gpu_power),
+        ]
     }
 
     /// Sets the account gauges from the daemon's status, so `/metrics` and `tradebot status` agree.
@@ -280,6 +324,20 @@ mod tests {
         assert_eq!(sample(&text, "tradebot_train_steps_per_second", Some(("kind", "lstm"))), Some(900.0));
         assert_eq!(sample(&text, "tradebot_train_epoch_seconds", Some(("kind", "lstm"))), Some(5.5));
         assert!(text.contains("tradebot_decision_latency_seconds_count 1"), "{text}");
+        // A child on a GPU: its readings while it runs, gone when the run ends.
+        m.training_progress(
+            "ppo",
+            &serde_json::json!({"gpu_busy_pct": 97.5, "gpu_memory_mb": 5100.0, "gpu_power_w": 310.0}),
+        );
+        let text = m.encode();
+        assert_eq!(sample(&text, "tradebot_train_gpu_busy_percent", Some(("kind", "ppo"))), Some(97.5));
+        assert_eq!(sample(&text, "tradebot_train_gpu_memory_megabytes", Some(("kind", "ppo"))), Some(5100.0));
+        assert_eq!(sample(&text, "tradebot_train_gpu_power_watts", Some(("kind", "ppo"))), Some(310.0));
+        assert_eq!(sample(&text, "tradebot_train_gpu_busy_percent", Some(("kind", "lstm"))), None);
+        m.training_ended("ppo");
+        let text = m.encode();
+        assert_eq!(sample(&text, "tradebot_train_gpu_busy_percent", Some(("kind", "ppo"))), None);
+        assert_eq!(sample(&text, "tradebot_train_steps_per_second", Some(("kind", "ppo"))), Some(4321.0));
         // A position closed since the last status disappears from the exposition.
         m.observe_status(&StatusReport::default());
         assert_eq!(sample(&m.encode(), "tradebot_position_value", Some(("symbol", "AAPL"))), None);

@@ -340,11 +340,13 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
                             let epoch = line.get("epoch_secs").and_then(|x| x.as_f64()).unwrap_or(0.0);
                             (total - done).max(0.0) * epoch
                         }),
+                        gpu: crate::web::data::GpuNow::of_line(line),
                     });
                 }
             }
         }
-        Progress::Evaluating { .. } | Progress::Finished(_) => {}
+        Progress::Finished(record) => metrics.training_ended(record.kind.as_str()),
+        Progress::Evaluating { .. } => {}
     }
 }
 
@@ -378,5 +380,14 @@ mod tests {
             seen.push((p.done, p.total));
         }
         assert_eq!(seen, [(3.0, 12.0), (64.0, 256.0)]);
+        assert_eq!(live.running["ppo"].progress.as_ref().unwrap().gpu, None, "no GPU fields, no GPU shown");
+
+        // A child on a GPU: its readings reach the dashboard's run and `/metrics` while it runs.
+        let line = serde_json::json!({"event": "progress", "env_steps": 128, "total_steps": 256,
+            "gpu_busy_pct": 96.5, "gpu_memory_mb": 4096.0});
+        on_progress(&metrics, &mut live, &Progress::Training { kind: ModelKind::Ppo, line });
+        let gpu = live.running["ppo"].progress.as_ref().unwrap().gpu;
+        assert_eq!(gpu, Some(crate::web::data::GpuNow { busy_pct: 96.5, memory_mb: 4096.0, power_w: None }));
+        assert!(metrics.encode().contains("tradebot_train_gpu_busy_percent{kind=\"ppo\"} 96.5"));
     }
 }

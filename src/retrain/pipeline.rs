@@ -31,6 +31,32 @@ pub const SNAPSHOT_ENV: &str = "TRADEBOT_TRAIN_SNAPSHOT";
 pub const TUNE_SHARE_OF_BUDGET: f64 = 0.8;
 /// The environment variable carrying the child's GPU memory budget in MiB (absent = no cap).
 pub const GPU_MEMORY_ENV: &str = "TRADEBOT_GPU_MEMORY_MB";
+/// libtorch's CUDA allocator settings, read by the child's libtorch at its first allocation.
+pub const ALLOC_CONF_ENV: &str = "PYTORCH_CUDA_ALLOC_CONF";
+
+/// The child's libtorch held to `budget_mb` of GPU 0 (its per-process memory fraction, from the GPU's
+/// total by NVML), so that the trainer fails its own allocation past the budget rather than filling the
+/// GPU; `None` where there is no GPU to cap (the `nvidia-smi` watch in `child` stays as the backstop).
+fn gpu_alloc_conf(budget_mb: u64) -> Option<String> {
+    #[cfg(feature = "train")]
+    match crate::gpu::total_memory_mb(0) {
+        Ok(total) => {
+            let existing = std::env::var(ALLOC_CONF_ENV).ok();
+            let conf = crate::gpu::alloc_conf(budget_mb, total, existing.as_deref());
+            log::debug!("retrain: the child's GPU memory is capped at {budget_mb} of {total} MiB ({conf})");
+            Some(conf)
+        }
+        Err(e) => {
+            log::debug!("retrain: no GPU memory cap for the child: {e}");
+            None
+        }
+    }
+    #[cfg(not(feature = "train"))]
+    {
+        let _ = budget_mb;
+        None
+    }
+}
 
 /// A backtest failure or a candidate that does not load.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -136,6 +162,9 @@ impl PipelineSpec {
         ];
         if self.retrain.gpu_memory_mb > 0 {
             env.push((GPU_MEMORY_ENV.into(), self.retrain.gpu_memory_mb.to_string().into()));
+            if let Some(conf) = gpu_alloc_conf(self.retrain.gpu_memory_mb) {
+                env.push((ALLOC_CONF_ENV.into(), conf.into()));
+            }
         }
         let memory_mb = self.retrain.memory_mb.or_else(crate::retrain::memory::default_budget_mb).unwrap_or(0);
         if memory_mb > 0 {

@@ -159,7 +159,7 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
     if args.resume {
         trainer.resume(&ck_dir).context("resuming (drop --resume to start afresh)")?;
     }
-    let out = LstmProgress::new(args.json, cfg.max_epochs, trainer.epoch);
+    let out = LstmProgress::new(args.json, cfg.max_epochs, trainer.epoch).with_gpu(device);
     out.start(&device, tr.len(), va.len(), te.len());
     let history = trainer.fit(&ds, &tr, &va, Some(&ck_dir), |s| {
         out.epoch(s, tr.len());

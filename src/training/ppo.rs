@@ -175,7 +175,8 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         log::info!("resuming from {} (update {}, {} env steps)", path.display(), meta.updates, meta.env_steps);
     }
     let every = config.train.checkpoint_every as u64;
-    let progress = PpoProgress::new(args.json, total_updates, total_updates * per_update, ppo.env_steps);
+    let progress =
+        PpoProgress::new(args.json, total_updates, total_updates * per_update, ppo.env_steps).with_gpu(device);
     let started = Instant::now();
     let mut last: Option<UpdateStats> = None;
     let mut ckpt_err = None;

@@ -1,7 +1,10 @@
 //! Training progress for people and for the retrain child: a bar on a terminal, a plain line per step
-//! on a pipe, JSON lines (`{"event": "progress" | "epoch", ...}`) with `--json`.
+//! on a pipe, JSON lines (`{"event": "progress" | "epoch", ...}`) with `--json`. On a CUDA device each
+//! line also carries the GPU's utilisation since the previous line, sampled by NVML (`gpu_busy_pct`,
+//! `gpu_memory_mb`, `gpu_power_w`; `crate::gpu`).
 
 use super::emit;
+use crate::gpu::{GpuSampler, GpuStats};
 use crate::lstm::train::EpochStats;
 use crate::rl::ppo::UpdateStats;
 use serde_json::json;
@@ -17,6 +20,35 @@ pub struct PpoProgress {
     total_steps: u64,
     started: Instant,
     steps_at_start: u64,
+    gpu: Option<GpuSampler>,
+}
+
+/// Samples the GPU behind `device` every 250 ms, or `None` (said once) where NVML cannot.
+fn sampler(device: Device) -> Option<GpuSampler> {
+    let Device::Cuda(i) = device else { return None };
+    match GpuSampler::start(i as u32, std::time::Duration::from_millis(250)) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::info!("the GPU's utilisation is not shown in the progress: {e}");
+            None
+        }
+    }
+}
+
+/// Adds the GPU window's fields to a JSON progress line.
+fn add_gpu(v: &mut serde_json::Value, gpu: Option<&GpuStats>) {
+    if let (Some(o), Some(g)) = (v.as_object_mut(), gpu) {
+        for (k, x) in g.progress_fields() {
+            if x.is_finite() {
+                o.insert(k.into(), json!(x));
+            }
+        }
+    }
+}
+
+/// " | gpu 97% · 5123 MiB · 310 W", or nothing without a GPU window.
+fn gpu_text(gpu: Option<&GpuStats>) -> String {
+    gpu.map(|g| format!(" | {}", g.short())).unwrap_or_default()
 }
 
 impl PpoProgress {
@@ -29,13 +61,28 @@ impl PpoProgress {
             b.set_position(steps_done);
             b
         });
-        PpoProgress { json, bar, total_updates, total_steps, started: Instant::now(), steps_at_start: steps_done }
+        PpoProgress {
+            json,
+            bar,
+            total_updates,
+            total_steps,
+            started: Instant::now(),
+            steps_at_start: steps_done,
+            gpu: None,
+        }
+    }
+
+    /// Shows the utilisation of `device`'s GPU with each update (nothing on the CPU).
+    pub fn with_gpu(mut self, device: Device) -> Self {
+        self.gpu = sampler(device);
+        self
     }
 
     pub fn update(&self, s: &UpdateStats) {
         let done = s.env_steps.saturating_sub(self.steps_at_start) as f64;
         let rate = done / self.started.elapsed().as_secs_f64().max(1e-9);
         let eta_secs = self.total_steps.saturating_sub(s.env_steps) as f64 / rate.max(1e-9);
+        let gpu = self.gpu.as_ref().and_then(GpuSampler::take_recent);
         if self.json {
             let mut v = serde_json::to_value(s).unwrap_or_default();
             if let Some(o) = v.as_object_mut() {
@@ -44,18 +91,20 @@ impl PpoProgress {
                 o.insert("total_steps".into(), self.total_steps.into());
                 o.insert("eta_secs".into(), eta_secs.into());
             }
+            add_gpu(&mut v, gpu.as_ref());
             emit(&v);
             return;
         }
         let ret = s.mean_return.map_or("-".to_string(), |r| format!("{r:+.4}"));
         let msg = format!(
-            "update {}/{} | {:.0} steps/s | return {ret} | kl {:.4} | clip {:.3} | ev {:.3} | eta {}",
+            "update {}/{} | {:.0} steps/s | return {ret} | kl {:.4} | clip {:.3} | ev {:.3}{} | eta {}",
             s.update,
             self.total_updates,
             rate,
             s.approx_kl,
             s.clip_fraction,
             s.explained_variance,
+            gpu_text(gpu.as_ref()),
             eta(eta_secs)
         );
         match &self.bar {
@@ -80,6 +129,7 @@ pub struct LstmProgress {
     json: bool,
     max_epochs: usize,
     bar: Option<indicatif::ProgressBar>,
+    gpu: Option<GpuSampler>,
 }
 
 impl LstmProgress {
@@ -96,7 +146,13 @@ impl LstmProgress {
             }
             b
         });
-        LstmProgress { json, max_epochs, bar }
+        LstmProgress { json, max_epochs, bar, gpu: None }
+    }
+
+    /// Shows the utilisation of `device`'s GPU with each epoch (nothing on the CPU).
+    pub fn with_gpu(mut self, device: Device) -> Self {
+        self.gpu = sampler(device);
+        self
     }
 
     pub fn start(&self, device: &Device, tr: usize, va: usize, te: usize) {
@@ -112,8 +168,9 @@ impl LstmProgress {
     }
 
     pub fn epoch(&self, s: &EpochStats, train: usize) {
+        let gpu = self.gpu.as_ref().and_then(GpuSampler::take_recent);
         let line = format!(
-            "{:.2} s, {:.0} samples/s, loss {:.4}, val MCC {:.4} acc {:.4} F1 {:.4} (best {:.4} at {})",
+            "{:.2} s, {:.0} samples/s, loss {:.4}, val MCC {:.4} acc {:.4} F1 {:.4} (best {:.4} at {}){}",
             s.epoch_secs,
             s.samples_per_sec,
             s.train_loss,
@@ -121,7 +178,8 @@ impl LstmProgress {
             s.val_accuracy,
             s.val_macro_f1,
             s.best_mcc,
-            s.best_epoch
+            s.best_epoch,
+            gpu_text(gpu.as_ref())
         );
         if self.json {
             let mut v = serde_json::to_value(s).unwrap_or_default();
@@ -130,6 +188,7 @@ impl LstmProgress {
                 o.insert("train_samples".into(), json!(train));
                 o.insert("max_epochs".into(), json!(self.max_epochs));
             }
+            add_gpu(&mut v, gpu.as_ref());
             println!("{v}");
         } else if let Some(b) = &self.bar {
             b.set_position(s.epoch as u64);
@@ -165,5 +224,24 @@ mod tests {
         assert_eq!(super::eta(185.0), "3m05s");
         assert_eq!(super::eta(3720.0), "1h02m");
         assert_eq!(super::eta(-3.0), "0s");
+    }
+
+    /// A GPU window adds its three fields (a reading NVML could not make is left out) and a bar suffix;
+    /// no window adds nothing.
+    #[test]
+    fn a_gpu_window_rides_on_the_progress_line() {
+        use crate::gpu::{GpuStats, Sample};
+        let s = |busy, mem| Sample { busy_pct: busy, memory_used_mb: mem, power_w: f64::NAN };
+        let g = GpuStats::of(&[s(96.0, 5000.0), s(98.0, 5100.0)]);
+        let mut v = serde_json::json!({"event": "progress"});
+        super::add_gpu(&mut v, Some(&g));
+        assert_eq!(v["gpu_busy_pct"], 97.0);
+        assert_eq!(v["gpu_memory_mb"], 5100.0);
+        assert!(v.get("gpu_power_w").is_none(), "{v}");
+        let mut plain = serde_json::json!({"event": "progress"});
+        super::add_gpu(&mut plain, None);
+        assert_eq!(plain, serde_json::json!({"event": "progress"}));
+        assert_eq!(super::gpu_text(Some(&g)), " | gpu 97% · 5100 MiB");
+        assert_eq!(super::gpu_text(None), "");
     }
 }

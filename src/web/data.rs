@@ -130,6 +130,25 @@ pub struct Progress {
     pub total: f64,
     pub steps_per_s: f64,
     pub eta_secs: f64,
+    /// The GPU's utilisation since the child's previous progress line, when it trains on one.
+    #[serde(default)]
+    pub gpu: Option<GpuNow>,
+}
+
+/// A training child's GPU readings (NVML): busy %, memory in use (MiB), power (W).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GpuNow {
+    pub busy_pct: f64,
+    pub memory_mb: f64,
+    pub power_w: Option<f64>,
+}
+
+impl GpuNow {
+    /// From a progress line's `gpu_busy_pct`, `gpu_memory_mb` and `gpu_power_w` (busy % and memory needed).
+    pub fn of_line(line: &serde_json::Value) -> Option<GpuNow> {
+        let get = |k: &str| line.get(k).and_then(serde_json::Value::as_f64);
+        Some(GpuNow { busy_pct: get("gpu_busy_pct")?, memory_mb: get("gpu_memory_mb")?, power_w: get("gpu_power_w") })
+    }
 }
 
 /// Where the dashboard's data comes from. Called on each request, off the engine's thread.

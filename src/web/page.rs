@@ -16,6 +16,17 @@ fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
+/// " · GPU 97% busy · 5.1 GB · 310 W" after a training run's progress bar.
+fn gpu_html(g: super::data::GpuNow) -> String {
+    let power = g.power_w.map(|w| format!(" · {w:.0} W")).unwrap_or_default();
+    format!(
+        r#" · <span class="gpu" data-busy="{}">GPU {:.0}% busy · {:.1} GB{power}</span>"#,
+        g.busy_pct,
+        g.busy_pct,
+        g.memory_mb / 1024.0
+    )
+}
+
 fn num(v: f64) -> String {
     if v.abs() >= 1000.0 || v == v.trunc() { format!("{v:.0}") } else { format!("{v:.4}") }
 }
@@ -391,11 +402,12 @@ fn training_section(o: &mut String, runs: &[TrainingView]) {
             let frac = if p.total > 0.0 { (p.done / p.total).clamp(0.0, 1.0) } else { 0.0 };
             let _ = write!(
                 o,
-                r#"<p class="progress"><progress value="{frac:.3}" max="1"></progress> {} · <span class="rate" data-value="{}">{:.0}/s</span> · ETA {:.0} s</p>"#,
+                r#"<p class="progress"><progress value="{frac:.3}" max="1"></progress> {} · <span class="rate" data-value="{}">{:.0}/s</span> · ETA {:.0} s{}</p>"#,
                 pct(frac),
                 p.steps_per_s,
                 p.steps_per_s,
-                p.eta_secs
+                p.eta_secs,
+                p.gpu.map(gpu_html).unwrap_or_default()
             );
         }
         if let Some((reason, numbers)) = &r.gate {

@@ -31,7 +31,13 @@ fn data() -> DashboardData {
             started_at: t0,
             outcome: "running".into(),
             curves: [("return".to_string(), vec![0.0, 0.1, 0.2])].into_iter().collect(),
-            progress: Some(data::Progress { done: 50.0, total: 100.0, steps_per_s: 12_345.0, eta_secs: 4.0 }),
+            progress: Some(data::Progress {
+                done: 50.0,
+                total: 100.0,
+                steps_per_s: 12_345.0,
+                eta_secs: 4.0,
+                gpu: Some(data::GpuNow { busy_pct: 97.0, memory_mb: 5222.4, power_w: Some(310.0) }),
+            }),
             metrics: Default::default(),
             gate: None,
         }],
@@ -85,6 +91,8 @@ async fn the_dashboard_needs_the_token() {
             && html.contains("train-r1-return")
     );
     assert!(!html.contains("http://") && !html.contains("https://"), "nothing is loaded from elsewhere");
+    // A run training on a GPU shows the GPU's readings beside its progress bar.
+    assert!(html.contains(r#"<span class="gpu" data-busy="97">GPU 97% busy · 5.1 GB · 310 W</span>"#), "{html}");
     // The strategy beside buy-and-hold and cash: the returns since the first point, and the three lines.
     let want_bh = (100_000.0 + 100.0 * 29.0) / 100_000.0 - 1.0;
     assert!(html.contains(&format!(r#"id="return-buy-hold" data-value="{want_bh}">2.9%<"#)), "{html}");
