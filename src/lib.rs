@@ -21,7 +21,7 @@
 //!    [`calendar`] (the exchange's trading days and session times), [`clock`] (the wall clock or a
 //!    simulated one shared with the fake Alpaca),
 //!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`), [`readback`] (counted
-//!    tensor reads into host memory, feature `train`).
+//!    tensor reads into host memory, feature `train`), [`autocast`] (bfloat16 autocast on CUDA, feature `train`).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
 //!    batch), [`onnx`] (our ONNX writer and reference forwards), [`feed`] (the `MarketFeed` trait and its
 //!    events).
@@ -47,6 +47,8 @@
 pub mod alerts;
 pub mod alloc;
 pub mod alpaca;
+#[cfg(feature = "train")]
+pub mod autocast;
 pub mod backtest;
 pub mod bench;
 pub mod broker;

@@ -16,6 +16,9 @@ fn the_gpu_plan_is_valid_commands_on_cuda() {
         let cli = tradebot::cli::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(format!("{:?}", cli.command).contains("\"cuda\""), "{name}: {args:?}");
         assert!(args.contains(&"--json".to_string()), "{name}");
+        // The large preset trains in bfloat16 autocast (issue 20), the small one in float32.
+        let amp = args.contains(&"--mixed-precision".to_string());
+        assert_eq!(amp, name.contains("2048"), "{name}: {args:?}");
     }
 }
 

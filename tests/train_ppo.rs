@@ -157,6 +157,17 @@ fn bench_ppo_states_its_configuration_and_refuses_bad_arguments() {
     // The rate is the steps over the time the run reports, not a figure of its own.
     let (rate, secs) = (v["env_steps_per_s"].as_f64().unwrap(), v["seconds"].as_f64().unwrap());
     assert!(secs > 0.0 && (rate * secs - 64.0).abs() < 1e-6 * 64.0, "{v}");
+    assert_eq!(v["env"], "vec", "on the CPU the env is VecEnv unless asked");
     let o = tradebot(&["bench", "ppo", "--steps", "0"]);
     assert!(!o.status.success() && text(&o).contains("at least 1"), "{}", text(&o));
+    // The env kernel (the GPU's env) runs on CPU tensors too, with the libtorch trainer CUDA runs.
+    let args = ["bench", "ppo", "--assets", "2", "--days", "60", "--steps", "64", "--n-steps", "32"];
+    let o = tradebot(
+        &[&args[..], &["--batch-size", "16", "--env", "kernel", "--cpu-backend", "libtorch", "--json"]].concat(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["env"].as_str(), v["env_steps"].as_u64()), (Some("kernel"), Some(64)), "{v}");
+    let o = tradebot(&[&args[..], &["--env", "gpu"]].concat());
+    assert!(!o.status.success() && text(&o).contains("auto, kernel or vec"), "{}", text(&o));
 }

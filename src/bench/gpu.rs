@@ -32,7 +32,10 @@ pub fn plan(quick: bool) -> Vec<(String, Vec<String>)> {
     for (name, hidden) in [("[256, 256]", "256,256"), ("[2048, 1024, 512]", "2048,1024,512")] {
         let steps = (4096 * 32 * ppo_updates).to_string();
         let args = s(&["bench", "ppo", "--device", "cuda", "--envs", "4096", "--hidden", hidden, "--n-steps", "32"]);
-        let rest = s(&["--batch-size", "16384", "--epochs", "4", "--steps", &steps, "--json"]);
+        let mut rest = s(&["--batch-size", "16384", "--epochs", "4", "--steps", &steps, "--json"]);
+        if hidden.starts_with("2048") {
+            rest.push("--mixed-precision".into());
+        }
         out.push((format!("PPO {name} E=4096"), [args, rest].concat()));
     }
     let args = s(&["bench", "lstm", "--device", "cuda", "--samples", lstm_samples, "--batch", "3072", "--json"]);

@@ -34,6 +34,13 @@ pub struct PpoBench {
     /// On the CPU: native (plain Rust, the default) | libtorch (the tch code CUDA runs).
     #[arg(long, default_value = "native")]
     pub cpu_backend: String,
+    /// The env: auto (the env kernel on the training device with --device cuda, `VecEnv` on the CPU
+    /// otherwise) | kernel | vec. The kernel keeps standard f64 accounting in place of FinRL's float32.
+    #[arg(long, default_value = "auto")]
+    pub env: String,
+    /// bfloat16 autocast for the forward passes on CUDA (`ppo.mixed_precision`).
+    #[arg(long)]
+    pub mixed_precision: bool,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[arg(long)]
@@ -42,10 +49,10 @@ pub struct PpoBench {
 
 #[cfg(feature = "train")]
 pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
-    use crate::env::{EnvConfig, Panel};
-    use crate::rl::BatchEnv as _;
+    use crate::env::{Accounting, EnvConfig, Panel};
+    use crate::rl::BatchEnv;
     use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};
-    use crate::rl::trading::TradingEnv;
+    use crate::rl::trading::{KernelTradingEnv, TradingEnv};
     use anyhow::Context;
     use std::sync::Arc;
     use std::time::Instant;
@@ -65,7 +72,19 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     tch::set_num_threads(b.threads.max(1));
     let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
     let env_cfg = EnvConfig { n_envs: b.envs, ..finrl_env_config(b.days, b.seed) };
-    let mut env = TradingEnv::new(env_cfg, Arc::new(panel))?;
+    let kernel = match b.env.as_str() {
+        "auto" => device.is_cuda(),
+        "kernel" => true,
+        "vec" => false,
+        other => bail!("--env {other:?}: must be auto, kernel or vec"),
+    };
+    let mut env: Box<dyn BatchEnv> = if kernel {
+        let cfg = EnvConfig { accounting: Accounting::Standard, ..env_cfg };
+        Box::new(KernelTradingEnv::new(&cfg, &panel, device).context("starting the env kernel (or use --env vec)")?)
+    } else {
+        Box::new(TradingEnv::new(env_cfg, Arc::new(panel))?)
+    };
+    let env_name = if kernel { "kernel" } else { "vec" };
     let cfg = PpoConfig {
         hidden: b.hidden.clone(),
         n_steps: b.n_steps,
@@ -73,11 +92,12 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         n_epochs: b.epochs,
         seed: b.seed,
         cpu_backend,
+        mixed_precision: b.mixed_precision,
         ..Default::default()
     };
     let mut ppo = Ppo::new(cfg, env.obs_dim(), env.act_dim(), device)?;
     let t0 = Instant::now();
-    ppo.train(&mut env, b.steps, |_| true)?;
+    ppo.train(&mut *env, b.steps, |_| true)?;
     if device.is_cuda() {
         tch::Cuda::synchronize(0);
     }
@@ -87,7 +107,8 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             serde_json::json!({
-                "what": "tradebot-ppo", "device": b.device, "backend": ppo.backend(), "threads": b.threads, "envs": b.envs,
+                "what": "tradebot-ppo", "device": b.device, "backend": ppo.backend(), "env": env_name,
+                "mixed_precision": b.mixed_precision, "threads": b.threads, "envs": b.envs,
                 "assets": b.assets, "obs_dim": env.obs_dim(), "hidden": b.hidden, "n_steps": b.n_steps,
                 "batch_size": b.batch_size, "epochs": b.epochs, "updates": ppo.updates,
                 "env_steps": ppo.env_steps, "seconds": seconds, "env_steps_per_s": rate,
@@ -95,7 +116,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!(
-            "PPO on {} ({}, {} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates, {} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
+            "PPO on {} ({}, {env_name} env, {} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates, {} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
             b.device,
             ppo.backend(),
             b.threads,

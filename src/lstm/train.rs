@@ -159,6 +159,9 @@ impl LstmTrainer {
             return Err(LstmError::EmptyTrain);
         }
         let device = ds.device();
+        if self.amp() {
+            crate::autocast::bfloat16_on_this_thread();
+        }
         let train_t = Tensor::from_slice(train).to_device(device);
         let weights = self.class_weights(ds, &train_t);
         let mut history = Vec::new();

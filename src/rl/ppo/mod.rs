@@ -237,6 +237,9 @@ impl Ppo {
         }
         let per_update = (self.cfg.n_steps * env.num_envs()) as u64;
         let span = end.saturating_sub(first).max(1) as f64;
+        if self.amp() {
+            crate::autocast::bfloat16_on_this_thread();
+        }
         // The libtorch path carries its observations as a tensor; the native one inside `Native`.
         let mut obs = None;
         if self.native.is_some() {
