@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv optuna build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu install chromium systemd-tools
+.PHONY: all venv optuna build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu gpu-kit install chromium systemd-tools
 
 all: build
 
@@ -112,8 +112,28 @@ bench-tune: build optuna
 # The GPU figures in one run (env kernel at E = 1024/4096/16384 x A = 30, PPO [256, 256] and [2048, 1024, 512] at
 # E = 4096, the LSTM's 490k-sample epoch; GPU busy % by NVML), appended to benches/RESULTS.md. "no GPU" and exit 1
 # without one. On a GPU machine without this venv, point LD_LIBRARY_PATH at its own torch's lib directory.
-bench-gpu: build
-	./target/release/tradebot bench gpu --results benches/RESULTS.md
+# A GPU machine has no package index and no copy of this project's venv. `make gpu-kit` (here) puts a stripped
+# release binary and the peers' pure-Python wheels in target/gpu-kit (carry that folder); `make bench-gpu`
+# (there) runs that binary against the machine's own PyTorch: its libtorch, its NVRTC, its Python for the peers
+# (PEER_PYTHON, python3 by default). Without a kit it builds and uses the venv.
+GPU_KIT := target/gpu-kit
+PEER_WHEELS := stable-baselines3==2.9.2 gymnasium==1.4.0 cloudpickle==3.1.3 farama-notifications==0.0.6 \
+	typing-extensions==4.16.0 finrl==0.3.7
+gpu-kit: build
+	rm -rf $(GPU_KIT) && mkdir -p $(GPU_KIT)/wheelhouse
+	strip -o $(GPU_KIT)/tradebot target/release/tradebot
+	"$(PYENV)/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps -d $(GPU_KIT)/wheelhouse $(PEER_WHEELS)
+	@du -sh $(GPU_KIT)
+
+bench-gpu:
+	@if [ -x $(GPU_KIT)/tradebot ]; then \
+		py=$${PEER_PYTHON:-python3}; \
+		torch=$$($$py -c 'import torch, os; print(os.path.dirname(torch.__file__))') || exit 1; \
+		LD_LIBRARY_PATH="$$torch/lib:$$LD_LIBRARY_PATH" $(GPU_KIT)/tradebot bench gpu --results benches/RESULTS.md \
+			--python "$$py" --wheelhouse $(GPU_KIT)/wheelhouse; \
+	else \
+		$(MAKE) build && ./target/release/tradebot bench gpu --results benches/RESULTS.md --python "$(PYENV)/bin/python"; \
+	fi
 
 # LSTM training throughput: tradebot (device-resident panels, windows gathered by index) against the same
 # model in PyTorch with a DataLoader of materialised windows, on the same synthetic data.

@@ -2,8 +2,10 @@
 """FinRL 0.3.7's numpy StockTradingEnv as a reference and a speed peer for tradebot's environment.
 
 FinRL's code is never committed: `pip download --no-deps finrl==0.3.7` fetches the wheel into a temporary
-directory and the single env file (finrl/meta/env_stock_trading/env_stocktrading_np.py) is taken out of it
-at run time. It needs numpy and gymnasium in the running Python.
+directory (or, where $TRADEBOT_WHEELHOUSE names a directory holding it, as on a GPU machine with no
+package index, it is taken from there) and the single env file
+(finrl/meta/env_stock_trading/env_stocktrading_np.py) is taken out of it at run time. It needs numpy and
+gymnasium in the running Python.
 
 The panel is synthetic and seeded (documented here, reproduced by the fixture, not by Rust): prices are a
 geometric random walk per asset rounded to cents, float32; the tech array holds each asset's one-day log
@@ -20,7 +22,7 @@ prices f32[days x assets], tech f32[days x tech], turbulence f64[days], actions 
 FinRL's holdings after each step f32[(days-1) x assets], total asset f64[days] (before the first step,
 then after each), and u8[days-1]: 1 where FinRL's cash was a float32 after the step.
 """
-import argparse, gzip, importlib.util, json, pathlib, struct, subprocess, sys, tempfile, time, zipfile
+import argparse, gzip, importlib.util, json, os, pathlib, struct, subprocess, sys, tempfile, time, zipfile
 
 import numpy as np
 
@@ -29,9 +31,14 @@ MAGIC = b"FRL1"
 
 
 def load_finrl_env(tmp: pathlib.Path):
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "finrl==0.3.7", "-d", str(tmp)],
-                   check=True)
-    wheel = next(tmp.glob("*.whl"))
+    house = os.environ.get("TRADEBOT_WHEELHOUSE")
+    carried = sorted(pathlib.Path(house).glob("[Ff]in[Rr][Ll]-0.3.7-*.whl")) if house else []
+    if carried:
+        wheel = carried[0]
+    else:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "finrl==0.3.7", "-d",
+                        str(tmp)], check=True)
+        wheel = next(tmp.glob("*.whl"))
     with zipfile.ZipFile(wheel) as z:
         src = z.read(ENV_PATH)
     path = tmp / "env_stocktrading_np.py"

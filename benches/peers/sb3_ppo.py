@@ -5,10 +5,16 @@ The env is FinRL's own file, fetched as benches/peers/finrl_env.py does (never c
 seeded synthetic panel (finrl_env.panel). The work matches `tradebot bench ppo`'s defaults: one env,
 30 assets, 2,520 days, an MLP of [64, 64] tanh for the actor and for the critic, n_steps 2048,
 batch 64, 10 epochs, 4,096 timesteps, on the CPU with one torch thread. Needs stable-baselines3==2.9.2
-and gymnasium in the running Python (`make bench-ppo` installs them into the venv).
+and gymnasium in the running Python (`make bench-ppo` installs them into the venv; `tradebot bench gpu`
+installs them from a carried wheelhouse).
+
+On a GPU (`tradebot bench gpu`) it runs the setup of the report this project grew from: `--envs 32
+--subproc` (a `SubprocVecEnv` of 32 worker processes, each stepping FinRL's numpy env on the CPU),
+`--hidden 2048,1024,512`, `--device cuda`.
 
   sb3_ppo.py [--steps N] [--hidden 64,64] [--n-steps 2048] [--batch-size 64] [--epochs 10]
-             [--threads 1] [--against JSON]   ... and the ratio to tradebot's `bench ppo --json` line
+             [--threads 1] [--envs 1] [--subproc] [--device cpu|cuda]
+             [--against JSON]   ... and the ratio to tradebot's `bench ppo --json` line
 """
 import argparse, json, pathlib, sys, tempfile, time
 
@@ -27,6 +33,9 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--envs", type=int, default=1)
+    ap.add_argument("--subproc", action="store_true", help="step the envs in worker processes")
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--against", help="tradebot's `bench ppo --json` line: print the ratio")
     args = ap.parse_args()
 
@@ -38,18 +47,27 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         Env = load_finrl_env(pathlib.Path(tmp))
     prices, tech, turb, _ = panel(args.days, args.assets, args.seed)
-    env = Env(config=dict(price_array=prices, tech_array=tech, turbulence_array=turb, if_train=True))
+    make = lambda: Env(config=dict(price_array=prices, tech_array=tech, turbulence_array=turb, if_train=True))
+    if args.envs == 1 and not args.subproc:
+        env = make()
+    else:
+        from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+        env = (SubprocVecEnv if args.subproc else DummyVecEnv)([make] * args.envs)
     hidden = [int(h) for h in args.hidden.split(",")]
     model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.epochs,
                 policy_kwargs=dict(net_arch=dict(pi=hidden, vf=hidden), activation_fn=torch.nn.Tanh),
-                device="cpu", seed=args.seed, verbose=0)
+                device=args.device, seed=args.seed, verbose=0)
     t0 = time.perf_counter()
     model.learn(total_timesteps=args.steps)
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     done = model.num_timesteps
+    if hasattr(env, "close"):
+        env.close()
     print("sb3:      " if args.against else "", end="")
     print(json.dumps({"peer": f"sb3-{stable_baselines3.__version__}-ppo-on-finrl-0.3.7-numpy", "threads": args.threads,
-                      "envs": 1, "assets": args.assets, "obs_dim": int(env.observation_space.shape[0]),
+                      "device": args.device, "subproc": args.subproc, "envs": args.envs, "assets": args.assets, "obs_dim": int(env.observation_space.shape[0]),
                       "hidden": hidden, "n_steps": args.n_steps, "batch_size": args.batch_size,
                       "epochs": args.epochs, "env_steps": done, "seconds": seconds,
                       "env_steps_per_s": done / seconds}))

@@ -3,8 +3,9 @@
 //! environment kernel's CUDA build at E ∈ {1024, 4096, 16384} × A = 30, PPO end to end with [256, 256] and
 //! [2048, 1024, 512] at E = 4096, and the LSTM's epoch over 490k samples at batch 3072. Prints a JSON line
 //! per measurement and, with `--results FILE`, appends a table (device, command, result) to it. Without a
-//! usable CUDA device it prints "no GPU" and exits 1. The Python peers on the GPU (Stable-Baselines3 with
-//! 32 `SubprocVecEnv` workers, the DataLoader LSTM loop) are not part of it yet.
+//! usable CUDA device it prints "no GPU" and exits 1. Then the Python peers run on the same GPU
+//! ([`super::gpu_peers`]: Stable-Baselines3 with 32 `SubprocVecEnv` workers, the DataLoader LSTM loop), each
+//! followed by the ratio of our figure to theirs.
 
 use std::process::ExitCode;
 
@@ -18,7 +19,22 @@ pub struct GpuBench {
     pub quick: bool,
     #[arg(long)]
     pub json: bool,
+    /// The Python that runs the peers (with PyTorch on CUDA).
+    #[arg(long, default_value = "python3")]
+    pub python: String,
+    /// Wheels for the peers (`make gpu-kit`), installed beside them; without, `--python` must have them.
+    #[arg(long)]
+    pub wheelhouse: Option<std::path::PathBuf>,
+    /// The peers' scripts.
+    #[arg(long, default_value = "benches/peers")]
+    pub peers: std::path::PathBuf,
+    /// Our figures only.
+    #[arg(long)]
+    pub no_peers: bool,
 }
+
+/// Where our LSTM measurement writes its data for the PyTorch peer.
+pub const LSTM_DATA: &str = "target/bench-gpu/lstm";
 
 /// The measurements: a name and the `tradebot` arguments (each with `--json`).
 pub fn plan(quick: bool) -> Vec<(String, Vec<String>)> {
@@ -38,7 +54,8 @@ pub fn plan(quick: bool) -> Vec<(String, Vec<String>)> {
         }
         out.push((format!("PPO {name} E=4096"), [args, rest].concat()));
     }
-    let args = s(&["bench", "lstm", "--device", "cuda", "--samples", lstm_samples, "--batch", "3072", "--json"]);
+    let args = s(&["bench", "lstm", "--device", "cuda", "--samples", lstm_samples, "--batch", "3072"]);
+    let args = [args, s(&["--dump", LSTM_DATA, "--json"])].concat();
     out.push(("LSTM epoch, batch 3072".to_string(), args));
     out
 }
@@ -53,25 +70,25 @@ pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("finding this tradebot binary")?;
     let device = tch::Cuda::device_count();
     let mut rows = Vec::new();
-    for (name, args) in plan(b.quick) {
-        let sampler = crate::gpu::GpuSampler::start(0, std::time::Duration::from_millis(100));
-        if let Err(e) = &sampler {
-            eprintln!("{name}: GPU busy % not sampled: {e}");
-        }
-        let out = std::process::Command::new(&exe).args(&args).output().with_context(|| format!("running {name}"))?;
-        let gpu = sampler.ok().map(crate::gpu::GpuSampler::stop);
-        let text = String::from_utf8_lossy(&out.stdout);
-        let line = text.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
-        let row = serde_json::json!({
-            "measure": name, "command": format!("tradebot {}", args.join(" ")), "ok": out.status.success(),
-            "result": line, "gpu": gpu, "error": (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).to_string()),
-        });
+    let show = |row: &serde_json::Value| {
         if b.json {
             println!("{row}");
         } else {
-            println!("{name}: {}", describe(&row));
+            println!("{}: {}", row["measure"].as_str().unwrap_or(""), describe(row));
         }
+    };
+    for (name, args) in plan(b.quick) {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(&args);
+        let row = measure(&name, &format!("tradebot {}", args.join(" ")), cmd)?;
+        show(&row);
         rows.push(row);
+    }
+    if !b.no_peers {
+        for row in peers(&b, &rows)? {
+            show(&row);
+            rows.push(row);
+        }
     }
     if let Some(path) = &b.results {
         append(path, device, &rows)?;
@@ -80,6 +97,60 @@ pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
         bail!("some GPU measurements failed (see their errors above)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs one measurement with NVML sampling the GPU; its row (the last JSON line it printed as `result`).
+#[cfg(feature = "train")]
+fn measure(name: &str, command: &str, mut cmd: std::process::Command) -> anyhow::Result<serde_json::Value> {
+    use anyhow::Context;
+    let sampler = crate::gpu::GpuSampler::start(0, std::time::Duration::from_millis(100));
+    if let Err(e) = &sampler {
+        eprintln!("{name}: GPU busy % not sampled: {e}");
+    }
+    let out = cmd.output().with_context(|| format!("running {name}"))?;
+    let gpu = sampler.ok().map(crate::gpu::GpuSampler::stop);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    Ok(serde_json::json!({
+        "measure": name, "command": command, "ok": out.status.success(), "result": line, "gpu": gpu,
+        "error": (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).to_string()),
+    }))
+}
+
+/// The peers' rows, each followed by the ratio of our figure to theirs.
+#[cfg(feature = "train")]
+fn peers(b: &GpuBench, ours: &[serde_json::Value]) -> anyhow::Result<Vec<serde_json::Value>> {
+    use super::gpu_peers;
+    let site = match &b.wheelhouse {
+        Some(w) => Some(gpu_peers::install(&b.python, w).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let mut rows = Vec::new();
+    for p in gpu_peers::plan(b.quick, std::path::Path::new(LSTM_DATA)) {
+        let script = b.peers.join(p.script);
+        let mut cmd = std::process::Command::new(&b.python);
+        cmd.arg(&script).args(&p.args);
+        if let Some(site) = &site {
+            let path =
+                std::env::var_os("PYTHONPATH").map(|old| format!(":{}", old.to_string_lossy())).unwrap_or_default();
+            cmd.env("PYTHONPATH", format!("{}{path}", site.display()));
+        }
+        if let Some(w) = &b.wheelhouse {
+            cmd.env("TRADEBOT_WHEELHOUSE", w);
+        }
+        let command = format!("{} {} {}", b.python, script.display(), p.args.join(" "));
+        let row = measure(&p.name, &command, cmd)?;
+        let theirs = ours.iter().find(|r| r["measure"] == p.against.as_str());
+        let ratio = theirs.and_then(|t| gpu_peers::ratio(t, &row, p.figure));
+        let ratio_row = serde_json::json!({
+            "measure": format!("ratio: tradebot's {} / the peer's ({})", p.against, p.figure),
+            "command": "-", "ok": ratio.is_some(), "result": {"ratio": ratio}, "gpu": null,
+            "error": ratio.is_none().then_some("a row failed or lacks the figure"),
+        });
+        rows.push(row);
+        rows.push(ratio_row);
+    }
+    Ok(rows)
 }
 
 #[cfg(not(feature = "train"))]
@@ -91,7 +162,10 @@ pub fn gpu(_: GpuBench) -> anyhow::Result<ExitCode> {
 /// The figure of a measurement's result line, for people.
 pub fn describe(row: &serde_json::Value) -> String {
     let r = &row["result"];
-    let figure = ["asset_steps_per_s", "env_steps_per_s", "epoch_secs", "samples_per_s"]
+    if let Some(x) = r.get("ratio").and_then(|v| v.as_f64()) {
+        return format!("{x:.1}x");
+    }
+    let figure = ["asset_steps_per_s", "env_steps_per_s", "epoch_secs", "samples_per_sec"]
         .iter()
         .filter_map(|k| r.get(*k).and_then(|v| v.as_f64()).map(|v| format!("{k} {v:.4e}")))
         .collect::<Vec<_>>()

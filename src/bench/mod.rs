@@ -6,6 +6,7 @@
 
 pub mod env;
 pub mod gpu;
+pub mod gpu_peers;
 pub mod infer;
 pub mod lstm;
 pub mod ppo;

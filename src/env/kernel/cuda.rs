@@ -104,12 +104,31 @@ impl CudaKernel {
     }
 }
 
-/// `libnvrtc*.so*` and `libnvrtc-builtins*.so*` in a venv's `site-packages/nvidia/*/lib`, builtins first.
-fn venv_nvrtc(venv: &Path) -> Vec<PathBuf> {
+/// The `site-packages` folders of a venv (`lib/python3*/site-packages`).
+fn venv_site_packages(venv: &Path) -> Vec<PathBuf> {
+    let Ok(pys) = std::fs::read_dir(venv.join("lib")) else { return Vec::new() };
+    pys.flatten().map(|py| py.path().join("site-packages")).collect()
+}
+
+/// The `site-packages` holding the libtorch this process loaded (`.../site-packages/torch/lib/libtorch_cpu.so`
+/// in `/proc/self/maps`): on a machine whose PyTorch is not the project's venv (a GPU machine carrying
+/// only the binary), NVRTC comes with that PyTorch's `nvidia` packages.
+fn loaded_torch_site_packages() -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    site_packages_in_maps(&maps)
+}
+
+fn site_packages_in_maps(maps: &str) -> Option<PathBuf> {
+    let lib = maps.lines().find_map(|l| l.split_whitespace().last().filter(|p| p.ends_with("/libtorch_cpu.so")))?;
+    // .../site-packages/torch/lib/libtorch_cpu.so
+    Path::new(lib).parent()?.parent()?.parent().map(Path::to_path_buf)
+}
+
+/// `libnvrtc*.so*` and `libnvrtc-builtins*.so*` in `site-packages/nvidia/*/lib` of each folder, builtins first.
+fn nvrtc_libs(site_packages: &[PathBuf]) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    let Ok(pys) = std::fs::read_dir(venv.join("lib")) else { return found };
-    for py in pys.flatten() {
-        let Ok(pkgs) = std::fs::read_dir(py.path().join("site-packages/nvidia")) else { continue };
+    for site in site_packages {
+        let Ok(pkgs) = std::fs::read_dir(site.join("nvidia")) else { continue };
         for pkg in pkgs.flatten() {
             let Ok(files) = std::fs::read_dir(pkg.path().join("lib")) else { continue };
             for f in files.flatten() {
@@ -122,6 +141,7 @@ fn venv_nvrtc(venv: &Path) -> Vec<PathBuf> {
     }
     // Builtins before the compiler that loads them; newest CUDA last so it is the one found by name.
     found.sort_by_key(|p| (!p.to_string_lossy().contains("builtins"), p.clone()));
+    found.dedup();
     found
 }
 
@@ -142,7 +162,9 @@ pub fn nvrtc() -> Result<(), KernelEnvError> {
                 return Ok(());
             }
             let venv = crate::native::pyenv_dir();
-            for lib in venv_nvrtc(&venv) {
+            let mut sites = venv_site_packages(&venv);
+            sites.extend(loaded_torch_site_packages());
+            for lib in nvrtc_libs(&sites) {
                 if !dlopen_global(&lib) {
                     log::debug!("NVRTC: cannot load {}", lib.display());
                 }
@@ -151,7 +173,11 @@ pub fn nvrtc() -> Result<(), KernelEnvError> {
             if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
                 Ok(())
             } else {
-                Err(format!("{}/lib/python3*/site-packages/nvidia/*/lib", venv.display()))
+                let mut looked: Vec<String> = sites.iter().map(|s| format!("{}/nvidia/*/lib", s.display())).collect();
+                if looked.is_empty() {
+                    looked.push(format!("{}/lib/python3*/site-packages/nvidia/*/lib", venv.display()));
+                }
+                Err(looked.join(", "))
             }
         })
         .clone()
@@ -169,6 +195,27 @@ pub fn compile() -> Result<cudarc::nvrtc::Ptx, KernelEnvError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A GPU machine's own PyTorch: NVRTC is looked for beside the libtorch the process loaded.
+    #[test]
+    fn nvrtc_is_found_beside_the_loaded_libtorch() {
+        let maps = "7f00-7f01 r-xp 00000000 08:01 42 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
+                    7f02-7f03 r-xp 00000000 08:01 43 /opt/py/lib/python3.12/site-packages/torch/lib/libtorch_cpu.so\n";
+        assert_eq!(site_packages_in_maps(maps), Some(PathBuf::from("/opt/py/lib/python3.12/site-packages")));
+        assert_eq!(site_packages_in_maps("7f00-7f01 r-xp 0 0 0 /lib/libc.so.6\n"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("nvidia/cu13/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        for f in ["libnvrtc.so.13", "libnvrtc-builtins.so.13.0", "libcublas.so.13", "libnvrtc.alt.so.13"] {
+            std::fs::write(lib.join(f), b"").unwrap();
+        }
+        let got = nvrtc_libs(&[dir.path().to_path_buf(), dir.path().to_path_buf()]);
+        assert_eq!(got, vec![lib.join("libnvrtc-builtins.so.13.0"), lib.join("libnvrtc.so.13")]);
+        // This very process loaded the venv's libtorch: its site-packages is found the same way.
+        let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
+        let here = loaded_torch_site_packages().expect("libtorch_cpu.so is mapped in the test process");
+        assert!(here.join("torch").is_dir(), "{}", here.display());
+    }
 
     #[test]
     fn the_grid_covers_every_env_once() {

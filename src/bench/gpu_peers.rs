@@ -1,0 +1,129 @@
+//! The Python peers of `tradebot bench gpu`, on the same GPU in the same run: Stable-Baselines3 2.9.2 PPO
+//! with 32 `SubprocVecEnv` workers stepping FinRL's numpy env (`benches/peers/sb3_ppo.py`, at [256, 256]
+//! and at [2048, 1024, 512], the setup of the report this project grew from) and the PyTorch DataLoader
+//! LSTM loop on the data our LSTM measurement dumps (`benches/peers/lstm_torch.py`). Each is compared with
+//! our measurement of the same work, as a ratio row.
+//!
+//! A GPU machine has no package index: the pure-Python wheels the peers need (SB3, gymnasium and theirs,
+//! and FinRL's wheel for its env file) come from a wheelhouse carried with the binary (`make gpu-kit`),
+//! installed with `pip --no-index --no-deps --target` into a folder of their own beside it; PyTorch and
+//! NumPy are the machine's.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The wheels a peer needs besides PyTorch and NumPy (`make gpu-kit` downloads them, pinned).
+pub const WHEELS: [&str; 5] = [
+    "stable-baselines3==2.9.2",
+    "gymnasium==1.4.0",
+    "cloudpickle==3.1.3",
+    "farama-notifications==0.0.6",
+    "typing-extensions==4.16.0",
+];
+
+/// One peer measurement: its script and arguments, and the measurement of ours it is compared with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peer {
+    pub name: String,
+    pub script: &'static str,
+    pub args: Vec<String>,
+    /// Our measurement's name (`gpu::plan`) and the figure compared, higher is better.
+    pub against: String,
+    pub figure: &'static str,
+}
+
+/// The peers: SB3 at both PPO sizes with 32 worker processes, and the DataLoader LSTM on `lstm_data`.
+pub fn plan(quick: bool, lstm_data: &Path) -> Vec<Peer> {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    // 32 envs x 64 steps per update: 2 updates quick, 4 otherwise.
+    let steps = (32 * 64 * if quick { 2 } else { 4 }).to_string();
+    let mut out = Vec::new();
+    for (name, hidden) in [("[256, 256]", "256,256"), ("[2048, 1024, 512]", "2048,1024,512")] {
+        out.push(Peer {
+            name: format!("peer: SB3 2.9.2 PPO {name}, 32 SubprocVecEnv workers on FinRL's numpy env"),
+            script: "sb3_ppo.py",
+            args: s(&["--device", "cuda", "--envs", "32", "--subproc", "--hidden", hidden, "--n-steps", "64"])
+                .into_iter()
+                .chain(s(&["--batch-size", "2048", "--epochs", "4", "--steps", &steps]))
+                .collect(),
+            against: format!("PPO {name} E=4096"),
+            figure: "env_steps_per_s",
+        });
+    }
+    out.push(Peer {
+        name: "peer: PyTorch LSTM with a DataLoader, batch 3072".into(),
+        script: "lstm_torch.py",
+        args: vec![lstm_data.display().to_string(), "--batch".into(), "3072".into()],
+        against: "LSTM epoch, batch 3072".into(),
+        figure: "samples_per_sec",
+    });
+    out
+}
+
+/// Installs [`WHEELS`] from `wheelhouse` into `wheelhouse/site` (once) for `python`; returns that folder,
+/// for `PYTHONPATH`.
+pub fn install(python: &str, wheelhouse: &Path) -> Result<PathBuf, String> {
+    let site = wheelhouse.join("site");
+    if site.join("stable_baselines3").is_dir() {
+        return Ok(site);
+    }
+    let out = std::process::Command::new(python)
+        .args(["-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--find-links"])
+        .arg(wheelhouse)
+        .arg("--target")
+        .arg(&site)
+        .args(WHEELS)
+        .output()
+        .map_err(|e| format!("cannot run {python}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "installing the peers' wheels from {} failed (run `make gpu-kit` where PyPI is reachable): {}",
+            wheelhouse.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(site)
+}
+
+/// `ours / peer` for the compared figure, where both rows ran and carry it.
+pub fn ratio(ours: &Value, peer: &Value, figure: &str) -> Option<f64> {
+    let get = |row: &Value| row["result"].get(figure).and_then(Value::as_f64).filter(|x| x.is_finite() && *x > 0.0);
+    (ours["ok"] == true && peer["ok"] == true).then_some(())?;
+    Some(get(ours)? / get(peer)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_peer_is_compared_with_one_of_our_measurements() {
+        let ours: Vec<String> = super::super::gpu::plan(false).into_iter().map(|(name, _)| name).collect();
+        let peers = plan(false, Path::new("target/bench-gpu/lstm"));
+        assert_eq!(peers.len(), 3);
+        for p in &peers {
+            assert!(ours.contains(&p.against), "{} is compared with {}, not measured", p.name, p.against);
+            assert!(Path::new("benches/peers").join(p.script).is_file(), "{}", p.script);
+        }
+        assert!(peers[1].args.windows(2).any(|w| w == ["--hidden", "2048,1024,512"]));
+        assert!(peers[0].args.contains(&"--subproc".to_string()) && peers[0].args.contains(&"cuda".to_string()));
+    }
+
+    #[test]
+    fn the_ratio_needs_both_rows_and_a_positive_figure() {
+        let row = |ok: bool, v: f64| serde_json::json!({"ok": ok, "result": {"env_steps_per_s": v}});
+        assert_eq!(ratio(&row(true, 2.0e6), &row(true, 5.0e4), "env_steps_per_s"), Some(40.0));
+        assert_eq!(ratio(&row(true, 2.0e6), &row(false, 5.0e4), "env_steps_per_s"), None);
+        assert_eq!(ratio(&row(true, 2.0e6), &row(true, 0.0), "env_steps_per_s"), None);
+        assert_eq!(ratio(&row(true, 2.0e6), &row(true, 1.0), "samples_per_sec"), None);
+    }
+
+    /// The wheelhouse install refuses clearly when a wheel is missing (an empty wheelhouse here).
+    #[test]
+    fn an_incomplete_wheelhouse_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let python = crate::native::pyenv_python();
+        let err = install(&python.to_string_lossy(), dir.path()).unwrap_err();
+        assert!(err.contains("make gpu-kit"), "{err}");
+    }
+}
