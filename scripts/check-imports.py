@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 LAYERS = [
-    ["alloc", "logging", "native", "gpu", "domain", "calendar", "clock", "schedule", "optim", "readback", "autocast"],
+    ["alloc", "logging", "native", "gpu", "domain", "calendar", "clock", "schedule", "optim", "readback", "autocast", "seeded"],
     ["store", "features", "onnx", "feed"],
     ["env", "models"],
     ["config"],

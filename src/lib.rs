@@ -21,7 +21,8 @@
 //!    [`calendar`] (the exchange's trading days and session times), [`clock`] (the wall clock or a
 //!    simulated one shared with the fake Alpaca),
 //!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`), [`readback`] (counted
-//!    tensor reads into host memory, feature `train`), [`autocast`] (bfloat16 autocast on CUDA, feature `train`).
+//!    tensor reads into host memory, feature `train`), [`autocast`] (bfloat16 autocast on CUDA, feature `train`), [`seeded`]
+//!    (seeded initialisation on libtorch's global generator, feature `train`).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
 //!    batch), [`onnx`] (our ONNX writer and reference forwards), [`feed`] (the `MarketFeed` trait and its
 //!    events).
@@ -86,6 +87,8 @@ pub mod risk;
 #[cfg(feature = "train")]
 pub mod rl;
 pub mod schedule;
+#[cfg(feature = "train")]
+pub mod seeded;
 pub mod store;
 pub mod training;
 pub mod tune;

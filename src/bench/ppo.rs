@@ -25,7 +25,8 @@ pub struct PpoBench {
     pub batch_size: usize,
     #[arg(long, default_value_t = 10)]
     pub epochs: usize,
-    /// libtorch intra-op threads (1 = the same single core the peer gets).
+    /// CPU threads: libtorch's intra-op threads, and the pool of the env's chunks and the native trainer's
+    /// GEMM blocks (1 = the same single core the peer gets).
     #[arg(long, default_value_t = 1)]
     pub threads: i32,
     /// cpu | cuda
@@ -78,7 +79,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         "vec" => false,
         other => bail!("--env {other:?}: must be auto, kernel or vec"),
     };
-    let mut env: Box<dyn BatchEnv> = if kernel {
+    let mut env: Box<dyn BatchEnv + Send> = if kernel {
         let cfg = EnvConfig { accounting: Accounting::Standard, ..env_cfg };
         Box::new(KernelTradingEnv::new(&cfg, &panel, device).context("starting the env kernel (or use --env vec)")?)
     } else {
@@ -96,8 +97,12 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let mut ppo = Ppo::new(cfg, env.obs_dim(), env.act_dim(), device)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(b.threads.max(1) as usize)
+        .build()
+        .context("starting the training threads")?;
     let t0 = Instant::now();
-    ppo.train(&mut *env, b.steps, |_| true)?;
+    pool.install(|| ppo.train(&mut *env, b.steps, |_| true))?;
     if device.is_cuda() {
         tch::Cuda::synchronize(0);
     }

@@ -25,6 +25,10 @@ pub struct PpoArgs {
     /// JSON lines on stdout: progress, then done (or error).
     #[arg(long)]
     pub json: bool,
+    /// CPU threads for the env, the trainer and libtorch (default: every core). Any count trains the
+    /// same model, bit for bit.
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -58,7 +62,15 @@ fn config(path: Option<PathBuf>, json: bool) -> anyhow::Result<crate::config::Co
 
 pub fn ppo(a: PpoArgs) -> anyhow::Result<ExitCode> {
     let config = config(a.config, a.json)?;
-    let job = PpoJob { config, device: a.device, steps: a.steps, resume: a.resume, data: a.data, json: a.json };
+    let job = PpoJob {
+        config,
+        device: a.device,
+        steps: a.steps,
+        resume: a.resume,
+        data: a.data,
+        json: a.json,
+        threads: a.threads,
+    };
     training::train_ppo(job)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -69,9 +69,8 @@ fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
 impl LstmTrainer {
     pub fn new(cfg: LstmConfig, dims: NetDims, device: Device) -> Result<Self, LstmError> {
         cfg.validate().map_err(LstmError::Config)?;
-        tch::manual_seed(cfg.seed as i64);
         let vs = nn::VarStore::new(device);
-        let net = LstmNet::new(&vs.root(), dims, &cfg);
+        let net = crate::seeded::seeded(cfg.seed, || LstmNet::new(&vs.root(), dims, &cfg));
         let opt = crate::optim::Adam::new(&vs.root(), vs.trainable_variables(), 1e-8, cfg.weight_decay);
         Ok(LstmTrainer { cfg, vs, net, opt, epoch: 0, best: None })
     }

@@ -36,6 +36,8 @@ pub struct PpoJob {
     pub data: Option<PathBuf>,
     /// JSON lines on stdout: progress, then done (or error).
     pub json: bool,
+    /// CPU threads for the env, the native trainer's GEMMs and libtorch (default: every core).
+    pub threads: Option<usize>,
 }
 
 /// `tradebot train lstm`.
@@ -76,7 +78,18 @@ pub fn train_lstm(job: LstmJob) -> anyhow::Result<String> {
 
 #[cfg(feature = "train")]
 fn train_ppo_inner(job: PpoJob) -> anyhow::Result<String> {
-    ppo::run(job)
+    let Some(threads) = job.threads else { return ppo::run(job) };
+    if threads == 0 {
+        anyhow::bail!("--threads 0: give at least 1 (or leave it out for every core)");
+    }
+    tch::set_num_threads(threads as i32);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("train-{i}"))
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start {threads} training threads: {e}"))?;
+    // The env's chunks and the native trainer's GEMM blocks run on the current rayon pool: this one.
+    pool.install(|| ppo::run(job))
 }
 
 #[cfg(feature = "train")]

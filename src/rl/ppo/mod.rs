@@ -97,9 +97,8 @@ use crate::readback::scalar;
 impl Ppo {
     pub fn new(cfg: PpoConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Ppo, PpoError> {
         cfg.validate().map_err(PpoError::Config)?;
-        tch::manual_seed(cfg.seed as i64);
         let vs = nn::VarStore::new(device);
-        let model = ActorCritic::new(&vs.root(), obs_dim, act_dim, &cfg);
+        let model = crate::seeded::seeded(cfg.seed, || ActorCritic::new(&vs.root(), obs_dim, act_dim, &cfg));
         let norm = RunningNorm::new(&(vs.root() / "obs_norm"), obs_dim, cfg.obs_clip);
         let adam = crate::optim::Adam::new(&vs.root(), model.parameters(), native::ADAM_EPS, 0.0);
         let native = (device == Device::Cpu && cfg.cpu_backend == CpuBackend::Native).then(|| {

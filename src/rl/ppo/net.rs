@@ -4,7 +4,33 @@
 
 use crate::onnx::Activation;
 use ndarray::linalg::general_mat_mul;
-use ndarray::{ArrayView2, ArrayViewMut2};
+use ndarray::{ArrayView2, ArrayViewMut2, Axis};
+
+/// Rows of a GEMM's output per block of work.
+const ROWS: usize = 64;
+/// Elements per block of an element-wise pass (an activation and its derivative): the same bits however
+/// the blocks are spread.
+const ELEMS: usize = 16_384;
+
+/// `c = alpha * a·b + beta * c`, with `c`'s rows in blocks of [`ROWS`] spread over rayon's current pool
+/// once there are two blocks or more. Whether it blocks depends on the shape alone, never on the threads,
+/// and each row is computed by the same kernel over the same `k` loop in any block: the result is the same
+/// bits for any thread count (tested), and equal to one unblocked GEMM.
+pub(super) fn gemm(
+    alpha: f32,
+    a: &ArrayView2<'_, f32>,
+    b: &ArrayView2<'_, f32>,
+    beta: f32,
+    c: &mut ArrayViewMut2<'_, f32>,
+) {
+    if c.nrows() < 2 * ROWS {
+        general_mat_mul(alpha, a, b, beta, c);
+        return;
+    }
+    use rayon::prelude::*;
+    let blocks: Vec<_> = a.axis_chunks_iter(Axis(0), ROWS).zip(c.axis_chunks_iter_mut(Axis(0), ROWS)).collect();
+    blocks.into_par_iter().for_each(|(a, mut c)| general_mat_mul(alpha, &a, b, beta, &mut c));
+}
 
 /// One dense layer's place in the flat parameter vector: `weight` `[out, in]` row-major (torch's layout)
 /// at `w`, `bias` `[out]` at `b`.
@@ -108,11 +134,17 @@ pub(super) fn forward(params: &[f32], tower: &[Dense], act: Activation, x: &[f32
             y.extend_from_slice(&params[d.b..d.b + d.out]);
         }
         let w = view(&params[d.w..], d.out, d.input);
-        general_mat_mul(1.0, &view(input, n, d.input), &w.t(), 1.0, &mut view_mut(y, n, d.out));
+        gemm(1.0, &view(input, n, d.input), &w.t(), 1.0, &mut view_mut(y, n, d.out));
         if i + 1 < tower.len() {
-            match act {
+            let f = |y: &mut [f32]| match act {
                 Activation::Tanh => tanh_slice(y),
                 Activation::Relu => y.iter_mut().for_each(|v| *v = v.max(0.0)),
+            };
+            if y.len() < 2 * ELEMS {
+                f(y);
+            } else {
+                use rayon::prelude::*;
+                y.par_chunks_mut(ELEMS).for_each(f);
             }
         }
     }
@@ -137,13 +169,7 @@ pub(super) fn backward(
         let input: &[f32] = if i == 0 { x } else { &acts.0[i - 1] };
         {
             let g = view(dy, n, d.out);
-            general_mat_mul(
-                1.0,
-                &g.t(),
-                &view(input, n, d.input),
-                1.0,
-                &mut view_mut(&mut grads[d.w..], d.out, d.input),
-            );
+            gemm(1.0, &g.t(), &view(input, n, d.input), 1.0, &mut view_mut(&mut grads[d.w..], d.out, d.input));
             let gb = &mut grads[d.b..d.b + d.out];
             for row in dy[..n * d.out].chunks_exact(d.out) {
                 gb.iter_mut().zip(row).for_each(|(a, b)| *a += b);
@@ -154,21 +180,22 @@ pub(super) fn backward(
         }
         dx.clear();
         dx.resize(n * d.input, 0.0);
-        general_mat_mul(
-            1.0,
-            &view(dy, n, d.out),
-            &view(&params[d.w..], d.out, d.input),
-            0.0,
-            &mut view_mut(dx, n, d.input),
-        );
+        gemm(1.0, &view(dy, n, d.out), &view(&params[d.w..], d.out, d.input), 0.0, &mut view_mut(dx, n, d.input));
         // Through the activation of layer i - 1 (whose output is `input`).
-        match act {
-            Activation::Tanh => dx.iter_mut().zip(input).for_each(|(g, y)| *g *= 1.0 - y * y),
-            Activation::Relu => dx.iter_mut().zip(input).for_each(|(g, y)| {
+        let f = |(dx, y): (&mut [f32], &[f32])| match act {
+            Activation::Tanh => dx.iter_mut().zip(y).for_each(|(g, y)| *g *= 1.0 - y * y),
+            Activation::Relu => dx.iter_mut().zip(y).for_each(|(g, y)| {
                 if *y <= 0.0 {
                     *g = 0.0
                 }
             }),
+        };
+        let input = &input[..dx.len()];
+        if dx.len() < 2 * ELEMS {
+            f((dx.as_mut_slice(), input));
+        } else {
+            use rayon::prelude::*;
+            dx.par_chunks_mut(ELEMS).zip(input.par_chunks(ELEMS)).for_each(f);
         }
         std::mem::swap(dy, dx);
     }
@@ -176,6 +203,33 @@ pub(super) fn backward(
 
 #[cfg(test)]
 mod tests {
+    /// The blocked GEMM against one unblocked call, bit for bit, on 1, 2 and 3 threads, with a transposed
+    /// operand (the weight gradient's) and a ragged last block.
+    #[test]
+    fn the_blocked_gemm_is_the_same_bits_on_any_thread_count() {
+        use ndarray::Array2;
+        use ndarray::linalg::general_mat_mul;
+        let mut rng = crate::env::rng::SplitMix64::new(9);
+        let mut fill = |r: usize, c: usize| Array2::from_shape_fn((r, c), |_| (rng.next_f64() * 2.0 - 1.0) as f32);
+        let (a, b, c0) = (fill(300, 37), fill(37, 53), fill(300, 53));
+        let at = fill(37, 300);
+        let mut want = c0.clone();
+        general_mat_mul(0.5, &a.view(), &b.view(), 1.0, &mut want.view_mut());
+        let mut want_t = Array2::<f32>::zeros((300, 53));
+        general_mat_mul(1.0, &at.t(), &b.view(), 0.0, &mut want_t.view_mut());
+        for threads in [1, 2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let (mut got, mut got_t) = (c0.clone(), Array2::<f32>::zeros((300, 53)));
+            pool.install(|| {
+                super::gemm(0.5, &a.view(), &b.view(), 1.0, &mut got.view_mut());
+                super::gemm(1.0, &at.t(), &b.view(), 0.0, &mut got_t.view_mut());
+            });
+            let bits = |m: &Array2<f32>| m.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{threads} threads");
+            assert_eq!(bits(&got_t), bits(&want_t), "{threads} threads, transposed operand");
+        }
+    }
+
     #[test]
     fn tanh_slice_is_within_3e_7_of_f64_and_keeps_nan() {
         let mut xs: Vec<f32> = (-200_000..=200_000).map(|i| i as f32 * 1e-4).collect();
