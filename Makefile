@@ -68,6 +68,8 @@ optuna: venv
 # CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs).
 test: venv optuna chromium systemd-tools check-inference-only lint
 	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
+	@if nvidia-smi -L >/dev/null 2>&1; then $(MAKE) test-gpu; \
+	else echo "no NVIDIA GPU: the CUDA tests (ignored above) were skipped; \`make test-gpu\` runs them on a GPU"; fi
 
 # The tests that need a CUDA GPU (ignored by `make test`, which CI runs without one); each fails without a GPU.
 test-gpu: venv

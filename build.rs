@@ -18,6 +18,18 @@ fn main() {
         .extra_warnings(true)
         .warnings_into_errors(true)
         .compile("tradebot_env_kernel");
+    // GAE's reverse scan (rl::ppo::gae), the same way.
+    println!("cargo:rerun-if-changed=src/rl/ppo/gae.c");
+    cc::Build::new()
+        .file("src/rl/ppo/gae.c")
+        .std("c11")
+        .opt_level(3)
+        .flag("-ffp-contract=off")
+        .flag_if_supported("-fno-fast-math")
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true)
+        .compile("tradebot_gae_kernel");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-env-changed=TRADEBOT_PYENV");
     if let Some(venv) = std::env::var_os("TRADEBOT_PYENV") {

@@ -25,7 +25,7 @@ pub enum KernelEnvError {
         "NVRTC (libnvrtc) is not available: looked in the system's library path and in {0}; install the project's venv (`make venv`: torch's CUDA wheel brings it) or a CUDA toolkit"
     )]
     NoNvrtc(String),
-    #[error("NVRTC could not compile the environment kernel: {0}")]
+    #[error("NVRTC could not compile a kernel: {0}")]
     Compile(String),
     #[error("the CUDA driver (libcuda) is not available: the kernel env needs an NVIDIA GPU and its driver")]
     NoDriver,
@@ -62,28 +62,49 @@ pub fn launch_config(n_envs: usize) -> LaunchConfig {
     }
 }
 
-/// The compiled kernel loaded on one CUDA device, launched on the device's legacy default stream (libtorch's
-/// current stream unless a caller changed it).
-pub struct CudaKernel {
+/// A CUDA C source compiled by NVRTC (FMA contraction off) and loaded on one device, its entry points
+/// launched on the device's legacy default stream (libtorch's current stream unless a caller changed it).
+pub struct CudaProgram {
     _module: Arc<CudaModule>,
-    init: CudaFunction,
-    step: CudaFunction,
+    functions: Vec<CudaFunction>,
     stream: Arc<CudaStream>,
 }
 
-impl CudaKernel {
-    /// Compiles the kernel (NVRTC) and loads it on CUDA device `ordinal`.
-    pub fn load(ordinal: usize) -> Result<Self, KernelEnvError> {
-        let ptx = compile()?;
+impl CudaProgram {
+    /// Compiles `source` (named `name` in NVRTC's messages) and loads `entries` on CUDA device `ordinal`.
+    pub fn load(ordinal: usize, source: &str, name: &str, entries: &[&str]) -> Result<Self, KernelEnvError> {
+        let ptx = compile_source(source, name)?;
         // SAFETY: only tries dlopen on candidate names and closes what it opened.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(KernelEnvError::NoDriver);
         }
         let ctx = CudaContext::new(ordinal).map_err(driver)?;
         let module = ctx.load_module(ptx).map_err(driver)?;
-        let init = module.load_function("tb_env_init").map_err(driver)?;
-        let step = module.load_function("tb_env_step").map_err(driver)?;
-        Ok(CudaKernel { _module: module, init, step, stream: ctx.default_stream() })
+        let functions = entries.iter().map(|e| module.load_function(e).map_err(driver)).collect::<Result<_, _>>()?;
+        Ok(CudaProgram { _module: module, functions, stream: ctx.default_stream() })
+    }
+
+    /// Entry point `i` of those `load` was given.
+    pub fn function(&self, i: usize) -> &CudaFunction {
+        &self.functions[i]
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+}
+
+/// The env kernel loaded on one CUDA device.
+pub struct CudaKernel {
+    program: CudaProgram,
+}
+
+impl CudaKernel {
+    /// Compiles the kernel (NVRTC) and loads it on CUDA device `ordinal`.
+    pub fn load(ordinal: usize) -> Result<Self, KernelEnvError> {
+        Ok(CudaKernel {
+            program: CudaProgram::load(ordinal, super::SOURCE, "env_step.cu", &["tb_env_init", "tb_env_step"])?,
+        })
     }
 
     /// Launches `entry` over `p.n_envs` envs; returns once queued (no synchronisation).
@@ -91,11 +112,11 @@ impl CudaKernel {
     /// # Safety
     /// Every pointer in `b` must be device memory of the size `p` promises, alive until the launch has run.
     pub(crate) unsafe fn launch(&self, entry: Entry, p: &Params, b: &Buffers) -> Result<(), KernelEnvError> {
-        let f = match entry {
-            Entry::Init => &self.init,
-            Entry::Step => &self.step,
-        };
-        let mut args = self.stream.launch_builder(f);
+        let f = self.program.function(match entry {
+            Entry::Init => 0,
+            Entry::Step => 1,
+        });
+        let mut args = self.program.stream().launch_builder(f);
         args.arg(p).arg(b);
         // SAFETY: the kernel takes (tb_params, tb_buffers) by value, mirrored by `Params` and `Buffers`; the
         // caller's promise on the pointers; the grid covers `n_envs` threads and the kernel guards `i < n_envs`.
@@ -184,12 +205,16 @@ pub fn nvrtc() -> Result<(), KernelEnvError> {
         .map_err(KernelEnvError::NoNvrtc)
 }
 
-/// The kernel as PTX, compiled by NVRTC with FMA contraction off.
+/// The env kernel as PTX, compiled by NVRTC with FMA contraction off.
 pub fn compile() -> Result<cudarc::nvrtc::Ptx, KernelEnvError> {
+    compile_source(super::SOURCE, "env_step.cu")
+}
+
+/// A CUDA C source as PTX, compiled by NVRTC with FMA contraction off.
+pub fn compile_source(source: &str, name: &str) -> Result<cudarc::nvrtc::Ptx, KernelEnvError> {
     nvrtc()?;
-    let opts =
-        cudarc::nvrtc::CompileOptions { fmad: Some(false), name: Some("env_step.cu".into()), ..Default::default() };
-    cudarc::nvrtc::compile_ptx_with_opts(super::SOURCE, opts).map_err(|e| KernelEnvError::Compile(e.to_string()))
+    let opts = cudarc::nvrtc::CompileOptions { fmad: Some(false), name: Some(name.into()), ..Default::default() };
+    cudarc::nvrtc::compile_ptx_with_opts(source, opts).map_err(|e| KernelEnvError::Compile(format!("{name}: {e}")))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! Adam's moments live in the `VarStore` either way (copied back after every update), so checkpoints,
 //! export and `act_deterministic` do not depend on the backend.
 
+mod gae;
 pub mod model;
 mod native;
 mod net;
@@ -70,6 +71,8 @@ pub struct Ppo {
     adam: crate::optim::Adam,
     /// The plain-Rust trainer on the CPU (`ppo.cpu_backend = "native"`).
     native: Option<native::Native>,
+    /// GAE as one kernel launch, on CUDA.
+    gae: Option<gae::GaeKernel>,
     obs_dim: usize,
     act_dim: usize,
     pub env_steps: u64,
@@ -105,6 +108,10 @@ impl Ppo {
             let layout = native::Layout::new(obs_dim, act_dim, &cfg.hidden);
             native::Native::new(layout, &cfg, Vec::new())
         });
+        let gae = device
+            .is_cuda()
+            .then(|| gae::GaeKernel::new(device))
+            .and_then(|k| k.map_err(|e| log::warn!("GAE runs as tensor ops, not one kernel: {e}")).ok());
         let mut ppo = Ppo {
             cfg,
             vs,
@@ -112,6 +119,7 @@ impl Ppo {
             norm,
             adam,
             native,
+            gae,
             obs_dim,
             act_dim,
             env_steps: 0,
@@ -372,21 +380,17 @@ impl Ppo {
         (rollout, obs)
     }
 
-    /// GAE(λ): advantages `[T, E]`, computed backwards on the device.
+    /// GAE(λ): advantages `[T, E]`, computed backwards on the device: one kernel launch on CUDA
+    /// (`gae::GaeKernel`), the tensor ops elsewhere or where the kernel could not load.
     fn advantages(&self, ro: &Rollout) -> Tensor {
-        let t_len = ro.rewards.size()[0];
         let (gamma, lambda) = (self.cfg.gamma, self.cfg.gae_lambda);
-        let mut adv = Vec::with_capacity(t_len as usize);
-        let mut last = ro.last_value.zeros_like();
-        for t in (0..t_len).rev() {
-            let not_done = 1.0 - ro.dones.get(t);
-            let next_value = if t + 1 == t_len { ro.last_value.shallow_clone() } else { ro.values.get(t + 1) };
-            let delta = ro.rewards.get(t) + &next_value * gamma * &not_done - ro.values.get(t);
-            last = delta + &last * (gamma * lambda) * &not_done;
-            adv.push(last.shallow_clone());
+        if let Some(k) = &self.gae {
+            match k.advantages(gamma, lambda, &ro.rewards, &ro.values, &ro.dones, &ro.last_value) {
+                Ok(adv) => return adv,
+                Err(e) => log::warn!("the GAE kernel failed ({e}); this update computes GAE with tensor ops"),
+            }
         }
-        adv.reverse();
-        Tensor::stack(&adv, 0)
+        gae::gae_ops(gamma, lambda, &ro.rewards, &ro.values, &ro.dones, &ro.last_value)
     }
 
     /// The epochs of minibatch steps on one rollout. The statistics are summed on the device and read
