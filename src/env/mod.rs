@@ -5,9 +5,11 @@
 //! - [`VecEnv`]: the plain-Rust CPU environment, state in flat arrays, seeded random episode starts,
 //!   fixed-length episodes, auto-reset, chunks of envs stepped on all cores.
 //! - [`finrl`]: FinRL 0.3.7's NumPy mixed-precision accounting, for the parity test and the speed peer.
-//! - [`TchEnv`] (feature `train`): the same env on libtorch tensors, CPU or CUDA, agreeing bit for bit.
-//! - [`kernel`]: the whole step as one C/CUDA kernel (`kernel/env_step.c`): its CPU build, and its CUDA
-//!   build compiled with NVRTC at run time (feature `train`).
+//! - [`TchEnv`] (feature `train`): the same env as tensor ops, CPU or CUDA, agreeing bit for bit (a
+//!   reference: about 500 small ops a step).
+//! - [`kernel`]: the whole step as one C/CUDA kernel (`kernel/env_step.c`): its CPU build, its CUDA build
+//!   compiled with NVRTC at run time, and `TensorKernelEnv`, its state in tensors on the training device,
+//!   which PPO trains on with CUDA (feature `train`).
 //! - [`panel`]: prices, feature rows and turbulence, time-major.
 
 pub mod exec;
