@@ -113,7 +113,7 @@ pub fn panel_of(config: &Config, assets: Vec<Vec<Bar>>) -> anyhow::Result<TrainD
 /// The env PPO trains on. On CUDA, the env kernel on the device: actions, observations, rewards and done
 /// flags stay there for the whole rollout. Elsewhere (or where the kernel cannot start: no NVRTC, FinRL's
 /// accounting), `VecEnv` on the host, each step's batch copied to the device; the fallback is said once.
-pub fn training_env(cfg: &EnvConfig, panel: Arc<Panel>, device: Device) -> anyhow::Result<Box<dyn BatchEnv>> {
+pub fn training_env(cfg: &EnvConfig, panel: Arc<Panel>, device: Device) -> anyhow::Result<Box<dyn BatchEnv + Send>> {
     if device.is_cuda() {
         match KernelTradingEnv::new(cfg, &panel, device) {
             Ok(env) => {

@@ -8,9 +8,8 @@ use crate::domain::Bar;
 use crate::env::Panel;
 use crate::policy::{Pipeline, PpoPolicy, SessionOptions};
 use crate::retrain::study::{RungValue, TrialRecord, TrialState};
-use crate::rl::BatchEnv as _;
+use crate::rl::BatchEnv;
 use crate::rl::ppo::{Ppo, UpdateStats};
-use crate::rl::trading::TradingEnv;
 use crate::training;
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
@@ -34,7 +33,8 @@ pub struct Trial {
     pub rec: TrialRecord,
     pub config: Config,
     pub ppo: Ppo,
-    env: TradingEnv,
+    /// `VecEnv` on the host, or on CUDA the env kernel on the device (`training::ppo::training_env`).
+    env: Box<dyn BatchEnv + Send>,
     /// The update counts of the rungs (`rungs` in steps, rounded up to whole updates).
     rung_updates: Vec<u64>,
     pub next_rung: usize,
@@ -70,7 +70,8 @@ impl Trial {
         let built = space::apply(base, &params, rec.seed).and_then(|mut config| {
             // Trials train side by side on the CPU: the plain-Rust trainer, whose generator is its own.
             config.ppo.cpu_backend = crate::config::CpuBackend::Native;
-            let env = TradingEnv::new(config.env.clone(), shared.panel.clone()).map_err(|e| e.to_string())?;
+            let env = training::ppo::training_env(&config.env, shared.panel.clone(), shared.device)
+                .map_err(|e| format!("{e:#}"))?;
             let ppo =
                 Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), shared.device).map_err(|e| e.to_string())?;
             Ok((config, env, ppo))
@@ -111,7 +112,7 @@ impl Trial {
         let mut last = None;
         let mut late = false;
         let trained = if self.ppo.updates < stop_at {
-            self.ppo.train_until(&mut self.env, 0, end, |_, s| {
+            self.ppo.train_until(&mut *self.env, 0, end, |_, s| {
                 last = Some(s.clone());
                 late = shared.deadline.is_some_and(|d| Instant::now() >= d);
                 s.update < stop_at && !late
