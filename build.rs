@@ -7,29 +7,9 @@ use std::path::PathBuf;
 fn main() {
     // The environment kernel's CPU build (the same source NVRTC compiles for CUDA at run time): no FMA
     // contraction, no fast math, so it agrees bit for bit with `env::VecEnv`.
-    println!("cargo:rerun-if-changed=src/env/kernel/env_step.c");
-    cc::Build::new()
-        .file("src/env/kernel/env_step.c")
-        .std("c11")
-        .opt_level(3)
-        .flag("-ffp-contract=off")
-        .flag_if_supported("-fno-fast-math")
-        .warnings(true)
-        .extra_warnings(true)
-        .warnings_into_errors(true)
-        .compile("tradebot_env_kernel");
+    kernel("src/env/kernel/env_step.c", "tradebot_env_kernel");
     // GAE's reverse scan (rl::ppo::gae), the same way.
-    println!("cargo:rerun-if-changed=src/rl/ppo/gae.c");
-    cc::Build::new()
-        .file("src/rl/ppo/gae.c")
-        .std("c11")
-        .opt_level(3)
-        .flag("-ffp-contract=off")
-        .flag_if_supported("-fno-fast-math")
-        .warnings(true)
-        .extra_warnings(true)
-        .warnings_into_errors(true)
-        .compile("tradebot_gae_kernel");
+    kernel("src/rl/ppo/gae.c", "tradebot_gae_kernel");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-env-changed=TRADEBOT_PYENV");
     if let Some(venv) = std::env::var_os("TRADEBOT_PYENV") {
@@ -43,4 +23,20 @@ fn main() {
         // RUNPATH: LD_LIBRARY_PATH still wins, so a GPU machine can point the same binary at its own libtorch.
         println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     }
+}
+
+/// A kernel source's CPU build (NVRTC compiles the same file for CUDA at run time): C11, no FMA
+/// contraction, no fast math, warnings as errors.
+fn kernel(file: &str, lib: &str) {
+    println!("cargo:rerun-if-changed={file}");
+    cc::Build::new()
+        .file(file)
+        .std("c11")
+        .opt_level(3)
+        .flag("-ffp-contract=off")
+        .flag_if_supported("-fno-fast-math")
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true)
+        .compile(lib);
 }

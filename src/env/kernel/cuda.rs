@@ -39,6 +39,18 @@ pub enum KernelEnvError {
     Torch(#[from] tch::TchError),
 }
 
+impl KernelEnvError {
+    /// The kernel refuses `d` (neither the CPU nor CUDA).
+    pub fn device(d: tch::Device) -> Self {
+        KernelEnvError::Device(match d {
+            tch::Device::Cpu => "the CPU".into(),
+            tch::Device::Cuda(i) => format!("cuda:{i}"),
+            tch::Device::Mps => "mps".into(),
+            tch::Device::Vulkan => "vulkan".into(),
+        })
+    }
+}
+
 fn driver<E: std::fmt::Display>(e: E) -> KernelEnvError {
     KernelEnvError::Driver(e.to_string())
 }
@@ -257,37 +269,8 @@ mod tests {
     #[test]
     #[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
     fn kernel_cuda_build_agrees_with_the_cpu_build_bit_for_bit() {
-        use super::super::tests::{bits, configs, f32_bits, panel_with_turbulence, random_actions};
-        use super::super::{CpuKernelEnv, TensorKernelEnv};
-        use crate::env::Step;
-        use tch::{Device, Tensor};
         assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
-        let panel = panel_with_turbulence();
-        for (v, cfg) in configs(300).into_iter().enumerate() {
-            let mut want = CpuKernelEnv::new(&cfg, panel.clone()).unwrap();
-            let mut got = TensorKernelEnv::new(&cfg, &panel, Device::Cuda(0)).unwrap();
-            let obs = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).view([-1])).unwrap();
-            assert_eq!(f32_bits(&obs(&got.obs)), f32_bits(want.obs()), "variant {v}: first observation");
-            let mut rng = crate::env::rng::SplitMix64::new(v as u64);
-            let mut actions = vec![0f32; cfg.n_envs * panel.n_assets];
-            let (mut s_want, mut s_got) = (Step::default(), Step::default());
-            for s in 0..200 {
-                random_actions(&mut rng, &mut actions);
-                want.step(&actions, &mut s_want).unwrap();
-                got.step_host(&actions, &mut s_got).unwrap();
-                let at = format!("variant {v} step {s}");
-                assert_eq!(f32_bits(&s_got.reward), f32_bits(&s_want.reward), "{at}: reward");
-                assert_eq!(bits(&s_got.equity), bits(&s_want.equity), "{at}: equity");
-                assert_eq!(s_got.done, s_want.done, "{at}: done");
-                assert_eq!(bits(&got.cash().unwrap()), bits(want.cash()), "{at}: cash");
-                assert_eq!(bits(&got.holdings().unwrap()), bits(want.holdings()), "{at}: holdings");
-                assert_eq!(f32_bits(&obs(&got.obs)), f32_bits(want.obs()), "{at}: observation");
-            }
-            // Summed on the device in another order than on the host: the count exactly, the sum closely.
-            let ((sum, count), (want_sum, want_count)) = (got.take_returns().unwrap(), want.take_returns());
-            assert_eq!(count, want_count, "variant {v}: finished episodes");
-            assert!((sum - want_sum).abs() <= 1e-9 * count.max(1.0), "variant {v}: returns {sum} vs {want_sum}");
-        }
+        super::super::tensor::tests::assert_agrees_with_the_host_build(tch::Device::Cuda(0), 300, 200);
     }
 
     /// The same source the CPU build runs compiles for CUDA (no GPU needed), with each entry point

@@ -54,7 +54,7 @@ impl GaeKernel {
         match device {
             Device::Cpu => Ok(GaeKernel::Cpu),
             Device::Cuda(i) => Ok(GaeKernel::Cuda(CudaProgram::load(i, SOURCE, "gae.cu", &["tb_gae"])?)),
-            other => Err(KernelEnvError::Device(format!("{other:?}").to_lowercase())),
+            other => Err(KernelEnvError::device(other)),
         }
     }
 
