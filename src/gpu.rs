@@ -65,7 +65,7 @@ impl GpuStats {
 /// A sampling thread; `stop` ends it and returns what it saw.
 pub struct GpuSampler {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<Sample>>,
+    thread: Option<JoinHandle<Vec<Sample>>>,
     /// The samples since the last `take_recent`.
     recent: Arc<Mutex<Vec<Sample>>>,
 }
@@ -113,7 +113,7 @@ impl GpuSampler {
             })
             .map_err(|e| format!("cannot start the GPU sampling thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(GpuSampler { stop, thread, recent }),
+            Ok(Ok(())) => Ok(GpuSampler { stop, thread: Some(thread), recent }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -129,10 +129,17 @@ impl GpuSampler {
     }
 
     /// Stops sampling; the samples' summary.
-    pub fn stop(self) -> GpuStats {
+    pub fn stop(mut self) -> GpuStats {
         self.stop.store(true, Ordering::Relaxed);
-        let samples = self.thread.join().unwrap_or_default();
+        let samples = self.thread.take().map(|t| t.join().unwrap_or_default()).unwrap_or_default();
         GpuStats::of(&samples)
+    }
+}
+
+impl Drop for GpuSampler {
+    /// A sampler dropped without `stop` (a trainer's progress at the end of a run) ends its thread too.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -48,7 +48,8 @@ pub struct UpdateStats {
     pub update: u64,
     pub env_steps: u64,
     pub steps_per_sec: f64,
-    /// Mean return of the last (up to) 20 finished episodes.
+    /// Mean return of the last (up to) 20 finished episodes; for an env that sums returns on the device
+    /// (the env kernel), of the episodes of the last update that finished any.
     pub mean_return: Option<f64>,
     pub episodes: u64,
     pub approx_kl: f64,
