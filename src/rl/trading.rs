@@ -177,14 +177,10 @@ impl BatchEnv for KernelTradingEnv {
     }
 
     fn take_returns(&mut self) -> Option<(f64, f64)> {
-        let (sum, count) = self.inner.returns();
-        let both = Tensor::stack(&[sum.sum(Kind::Double), count.sum(Kind::Double)], 0);
-        let read = crate::readback::f64s(&both);
-        self.inner.clear_returns();
-        match read {
-            Ok(v) if v.len() == 2 => Some((v[0], v[1])),
-            Ok(_) | Err(_) => {
-                self.fail("could not read the episode returns back from the device".into());
+        match self.inner.take_returns() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.fail(format!("could not read the episode returns back from the device: {e}"));
                 None
             }
         }

@@ -157,23 +157,19 @@ impl TensorKernelEnv {
         Ok(Vec::<f64>::try_from(env_major.to_device(Device::Cpu).view([-1]))?)
     }
 
-    /// Per env, the summed total returns and the count of the episodes finished since the last
-    /// `clear_returns` (f64 tensors on the device): read them once per update, not per step.
-    pub fn returns(&self) -> (&Tensor, &Tensor) {
-        (&self.ret_sum, &self.ret_count)
-    }
-
-    pub fn clear_returns(&mut self) {
-        let _ = self.ret_sum.zero_();
-        let _ = self.ret_count.zero_();
-    }
-
-    /// Finished episodes since the last call: (sum of total returns, count), one read; clears them.
+    /// Finished episodes since the last call: (sum of total returns, count), one read back to the host
+    /// (counted by `readback`: call it once per update, not per step); clears them.
     pub fn take_returns(&mut self) -> Result<(f64, f64), KernelEnvError> {
         let both = Tensor::stack(&[self.ret_sum.sum(Kind::Double), self.ret_count.sum(Kind::Double)], 0);
-        let v = Vec::<f64>::try_from(both.to_device(Device::Cpu))?;
-        self.clear_returns();
-        Ok((v[0], v[1]))
+        let read = crate::readback::f64s(&both);
+        let _ = self.ret_sum.zero_();
+        let _ = self.ret_count.zero_();
+        match read?[..] {
+            [sum, count] => Ok((sum, count)),
+            ref other => {
+                Err(KernelEnvError::Driver(format!("the episode returns came back as {} values", other.len())))
+            }
+        }
     }
 
     fn buffers(&self) -> Buffers {

@@ -1,5 +1,5 @@
 //! GAE(λ) as one reverse-scan kernel (`gae.c`): on CUDA the NVRTC build, one thread per env and one launch
-//! per update in place of about 6·T small tensor ops; on the CPU the `cc` build over CPU tensors (tests).
+//! per update in place of about 8·T small tensor ops (eight element-wise ops a step in `gae_ops`); on the CPU the `cc` build over CPU tensors (tests).
 //! It computes what `gae_ops` (the tensor ops, the CPU trainer's path) computes, bit for bit (tested on the
 //! CPU; the CUDA build compiles with FMA contraction off).
 // The kernel is C: calling it passes raw pointers to tensors we hold and size.
