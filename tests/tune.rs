@@ -150,6 +150,61 @@ fn tune_finds_registers_reproduces_and_exports_to_optuna() {
     assert_eq!(got["steps"], serde_json::json!(steps));
 }
 
+/// `--population on` on the CPU (the GPU path's batching): trials of one shape (the space varies the learning
+/// rate, clip range, gamma and the env's stop) train as populations: the first wave one population of 3,
+/// the trials that replace stopped ones new populations. The search ends with a registered candidate,
+/// trials stopped early and trials trained to the budget, and it is the same for the same seed.
+#[test]
+fn tune_trains_populations_of_one_shape_and_reproduces() {
+    let run = |dir: &Path| {
+        let cfg = small_config(dir);
+        let s = std::fs::read_to_string(&cfg).unwrap();
+        let at = s.find("[tune.space]").unwrap();
+        let s = format!(
+            "{}[tune.space]\nlearning_rate = {{ kind = \"log\", low = 1e-4, high = 3e-3 }}\n\
+             clip_range = {{ kind = \"linear\", low = 0.1, high = 0.3 }}\ngamma = {{ kind = \"linear\", low = 0.9, high = 0.99 }}\n\
+             trailing_stop = {{ kind = \"linear\", low = 0.0, high = 0.1 }}\n",
+            &s[..at]
+        );
+        std::fs::write(&cfg, s).unwrap();
+        let c = cfg.to_str().unwrap();
+        let o = tradebot(&[
+            "tune",
+            "ppo",
+            "--config",
+            c,
+            "--trials",
+            "6",
+            "--parallel",
+            "3",
+            "--population",
+            "on",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        let lines: Vec<Value> =
+            String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (lines, String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (lines, log) = run(a.path());
+    assert!(log.contains("trials 0, 1, 2 train as one population"), "{log}");
+    assert!(log.contains("trials batched as populations"), "{log}");
+    let (done, rest) = lines.split_last().unwrap();
+    assert_eq!(done["event"], "done", "{done}");
+    assert!(done["model_id"].as_str().is_some_and(|m| m.starts_with("ppo-")), "{done}");
+    let all = trials(last_study(rest));
+    assert_eq!(all.len(), 6);
+    let states: Vec<&str> = all.iter().map(|t| t["state"].as_str().unwrap()).collect();
+    assert!(states.contains(&"pruned") && states.contains(&"complete"), "{states:?}");
+    for t in all.iter().filter(|t| t["state"] == "complete") {
+        let last = t["curve"].as_array().unwrap().last().unwrap()["steps"].as_u64().unwrap();
+        assert!(last >= 576, "a complete trial trained its budget: {t}");
+    }
+    let (again, _) = run(b.path());
+    assert_eq!(trials(last_study(&again)), all, "a second search with the same seed differs");
+}
+
 #[test]
 fn a_bad_tune_section_is_refused_with_the_key() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! `tradebot bench gpu`: the GPU figures in one command. Each measurement is another `tradebot bench ...
 //! --json` run on `cuda` (the same binary, as a child), with NVML sampling the GPU while it runs: the
 //! environment kernel's CUDA build at E ∈ {1024, 4096, 16384} × A = 30, PPO end to end with [256, 256] and
-//! [2048, 1024, 512] at E = 4096, and the LSTM's epoch over 490k samples at batch 3072. Prints a JSON line
+//! [2048, 1024, 512] at E = 4096, a search's 64 trials of [256, 256] trained as one population, and the LSTM's epoch over 490k samples at batch 3072. Prints a JSON line
 //! per measurement and, with `--results FILE`, appends a table (device, command, result) to it. Without a
 //! usable CUDA device it prints "no GPU" and exits 1. Then the Python peers run on the same GPU
 //! ([`super::gpu_peers`]: Stable-Baselines3 with 32 `SubprocVecEnv` workers, the DataLoader LSTM loop), each
@@ -33,6 +33,9 @@ pub struct GpuBench {
     pub no_peers: bool,
 }
 
+/// Our search measurement's name.
+pub const SEARCH: &str = "search: 64 trials of [256, 256] as one population";
+
 /// Where our LSTM measurement writes its data for the PyTorch peer.
 pub const LSTM_DATA: &str = "target/bench-gpu/lstm";
 
@@ -54,6 +57,11 @@ pub fn plan(quick: bool) -> Vec<(String, Vec<String>)> {
         }
         out.push((format!("PPO {name} E=4096"), [args, rest].concat()));
     }
+    // Issue 21's GPU target: 64 trials of [256, 256] at once, as one population.
+    let trial_steps = if quick { "8192" } else { "65536" };
+    let args = s(&["bench", "tune", "--population", "--device", "cuda", "--trials", "64", "--envs", "64"]);
+    let rest = s(&["--hidden", "256,256", "--n-steps", "64", "--batch-size", "1024", "--epochs", "4"]);
+    out.push((SEARCH.to_string(), [args, rest, s(&["--steps", trial_steps, "--json"])].concat()));
     let args = s(&["bench", "lstm", "--device", "cuda", "--samples", lstm_samples, "--batch", "3072"]);
     let args = [args, s(&["--dump", LSTM_DATA, "--json"])].concat();
     out.push(("LSTM epoch, batch 3072".to_string(), args));
@@ -150,6 +158,9 @@ fn peers(b: &GpuBench, ours: &[serde_json::Value]) -> anyhow::Result<Vec<serde_j
         rows.push(row);
         rows.push(ratio_row);
     }
+    if let Some(row) = gpu_peers::search_ratio(ours, &rows) {
+        rows.push(row);
+    }
     Ok(rows)
 }
 
@@ -165,7 +176,7 @@ pub fn describe(row: &serde_json::Value) -> String {
     if let Some(x) = r.get("ratio").and_then(|v| v.as_f64()) {
         return format!("{x:.1}x");
     }
-    let figure = ["asset_steps_per_s", "env_steps_per_s", "epoch_secs", "samples_per_sec"]
+    let figure = ["asset_steps_per_s", "env_steps_per_s", "epoch_secs", "samples_per_sec", "trials_per_hour"]
         .iter()
         .filter_map(|k| r.get(*k).and_then(|v| v.as_f64()).map(|v| format!("{k} {v:.4e}")))
         .collect::<Vec<_>>()

@@ -85,6 +85,26 @@ pub fn install(python: &str, wheelhouse: &Path) -> Result<PathBuf, String> {
     Ok(site)
 }
 
+/// The search's ratio row: our population's trials per hour over Stable-Baselines3's on the same GPU, its
+/// trials run one after another (as Optuna runs them on one device) at the env-steps per second its
+/// [256, 256] row measured, each trial the same steps as ours. Derived from the two measured rows.
+pub fn search_ratio(ours: &[Value], peers: &[Value]) -> Option<Value> {
+    let search = ours.iter().find(|r| r["measure"] == super::gpu::SEARCH)?;
+    let sb3 = peers
+        .iter()
+        .find(|r| r["measure"].as_str().is_some_and(|m| m.starts_with("peer: SB3") && m.contains("[256, 256]")))?;
+    let steps = search["result"]["steps_per_trial"].as_f64().filter(|s| *s > 0.0);
+    let sps = sb3["result"]["env_steps_per_s"].as_f64().filter(|s| s.is_finite() && *s > 0.0);
+    let theirs = steps.zip(sps).map(|(steps, sps)| sps * 3600.0 / steps);
+    let ratio = theirs.zip(search["result"]["trials_per_hour"].as_f64()).map(|(t, o)| o / t).filter(|r| r.is_finite());
+    let ok = search["ok"] == true && sb3["ok"] == true && ratio.is_some();
+    Some(serde_json::json!({
+        "measure": "ratio: the search's trials per hour / SB3's, its trials one after another at its [256, 256] env-steps/s",
+        "command": "-", "ok": ok, "result": {"ratio": ratio, "peer_trials_per_hour": theirs}, "gpu": null,
+        "error": (!ok).then_some("a row failed or lacks the figure"),
+    }))
+}
+
 /// `ours / peer` for the compared figure, where both rows ran and carry it.
 pub fn ratio(ours: &Value, peer: &Value, figure: &str) -> Option<f64> {
     let get = |row: &Value| row["result"].get(figure).and_then(Value::as_f64).filter(|x| x.is_finite() && *x > 0.0);
@@ -116,6 +136,24 @@ mod tests {
         assert_eq!(ratio(&row(true, 2.0e6), &row(false, 5.0e4), "env_steps_per_s"), None);
         assert_eq!(ratio(&row(true, 2.0e6), &row(true, 0.0), "env_steps_per_s"), None);
         assert_eq!(ratio(&row(true, 2.0e6), &row(true, 1.0), "samples_per_sec"), None);
+    }
+
+    #[test]
+    fn the_search_ratio_divides_our_trials_per_hour_by_sb3s_trials_run_one_after_another() {
+        let ours = vec![serde_json::json!({"measure": super::super::gpu::SEARCH, "ok": true,
+            "result": {"steps_per_trial": 36000.0, "trials_per_hour": 5000.0}})];
+        let peer = |ok: bool| {
+            vec![
+                serde_json::json!({"measure": "peer: SB3 2.9.2 PPO [256, 256], 32 SubprocVecEnv workers on FinRL's numpy env",
+            "ok": ok, "result": {"env_steps_per_s": 1000.0}}),
+            ]
+        };
+        // SB3: 1000 steps/s, 36,000 steps a trial: 100 trials an hour; ours 5000: 50x.
+        let row = search_ratio(&ours, &peer(true)).unwrap();
+        assert_eq!(row["result"]["ratio"].as_f64(), Some(50.0));
+        assert_eq!(row["ok"], true);
+        assert_eq!(search_ratio(&ours, &peer(false)).unwrap()["ok"], false);
+        assert!(search_ratio(&[], &peer(true)).is_none());
     }
 
     /// The wheelhouse install refuses clearly when a wheel is missing (an empty wheelhouse here).

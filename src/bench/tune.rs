@@ -32,6 +32,20 @@ pub struct TuneBench {
     pub seed: u64,
     #[arg(long)]
     pub json: bool,
+    /// Train the trials as one population (`tune ppo --population on`): their envs one env-kernel launch
+    /// (standard f64 accounting in place of FinRL's float32), their networks stacked; every trial then runs
+    /// `--epochs` epochs (the population's shape) instead of drawing them.
+    #[arg(long)]
+    pub population: bool,
+    /// cpu | cuda (with --population).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Envs per trial (with --population).
+    #[arg(long, default_value_t = 1)]
+    pub envs: usize,
+    /// Epochs of every trial (with --population).
+    #[arg(long, default_value_t = 5)]
+    pub epochs: usize,
 }
 
 /// The parameters the bench searches (the network, rollout and batch stay fixed: the same work per trial).
@@ -49,14 +63,13 @@ pub fn space() -> std::collections::BTreeMap<String, crate::config::Dist> {
 
 #[cfg(feature = "train")]
 pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
+    use crate::env::Accounting::Standard;
     use crate::env::Panel;
     use crate::rl::BatchEnv as _;
     use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};
     use crate::rl::trading::TradingEnv;
     use crate::tune::space::{random, trial_seed};
-    use rayon::prelude::*;
     use std::sync::Arc;
-    use std::time::Instant;
 
     if b.trials == 0 || b.parallel == 0 || b.steps == 0 || b.days < 3 || b.assets == 0 {
         bail!("--trials, --parallel, --steps and --assets must be at least 1, --days at least 3");
@@ -64,8 +77,13 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
     tch::set_num_threads(1);
     let panel = Arc::new(Panel::synthetic(b.days, b.assets, 1, b.seed)?);
     let env_cfg = super::ppo::finrl_env_config(b.days, b.seed);
-    let params: Vec<_> = (0..b.trials).map(|n| random(&space(), b.seed, n)).collect();
-    let mut trials = Vec::new();
+    let mut params: Vec<_> = (0..b.trials).map(|n| random(&space(), b.seed, n)).collect();
+    if b.population {
+        for p in &mut params {
+            p.insert("n_epochs".into(), b.epochs as f64);
+        }
+    }
+    let (mut trials, mut cohort) = (Vec::new(), Vec::new());
     for (n, p) in params.iter().enumerate() {
         let seed = trial_seed(b.seed, n);
         let cfg = PpoConfig {
@@ -79,13 +97,61 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
             gamma: p["gamma"],
             gae_lambda: p["gae_lambda"],
             seed,
-            cpu_backend: CpuBackend::Native,
+            cpu_backend: if b.population { CpuBackend::Libtorch } else { CpuBackend::Native },
             ..Default::default()
         };
+        if b.population {
+            let env_cfg = crate::env::EnvConfig { seed, n_envs: b.envs, accounting: Standard, ..env_cfg.clone() };
+            cohort.push((cfg, env_cfg));
+            continue;
+        }
         let env = TradingEnv::new(crate::env::EnvConfig { seed, ..env_cfg.clone() }, panel.clone())?;
         let ppo = Ppo::new(cfg, env.obs_dim(), env.act_dim(), tch::Device::Cpu)?;
         trials.push((env, ppo, None::<f64>));
     }
+    let run = if b.population { population(&b, &panel, cohort)? } else { threads(&b, &mut trials)? };
+    let per_hour = b.trials as f64 / run.seconds * 3600.0;
+    let seconds = run.seconds;
+    if b.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "what": "tradebot-tune", "trials": b.trials, "parallel": b.parallel, "steps_per_trial": b.steps,
+                "assets": b.assets, "days": b.days, "hidden": b.hidden, "n_steps": b.n_steps,
+                "batch_size": b.batch_size, "seed": b.seed, "params": params, "values": run.values,
+                "env_steps": run.steps, "seconds": seconds, "trials_per_hour": per_hour,
+                "population": b.population, "device": b.device, "envs": b.envs,
+            })
+        );
+    } else {
+        let how = if b.population {
+            format!("as one population on {}", b.device)
+        } else {
+            format!("{} at a time", b.parallel)
+        };
+        println!(
+            "{} trials of {} steps ({how}, hidden {:?}, {} assets): {seconds:.2} s = {per_hour:.0} trials/hour",
+            b.trials, b.steps, b.hidden, b.assets
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "train")]
+struct Run {
+    seconds: f64,
+    steps: u64,
+    values: Vec<Option<f64>>,
+}
+
+/// The trials side by side on `--parallel` threads, each its own trainer on its own `VecEnv`.
+#[cfg(feature = "train")]
+fn threads(
+    b: &TuneBench,
+    trials: &mut [(crate::rl::trading::TradingEnv, crate::rl::ppo::Ppo, Option<f64>)],
+) -> anyhow::Result<Run> {
+    use rayon::prelude::*;
+    use std::time::Instant;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(b.parallel).build()?;
     let t0 = Instant::now();
     let results: Vec<anyhow::Result<()>> = pool.install(|| {
@@ -105,26 +171,50 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
     for r in results {
         r?;
     }
-    let steps: u64 = trials.iter().map(|t| t.1.env_steps).sum();
-    let per_hour = b.trials as f64 / seconds * 3600.0;
-    let values: Vec<Option<f64>> = trials.iter().map(|t| t.2).collect();
-    if b.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "what": "tradebot-tune", "trials": b.trials, "parallel": b.parallel, "steps_per_trial": b.steps,
-                "assets": b.assets, "days": b.days, "hidden": b.hidden, "n_steps": b.n_steps,
-                "batch_size": b.batch_size, "seed": b.seed, "params": params, "values": values,
-                "env_steps": steps, "seconds": seconds, "trials_per_hour": per_hour,
-            })
-        );
-    } else {
-        println!(
-            "{} trials of {} steps ({} at a time, hidden {:?}, {} assets): {seconds:.2} s = {per_hour:.0} trials/hour",
-            b.trials, b.steps, b.parallel, b.hidden, b.assets
-        );
+    let steps = trials.iter().map(|t| t.1.env_steps).sum();
+    Ok(Run { seconds, steps, values: trials.iter().map(|t| t.2).collect() })
+}
+
+/// The trials as one population on `--device`: one env launch, stacked networks, `--parallel` CPU threads
+/// for libtorch on the CPU.
+#[cfg(feature = "train")]
+fn population(
+    b: &TuneBench,
+    panel: &crate::env::Panel,
+    cohort: Vec<(crate::rl::ppo::PpoConfig, crate::env::EnvConfig)>,
+) -> anyhow::Result<Run> {
+    use crate::env::kernel::TensorKernelEnv;
+    use crate::rl::ppo::Ppo;
+    use crate::rl::ppo::population::Population;
+    use anyhow::Context;
+    use std::time::Instant;
+    let device = crate::training::pick_device(&b.device)?;
+    if !device.is_cuda() {
+        tch::set_num_threads(b.parallel.max(1) as i32);
     }
-    Ok(ExitCode::SUCCESS)
+    let (mut ppos, mut envs) = (Vec::new(), Vec::new());
+    for (cfg, env_cfg) in cohort {
+        let env = TensorKernelEnv::new(&env_cfg, panel, device).context("starting the env kernel")?;
+        ppos.push(Ppo::new(cfg, env.obs_dim(), env.n_assets(), device)?);
+        envs.push(env);
+    }
+    let mut env = TensorKernelEnv::stack(envs)?;
+    let mut pop = Population::new(&ppos.iter().collect::<Vec<_>>())?;
+    let per_update = (b.n_steps * b.envs) as u64;
+    let updates = b.steps.div_ceil(per_update).max(1);
+    let mut values = vec![None; ppos.len()];
+    let t0 = Instant::now();
+    for u in 0..updates {
+        let lrs: Vec<f64> = ppos
+            .iter()
+            .map(|p| p.cfg.learning_rate * if p.cfg.anneal_lr { 1.0 - u as f64 / updates as f64 } else { 1.0 })
+            .collect();
+        for (v, o) in values.iter_mut().zip(pop.round(&mut env, &lrs)?) {
+            *v = o?.mean_return.or(*v);
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    Ok(Run { seconds, steps: updates * per_update * ppos.len() as u64, values })
 }
 
 #[cfg(not(feature = "train"))]

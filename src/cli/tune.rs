@@ -56,6 +56,10 @@ pub struct TuneArgs {
     /// auto | cpu | cuda
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// Train the trials of one shape as one population (stacked weights, one env kernel launch, batched
+    /// matmuls): on | off. Default: on with CUDA, off on the CPU (where trials spread over the cores).
+    #[arg(long, value_parser = parse_on_off)]
+    pub population: Option<bool>,
     /// Train on a dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.
     #[arg(long)]
     pub data: Option<PathBuf>,
@@ -65,6 +69,14 @@ pub struct TuneArgs {
     /// JSON lines on stdout: the study after each wave, then done (or error).
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{s:?}: on or off")),
+    }
 }
 
 /// `90s`, `45m`, `2h`, or seconds.
@@ -150,6 +162,7 @@ fn ppo(a: TuneArgs) -> anyhow::Result<ExitCode> {
         budget_steps: a.budget_steps,
         time_budget: a.time_budget,
         threads: a.threads,
+        population: a.population,
         data: a.data,
         json: a.json,
         optuna_journal: a.optuna_journal,

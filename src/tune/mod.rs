@@ -3,6 +3,8 @@
 //! - [`space`]: the parameters by name, drawn from `[tune.space]` and applied to `[ppo]` and `[env]`.
 //! - [`tpe`]: the TPE sampler (Bergstra et al., 2011); `space::random` is the random one.
 //! - [`asha`]: early stopping by successive halving at rungs of the step budget (Li et al., 2020).
+//! - `population`: trials of one shape trained as one (`rl::ppo::population`): one env launch, one batched
+//!   network; by default on CUDA, where P small trials fill the GPU as one big one.
 //! - `trial`, `study`: trials trained side by side and judged by the engine's backtest on the validation
 //!   days; the best one's model registered as a candidate (feature `train`).
 //! - [`journal`]: the study as an Optuna journal file, for `optuna-dashboard`.
@@ -12,6 +14,8 @@
 
 pub mod asha;
 pub mod journal;
+#[cfg(feature = "train")]
+mod population;
 pub mod space;
 #[cfg(feature = "train")]
 mod study;
@@ -30,7 +34,7 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct TuneJob {
     pub config: Config,
-    /// auto | cpu | cuda (trials run one at a time on CUDA).
+    /// auto | cpu | cuda (on CUDA, trials of one shape train as populations; others one at a time).
     pub device: String,
     /// Overrides tune.trials, tune.parallel, tune.budget_steps.
     pub trials: Option<usize>,
@@ -40,6 +44,8 @@ pub struct TuneJob {
     pub time_budget: Option<Duration>,
     /// CPU threads (default: the machine's cores, at most `parallel`).
     pub threads: Option<usize>,
+    /// Trials of one shape trained as one population (stacked weights, one env launch): `None` = on CUDA.
+    pub population: Option<bool>,
     /// A dataset snapshot instead of the store (the daemon's retrain); the study is then only reported.
     pub data: Option<PathBuf>,
     /// JSON lines on stdout (the retrain child's protocol): the study after each wave, then done.

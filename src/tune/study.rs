@@ -9,6 +9,7 @@
 //! beside it (its draws, seed and generator are its own).
 
 use super::asha::{Asha, Verdict};
+use super::population::Group;
 use super::trial::{Shared, Trial};
 use super::{TuneJob, space, tpe};
 use crate::backtest::session::first_traded_bar;
@@ -66,7 +67,10 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     };
     let threads = if device.is_cuda() { 1 } else { job.threads.unwrap_or_else(cores).clamp(1, tune.parallel) };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+    let pooled = population_mode(&job, &config, device);
     if !device.is_cuda() {
+        // One libtorch thread: trials alone train one to a thread of the pool, and a population's reductions
+        // split over threads would make a trial's bits depend on how many trials share its population.
         tch::set_num_threads(1);
     }
     let rungs = tune.rungs();
@@ -103,6 +107,7 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     } else {
         format!("{threads} CPU thread{}", if threads == 1 { "" } else { "s" })
     };
+    let place = if pooled { format!("{place}, trials of one shape batched as populations") } else { place };
     log::info!(
         "study {}: {} trials, {} at a time on {place}, {} sampler, rungs at {} steps, ranked by validation {} over {} to {}",
         study.name,
@@ -132,16 +137,24 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     };
     let mut asha = Asha::new(rungs.clone(), tune.reduction);
     let mut running: Vec<Trial> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     let mut best: Option<Trial> = None;
     let mut next = 0;
     let mut out_of_time = false;
     loop {
-        while running.len() < tune.parallel && next < tune.trials && !out_of_time {
+        let mut joining = Vec::new();
+        while running.len() + groups.iter().map(|g| g.members.len()).sum::<usize>() + joining.len() < tune.parallel
+            && next < tune.trials
+            && !out_of_time
+        {
             let params = propose(&tune, &study, next);
-            match Trial::new(&config, &shared, &rungs, tune.seed, next, params) {
-                Ok(t) => {
+            match Trial::new(&config, &shared, &rungs, tune.seed, next, params, pooled) {
+                Ok((t, kernel)) => {
                     study.trials.push(t.rec.clone());
-                    running.push(t);
+                    match kernel {
+                        Some(env) => joining.push((t, env)),
+                        None => running.push(t),
+                    }
                 }
                 Err(rec) => {
                     log::warn!("study {}: trial {next} refused: {}", study.name, rec.error.as_deref().unwrap_or(""));
@@ -150,18 +163,54 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
             }
             next += 1;
         }
+        if !joining.is_empty() {
+            let (formed, refused) = Group::form(joining);
+            for g in &formed {
+                log::info!(
+                    "study {}: trials {} train as one population ({} envs each, one batched network)",
+                    study.name,
+                    g.numbers(),
+                    g.members[0].config.env.n_envs
+                );
+            }
+            for (mut t, why) in refused {
+                let e = format!("it could not join a population: {why}");
+                log::warn!("study {}: trial {} failed: {e}", study.name, t.rec.number);
+                t.rec.state = TrialState::Failed;
+                t.rec.error = Some(e);
+                t.rec.ended_at = Some(crate::clock::now());
+                if let Some(slot) = study.trials.iter_mut().find(|r| r.number == t.rec.number) {
+                    *slot = t.rec.clone();
+                }
+            }
+            groups.extend(formed);
+        }
         publish(&study)?;
-        if running.is_empty() {
+        if running.is_empty() && groups.is_empty() {
             break;
         }
         // The trials' backtests run engines whose lines would repeat per rung (a simulated stop-out reconciled, ...): kept to errors.
         let level = log::max_level();
         log::set_max_level(level.min(log::LevelFilter::Error));
         pool.install(|| running.par_iter_mut().for_each(|t| t.advance(&shared)));
+        for g in &mut groups {
+            g.advance(&shared, &pool);
+        }
         log::set_max_level(level);
         out_of_time = shared.deadline.is_some_and(|d| Instant::now() >= d);
-        let mut still = Vec::new();
-        for mut t in running.drain(..) {
+        // Every trial judged in its number's order, whether it trains alone or in a population.
+        let mut all: Vec<(Option<usize>, Trial)> = running.drain(..).map(|t| (None, t)).collect();
+        for (g, group) in groups.iter_mut().enumerate() {
+            all.extend(group.members.drain(..).map(|t| (Some(g), t)));
+        }
+        all.sort_by_key(|(_, t)| t.rec.number);
+        let mut kept: Vec<Vec<(usize, Trial)>> = groups.iter().map(|_| Vec::new()).collect();
+        let mut slot_of: Vec<usize> = vec![0; groups.len()];
+        for (g, mut t) in all {
+            let slot = g.map(|g| {
+                slot_of[g] += 1;
+                slot_of[g] - 1
+            });
             let state = match t.outcome.take() {
                 None => TrialState::Stopped,
                 Some(Err(e)) => {
@@ -184,9 +233,10 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
             if let Some(slot) = study.trials.iter_mut().find(|r| r.number == t.rec.number) {
                 *slot = t.rec.clone();
             }
-            match state {
-                TrialState::Running => still.push(t),
-                TrialState::Complete | TrialState::Stopped
+            match (state, g, slot) {
+                (TrialState::Running, Some(g), Some(slot)) => kept[g].push((slot, t)),
+                (TrialState::Running, _, _) => running.push(t),
+                (TrialState::Complete | TrialState::Stopped, _, _)
                     if !t.rec.curve.is_empty() && best.as_ref().is_none_or(|b| better(&t.rec, &b.rec)) =>
                 {
                     best = Some(t);
@@ -194,7 +244,15 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
                 _ => {}
             }
         }
-        running = still;
+        let mut still = Vec::new();
+        for (mut group, members) in groups.drain(..).zip(kept) {
+            let slots: Vec<usize> = members.iter().map(|(s, _)| *s).collect();
+            group.members = members.into_iter().map(|(_, t)| t).collect();
+            if group.keep(&slots)? {
+                still.push(group);
+            }
+        }
+        groups = still;
         study.best = study.best_trial().map(|b| b.number);
     }
     study.ended_at = Some(crate::clock::now());
@@ -217,6 +275,26 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
         log::info!("study {}: Optuna journal written to {}", study.name, path.display());
     }
     Ok(Outcome { study, model_id })
+}
+
+/// Whether trials train as populations (`--population`, by default on CUDA), and can.
+fn population_mode(job: &TuneJob, config: &crate::config::Config, device: tch::Device) -> bool {
+    if !job.population.unwrap_or(device.is_cuda()) {
+        return false;
+    }
+    if config.ppo.target_kl.is_some() {
+        log::warn!(
+            "trials train one at a time, not as populations: ppo.target_kl ends a trial's epochs early, which trials trained in step cannot do (unset it to batch them)"
+        );
+        return false;
+    }
+    if config.env.accounting != crate::env::Accounting::Standard {
+        log::warn!(
+            "trials train one at a time, not as populations: the env kernel has standard accounting only (env.accounting)"
+        );
+        return false;
+    }
+    true
 }
 
 fn cores() -> usize {

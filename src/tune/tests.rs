@@ -70,6 +70,7 @@ fn a_bad_space_is_refused_with_the_key() {
 
 #[cfg(feature = "train")]
 mod training {
+    use super::super::population::Group;
     use super::super::study::split;
     use super::super::trial::Trial;
     use super::*;
@@ -96,7 +97,8 @@ mod training {
         let c = small_config(dir.path());
         let shared = split(&c, &c.tune, None, Device::Cpu, None).unwrap();
         let (space, rungs, seed) = (c.tune.space(), c.tune.rungs(), c.tune.seed);
-        let new = |n: usize| Trial::new(&c, &shared, &rungs, seed, n, space::random(&space, seed, n)).ok().unwrap();
+        let new =
+            |n: usize| Trial::new(&c, &shared, &rungs, seed, n, space::random(&space, seed, n), false).ok().unwrap().0;
         let mut population: Vec<Trial> = (0..8).map(new).collect();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         for _ in 0..2 {
@@ -116,6 +118,68 @@ mod training {
         assert_ne!(weights(&population[4]), weights(beside), "two trials of the population trained alike");
     }
 
+    /// The GPU path's populations, on the CPU: trial 5 of a population of 8 (one env launch, stacked
+    /// weights) and trial 5 in a population of its own, both trained to two rungs with trial 1 leaving after
+    /// the first, end with the same weights bit for bit and the same validation values. The space keeps the
+    /// shape fixed (learning rate, clip range, γ, the env's stop and reward scale vary), so all 8 form one group.
+    #[test]
+    fn a_trial_trains_the_same_alone_and_in_a_stacked_population_of_eight() {
+        tch::set_num_threads(1);
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = small_config(dir.path());
+        c.tune.space = BTreeMap::from([
+            ("learning_rate".to_string(), Dist::Log { low: 1e-4, high: 3e-3 }),
+            ("clip_range".to_string(), Dist::Linear { low: 0.1, high: 0.3 }),
+            ("gamma".to_string(), Dist::Linear { low: 0.9, high: 0.99 }),
+            ("trailing_stop".to_string(), Dist::Linear { low: 0.0, high: 0.1 }),
+            ("reward_scale".to_string(), Dist::Log { low: 0.5, high: 2.0 }),
+        ]);
+        let shared = split(&c, &c.tune, None, Device::Cpu, None).unwrap();
+        let (space, rungs, seed) = (c.tune.space(), c.tune.rungs(), c.tune.seed);
+        let new = |n: usize| {
+            let (t, env) = Trial::new(&c, &shared, &rungs, seed, n, space::random(&space, seed, n), true).ok().unwrap();
+            (t, env.expect("the env kernel runs on CPU tensors"))
+        };
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let train = |numbers: &[usize]| {
+            let (mut groups, refused) = Group::form(numbers.iter().map(|&n| new(n)).collect());
+            assert!(refused.is_empty() && groups.len() == 1, "{} groups", groups.len());
+            let mut g = groups.remove(0);
+            g.advance(&shared, &pool);
+            for t in &mut g.members {
+                assert!(matches!(t.outcome, Some(Ok(_))), "trial {}: {:?}", t.rec.number, t.outcome);
+                t.next_rung += 1;
+            }
+            // Trial 1 leaves (as a pruned trial would).
+            if let Some(at) = g.members.iter().position(|t| t.rec.number == 1) {
+                g.members.remove(at);
+                let keep: Vec<usize> = (0..numbers.len()).filter(|&k| k != at).collect();
+                assert!(g.keep(&keep).unwrap());
+            }
+            g.advance(&shared, &pool);
+            g.members
+        };
+        let together = train(&(0..8).collect::<Vec<_>>());
+        let alone = train(&[5]);
+        let beside = together.iter().find(|t| t.rec.number == 5).unwrap();
+        assert_eq!(alone[0].rec.curve.len(), 2, "{:?}", alone[0].rec);
+        assert_eq!(alone[0].rec.curve, beside.rec.curve);
+        assert_eq!(alone[0].ppo.env_steps, beside.ppo.env_steps);
+        let differ: Vec<String> = weights(&alone[0])
+            .iter()
+            .zip(weights(beside))
+            .filter(|((_, a), (_, b))| a != b)
+            .map(|((name, a), (_, b))| {
+                let diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+                format!("{name} (by up to {diff:e})")
+            })
+            .collect();
+        assert!(differ.is_empty(), "trial 5's variables differ in a population of 8: {}", differ.join(", "));
+        let other = together.iter().find(|t| t.rec.number == 4).unwrap();
+        assert_ne!(weights(other), weights(beside), "two trials of the population trained alike");
+        assert_eq!(together.len(), 7);
+    }
+
     /// Two rungs that round up to the same update count are judged once: one backtest, one curve point,
     /// the same value reported at both.
     #[test]
@@ -126,7 +190,7 @@ mod training {
         let mut params = space::random(&c.tune.space(), 1, 0);
         params.insert("n_steps".into(), 16.0);
         // 4 envs x 16 steps = 64 steps per update: the rungs are updates 1, 2 and 2.
-        let mut t = Trial::new(&c, &shared, &[64, 96, 128], 1, 0, params).ok().unwrap();
+        let mut t = Trial::new(&c, &shared, &[64, 96, 128], 1, 0, params, false).ok().unwrap().0;
         let mut values = Vec::new();
         for _ in 0..3 {
             t.advance(&shared);

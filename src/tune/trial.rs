@@ -6,6 +6,7 @@ use crate::backtest;
 use crate::config::{Config, StrategyMode, TuneMetric};
 use crate::domain::Bar;
 use crate::env::Panel;
+use crate::env::kernel::TensorKernelEnv;
 use crate::policy::{Pipeline, PpoPolicy, SessionOptions};
 use crate::retrain::study::{RungValue, TrialRecord, TrialState};
 use crate::rl::BatchEnv;
@@ -33,10 +34,11 @@ pub struct Trial {
     pub rec: TrialRecord,
     pub config: Config,
     pub ppo: Ppo,
-    /// `VecEnv` on the host, or on CUDA the env kernel on the device (`training::ppo::training_env`).
-    env: Box<dyn BatchEnv + Send>,
+    /// `VecEnv` on the host, or on CUDA the env kernel on the device (`training::ppo::training_env`);
+    /// `None` for a trial of a population, whose env is part of the population's (`super::population`).
+    env: Option<Box<dyn BatchEnv + Send>>,
     /// The update counts of the rungs (`rungs` in steps, rounded up to whole updates).
-    rung_updates: Vec<u64>,
+    pub rung_updates: Vec<u64>,
     pub next_rung: usize,
     pub last: Option<UpdateStats>,
     pub seconds: f64,
@@ -45,8 +47,9 @@ pub struct Trial {
 }
 
 impl Trial {
-    /// Trial `number` with `params` on `base`: its config, environment and freshly seeded trainer. Called
-    /// one trial at a time (libtorch's weight initialisation draws from its global generator). A trial whose
+    /// Trial `number` with `params` on `base`: its config, environment and freshly seeded trainer. With
+    /// `pooled`, the environment is the env kernel's on the shared device, returned for a population to
+    /// stack (where it cannot be built, the trial gets its own env, and `None` comes back). A trial whose
     /// parameters are refused comes back as its failed record.
     pub fn new(
         base: &Config,
@@ -55,7 +58,8 @@ impl Trial {
         seed: u64,
         number: usize,
         params: Params,
-    ) -> Result<Trial, Box<TrialRecord>> {
+        pooled: bool,
+    ) -> Result<(Trial, Option<TensorKernelEnv>), Box<TrialRecord>> {
         let mut rec = TrialRecord {
             number,
             state: TrialState::Running,
@@ -70,17 +74,41 @@ impl Trial {
         let built = space::apply(base, &params, rec.seed).and_then(|mut config| {
             // Trials train side by side on the CPU: the plain-Rust trainer, whose generator is its own.
             config.ppo.cpu_backend = crate::config::CpuBackend::Native;
-            let env = training::ppo::training_env(&config.env, shared.panel.clone(), shared.device)
-                .map_err(|e| format!("{e:#}"))?;
-            let ppo =
-                Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), shared.device).map_err(|e| e.to_string())?;
-            Ok((config, env, ppo))
+            let kernel = if pooled {
+                TensorKernelEnv::new(&config.env, &shared.panel, shared.device)
+                    .map_err(|e| log::warn!("trial {number} trains on its own, outside the population: {e}"))
+                    .ok()
+            } else {
+                None
+            };
+            let (env, dims) = match &kernel {
+                Some(k) => (None, (k.obs_dim(), k.n_assets(), k.n_envs())),
+                None => {
+                    let env = training::ppo::training_env(&config.env, shared.panel.clone(), shared.device)
+                        .map_err(|e| format!("{e:#}"))?;
+                    let dims = (env.obs_dim(), env.act_dim(), env.num_envs());
+                    (Some(env), dims)
+                }
+            };
+            let ppo = Ppo::new(config.ppo.clone(), dims.0, dims.1, shared.device).map_err(|e| e.to_string())?;
+            Ok((config, env, kernel, ppo, dims.2))
         });
         match built {
-            Ok((config, env, ppo)) => {
-                let per_update = (config.ppo.n_steps * env.num_envs()) as u64;
+            Ok((config, env, kernel, ppo, n_envs)) => {
+                let per_update = (config.ppo.n_steps * n_envs) as u64;
                 let rung_updates = rungs.iter().map(|r| r.div_ceil(per_update).max(1)).collect();
-                Ok(Trial { rec, config, ppo, env, rung_updates, next_rung: 0, last: None, seconds: 0.0, outcome: None })
+                let t = Trial {
+                    rec,
+                    config,
+                    ppo,
+                    env,
+                    rung_updates,
+                    next_rung: 0,
+                    last: None,
+                    seconds: 0.0,
+                    outcome: None,
+                };
+                Ok((t, kernel))
             }
             Err(e) => {
                 rec.state = TrialState::Failed;
@@ -109,10 +137,14 @@ impl Trial {
             self.outcome = Some(Ok(r.value));
             return;
         }
+        let Some(env) = self.env.as_mut() else {
+            self.outcome = Some(Err("a trial of a population cannot train on its own".into()));
+            return;
+        };
         let mut last = None;
         let mut late = false;
         let trained = if self.ppo.updates < stop_at {
-            self.ppo.train_until(&mut *self.env, 0, end, |_, s| {
+            self.ppo.train_until(&mut **env, 0, end, |_, s| {
                 last = Some(s.clone());
                 late = shared.deadline.is_some_and(|d| Instant::now() >= d);
                 s.update < stop_at && !late
@@ -135,7 +167,7 @@ impl Trial {
     }
 
     /// The engine's backtest of the policy as it is now over the validation days.
-    fn validate(&mut self, shared: &Shared) -> anyhow::Result<f64> {
+    pub(super) fn validate(&mut self, shared: &Shared) -> anyhow::Result<f64> {
         let policy = self.ppo.export_policy(Some(1.0))?;
         let bytes = policy.to_onnx("obs", "action", &[("producer", "tradebot tune")])?;
         let mut m = training::ppo::draft(&self.config, &self.ppo, shared.dates, self.last.as_ref(), self.seconds)?;

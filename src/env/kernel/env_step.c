@@ -58,8 +58,19 @@ typedef struct {
     tb_i32 env_stride;
     tb_i32 asset_stride;
     tb_i32 obs_stride; /* floats per observation row, >= 1 + A * (1 + F) */
-    tb_i32 pad;
+    /* In a population (several trials' envs in one launch, `trials` non-null): envs per trial. Env i
+     * belongs to trial i / trial_envs and is env i % trial_envs of that trial's own stream. */
+    tb_i32 trial_envs;
 } tb_params;
+
+/* A trial's own values in a population: what a search tunes in the env, and the trial's seed. */
+typedef struct {
+    double trailing_stop;
+    double reward_scale;
+    tb_u64 seed;
+    tb_u32 cooldown_bars;
+    tb_u32 pad;
+} tb_trial;
 
 typedef struct {
     /* the panel, read-only: prices [T, A], features [T, A, F], turbulence [T] (null without) */
@@ -88,6 +99,8 @@ typedef struct {
      * accumulated until the host reads and clears them (once per PPO update) */
     double *ret_sum;
     double *ret_count;
+    /* a trial's values per trial in a population; null for one env set */
+    const tb_trial *trials;
 } tb_buffers;
 
 /* The n-th output (0-based) of SplitMix64 seeded with `seed`: the generator is a counter, so any draw
@@ -221,8 +234,20 @@ TB_FN void tb_init_one(const tb_params *p, const tb_buffers *b, tb_i32 i) {
     tb_observe_one(p, b, i);
 }
 
-/* VecEnv::step_env, then the episode end and reset of VecEnv::step, then the next observation. */
-TB_FN void tb_step_one(const tb_params *p, const tb_buffers *b, tb_i32 i) {
+/* VecEnv::step_env, then the episode end and reset of VecEnv::step, then the next observation. In a
+ * population, env i steps with its trial's values (and draws its episode starts from its trial's stream,
+ * `n_envs` being the trial's env count there), so it moves exactly as it would in its trial's env alone. */
+TB_FN void tb_step_one(const tb_params *p0, const tb_buffers *b, tb_i32 i) {
+    tb_params own = *p0;
+    if (b->trials) {
+        const tb_trial *t = &b->trials[i / p0->trial_envs];
+        own.trailing_stop = t->trailing_stop;
+        own.reward_scale = t->reward_scale;
+        own.seed = t->seed;
+        own.cooldown_bars = t->cooldown_bars;
+        own.n_envs = p0->trial_envs;
+    }
+    const tb_params *p = &own;
     tb_i32 a = p->n_assets;
     tb_i32 day = b->day[i] + 1;
     tb_i32 steps = b->steps[i] + 1;
@@ -303,5 +328,7 @@ void tb_layout(tb_i32 *out) {
     out[4] = (tb_i32)sizeof(tb_buffers);
     out[5] = (tb_i32)offsetof(tb_buffers, holding);
     out[6] = (tb_i32)offsetof(tb_buffers, ret_count);
+    out[7] = (tb_i32)sizeof(tb_trial);
+    out[8] = (tb_i32)offsetof(tb_trial, cooldown_bars);
 }
 #endif

@@ -19,6 +19,8 @@
 #[cfg(feature = "train")]
 pub mod cuda;
 #[cfg(feature = "train")]
+mod population;
+#[cfg(feature = "train")]
 mod tensor;
 #[cfg(feature = "train")]
 pub use cuda::KernelEnvError;
@@ -59,7 +61,33 @@ pub struct Params {
     pub env_stride: i32,
     pub asset_stride: i32,
     pub obs_stride: i32,
-    pub pad: i32,
+    /// In a population (`Buffers::trials` set): envs per trial.
+    pub trial_envs: i32,
+}
+
+/// `tb_trial` in `env_step.c`: one trial's own values in a population (what a search tunes in the env,
+/// and the trial's seed).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trial {
+    pub trailing_stop: f64,
+    pub reward_scale: f64,
+    pub seed: u64,
+    pub cooldown_bars: u32,
+    pub pad: u32,
+}
+
+impl Trial {
+    /// The values of `p` (one trial's env parameters).
+    pub fn of(p: &Params) -> Trial {
+        Trial {
+            trailing_stop: p.trailing_stop,
+            reward_scale: p.reward_scale,
+            seed: p.seed,
+            cooldown_bars: p.cooldown_bars,
+            pad: 0,
+        }
+    }
 }
 
 /// `tb_buffers` in `env_step.c`: host pointers for the CPU build, device pointers for CUDA.
@@ -85,6 +113,8 @@ pub struct Buffers {
     pub obs: *mut f32,
     pub ret_sum: *mut f64,
     pub ret_count: *mut f64,
+    /// Per trial in a population (`Params::trial_envs` envs each); null otherwise.
+    pub trials: *const Trial,
 }
 
 // SAFETY: the pointers are only dereferenced by the kernel, each env range by one thread, on buffers the
@@ -141,7 +171,7 @@ pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Param
         env_stride: if asset_major { 1 } else { a },
         asset_stride: if asset_major { e } else { 1 },
         obs_stride: obs as i32,
-        pad: 0,
+        trial_envs: e,
     })
 }
 
@@ -288,6 +318,7 @@ impl CpuKernelEnv {
             obs: self.obs.as_mut_ptr(),
             ret_sum: self.ret_sum.as_mut_ptr(),
             ret_count: self.ret_count.as_mut_ptr(),
+            trials: std::ptr::null(),
         }
     }
 

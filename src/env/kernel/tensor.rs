@@ -12,40 +12,43 @@ use crate::env::{EnvConfig, EnvError, Panel, Step};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 
-enum Backend {
+pub(super) enum Backend {
     Cpu(Option<Arc<rayon::ThreadPool>>),
     Cuda(CudaKernel),
 }
 
 /// The trading environment (`VecEnv`'s, standard accounting) with its state in tensors on one device.
 pub struct TensorKernelEnv {
-    params: Params,
-    backend: Backend,
-    device: Device,
+    pub(super) params: Params,
+    pub(super) backend: Backend,
+    pub(super) device: Device,
     /// The panel on the device (prices, features, turbulence), kept alive for the kernel's pointers.
-    panel: [Tensor; 3],
-    has_turbulence: bool,
+    pub(super) panel: [Tensor; 3],
+    pub(super) has_turbulence: bool,
     /// `[n_envs, n_assets]`: the policy writes its actions here before `step`.
     pub actions: Tensor,
     /// Per env: cash, equity, equity_out, ret_sum, ret_count (f64); day, steps (i32); draws (u64 as i64).
-    cash: Tensor,
-    equity: Tensor,
-    equity_out: Tensor,
-    ret_sum: Tensor,
-    ret_count: Tensor,
-    day: Tensor,
-    steps: Tensor,
-    draws: Tensor,
+    pub(super) cash: Tensor,
+    pub(super) equity: Tensor,
+    pub(super) equity_out: Tensor,
+    pub(super) ret_sum: Tensor,
+    pub(super) ret_count: Tensor,
+    pub(super) day: Tensor,
+    pub(super) steps: Tensor,
+    pub(super) draws: Tensor,
     /// Per position (`params`' layout): holding, entry, high water (f64), cooldown (u32 as i32).
-    holding: Tensor,
-    entry: Tensor,
-    high_water: Tensor,
-    cooldown: Tensor,
+    pub(super) holding: Tensor,
+    pub(super) entry: Tensor,
+    pub(super) high_water: Tensor,
+    pub(super) cooldown: Tensor,
     /// Per env: the last step's reward and done flag (0/1), f32.
     pub reward: Tensor,
     pub done: Tensor,
     /// `[n_envs, obs_dim]`: the next observations, in `VecEnv::observe`'s layout.
     pub obs: Tensor,
+    /// In a population (`stack`): each trial's own values, and the same as bytes on the device for the
+    /// kernel (`tb_trial`); `None` for one trial's env.
+    pub(super) trials: Option<(Vec<super::Trial>, Tensor)>,
 }
 
 impl TensorKernelEnv {
@@ -86,6 +89,7 @@ impl TensorKernelEnv {
             reward: zeros(e, Kind::Float),
             done: zeros(e, Kind::Float),
             obs: Tensor::zeros([e, params.obs_stride as i64], (Kind::Float, device)),
+            trials: None,
         };
         env.launch(Entry::Init)?;
         Ok(env)
@@ -194,10 +198,11 @@ impl TensorKernelEnv {
             obs: self.obs.data_ptr() as *mut f32,
             ret_sum: f64p(&self.ret_sum),
             ret_count: f64p(&self.ret_count),
+            trials: self.trials.as_ref().map_or(std::ptr::null(), |(_, t)| t.data_ptr() as *const super::Trial),
         }
     }
 
-    fn launch(&self, entry: Entry) -> Result<(), KernelEnvError> {
+    pub(super) fn launch(&self, entry: Entry) -> Result<(), KernelEnvError> {
         if self.actions.kind() != Kind::Float || !self.actions.is_contiguous() {
             return Err(EnvError::Unsupported("the kernel env's actions must stay a contiguous f32 tensor").into());
         }

@@ -201,8 +201,8 @@ unsafe extern "C" {
 
 #[test]
 fn params_and_buffers_mirror_the_c_structs() {
-    let mut c = [0i32; 7];
-    // SAFETY: tb_layout writes 7 values.
+    let mut c = [0i32; 9];
+    // SAFETY: tb_layout writes 9 values.
     unsafe { tb_layout(c.as_mut_ptr()) };
     let rust = [
         std::mem::size_of::<Params>(),
@@ -212,6 +212,8 @@ fn params_and_buffers_mirror_the_c_structs() {
         std::mem::size_of::<Buffers>(),
         std::mem::offset_of!(Buffers, holding),
         std::mem::offset_of!(Buffers, ret_count),
+        std::mem::size_of::<super::Trial>(),
+        std::mem::offset_of!(super::Trial, cooldown_bars),
     ];
     assert_eq!(c.map(|x| x as usize), rust);
 }

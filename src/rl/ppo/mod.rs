@@ -17,6 +17,7 @@ pub mod model;
 mod native;
 mod net;
 pub mod normalizer;
+pub mod population;
 
 pub use crate::config::{CpuBackend, PpoConfig};
 pub use model::ActorCritic;

@@ -1,0 +1,288 @@
+//! Many trials' envs as one: `TensorKernelEnv::stack` joins the envs of several trials (each built alone,
+//! on the same panel and device) into one env whose step is one launch over all of them, each env stepping
+//! with its own trial's tuned values (trailing stop, cooldown, reward scale) and episode-start stream
+//! (`tb_trial` in the kernel). An env in a population moves exactly as in its trial's env alone (tested
+//! bit for bit), so a search's trials do not depend on which others share the launch. `keep` drops the
+//! trials a search has stopped.
+
+use super::cuda::KernelEnvError;
+use super::tensor::TensorKernelEnv;
+use super::{Params, Trial};
+use crate::env::EnvError;
+use tch::{Kind, Tensor};
+
+fn unsupported(what: &'static str) -> KernelEnvError {
+    EnvError::Unsupported(what).into()
+}
+
+/// The parameters of a trial's env with the per-trial values blanked out: what the trials must share.
+fn shared_part(p: &Params) -> Params {
+    Params { trailing_stop: 0.0, reward_scale: 0.0, seed: 0, cooldown_bars: 0, ..*p }
+}
+
+/// `tb_trial` as the kernel reads it (native byte order, `#[repr(C)]` layout: 8 + 8 + 8 + 4 + 4 bytes).
+fn trial_bytes(trials: &[Trial]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(std::mem::size_of_val(trials));
+    for t in trials {
+        out.extend_from_slice(&t.trailing_stop.to_ne_bytes());
+        out.extend_from_slice(&t.reward_scale.to_ne_bytes());
+        out.extend_from_slice(&t.seed.to_ne_bytes());
+        out.extend_from_slice(&t.cooldown_bars.to_ne_bytes());
+        out.extend_from_slice(&t.pad.to_ne_bytes());
+    }
+    out
+}
+
+impl TensorKernelEnv {
+    /// One env of the trials of `envs` (in order; an env already stacked brings all its trials), stepped
+    /// by one launch. They must share the panel, device, env count and every value a search does not tune.
+    pub fn stack(envs: Vec<TensorKernelEnv>) -> Result<TensorKernelEnv, KernelEnvError> {
+        let mut iter = envs.into_iter();
+        let Some(first) = iter.next() else { return Err(unsupported("a population needs at least one trial")) };
+        let rest: Vec<TensorKernelEnv> = iter.collect();
+        let per_trial = first.params.trial_envs;
+        let key = |e: &TensorKernelEnv| Params { n_envs: 0, asset_stride: 0, env_stride: 0, ..shared_part(&e.params) };
+        for e in &rest {
+            if e.device != first.device {
+                return Err(unsupported("a population's trials must be on one device"));
+            }
+            if e.params.trial_envs != per_trial || key(e) != key(&first) {
+                return Err(unsupported(
+                    "a population's trials must share the panel, env count and every env value a search does not tune",
+                ));
+            }
+        }
+        let all: Vec<&TensorKernelEnv> = std::iter::once(&first).chain(&rest).collect();
+        let trials: Vec<Trial> = all
+            .iter()
+            .flat_map(|e| e.trials.as_ref().map_or_else(|| vec![Trial::of(&e.params)], |(t, _)| t.clone()))
+            .collect();
+        let n = all.iter().map(|e| e.params.n_envs).sum::<i32>();
+        // Positions are asset-major on CUDA (`TensorKernelEnv::new`), env-major on the CPU.
+        let asset_major = first.device.is_cuda();
+        let a = first.params.n_assets as i64;
+        let cat = |f: fn(&TensorKernelEnv) -> &Tensor| Tensor::cat(&all.iter().map(|e| f(e)).collect::<Vec<_>>(), 0);
+        let positions = |f: fn(&TensorKernelEnv) -> &Tensor| {
+            if asset_major {
+                let parts: Vec<Tensor> = all.iter().map(|e| f(e).view([a, -1])).collect();
+                Tensor::cat(&parts, 1).reshape([-1])
+            } else {
+                cat(f)
+            }
+        };
+        let params =
+            Params { n_envs: n, asset_stride: if asset_major { n } else { 1 }, trial_envs: per_trial, ..first.params };
+        let table = Tensor::from_slice(&trial_bytes(&trials)).to_device(first.device);
+        let stacked = TensorKernelEnv {
+            params,
+            device: first.device,
+            has_turbulence: first.has_turbulence,
+            actions: cat(|e| &e.actions),
+            cash: cat(|e| &e.cash),
+            equity: cat(|e| &e.equity),
+            equity_out: cat(|e| &e.equity_out),
+            ret_sum: cat(|e| &e.ret_sum),
+            ret_count: cat(|e| &e.ret_count),
+            day: cat(|e| &e.day),
+            steps: cat(|e| &e.steps),
+            draws: cat(|e| &e.draws),
+            holding: positions(|e| &e.holding),
+            entry: positions(|e| &e.entry),
+            high_water: positions(|e| &e.high_water),
+            cooldown: positions(|e| &e.cooldown),
+            reward: cat(|e| &e.reward),
+            done: cat(|e| &e.done),
+            obs: cat(|e| &e.obs),
+            trials: Some((trials, table)),
+            panel: first.panel,
+            backend: first.backend,
+        };
+        Ok(stacked)
+    }
+
+    /// How many trials' envs this env steps (1 for an env built by `new`).
+    pub fn n_trials(&self) -> usize {
+        self.trials.as_ref().map_or(1, |(t, _)| t.len())
+    }
+
+    /// Envs per trial.
+    pub fn trial_envs(&self) -> usize {
+        self.params.trial_envs as usize
+    }
+
+    /// Keeps the trials at positions `keep` (ascending, each below `n_trials`), in that order.
+    pub fn keep(&mut self, keep: &[usize]) -> Result<(), KernelEnvError> {
+        let p = self.n_trials();
+        if keep.is_empty() || keep.windows(2).any(|w| w[0] >= w[1]) || keep.iter().any(|&k| k >= p) {
+            return Err(unsupported("keep: the trials to keep must be ascending positions, at least one"));
+        }
+        let e = self.params.trial_envs as i64;
+        let rows: Vec<i64> = keep.iter().flat_map(|&k| (k as i64 * e)..(k as i64 + 1) * e).collect();
+        let idx = Tensor::from_slice(&rows).to_device(self.device);
+        let n = rows.len() as i32;
+        let asset_major = self.device.is_cuda();
+        let a = self.params.n_assets as i64;
+        let pick = |t: &Tensor| t.index_select(0, &idx);
+        let pick_positions = |t: &Tensor| {
+            if asset_major {
+                t.view([a, -1]).index_select(1, &idx).reshape([-1])
+            } else {
+                pick(&t.view([-1, a])).reshape([-1])
+            }
+        };
+        for t in [
+            &mut self.cash,
+            &mut self.equity,
+            &mut self.equity_out,
+            &mut self.ret_sum,
+            &mut self.ret_count,
+            &mut self.day,
+            &mut self.steps,
+            &mut self.draws,
+            &mut self.reward,
+            &mut self.done,
+            &mut self.obs,
+            &mut self.actions,
+        ] {
+            *t = pick(t);
+        }
+        for t in [&mut self.holding, &mut self.entry, &mut self.high_water, &mut self.cooldown] {
+            *t = pick_positions(t);
+        }
+        let trials: Vec<Trial> = match &self.trials {
+            Some((t, _)) => keep.iter().map(|&k| t[k]).collect(),
+            None => vec![Trial::of(&self.params)],
+        };
+        self.trials = Some((trials.clone(), Tensor::from_slice(&trial_bytes(&trials)).to_device(self.device)));
+        self.params.n_envs = n;
+        if asset_major {
+            self.params.asset_stride = n;
+        }
+        Ok(())
+    }
+
+    /// Each trial's finished episodes since the last call, (sum of total returns, count) per trial: one
+    /// read back to the host for all of them; clears them.
+    pub fn take_trial_returns(&mut self) -> Result<Vec<(f64, f64)>, KernelEnvError> {
+        let p = self.n_trials() as i64;
+        let per = |t: &Tensor| t.view([p, -1]).sum_dim_intlist(1, false, Kind::Double);
+        let both = Tensor::stack(&[per(&self.ret_sum), per(&self.ret_count)], 1);
+        let read = crate::readback::f64s(&both);
+        let _ = self.ret_sum.zero_();
+        let _ = self.ret_count.zero_();
+        let v = read?;
+        if v.len() != 2 * p as usize {
+            return Err(KernelEnvError::Driver(format!("the episode returns came back as {} values", v.len())));
+        }
+        Ok(v.chunks(2).map(|c| (c[0], c[1])).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{bits, f32_bits, panel_with_turbulence, random_actions};
+    use super::*;
+    use crate::env::{EnvConfig, Step};
+    use tch::Device;
+
+    fn host<T: tch::kind::Element>(t: &Tensor) -> Vec<T>
+    where
+        Vec<T>: TryFrom<Tensor, Error = tch::TchError>,
+    {
+        Vec::<T>::try_from(t.to_device(Device::Cpu).contiguous().view([-1])).unwrap()
+    }
+
+    /// Three trials with their own stops, cooldowns, reward scales and seeds, stepped as one env on `device`,
+    /// then two of them after the middle one is dropped: each env moves bit for bit as in its trial's env
+    /// alone.
+    pub(crate) fn assert_population_steps_as_alone(device: Device) {
+        let panel = panel_with_turbulence();
+        let base = EnvConfig { n_envs: 5, episode_len: 12, ..Default::default() };
+        let cfgs: Vec<EnvConfig> = [(0.02, 0u32, 1.0, 11u64), (0.0, 3, 0.5, 12), (0.05, 1, 2.0, 13)]
+            .iter()
+            .map(|&(stop, cooldown, scale, seed)| {
+                let mut c = base.clone();
+                c.exec.trailing_stop = stop;
+                c.exec.cooldown_bars = cooldown;
+                c.reward_scale = scale;
+                c.seed = seed;
+                c
+            })
+            .collect();
+        let new = |c: &EnvConfig| TensorKernelEnv::new(c, &panel, device).unwrap();
+        let mut alone: Vec<TensorKernelEnv> = cfgs.iter().map(new).collect();
+        let mut pop = TensorKernelEnv::stack(cfgs.iter().map(new).collect()).unwrap();
+        assert_eq!((pop.n_trials(), pop.trial_envs(), pop.n_envs()), (3, 5, 15));
+        let mut members = vec![0, 1, 2];
+        let a = panel.n_assets;
+        let mut rng = crate::env::rng::SplitMix64::new(3);
+        let (mut rewards_differ, mut ended) = (false, 0.0);
+        for step in 0..60 {
+            if step == 30 {
+                pop.keep(&[0, 2]).unwrap();
+                members = vec![0, 2];
+                assert_eq!((pop.n_trials(), pop.n_envs()), (2, 10));
+            }
+            let mut all = Vec::new();
+            for &m in &members {
+                let mut actions = vec![0f32; 5 * a];
+                random_actions(&mut rng, &mut actions);
+                alone[m].step_host(&actions, &mut Step::default()).unwrap();
+                all.extend(actions);
+            }
+            pop.step_host(&all, &mut Step::default()).unwrap();
+            let (rows, cash) = (host::<f32>(&pop.reward), host::<f64>(&pop.cash));
+            let holdings = pop.holdings().unwrap();
+            for (k, &m) in members.iter().enumerate() {
+                let at = format!("step {step}, trial {m}");
+                let one = &alone[m];
+                assert_eq!(f32_bits(&rows[k * 5..(k + 1) * 5]), f32_bits(&host::<f32>(&one.reward)), "{at}: reward");
+                assert_eq!(bits(&cash[k * 5..(k + 1) * 5]), bits(&one.cash().unwrap()), "{at}: cash");
+                assert_eq!(
+                    bits(&holdings[k * 5 * a..(k + 1) * 5 * a]),
+                    bits(&one.holdings().unwrap()),
+                    "{at}: holdings"
+                );
+                let obs = host::<f32>(&pop.obs.narrow(0, k as i64 * 5, 5));
+                assert_eq!(f32_bits(&obs), f32_bits(&host::<f32>(&one.obs)), "{at}: observation");
+            }
+            rewards_differ |= rows[..5] != rows[5..10];
+            let r = pop.take_trial_returns().unwrap();
+            for (k, &m) in members.iter().enumerate() {
+                let own = alone[m].take_returns().unwrap();
+                assert_eq!(r[k].1, own.1, "step {step}, trial {m}: episodes");
+                assert!((r[k].0 - own.0).abs() <= 1e-12, "step {step}, trial {m}: returns {:?} vs {own:?}", r[k]);
+                ended += own.1;
+            }
+        }
+        assert!(rewards_differ, "the trials stepped alike: the test checks nothing");
+        assert!(ended > 0.0, "no episode ended: the resets were not checked");
+    }
+
+    #[test]
+    fn a_population_steps_each_trial_as_its_env_alone_and_keeps_doing_so_after_a_trial_leaves() {
+        assert_population_steps_as_alone(Device::Cpu);
+    }
+
+    /// The same on CUDA: the NVRTC build with positions asset-major, stacked and kept along the env axis.
+    #[test]
+    #[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
+    fn on_cuda_a_population_steps_each_trial_as_its_env_alone() {
+        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+        assert_population_steps_as_alone(Device::Cuda(0));
+    }
+
+    #[test]
+    fn trials_that_differ_in_what_a_search_does_not_tune_are_refused() {
+        let panel = panel_with_turbulence();
+        let a = EnvConfig { n_envs: 4, episode_len: 12, ..Default::default() };
+        let b = EnvConfig { n_envs: 4, episode_len: 13, ..Default::default() };
+        let c = EnvConfig { n_envs: 3, episode_len: 12, ..Default::default() };
+        let new = |c: &EnvConfig| TensorKernelEnv::new(c, &panel, Device::Cpu).unwrap();
+        assert!(TensorKernelEnv::stack(vec![new(&a), new(&b)]).is_err());
+        assert!(TensorKernelEnv::stack(vec![new(&a), new(&c)]).is_err());
+        let mut two = TensorKernelEnv::stack(vec![new(&a), new(&a)]).unwrap();
+        assert!(two.keep(&[]).is_err() && two.keep(&[1, 0]).is_err() && two.keep(&[2]).is_err());
+        assert!(two.keep(&[1]).is_ok());
+    }
+}

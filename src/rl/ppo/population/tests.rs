@@ -1,0 +1,225 @@
+use super::*;
+use crate::env::EnvConfig;
+use crate::env::Panel;
+use crate::env::kernel::TensorKernelEnv;
+use crate::env::kernel::tests::panel_with_turbulence;
+use tch::Device;
+
+/// Trial `i`'s own values: PPO's per-trial hyper-parameters and seed, the env's tuned values.
+fn trial(i: usize) -> (PpoConfig, EnvConfig) {
+    let f = i as f64;
+    let ppo = PpoConfig {
+        hidden: vec![16, 16],
+        n_steps: 8,
+        batch_size: 24,
+        n_epochs: 2,
+        learning_rate: 1e-3 * (1.0 + f),
+        clip_range: 0.1 + 0.02 * f,
+        ent_coef: 0.001 * f,
+        gamma: 0.99 - 0.01 * f,
+        gae_lambda: 0.95 - 0.02 * f,
+        max_grad_norm: if i.is_multiple_of(2) { 0.05 } else { 0.5 },
+        seed: 100 + i as u64,
+        ..Default::default()
+    };
+    let mut env = EnvConfig { n_envs: 4, episode_len: 10, seed: 200 + i as u64, ..Default::default() };
+    env.exec.trailing_stop = 0.01 * f;
+    env.exec.cooldown_bars = (i % 3) as u32;
+    env.reward_scale = 1.0 + f;
+    (ppo, env)
+}
+
+fn build(i: usize, panel: &Panel) -> (Ppo, TensorKernelEnv) {
+    build_on(i, panel, Device::Cpu)
+}
+
+fn build_on(i: usize, panel: &Panel, device: Device) -> (Ppo, TensorKernelEnv) {
+    let (ppo, env) = trial(i);
+    let env = TensorKernelEnv::new(&env, panel, device).unwrap();
+    let ppo = Ppo::new(ppo, env.obs_dim(), env.n_assets(), device).unwrap();
+    (ppo, env)
+}
+
+fn weights(ppo: &Ppo) -> Vec<Vec<u32>> {
+    ppo.model
+        .parameters()
+        .iter()
+        .map(|t| {
+            Vec::<f32>::try_from(t.to_device(Device::Cpu).reshape([-1])).unwrap().iter().map(|x| x.to_bits()).collect()
+        })
+        .collect()
+}
+
+/// Trains trials `members` as one population for `rounds` rounds; returns each trial's trainer written back.
+fn train(members: &[usize], rounds: usize) -> Vec<Ppo> {
+    train_on(members, rounds, Device::Cpu)
+}
+
+fn train_on(members: &[usize], rounds: usize, device: Device) -> Vec<Ppo> {
+    let panel = panel_with_turbulence();
+    let (mut ppos, envs): (Vec<Ppo>, Vec<TensorKernelEnv>) =
+        members.iter().map(|&i| build_on(i, &panel, device)).unzip();
+    let mut env = TensorKernelEnv::stack(envs).unwrap();
+    let mut pop = Population::new(&ppos.iter().collect::<Vec<_>>()).unwrap();
+    for _ in 0..rounds {
+        let lrs: Vec<f64> = members.iter().map(|&i| trial(i).0.learning_rate).collect();
+        let reads = crate::readback::reads();
+        let outcomes = pop.round(&mut env, &lrs).unwrap();
+        assert_eq!(crate::readback::reads() - reads, 2, "a round reads the statistics and the returns, once each");
+        for s in outcomes {
+            let s = s.unwrap();
+            assert!(s.policy_loss.is_finite() && s.value_loss.is_finite());
+        }
+    }
+    for (k, ppo) in ppos.iter_mut().enumerate() {
+        pop.write_back(k, ppo).unwrap();
+    }
+    ppos
+}
+
+/// The test: a trial run alone and in a population of 8 gives the same weights on the CPU, bit for
+/// bit (its own seed, draws, hyper-parameters, env values and optimizer state).
+#[test]
+fn a_trial_alone_and_in_a_population_of_8_trains_to_the_same_weights() {
+    tch::set_num_threads(1);
+    let all: Vec<usize> = (0..8).collect();
+    let together = train(&all, 3);
+    for i in [0, 5] {
+        let alone = train(&[i], 3);
+        assert_eq!(weights(&alone[0]), weights(&together[i]), "trial {i}: alone and in the population differ");
+        assert_eq!((alone[0].updates, alone[0].env_steps), (3, 3 * 8 * 4));
+        assert_eq!(alone[0].adam.steps, together[i].adam.steps);
+    }
+    let panel = panel_with_turbulence();
+    let fresh = build(5, &panel).0;
+    assert_ne!(weights(&fresh), weights(&together[5]), "training changed nothing: the test checks nothing");
+    assert_ne!(weights(&together[4]), weights(&together[5]), "two trials trained alike");
+}
+
+/// One minibatch step of a population of one against `Ppo`'s own libtorch step on the same batch: the same
+/// loss, clipping (gradient norm, value clip) and Adam, up to the summation order of batched matmuls.
+#[test]
+fn a_population_step_is_ppos_step() {
+    assert_steps_as_ppo(Device::Cpu);
+}
+
+fn assert_steps_as_ppo(device: Device) {
+    let panel = panel_with_turbulence();
+    for (i, vf_clip) in [(0, None), (1, Some(0.2))] {
+        let (mut cfg, _) = trial(i);
+        cfg.clip_range_vf = vf_clip;
+        cfg.cpu_backend = crate::config::CpuBackend::Libtorch;
+        let env = TensorKernelEnv::new(&trial(i).1, &panel, device).unwrap();
+        let mut ppo = Ppo::new(cfg, env.obs_dim(), env.n_assets(), device).unwrap();
+        let mut pop = Population::new(&[&ppo]).unwrap();
+        let before = weights(&ppo);
+        let (b, od, ad) = (24, env.obs_dim() as i64, env.n_assets() as i64);
+        let opts = (Kind::Float, device);
+        tch::manual_seed(9);
+        let batch = [
+            Tensor::randn([b, od], opts),
+            Tensor::randn([b, ad], opts),
+            Tensor::randn([b], opts) - 3.0,
+            Tensor::randn([b], opts),
+            Tensor::randn([b], opts),
+            Tensor::randn([b], opts),
+        ];
+        // CUDA's matmuls sum in another order: there the first step's statistics are compared (the same
+        // weights), and the weights after three steps must mostly agree (Adam turns a sign flip of a
+        // near-zero gradient into a whole step).
+        let cuda = device.is_cuda();
+        for step in 0..3 {
+            let want = ppo.tch_minibatch(&batch, 0.01);
+            let got = pop.minibatch(
+                &batch.each_ref().map(|t| t.unsqueeze(0)),
+                &Tensor::from_slice(&[0.01f64]).to_device(device),
+            );
+            let want: Vec<f64> = want.iter().map(|t| t.double_value(&[])).collect();
+            let got = Vec::<f64>::try_from(got.to_device(Device::Cpu).reshape([-1])).unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                let tolerance = if cuda { 1e-4 } else { 1e-5 };
+                let compared = !cuda || step == 0;
+                assert!(!compared || (g - w).abs() <= tolerance * w.abs().max(1.0), "statistics {got:?} vs {want:?}");
+            }
+        }
+        let mut back = build_on(i, &panel, device).0;
+        pop.write_back(0, &mut back).unwrap();
+        for (p, q) in back.model.parameters().iter().zip(ppo.model.parameters()) {
+            let diff = (p - &q).abs();
+            if cuda {
+                let close = diff.lt(1e-4).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]);
+                assert!(close > 0.99, "trial {i}: only {close} of the weights agree");
+            } else {
+                let diff = diff.max().double_value(&[]);
+                assert!(diff < 1e-5, "trial {i}: the weights differ by {diff}");
+            }
+        }
+        assert_ne!(weights(&ppo), before, "the steps changed nothing");
+        assert_eq!(back.adam.steps, 3);
+    }
+}
+
+/// Advantages with each trial's γ and λ equal `gae_ops` run per trial.
+#[test]
+fn advantages_use_each_trials_gamma_and_lambda() {
+    let panel = panel_with_turbulence();
+    let (a, b) = (build(0, &panel).0, build(3, &panel).0);
+    let pop = Population::new(&[&a, &b]).unwrap();
+    let (t, e) = (9, 4);
+    let opts = (Kind::Float, Device::Cpu);
+    tch::manual_seed(3);
+    let ro = Rollout {
+        obs: Tensor::zeros([t, 2, e, 1], opts),
+        actions: Tensor::zeros([t, 2, e, 1], opts),
+        log_probs: Tensor::zeros([t, 2, e], opts),
+        values: Tensor::randn([t, 2, e], opts),
+        rewards: Tensor::randn([t, 2, e], opts),
+        dones: Tensor::rand([t, 2, e], opts).gt(0.7).to_kind(Kind::Float),
+        last_value: Tensor::randn([2, e], opts),
+    };
+    let adv = pop.advantages(&ro);
+    for (k, cfg) in [trial(0).0, trial(3).0].iter().enumerate() {
+        let k = k as i64;
+        let one = |x: &Tensor| x.select(1, k);
+        let want = super::super::gae::gae_ops(
+            cfg.gamma,
+            cfg.gae_lambda,
+            &one(&ro.rewards),
+            &one(&ro.values),
+            &one(&ro.dones),
+            &ro.last_value.get(k),
+        );
+        let diff = (adv.select(1, k) - want).abs().max().double_value(&[]);
+        assert!(diff < 1e-5, "trial {k}: advantages differ by {diff}");
+    }
+}
+
+#[test]
+fn trials_of_another_shape_or_with_target_kl_are_refused() {
+    let panel = panel_with_turbulence();
+    let (a, _) = build(0, &panel);
+    let env = TensorKernelEnv::new(&trial(1).1, &panel, Device::Cpu).unwrap();
+    let wide = PpoConfig { hidden: vec![32, 16], ..trial(1).0 };
+    let b = Ppo::new(wide, env.obs_dim(), env.n_assets(), Device::Cpu).unwrap();
+    assert!(Population::new(&[&a, &b]).is_err());
+    let kl = PpoConfig { target_kl: Some(0.01), ..trial(1).0 };
+    let c = Ppo::new(kl, env.obs_dim(), env.n_assets(), Device::Cpu).unwrap();
+    let err = Population::new(&[&c]).err().unwrap().to_string();
+    assert!(err.contains("target_kl"), "{err}");
+}
+
+/// On CUDA: a population's round reads the device twice (the statistics, the returns: `train_on` asserts
+/// it) and trains every trial; a step is `Ppo`'s step there too.
+#[test]
+#[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
+fn on_cuda_a_population_reads_twice_a_round_and_steps_as_ppo() {
+    assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+    let cuda = Device::Cuda(0);
+    let trained = train_on(&[0, 1, 2, 3], 2, cuda);
+    let panel = panel_with_turbulence();
+    for (k, t) in trained.iter().enumerate() {
+        assert_eq!(t.updates, 2);
+        assert_ne!(weights(t), weights(&build_on(k, &panel, cuda).0), "trial {k} did not train");
+    }
+    assert_steps_as_ppo(cuda);
+}

@@ -1,0 +1,262 @@
+//! A population's round: one rollout of every trial on the stacked env, then the epochs of minibatch steps,
+//! each trial's loss reaching only its own weights.
+
+use super::super::{PpoError, UpdateStats};
+use super::{Population, Rollout, draws};
+use crate::env::kernel::TensorKernelEnv;
+use std::time::Instant;
+use tch::{Kind, Tensor};
+
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+
+/// How a trial's round went: its statistics, or why it diverged.
+pub type Outcome = Result<UpdateStats, PpoError>;
+
+impl Population {
+    /// One rollout and update of every trial on `env` (the trials' envs stacked in this order), trial k at
+    /// learning rate `lrs[k]`. Reads the device twice: the update's statistics and the episode returns.
+    pub fn round(&mut self, env: &mut TensorKernelEnv, lrs: &[f64]) -> Result<Vec<Outcome>, PpoError> {
+        let p = self.len();
+        let e = env.trial_envs() as i64;
+        if env.n_trials() != p || env.obs_dim() as i64 != self.obs_dim || env.n_assets() as i64 != self.act_dim {
+            return Err(PpoError::Config(format!(
+                "the population has {p} trials of {}x{}, the env {} trials of {}x{}",
+                self.obs_dim,
+                self.act_dim,
+                env.n_trials(),
+                env.obs_dim(),
+                env.n_assets()
+            )));
+        }
+        if lrs.len() != p {
+            return Err(PpoError::Config(format!("{} learning rates for {p} trials", lrs.len())));
+        }
+        let started = Instant::now();
+        // The round's only copies to the device: each trial's update count and learning rate.
+        let updates: Vec<i64> = self.updates.iter().map(|&u| u as i64).collect();
+        let updates = draws::column(&updates, self.device);
+        let lr = Tensor::from_slice(lrs).to_device(self.device);
+        let ro = self.collect(env, e, &updates)?;
+        let stats = self.update(&ro, lrs, &updates, &lr)?;
+        let returns = env.take_trial_returns().map_err(|err| PpoError::Env(err.to_string()))?;
+        let per_update = (self.cfg().n_steps as i64 * e) as u64;
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        Ok(stats
+            .into_iter()
+            .zip(returns)
+            .enumerate()
+            .map(|(k, (s, (sum, count)))| {
+                let mut s = s?;
+                self.updates[k] += 1;
+                self.env_steps[k] += per_update;
+                s.update = self.updates[k];
+                s.env_steps = self.env_steps[k];
+                s.learning_rate = lrs[k];
+                s.steps_per_sec = (per_update as f64 * p as f64) / seconds;
+                s.mean_return = (count > 0.0).then(|| sum / count);
+                s.episodes = count as u64;
+                Ok(s)
+            })
+            .collect())
+    }
+
+    fn collect(&mut self, env: &mut TensorKernelEnv, e: i64, updates: &Tensor) -> Result<Rollout, PpoError> {
+        let (p, a, t_len) = (self.len() as i64, self.act_dim, self.cfg().n_steps);
+        let view = |t: &Tensor, last: Option<i64>| match last {
+            Some(d) => t.view([p, e, d]),
+            None => t.view([p, e]),
+        };
+        let mut obs = self.observe(&view(&env.obs, Some(self.obs_dim)));
+        // Each trial's noise stream continues where its last rollout stopped.
+        let start = updates * t_len as i64;
+        let (mut o, mut ac, mut lp, mut v, mut r, mut d) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        for t in 0..t_len {
+            let counter = &start + t as i64;
+            let (action, log_prob, value) = tch::no_grad(|| {
+                let mean = self.mean(&obs);
+                let noise = draws::normals(&self.seeds, &counter, e * a).view([p, e, a]);
+                let action = &mean + self.log_std().exp().unsqueeze(1) * noise;
+                let log_prob = self.log_prob(&mean, &action);
+                (action, log_prob, self.value(&obs))
+            });
+            env.actions.copy_(&action.view([p * e, a]));
+            env.step().map_err(|err| PpoError::Env(format!("the env kernel's step failed: {err}")))?;
+            o.push(obs);
+            ac.push(action);
+            lp.push(log_prob);
+            v.push(value);
+            r.push(view(&env.reward, None).copy());
+            d.push(view(&env.done, None).copy());
+            obs = self.observe(&view(&env.obs, Some(self.obs_dim)));
+        }
+        let last_value = tch::no_grad(|| self.value(&obs));
+        Ok(Rollout {
+            obs: Tensor::stack(&o, 0),
+            actions: Tensor::stack(&ac, 0),
+            log_probs: Tensor::stack(&lp, 0),
+            values: Tensor::stack(&v, 0),
+            rewards: Tensor::stack(&r, 0),
+            dones: Tensor::stack(&d, 0),
+            last_value,
+        })
+    }
+
+    /// GAE(λ) `[T, P, E]` with each trial's γ and λ (`gae::gae_ops` with per-trial factors).
+    pub(super) fn advantages(&self, ro: &Rollout) -> Tensor {
+        let (gamma, gl) = (&self.consts.gamma, &self.consts.gamma_lambda);
+        let t_len = ro.rewards.size()[0];
+        let mut adv = Vec::with_capacity(t_len as usize);
+        let mut last = ro.last_value.zeros_like();
+        for t in (0..t_len).rev() {
+            let not_done = 1.0 - ro.dones.get(t);
+            let next_value = if t + 1 == t_len { ro.last_value.shallow_clone() } else { ro.values.get(t + 1) };
+            let delta = ro.rewards.get(t) + &next_value * gamma * &not_done - ro.values.get(t);
+            last = delta + &last * gl * &not_done;
+            adv.push(last.shallow_clone());
+        }
+        adv.reverse();
+        Tensor::stack(&adv, 0)
+    }
+
+    fn update(&mut self, ro: &Rollout, lrs: &[f64], updates: &Tensor, lr: &Tensor) -> Result<Vec<Outcome>, PpoError> {
+        let p = self.len() as i64;
+        let adv = tch::no_grad(|| self.advantages(ro));
+        let returns = &adv + &ro.values;
+        // [T, P, E, ...] -> [P, T * E, ...]
+        let flat = |t: &Tensor| {
+            let t = t.transpose(0, 1).contiguous();
+            let n = t.size()[1] * t.size()[2];
+            if t.dim() == 4 { t.view([p, n, -1]) } else { t.view([p, n]) }
+        };
+        let (obs, actions, old_lp, old_v, adv, returns) =
+            (flat(&ro.obs), flat(&ro.actions), flat(&ro.log_probs), flat(&ro.values), flat(&adv), flat(&returns));
+        let n = adv.size()[1];
+        let device = self.device;
+        // loss, policy loss, value loss, approximate KL, clip fraction: per trial, f64 sums.
+        let mut sums = Tensor::zeros([p, 5], (Kind::Double, device));
+        let bs = (self.cfg().batch_size as i64).min(n);
+        let mut batches = 0usize;
+        let epochs = self.cfg().n_epochs;
+        for epoch in 0..epochs {
+            let counter = updates * epochs as i64 + epoch as i64;
+            let perm = draws::permutations(&self.seeds, &counter, n);
+            for start in (0..n).step_by(bs as usize) {
+                let idx = perm.narrow(1, start, bs.min(n - start));
+                let rows = |t: &Tensor| t.gather(1, &idx, false);
+                let wide = |t: &Tensor| {
+                    let d = t.size()[2];
+                    t.gather(1, &idx.unsqueeze(-1).expand([-1, -1, d], false), false)
+                };
+                let batch = [wide(&obs), wide(&actions), rows(&old_lp), rows(&old_v), rows(&adv), rows(&returns)];
+                let s = self.minibatch(&batch, lr);
+                sums += s;
+                batches += 1;
+            }
+        }
+        let tail = tch::no_grad(|| {
+            let var = |t: &Tensor| t.var_dim(1, false, false).to_kind(Kind::Double);
+            Tensor::stack(&[var(&returns), var(&(&returns - &old_v)), self.entropy().to_kind(Kind::Double)], 1)
+        });
+        let all = Tensor::cat(&[&sums, &tail], 1);
+        let v = crate::readback::f64s(&all)?;
+        if v.len() != 8 * p as usize {
+            return Err(PpoError::Config(format!("the update's statistics came back as {} values", v.len())));
+        }
+        let b = batches.max(1) as f64;
+        Ok(v.chunks(8)
+            .enumerate()
+            .map(|(k, row)| {
+                let [loss, pl, vl, kl, cf, var_ret, var_resid, entropy] = row[..] else { unreachable!() };
+                if !loss.is_finite() {
+                    return Err(PpoError::Diverged("loss", self.updates[k] + 1));
+                }
+                Ok(UpdateStats {
+                    update: 0,
+                    env_steps: 0,
+                    steps_per_sec: 0.0,
+                    mean_return: None,
+                    episodes: 0,
+                    approx_kl: kl / b,
+                    clip_fraction: cf / b,
+                    explained_variance: if var_ret > 0.0 { 1.0 - var_resid / var_ret } else { 0.0 },
+                    policy_loss: pl / b,
+                    value_loss: vl / b,
+                    entropy,
+                    learning_rate: lrs[k],
+                    epochs_run: epochs,
+                })
+            })
+            .collect())
+    }
+
+    /// One gradient step of every trial on its minibatch `[obs, actions, old log-prob, old value, advantage,
+    /// return]` (each `[P, B, ...]`); returns `[P, 5]`: loss, policy loss, value loss, KL, clip fraction (f64).
+    pub(super) fn minibatch(&mut self, b: &[Tensor; 6], lr: &Tensor) -> Tensor {
+        let [o, a, olp, ov, ad, ret] = b;
+        let c = self.cfg().clone();
+        let mut ad = ad.shallow_clone();
+        if c.normalize_advantage && ad.size()[1] > 1 {
+            ad = (&ad - ad.mean_dim(1, true, Kind::Float)) / (ad.std_dim(1, true, true) + 1e-8);
+        }
+        let (mean, value) = (self.mean(o), self.value(o));
+        let log_ratio = self.log_prob(&mean, a) - olp;
+        let ratio = log_ratio.exp();
+        let clip = self.consts.clip.shallow_clone();
+        let clipped = ratio.maximum(&(1.0 - &clip)).minimum(&(&clip + 1.0));
+        let pg = -(&ratio * &ad).min_other(&(clipped * &ad)).mean_dim(1, false, Kind::Float);
+        let vl = match c.clip_range_vf {
+            Some(r) => {
+                let clipped = ov + (&value - ov).clamp(-r, r);
+                (&value - ret).square().max_other(&(clipped - ret).square()).mean_dim(1, false, Kind::Float) * 0.5
+            }
+            None => (&value - ret).square().mean_dim(1, false, Kind::Float) * 0.5,
+        };
+        let entropy = self.entropy();
+        let loss = &pg + &vl * &self.consts.vf - &entropy * &self.consts.ent;
+        for t in &mut self.params {
+            t.zero_grad();
+        }
+        // The sum of the trials' losses: each trial's weights get exactly their own loss's gradient.
+        loss.sum(Kind::Float).backward();
+        self.clip_and_step(lr);
+        tch::no_grad(|| {
+            let kl = ((&ratio - 1.0) - &log_ratio).mean_dim(1, false, Kind::Float);
+            let cf = (&ratio - 1.0).abs().gt_tensor(&clip).to_kind(Kind::Float).mean_dim(1, false, Kind::Float);
+            Tensor::stack(&[loss.detach(), pg.detach(), vl.detach(), kl, cf], 1).to_kind(Kind::Double)
+        })
+    }
+
+    /// Each trial's gradients clipped to its own global norm limit, then its own Adam step at its learning
+    /// rate `lr` (`[P]`, f64); the bias corrections from each trial's step count on the device.
+    fn clip_and_step(&mut self, lr: &Tensor) {
+        let p = self.len() as i64;
+        tch::no_grad(|| {
+            let grads: Vec<Tensor> = self.params.iter().map(Tensor::grad).collect();
+            let norms: Vec<Tensor> =
+                grads.iter().map(|g| g.reshape([p, -1]).square().sum_dim_intlist(1, false, Kind::Float)).collect();
+            let total = Tensor::stack(&norms, 1).sum_dim_intlist(1, false, Kind::Float).sqrt().to_kind(Kind::Double);
+            let coef = (&self.consts.max_grad_norm / (total + 1e-6)).clamp_max(1.0).to_kind(Kind::Float);
+            for s in &mut self.adam_steps {
+                *s += 1;
+            }
+            self.adam_t += 1.0;
+            let bc1: Tensor = Tensor::pow_scalar(BETA1, &self.adam_t).neg() + 1.0;
+            let bc2: Tensor = Tensor::pow_scalar(BETA2, &self.adam_t).neg() + 1.0;
+            let step: Tensor = (lr.to_kind(Kind::Double).neg() / &bc1).to_kind(Kind::Float);
+            let bc2 = bc2.sqrt().to_kind(Kind::Float);
+            let eps = super::super::native::ADAM_EPS;
+            for ((param, g), (m, v)) in self.params.iter_mut().zip(&grads).zip(self.m.iter_mut().zip(self.v.iter_mut()))
+            {
+                let shape: Vec<i64> = std::iter::once(p).chain(std::iter::repeat_n(1, g.dim() - 1)).collect();
+                let g = g * coef.view(shape.as_slice());
+                let _ = m.g_mul_scalar_(BETA1);
+                let _ = m.g_add_(&(&g * (1.0 - BETA1)));
+                let _ = v.g_mul_scalar_(BETA2);
+                let _ = v.g_add_(&(g.square() * (1.0 - BETA2)));
+                let denom = v.sqrt() / bc2.view(shape.as_slice()) + eps;
+                let _ = param.g_add_(&(&*m / denom * step.view(shape.as_slice())));
+            }
+        });
+    }
+}

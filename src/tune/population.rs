@@ -1,0 +1,136 @@
+//! A search's trials trained as populations (`rl::ppo::population`): the trials proposed in one wave that
+//! share a shape (network, rollout, minibatches: `Population::key`) form a group whose envs step in one
+//! kernel launch and whose networks run as one batched forward and backward. A group's members started
+//! together, so they reach each rung together: a wave trains the group to its next rung, copies each
+//! trial back into its own trainer and judges it by its own validation backtest. Trials the search stops
+//! leave the group (`keep`); new trials form new groups.
+
+use super::trial::{Shared, Trial};
+use crate::env::kernel::TensorKernelEnv;
+use crate::rl::ppo::population::Population;
+use rayon::prelude::*;
+use std::time::Instant;
+
+pub struct Group {
+    pub members: Vec<Trial>,
+    pop: Population,
+    env: TensorKernelEnv,
+}
+
+/// The trials that can train together: the same PPO shape and env count.
+fn key(t: &Trial) -> String {
+    let ppo = serde_json::to_string(&Population::key(&t.config.ppo)).unwrap_or_default();
+    format!("{ppo}/{}", t.config.env.n_envs)
+}
+
+impl Group {
+    /// Groups of `trials` (with their envs) by shape, in their numbers' order. Trials that cannot join
+    /// a group come back with the reason.
+    pub fn form(trials: Vec<(Trial, TensorKernelEnv)>) -> (Vec<Group>, Vec<(Trial, String)>) {
+        let mut by_key: Vec<(String, Vec<(Trial, TensorKernelEnv)>)> = Vec::new();
+        for (t, env) in trials {
+            let k = key(&t);
+            match by_key.iter_mut().find(|(g, _)| *g == k) {
+                Some((_, v)) => v.push((t, env)),
+                None => by_key.push((k, vec![(t, env)])),
+            }
+        }
+        let (mut groups, mut refused) = (Vec::new(), Vec::new());
+        for (_, v) in by_key {
+            let (members, envs): (Vec<Trial>, Vec<TensorKernelEnv>) = v.into_iter().unzip();
+            let pop = Population::new(&members.iter().map(|t| &t.ppo).collect::<Vec<_>>());
+            match (pop, TensorKernelEnv::stack(envs)) {
+                (Ok(pop), Ok(env)) => groups.push(Group { members, pop, env }),
+                (Err(e), _) => refused.extend(members.into_iter().map(|t| (t, e.to_string()))),
+                (_, Err(e)) => refused.extend(members.into_iter().map(|t| (t, e.to_string()))),
+            }
+        }
+        (groups, refused)
+    }
+
+    /// Trains every member to its next rung (they share it), then copies each back into its trainer and
+    /// validates it, the backtests spread over `pool`. Each member's `outcome` says how it went; past the
+    /// deadline the training stops where it is and nothing is judged.
+    pub fn advance(&mut self, shared: &Shared, pool: &rayon::ThreadPool) {
+        let started = Instant::now();
+        for t in &mut self.members {
+            t.outcome = None;
+        }
+        if shared.deadline.is_some_and(|d| started >= d) {
+            return;
+        }
+        let Some(first) = self.members.first() else { return };
+        let (Some(&stop_at), Some(&end)) = (first.rung_updates.get(first.next_rung), first.rung_updates.last()) else {
+            return;
+        };
+        let mut failed: Vec<Option<String>> = vec![None; self.members.len()];
+        let mut late = false;
+        while self.pop.updates.first().is_some_and(|&u| u < stop_at) && !late {
+            let lrs: Vec<f64> = self
+                .members
+                .iter()
+                .zip(&self.pop.updates)
+                .map(|(t, &u)| {
+                    let c = &t.config.ppo;
+                    if c.anneal_lr { c.learning_rate * (1.0 - u as f64 / end.max(1) as f64) } else { c.learning_rate }
+                })
+                .collect();
+            match self.pop.round(&mut self.env, &lrs) {
+                Ok(outcomes) => {
+                    for ((t, f), o) in self.members.iter_mut().zip(&mut failed).zip(outcomes) {
+                        match o {
+                            Ok(s) => t.last = Some(s),
+                            Err(e) => {
+                                f.get_or_insert_with(|| format!("training failed: {e}"));
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    for t in &mut self.members {
+                        t.outcome = Some(Err(format!("the population's training failed: {e}")));
+                    }
+                    return;
+                }
+            }
+            late = shared.deadline.is_some_and(|d| Instant::now() >= d);
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let reached = self.pop.updates.first().is_some_and(|&u| u >= stop_at);
+        for (k, t) in self.members.iter_mut().enumerate() {
+            t.seconds += seconds;
+            if let Err(e) = self.pop.write_back(k, &mut t.ppo) {
+                failed[k].get_or_insert_with(|| format!("copying the trial out of its population failed: {e}"));
+            }
+        }
+        if late && !reached {
+            return;
+        }
+        pool.install(|| {
+            self.members.par_iter_mut().zip(failed).for_each(|(t, f)| {
+                t.outcome = Some(match f {
+                    Some(e) => Err(e),
+                    None => t.validate(shared).map_err(|e| format!("validation backtest failed: {e:#}")),
+                });
+            })
+        });
+    }
+
+    /// Keeps the members at positions `keep` (ascending, with `members` already reduced to them); an empty
+    /// `keep` ends the group (`false`).
+    pub fn keep(&mut self, keep: &[usize]) -> anyhow::Result<bool> {
+        if keep.is_empty() {
+            return Ok(false);
+        }
+        if keep.len() < self.pop.len() {
+            self.pop.keep(keep)?;
+            self.env.keep(keep)?;
+        }
+        Ok(true)
+    }
+
+    /// The members' numbers, for the log.
+    pub fn numbers(&self) -> String {
+        self.members.iter().map(|t| t.rec.number.to_string()).collect::<Vec<_>>().join(", ")
+    }
+}
