@@ -159,9 +159,9 @@ fn tune_trains_populations_of_one_shape_and_reproduces() {
     let run = |dir: &Path| {
         let cfg = small_config(dir);
         let s = std::fs::read_to_string(&cfg).unwrap();
-        let at = s.find("[tune.space]").unwrap();
+        let at = s.rfind("\n[tune.space]").unwrap() + 1;
         let s = format!(
-            "{}[tune.space]\nlearning_rate = {{ kind = \"log\", low = 1e-4, high = 3e-3 }}\n\
+            "{}[tune.space]\nn_steps = {{ kind = \"choice\", values = [16] }}\nlearning_rate = {{ kind = \"log\", low = 1e-4, high = 3e-3 }}\n\
              clip_range = {{ kind = \"linear\", low = 0.1, high = 0.3 }}\ngamma = {{ kind = \"linear\", low = 0.9, high = 0.99 }}\n\
              trailing_stop = {{ kind = \"linear\", low = 0.0, high = 0.1 }}\n",
             &s[..at]
@@ -189,7 +189,7 @@ fn tune_trains_populations_of_one_shape_and_reproduces() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (lines, log) = run(a.path());
     assert!(log.contains("trials 0, 1, 2 train as one population"), "{log}");
-    assert!(log.contains("trials batched as populations"), "{log}");
+    assert!(log.contains("trials of one shape batched as populations"), "{log}");
     let (done, rest) = lines.split_last().unwrap();
     assert_eq!(done["event"], "done", "{done}");
     assert!(done["model_id"].as_str().is_some_and(|m| m.starts_with("ppo-")), "{done}");

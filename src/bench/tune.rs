@@ -43,9 +43,9 @@ pub struct TuneBench {
     /// Envs per trial (with --population).
     #[arg(long, default_value_t = 1)]
     pub envs: usize,
-    /// Epochs of every trial (with --population).
-    #[arg(long, default_value_t = 5)]
-    pub epochs: usize,
+    /// Epochs of every trial, in place of drawing them (a population's trials share them: 5 by default there).
+    #[arg(long)]
+    pub epochs: Option<usize>,
 }
 
 /// The parameters the bench searches (the network, rollout and batch stay fixed: the same work per trial).
@@ -78,9 +78,9 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
     let panel = Arc::new(Panel::synthetic(b.days, b.assets, 1, b.seed)?);
     let env_cfg = super::ppo::finrl_env_config(b.days, b.seed);
     let mut params: Vec<_> = (0..b.trials).map(|n| random(&space(), b.seed, n)).collect();
-    if b.population {
+    if let Some(epochs) = b.epochs.or(b.population.then_some(5)) {
         for p in &mut params {
-            p.insert("n_epochs".into(), b.epochs as f64);
+            p.insert("n_epochs".into(), epochs as f64);
         }
     }
     let (mut trials, mut cohort) = (Vec::new(), Vec::new());

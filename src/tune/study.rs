@@ -166,10 +166,13 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
         if !joining.is_empty() {
             let (formed, refused) = Group::form(joining);
             for g in &formed {
+                let who = match g.members.len() {
+                    1 => format!("trial {} trains as a population of one", g.numbers()),
+                    _ => format!("trials {} train as one population", g.numbers()),
+                };
                 log::info!(
-                    "study {}: trials {} train as one population ({} envs each, one batched network)",
+                    "study {}: {who} ({} envs each, one env launch, one batched network)",
                     study.name,
-                    g.numbers(),
                     g.members[0].config.env.n_envs
                 );
             }
