@@ -10,6 +10,9 @@
 //! for bit). What the trials must share is the shape: network, activation, env count, rollout length,
 //! minibatch size and epochs, and the options that are not tuned (`Population::key`).
 //!
+//! A population trains in float32 (`ppo.mixed_precision` applies to single runs), GAE as tensor ops with
+//! each trial's γ and λ (not the single-run GAE kernel, whose factors are scalars).
+//!
 //! The trials come from and go back to ordinary `Ppo` trainers (`new` stacks them, `write_back` copies a
 //! trial back for export, validation and registration), so checkpoints and ONNX export are unchanged.
 
