@@ -10,7 +10,7 @@ use common::{text, tradebot};
 #[test]
 fn the_gpu_plan_is_valid_commands_on_cuda() {
     let plan = tradebot::bench::gpu::plan(false);
-    assert_eq!(plan.len(), 6);
+    assert_eq!(plan.len(), 7);
     for (name, args) in plan {
         let argv = std::iter::once("tradebot".to_string()).chain(args.iter().cloned());
         let cli = tradebot::cli::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{name}: {e}"));

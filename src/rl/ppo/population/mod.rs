@@ -50,6 +50,8 @@ pub struct Population {
     seeds: Tensor,
     pub updates: Vec<u64>,
     pub env_steps: Vec<u64>,
+    /// The last rollout's final observations `[P, E, obs]`, normalised: the next rollout starts there.
+    next_obs: Option<Tensor>,
 }
 
 /// A rollout of all trials, `[T, P, E, ...]`.
@@ -189,6 +191,7 @@ impl Population {
             seeds: draws::column(&seeds, device),
             updates: members.iter().map(|m| m.updates).collect(),
             env_steps: members.iter().map(|m| m.env_steps).collect(),
+            next_obs: None,
         })
     }
 
@@ -213,6 +216,7 @@ impl Population {
         for t in [&mut self.norm_mean, &mut self.norm_var, &mut self.norm_count, &mut self.seeds] {
             *t = pick(t);
         }
+        self.next_obs = self.next_obs.as_ref().map(pick);
         let select = |v: &[u64]| keep.iter().map(|&k| v[k]).collect::<Vec<_>>();
         self.adam_steps = select(&self.adam_steps);
         self.updates = select(&self.updates);

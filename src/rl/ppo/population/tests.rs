@@ -223,3 +223,27 @@ fn on_cuda_a_population_reads_twice_a_round_and_steps_as_ppo() {
     }
     assert_steps_as_ppo(cuda);
 }
+
+/// A trial whose weights went to NaN is reported diverged; the others train on untouched, and the
+/// population still counts the round for every trial (it moves in step).
+#[test]
+fn a_diverged_trial_is_reported_and_does_not_touch_the_others() {
+    let panel = panel_with_turbulence();
+    let (ppos, envs): (Vec<Ppo>, Vec<TensorKernelEnv>) = [0, 1].iter().map(|&i| build(i, &panel)).unzip();
+    let mut env = TensorKernelEnv::stack(envs).unwrap();
+    let mut pop = Population::new(&ppos.iter().collect::<Vec<_>>()).unwrap();
+    let mut clean = Population::new(&[&build(1, &panel).0]).unwrap();
+    let mut clean_env = TensorKernelEnv::stack(vec![build(1, &panel).1]).unwrap();
+    tch::no_grad(|| {
+        let _ = pop.params[0].get(0).fill_(f64::NAN);
+    });
+    let out = pop.round(&mut env, &[1e-3, 2e-3]).unwrap();
+    assert!(matches!(out[0], Err(PpoError::Diverged("loss", 1))), "{:?}", out[0]);
+    assert!(out[1].is_ok(), "{:?}", out[1]);
+    assert_eq!(pop.updates, [1, 1]);
+    clean.round(&mut clean_env, &[2e-3]).unwrap().remove(0).unwrap();
+    let (mut a, mut b) = (build(1, &panel).0, build(1, &panel).0);
+    pop.write_back(1, &mut a).unwrap();
+    clean.write_back(0, &mut b).unwrap();
+    assert_eq!(weights(&a), weights(&b), "the NaN trial reached its neighbour");
+}

@@ -47,13 +47,14 @@ impl Population {
             .zip(returns)
             .enumerate()
             .map(|(k, (s, (sum, count)))| {
-                let mut s = s?;
+                // Every trial trained this round, a diverged one too (the population moves in step).
                 self.updates[k] += 1;
                 self.env_steps[k] += per_update;
+                let mut s = s?;
                 s.update = self.updates[k];
                 s.env_steps = self.env_steps[k];
                 s.learning_rate = lrs[k];
-                s.steps_per_sec = (per_update as f64 * p as f64) / seconds;
+                s.steps_per_sec = per_update as f64 / seconds;
                 s.mean_return = (count > 0.0).then(|| sum / count);
                 s.episodes = count as u64;
                 Ok(s)
@@ -67,7 +68,11 @@ impl Population {
             Some(d) => t.view([p, e, d]),
             None => t.view([p, e]),
         };
-        let mut obs = self.observe(&view(&env.obs, Some(self.obs_dim)));
+        // The last round's final observations, normalised then; the env's current ones at the first round.
+        let mut obs = match self.next_obs.take() {
+            Some(o) => o,
+            None => self.observe(&view(&env.obs, Some(self.obs_dim))),
+        };
         // Each trial's noise stream continues where its last rollout stopped.
         let start = updates * t_len as i64;
         let (mut o, mut ac, mut lp, mut v, mut r, mut d) = (vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -91,6 +96,7 @@ impl Population {
             obs = self.observe(&view(&env.obs, Some(self.obs_dim)));
         }
         let last_value = tch::no_grad(|| self.value(&obs));
+        self.next_obs = Some(obs.shallow_clone());
         Ok(Rollout {
             obs: Tensor::stack(&o, 0),
             actions: Tensor::stack(&ac, 0),
