@@ -86,7 +86,7 @@ pub struct Ppo {
     episodes: u64,
 }
 
-/// The rollout of one update, `[T, E, ...]`, on the training device.
+/// The rollout of one update, `[T, E, ...]` (a population's `[T, P, E, ...]`), on the training device.
 struct Rollout {
     obs: Tensor,
     actions: Tensor,
@@ -98,6 +98,35 @@ struct Rollout {
 }
 
 use crate::readback::scalar;
+
+/// An update's statistics from the eight values read back after it (the sums over its `batches`
+/// minibatches of the loss, policy loss, value loss, approximate KL and clip fraction; the variance of the
+/// returns and of their residuals; the entropy); a loss that is not finite is reported as divergence at
+/// update `update`.
+fn update_stats(v: &[f64], batches: usize, epochs_run: usize, update: u64) -> Result<UpdateStats, PpoError> {
+    let [loss, pl, vl, kl, cf, var_ret, var_resid, entropy] = v[..] else {
+        return Err(PpoError::Config(format!("the update's statistics came back as {} values, not 8", v.len())));
+    };
+    if !loss.is_finite() {
+        return Err(PpoError::Diverged("loss", update));
+    }
+    let b = batches.max(1) as f64;
+    Ok(UpdateStats {
+        update: 0,
+        env_steps: 0,
+        steps_per_sec: 0.0,
+        mean_return: None,
+        episodes: 0,
+        approx_kl: kl / b,
+        clip_fraction: cf / b,
+        explained_variance: if var_ret > 0.0 { 1.0 - var_resid / var_ret } else { 0.0 },
+        policy_loss: pl / b,
+        value_loss: vl / b,
+        entropy,
+        learning_rate: 0.0,
+        epochs_run,
+    })
+}
 
 impl Ppo {
     pub fn new(cfg: PpoConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Ppo, PpoError> {
@@ -438,29 +467,7 @@ impl Ppo {
         });
         let all: Vec<Tensor> = sums.iter().chain(&tail).map(Tensor::shallow_clone).collect();
         let v = crate::readback::f64s(&Tensor::stack(&all, 0))?;
-        let [loss, pl, vl, kl, cf, var_ret, var_resid, entropy] = v[..] else {
-            return Err(PpoError::Config(format!("the update's statistics came back as {} values, not 8", v.len())));
-        };
-        if !loss.is_finite() {
-            return Err(PpoError::Diverged("loss", self.updates + 1));
-        }
-        let b = batches.max(1) as f64;
-        let explained_variance = if var_ret > 0.0 { 1.0 - var_resid / var_ret } else { 0.0 };
-        Ok(UpdateStats {
-            update: 0,
-            env_steps: 0,
-            steps_per_sec: 0.0,
-            mean_return: None,
-            episodes: 0,
-            approx_kl: kl / b,
-            clip_fraction: cf / b,
-            explained_variance,
-            policy_loss: pl / b,
-            value_loss: vl / b,
-            entropy,
-            learning_rate: 0.0,
-            epochs_run,
-        })
+        update_stats(&v, batches, epochs_run, self.updates + 1)
     }
 
     /// One gradient step on a minibatch `[obs, actions, old log-prob, old value, advantage, return]`;

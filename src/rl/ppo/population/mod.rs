@@ -54,17 +54,6 @@ pub struct Population {
     next_obs: Option<Tensor>,
 }
 
-/// A rollout of all trials, `[T, P, E, ...]`.
-struct Rollout {
-    obs: Tensor,
-    actions: Tensor,
-    log_probs: Tensor,
-    values: Tensor,
-    rewards: Tensor,
-    dones: Tensor,
-    last_value: Tensor,
-}
-
 /// Per-trial constants as tensors `[P, 1]` (f32) on the device.
 fn per_trial(cfgs: &[PpoConfig], device: Device, f: impl Fn(&PpoConfig) -> f64) -> Tensor {
     let v: Vec<f32> = cfgs.iter().map(|c| f(c) as f32).collect();

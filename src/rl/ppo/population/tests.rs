@@ -1,3 +1,4 @@
+use super::super::Rollout;
 use super::*;
 use crate::env::EnvConfig;
 use crate::env::Panel;

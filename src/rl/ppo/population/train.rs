@@ -1,8 +1,8 @@
 //! A population's round: one rollout of every trial on the stacked env, then the epochs of minibatch steps,
 //! each trial's loss reaching only its own weights.
 
-use super::super::{PpoError, UpdateStats};
-use super::{Population, Rollout, draws};
+use super::super::{PpoError, Rollout, UpdateStats, update_stats};
+use super::{Population, draws};
 use crate::env::kernel::TensorKernelEnv;
 use std::time::Instant;
 use tch::{Kind, Tensor};
@@ -169,29 +169,12 @@ impl Population {
         if v.len() != 8 * p as usize {
             return Err(PpoError::Config(format!("the update's statistics came back as {} values", v.len())));
         }
-        let b = batches.max(1) as f64;
         Ok(v.chunks(8)
             .enumerate()
             .map(|(k, row)| {
-                let [loss, pl, vl, kl, cf, var_ret, var_resid, entropy] = row[..] else { unreachable!() };
-                if !loss.is_finite() {
-                    return Err(PpoError::Diverged("loss", self.updates[k] + 1));
-                }
-                Ok(UpdateStats {
-                    update: 0,
-                    env_steps: 0,
-                    steps_per_sec: 0.0,
-                    mean_return: None,
-                    episodes: 0,
-                    approx_kl: kl / b,
-                    clip_fraction: cf / b,
-                    explained_variance: if var_ret > 0.0 { 1.0 - var_resid / var_ret } else { 0.0 },
-                    policy_loss: pl / b,
-                    value_loss: vl / b,
-                    entropy,
-                    learning_rate: lrs[k],
-                    epochs_run: epochs,
-                })
+                let mut s = update_stats(row, batches, epochs, self.updates[k] + 1)?;
+                s.learning_rate = lrs[k];
+                Ok(s)
             })
             .collect())
     }
