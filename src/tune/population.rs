@@ -63,6 +63,14 @@ impl Group {
         let (Some(&stop_at), Some(&end)) = (first.rung_updates.get(first.next_rung), first.rung_updates.last()) else {
             return;
         };
+        // Two rungs that round to the same update count: each member's value there is already known.
+        if self.pop.updates.first().is_some_and(|&u| u >= stop_at) {
+            for t in &mut self.members {
+                let known = t.rec.curve.last().filter(|r| r.steps == t.ppo.env_steps).map(|r| r.value);
+                t.outcome = Some(known.ok_or_else(|| "the rung's value was never judged".to_string()));
+            }
+            return;
+        }
         let mut failed: Vec<Option<String>> = vec![None; self.members.len()];
         let mut late = false;
         while self.pop.updates.first().is_some_and(|&u| u < stop_at) && !late {

@@ -127,6 +127,8 @@ mod training {
         tch::set_num_threads(1);
         let dir = tempfile::tempdir().unwrap();
         let mut c = small_config(dir.path());
+        // 4 envs x 16 steps: the rungs at 64 and 192 steps are updates 1 and 3.
+        (c.ppo.n_steps, c.ppo.batch_size) = (16, 32);
         c.tune.space = BTreeMap::from([
             ("learning_rate".to_string(), Dist::Log { low: 1e-4, high: 3e-3 }),
             ("clip_range".to_string(), Dist::Linear { low: 0.1, high: 0.3 }),
@@ -178,6 +180,33 @@ mod training {
         let other = together.iter().find(|t| t.rec.number == 4).unwrap();
         assert_ne!(weights(other), weights(beside), "two trials of the population trained alike");
         assert_eq!(together.len(), 7);
+    }
+
+    /// The same in a population: rungs at 64, 96 and 128 steps are updates 1, 2 and 2; the third wave judges
+    /// nothing anew.
+    #[test]
+    fn in_a_population_rungs_that_round_to_the_same_update_are_judged_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = small_config(dir.path());
+        let shared = split(&c, &c.tune, None, Device::Cpu, None).unwrap();
+        let mut params = space::random(&c.tune.space(), 1, 0);
+        params.insert("n_steps".into(), 16.0);
+        let (t, env) = Trial::new(&c, &shared, &[64, 96, 128], 1, 0, params, true).ok().unwrap();
+        let (mut groups, _) = Group::form(vec![(t, env.unwrap())]);
+        let mut g = groups.remove(0);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let mut values = Vec::new();
+        for _ in 0..3 {
+            g.advance(&shared, &pool);
+            let t = &mut g.members[0];
+            values.push(t.outcome.clone().unwrap().unwrap());
+            t.next_rung += 1;
+        }
+        let t = &g.members[0];
+        let steps: Vec<u64> = t.rec.curve.iter().map(|r| r.steps).collect();
+        assert_eq!(steps, [64, 128]);
+        assert_eq!(values[2], values[1]);
+        assert_eq!(t.ppo.updates, 2);
     }
 
     /// Two rungs that round up to the same update count are judged once: one backtest, one curve point,
