@@ -217,16 +217,35 @@ pub fn nvrtc() -> Result<(), KernelEnvError> {
         .map_err(KernelEnvError::NoNvrtc)
 }
 
+type Compiled = std::sync::Mutex<std::collections::HashMap<(String, String), cudarc::nvrtc::Ptx>>;
+
+/// The sources compiled so far in this process, by (name, source).
+fn compiled() -> &'static Compiled {
+    static COMPILED: OnceLock<Compiled> = OnceLock::new();
+    COMPILED.get_or_init(Default::default)
+}
+
 /// The env kernel as PTX, compiled by NVRTC with FMA contraction off.
 pub fn compile() -> Result<cudarc::nvrtc::Ptx, KernelEnvError> {
     compile_source(super::SOURCE, "env_step.cu")
 }
 
 /// A CUDA C source as PTX, compiled by NVRTC with FMA contraction off.
+///
+/// Compiled once per process for a given name and source: a search builds an env per trial (64 for a GPU
+/// population), and each NVRTC compile takes a noticeable fraction of a second.
 pub fn compile_source(source: &str, name: &str) -> Result<cudarc::nvrtc::Ptx, KernelEnvError> {
+    let cache = compiled();
+    let key = (name.to_string(), source.to_string());
+    if let Some(ptx) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(ptx.clone());
+    }
     nvrtc()?;
     let opts = cudarc::nvrtc::CompileOptions { fmad: Some(false), name: Some(name.into()), ..Default::default() };
-    cudarc::nvrtc::compile_ptx_with_opts(source, opts).map_err(|e| KernelEnvError::Compile(format!("{name}: {e}")))
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts)
+        .map_err(|e| KernelEnvError::Compile(format!("{name}: {e}")))?;
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, ptx.clone());
+    Ok(ptx)
 }
 
 #[cfg(test)]
@@ -286,5 +305,20 @@ mod tests {
         let fused = cudarc::nvrtc::CompileOptions { fmad: Some(true), ..Default::default() };
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(super::super::SOURCE, fused).unwrap().to_src();
         assert!(ptx.contains("fma.rn.f64"), "the kernel has no multiply-add to contract");
+    }
+
+    /// A source is compiled once per process: the next env of a search takes the PTX from the cache.
+    #[test]
+    fn a_source_is_compiled_once_per_process() {
+        let source = "extern \"C\" __global__ void tb_cache_probe(float *x) { x[0] = 1.0f; }";
+        let key = ("cache_probe.cu".to_string(), source.to_string());
+        let first = compile_source(source, "cache_probe.cu").unwrap_or_else(|e| panic!("{e}"));
+        let held = compiled().lock().unwrap().get(&key).map(|p| p.to_src());
+        assert_eq!(held.as_deref(), Some(first.to_src().as_str()), "the PTX was not kept");
+        // What the cache holds is what comes back: a marked entry stands in for the compile.
+        let marked = cudarc::nvrtc::Ptx::from_src(format!("{}\n// cached", first.to_src()));
+        compiled().lock().unwrap().insert(key, marked);
+        let second = compile_source(source, "cache_probe.cu").unwrap_or_else(|e| panic!("{e}"));
+        assert!(second.to_src().ends_with("// cached"), "compiled again instead of taken from the cache");
     }
 }
