@@ -72,8 +72,10 @@ impl Trial {
             error: None,
         };
         let built = space::apply(base, &params, rec.seed).and_then(|mut config| {
-            // Trials train side by side on the CPU: the plain-Rust trainer, whose generator is its own.
-            config.ppo.cpu_backend = crate::config::CpuBackend::Native;
+            // Trials train side by side on the CPU: the plain-Rust trainer, whose generator is its own. A
+            // population's trial only holds its weights between rungs: no plain-Rust copy of them.
+            config.ppo.cpu_backend =
+                if pooled { crate::config::CpuBackend::Libtorch } else { crate::config::CpuBackend::Native };
             let kernel = if pooled {
                 TensorKernelEnv::new(&config.env, &shared.panel, shared.device)
                     .map_err(|e| log::warn!("trial {number} trains on its own, outside the population: {e}"))

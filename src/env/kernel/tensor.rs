@@ -202,7 +202,7 @@ impl TensorKernelEnv {
         }
     }
 
-    pub(super) fn launch(&self, entry: Entry) -> Result<(), KernelEnvError> {
+    fn launch(&self, entry: Entry) -> Result<(), KernelEnvError> {
         if self.actions.kind() != Kind::Float || !self.actions.is_contiguous() {
             return Err(EnvError::Unsupported("the kernel env's actions must stay a contiguous f32 tensor").into());
         }

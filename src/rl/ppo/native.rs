@@ -84,7 +84,6 @@ pub(super) struct Batch<'a> {
 /// What one minibatch step measured.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct MbStats {
-    #[cfg_attr(not(test), allow(dead_code))]
     pub loss: f64,
     pub policy_loss: f64,
     pub value_loss: f64,
@@ -312,6 +311,7 @@ impl Native {
                         returns: &gathered[5],
                     };
                     let s = self.minibatch(cfg, lr, adam_steps, &batch, update)?;
+                    sum.loss += s.loss;
                     sum.policy_loss += s.policy_loss;
                     sum.value_loss += s.value_loss;
                     sum.approx_kl += s.approx_kl;
@@ -329,35 +329,17 @@ impl Native {
             Ok::<(), PpoError>(())
         })();
         result?;
-        let b = batches.max(1) as f64;
         let var = |x: &mut dyn Iterator<Item = f64>| {
             let v: Vec<f64> = x.collect();
             let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
             v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(1) as f64
         };
         let var_ret = var(&mut returns.iter().map(|r| *r as f64));
-        let explained_variance = if var_ret > 0.0 {
-            1.0 - var(&mut returns.iter().zip(&ro.values).map(|(r, v)| (*r - *v) as f64)) / var_ret
-        } else {
-            0.0
-        };
+        let var_resid = var(&mut returns.iter().zip(&ro.values).map(|(r, v)| (*r - *v) as f64));
         let entropy = self.log_std(cfg).iter().map(|l| (*l + HALF_LN_2PI + 0.5) as f64).sum();
         self.ro = ro;
-        Ok(UpdateStats {
-            update: 0,
-            env_steps: 0,
-            steps_per_sec: 0.0,
-            mean_return: None,
-            episodes: 0,
-            approx_kl: sum.approx_kl / b,
-            clip_fraction: sum.clip_fraction / b,
-            explained_variance,
-            policy_loss: sum.policy_loss / b,
-            value_loss: sum.value_loss / b,
-            entropy,
-            learning_rate: 0.0,
-            epochs_run,
-        })
+        let sums = [sum.loss, sum.policy_loss, sum.value_loss, sum.approx_kl, sum.clip_fraction];
+        super::update_stats(&[&sums[..], &[var_ret, var_resid, entropy]].concat(), batches, epochs_run, update + 1)
     }
 
     /// One gradient step on a minibatch: the loss, its gradient by hand, the global-norm clip, Adam.
