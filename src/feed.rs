@@ -12,6 +12,9 @@ use std::future::Future;
 pub enum FeedEvent {
     /// A closed minute bar, each (symbol, time) once, in time order per symbol.
     Bar(Bar),
+    /// A minute bar between two bars of a longer timeframe (`daemon::bars`, after it is stored): prices
+    /// for marking to market, the daily loss limit and the trailing stops, never a decision.
+    Mark(Bar),
     /// A late correction of a bar already delivered: replaces it.
     BarUpdated(Bar),
     /// The period starting at `t` closed with bars of other symbols but none of `symbol` (a quiet or

@@ -26,6 +26,8 @@ const DISCORD_MAX: usize = 2000;
 #[serde(rename_all = "snake_case")]
 pub enum AlertKind {
     KillSwitch,
+    /// A protective sell (stop, the kill switch's flatten, a flatten) was refused or rejected.
+    ProtectFailed,
     Promoted,
     Kept,
     RetrainFailed,

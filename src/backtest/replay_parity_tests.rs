@@ -161,3 +161,29 @@ proptest! {
         prop_assert!(b.strategy.trades > 0 || !refusals.is_empty());
     }
 }
+
+/// On `1Day` the engine sees one equity a day: the day's loss is measured from the previous close, so
+/// the limit trips on the first day that loses more than it (the first figure of a day used to be its
+/// own reference, and a daily replay could never trip).
+#[test]
+fn a_daily_replay_trips_the_kill_switch_on_its_first_day_that_loses_more_than_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path(), 77);
+    let path = dir.path().join("tradebot.toml");
+    let l = Limits { daily_loss: 0.001, stop: 0.0, ..BINDING };
+    std::fs::write(&path, config_text(dir.path(), &l, "halt")).unwrap();
+    let config = Config::parse(&path, &config_text(dir.path(), &l, "halt")).unwrap();
+    let r = replay(&config);
+    let (at, why) = r.kill_switch.clone().expect("a 0.1% daily limit trips in 2007-2008");
+    // Day-on-day losses of the account: the trip is on the first day losing clearly more than 0.1%,
+    // and not before a day losing about that much (the engine's equity and the broker's differ by fees).
+    let loss = |i: usize| 1.0 - r.curve[i].equity / r.curve[i - 1].equity;
+    let first = |pct: f64| (1..r.curve.len()).find(|&i| loss(i) > pct).map(|i| r.curve[i].t);
+    let (lo, hi) = (first(0.0009).unwrap(), first(0.0011).unwrap());
+    assert!(lo <= at && at <= hi, "tripped at {at}, first day losing 0.09% {lo}, 0.11% {hi}");
+    assert!(why.contains("previous close"), "{why}");
+    // Halted from then on: no fill after the trip.
+    let trades_at = |t| r.curve.iter().find(|p| p.t >= t).map_or(0, |p| p.trades);
+    assert_eq!(r.curve.last().unwrap().trades, trades_at(at + chrono::Duration::days(1)), "no trade after the trip");
+    assert!(format!("{r}").contains("kill switch: TRIPPED at"), "the summary says so");
+}

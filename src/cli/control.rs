@@ -11,6 +11,8 @@ use std::time::Duration;
 pub fn run(config: Option<PathBuf>, req: Request) -> anyhow::Result<ExitCode> {
     let config = load_config(config)?;
     let socket = socket_path(&config.state_dir);
+    // A flatten is judged by what the engine did: its outcome's number before, then after.
+    let before = if req == Request::Flatten { flatten_seq(&socket) } else { 0 };
     let r = match client::request(&socket, &req, Duration::from_secs(35)) {
         Ok(r) => r,
         Err(client::ClientError::NotRunning(_)) => {
@@ -23,5 +25,57 @@ pub fn run(config: Option<PathBuf>, req: Request) -> anyhow::Result<ExitCode> {
         (Some(m), None) => println!("daemon: {m}"),
         (None, None) => println!("daemon: done"),
     }
-    Ok(if r.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    if !r.ok {
+        return Ok(ExitCode::FAILURE);
+    }
+    if req == Request::Flatten {
+        return wait_for_flatten(&socket, before);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How long `tradebot flatten` waits for the engine's outcome (the sells sent, the cancels confirmed).
+const FLATTEN_WAIT: Duration = Duration::from_secs(20);
+
+fn flatten_seq(socket: &std::path::Path) -> u64 {
+    client::request(socket, &Request::Status, Duration::from_secs(35))
+        .ok()
+        .and_then(|r| r.status)
+        .and_then(|s| s.flatten)
+        .map_or(0, |f| f.seq)
+}
+
+/// Waits for the engine's outcome of this flatten: exit 0 once every sell went out, 1 when one could not
+/// be sent or is still waiting for a cancel after `FLATTEN_WAIT` (the status says which and why).
+fn wait_for_flatten(socket: &std::path::Path, before: u64) -> anyhow::Result<ExitCode> {
+    let deadline = std::time::Instant::now() + FLATTEN_WAIT;
+    let mut last = None;
+    while std::time::Instant::now() < deadline {
+        let r = client::request(socket, &Request::Status, Duration::from_secs(35)).context("asking the daemon")?;
+        if let Some(f) = r.status.and_then(|s| s.flatten).filter(|f| f.seq > before) {
+            let done = f.waiting.is_empty();
+            last = Some(f);
+            if done {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let Some(f) = last else {
+        eprintln!("the daemon did not report the flatten within {} s: see `tradebot status`", FLATTEN_WAIT.as_secs());
+        return Ok(ExitCode::FAILURE);
+    };
+    let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    println!("sells sent: {}", list(&f.sent));
+    if !f.waiting.is_empty() {
+        eprintln!(
+            "still waiting for the cancel of our buys of {} after {} s (the broker refuses a sell against a working buy): see `tradebot status`",
+            f.waiting.join(", "),
+            FLATTEN_WAIT.as_secs()
+        );
+    }
+    for e in &f.failed {
+        eprintln!("NOT sold: {e}");
+    }
+    Ok(if f.failed.is_empty() && f.waiting.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -58,7 +58,10 @@ fn print_kill(kill: Option<&KillSwitchState>) {
 
 fn print_day(day: Option<&DayOpen>) {
     match day {
-        Some(d) => println!("trading day {}: opening equity {} (first seen {})", d.day, d.equity, d.at),
+        Some(d) => println!(
+            "trading day {}: reference equity {} (the previous close, as of {}; the first figure of the day when none came before)",
+            d.day, d.equity, d.at
+        ),
         None => println!("trading day: no equity seen yet"),
     }
 }

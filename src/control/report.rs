@@ -34,10 +34,26 @@ pub struct StatusReport {
     pub pnl_today: f64,
     pub models: ModelsStatus,
     pub risk: RiskStatus,
+    /// The last flatten asked for by a person (`tradebot flatten`): what went out, waits, failed.
+    #[serde(default)]
+    pub flatten: Option<FlattenStatus>,
     /// With no daemon running: when the daemon last published the equity, cash, prices and orders shown
     /// (they are as of then). `None` for a running daemon, or when it never published.
     #[serde(default)]
     pub as_of: Option<DateTime<Utc>>,
+}
+
+/// What a flatten did: the symbols whose sells went out, those waiting for the cancel of our working buy
+/// (the broker would refuse the sell as a wash trade), and those that could not be sold, with why.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FlattenStatus {
+    /// 1 for the daemon's first flatten, then 2, ...
+    pub seq: u64,
+    pub at: Option<DateTime<Utc>>,
+    pub sent: Vec<String>,
+    pub waiting: Vec<String>,
+    pub failed: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -3,7 +3,8 @@
 //! Every minute bar the feed delivers (streamed or backfilled over REST) is written to the store as it
 //! arrives, and aggregated into `market.timeframe` (`alpaca::feed::Aggregator`: exchange-clock buckets,
 //! a stock's day closing at the session close); the engine sees only closed bars of that timeframe,
-//! each also stored. A bucket closes on its last minute, on a later bucket's first minute, or
+//! each also stored, and every minute as `FeedEvent::Mark` (for the daily loss limit and the stops, which
+//! watch prices between two bars of the timeframe). A bucket closes on its last minute, on a later bucket's first minute, or
 //! `CLOSE_GRACE` after its end when its last minute never comes (a quiet symbol; only while the stream is
 //! live, never during a backfill). A minute arriving after its bucket closed is stored but not
 //! aggregated again. A period that closed with bars of some symbols but not of others gets
@@ -152,7 +153,11 @@ impl<F> LiveBars<F> {
                     self.emit(b);
                     return;
                 };
-                match agg.push(&b) {
+                // Every minute marks the account to market (the daily loss limit, the stops), whatever
+                // the timeframe; the bucket it closes, if any, follows.
+                let pushed = agg.push(&b);
+                self.ready.push_back(FeedEvent::Mark(b.clone()));
+                match pushed {
                     Ok(done) => done.into_iter().for_each(|d| self.emit(d)),
                     Err(e) => log::warn!("feed: {} bar of {} at {} not aggregated: {e}", b.timeframe, b.symbol, b.t),
                 }

@@ -75,6 +75,9 @@ fn controls_become_events_status_comes_from_the_view_and_a_model_arrives_as_an_e
     let mut paused = views_tx.borrow().clone();
     paused.engine.paused = true;
     paused.engine.account.equity = 1200.25;
+    // The engine's outcome of the flatten: every sell went out.
+    paused.engine.flatten =
+        Some(crate::control::report::FlattenStatus { seq: 1, sent: vec!["AAPL".into()], ..Default::default() });
     views_tx.send_replace(paused);
     let st = call(&calls_tx, Request::Status).status.expect("a status report");
     assert_eq!((st.equity, st.cash, st.risk.paused), (1200.25, 34.5, true));

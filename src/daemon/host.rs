@@ -272,7 +272,8 @@ impl<P: RunPipeline> Host<P> {
                 }
                 Request::Flatten => {
                     out.extend(engine.send(Event::Control(Control::Flatten)));
-                    self.set_activity("flattened and paused: no new orders until `tradebot resume`");
+                    // The status says "flattened" once every sell went out (`publish::flatten_activity`).
+                    self.set_activity("flattening every position, then paused");
                     Response::done("flattening every position, then paused")
                 }
                 Request::Retrain { kind } => match self.retrainer.request(kind, "control socket", clock) {

@@ -27,6 +27,10 @@ pub struct EngineView {
     pub paused: bool,
     pub kill_reason: Option<String>,
     pub stale: Vec<StaleSymbol>,
+    /// The last flatten asked for by a person.
+    pub flatten: Option<crate::control::report::FlattenStatus>,
+    /// Protective sells that could not go out (a count that only grows; the host alerts on each).
+    pub protect_failures: crate::engine::ProtectFailures,
 }
 
 impl EngineView {
@@ -46,6 +50,14 @@ impl EngineView {
                 .into_iter()
                 .map(|(s, bars, down)| StaleSymbol { symbol: s.to_string(), bars, down })
                 .collect(),
+            flatten: engine.flatten_outcome().map(|o| crate::control::report::FlattenStatus {
+                seq: o.seq,
+                at: Some(o.at),
+                sent: o.sent.iter().map(|s| s.to_string()).collect(),
+                waiting: o.waiting.iter().map(|s| s.to_string()).collect(),
+                failed: o.failed.iter().map(|(s, why)| format!("{s}: {why}")).collect(),
+            }),
+            protect_failures: engine.protect_failures().clone(),
         }
     }
 }

@@ -238,6 +238,7 @@ async fn engine(
         .context("building the engine")?
         .with_risk(EngineRisk { checks, clock: Box::new(SystemClock), timeframe: tf, assets })
         .with_gap_guard()
+        .with_audit()
         .with_max_stale_bars(config.market.max_stale_bars);
     // The last WARM_UP_BARS stored bars of each symbol (read from twice that span before its last bar).
     let mut warm = Vec::new();

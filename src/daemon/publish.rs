@@ -103,7 +103,10 @@ impl<P: RunPipeline> Host<P> {
                     models.next_retrain.map(|t| format!(" (next scheduled retrain {t})")).unwrap_or_default(),
                     if live.activity == "trading" { String::new() } else { format!("; {}", live.activity) }
                 ),
-                _ => live.activity.clone(),
+                _ => match &view.flatten {
+                    Some(f) if view.paused && live.activity.starts_with("flatten") => flatten_activity(f),
+                    _ => live.activity.clone(),
+                },
             },
             feed: FeedStatus {
                 kind: format!("{:?}", config.feed.kind).to_lowercase(),
@@ -127,8 +130,20 @@ impl<P: RunPipeline> Host<P> {
                 paused: view.paused,
                 gross_exposure: if equity > 0.0 { gross / equity } else { 0.0 },
             },
+            flatten: view.flatten.clone(),
             as_of: None,
         }
+    }
+}
+
+/// The status's activity after a flatten: "flattened" only once every sell went out.
+fn flatten_activity(f: &crate::control::report::FlattenStatus) -> String {
+    if !f.failed.is_empty() {
+        format!("flatten FAILED for {}; paused: no new orders until `tradebot resume`", f.failed.join("; "))
+    } else if !f.waiting.is_empty() {
+        format!("flattening: the sells of {} wait for the cancel of our buys; paused", f.waiting.join(", "))
+    } else {
+        "flattened and paused: no new orders until `tradebot resume`".to_string()
     }
 }
 

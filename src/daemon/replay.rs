@@ -56,6 +56,8 @@ pub struct ReplaySummary {
     pub curve: Vec<EquityPoint>,
     /// Orders risk refused, by reason code.
     pub refusals: std::collections::BTreeMap<&'static str, usize>,
+    /// The kill switch, when it tripped in the replay: (when, why).
+    pub kill_switch: Option<(DateTime<Utc>, String)>,
     /// Already printed on stdout (`--linger` prints it when the replay ends, not at SIGTERM).
     pub printed: bool,
 }
@@ -211,6 +213,7 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
         lstm: engine.probs_id(),
         interrupted,
         refusals: ev.refusals,
+        kill_switch: engine.risk().and_then(|r| r.kill_switch()).map(|k| (k.tripped_at, k.reason.clone())),
         curve: ev.curve,
         printed: false,
     };

@@ -283,6 +283,9 @@ impl fmt::Display for ReplaySummary {
             s.lstm.as_deref().unwrap_or("-")
         )?;
         writeln!(f, "bars without a decision after warm-up: {}", s.missed_decisions)?;
+        if let Some((at, why)) = &s.kill_switch {
+            writeln!(f, "kill switch: TRIPPED at {}: {why}", at.date_naive())?;
+        }
         if s.retrains.is_empty() {
             writeln!(f, "retrains: none (the schedule did not fire in the replay window)")?;
         } else {

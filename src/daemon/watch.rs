@@ -19,6 +19,8 @@ pub struct Watched {
     pub(super) positions: usize,
     feed_down_since: Option<DateTime<Utc>>,
     feed_alerted: bool,
+    /// Protective sells that could not go out, as of the last alert.
+    protect_failures: u64,
 }
 
 fn alert(event: AlertKind, text: String, at: DateTime<Utc>, details: serde_json::Value) -> Alert {
@@ -47,6 +49,16 @@ impl<P: RunPipeline> Host<P> {
             }
             (None, true) => self.watched.kill = false,
             _ => {}
+        }
+        if view.protect_failures.count > self.watched.protect_failures {
+            self.watched.protect_failures = view.protect_failures.count;
+            let last = view.protect_failures.last.clone().unwrap_or_default();
+            self.alerts.send(alert(
+                AlertKind::ProtectFailed,
+                format!("a protective sell did not go out: {last}"),
+                now,
+                serde_json::json!({ "failures": view.protect_failures.count, "last": last }),
+            ));
         }
         let limit = self.config.notify.feed_down_mins;
         if self.config.feed.kind != FeedKind::Alpaca || limit == 0 {

@@ -17,7 +17,7 @@ pub use ids::{ClientOrderId, IdError, OrderId};
 pub use money::{MoneyError, Price, Qty};
 pub use number::{figure, money};
 pub use order::{OrderEvent, OrderStatus, TransitionError};
-pub use request::{OrderRequest, OrderTif};
+pub use request::{OrderRequest, OrderTif, OrderWhy};
 pub use symbol::{Symbol, SymbolError, symbol_list};
 pub use timeframe::{Timeframe, TimeframeError};
 pub use update::{BrokerOrder, Fill, OrderUpdate, UpdateKind};

@@ -13,6 +13,43 @@ pub enum OrderTif {
     Gtc,
 }
 
+/// Why an order was sent: the model's decision, or one of the protective sells (a trailing stop, the kill
+/// switch's flatten, a flatten asked for by a person), or an order a person placed through tradebot.
+/// Protective sells are never refused as stale: they are priced from the freshest price and always go out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderWhy {
+    #[default]
+    Model,
+    Stop,
+    KillSwitch,
+    Flatten,
+    Manual,
+}
+
+impl OrderWhy {
+    /// A sell that protects the account (stop, kill switch, flatten).
+    pub fn is_protective(self) -> bool {
+        matches!(self, OrderWhy::Stop | OrderWhy::KillSwitch | OrderWhy::Flatten)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderWhy::Model => "model",
+            OrderWhy::Stop => "stop",
+            OrderWhy::KillSwitch => "kill switch",
+            OrderWhy::Flatten => "flatten",
+            OrderWhy::Manual => "manual",
+        }
+    }
+}
+
+impl std::fmt::Display for OrderWhy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A market order for `qty` units, decided on the bar that closed at `bar_time`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OrderRequest {
@@ -26,4 +63,7 @@ pub struct OrderRequest {
     pub bar_time: DateTime<Utc>,
     /// The price the decision was sized at (the bar's close), for notional checks and logs.
     pub ref_price: f64,
+    /// Why it is sent (records stored before this field read as the model's).
+    #[serde(default)]
+    pub why: OrderWhy,
 }

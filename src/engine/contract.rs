@@ -75,6 +75,9 @@ pub enum Control {
 pub enum Event {
     /// A closed bar.
     Bar(Bar),
+    /// A minute bar of a symbol between two bars of a longer timeframe (live): marks the positions to
+    /// market, checks the daily loss limit and the trailing stops. No features, no decision.
+    Mark(Bar),
     /// The period starting at `t` closed without a bar of `symbol` while other symbols had theirs: its
     /// last close is carried, it is stale (never traded) until its next bar.
     NoBar {

@@ -10,7 +10,7 @@
 use super::Command;
 use super::strategy::{Cutoffs, ProbSource, StrategyConfig, StrategyMode, Want, from_action, from_probs, vetoed};
 use crate::domain::Timeframe;
-use crate::domain::{Bar, Qty, Side, Symbol};
+use crate::domain::{Bar, Side, Symbol};
 use crate::env::ExecParams;
 use crate::features::{FeatureSpec, FeatureState};
 use crate::models::ModelKind;
@@ -94,12 +94,21 @@ pub struct Engine {
     pub(super) max_stale_bars: u32,
     /// Whether "no model yet" was logged (once, until a model arrives).
     pub(super) said_no_model: bool,
+    /// The last minute bar per symbol between two bars of the timeframe (`Event::Mark`, live).
+    pub(super) marks: Vec<Option<Bar>>,
+    /// Protective sells waiting for the cancel of our working buy of their symbol (`protect`).
+    pub(super) pending: BTreeMap<Symbol, (crate::domain::OrderWhy, DateTime<Utc>)>,
+    pub(super) kill_retry: super::protect::KillRetry,
+    pub(super) flatten_outcome: Option<super::protect::FlattenOutcome>,
+    pub(super) protect_failures: super::protect::ProtectFailures,
+    /// Whether each new fill is logged at INFO (the audit trail of a live run).
+    pub(super) audit: bool,
 }
 
 /// A bar opening below 0.55 or above 1.8 times the previous close: almost always a split, a reverse split
 /// or a bad price, not a market move. Trading on it (a stop firing on a 2:1 split's "-50%") would lose
 /// money for nothing, so the symbol is paused and the log says why.
-const PRICE_GAP: (f64, f64) = (0.55, 1.8);
+pub(super) const PRICE_GAP: (f64, f64) = (0.55, 1.8);
 
 /// The full risk checks (`risk::RiskChecks`) and what they need from outside the engine: the clock (for
 /// stale bars and market hours), the timeframe, and the broker's asset rules (symbols absent from the map
@@ -157,6 +166,12 @@ impl Engine {
             stale: vec![0; a],
             max_stale_bars: 3,
             said_no_model: false,
+            marks: vec![None; a],
+            pending: BTreeMap::new(),
+            kill_retry: Default::default(),
+            flatten_outcome: None,
+            protect_failures: Default::default(),
+            audit: false,
             cfg,
             oms,
             policy,
@@ -174,6 +189,13 @@ impl Engine {
     /// Live bars: a price gap the size of a split pauses its symbol (`PRICE_GAP`) until `Resume`.
     pub fn with_gap_guard(mut self) -> Self {
         self.gap_guard = true;
+        self
+    }
+
+    /// Live: every new fill is logged at INFO (quantity, price, the fee counted), the audit trail beside
+    /// the runner's line per order sent.
+    pub fn with_audit(mut self) -> Self {
+        self.audit = true;
         self
     }
 
@@ -241,12 +263,13 @@ impl Engine {
         self.probs.as_deref_mut()
     }
 
-    /// The last close of each symbol (0 before its first bar), in the configured order.
+    /// The freshest price of each symbol (0 before its first bar), in the configured order: its last
+    /// bar's close, or a later minute's (`Event::Mark`, live on a longer timeframe).
     pub fn last_closes(&self) -> Vec<(Symbol, f64)> {
-        self.cfg.symbols.iter().zip(&self.last).map(|(s, b)| (s.clone(), b.as_ref().map_or(0.0, |b| b.c))).collect()
+        self.cfg.symbols.iter().enumerate().map(|(k, s)| (s.clone(), self.fresh_price(k))).collect()
     }
 
-    /// Cash plus every configured symbol's position at its last close, plus what the broker's last
+    /// Cash plus every configured symbol's position at its freshest price, plus what the broker's last
     /// snapshot valued the holdings outside the configured symbols at.
     pub fn equity(&self) -> f64 {
         self.cash + self.configured_value() + self.outside_value
@@ -302,20 +325,8 @@ impl Engine {
         let Some(k) = self.index_of(&bar.symbol) else {
             return Vec::new();
         };
-        if let Some(prev) = self.last[k].as_ref().filter(|p| self.gap_guard && p.t < bar.t && p.c > 0.0) {
-            let ratio = bar.o / prev.c;
-            if !self.gapped[k] && !(PRICE_GAP.0..=PRICE_GAP.1).contains(&ratio) {
-                log::error!(
-                    "engine: {} opens at {} against the previous close {} (x{ratio:.2}): a split or a bad price? \
-                     {} is paused (no stop, no order) until `tradebot resume`; a restart warms up on the \
-                     stored (split-adjusted) bars",
-                    bar.symbol,
-                    bar.o,
-                    prev.c,
-                    bar.symbol
-                );
-                self.gapped[k] = true;
-            }
+        if let Some(prev) = self.last[k].as_ref().filter(|p| p.t < bar.t).map(|p| p.c) {
+            self.check_gap(k, &bar, prev);
         }
         if self.stale[k] > 0 {
             log::info!("engine: {} has bars again after {} carried; trading it again", bar.symbol, self.stale[k]);
@@ -327,24 +338,11 @@ impl Engine {
         let before = self.risk.as_ref().map(|r| r.checks.stops().position(&bar.symbol));
         let stop =
             if self.gapped[k] { None } else { self.risk.as_mut().and_then(|r| r.checks.on_bar(&bar.symbol, bar.c)) };
-        let mut stop_cmds = Vec::new();
-        if let Some(s) = stop {
-            let held = self.oms.position(&s.symbol) - super::account::working_qty(&self.oms, &s.symbol, Side::Sell);
-            let qty = Qty::from_f64(s.qty).map(|q| q.get()).unwrap_or_default().min(held);
-            log::warn!("engine: trailing stop on {} at {} (high {}): selling {qty}", s.symbol, s.price, s.high_water);
-            if qty > Decimal::ZERO {
-                stop_cmds = self.sell_all("stop", t, vec![(s.symbol.clone(), qty)]);
-            }
-            // Disarmed only once its sell is on its way: a refused sell leaves the stop armed for the
-            // next bar.
-            if stop_cmds.is_empty()
-                && let (Some(r), Some(p)) = (self.risk.as_mut(), before)
-            {
-                log::warn!("engine: the stop's sell of {} did not go out; the stop stays armed", s.symbol);
-                r.checks.stops_mut().restore(&s.symbol, p);
-            }
-        }
         self.last[k] = Some(bar);
+        let stop_cmds = match stop {
+            Some(s) => self.stop_out(s, t, before),
+            None => Vec::new(),
+        };
         if !stop_cmds.is_empty() {
             return stop_cmds;
         }

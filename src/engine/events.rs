@@ -1,6 +1,7 @@
 //! The engine's answers to events other than bars: broker order updates (each new fill moves cash and the
 //! stops once), reconciliations (cash, the value of holdings outside the configured symbols, the stops'
-//! holdings), submit failures, ticks and controls; and the daily loss limit on a bar's equity.
+//! holdings), submit failures, ticks and controls; and the daily loss limit on a bar's equity (live, also
+//! after every fill and snapshot: `protect::mark_account`).
 
 use super::contract::{LoadedModel, Update};
 use super::core::Engine;
@@ -32,10 +33,22 @@ impl Engine {
     pub(super) fn on_fills(&mut self, changes: &[crate::oms::OmsChange]) {
         self.cash = super::account::cash_after_fills(self.cash, changes, self.cfg.exec.fee_bps);
         for c in changes {
-            if let crate::oms::OmsChange::Fill(f) = c
-                && let Some(r) = self.risk.as_mut()
-            {
-                let (qty, price) = (f.qty.to_f64().unwrap_or(0.0), f.price.to_f64().unwrap_or(0.0));
+            let crate::oms::OmsChange::Fill(f) = c else { continue };
+            let (qty, price) = (f.qty.to_f64().unwrap_or(0.0), f.price.to_f64().unwrap_or(0.0));
+            if self.audit {
+                let fee = qty * price * self.cfg.exec.fee_bps / 10_000.0;
+                log::info!(
+                    "fill: {} {} {} at {} (notional {}, fee {} at env.fee_bps), order {}",
+                    f.side,
+                    f.qty,
+                    f.symbol,
+                    crate::domain::money(price),
+                    crate::domain::money(qty * price),
+                    crate::domain::money(fee),
+                    f.client_order_id
+                );
+            }
+            if let Some(r) = self.risk.as_mut() {
                 r.checks.on_fill(&f.symbol, f.side, qty, price);
             }
         }
@@ -66,7 +79,7 @@ impl Engine {
                 log::error!("engine: kill switch tripped at {t}: {} ({:?})", k.reason, k.action);
                 let plan = r.checks.flatten_plan(&holdings);
                 // Its own tag: a manual flatten of the same bar ("flatten") must not reuse these ids.
-                if plan.is_empty() { Vec::new() } else { self.sell_all("killsw", t, plan) }
+                if plan.is_empty() { Vec::new() } else { self.protect(crate::domain::OrderWhy::KillSwitch, t, plan) }
             }
             Ok(None) => Vec::new(),
             Err(e) => {
@@ -82,6 +95,7 @@ impl crate::engine::Core for Engine {
     fn process(&mut self, ev: Event) -> Vec<Command> {
         match ev {
             Event::Bar(b) => self.on_bar(b),
+            Event::Mark(b) => self.on_mark(b),
             Event::NoBar { symbol, t } => self.on_no_bar(&symbol, t),
             Event::Order(u) => {
                 // Only the fills the OMS takes (a duplicate event is not counted twice) move cash and stops.
@@ -93,11 +107,18 @@ impl crate::engine::Core for Engine {
                     })
                 });
                 self.on_fills(&changes);
+                let mut cmds = cmds;
+                if !changes.is_empty() {
+                    cmds.extend(self.mark_account());
+                }
+                cmds.extend(self.release_pending());
                 cmds
             }
             Event::Reconciled(snap) => {
-                let cmds = self.oms_call(|oms| oms.reconcile(&snap).map(|_| Vec::new()));
+                let mut cmds = self.oms_call(|oms| oms.reconcile(&snap).map(|_| Vec::new()));
                 self.on_snapshot(&snap);
+                cmds.extend(self.mark_account());
+                cmds.extend(self.release_pending());
                 cmds
             }
             Event::BrokerReconnected => vec![self.oms.on_broker_reconnected()],
@@ -109,11 +130,12 @@ impl crate::engine::Core for Engine {
             Event::Tick => {
                 self.ticks += 1;
                 let every = self.cfg.reconcile_every;
+                let mut cmds = self.release_pending();
+                cmds.extend(self.retry_kill_flatten());
                 if every > 0 && self.ticks.is_multiple_of(every) {
-                    vec![self.oms.request_reconcile()]
-                } else {
-                    Vec::new()
+                    cmds.push(self.oms.request_reconcile());
                 }
+                cmds
             }
             Event::Control(Control::Pause) => {
                 self.paused = true;
@@ -128,10 +150,7 @@ impl crate::engine::Core for Engine {
                 }
                 Vec::new()
             }
-            Event::Control(Control::Flatten) => {
-                let now = self.now();
-                self.flatten(now)
-            }
+            Event::Control(Control::Flatten) => self.flatten(),
             Event::Control(Control::Shutdown) => {
                 self.halted = true;
                 Vec::new()

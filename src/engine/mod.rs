@@ -22,6 +22,9 @@ pub mod lstm_source;
 #[cfg(test)]
 mod money_tests;
 mod orders;
+mod protect;
+#[cfg(test)]
+mod protect_tests;
 mod stale;
 pub mod strategy;
 #[cfg(test)]
@@ -32,4 +35,5 @@ pub use contract::{
 };
 pub use core::{DecisionRecord, Engine, EngineConfig, EngineError, EngineRisk};
 pub use lstm_source::LstmProbs;
+pub use protect::{FlattenOutcome, ProtectFailures};
 pub use strategy::{ProbSource, StrategyConfig, StrategyMode};

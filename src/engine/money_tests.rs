@@ -108,7 +108,7 @@ fn holdings_outside_the_configured_symbols_count_in_equity() {
 }
 
 #[test]
-fn stops_follow_reconciled_holdings_stay_armed_when_refused_and_pass_halt() {
+fn stops_follow_reconciled_holdings_sell_on_a_stale_bar_once_our_buy_is_canceled_and_pass_halt() {
     let exec = ExecParams { max_trade: 20.0, trailing_stop: 0.05, cooldown_bars: 3, ..ExecParams::default() };
     let (mut r, clock, w) = ready(&exec);
     let aapl = Symbol::new("AAPL").unwrap();
@@ -122,7 +122,7 @@ fn stops_follow_reconciled_holdings_stay_armed_when_refused_and_pass_halt() {
     r.engine.process(Event::Reconciled(Box::new(snap)));
     assert_eq!(r.engine.oms().position(&aapl), Decimal::from(30));
     // The day opens (and buys 20 more, left working); then the kill switch trips under `halt` (-10%).
-    assert_eq!(submits(&feed(&mut r.engine, &r.bars, w)).len(), 1);
+    let buy = first_submit(&feed(&mut r.engine, &r.bars, w));
     let low = BrokerSnapshot {
         cash: Decimal::from(88_500),
         equity: Decimal::from(90_000),
@@ -132,18 +132,28 @@ fn stops_follow_reconciled_holdings_stay_armed_when_refused_and_pass_halt() {
     r.engine.process(Event::Reconciled(Box::new(low)));
     feed(&mut r.engine, &r.bars, w);
     assert!(r.engine.risk().unwrap().kill_switch().is_some(), "tripped");
-    // A close far under the high on a stale bar: the stop fires, its sell is refused (stale), it stays armed.
+    // A close far under the high on a stale bar: the stop fires. A protective sell is never refused as
+    // stale, but our buy still works: the broker would refuse a sell against it (a wash trade), so the buy
+    // is canceled first and the sell waits.
     let mut crash = r.bars[0][w + 1].clone();
     crash.c = r.bars[0][w].c * 0.8;
     clock.set(crash.t + chrono::Duration::days(10));
     let cmds = r.engine.process(Event::Bar(crash.clone()));
-    assert!(submits(&cmds).is_empty(), "a stale bar's sell is refused: {cmds:?}");
-    // The next bar, still under the mark and fresh: the armed stop sells the whole holding, through the
-    // tripped `halt` kill switch (it reduces the position).
-    let mut next = r.bars[0][w + 2].clone();
-    next.c = crash.c;
-    clock.set(next.t);
-    let sells = submits(&r.engine.process(Event::Bar(next)));
+    assert!(submits(&cmds).is_empty(), "no sell against our working buy: {cmds:?}");
+    assert!(cmds.iter().any(|c| matches!(c, Command::Cancel(id) if *id == buy.client_order_id)), "{cmds:?}");
+    // The cancel is confirmed: the whole holding is sold, through the tripped `halt` kill switch (it
+    // reduces the position), although the bar is ten days old.
+    let mut canceled = match fill_events(&buy, 50, crash.t).into_iter().next() {
+        Some(Event::Order(u)) => u,
+        other => panic!("{other:?}"),
+    };
+    canceled.kind = crate::domain::UpdateKind::Canceled;
+    canceled.order.status = crate::domain::OrderStatus::Canceled;
+    canceled.order.broker_status = "canceled".into();
+    canceled.order.filled_qty = Decimal::ZERO;
+    canceled.order.filled_avg_price = None;
+    canceled.fill = None;
+    let sells = submits(&r.engine.process(Event::Order(canceled)));
     assert_eq!(sells, vec![("AAPL".to_string(), Side::Sell, "30".to_string())]);
 }
 

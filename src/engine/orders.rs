@@ -1,13 +1,13 @@
 //! From a wanted trade to the order manager: sizing to a valid quantity, the one-working-order rule, the
-//! risk checks (with working orders counted), client order ids, stops' and flattens' sells, and the
-//! stored decision record.
+//! risk checks (with working orders counted), client order ids, and the stored decision record.
+//! Protective sells (stops, the kill switch, flatten) are `protect`'s.
 
 use super::Command;
 use super::core::{DecisionRecord, Engine};
 use super::strategy::Want;
-use crate::domain::{ClientOrderId, OrderRequest, OrderTif, Qty, Side, Symbol};
+use crate::domain::{ClientOrderId, OrderRequest, OrderTif, OrderWhy, Qty, Symbol};
 use crate::oms::{Oms, OmsError};
-use crate::risk::{RiskContext, approve_notional, approve_reducing_sell};
+use crate::risk::{RiskContext, approve_notional};
 use crate::store::keys::time_key;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -56,6 +56,7 @@ impl Engine {
             tif: OrderTif::Day,
             bar_time: t,
             ref_price: price,
+            why: OrderWhy::Model,
         };
         let approved = match self.approve(req) {
             Ok(a) => a,
@@ -119,58 +120,5 @@ impl Engine {
 
     pub(super) fn oms_call(&mut self, f: impl FnOnce(&mut Oms) -> Result<Vec<Command>, OmsError>) -> Vec<Command> {
         crate::oms::commands_of(f(&mut self.oms), "engine", &mut self.halted)
-    }
-
-    /// Cancels our working buys, then sells every position in the configured symbols (ids derived from
-    /// strategy "flatten" and the clock's time), then pauses. Positions and orders outside tradebot's
-    /// symbols, and orders placed by hand, are left alone.
-    pub(super) fn flatten(&mut self, now: DateTime<Utc>) -> Vec<Command> {
-        self.paused = true;
-        let ours = |s: &Symbol| self.cfg.symbols.contains(s);
-        let buys: Vec<ClientOrderId> = self
-            .oms
-            .open_orders()
-            .filter(|o| o.side == Side::Buy && !o.adopted && ours(&o.symbol))
-            .map(|o| o.client_order_id.clone())
-            .collect();
-        let plan: Vec<(Symbol, Decimal)> = self.oms.positions().into_iter().filter(|(s, _)| ours(s)).collect();
-        let mut cmds = Vec::new();
-        for id in buys {
-            cmds.extend(self.oms_call(|oms| oms.cancel(&id).map(|c| c.into_iter().collect())));
-        }
-        cmds.extend(self.sell_all("flatten", now, plan));
-        cmds
-    }
-
-    /// Sells `plan`'s quantities (client order ids from `tag`). Risk lets sells that reduce a long position through, also with the kill
-    /// switch tripped; a refusal is logged.
-    pub(super) fn sell_all(&mut self, tag: &str, now: DateTime<Utc>, plan: Vec<(Symbol, Decimal)>) -> Vec<Command> {
-        let mut cmds = Vec::new();
-        for (i, (symbol, qty)) in plan.into_iter().enumerate() {
-            let (Some(q), true) = (Qty::new(qty.abs()).ok(), qty > Decimal::ZERO) else { continue };
-            let price = self.last.iter().flatten().find(|b| b.symbol == symbol).map_or(0.0, |b| b.c);
-            let req = OrderRequest {
-                client_order_id: ClientOrderId::derive(tag, &symbol, now, i as u16),
-                symbol,
-                side: Side::Sell,
-                qty: q,
-                tif: OrderTif::Day,
-                bar_time: now,
-                ref_price: price,
-            };
-            let approved = match &self.risk {
-                Some(_) => self.approve(req).map_err(|(_, e)| e),
-                None => {
-                    let held = self.oms.position(&req.symbol)
-                        - super::account::working_qty(&self.oms, &req.symbol, Side::Sell);
-                    approve_reducing_sell(req, held).map_err(|e| e.to_string())
-                }
-            };
-            match approved {
-                Ok(a) => cmds.extend(self.oms_call(|oms| oms.submit(a).map(|c| c.into_iter().collect()))),
-                Err(e) => log::error!("engine: flatten: {e}"),
-            }
-        }
-        cmds
     }
 }

@@ -67,10 +67,22 @@ async fn submit<B: Broker>(
     events: &mpsc::Sender<Event>,
 ) -> Event {
     let id = o.client_order_id.clone();
+    let protective = o.why.is_protective();
+    // The audit trail: one line per order sent, and its outcome.
+    let line = format!(
+        "{} {} {} market {} (client id {id}, why: {}; priced at {})",
+        o.side,
+        o.qty,
+        o.symbol,
+        tif_name(o.tif),
+        o.why,
+        crate::domain::money(o.ref_price)
+    );
     // Its bar's age again, now that its turn has come (it may have waited behind a slow broker).
     let closed = o.bar_time + chrono::Duration::from_std(cfg.bar_length).unwrap_or_default();
     let age = crate::clock::now() - closed;
-    if age > chrono::Duration::from_std(cfg.max_order_age).unwrap_or(chrono::Duration::MAX) {
+    // A protective sell (stop, kill switch, flatten) is never held back as stale.
+    if !protective && age > chrono::Duration::from_std(cfg.max_order_age).unwrap_or(chrono::Duration::MAX) {
         let reason = format!(
             "stale at send: its bar closed {} s ago, more than the {} s allowed (risk.max_bar_age_secs)",
             age.num_seconds(),
@@ -85,10 +97,20 @@ async fn submit<B: Broker>(
         return Event::NotSent { client_order_id: id };
     }
     match tokio::time::timeout(cfg.broker_timeout, broker.submit(o)).await {
-        Ok(Ok(order)) => Event::Order(Box::new(answer_as_update(order))),
-        Ok(Err(e)) => failed(id, &e),
+        Ok(Ok(order)) => {
+            log::info!("order sent: {line}: accepted as {} ({})", order.id, order.status);
+            Event::Order(Box::new(answer_as_update(order)))
+        }
+        Ok(Err(e)) => {
+            log::warn!("order not accepted: {line}: {e}");
+            Event::SubmitFailed { client_order_id: id, reason: e.to_string(), retriable: e.retriable() }
+        }
         Err(_) => failed(id, &BrokerError::Ambiguous(format!("no answer within {:?}", cfg.broker_timeout))),
     }
+}
+
+fn tif_name(t: crate::domain::OrderTif) -> String {
+    serde_json::to_value(t).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_else(|| "?".into())
 }
 
 fn failed(client_order_id: ClientOrderId, e: &BrokerError) -> Event {

@@ -206,16 +206,28 @@ fn core_loop<C: Core>(mut core: C, mut events: mpsc::Receiver<Event>, commands: 
             for c in out {
                 match commands.try_send(c) {
                     Ok(()) => {}
-                    // The command task has stopped (shutdown), or is so far behind that the queue is full
-                    // (the broker is not answering): an order that will not be sent now is recorded so.
-                    Err(TrySendError::Closed(Command::Submit(o)) | TrySendError::Full(Command::Submit(o))) => {
-                        log::warn!("runner: order {} not sent: the command queue is closed or full", o.client_order_id);
+                    // The command task has stopped (shutdown): an order that will not be sent is recorded so.
+                    Err(TrySendError::Closed(Command::Submit(o))) => {
+                        log::info!("runner: order {} not sent: shutting down", o.client_order_id);
                         more.extend(core.process(Event::NotSent { client_order_id: o.client_order_id.clone() }));
                     }
                     Err(TrySendError::Full(c)) => {
-                        // Reconcile and cancel are never dropped: wait for room (the queue drains).
+                        // The broker is slower than the orders (its rate limit, or no answer within the
+                        // timeout): the core waits for room rather than dropping anything, so orders go out
+                        // at the pace the broker takes them (each is checked for staleness at its turn).
+                        if let Command::Submit(o) = &c {
+                            log::warn!(
+                                "runner: the command queue is full ({} waiting for the broker); order {} waits for room",
+                                commands.max_capacity(),
+                                o.client_order_id
+                            );
+                        }
+                        let id = if let Command::Submit(o) = &c { Some(o.client_order_id.clone()) } else { None };
                         if commands.blocking_send(c).is_err() {
                             log::debug!("runner: command dropped, the command task has stopped");
+                            if let Some(id) = id {
+                                more.extend(core.process(Event::NotSent { client_order_id: id }));
+                            }
                         }
                     }
                     Err(TrySendError::Closed(_)) => {

@@ -48,6 +48,7 @@ impl ScriptedCore {
             tif: OrderTif::Day,
             bar_time: bar.t,
             ref_price: bar.c,
+            why: crate::domain::OrderWhy::Model,
         };
         let approved = match approve_notional(req, self.max_notional) {
             Ok(a) => a,
@@ -78,6 +79,8 @@ impl Core for ScriptedCore {
             Event::Bar(b) => self.on_bar(b),
             // The harness buys on bars it gets; a missing one is nothing to buy on.
             Event::NoBar { .. } => Vec::new(),
+            // The harness trades each minute itself; marks between bars have nothing to check.
+            Event::Mark(_) => Vec::new(),
             Event::Order(u) => self.oms_result(|oms| oms.on_update(&u).map(|_| Vec::new())),
             Event::Reconciled(snap) => {
                 let out = self.oms_result(|oms| oms.reconcile(&snap).map(|_| Vec::new()));

@@ -48,6 +48,11 @@ pub(super) async fn feed<F: MarketFeed>(
                     return;
                 }
             }
+            Ok(FeedEvent::Mark(b)) => {
+                if tx.send(Event::Mark(b)).await.is_err() {
+                    return;
+                }
+            }
             Ok(FeedEvent::NoBar { symbol, t }) => {
                 if tx.send(Event::NoBar { symbol, t }).await.is_err() {
                     return;

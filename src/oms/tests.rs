@@ -31,6 +31,7 @@ fn request(symbol: &str, bar: i64, side: Side, qty: i64) -> RiskApproved<OrderRe
         tif: OrderTif::Day,
         bar_time,
         ref_price: 100.0,
+        why: crate::domain::OrderWhy::Model,
     })
 }
 

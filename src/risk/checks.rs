@@ -11,7 +11,8 @@
 //! 4. the asset: tradable; fractionable, or else the quantity must be whole (**refused, not rounded**: the
 //!    approved order is always the order decided, so the decision record stays true; strategies size whole
 //!    units for such assets); at least the broker's minimum order size;
-//! 5. stale data: the bar closed more than `max_bar_age` before now;
+//! 5. stale data: the bar closed more than `max_bar_age` before now (not for a protective sell that reduces
+//!    a holding: a stop, the kill switch's or a person's flatten);
 //! 6. market hours for stocks on intraday bars (see `hours`);
 //! 7. a sell that reduces a position passes here: **exposure checks never block a risk-reducing sell**;
 //! 8. buys: cooldown after a trailing stop, equity above zero, order notional, position per symbol as a
@@ -167,7 +168,11 @@ impl RiskChecks {
         {
             return Err(Refusal::BelowMinimum { symbol: sym, qty, min });
         }
-        self.fresh(&sym, ctx)?;
+        // Stale data is for the model's entries: a protective sell (stop, kill switch, flatten) that
+        // reduces a holding always goes out, priced from the freshest price there is.
+        if !(reducing && req.why.is_protective()) {
+            self.fresh(&sym, ctx)?;
+        }
         if !rules.crypto && hours_apply(ctx.timeframe) && !self.calendar.is_open(ctx.now, self.limits.session) {
             return Err(Refusal::MarketClosed { symbol: sym, now: ctx.now, session: self.limits.session.name() });
         }

@@ -1,12 +1,17 @@
 //! The daily loss limit and its kill switch, persisted in the store's `kv` tree.
 //!
-//! `DailyLoss::on_equity(now, equity)` keeps the trading day's opening equity (the first equity seen on
-//! each New York date, key `risk.day_open`) and trips when `open - equity >= daily_loss_limit_pct × open`
-//! (exactly at the limit, not before). The tripped state (when, why, the equity numbers, halt or flatten;
+//! `DailyLoss::on_equity(now, equity)` keeps the trading day's reference equity (key `risk.day_open`): the
+//! equity at the previous session's close, i.e. the last equity seen on an earlier New York trading day
+//! (key `risk.last_equity`, written on every figure, so a restart keeps it), or, with no earlier figure
+//! (a new state directory, or after a clear), the first equity seen today. It trips when
+//! `reference - equity >= daily_loss_limit_pct × reference` (exactly at the limit, not before). The caller
+//! marks to market as often as it can (every bar, every minute bar between two bars of a longer timeframe,
+//! every fill and account update): on `1Day` a day's loss is seen against the previous close, not against
+//! the day bar's own close. The tripped state (when, why, the equity numbers, halt or flatten;
 //! key `risk.kill_switch`) is written and the store flushed before `on_equity` returns, and loaded at
 //! open: the switch stays tripped across restarts until `clear` (`tradebot risk clear`) removes it.
-//! Clearing also forgets the day's opening equity, so the limit counts again from the next equity seen
-//! rather than re-tripping at once on the same loss.
+//! Clearing also forgets the day's reference and the last figure, so the limit counts again from the next
+//! equity seen rather than re-tripping at once on the same loss.
 
 use super::context::dec;
 use super::hours::trading_day;
@@ -18,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 pub const KILL_SWITCH_KEY: &[u8] = b"risk.kill_switch";
 pub const DAY_OPEN_KEY: &[u8] = b"risk.day_open";
+pub const LAST_EQUITY_KEY: &[u8] = b"risk.last_equity";
 
 /// The tripped kill switch, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,7 +40,8 @@ pub struct KillSwitchState {
     pub action: KillSwitchAction,
 }
 
-/// The trading day's opening equity, as stored.
+/// An equity figure of a trading day, as stored: the day's reference (`risk.day_open`: the previous
+/// close, taken at `at`) or the last figure seen (`risk.last_equity`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DayOpen {
     pub day: NaiveDate,
@@ -57,6 +64,8 @@ pub struct DailyLoss {
     action: KillSwitchAction,
     tripped: Option<KillSwitchState>,
     day_open: Option<DayOpen>,
+    /// The last figure seen (stored, not flushed: sled writes it out within its flush interval).
+    last: Option<DayOpen>,
 }
 
 impl DailyLoss {
@@ -66,6 +75,7 @@ impl DailyLoss {
         let day_tree: TypedTree<DayOpen> = store.tree(TreeName::Kv)?;
         let tripped = kill_tree.get(KILL_SWITCH_KEY)?;
         let day_open = day_tree.get(DAY_OPEN_KEY)?;
+        let last = day_tree.get(LAST_EQUITY_KEY)?;
         if let Some(k) = &tripped {
             log::error!(
                 "risk: the kill switch is tripped since {} ({}); no new orders until `tradebot risk clear`",
@@ -74,7 +84,7 @@ impl DailyLoss {
             );
         }
         let limit_pct = dec(limit_pct).unwrap_or(Decimal::ZERO);
-        Ok(DailyLoss { store: store.clone(), kill_tree, day_tree, limit_pct, action, tripped, day_open })
+        Ok(DailyLoss { store: store.clone(), kill_tree, day_tree, limit_pct, action, tripped, day_open, last })
     }
 
     pub fn tripped(&self) -> Option<&KillSwitchState> {
@@ -86,22 +96,34 @@ impl DailyLoss {
     }
 
     /// A new equity figure. Returns the state when this call tripped the switch (it is on disk by then).
+    /// A figure stamped before the last one seen (a day bar stamped at the day's start, arriving at its
+    /// close after the day's minutes; a minute bar after a fill stamped with the wall clock) counts as of
+    /// the last one: figures are taken in the order they come, never dropped.
     pub fn on_equity(&mut self, now: DateTime<Utc>, equity: Decimal) -> Result<Option<KillSwitchState>, RiskError> {
         if self.tripped.is_some() {
             return Ok(None);
         }
+        let now = self.last.as_ref().map_or(now, |l| now.max(l.at));
         let day = trading_day(now);
         let open = match &self.day_open {
             Some(d) if d.day == day => d.equity,
             _ => {
-                let d = DayOpen { day, equity, at: now };
+                // The previous session's close: the last figure of an earlier day; else this one.
+                let d = match &self.last {
+                    Some(l) if l.day < day => DayOpen { day, equity: l.equity, at: l.at },
+                    _ => DayOpen { day, equity, at: now },
+                };
                 self.day_tree.insert(DAY_OPEN_KEY, &d)?;
                 self.store.flush()?;
-                log::debug!("risk: trading day {day} opens with equity {equity:.2}");
+                log::debug!("risk: trading day {day}: reference equity {} (as of {})", d.equity, d.at);
+                let open = d.equity;
                 self.day_open = Some(d);
-                equity
+                open
             }
         };
+        let last = DayOpen { day, equity, at: now };
+        self.day_tree.insert(LAST_EQUITY_KEY, &last)?;
+        self.last = Some(last);
         if open <= Decimal::ZERO || open - equity < self.limit_pct * open {
             return Ok(None);
         }
@@ -109,7 +131,7 @@ impl DailyLoss {
         let state = KillSwitchState {
             tripped_at: now,
             reason: format!(
-                "daily loss {:.4}% of the opening equity {open} reached the limit {:.4}% (equity {equity})",
+                "daily loss {:.4}% of the day's reference equity {open} (the previous close) reached the limit {:.4}% (equity {equity})",
                 loss_pct * Decimal::ONE_HUNDRED,
                 self.limit_pct * Decimal::ONE_HUNDRED
             ),
@@ -159,7 +181,8 @@ pub fn stored_state(store: &Store) -> Result<(Option<KillSwitchState>, Option<Da
     Ok((k.get(KILL_SWITCH_KEY)?, d.get(DAY_OPEN_KEY)?))
 }
 
-/// Clears a tripped kill switch (and the day's opening equity), flushed; logs who cleared it and when.
+/// Clears a tripped kill switch (and the day's reference and last equity, so the limit counts again from
+/// the next figure), flushed; logs who cleared it and when.
 /// Returns the state that was cleared, `None` when it was not tripped.
 pub fn clear(store: &Store, who: &str, now: DateTime<Utc>) -> Result<Option<KillSwitchState>, RiskError> {
     let k: TypedTree<KillSwitchState> = store.tree(TreeName::Kv)?;
@@ -168,6 +191,7 @@ pub fn clear(store: &Store, who: &str, now: DateTime<Utc>) -> Result<Option<Kill
     if was.is_some() {
         k.remove(KILL_SWITCH_KEY)?;
         d.remove(DAY_OPEN_KEY)?;
+        d.remove(LAST_EQUITY_KEY)?;
         store.flush()?;
     }
     match &was {

@@ -63,6 +63,7 @@ mod tests {
             tif: OrderTif::Day,
             bar_time: t,
             ref_price: price,
+            why: crate::domain::OrderWhy::Model,
         }
     }
 

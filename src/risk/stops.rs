@@ -56,6 +56,20 @@ impl StopTracker {
         fill.stopped.then(|| StopOut { symbol: symbol.clone(), qty: held, price, high_water })
     }
 
+    /// A price between two bars (a minute of a longer timeframe): the high-water mark rises and the stop
+    /// fires as on a bar, but the cooldown does not count down (it counts bars of the timeframe).
+    pub fn on_price(&mut self, symbol: &Symbol, price: f64) -> Option<StopOut> {
+        let pos = self.book.get_mut(symbol)?;
+        if pos.holding <= 0.0 {
+            return None;
+        }
+        // `sell_phase` takes one off a running cooldown: put it on first.
+        if pos.cooldown > 0 {
+            pos.cooldown += 1;
+        }
+        self.on_bar(symbol, price)
+    }
+
     /// A broker fill: buys add to the holding (entry averaged, high-water mark as in `exec::buy_phase`);
     /// sells reduce it (a stop-out's own sell finds the shadow already flat).
     pub fn on_fill(&mut self, symbol: &Symbol, side: Side, qty: f64, price: f64) {

@@ -57,6 +57,7 @@ fn req(symbol: &str, side: Side, qty: &str, price: f64) -> OrderRequest {
         tif: OrderTif::Day,
         bar_time: ny(10, 0),
         ref_price: price,
+        why: crate::domain::OrderWhy::Model,
     }
 }
 
@@ -374,4 +375,36 @@ fn a_new_trading_day_takes_a_new_opening_equity() {
     assert!(rc.on_equity(tue, d("96000")).unwrap().is_none());
     assert!(rc.on_equity(tue + chrono::Duration::hours(1), d("91200.01")).unwrap().is_none());
     assert!(rc.on_equity(tue + chrono::Duration::hours(2), d("91200")).unwrap().is_some());
+}
+
+#[test]
+fn the_day_is_measured_from_the_previous_close_and_a_restart_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = ExecParams::default();
+    {
+        let (_s, mut rc) = open_checks(dir.path(), &cfg(), &exec);
+        assert!(rc.on_equity(ny(10, 0), d("100000")).unwrap().is_none());
+        // Monday closes at 96,000 (a 4% loss on the day: under the 5% limit).
+        assert!(rc.on_equity(ny(16, 0), d("96000")).unwrap().is_none());
+    }
+    // Restarted overnight: Tuesday's first figure (a daily bar's, say) is 91,200, 5% below Monday's close.
+    // Taken as the day's own opening figure, it could never trip on the day's only figure.
+    let (s, mut rc) = open_checks(dir.path(), &cfg(), &exec);
+    let tue = ny(16, 0) + chrono::Duration::days(1);
+    let k = rc.on_equity(tue, d("91200")).unwrap().expect("5% below the previous close");
+    assert_eq!((k.open_equity, k.equity, k.loss_pct), (d("96000"), d("91200"), d("0.05")));
+    let (_, day) = stored_state(&s).unwrap();
+    let day = day.expect("the day's reference is stored");
+    assert_eq!((day.equity, day.at), (d("96000"), ny(16, 0)));
+}
+
+#[test]
+fn a_figure_stamped_before_the_last_counts_as_of_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, mut rc) = open_checks(dir.path(), &cfg(), &ExecParams::default());
+    // Monday's minutes, then Monday's day bar, stamped at the day's start but arriving at its close.
+    assert!(rc.on_equity(ny(10, 0), d("100000")).unwrap().is_none());
+    assert!(rc.on_equity(ny(15, 59), d("96000")).unwrap().is_none());
+    let k = rc.on_equity(ny(0, 0), d("95000")).unwrap().expect("counted on Monday: 5% below its reference");
+    assert_eq!((k.open_equity, k.tripped_at), (d("100000"), ny(15, 59)));
 }

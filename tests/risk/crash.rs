@@ -444,6 +444,19 @@ fn crash_rounds(core: Core, kills: usize) {
     if core == Core::Engine {
         // The pairs were held (not only bought and refused): the reconciliations mapped `BTCUSD` back.
         assert!(!positions.is_empty(), "seed {seed}: the engine holds nothing at the end");
+        // The audit trail: an INFO line for each order sent (with why) and for each new fill.
+        let all = logs();
+        let sent: Vec<&str> = all.lines().filter(|l| l.contains("order sent: ")).collect();
+        assert!(!sent.is_empty(), "seed {seed}: no `order sent:` line:\n{all}");
+        for l in &sent {
+            assert!(l.contains(" INFO ") || l.contains("INFO"), "seed {seed}: not at INFO: {l}");
+            assert!(l.contains("why: ") && l.contains("client id tb-"), "seed {seed}: {l}");
+            assert!(
+                orders.iter().any(|o| l.contains(&format!("client id {},", o.client_order_id))),
+                "seed {seed}: a line for an order the broker does not have: {l}"
+            );
+        }
+        assert!(all.lines().any(|l| l.contains("fill: ") && l.contains(" at ")), "seed {seed}: no fill line:\n{all}");
     }
     let (synthesised, lost) = rig.recoveries(kills);
     eprintln!(

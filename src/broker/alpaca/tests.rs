@@ -19,6 +19,7 @@ fn order(symbol: &str, bar: i64, qty: &str) -> RiskApproved<OrderRequest> {
         tif: OrderTif::Day,
         bar_time,
         ref_price: 100.0,
+        why: crate::domain::OrderWhy::Model,
     })
 }
 

@@ -94,6 +94,7 @@ fn order(s: &Symbol, side: Side, qty: i64, bar: i64) -> crate::risk::RiskApprove
         tif: OrderTif::Day,
         bar_time,
         ref_price: 100.0,
+        why: crate::domain::OrderWhy::Model,
     })
 }
 
