@@ -6,6 +6,7 @@ mod cli;
 #[path = "../common/mod.rs"]
 mod common;
 mod crash;
+mod limits;
 
 pub use common::text;
 use std::path::{Path, PathBuf};
