@@ -90,8 +90,15 @@ fn each_change_is_alerted_once_with_its_numbers() {
         message: "the training child exited with status 1".into(),
     });
     host.alert_retrain(&failed);
+    // A protective sell that did not go out: an alert for each failure, none when nothing new failed.
+    view.protect_failures.count = 1;
+    view.protect_failures.last = Some("kill switch sell of AAPL refused: 403 potential wash trade detected".into());
+    host.watch(&view, t0 + chrono::Duration::minutes(10));
+    host.watch(&view, t0 + chrono::Duration::minutes(10));
+    view.protect_failures.count = 2;
+    host.watch(&view, t0 + chrono::Duration::minutes(11));
 
-    let got = rt.block_on(r.wait_for(8));
+    let got = rt.block_on(r.wait_for(10));
     let events: Vec<&str> = got.iter().map(|(_, b)| b["event"].as_str().unwrap()).collect();
     assert_eq!(
         events,
@@ -103,9 +110,13 @@ fn each_change_is_alerted_once_with_its_numbers() {
             "daily_summary",
             "promoted",
             "kept",
-            "retrain_failed"
+            "retrain_failed",
+            "protect_failed",
+            "protect_failed"
         ]
     );
+    assert!(got[8].1["text"].as_str().unwrap().contains("wash trade"), "{}", got[8].1["text"]);
+    assert_eq!(got[9].1["details"]["failures"], 2);
     let text = |i: usize| got[i].1["text"].as_str().unwrap().to_string();
     assert!(
         text(0).contains("5.19%") && text(0).contains("tradebot risk clear") && text(0).contains("94,812.50"),
