@@ -37,6 +37,18 @@ pub fn command(args: &[&str]) -> Command {
     c
 }
 
+/// `tradebot ARGS` as `command` makes it, under a shell that first sets its limit on open files (soft
+/// and hard) to `open_files`.
+pub fn command_with_open_files(open_files: u32, args: &[&str]) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\"")).arg(env!("CARGO_BIN_EXE_tradebot"));
+    c.args(args).current_dir(root());
+    for k in CLEARED {
+        c.env_remove(k);
+    }
+    c
+}
+
 /// Runs `tradebot ARGS` to its end.
 pub fn tradebot(args: &[&str]) -> Output {
     command(args).output().expect("tradebot runs")
