@@ -109,7 +109,9 @@ pub fn alert_fatal(config: &crate::config::Config, mode: &str, error: &anyhow::E
         retries: config.notify.retries.min(2),
         first_wait: Duration::from_millis(500),
     };
-    let delivered = rt.block_on(tokio::time::timeout(FATAL_ALERT_WAIT, deliver(rx, targets, mode.to_string(), policy)));
+    let delivered = rt.block_on(async {
+        tokio::time::timeout(FATAL_ALERT_WAIT, deliver(rx, targets, mode.to_string(), policy)).await
+    });
     if delivered.is_err() {
         log::warn!("alerts: the fatal error was not delivered within {} s", FATAL_ALERT_WAIT.as_secs());
     }
