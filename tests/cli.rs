@@ -388,3 +388,26 @@ fn refused_api_keys_exit_78_after_an_alert_to_the_notify_targets() {
     assert!(alert["text"].as_str().unwrap().contains("Alpaca refused the API keys"), "{alert}");
     assert!(!got[0].contains("wrong-secret"), "a secret in the alert: {}", got[0]);
 }
+
+#[test]
+fn missing_api_keys_and_a_missing_alert_secret_exit_78_naming_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    // The live runner without keys.
+    let p = config_in(dir.path(), "", "");
+    let alpaca = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("kind = \"replay\"", "kind = \"alpaca\"")
+        .replace("kind = \"sim\"", "kind = \"alpaca\"");
+    std::fs::write(&p, alpaca).unwrap();
+    let o = tradebot(&["run", "--config", p.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: feed.kind / broker.kind = \"alpaca\" needs APCA_API_KEY_ID", p.display())));
+    // A Telegram chat without its bot token.
+    let p = config_in(dir.path(), "", "");
+    let telegram =
+        std::fs::read_to_string(&p).unwrap().replace("# telegram_chat_id = \"123456789\"", "telegram_chat_id = \"42\"");
+    std::fs::write(&p, telegram).unwrap();
+    let o = tradebot(&["run", "--config", p.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    assert!(text(&o).contains("[notify]: notify.telegram_chat_id is set but no bot token"), "{}", text(&o));
+}

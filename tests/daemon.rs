@@ -821,9 +821,10 @@ fn eleven_hundred_idle_dashboard_connections_leave_the_control_socket_and_the_da
     let cfg = config_in(dir.path(), Some(port), &[no_retrain]);
     let token = "test-token-0123456789abcdef";
     let log_path = dir.path().join("run.log");
-    // 1024 open files for the daemon, soft and hard (a common default): 1,100 connections held by it would
-    // leave none for the control socket and the store.
-    let mut child = common::command_with_open_files(1024, &["run", "--config", cfg.to_str().unwrap(), "--linger"])
+    // At most 1024 open files for the daemon (a common hard limit; 1,100 connections held would leave none
+    // for the control socket and the store), starting from a soft limit of 256 that it raises at start.
+    let args = ["run", "--config", cfg.to_str().unwrap(), "--linger"];
+    let mut child = common::command_with_open_files((256, 1024), &args)
         .env("TRADEBOT_WEB_TOKEN", token)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log_path).unwrap())
@@ -884,6 +885,7 @@ fn eleven_hundred_idle_dashboard_connections_leave_the_control_socket_and_the_da
     assert_eq!(code, 200, "{body}\n{}", log_text());
     assert!(body.contains("\"mode\""), "{body}");
     let log = log_text();
+    assert!(log.contains("open files: limit raised from 256 to 1024 (the hard limit)"), "{log}");
     assert!(log.contains("connections are open (web.max_connections): closed"), "no refusal logged:\n{log}");
     assert!(child.try_wait().unwrap().is_none(), "the daemon exited:\n{log}");
     common::signal(child.id(), Signal::SIGTERM);

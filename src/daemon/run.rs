@@ -22,7 +22,7 @@ use crate::retrain::{PipelineSpec, RetrainPipeline};
 use crate::store::Store;
 use crate::web::data::SharedData;
 use crate::web::{WebState, resolve_token};
-use anyhow::{Context, bail};
+use anyhow::Context;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -91,18 +91,33 @@ pub fn run(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> an
 fn run_until_stopped(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Outcome> {
     check_live_gate(config, opts.live)?;
     raise_open_files_limit();
+    let live = config.feed.kind == FeedKind::Alpaca && config.broker.kind == BrokerKind::Alpaca;
+    if !live && (config.feed.kind == FeedKind::Alpaca || config.broker.kind == BrokerKind::Alpaca) {
+        return Err(problem(
+            config,
+            "feed.kind and broker.kind must both be \"alpaca\" (the live runner) or both \"replay\"/\"sim\" in this version",
+        )
+        .into());
+    }
+    // Keys that are missing are a configuration to fix, as keys Alpaca refuses are: exit 78, not restarts.
+    if live {
+        match crate::config::Credentials::load() {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(problem(
+                    config,
+                    "feed.kind / broker.kind = \"alpaca\" needs APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment or as systemd credentials (LoadCredential=)",
+                )
+                .into());
+            }
+            Err(e) => return Err(problem(config, &e).into()),
+        }
+    }
     usable_state_dir(&config.state_dir).map_err(|reason| StateDirError {
         file: config.source.display().to_string(),
         dir: config.state_dir.display().to_string(),
         reason,
     })?;
-    let live = config.feed.kind == FeedKind::Alpaca && config.broker.kind == BrokerKind::Alpaca;
-    if !live && (config.feed.kind == FeedKind::Alpaca || config.broker.kind == BrokerKind::Alpaca) {
-        bail!(
-            "{}: feed.kind and broker.kind must both be \"alpaca\" (the live runner) or both \"replay\"/\"sim\" in this version",
-            config.source.display()
-        );
-    }
     let rt = runtime()?;
     rt.spawn(on_signal(shutdown.clone()));
     let result = if live {
@@ -133,6 +148,11 @@ fn run_replay(
         config.market.timeframe
     );
     replay::run(ReplayParts { host, shutdown: shutdown.clone(), linger })
+}
+
+/// A problem of the configuration (exit 78), naming the file like the config's own.
+fn problem(config: &Config, text: &str) -> ConfigError {
+    ConfigError { file: config.source.clone(), problems: vec![text.to_string()] }
 }
 
 /// Creates `dir` when missing and writes a file in it: a state directory the daemon cannot use is one
@@ -194,7 +214,8 @@ pub fn start_host(
     // The control socket's requests and the dashboard's controls reach the host on one channel.
     let (calls_tx, calls_rx) = mpsc::channel(16);
     if config.web.enabled {
-        let token = resolve_token(&config.web, &config.state_dir, |k| std::env::var(k).ok())?;
+        let token = resolve_token(&config.web, &config.state_dir, |k| std::env::var(k).ok())
+            .map_err(|e| problem(config, &e.to_string()))?;
         let listener = rt.block_on(crate::web::bind(&config.web))?;
         let loopback = config.web.listen.ip().is_loopback();
         if let Some(w) = config.web.remote_warning() {
@@ -227,7 +248,7 @@ pub fn start_host(
         Notifier::from_env(),
     );
     let targets = crate::alerts::targets(&config.notify, |k| std::env::var(k).ok())
-        .map_err(|e| anyhow::anyhow!("{}: [notify]: {e}", config.source.display()))?;
+        .map_err(|e| problem(config, &format!("[notify]: {e}")))?;
     let host = host.with_alerts(crate::alerts::Alerts::start(targets, &config.notify, mode_name(config), rt.handle()));
     rt.spawn(on_hangup(host.hangup.clone(), shutdown.clone()));
     Ok(host)

@@ -37,11 +37,12 @@ pub fn command(args: &[&str]) -> Command {
     c
 }
 
-/// `tradebot ARGS` as `command` makes it, under a shell that first sets its limit on open files (soft
-/// and hard) to `open_files`.
-pub fn command_with_open_files(open_files: u32, args: &[&str]) -> Command {
+/// `tradebot ARGS` as `command` makes it, under a shell that first sets its limits on open files to
+/// `(soft, hard)`.
+pub fn command_with_open_files((soft, hard): (u32, u32), args: &[&str]) -> Command {
     let mut c = Command::new("sh");
-    c.arg("-c").arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\"")).arg(env!("CARGO_BIN_EXE_tradebot"));
+    let script = format!("ulimit -S -n {soft} && ulimit -H -n {hard} && exec \"$0\" \"$@\"");
+    c.arg("-c").arg(script).arg(env!("CARGO_BIN_EXE_tradebot"));
     c.args(args).current_dir(root());
     for k in CLEARED {
         c.env_remove(k);
