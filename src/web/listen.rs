@@ -4,9 +4,15 @@
 //! A connection above the cap is closed as soon as it is accepted (never queued), so idle or slow clients
 //! hold at most `max_connections` descriptors; each connection must send its whole request head within
 //! `header_timeout` (hyper's `header_read_timeout`, which also ends an idle keep-alive connection), so a
-//! slowloris client is dropped. Refusals are logged at most once a minute, with their count.
+//! slowloris client is dropped; a request (its body included: a slow POST) must be answered within
+//! `request_timeout`, or it gets 408 and the connection closes. Refusals are logged at most once a minute,
+//! with their count.
 
 use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::sync::Arc;
@@ -24,13 +30,19 @@ pub struct Limits {
     pub max_connections: usize,
     /// The time a connection has to send its request head.
     pub header_timeout: Duration,
+    /// The time a request has from its head to its answer (a body sent slowly included).
+    pub request_timeout: Duration,
 }
+
+/// A request's limit from its head to its answer: the controls wait up to 30 s for the daemon.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Limits {
     pub fn from_config(cfg: &crate::config::WebConfig) -> Limits {
         Limits {
             max_connections: cfg.max_connections.max(1),
             header_timeout: Duration::from_secs(cfg.header_timeout_secs.max(1)),
+            request_timeout: REQUEST_TIMEOUT,
         }
     }
 }
@@ -40,6 +52,7 @@ impl Default for Limits {
         Limits {
             max_connections: crate::config::DEFAULT_MAX_CONNECTIONS as usize,
             header_timeout: Duration::from_secs(crate::config::DEFAULT_HEADER_TIMEOUT_SECS),
+            request_timeout: REQUEST_TIMEOUT,
         }
     }
 }
@@ -66,8 +79,20 @@ impl Throttled {
     }
 }
 
+/// 408 for a request not answered within `limit` (a body that does not come, mostly).
+async fn deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => {
+            let text = format!("the request was not completed within {} s", limit.as_secs());
+            (StatusCode::REQUEST_TIMEOUT, [(header::CONNECTION, "close")], text).into_response()
+        }
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown`, then lets the open connections finish (at most 5 s).
 pub async fn serve(listener: TcpListener, app: Router, limits: Limits, shutdown: CancellationToken) {
+    let app = app.layer(axum::middleware::from_fn_with_state(limits.request_timeout, deadline));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let connections = TaskTracker::new();
     let (over_cap, failed) = (Throttled::new(), Throttled::new());

@@ -403,7 +403,7 @@ async fn closed_within(s: &mut tokio::net::TcpStream, limit: std::time::Duration
 async fn a_connection_that_sends_no_request_head_in_time_is_closed() {
     use std::time::Duration;
     use tokio::io::AsyncWriteExt;
-    let limits = listen::Limits { max_connections: 8, header_timeout: Duration::from_secs(1) };
+    let limits = listen::Limits { max_connections: 8, header_timeout: Duration::from_secs(1), ..Default::default() };
     let (addr, stop) = start_limited(limits).await;
     let started = std::time::Instant::now();
     let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -424,7 +424,7 @@ async fn a_connection_that_sends_no_request_head_in_time_is_closed() {
 #[tokio::test]
 async fn connections_above_the_cap_are_closed_at_once_and_service_resumes_when_they_go() {
     use std::time::Duration;
-    let limits = listen::Limits { max_connections: 2, header_timeout: Duration::from_secs(60) };
+    let limits = listen::Limits { max_connections: 2, header_timeout: Duration::from_secs(60), ..Default::default() };
     let (addr, stop) = start_limited(limits).await;
     let idle: Vec<tokio::net::TcpStream> =
         vec![tokio::net::TcpStream::connect(addr).await.unwrap(), tokio::net::TcpStream::connect(addr).await.unwrap()];
@@ -443,5 +443,28 @@ async fn connections_above_the_cap_are_closed_at_once_and_service_resumes_when_t
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_request_whose_body_does_not_come_gets_408_and_its_connection_closed() {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let limits = listen::Limits { request_timeout: Duration::from_secs(1), ..Default::default() };
+    let (addr, stop) = start_limited(limits).await;
+    let started = std::time::Instant::now();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // A slow POST: the head in time, then 3 of the 100 bytes it announces.
+    let head = format!(
+        "POST /control/pause HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ncsr"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the connection is still open after 10 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(5), "answered after {:?}", started.elapsed());
     stop.cancel();
 }
