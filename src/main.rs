@@ -3,8 +3,10 @@
 
 use clap::Parser;
 use std::process::ExitCode;
+use tradebot::alpaca::rest::RestError;
 use tradebot::cli::{Cli, run};
 use tradebot::config::{ConfigError, EX_CONFIG};
+use tradebot::daemon::{EX_CANTCREAT, StateDirError};
 use tradebot::live::{EX_FATAL, EX_PANIC, RunError};
 use tradebot::store::{EX_STORE, StoreError};
 
@@ -36,6 +38,14 @@ fn main() -> ExitCode {
             // A damaged or rolled-back store: EX_DATAERR, which the unit does not restart into.
             if e.chain().filter_map(|c| c.downcast_ref::<StoreError>()).any(StoreError::is_damage) {
                 return ExitCode::from(EX_STORE);
+            }
+            // Keys Alpaca refuses are a configuration a person must fix: EX_CONFIG, not restarted.
+            if e.chain().any(|c| matches!(c.downcast_ref::<RestError>(), Some(RestError::Auth { .. }))) {
+                return ExitCode::from(EX_CONFIG);
+            }
+            // A state directory that cannot be created or written: EX_CANTCREAT, not restarted.
+            if e.chain().any(|c| c.downcast_ref::<StateDirError>().is_some()) {
+                return ExitCode::from(EX_CANTCREAT);
             }
             // A fatal stream error (EX_TEMPFAIL) or a panicked core (EX_SOFTWARE): systemd restarts us.
             match e.chain().find_map(|c| c.downcast_ref::<RunError>()) {

@@ -306,3 +306,108 @@ fn a_training_child_caps_its_own_memory_at_the_budget_the_daemon_passes() {
     let out = tradebot(&args, &[]);
     assert!(!text(&out).contains("memory capped"), "{}", text(&out));
 }
+
+#[test]
+fn a_dashboard_off_loopback_without_tls_or_allow_remote_exits_78_naming_the_key_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = config_in(dir.path(), "", "");
+    let open = std::fs::read_to_string(&p).unwrap().replace("listen = \"127.0.0.1:9187\"", "listen = \"0.0.0.0:9187\"");
+    std::fs::write(&p, open).unwrap();
+    for args in [&["config", "check", p.to_str().unwrap()][..], &["run", "--config", p.to_str().unwrap()][..]] {
+        let o = tradebot(args, &[]);
+        assert_eq!(o.status.code(), Some(78), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("{}: web.listen = \"0.0.0.0:9187\" is not a loopback address", p.display()))
+                && err.contains("reverse proxy with TLS")
+                && err.contains("web.allow_remote = true"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_state_dir_that_cannot_be_created_exits_73_naming_it_and_the_fix() {
+    // Below a regular file: no directory can be made there, by root either (CI runs as root, for whom a
+    // read-only mode would not stop anything).
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("blocker");
+    std::fs::write(&blocker, "a file, not a directory").unwrap();
+    let p = write_config(dir.path(), &demo_config(&blocker));
+    let o = tradebot(&["run", "--config", p.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(73), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let state = blocker.join("state").display().to_string();
+    assert!(err.contains(&format!("state_dir = {state:?} cannot be used: cannot create it")), "{err}");
+    assert!(err.contains("install -d -o $(id -un)"), "{err}");
+}
+
+#[test]
+fn refused_api_keys_exit_78_after_an_alert_to_the_notify_targets() {
+    use std::sync::{Arc, Mutex};
+    use tradebot::alpaca::fake::FakeAlpaca;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
+    // The webhook: records what it is sent.
+    let got = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: String| {
+            let sink = sink.clone();
+            async move {
+                sink.lock().unwrap().push(body);
+                "ok"
+            }
+        }),
+    );
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    rt.spawn(async move { axum::serve(listener, app).await });
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        &format!(
+            "mode = \"paper\"\nstate_dir = {state:?}\n{alpaca}[market]\nsymbols = [\"AAPL\"]\n[feed]\nkind = \"alpaca\"\n\
+             [broker]\nkind = \"alpaca\"\n[strategy]\nmode = \"scripted\"\n[web]\nenabled = false\n\
+             [notify]\nwebhook_url = {hook:?}\nretries = 0\n",
+            state = dir.path().join("state").display().to_string(),
+            alpaca = fake.alpaca_section("v2/iex"),
+        ),
+    );
+    let o = tradebot(
+        &["run", "--config", cfg.to_str().unwrap()],
+        &[("APCA_API_KEY_ID", "WRONGKEY"), ("APCA_API_SECRET_KEY", "wrong-secret")],
+    );
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    assert!(text(&o).contains("Alpaca refused the API keys"), "{}", text(&o));
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "one alert before the exit: {got:?}");
+    let alert: serde_json::Value = serde_json::from_str(&got[0]).unwrap();
+    assert_eq!(alert["event"], "fatal", "{alert}");
+    assert!(alert["text"].as_str().unwrap().contains("Alpaca refused the API keys"), "{alert}");
+    assert!(!got[0].contains("wrong-secret"), "a secret in the alert: {}", got[0]);
+}
+
+#[test]
+fn missing_api_keys_and_a_missing_alert_secret_exit_78_naming_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    // The live runner without keys.
+    let p = config_in(dir.path(), "", "");
+    let alpaca = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("kind = \"replay\"", "kind = \"alpaca\"")
+        .replace("kind = \"sim\"", "kind = \"alpaca\"");
+    std::fs::write(&p, alpaca).unwrap();
+    let o = tradebot(&["run", "--config", p.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: feed.kind / broker.kind = \"alpaca\" needs APCA_API_KEY_ID", p.display())));
+    // A Telegram chat without its bot token.
+    let p = config_in(dir.path(), "", "");
+    let telegram =
+        std::fs::read_to_string(&p).unwrap().replace("# telegram_chat_id = \"123456789\"", "telegram_chat_id = \"42\"");
+    std::fs::write(&p, telegram).unwrap();
+    let o = tradebot(&["run", "--config", p.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(78), "{}", text(&o));
+    assert!(text(&o).contains("[notify]: notify.telegram_chat_id is set but no bot token"), "{}", text(&o));
+}

@@ -787,3 +787,108 @@ fn a_daily_model_is_refused_at_start_by_a_15_minute_config_naming_both_and_the_f
     assert!(t.contains("set market.timeframe = \"1Day\""), "{t}");
     assert_eq!(t.matches("trained on 1Day bars, the config").count(), 1, "said once:\n{t}");
 }
+
+/// One request over the control socket at `sock`, answered within 10 s, or why not.
+fn control_status(sock: &Path) -> Result<serde_json::Value, String> {
+    use std::io::BufRead;
+    let mut s = std::os::unix::net::UnixStream::connect(sock).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    s.write_all(b"{\"cmd\":\"status\"}\n").map_err(|e| format!("write: {e}"))?;
+    let mut line = String::new();
+    std::io::BufReader::new(&s).read_line(&mut line).map_err(|e| format!("no answer: {e}"))?;
+    serde_json::from_str(&line).map_err(|e| format!("{e}: {line:?}"))
+}
+
+#[test]
+fn eleven_hundred_idle_dashboard_connections_leave_the_control_socket_and_the_dashboard_working() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    const IDLE: usize = 1_100;
+    // The test holds the idle connections itself: its own soft limit goes up to its hard one.
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    assert!(
+        hard >= 2 * IDLE as u64,
+        "this test opens {IDLE} connections: it needs `ulimit -Hn` of 2200 or more, not {hard}"
+    );
+    if soft < hard.min(1 << 20) {
+        setrlimit(Resource::RLIMIT_NOFILE, hard.min(1 << 20), hard).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let no_retrain = (
+        "(so a replay retrains in simulated time).\nenabled = true",
+        "(so a replay retrains in simulated time).\nenabled = false",
+    );
+    let cfg = config_in(dir.path(), Some(port), &[no_retrain]);
+    let token = "test-token-0123456789abcdef";
+    let log_path = dir.path().join("run.log");
+    // At most 1024 open files for the daemon (a common hard limit; 1,100 connections held would leave none
+    // for the control socket and the store), starting from a soft limit of 256 that it raises at start.
+    let args = ["run", "--config", cfg.to_str().unwrap(), "--linger"];
+    let mut child = common::command_with_open_files((256, 1024), &args)
+        .env("TRADEBOT_WEB_TOKEN", token)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let sock = dir.path().join("state/control.sock");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while control_status(&sock).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "the daemon exited:\n{}", log_text());
+        assert!(Instant::now() < deadline, "the control socket never answered:\n{}", log_text());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let idle: Vec<std::net::TcpStream> = (0..IDLE)
+        .map(|i| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+                .unwrap_or_else(|e| panic!("connection {i}: {e}"))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let st = control_status(&sock).unwrap_or_else(|e| panic!("the control socket is starved: {e}\n{}", log_text()));
+    assert_eq!(st["ok"], true, "{st}");
+    assert!(st["status"]["mode"].is_string(), "{st}");
+    // The served ones are closed when their request head does not come (web.header_timeout_secs = 10).
+    let mut first = idle[0].try_clone().unwrap();
+    first.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    match first.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("an idle connection was not closed within 20 s: {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(15), "closed after {:?}", started.elapsed());
+    drop(first);
+    drop(idle);
+
+    // With the idle ones gone, a real request is answered.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (code, body) = loop {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        let code: u16 = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        if code == 200 || Instant::now() > deadline {
+            break (code, raw);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(code, 200, "{body}\n{}", log_text());
+    assert!(body.contains("\"mode\""), "{body}");
+    let log = log_text();
+    assert!(log.contains("open files: limit raised from 256 to 1024 (the hard limit)"), "{log}");
+    assert!(log.contains("connections are open (web.max_connections): closed"), "no refusal logged:\n{log}");
+    assert!(child.try_wait().unwrap().is_none(), "the daemon exited:\n{log}");
+    common::signal(child.id(), Signal::SIGTERM);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}:\n{}", log_text());
+}

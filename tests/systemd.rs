@@ -90,3 +90,23 @@ fn sysusers_creates_the_service_user() {
     let unit = std::fs::read_to_string("systemd/tradebot.service").unwrap();
     assert!(unit.contains("User=tradebot") && unit.contains("StateDirectory=tradebot"));
 }
+
+/// The exits that need a person are the ones the unit does not restart into, and the soft limit the daemon
+/// raises at start has a hard one to reach.
+#[test]
+fn the_unit_does_not_restart_into_exits_that_need_a_person() {
+    let unit = std::fs::read_to_string("systemd/tradebot.service").unwrap();
+    let line = unit.lines().find(|l| l.starts_with("RestartPreventExitStatus=")).expect("RestartPreventExitStatus=");
+    let mut codes: Vec<u8> = line["RestartPreventExitStatus=".len()..]
+        .split_whitespace()
+        .map(|c| c.parse().unwrap_or_else(|_| panic!("{line}")))
+        .collect();
+    codes.sort_unstable();
+    // A damaged store, an unusable state directory, a store that cannot write (a full disk), a bad config
+    // or refused keys.
+    let io_error = 74;
+    let want = [tradebot::store::EX_STORE, tradebot::daemon::EX_CANTCREAT, io_error, tradebot::config::EX_CONFIG];
+    assert_eq!(codes, want, "{line}");
+    let nofile = unit.lines().find_map(|l| l.strip_prefix("LimitNOFILE=")).expect("LimitNOFILE= in the unit");
+    assert!(nofile.parse::<u64>().is_ok_and(|n| n >= 4096), "LimitNOFILE={nofile}");
+}

@@ -34,6 +34,8 @@ pub enum AlertKind {
     FeedDown,
     FeedBack,
     DailySummary,
+    /// `tradebot run` stopped on an error (the unit may not restart it): sent before the process exits.
+    Fatal,
 }
 
 /// One alert: a line for people, and the numbers behind it for machines (the generic webhook's `details`).

@@ -12,16 +12,6 @@ fn clamp_usize(v: u64) -> usize {
 }
 
 impl Checker {
-    /// A whole number in [lo, hi].
-    fn count(&mut self, key: &str, v: Option<u64>, default: u64, lo: u64, hi: u64) -> u64 {
-        let x = v.unwrap_or(default);
-        if (lo..=hi).contains(&x) {
-            return x;
-        }
-        self.problem(format!("{key} = {x}: must be a whole number in [{lo}, {hi}]"));
-        default
-    }
-
     /// The feature set; its own `check` (the one `FeatureSpec` uses everywhere) reports bad values.
     pub(super) fn features(&mut self, r: RawFeatures) -> FeatureSpec {
         let d = FeatureSpec::default();
@@ -55,7 +45,7 @@ impl Checker {
         let d = EnvConfig::default();
         let exec = ExecParams {
             max_trade: self.range("env.max_trade", r.max_trade, 100.0, (0.0, false), (1e9, true)),
-            min_order: self.range("env.min_order", r.min_order, 1.0, (0.0, true), (1e9, true)),
+            min_order: self.range("env.min_order", r.min_order, 1.0, (0.0, false), (1e9, true)),
             fee_bps: self.range("env.fee_bps", r.fee_bps, broker.fee_bps, (0.0, true), (1000.0, true)),
             slippage_bps: self.range(
                 "env.slippage_bps",

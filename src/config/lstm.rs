@@ -147,9 +147,22 @@ impl LstmConfig {
                 self.down_threshold < self.up_threshold,
             ),
         ];
-        match checks.iter().find(|(_, ok)| !ok) {
-            Some((m, _)) => Err(m.to_string()),
-            None => Ok(()),
+        if let Some((m, _)) = checks.iter().find(|(_, ok)| !ok) {
+            return Err(m.to_string());
         }
+        let widest = [self.fast_hidden, self.slow_hidden]
+            .iter()
+            .chain(&self.context_hidden)
+            .chain(&self.head_hidden)
+            .copied()
+            .max()
+            .unwrap_or(1)
+            .max(1) as u64;
+        super::within("lstm hidden sizes (the widest)", widest, 1, 65_536)?;
+        super::within("lstm.batch_size", self.batch_size as u64, 2, 1 << 24)?;
+        super::within("lstm.max_epochs", self.max_epochs as u64, 1, 100_000)?;
+        super::within("lstm.patience", self.patience as u64, 1, 100_000)?;
+        super::within("lstm.checkpoint_every", self.checkpoint_every as u64, 1, 1_000_000)?;
+        super::within("lstm.cutoff_min_entries", self.cutoff_min_entries as u64, 0, 1_000_000)
     }
 }

@@ -32,7 +32,7 @@ pub use secret::Secret;
 pub use strategy::{DEFAULT_CUTOFF, StrategyConfig, StrategyMode};
 pub use train::{AS_OF_ENV, Rolling, SEED_ENV, TrainConfig, retrain_seed, seed_from_env};
 pub use tune::{Dist, SamplerKind, TUNABLE, TuneConfig, TuneMetric, default_space};
-pub use web::{DEFAULT_WEB_LISTEN, WebConfig};
+pub use web::{DEFAULT_HEADER_TIMEOUT_SECS, DEFAULT_MAX_CONNECTIONS, DEFAULT_WEB_LISTEN, WebConfig};
 
 use crate::domain::{Symbol, Timeframe};
 use chrono::NaiveDate;
@@ -214,7 +214,15 @@ impl Config {
     pub fn from_raw(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
         let mut c = Checker::default();
         let mode = c.choice("mode", raw.mode.as_deref(), "paper", &[("paper", Mode::Paper), ("live", Mode::Live)]);
-        let state_dir = PathBuf::from(raw.state_dir.unwrap_or_else(|| "./var".into()));
+        let state_dir = match raw.state_dir {
+            Some(s) if s.trim().is_empty() => {
+                c.problem(format!(
+                    "state_dir = {s:?}: must name a directory, e.g. \"/var/lib/tradebot\" or \"./var\" (the store, models and control socket live there)"
+                ));
+                PathBuf::from("./var")
+            }
+            s => PathBuf::from(s.unwrap_or_else(|| "./var".into())),
+        };
         let log_level = c.choice(
             "log_level",
             raw.log_level.as_deref(),
@@ -360,7 +368,7 @@ impl Config {
         }
 
         let broker = c.broker(raw.broker, mode);
-        let risk = c.risk(raw.risk, timeframe);
+        let risk = c.risk(raw.risk, timeframe, mode);
         let runtime = RuntimeConfig { onnxruntime_lib: raw.runtime.onnxruntime_lib.map(PathBuf::from) };
         let features = c.features(raw.features);
         let env = c.env(raw.env, &broker);
@@ -426,6 +434,16 @@ impl Config {
     }
 }
 
+/// `key = value` within [lo, hi], or the problem naming the key, the value and the range (the sections
+/// that check themselves: `[ppo]`, `[lstm]`, `[tune]`).
+pub(crate) fn within(key: &str, value: u64, lo: u64, hi: u64) -> Result<(), String> {
+    if (lo..=hi).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{key} = {value}: must be a whole number in [{lo}, {hi}]"))
+    }
+}
+
 /// Collects problems while parsing, so one run reports all of them.
 #[derive(Default)]
 struct Checker {
@@ -445,6 +463,26 @@ impl Checker {
         let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
         self.problem(format!("{key} = {v:?}: must be one of {}", names.join(", ")));
         options[0].1
+    }
+
+    /// A whole number in [lo, hi].
+    fn count(&mut self, key: &str, v: Option<u64>, default: u64, lo: u64, hi: u64) -> u64 {
+        let x = v.unwrap_or(default);
+        if (lo..=hi).contains(&x) {
+            return x;
+        }
+        self.problem(format!("{key} = {x}: must be a whole number in [{lo}, {hi}]"));
+        default
+    }
+
+    /// An optional whole number in [lo, hi] (`None` stays `None`).
+    fn count_opt(&mut self, key: &str, v: Option<u64>, lo: u64, hi: u64) -> Option<u64> {
+        let x = v?;
+        if (lo..=hi).contains(&x) {
+            return Some(x);
+        }
+        self.problem(format!("{key} = {x}: must be a whole number in [{lo}, {hi}] (or omit it)"));
+        None
     }
 
     /// A number in a range; each bound is (value, inclusive).

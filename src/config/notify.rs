@@ -58,7 +58,7 @@ impl Checker {
             telegram_chat_id,
             telegram_api,
             discord: r.discord.unwrap_or(false),
-            feed_down_mins: r.feed_down_mins.unwrap_or(5),
+            feed_down_mins: self.count("notify.feed_down_mins", r.feed_down_mins, 5, 0, 10_080),
             daily_summary: r.daily_summary.unwrap_or(true),
             timeout_secs,
             retries,

@@ -106,9 +106,15 @@ impl PpoConfig {
             ("ppo.ent_coef and ppo.vf_coef must not be negative", self.ent_coef >= 0.0 && self.vf_coef >= 0.0),
             ("ppo.obs_clip must be above 0", self.obs_clip > 0.0),
         ];
-        match checks.iter().find(|(_, ok)| !ok) {
-            Some((msg, _)) => Err(msg.to_string()),
-            None => Ok(()),
+        if let Some((msg, _)) = checks.iter().find(|(_, ok)| !ok) {
+            return Err(msg.to_string());
         }
+        // Sizes: a network, a rollout and a batch that fit a machine.
+        let width = self.hidden.iter().copied().max().unwrap_or(1).max(1) as u64;
+        super::within("ppo.hidden (widest layer)", width, 1, 65_536)?;
+        super::within("ppo.hidden (layers)", self.hidden.len() as u64, 0, 16)?;
+        super::within("ppo.n_steps", self.n_steps as u64, 1, 1 << 20)?;
+        super::within("ppo.batch_size", self.batch_size as u64, 2, 1 << 24)?;
+        super::within("ppo.n_epochs", self.n_epochs as u64, 1, 1_000)
     }
 }

@@ -195,4 +195,7 @@ pub struct RawWeb {
     pub enabled: Option<bool>,
     pub listen: Option<String>,
     pub token_file: Option<String>,
+    pub allow_remote: Option<bool>,
+    pub max_connections: Option<u64>,
+    pub header_timeout_secs: Option<u64>,
 }

@@ -64,20 +64,19 @@ impl Checker {
         };
         let budget =
             self.range("retrain.time_budget_secs", r.time_budget_secs, 3600.0, (0.0, false), (7.0 * 86400.0, true));
-        if matches!(r.ppo_steps, Some(0)) {
-            self.problem("retrain.ppo_steps = 0: must be at least 1 (or omit it)".into());
-        }
-        if matches!(r.lstm_epochs, Some(0)) {
-            self.problem("retrain.lstm_epochs = 0: must be at least 1 (or omit it)".into());
-        }
+        let ppo_steps = self.count_opt("retrain.ppo_steps", r.ppo_steps, 1, 10_000_000_000);
+        let lstm_epochs = self.count_opt("retrain.lstm_epochs", r.lstm_epochs, 1, 100_000);
+        // Sizes in MiB: a GPU of 1 TiB, a machine of 16 TiB.
+        let gpu_memory_mb = self.count("retrain.gpu_memory_mb", r.gpu_memory_mb, 0, 0, 1 << 20);
+        let memory_mb = self.count_opt("retrain.memory_mb", r.memory_mb, 0, 1 << 24);
         RetrainConfig {
             enabled: r.enabled.unwrap_or(true),
             schedule,
             time_budget: Duration::from_secs_f64(budget),
-            gpu_memory_mb: r.gpu_memory_mb.unwrap_or(0),
-            memory_mb: r.memory_mb,
-            ppo_steps: r.ppo_steps,
-            lstm_epochs: r.lstm_epochs,
+            gpu_memory_mb,
+            memory_mb,
+            ppo_steps,
+            lstm_epochs,
             tune: r.tune.unwrap_or(false),
             gate: GateConfig {
                 min_sharpe_margin: self.range(
@@ -88,7 +87,7 @@ impl Checker {
                     (10.0, true),
                 ),
                 max_drawdown: self.range("retrain.max_drawdown", r.max_drawdown, 0.3, (0.0, false), (1.0, true)),
-                min_trades: r.min_trades.unwrap_or(5),
+                min_trades: self.count("retrain.min_trades", r.min_trades, 5, 0, 1_000_000),
                 confidence: self.range("retrain.confidence", r.confidence, 0.9, (0.0, true), (1.0, false)),
                 folds: match r.folds {
                     Some(k @ 1..=20) => k as usize,

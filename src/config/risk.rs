@@ -7,6 +7,8 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use std::time::Duration;
 
+const DAY: u64 = 86_400;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct BrokerConfig {
     pub kind: BrokerKind,
@@ -66,7 +68,14 @@ impl Checker {
         broker
     }
 
-    pub(super) fn risk(&mut self, r: RawRisk, timeframe: Timeframe) -> RiskConfig {
+    pub(super) fn risk(&mut self, r: RawRisk, timeframe: Timeframe, mode: Mode) -> RiskConfig {
+        let bar = timeframe.seconds().max(60).unsigned_abs();
+        // Live trading: a week, or two bars of a longer timeframe. Paper trading also runs against fakes
+        // that stream historic bars (years old): ten years there. Either way the check stays on.
+        let max_age = match mode {
+            Mode::Live => (7 * DAY).max(2 * bar),
+            Mode::Paper => 3650 * DAY,
+        };
         RiskConfig {
             max_position_pct: self.range("risk.max_position_pct", r.max_position_pct, 0.25, (0.0, false), (1.0, true)),
             max_gross_exposure_pct: self.range(
@@ -99,8 +108,18 @@ impl Checker {
                     self.problem("risk.max_bar_age_secs = 0: must be at least 1".into());
                     Duration::from_secs(1)
                 }
+                Some(s) if s > max_age => {
+                    self.problem(format!(
+                        "risk.max_bar_age_secs = {s}: at most {max_age} in {} mode ({} days): a bar older than that is \
+                         stale, and a larger value turns the stale check off; omit it for two bars ({} s)",
+                        if mode == Mode::Live { "live" } else { "paper" },
+                        max_age / DAY,
+                        2 * bar
+                    ));
+                    Duration::from_secs(2 * bar)
+                }
                 Some(s) => Duration::from_secs(s),
-                None => Duration::from_secs(2 * timeframe.seconds().max(60) as u64),
+                None => Duration::from_secs(2 * bar),
             },
             extended_hours: r.extended_hours.unwrap_or(false),
             max_working_orders: match r.max_working_orders {

@@ -233,3 +233,82 @@ fn notify_targets_are_checked_and_round_trip_through_the_effective_config() {
         .to_string();
     assert!(e.contains("notify.webhook_url") && e.contains("notify.timeout_secs = 0"), "{e}");
 }
+
+#[test]
+fn a_dashboard_off_loopback_needs_allow_remote_and_its_limits_are_bounded() {
+    let e = parse(&format!("{MIN}[web]\nlisten = \"0.0.0.0:9187\"\n")).unwrap_err().to_string();
+    assert!(
+        e.starts_with("config/x.toml: web.listen = \"0.0.0.0:9187\" is not a loopback address")
+            && e.contains("reverse proxy with TLS")
+            && e.contains("web.allow_remote = true"),
+        "{e}"
+    );
+    // Said so: accepted, with the WARN the daemon logs at start.
+    let c = parse(&format!("{MIN}[web]\nlisten = \"0.0.0.0:9187\"\nallow_remote = true\n")).unwrap();
+    assert!(c.web.allow_remote && c.web.remote_warning().is_some_and(|w| w.contains("plain HTTP")));
+    // Loopback (either family) and a disabled listener need nothing.
+    for ok in ["listen = \"[::1]:9187\"", "enabled = false\nlisten = \"0.0.0.0:9187\""] {
+        let c = parse(&format!("{MIN}[web]\n{ok}\n")).unwrap();
+        assert!(c.web.remote_warning().is_none(), "{ok}");
+    }
+    let c = parse(MIN).unwrap();
+    assert_eq!((c.web.max_connections, c.web.header_timeout_secs), (256, 10));
+    let e = parse(&format!("{MIN}[web]\nmax_connections = 0\nheader_timeout_secs = 100000\n")).unwrap_err().to_string();
+    assert!(e.contains("web.max_connections = 0: must be a whole number in [1, 4096]"), "{e}");
+    assert!(e.contains("web.header_timeout_secs = 100000: must be a whole number in [1, 300]"), "{e}");
+    // The effective configuration keeps the new keys.
+    let c = parse(&format!("{MIN}[web]\nmax_connections = 64\nheader_timeout_secs = 5\n")).unwrap();
+    assert_eq!(parse(&c.to_toml()).unwrap().web, c.web);
+}
+
+#[test]
+fn every_duration_size_and_count_has_a_bound_named_with_its_value() {
+    // The stale check cannot be turned off by a huge age: a week live (two bars of a weekly timeframe),
+    // ten years on paper (fakes stream historic bars).
+    let live = "mode = \"live\"\n[broker]\nkind = \"alpaca\"\n";
+    let e = parse(&format!("{live}{MIN}[risk]\nmax_bar_age_secs = 604801\n")).unwrap_err().to_string();
+    assert!(e.contains("risk.max_bar_age_secs = 604801: at most 604800 in live mode (7 days)"), "{e}");
+    assert!(parse(&format!("{live}{MIN}[risk]\nmax_bar_age_secs = 604800\n")).is_ok());
+    let weekly = parse(&format!("{live}[market]\nsymbols = [\"AAPL\"]\ntimeframe = \"1Week\"\n")).unwrap();
+    assert_eq!(weekly.risk.max_bar_age.as_secs(), 2 * 7 * 86_400, "a weekly timeframe's default stays valid");
+    let e = parse(&format!("{MIN}[risk]\nmax_bar_age_secs = 315360001\n")).unwrap_err().to_string();
+    assert!(e.contains("risk.max_bar_age_secs = 315360001: at most 315360000 in paper mode"), "{e}");
+    // u64::MAX, as a user wrote it: refused whichever part refuses it.
+    assert!(parse(&format!("{MIN}[risk]\nmax_bar_age_secs = 18446744073709551615\n")).is_err());
+
+    let e = parse("state_dir = \"\"\n[market]\nsymbols = [\"AAPL\"]\n").unwrap_err().to_string();
+    assert!(e.contains("config/x.toml: state_dir = \"\": must name a directory"), "{e}");
+    let e = parse(&format!("{MIN}[env]\nmin_order = 0\n")).unwrap_err().to_string();
+    assert!(e.contains("env.min_order = 0: must be in (0, 1000000000]"), "{e}");
+
+    let e = parse(&format!(
+        "{MIN}[notify]\nfeed_down_mins = 100000\n[retrain]\ngpu_memory_mb = 99999999999\nmemory_mb = 99999999999\nppo_steps = 0\nlstm_epochs = 1000000\nmin_trades = 9999999\n[train]\ncheckpoint_every = 0\nwindow_days = 99999\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    for needle in [
+        "notify.feed_down_mins = 100000: must be a whole number in [0, 10080]",
+        "retrain.gpu_memory_mb = 99999999999: must be a whole number in [0, 1048576]",
+        "retrain.memory_mb = 99999999999: must be a whole number in [0, 16777216] (or omit it)",
+        "retrain.ppo_steps = 0: must be a whole number in [1, 10000000000] (or omit it)",
+        "retrain.lstm_epochs = 1000000: must be a whole number in [1, 100000] (or omit it)",
+        "retrain.min_trades = 9999999: must be a whole number in [0, 1000000]",
+        "train.checkpoint_every = 0: must be a whole number in [1, 1000000]",
+        "train.window_days = 99999, train.holdout_days = 182: use at most 36500 days",
+    ] {
+        assert!(e.contains(needle), "missing {needle:?} in:\n{e}");
+    }
+    assert!(e.lines().all(|l| l.starts_with("config/x.toml: ")), "{e}");
+    for (section, needle) in [
+        ("[ppo]\nn_steps = 100000000\n", "ppo.n_steps = 100000000: must be a whole number in [1, 1048576]"),
+        ("[ppo]\nhidden = [1000000]\n", "ppo.hidden (widest layer) = 1000000: must be a whole number in [1, 65536]"),
+        ("[ppo]\nn_epochs = 5000\n", "ppo.n_epochs = 5000: must be a whole number in [1, 1000]"),
+        ("[lstm]\nmax_epochs = 10000000\n", "lstm.max_epochs = 10000000: must be a whole number in [1, 100000]"),
+        ("[lstm]\nbatch_size = 100000000\n", "lstm.batch_size = 100000000: must be a whole number in [2, 16777216]"),
+        ("[tune]\nparallel = 1000\n", "tune.parallel = 1000: must be a whole number in [1, 256]"),
+        ("[tune]\ntrials = 10000000\n", "tune.trials = 10000000: must be a whole number in [1, 100000]"),
+    ] {
+        let e = parse(&format!("{MIN}{section}")).unwrap_err().to_string();
+        assert_eq!(e, format!("config/x.toml: {needle}"), "{section}");
+    }
+}

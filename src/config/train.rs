@@ -102,14 +102,7 @@ impl Checker {
             to: self.date("train.to", r.to.as_deref()),
             holdout_from: self.date("train.holdout_from", r.holdout_from.as_deref()),
             holdout_to: self.date("train.holdout_to", r.holdout_to.as_deref()),
-            checkpoint_every: match r.checkpoint_every {
-                Some(0) => {
-                    self.problem("train.checkpoint_every = 0: must be at least 1".into());
-                    1
-                }
-                Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-                None => 10,
-            },
+            checkpoint_every: self.count("train.checkpoint_every", r.checkpoint_every, 10, 1, 1_000_000) as usize,
             rolling: None,
         };
         let mut t = t;
@@ -122,7 +115,11 @@ impl Checker {
                     );
                 }
                 let h = h.unwrap_or(182);
-                if w < 30 || h < 20 {
+                if w > 36_500 || h > 3_650 {
+                    self.problem(format!(
+                        "train.window_days = {w}, train.holdout_days = {h}: use at most 36500 days (100 years) of training data and 3650 of holdout"
+                    ));
+                } else if w < 30 || h < 20 {
                     self.problem(format!(
                         "train.window_days = {w}, train.holdout_days = {h}: use at least 30 days of training data and 20 of holdout"
                     ));

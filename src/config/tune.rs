@@ -181,10 +181,15 @@ impl TuneConfig {
             ("tune.reduction must be at least 1 (1: no early stopping)", self.reduction >= 1),
             ("tune.validation_days must be at least 20 (a backtest needs bars to rank on)", self.validation_days >= 20),
         ];
-        match checks.iter().find(|(_, ok)| !ok) {
-            Some((msg, _)) => Err(msg.to_string()),
-            None => Ok(()),
+        if let Some((msg, _)) = checks.iter().find(|(_, ok)| !ok) {
+            return Err(msg.to_string());
         }
+        super::within("tune.trials", self.trials as u64, 1, 100_000)?;
+        super::within("tune.parallel", self.parallel as u64, 1, 256)?;
+        super::within("tune.startup_trials", self.startup_trials as u64, 0, 100_000)?;
+        super::within("tune.budget_steps", self.budget_steps, 1, 10_000_000_000)?;
+        super::within("tune.reduction", self.reduction, 1, 1_000)?;
+        super::within("tune.validation_days", self.validation_days as u64, 20, 36_500)
     }
 
     /// The rungs (environment steps) where trials are judged: `min_steps × reduction^k` below the budget,

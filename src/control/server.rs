@@ -4,7 +4,6 @@
 
 use super::{Request, Response};
 use std::io;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -21,6 +20,10 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Binds the socket with mode 0600. A stale socket file (no daemon behind it) is replaced; a live one is
 /// an error naming it, since it means another daemon runs on this state directory.
+///
+/// The mode comes from the umask at `bind` (not a chmod after it), so no other user can connect in
+/// between. The umask is the process's: for the one system call other threads' new files are at most
+/// more private, and the daemon creates none then (the host starts its tasks after this).
 pub fn bind(path: &Path) -> io::Result<UnixListener> {
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
@@ -31,9 +34,11 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
         }
         std::fs::remove_file(path)?;
     }
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
+    use nix::sys::stat::{Mode, umask};
+    let before = umask(Mode::from_bits_truncate(0o177));
+    let listener = UnixListener::bind(path);
+    umask(before);
+    listener
 }
 
 /// Accepts connections until `shutdown` resolves. Cancellation-safe: dropping it drops only connection

@@ -24,7 +24,7 @@ pub mod retrainer;
 pub mod run;
 pub mod watch;
 
-pub use run::{Outcome, RunOptions, check_live_gate, run};
+pub use run::{EX_CANTCREAT, Outcome, RunOptions, StateDirError, check_live_gate, run};
 
 /// A host for unit tests: the config's registry and store, retrains off, no web, no systemd.
 #[cfg(test)]

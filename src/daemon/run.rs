@@ -22,7 +22,7 @@ use crate::retrain::{PipelineSpec, RetrainPipeline};
 use crate::store::Store;
 use crate::web::data::SharedData;
 use crate::web::{WebState, resolve_token};
-use anyhow::{Context, bail};
+use anyhow::Context;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,16 +61,63 @@ pub fn check_live_gate(config: &Config, live_flag: bool) -> Result<(), ConfigErr
     Err(ConfigError { file: config.source.clone(), problems: vec![problem.to_string()] })
 }
 
+/// `EX_CANTCREAT` from sysexits.h: the state directory cannot be created or written (the unit does not
+/// restart into it: a person must fix the directory).
+pub const EX_CANTCREAT: u8 = 73;
+
+/// The state directory cannot be created or written.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{file}: state_dir = {dir:?} cannot be used: {reason}. Fix: point state_dir at a directory this user can \
+     write, or create it (`install -d -o $(id -un) {dir}`); under systemd, StateDirectory=tradebot makes \
+     /var/lib/tradebot"
+)]
+pub struct StateDirError {
+    pub file: String,
+    pub dir: String,
+    pub reason: String,
+}
+
 /// Runs the daemon until the data ends (a replay) or `shutdown` is cancelled (by the caller or a signal).
+/// A run that fails sends an alert to the `[notify]` targets first (`notify::alert_fatal`, at most 5 s).
 pub fn run(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Outcome> {
+    let result = run_until_stopped(config, opts, shutdown);
+    if let Err(e) = &result {
+        super::notify::alert_fatal(config, mode_name(config), e);
+    }
+    result
+}
+
+fn run_until_stopped(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Outcome> {
     check_live_gate(config, opts.live)?;
+    raise_open_files_limit();
     let live = config.feed.kind == FeedKind::Alpaca && config.broker.kind == BrokerKind::Alpaca;
     if !live && (config.feed.kind == FeedKind::Alpaca || config.broker.kind == BrokerKind::Alpaca) {
-        bail!(
-            "{}: feed.kind and broker.kind must both be \"alpaca\" (the live runner) or both \"replay\"/\"sim\" in this version",
-            config.source.display()
-        );
+        return Err(problem(
+            config,
+            "feed.kind and broker.kind must both be \"alpaca\" (the live runner) or both \"replay\"/\"sim\" in this version",
+        )
+        .into());
     }
+    // Keys that are missing are a configuration to fix, as keys Alpaca refuses are: exit 78, not restarts.
+    if live {
+        match crate::config::Credentials::load() {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(problem(
+                    config,
+                    "feed.kind / broker.kind = \"alpaca\" needs APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment or as systemd credentials (LoadCredential=)",
+                )
+                .into());
+            }
+            Err(e) => return Err(problem(config, &e).into()),
+        }
+    }
+    usable_state_dir(&config.state_dir).map_err(|reason| StateDirError {
+        file: config.source.display().to_string(),
+        dir: config.state_dir.display().to_string(),
+        reason,
+    })?;
     let rt = runtime()?;
     rt.spawn(on_signal(shutdown.clone()));
     let result = if live {
@@ -103,6 +150,46 @@ fn run_replay(
     replay::run(ReplayParts { host, shutdown: shutdown.clone(), linger })
 }
 
+/// A problem of the configuration (exit 78), naming the file like the config's own.
+fn problem(config: &Config, text: &str) -> ConfigError {
+    ConfigError { file: config.source.clone(), problems: vec![text.to_string()] }
+}
+
+/// Creates `dir` when missing and writes a file in it: a state directory the daemon cannot use is one
+/// clear error at start, not a failure somewhere in the store.
+fn usable_state_dir(dir: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create it ({e})"))?;
+    let probe = dir.join(format!(".tradebot-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| format!("cannot write in it ({e})"))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// The soft limit on open files raised to the hard one (systemd's `LimitNOFILE=`): the dashboard's
+/// connections, the store and the model files share it. Said once when it changes.
+fn raise_open_files_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
+    // An unlimited hard limit is more than the kernel allows (fs.nr_open, 1048576 by default).
+    let target = hard.min(1 << 20);
+    if soft >= target {
+        return;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
+        Ok(()) => log::info!("open files: limit raised from {soft} to {target} (the hard limit)"),
+        Err(e) => log::warn!("open files: cannot raise the limit from {soft} to {target}: {e}"),
+    }
+}
+
+/// "replay", "live" or "paper": how alerts name the run.
+fn mode_name(config: &Config) -> &'static str {
+    match (config.feed.kind, config.mode) {
+        (FeedKind::Replay, _) => "replay",
+        (_, Mode::Live) => "live",
+        _ => "paper",
+    }
+}
+
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -127,11 +214,16 @@ pub fn start_host(
     // The control socket's requests and the dashboard's controls reach the host on one channel.
     let (calls_tx, calls_rx) = mpsc::channel(16);
     if config.web.enabled {
-        let token = resolve_token(&config.web, &config.state_dir, |k| std::env::var(k).ok())?;
+        let token = resolve_token(&config.web, &config.state_dir, |k| std::env::var(k).ok())
+            .map_err(|e| problem(config, &e.to_string()))?;
         let listener = rt.block_on(crate::web::bind(&config.web))?;
         let loopback = config.web.listen.ip().is_loopback();
+        if let Some(w) = config.web.remote_warning() {
+            log::warn!("{w}");
+        }
         let state = WebState::new(metrics.clone(), dashboard.clone(), token, loopback).with_control(calls_tx.clone());
-        rt.spawn(crate::web::serve(listener, state, shutdown.clone()));
+        let limits = crate::web::listen::Limits::from_config(&config.web);
+        rt.spawn(crate::web::serve(listener, state, limits, shutdown.clone()));
     }
     let socket = crate::control::socket_path(&config.state_dir);
     let listener = rt
@@ -156,13 +248,8 @@ pub fn start_host(
         Notifier::from_env(),
     );
     let targets = crate::alerts::targets(&config.notify, |k| std::env::var(k).ok())
-        .map_err(|e| anyhow::anyhow!("{}: [notify]: {e}", config.source.display()))?;
-    let mode = match (config.feed.kind, config.mode) {
-        (crate::config::FeedKind::Replay, _) => "replay",
-        (_, Mode::Live) => "live",
-        _ => "paper",
-    };
-    let host = host.with_alerts(crate::alerts::Alerts::start(targets, &config.notify, mode, rt.handle()));
+        .map_err(|e| problem(config, &format!("[notify]: {e}")))?;
+    let host = host.with_alerts(crate::alerts::Alerts::start(targets, &config.notify, mode_name(config), rt.handle()));
     rt.spawn(on_hangup(host.hangup.clone(), shutdown.clone()));
     Ok(host)
 }

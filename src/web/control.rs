@@ -1,8 +1,9 @@
 //! The dashboard's controls: pause, resume, flatten, retrain now, promote and roll back, each a form POST
-//! to `/control/{action}` carrying the page's CSRF token (derived from the dashboard token, so a page of
-//! another origin cannot know it), the dashboard token itself (cookie or bearer), and for flatten and
-//! promote a ticked confirmation. The request goes to the daemon's host exactly as the control socket's
-//! do (`tradebot pause`, ...); each one is written to the log as an audit line naming the action.
+//! to `/control/{action}` carrying the page's CSRF token (random for each daemon session, so a page of
+//! another origin cannot know it and a page from an earlier session is refused), the dashboard token
+//! itself (cookie or bearer), and for flatten and promote a ticked confirmation. The request goes to the
+//! daemon's host exactly as the control socket's do (`tradebot pause`, ...); each one is written to the
+//! log as an audit line naming the action.
 
 use super::{WebState, authorised, refused, same};
 use crate::control::{Request, Response as ControlResponse};
@@ -10,14 +11,8 @@ use crate::models::ModelKind;
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::time::Duration;
-
-/// The CSRF token of the pages served with dashboard token `token`.
-pub fn csrf_token(token: &str) -> String {
-    Sha256::digest(format!("tradebot-dashboard-csrf:{token}").as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// The request a form asks for, or why it is refused.
 fn request(action: &str, form: &HashMap<String, String>) -> Result<Request, String> {
@@ -73,8 +68,7 @@ pub(super) async fn post(
         Ok(Form(f)) => f,
         Err(e) => return page(StatusCode::BAD_REQUEST, "not done", &format!("not a form: {e}")),
     };
-    let expected = csrf_token(s.token.expose());
-    if !form.get("csrf").is_some_and(|c| same(c.as_bytes(), expected.as_bytes())) {
+    if !form.get("csrf").is_some_and(|c| same(c.as_bytes(), s.csrf.expose().as_bytes())) {
         log::warn!("audit: dashboard {action} refused: the form's CSRF token is missing or wrong");
         return page(
             StatusCode::FORBIDDEN,

@@ -15,9 +15,16 @@
 //! page without the token in the address. Anything else gets 401. Tokens are compared in constant time.
 //! The token comes from `web.token_file`, `$TRADEBOT_WEB_TOKEN`, the systemd credential
 //! `TRADEBOT_WEB_TOKEN`, or `state_dir/web.token`, created with a random value (mode 0600) on first use.
+//! The cookie is marked `Secure` when the request came through a TLS proxy (`X-Forwarded-Proto: https`).
+//!
+//! **Exposure.** The daemon speaks plain HTTP: `web.listen` off loopback is refused by the config unless
+//! `web.allow_remote = true` (use a reverse proxy with TLS). The forms' CSRF token is random for each
+//! daemon session. At most `web.max_connections` connections are served at once and each must send its
+//! request head within `web.header_timeout_secs` (`listen`).
 
 pub mod control;
 pub mod data;
+pub mod listen;
 pub mod page;
 pub mod search;
 pub mod svg;
@@ -52,6 +59,8 @@ pub struct WebState {
     pub metrics: Arc<Metrics>,
     pub source: Arc<dyn DashboardSource>,
     token: Secret,
+    /// The forms' CSRF token: random for each daemon session (each `WebState::new`).
+    csrf: Secret,
     metrics_need_token: bool,
     refresh_secs: u32,
     /// The daemon's host, as the control socket reaches it: the dashboard's controls (none without).
@@ -60,7 +69,15 @@ pub struct WebState {
 
 impl WebState {
     pub fn new(metrics: Arc<Metrics>, source: Arc<dyn DashboardSource>, token: Secret, loopback: bool) -> Self {
-        WebState { metrics, source, token, metrics_need_token: !loopback, refresh_secs: 5, control: None }
+        let mut bytes = [0u8; 32];
+        rand::fill(&mut bytes);
+        let csrf = Secret::new(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        WebState { metrics, source, token, csrf, metrics_need_token: !loopback, refresh_secs: 5, control: None }
+    }
+
+    /// The CSRF token the pages of this session carry in their forms.
+    pub fn csrf_token(&self) -> &str {
+        self.csrf.expose()
     }
 
     /// The dashboard's controls send their requests here.
@@ -174,7 +191,12 @@ async fn dashboard(
             return refused();
         }
         let mut r = Redirect::to("/").into_response();
-        let cookie = format!("{COOKIE}={t}; HttpOnly; SameSite=Strict; Path=/");
+        // Behind a TLS proxy the browser must never send the cookie over plain HTTP.
+        let secure = headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+        let cookie = format!("{COOKIE}={t}; HttpOnly; SameSite=Strict; Path=/{}", if secure { "; Secure" } else { "" });
         if let Ok(v) = HeaderValue::from_str(&cookie) {
             r.headers_mut().insert(header::SET_COOKIE, v);
         }
@@ -185,7 +207,7 @@ async fn dashboard(
     }
     let source = s.source.clone();
     let refresh = s.refresh_secs;
-    let csrf = s.control.is_some().then(|| control::csrf_token(s.token.expose()));
+    let csrf = s.control.is_some().then(|| s.csrf.expose().to_string());
     // Reading the store and rendering are CPU work: off the reactor.
     match tokio::task::spawn_blocking(move || page::render(&source.snapshot(), refresh, csrf.as_deref())).await {
         Ok(html) => Html(html).into_response(),
@@ -245,13 +267,21 @@ pub async fn bind(cfg: &WebConfig) -> Result<tokio::net::TcpListener, WebError> 
         .map_err(|e| WebError::Bind { addr: cfg.listen.to_string(), reason: e.to_string() })
 }
 
-/// Serves until `shutdown` is cancelled. Cancellation-safe: dropping it closes the listener.
-pub async fn serve(listener: tokio::net::TcpListener, state: WebState, shutdown: CancellationToken) {
+/// Serves until `shutdown` is cancelled, within `limits` (`listen`). Cancellation-safe: dropping it closes
+/// the listener.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: WebState,
+    limits: listen::Limits,
+    shutdown: CancellationToken,
+) {
     let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    log::info!("web: dashboard and /metrics on http://{addr}/");
-    if let Err(e) = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await {
-        log::error!("web: server stopped: {e}");
-    }
+    log::info!(
+        "web: dashboard and /metrics on http://{addr}/ (at most {} connections, request heads within {} s)",
+        limits.max_connections,
+        limits.header_timeout.as_secs()
+    );
+    listen::serve(listener, router(state), limits, shutdown).await;
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ async fn start(loopback: bool) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
-    tokio::spawn(serve(listener, state, stop.clone()));
+    tokio::spawn(serve(listener, state, listen::Limits::default(), stop.clone()));
     (url, stop)
 }
 
@@ -128,6 +128,9 @@ fn the_token_comes_from_the_file_env_credentials_or_a_new_private_file() {
         enabled: true,
         listen: "127.0.0.1:0".parse().unwrap(),
         token_file: file,
+        allow_remote: false,
+        max_connections: 256,
+        header_timeout_secs: 10,
     };
     let none = |_: &str| None;
     // A new token, kept private and reused.
@@ -176,15 +179,22 @@ async fn start_with_control() -> (String, CancellationToken, tokio::sync::mpsc::
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
-    tokio::spawn(serve(listener, state, stop.clone()));
+    tokio::spawn(serve(listener, state, listen::Limits::default(), stop.clone()));
     (url, stop, rx)
+}
+
+/// The CSRF token in the page's forms.
+fn csrf_of(html: &str) -> String {
+    let at = html.find(r#"name="csrf" value=""#).expect("a form with the CSRF token") + r#"name="csrf" value=""#.len();
+    html[at..at + html[at..].find('"').unwrap()].to_string()
 }
 
 #[tokio::test]
 async fn controls_need_the_token_the_csrf_token_and_for_flatten_a_confirmation() {
     let (url, stop, mut calls) = start_with_control().await;
     let c = client();
-    let csrf = control::csrf_token(TOKEN);
+    let html = c.get(format!("{url}/")).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap();
+    let csrf = csrf_of(&html);
     let post = |action: &str, body: String| {
         c.post(format!("{url}/control/{action}"))
             .bearer_auth(TOKEN)
@@ -192,8 +202,7 @@ async fn controls_need_the_token_the_csrf_token_and_for_flatten_a_confirmation()
             .body(body)
     };
     // The page carries the forms and the CSRF token.
-    let html = c.get(format!("{url}/")).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap();
-    assert!(html.contains(r#"id="control-pause""#) && html.contains(&csrf), "no controls on the page");
+    assert!(html.contains(r#"id="control-pause""#) && csrf.len() == 64, "no controls on the page");
     // Without the dashboard token: 401; without or with a wrong CSRF token: 403; nothing reaches the daemon.
     let r = c.post(format!("{url}/control/pause")).body(format!("csrf={csrf}")).send().await.unwrap();
     assert_eq!(r.status(), 401);
@@ -322,4 +331,140 @@ fn training_runs_are_labelled_curves_with_their_final_numbers_and_the_gate() {
     assert!(!run.contains("train-ppo-run-7-single"), "a one-point curve is not drawn");
     assert!(run.contains(">updates</th>") && run.contains(">13<"), "final numbers, integers as integers");
     assert!(run.contains("no lead over the champion") && run.contains("candidate +3.1% (Sharpe 0.40)"), "the gate");
+}
+
+#[tokio::test]
+async fn each_daemon_session_has_its_own_csrf_token_and_refuses_another_sessions() {
+    let (a_url, a_stop, _a_calls) = start_with_control().await;
+    let (b_url, b_stop, mut b_calls) = start_with_control().await;
+    let c = client();
+    let page = |url: String| {
+        let c = c.clone();
+        async move { c.get(format!("{url}/")).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap() }
+    };
+    let (a, b) = (csrf_of(&page(a_url.clone()).await), csrf_of(&page(b_url.clone()).await));
+    assert_ne!(a, b, "two sessions with the same dashboard token must not share a CSRF token");
+    assert_eq!(a, csrf_of(&page(a_url).await), "one session keeps its token");
+    // A form from the first session (an old page, or a token learnt once) is refused by the second.
+    let r = c
+        .post(format!("{b_url}/control/pause"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={a}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(b_calls.try_recv().is_err(), "the refused form reached the daemon");
+    a_stop.cancel();
+    b_stop.cancel();
+}
+
+#[tokio::test]
+async fn the_cookie_is_secure_behind_a_tls_proxy() {
+    let (url, stop) = start(true).await;
+    let cookie = |proto: Option<&'static str>| {
+        let mut req = client().get(format!("{url}/?token={TOKEN}"));
+        if let Some(p) = proto {
+            req = req.header("X-Forwarded-Proto", p);
+        }
+        async move { req.send().await.unwrap().headers()["set-cookie"].to_str().unwrap().to_string() }
+    };
+    assert!(cookie(Some("https")).await.contains("; Secure"));
+    assert!(!cookie(None).await.contains("Secure"), "plain HTTP on loopback: a Secure cookie would never come back");
+    stop.cancel();
+}
+
+/// A server with `limits`, no controls.
+async fn start_limited(limits: listen::Limits) -> (std::net::SocketAddr, CancellationToken) {
+    let state = WebState::new(Arc::new(Metrics::new()), Arc::new(SharedData::new(data())), Secret::new(TOKEN), true);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    tokio::spawn(serve(listener, state, limits, stop.clone()));
+    (addr, stop)
+}
+
+/// Reads until the server closes the connection; how long that took (`None`: still open after `limit`).
+async fn closed_within(s: &mut tokio::net::TcpStream, limit: std::time::Duration) -> Option<std::time::Duration> {
+    use tokio::io::AsyncReadExt;
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 1024];
+    loop {
+        match tokio::time::timeout(limit.saturating_sub(started.elapsed()), s.read(&mut buf)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(started.elapsed()),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_no_request_head_in_time_is_closed() {
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+    let limits = listen::Limits { max_connections: 8, header_timeout: Duration::from_secs(1), ..Default::default() };
+    let (addr, stop) = start_limited(limits).await;
+    let started = std::time::Instant::now();
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // Slowloris: a head started and never finished.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.unwrap();
+    for s in [&mut silent, &mut slow] {
+        closed_within(s, Duration::from_secs(10)).await.expect("the connection is still open after 10 s");
+        let t = started.elapsed();
+        assert!(t >= Duration::from_millis(900) && t < Duration::from_secs(5), "closed after {t:?}");
+    }
+    // A request sent in time is answered.
+    let r = client().get(format!("http://{addr}/api/status")).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn connections_above_the_cap_are_closed_at_once_and_service_resumes_when_they_go() {
+    use std::time::Duration;
+    let limits = listen::Limits { max_connections: 2, header_timeout: Duration::from_secs(60), ..Default::default() };
+    let (addr, stop) = start_limited(limits).await;
+    let idle: Vec<tokio::net::TcpStream> =
+        vec![tokio::net::TcpStream::connect(addr).await.unwrap(), tokio::net::TcpStream::connect(addr).await.unwrap()];
+    // Both are served (so held), the third is closed as it is accepted, long before any timeout.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut third = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let t = closed_within(&mut third, Duration::from_secs(5)).await.expect("the third connection was queued");
+    assert!(t < Duration::from_secs(2), "closed after {t:?}");
+    drop(idle);
+    // The slots come back as the idle connections go.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match client().get(format!("http://{addr}/api/status")).bearer_auth(TOKEN).send().await {
+            Ok(r) if r.status() == 200 => break,
+            other => assert!(std::time::Instant::now() < deadline, "no answer after the idle ones left: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_request_whose_body_does_not_come_gets_408_and_its_connection_closed() {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let limits = listen::Limits { request_timeout: Duration::from_secs(1), ..Default::default() };
+    let (addr, stop) = start_limited(limits).await;
+    let started = std::time::Instant::now();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // A slow POST: the head in time, then 3 of the 100 bytes it announces.
+    let head = format!(
+        "POST /control/pause HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ncsr"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the connection is still open after 10 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(5), "answered after {:?}", started.elapsed());
+    stop.cancel();
 }

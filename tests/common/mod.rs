@@ -37,6 +37,19 @@ pub fn command(args: &[&str]) -> Command {
     c
 }
 
+/// `tradebot ARGS` as `command` makes it, under a shell that first sets its limits on open files to
+/// `(soft, hard)`.
+pub fn command_with_open_files((soft, hard): (u32, u32), args: &[&str]) -> Command {
+    let mut c = Command::new("sh");
+    let script = format!("ulimit -S -n {soft} && ulimit -H -n {hard} && exec \"$0\" \"$@\"");
+    c.arg("-c").arg(script).arg(env!("CARGO_BIN_EXE_tradebot"));
+    c.args(args).current_dir(root());
+    for k in CLEARED {
+        c.env_remove(k);
+    }
+    c
+}
+
 /// Runs `tradebot ARGS` to its end.
 pub fn tradebot(args: &[&str]) -> Output {
     command(args).output().expect("tradebot runs")

@@ -106,8 +106,9 @@ mode = "{strategy}"
 [retrain]
 enabled = false
 [risk]
-# The bars are from 2024: old, so the runner's stale-at-send check would refuse every order.
-max_bar_age_secs = 1000000000
+# The bars are from 2024: old, so the runner's stale-at-send check would refuse every order (ten years,
+# paper's longest).
+max_bar_age_secs = 315360000
 # The random walk may lose more than a day's usual limit: the kill switch would stop the buys.
 daily_loss_limit_pct = 0.9
 "#,
