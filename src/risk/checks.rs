@@ -10,7 +10,8 @@
 //! 3. a sell larger than the holding would open a short: refused (long-only);
 //! 4. the asset: tradable; fractionable, or else the quantity must be whole (**refused, not rounded**: the
 //!    approved order is always the order decided, so the decision record stays true; strategies size whole
-//!    units for such assets); at least the broker's minimum order size;
+//!    units for such assets); at least the broker's minimum order size; whole steps of its quantity
+//!    increment, and for crypto at least $1 (`asset_rules`);
 //! 5. stale data: the bar closed more than `max_bar_age` before now;
 //! 6. market hours for stocks on intraday bars (see `hours`);
 //! 7. a sell that reduces a position passes here: **exposure checks never block a risk-reducing sell**;
@@ -167,6 +168,7 @@ impl RiskChecks {
         {
             return Err(Refusal::BelowMinimum { symbol: sym, qty, min });
         }
+        super::asset_rules::check(&sym, qty, price, &rules)?;
         self.fresh(&sym, ctx)?;
         if !rules.crypto && hours_apply(ctx.timeframe) && !self.calendar.is_open(ctx.now, self.limits.session) {
             return Err(Refusal::MarketClosed { symbol: sym, now: ctx.now, session: self.limits.session.name() });
