@@ -1,7 +1,8 @@
 //! `AlpacaBroker`: the `Broker` trait over Alpaca's trading REST API (`alpaca::rest::RestClient`).
 //!
 //! - `submit`: checks the asset (tradable, fractionable when the quantity is fractional, at least its
-//!   `min_order_size`; looked up once per symbol) and sends a market order with our client_order_id
+//!   `min_order_size`, whole steps of its `min_trade_increment`; looked up once per symbol) and sends a
+//!   market order with the order's time in force (`gtc` for crypto, `day` for stocks) and our client_order_id
 //!   through `RestClient::submit_order`, which never sends an order twice (after an ambiguous failure it
 //!   looks the order up by client_order_id first).
 //! - `cancel`: finds the order by client_order_id and cancels it by Alpaca's id.
@@ -162,9 +163,25 @@ pub fn asset_refusal(asset: &Asset, qty: Decimal) -> Option<String> {
     if qty.fract() != Decimal::ZERO && !asset.fractionable {
         return Some(format!("{} is not fractionable: quantity {qty} must be whole", asset.symbol));
     }
-    match asset.min_order_size {
-        Some(min) if qty < min => Some(format!("quantity {qty} is below {}'s minimum order size {min}", asset.symbol)),
+    if let Some(min) = asset.min_order_size
+        && qty < min
+    {
+        return Some(format!("quantity {qty} is below {}'s minimum order size {min}", asset.symbol));
+    }
+    match asset.min_trade_increment {
+        Some(step) if step > Decimal::ZERO && !(qty % step).is_zero() => {
+            Some(format!("quantity {qty} is not a whole number of {}'s quantity increment {step}", asset.symbol))
+        }
         _ => None,
+    }
+}
+
+/// Alpaca's time in force for ours (chosen per asset class by `risk::tif_for`).
+pub fn time_in_force(tif: OrderTif) -> TimeInForce {
+    match tif {
+        OrderTif::Day => TimeInForce::Day,
+        OrderTif::Gtc => TimeInForce::Gtc,
+        OrderTif::Ioc => TimeInForce::Ioc,
     }
 }
 
@@ -206,10 +223,7 @@ impl Broker for AlpacaBroker {
             side: order.side,
             qty: order.qty,
             kind: OrderKind::Market,
-            time_in_force: match order.tif {
-                OrderTif::Day => TimeInForce::Day,
-                OrderTif::Gtc => TimeInForce::Gtc,
-            },
+            time_in_force: time_in_force(order.tif),
             client_order_id: order.client_order_id.clone(),
         };
         self.rest.submit_order(&new).await.map_err(|e| map_error(e, true))

@@ -396,6 +396,8 @@ fn asset_rules(a: &crate::alpaca::model::Asset) -> AssetRules {
         tradable: a.tradable,
         fractionable: a.fractionable,
         min_order_size: a.min_order_size,
+        min_trade_increment: a.min_trade_increment,
+        price_increment: a.price_increment,
         crypto: a.class == "crypto" || a.symbol.is_crypto(),
     }
 }

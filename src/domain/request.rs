@@ -9,8 +9,21 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OrderTif {
+    /// Until the end of the trading day: stocks (fractional and notional stock orders take only this).
     Day,
+    /// Until filled or canceled: crypto, which Alpaca takes only as `gtc` or `ioc`.
     Gtc,
+    /// Fill what can be filled at once, cancel the rest.
+    Ioc,
+}
+
+impl OrderTif {
+    /// The time in force of tradebot's orders by asset class, the one place it is chosen: crypto `gtc`
+    /// (Alpaca refuses `day` for crypto: 422 "invalid crypto time_in_force"), stocks `day` (the only one
+    /// Alpaca takes for fractional and notional stock orders).
+    pub fn for_asset(crypto: bool) -> Self {
+        if crypto { OrderTif::Gtc } else { OrderTif::Day }
+    }
 }
 
 /// Why an order was sent: the model's decision, or one of the protective sells (a trailing stop, the kill

@@ -29,6 +29,8 @@ mod stale;
 pub mod strategy;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tif_tests;
 
 pub use contract::{
     BrokerSnapshot, Clock, Command, Control, Core, Event, LoadedModel, ManualClock, ModelSwap, SystemClock, Update,

@@ -5,7 +5,7 @@
 use super::Command;
 use super::core::{DecisionRecord, Engine};
 use super::strategy::Want;
-use crate::domain::{ClientOrderId, OrderRequest, OrderTif, OrderWhy, Qty, Symbol};
+use crate::domain::{ClientOrderId, OrderRequest, OrderWhy, Qty, Symbol};
 use crate::oms::{Oms, OmsError};
 use crate::risk::{RiskContext, approve_notional};
 use crate::store::keys::time_key;
@@ -23,10 +23,10 @@ impl Engine {
         rec: &mut DecisionRecord,
     ) -> Vec<Command> {
         let symbol = self.cfg.symbols[k].clone();
-        // Alpaca takes at most 9 decimal places: rounded down before risk sees it, so the approved order
-        // is the order sent.
-        let Ok(qty) = Qty::from_f64(w.qty)
-            .and_then(|q| Qty::new(q.get().round_dp_with_strategy(9, rust_decimal::RoundingStrategy::ToZero)))
+        // Alpaca takes at most 9 decimal places, and crypto in whole steps of the pair's increment:
+        // rounded down before risk sees it, so the approved order is the order sent.
+        let assets = self.risk.as_ref().map(|r| &r.assets);
+        let Ok(qty) = Qty::from_f64(w.qty).and_then(|q| Qty::new(crate::risk::order_qty(&symbol, assets, q.get())))
         else {
             log::warn!("engine: {symbol}: quantity {} is not a valid order size", w.qty);
             return Vec::new();
@@ -53,7 +53,7 @@ impl Engine {
             symbol: symbol.clone(),
             side: w.side,
             qty,
-            tif: OrderTif::Day,
+            tif: crate::risk::tif_for(&symbol, self.risk.as_ref().map(|r| &r.assets)),
             bar_time: t,
             ref_price: price,
             why: OrderWhy::Model,

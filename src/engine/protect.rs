@@ -19,7 +19,7 @@
 use super::Command;
 use super::account::{working_count, working_qty};
 use super::core::{Engine, PRICE_GAP};
-use crate::domain::{Bar, ClientOrderId, OrderRequest, OrderTif, OrderWhy, Qty, Side, Symbol};
+use crate::domain::{Bar, ClientOrderId, OrderRequest, OrderWhy, Qty, Side, Symbol};
 use crate::risk::{StopOut, approve_reducing_sell};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -271,15 +271,17 @@ impl Engine {
         };
         let mut cmds = Vec::new();
         for (i, (symbol, qty)) in plan.into_iter().enumerate() {
-            let (Some(q), true) = (Qty::new(qty.abs()).ok(), qty > Decimal::ZERO) else { continue };
             let k = self.cfg.symbols.iter().position(|s| *s == symbol);
             let price = k.map_or(0.0, |k| self.fresh_price(k));
+            // What Alpaca takes of the holding (its increment); dust below it or its minimum is left.
+            let Some(qty) = self.sellable(&symbol, qty, price) else { continue };
+            let Ok(q) = Qty::new(qty) else { continue };
             let req = OrderRequest {
                 client_order_id: ClientOrderId::derive(tag, &symbol, stamp, i as u16),
                 symbol: symbol.clone(),
                 side: Side::Sell,
                 qty: q,
-                tif: OrderTif::Day,
+                tif: crate::risk::tif_for(&symbol, self.risk.as_ref().map(|r| &r.assets)),
                 bar_time: stamp,
                 ref_price: price,
                 why,
@@ -311,6 +313,18 @@ impl Engine {
         cmds
     }
 
+    /// `qty` of `symbol` rounded down to what the broker takes (9 places, the pair's increment), or
+    /// `None` when that is nothing or worth less than a crypto order's minimum (dust: not sellable, and
+    /// not a failure to sell).
+    fn sellable(&self, symbol: &Symbol, qty: Decimal, price: f64) -> Option<Decimal> {
+        let assets = self.risk.as_ref().map(|r| &r.assets);
+        let q = crate::risk::order_qty(symbol, assets, qty);
+        let value = Decimal::from_f64_retain(price).map(|p| p * q);
+        let dust = crate::risk::is_crypto(symbol, assets)
+            && value.is_some_and(|v| v < crate::risk::CRYPTO_MIN_NOTIONAL);
+        (q > Decimal::ZERO && !dust).then_some(q)
+    }
+
     fn note_failure(&mut self, why: OrderWhy, symbol: &Symbol, e: String) {
         if let Some(o) = self.flatten_outcome.as_mut().filter(|_| why == OrderWhy::Flatten) {
             o.failed.push((symbol.clone(), e.clone()));
@@ -334,8 +348,11 @@ impl Engine {
             .symbols
             .iter()
             .filter(|s| !self.pending.contains_key(*s))
-            .map(|s| (s.clone(), self.oms.position(s) - working_qty(&self.oms, s, Side::Sell)))
-            .filter(|(_, q)| *q > Decimal::ZERO)
+            .filter_map(|s| {
+                let k = self.cfg.symbols.iter().position(|x| x == s)?;
+                let q = self.oms.position(s) - working_qty(&self.oms, s, Side::Sell);
+                self.sellable(s, q, self.fresh_price(k)).map(|_| (s.clone(), q))
+            })
             .collect();
         let now = self.clock_now();
         if left.is_empty() {

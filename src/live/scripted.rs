@@ -4,7 +4,7 @@
 //! OMS, which it embeds; everything else (updates, reconciliations, reconnects, failures) goes to the OMS.
 
 use super::Core;
-use crate::domain::{ClientOrderId, OrderRequest, OrderTif, Qty, Side};
+use crate::domain::{ClientOrderId, OrderRequest, Qty, Side};
 use crate::engine::{Command, Control, Event};
 use crate::oms::{Oms, OmsError};
 use crate::risk::approve_notional;
@@ -45,7 +45,7 @@ impl ScriptedCore {
             symbol: bar.symbol.clone(),
             side: Side::Buy,
             qty: self.qty,
-            tif: OrderTif::Day,
+            tif: crate::risk::tif_for(&bar.symbol, None),
             bar_time: bar.t,
             ref_price: bar.c,
             why: crate::domain::OrderWhy::Model,

@@ -10,7 +10,8 @@
 //! 3. a sell larger than the holding would open a short: refused (long-only);
 //! 4. the asset: tradable; fractionable, or else the quantity must be whole (**refused, not rounded**: the
 //!    approved order is always the order decided, so the decision record stays true; strategies size whole
-//!    units for such assets); at least the broker's minimum order size;
+//!    units for such assets); at least the broker's minimum order size; whole steps of its quantity
+//!    increment, and for crypto at least $1 (`asset_rules`);
 //! 5. stale data: the bar closed more than `max_bar_age` before now (not for a protective sell that reduces
 //!    a holding: a stop, the kill switch's or a person's flatten);
 //! 6. market hours for stocks on intraday bars (see `hours`);
@@ -168,6 +169,7 @@ impl RiskChecks {
         {
             return Err(Refusal::BelowMinimum { symbol: sym, qty, min });
         }
+        super::asset_rules::check(&sym, qty, price, &rules)?;
         // Stale data is for the model's entries: a protective sell (stop, kill switch, flatten) that
         // reduces a holding always goes out, priced from the freshest price there is.
         if !(reducing && req.why.is_protective()) {

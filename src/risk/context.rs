@@ -1,7 +1,7 @@
 //! What the risk checks need to know besides the order: the account (equity, cash, positions with their
 //! last prices), the bar and the clock, whether the decision's inputs were finite, and each symbol's asset
-//! rules (tradable, fractionable, minimum order size; crypto or stock: the daemon reads them from Alpaca's
-//! assets endpoint).
+//! rules (tradable, fractionable, minimum order size, quantity and price increments; crypto or stock: the
+//! daemon reads them from Alpaca's assets endpoint).
 
 use crate::domain::{Symbol, Timeframe};
 use chrono::{DateTime, Utc};
@@ -23,16 +23,29 @@ pub struct AssetRules {
     pub tradable: bool,
     pub fractionable: bool,
     pub min_order_size: Option<Decimal>,
-    /// Crypto trades around the clock; stocks follow the exchange's hours.
+    /// Quantities must be whole multiples of this (Alpaca's `min_trade_increment`, crypto pairs).
+    pub min_trade_increment: Option<Decimal>,
+    /// Limit prices must be whole multiples of this (Alpaca's `price_increment`).
+    pub price_increment: Option<Decimal>,
+    /// Crypto trades around the clock, takes `gtc` orders and a $1 minimum; stocks follow the exchange's
+    /// hours and take `day` orders.
     pub crypto: bool,
 }
 
 impl AssetRules {
     /// What is assumed for a symbol with no asset record (simulated broker, backtests): tradable, whole
-    /// units for stocks, fractional for crypto, no minimum.
+    /// units for stocks, fractional for crypto, no minimum size or increment; crypto when its name is a
+    /// pair (`BTC/USD`, Alpaca's naming).
     pub fn assumed(symbol: &Symbol) -> Self {
         let crypto = symbol.is_crypto();
-        AssetRules { tradable: true, fractionable: crypto, min_order_size: None, crypto }
+        AssetRules {
+            tradable: true,
+            fractionable: crypto,
+            min_order_size: None,
+            min_trade_increment: None,
+            price_increment: None,
+            crypto,
+        }
     }
 }
 

@@ -13,8 +13,10 @@
 //! - `checks`: `RiskChecks` and the order of its checks; `context`: what a check looks at;
 //!   `refusal`: `Refusal` with stable reason codes; `hours`: market hours and the trading day;
 //!   `stops`: trailing stops and cooldown; `kill`: the daily loss limit and the persisted kill switch;
-//!   `notional`: the single notional cap the scripted order-path harness uses.
+//!   `notional`: the single notional cap the scripted order-path harness uses; `asset_rules`: Alpaca's
+//!   order rules per asset class (time in force, crypto quantity increments and $1 minimum).
 
+mod asset_rules;
 mod checks;
 mod context;
 pub mod hours;
@@ -25,6 +27,7 @@ mod stops;
 #[cfg(test)]
 mod tests;
 
+pub use asset_rules::{CRYPTO_MIN_NOTIONAL, is_crypto, order_qty, tif_for};
 pub use checks::{Limits, RiskChecks};
 pub use context::{AssetRules, Holding, RiskContext};
 pub use kill::{

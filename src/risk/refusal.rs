@@ -22,6 +22,10 @@ pub enum Refusal {
     NotFractionable { symbol: Symbol, qty: Decimal },
     #[error("{symbol}: quantity {qty} is below the minimum order size {min}")]
     BelowMinimum { symbol: Symbol, qty: Decimal, min: Decimal },
+    #[error("{symbol}: quantity {qty} is not a whole number of the broker's quantity increment {increment}")]
+    QtyIncrement { symbol: Symbol, qty: Decimal, increment: Decimal },
+    #[error("{symbol}: order value {notional:.2} is below the broker's crypto minimum of {min:.2}")]
+    BelowMinNotional { symbol: Symbol, notional: Decimal, min: Decimal },
     #[error("{symbol}: in cooldown after a trailing stop ({bars_left} more bars take no buys)")]
     Cooldown { symbol: Symbol, bars_left: u32 },
     #[error("{symbol}: order notional {notional:.2} is above risk.max_order_notional = {cap:.2}")]
@@ -49,6 +53,8 @@ impl Refusal {
             Refusal::NotTradable { .. } => "not_tradable",
             Refusal::NotFractionable { .. } => "not_fractionable",
             Refusal::BelowMinimum { .. } => "below_min_order",
+            Refusal::QtyIncrement { .. } => "qty_increment",
+            Refusal::BelowMinNotional { .. } => "below_min_notional",
             Refusal::Cooldown { .. } => "cooldown",
             Refusal::OrderNotional { .. } => "max_order_notional",
             Refusal::PositionLimit { .. } => "max_position",
@@ -60,7 +66,7 @@ impl Refusal {
     }
 
     /// Every reason code, for metrics that pre-register their labels.
-    pub const REASONS: [&'static str; 14] = [
+    pub const REASONS: [&'static str; 16] = [
         "kill_switch",
         "non_finite",
         "stale_bar",
@@ -68,6 +74,8 @@ impl Refusal {
         "not_tradable",
         "not_fractionable",
         "below_min_order",
+        "qty_increment",
+        "below_min_notional",
         "cooldown",
         "max_order_notional",
         "max_position",

@@ -183,7 +183,7 @@ fn inputs_staleness_hours_and_asset_rules() {
     // Asset rules: whole units for a non-fractionable stock (refused, not rounded), minimum size, tradable.
     let mut c = Ctx::new();
     assert_eq!(reason(rc.check(req("AAPL", Side::Buy, "1.5", 100.0), &c.get())), "not_fractionable");
-    let rules = AssetRules { tradable: true, fractionable: true, min_order_size: Some(d("0.5")), crypto: false };
+    let rules = AssetRules { fractionable: true, min_order_size: Some(d("0.5")), ..AssetRules::assumed(&sym("AAPL")) };
     c.assets.insert(sym("AAPL"), rules);
     assert_eq!(reason(rc.check(req("AAPL", Side::Buy, "1.5", 100.0), &c.get())), "approved");
     assert_eq!(reason(rc.check(req("AAPL", Side::Buy, "0.25", 100.0), &c.get())), "below_min_order");
@@ -203,6 +203,26 @@ fn risk_reducing_sells_pass_every_exposure_limit_and_shorts_do_not() {
     assert_eq!(reason(rc.check(req("AAPL", Side::Sell, "5000", 100.0), &c.get())), "approved");
     assert_eq!(reason(rc.check(req("AAPL", Side::Sell, "5001", 100.0), &c.get())), "would_short");
     assert_eq!(reason(rc.check(req("IBM", Side::Sell, "1", 100.0), &c.get())), "would_short");
+}
+
+#[test]
+fn crypto_orders_keep_to_the_pairs_increment_and_minimum_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, rc) = open_checks(dir.path(), &cfg(), &ExecParams::default());
+    let mut c = Ctx::new().hold("BTC/USD", "0.5", 30_000.0);
+    let rules = AssetRules {
+        min_order_size: Some(d("0.0001")),
+        min_trade_increment: Some(d("0.0001")),
+        ..AssetRules::assumed(&sym("BTC/USD"))
+    };
+    c.assets.insert(sym("BTC/USD"), rules);
+    assert_eq!(reason(rc.check(req("BTC/USD", Side::Buy, "0.0123", 30_000.0), &c.get())), "approved");
+    assert_eq!(reason(rc.check(req("BTC/USD", Side::Buy, "0.01234", 30_000.0), &c.get())), "qty_increment");
+    // Sells too: Alpaca would refuse them all the same.
+    assert_eq!(reason(rc.check(req("BTC/USD", Side::Sell, "0.00015", 30_000.0), &c.get())), "qty_increment");
+    // 0.0001 BTC at $5,000 is 50 cents: under Alpaca's $1 crypto minimum.
+    assert_eq!(reason(rc.check(req("BTC/USD", Side::Sell, "0.0001", 5_000.0), &c.get())), "below_min_notional");
+    assert_eq!(reason(rc.check(req("BTC/USD", Side::Sell, "0.5001", 30_000.0), &c.get())), "would_short");
 }
 
 #[test]

@@ -1,6 +1,9 @@
 //! The fake server's brokerage: one account with cash, positions, prices and every order ever placed.
-//! Market orders (and marketable limit orders) fill at once at the symbol's current price.
+//! Market orders (and marketable limit orders) fill at once at the symbol's current price. A new order
+//! passes Alpaca's order rules first (`rules`: time in force per asset class, crypto steps and minimums,
+//! wash-trade prevention).
 
+use super::rules;
 use crate::alpaca::wire::rest as w;
 use chrono::{DateTime, SecondsFormat, Utc};
 use rust_decimal::Decimal;
@@ -10,7 +13,7 @@ use std::str::FromStr;
 /// Why an order was refused: HTTP status and Alpaca's error body.
 pub type Refusal = (u16, w::ErrorBody);
 
-fn refusal(status: u16, code: i64, message: &str) -> Refusal {
+pub(super) fn refusal(status: u16, code: i64, message: &str) -> Refusal {
     (status, w::ErrorBody { code: Some(code), message: message.into() })
 }
 
@@ -64,18 +67,25 @@ impl Book {
             return Err(refusal(422, 40010001, "client_order_id must be unique"));
         }
         let qty = req.qty.as_deref().and_then(|q| Decimal::from_str(q).ok()).filter(|q| *q > Decimal::ZERO);
+        rules::order_form(req, qty)?;
         let Some(qty) = qty else { return Err(refusal(422, 42210000, "invalid qty")) };
         let Some(&price) = self.prices.get(&req.symbol) else {
             return Err(refusal(422, 42210000, &format!("asset {} not found", req.symbol)));
         };
-        let marketable = match (req.kind, req.limit_price.as_deref().and_then(|p| Decimal::from_str(p).ok())) {
+        let limit = req.limit_price.as_deref().and_then(|p| Decimal::from_str(p).ok());
+        let marketable = match (req.kind, limit) {
             (w::OrderType::Market, _) => true,
             (w::OrderType::Limit, Some(lp)) => {
                 (req.side == w::Side::Buy && lp >= price) || (req.side == w::Side::Sell && lp <= price)
             }
             _ => return Err(refusal(422, 42210000, "invalid order type")),
         };
+        let limit = limit.filter(|_| req.kind == w::OrderType::Limit);
+        rules::wash_trade(req, limit, &self.orders)?;
         let held = self.positions.get(&req.symbol).map_or(Decimal::ZERO, |p| p.0);
+        if rules::is_crypto(&req.symbol) {
+            rules::crypto_funds(req, qty, limit.unwrap_or(price), held, &self.orders)?;
+        }
         match req.side {
             w::Side::Buy if qty * price > self.cash => return Err(refusal(403, 40310000, "insufficient buying power")),
             w::Side::Sell if qty > held => return Err(refusal(403, 40310000, "insufficient qty available for order")),

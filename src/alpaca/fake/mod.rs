@@ -7,11 +7,14 @@
 //! - `market_ws`: the market-data stream (`/v2/{iex,sip,test}`, `/v1beta3/crypto/us`).
 //! - `updates_ws`: the trade_updates stream (`/stream`).
 //! - `market`: a seeded synthetic market (minute bars on the fake's clock, orders filling at the next bar).
+//! - `rules`: Alpaca's order rules the book applies to every new order (time in force per asset class,
+//!   crypto quantity steps and minimums, wash-trade prevention), with Alpaca's status codes and messages.
 
 mod book;
 mod market;
 mod market_ws;
 mod rest;
+pub mod rules;
 mod updates_ws;
 
 pub use book::Book;

@@ -150,7 +150,9 @@ fn asset_of(symbol: &str) -> w::Asset {
         status: "active".into(),
         tradable: true,
         fractionable: true,
-        min_order_size: crypto.then(|| "0.0001".into()),
+        min_order_size: crypto.then(|| super::rules::CRYPTO_MIN_ORDER_SIZE.to_string()),
+        min_trade_increment: crypto.then(|| super::rules::CRYPTO_MIN_TRADE_INCREMENT.to_string()),
+        price_increment: crypto.then(|| super::rules::CRYPTO_PRICE_INCREMENT.to_string()),
         ..w::Asset::default()
     }
 }
@@ -311,7 +313,7 @@ fn close_order(app: &App, symbol: &str, qty: Option<Decimal>) -> Result<w::Order
         notional: None,
         side: w::Side::Sell,
         kind: w::OrderType::Market,
-        time_in_force: w::TimeInForce::Day,
+        time_in_force: super::rules::closing_tif(symbol),
         limit_price: None,
         stop_price: None,
         extended_hours: None,

@@ -8,15 +8,22 @@ use crate::risk::approve_for_test;
 use chrono::DateTime;
 use std::str::FromStr;
 
+/// A buy with the time in force tradebot gives the symbol's asset class.
 fn order(symbol: &str, bar: i64, qty: &str) -> RiskApproved<OrderRequest> {
+    let s = Symbol::new(symbol).unwrap();
+    let tif = crate::risk::tif_for(&s, None);
+    order_with(symbol, bar, qty, Side::Buy, tif)
+}
+
+fn order_with(symbol: &str, bar: i64, qty: &str, side: Side, tif: OrderTif) -> RiskApproved<OrderRequest> {
     let s = Symbol::new(symbol).unwrap();
     let bar_time = DateTime::from_timestamp(1_700_000_000 + bar * 60, 0).unwrap();
     approve_for_test(OrderRequest {
-        client_order_id: ClientOrderId::derive("t", &s, bar_time, 0),
+        client_order_id: ClientOrderId::derive(if side == Side::Buy { "t" } else { "s" }, &s, bar_time, 0),
         symbol: s,
-        side: Side::Buy,
+        side,
         qty: Qty::from_str(qty).unwrap(),
-        tif: OrderTif::Day,
+        tif,
         bar_time,
         ref_price: 100.0,
         why: crate::domain::OrderWhy::Model,
@@ -88,6 +95,11 @@ fn asset_facts_refuse_orders_alpaca_would_refuse() {
     a.fractionable = false;
     assert!(asset_refusal(&a, Decimal::from_str("0.5").unwrap()).is_some());
     assert_eq!(asset_refusal(&a, Decimal::from(2)), None);
+    a.fractionable = true;
+    a.min_trade_increment = Some(Decimal::from_str("0.0001").unwrap());
+    assert_eq!(asset_refusal(&a, Decimal::from_str("0.0012").unwrap()), None);
+    let why = asset_refusal(&a, Decimal::from_str("0.00125").unwrap()).unwrap();
+    assert!(why.contains("increment 0.0001"), "{why}");
     a.tradable = false;
     assert!(asset_refusal(&a, Decimal::from(2)).is_some());
 }
@@ -200,4 +212,53 @@ async fn a_fill_between_the_order_list_and_the_positions_is_not_counted_twice() 
     let o = snap.orders.iter().find(|o| o.symbol == aapl).unwrap();
     assert_eq!((o.status, o.filled_qty), (OrderStatus::Filled, Decimal::from(2)), "orders and positions agree");
     assert!(fake.count("GET", "/v2/orders") - lists_before >= 6, "taken again after the fill moved");
+}
+
+#[tokio::test]
+async fn every_time_in_force_reaches_alpaca_as_its_wire_value() {
+    use crate::alpaca::wire::rest::TimeInForce as Wire;
+    let (fake, mut broker) = fake().await;
+    let all = [
+        (OrderTif::Day, TimeInForce::Day, Wire::Day),
+        (OrderTif::Gtc, TimeInForce::Gtc, Wire::Gtc),
+        (OrderTif::Ioc, TimeInForce::Ioc, Wire::Ioc),
+    ];
+    for (bar, (tif, rest, wire)) in all.into_iter().enumerate() {
+        assert_eq!(time_in_force(tif), rest);
+        broker.submit(order_with("AAPL", bar as i64, "1", Side::Buy, tif)).await.unwrap();
+        assert_eq!(fake.lock().book.orders[bar].time_in_force, wire, "{tif:?}");
+    }
+}
+
+#[tokio::test]
+async fn crypto_orders_go_out_gtc_and_alpaca_refuses_day() {
+    let (fake, mut broker) = fake().await;
+    fake.set_price("BTC/USD", Decimal::from(50_000));
+    let e = broker.submit(order_with("BTC/USD", 0, "0.01", Side::Buy, OrderTif::Day)).await.unwrap_err();
+    assert!(matches!(&e, BrokerError::Rejected(m) if m.contains("invalid crypto time_in_force")), "{e}");
+    let o = broker.submit(order("BTC/USD", 1, "0.01")).await.unwrap();
+    assert_eq!(o.status, OrderStatus::Filled);
+    let sent = fake.lock().book.orders[0].time_in_force;
+    assert_eq!(sent, crate::alpaca::wire::rest::TimeInForce::Gtc);
+    // A stock order stays a day order.
+    broker.submit(order("AAPL", 2, "1")).await.unwrap();
+    assert_eq!(fake.lock().book.orders[1].time_in_force, crate::alpaca::wire::rest::TimeInForce::Day);
+}
+
+#[tokio::test]
+async fn a_sell_while_our_buy_works_is_a_wash_trade_until_the_buy_is_canceled() {
+    let (fake, mut broker) = fake().await;
+    fake.set_price("BTC/USD", Decimal::from(50_000));
+    broker.submit(order("BTC/USD", 0, "0.5")).await.unwrap();
+    fake.lock().book.hold_orders = true;
+    let working = order("BTC/USD", 1, "0.1");
+    broker.submit(working.clone()).await.unwrap();
+    let sell = order_with("BTC/USD", 2, "0.5", Side::Sell, OrderTif::Gtc);
+    let e = broker.submit(sell.clone()).await.unwrap_err();
+    assert!(matches!(&e, BrokerError::Rejected(m) if m.contains("potential wash trade detected")), "{e}");
+    assert!(!e.retriable());
+    broker.cancel(&working.client_order_id).await.unwrap();
+    // The refused id was never taken: the same decision goes through once the buy is gone.
+    let o = broker.submit(sell).await.unwrap();
+    assert_eq!((o.side, o.status), (Side::Sell, OrderStatus::Accepted));
 }
