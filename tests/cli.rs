@@ -367,7 +367,8 @@ fn status_changes_no_store_file_and_status_and_run_refuse_what_store_check_refus
     assert_eq!(o.status.code(), Some(65), "{}", text(&o));
     let refusal = String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
     assert!(refusal.contains("corrupt record in tree bars"), "{}", text(&o));
-    let run = tradebot_within(&["run", "--config", cfg], 120).expect("run refuses the store at once, it does not trade");
+    let run =
+        tradebot_within(&["run", "--config", cfg], 120).expect("run refuses the store at once, it does not trade");
     for (what, o) in [("status", tradebot(&["status", "--config", cfg], &[])), ("run", run)] {
         assert_eq!(o.status.code(), Some(65), "{what}: {}", text(&o));
         assert!(text(&o).contains(&refusal), "{what} says what `store check` says ({refusal}): {}", text(&o));

@@ -119,12 +119,10 @@ pub fn check(state_dir: &Path) -> Result<Report, StoreError> {
     }
     let copy = state_dir.join(format!(".check-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&copy);
-    let result = copy_dir(&src, &copy)
-        .map_err(|source| StoreError::Dir { dir: copy.clone(), source })
-        .and_then(|()| {
-            super::leftovers::clear_db(&copy);
-            check_copy(state_dir, &copy)
-        });
+    let result = copy_dir(&src, &copy).map_err(|source| StoreError::Dir { dir: copy.clone(), source }).and_then(|()| {
+        super::leftovers::clear_db(&copy);
+        check_copy(state_dir, &copy)
+    });
     let _ = std::fs::remove_dir_all(&copy);
     result.map_err(|e| super::disk::classify(state_dir, e))
 }

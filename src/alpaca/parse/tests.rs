@@ -416,7 +416,8 @@ fn every_alpaca_order_status_maps_and_an_unknown_one_is_kept_working_and_named()
     let mut w: w::Order = serde_json::from_value(order_json("brand_new", "0")).unwrap();
     w.filled_qty = Some("0".into());
     assert_eq!(order(w).unwrap().status, S::Accepted);
-    let msg = serde_json::json!({"stream": "trade_updates", "data": {"event": "new", "order": order_json("brand_new", "0")}});
+    let msg =
+        serde_json::json!({"stream": "trade_updates", "data": {"event": "new", "order": order_json("brand_new", "0")}});
     let Some(UpdatesItem::Update(u)) = updates_message(msg).unwrap() else { panic!("an update") };
     assert_eq!((u.order.status, u.order.broker_status.as_str()), (S::Accepted, "brand_new"));
 }

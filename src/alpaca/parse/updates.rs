@@ -51,7 +51,12 @@ fn trade_update(u: w::TradeUpdate, status: Option<&str>) -> Result<Option<OrderU
         }
         _ => None,
     };
-    Ok(Some(OrderUpdate { kind, order: super::rest::order_with_status_text(u.order, status)?, time: opt_time("timestamp", &u.timestamp)?, fill }))
+    Ok(Some(OrderUpdate {
+        kind,
+        order: super::rest::order_with_status_text(u.order, status)?,
+        time: opt_time("timestamp", &u.timestamp)?,
+        fill,
+    }))
 }
 
 fn kind(e: TradeEvent) -> Option<UpdateKind> {
