@@ -407,27 +407,33 @@ fn a_start_on_a_full_disk_exits_74_naming_it_and_the_next_start_after_space_is_f
     let disk = Tmpfs::mount(&dir.path().join("disk"), "16m");
     let cfg = write_config(dir.path(), &demo_config(&disk.0));
     let cfg = cfg.to_str().unwrap();
-    // Fill the disk to the last byte.
-    let filler = disk.0.join("filler");
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&filler).unwrap();
-        let block = vec![0u8; 64 * 1024];
-        while f.write_all(&block).is_ok() {}
-        while f.write_all(&[0u8]).is_ok() {}
-    }
     let state = disk.0.join("state");
-    for args in [&["run", "--config", cfg][..], &["store", "check", "--config", cfg][..]] {
-        let o = tradebot_within(args, 120).expect("a full disk is reported at once");
-        assert_eq!(o.status.code(), Some(74), "{args:?}: {}", text(&o));
+    let filler = disk.0.join("filler");
+    // 64 KiB left (the new store opens; the start fails importing the bars), 8 KiB left (sled's log write
+    // fails at open), and full to the last byte (sled cannot write its settings).
+    for free_kib in [64u64, 8, 0] {
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&filler).unwrap();
+            let block = vec![0u8; 1024];
+            while f.write_all(&block).is_ok() {}
+            let _ = f.flush();
+            f.set_len(f.metadata().unwrap().len().saturating_sub(free_kib * 1024)).unwrap();
+        }
+        let o = tradebot_within(&["run", "--config", cfg], 120).expect("a full disk is reported at once");
         let t = text(&o);
+        assert_eq!(o.status.code(), Some(74), "{free_kib} KiB free: {t}");
         assert!(t.contains(&format!("the disk holding the store at {} is full", state.display())), "{t}");
         assert!(t.contains(" free)") && t.contains("free some space"), "{t}");
         assert!(!t.contains("panicked") && !t.contains("store restore"), "{t}");
+        if free_kib == 0 {
+            let o = tradebot(&["store", "check", "--config", cfg], &[]);
+            assert_eq!(o.status.code(), Some(74), "check needs room for its copy: {}", text(&o));
+        }
+        std::fs::remove_file(&filler).unwrap();
+        let o = tradebot(&["store", "check", "--config", cfg], &[]);
+        assert!(o.status.success() && text(&o).contains("healthy"), "{free_kib} KiB free, then freed: {}", text(&o));
     }
-    std::fs::remove_file(&filler).unwrap();
-    let o = tradebot(&["store", "check", "--config", cfg], &[]);
-    assert!(o.status.success() && text(&o).contains("healthy"), "{}", text(&o));
     let o = tradebot(&["data", "import", "data/stocks-daily-2000-2013.csv.gz", "--config", cfg], &[]);
     assert!(o.status.success(), "the next start works: {}", text(&o));
     let o = tradebot(&["status", "--config", cfg], &[]);

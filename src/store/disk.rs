@@ -8,7 +8,11 @@ use std::path::Path;
 
 /// Whether `e` (any error of an open) came from a full disk or an exhausted quota.
 pub(super) fn is_disk_full(e: &StoreError) -> bool {
-    let io_full = |io: &std::io::Error| matches!(io.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT));
+    // sled hands back a write's error from its flusher as a new `io::Error` of the same kind (no OS code).
+    let io_full = |io: &std::io::Error| {
+        matches!(io.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+            || matches!(io.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+    };
     match e {
         StoreError::Dir { source, .. } | StoreError::Sentinel { source, .. } => io_full(source),
         StoreError::Db(sled::Error::Io(io)) => io_full(io),
@@ -62,6 +66,8 @@ mod tests {
             StoreError::Db(sled::Error::Io(enospc())),
             StoreError::Sentinel { path: dir.path().join("db.sentinel"), source: enospc() },
             StoreError::Dir { dir: dir.path().into(), source: std::io::Error::from_raw_os_error(libc::EDQUOT) },
+            // As sled's flusher hands it back: the kind kept, the OS code not.
+            StoreError::Db(sled::Error::Io(std::io::Error::new(std::io::ErrorKind::StorageFull, "Os { code: 28 }"))),
             StoreError::Unreadable { dir: dir.path().into(), detail: format!("sled failed reading it: {}", enospc()) },
         ] {
             let e = classify(dir.path(), e);

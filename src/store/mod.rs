@@ -105,7 +105,7 @@ pub enum StoreError {
     #[error("cannot write the store's sentinel {path}: {source}")]
     Sentinel { path: PathBuf, source: std::io::Error },
     #[error(
-        "the disk holding the store at {dir} is full ({free} free): tradebot did not start (the store is not \
+        "the disk holding the store at {dir} is full ({free} free): tradebot stopped (the store is not \
          damaged); free some space there (old backups under {dir}/backups, logs), then start again ({detail})"
     )]
     DiskFull { dir: PathBuf, free: String, detail: String },
@@ -265,6 +265,7 @@ impl Store {
             tree: self.db.open_tree(name.as_str())?,
             db: self.db.clone(),
             seal: self.seal.clone(),
+            dir: self.dir.clone(),
             name,
             _v: PhantomData,
         })
@@ -282,12 +283,12 @@ impl Store {
         let mut batch = sled::Batch::default();
         for b in bars {
             let k = keys::bar_key(&b.symbol, b.timeframe, b.t);
-            if !tree.contains_key(&k)? {
+            if !tree.contains_key(&k).map_err(self.on_write())? {
                 new += 1;
             }
             batch.insert(k, encode_bar(b).to_vec());
         }
-        tree.apply_batch(batch)?;
+        tree.apply_batch(batch).map_err(self.on_write())?;
         Ok(new)
     }
 
@@ -327,8 +328,13 @@ impl Store {
 
     /// Flushes every tree to disk. Called at shutdown.
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
+        self.db.flush().map_err(self.on_write())?;
         Ok(())
+    }
+
+    /// A sled error of a write: `StoreError::DiskFull` (naming the directory) when the disk is full.
+    fn on_write(&self) -> impl Fn(sled::Error) -> StoreError + '_ {
+        |e| disk::classify(&self.dir, StoreError::Db(e))
     }
 }
 
@@ -337,6 +343,8 @@ pub struct TypedTree<V> {
     tree: sled::Tree,
     db: sled::Db,
     seal: Seal,
+    /// The state directory, named when the disk is full.
+    dir: PathBuf,
     name: TreeName,
     _v: PhantomData<fn() -> V>,
 }
@@ -349,7 +357,7 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
         if self.name.durable() {
             return self.write_sealed(key, Some(bytes));
         }
-        self.tree.insert(key, bytes)?;
+        self.tree.insert(key, bytes).map_err(self.on_write())?;
         Ok(())
     }
 
@@ -361,8 +369,13 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
         if self.name.durable() {
             return self.write_sealed(key, None);
         }
-        self.tree.remove(key)?;
+        self.tree.remove(key).map_err(self.on_write())?;
         Ok(())
+    }
+
+    /// A sled error of a write: `StoreError::DiskFull` (naming the directory) when the disk is full.
+    fn on_write(&self) -> impl Fn(sled::Error) -> StoreError + '_ {
+        |e| disk::classify(&self.dir, StoreError::Db(e))
     }
 
     /// A critical write: the record and the next write sequence in one sled transaction, flushed, then
@@ -381,16 +394,16 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
             .map_err(|e| match e {
-                sled::transaction::TransactionError::Storage(e) => StoreError::Db(e),
+                sled::transaction::TransactionError::Storage(e) => self.on_write()(e),
                 sled::transaction::TransactionError::Abort(()) => {
                     StoreError::Encode { tree: self.name.as_str(), reason: "transaction aborted".into() }
                 }
             })?;
-        self.db.flush()?;
+        self.db.flush().map_err(self.on_write())?;
         seal.mark.seq = seq;
         seal.mark.last.insert(self.name.as_str().to_string(), sentinel::LastWrite::new(key, value.as_deref()));
         let path = seal.file_path().to_path_buf();
-        seal.write().map_err(|source| StoreError::Sentinel { path, source })
+        seal.write().map_err(|source| disk::classify(&self.dir, StoreError::Sentinel { path, source }))
     }
 
     /// All entries with `lo <= key <= hi`, in key order.
