@@ -233,3 +233,11 @@ fn notify_targets_are_checked_and_round_trip_through_the_effective_config() {
         .to_string();
     assert!(e.contains("notify.webhook_url") && e.contains("notify.timeout_secs = 0"), "{e}");
 }
+
+#[test]
+fn the_store_cache_is_bounded_and_small_by_default() {
+    assert_eq!(parse(MIN).unwrap().store.cache_mb, 64, "not sled's 1 GiB");
+    assert_eq!(parse(&format!("{MIN}[store]\ncache_mb = 256\n")).unwrap().store.cache_mb, 256);
+    let e = parse(&format!("{MIN}[store]\ncache_mb = 100000\n")).unwrap_err();
+    assert_eq!(e.to_string(), "config/x.toml: store.cache_mb = 100000: must be in [8, 16384]");
+}
