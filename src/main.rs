@@ -8,7 +8,7 @@ use tradebot::cli::{Cli, run};
 use tradebot::config::{ConfigError, EX_CONFIG};
 use tradebot::daemon::{EX_CANTCREAT, StateDirError};
 use tradebot::live::{EX_FATAL, EX_PANIC, RunError};
-use tradebot::store::{EX_STORE, StoreError};
+use tradebot::store::{EX_DISK_FULL, EX_STORE, StoreError};
 
 /// jemalloc for the whole process (libtorch and ONNX Runtime included, through its unprefixed `malloc`):
 /// training commands tell it to keep freed pages (`tradebot::alloc::keep_freed_pages`, from `cli::run`).
@@ -46,6 +46,9 @@ fn main() -> ExitCode {
             // A state directory that cannot be created or written: EX_CANTCREAT, not restarted.
             if e.chain().any(|c| c.downcast_ref::<StateDirError>().is_some()) {
                 return ExitCode::from(EX_CANTCREAT);
+            }
+            if e.chain().filter_map(|c| c.downcast_ref::<StoreError>()).any(StoreError::is_disk_full) {
+                return ExitCode::from(EX_DISK_FULL);
             }
             // A fatal stream error (EX_TEMPFAIL) or a panicked core (EX_SOFTWARE): systemd restarts us.
             match e.chain().find_map(|c| c.downcast_ref::<RunError>()) {

@@ -326,6 +326,100 @@ fn a_dashboard_off_loopback_without_tls_or_allow_remote_exits_78_naming_the_key_
     }
 }
 
+/// Every file of the store (the database, its sentinel, backups) and its bytes' CRC-32; the lock file aside.
+fn store_files(dir: &Path) -> std::collections::BTreeMap<PathBuf, u32> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !p.ends_with(tradebot::store::LOCK_FILE) {
+                out.insert(p.clone(), crc32fast::hash(&std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// `tradebot ARGS`, killed after `secs` (then `None`).
+fn tradebot_within(args: &[&str], secs: u64) -> Option<Output> {
+    let mut child = common::command(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn status_changes_no_store_file_and_status_and_run_refuse_what_store_check_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let cfg = cfg.to_str().unwrap();
+    let o = tradebot(&["data", "import", "data/stocks-daily-2000-2013.csv.gz", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let state = dir.path().join("state");
+    let before = store_files(&state);
+    for args in [&["status", "--config", cfg][..], &["risk", "status", "--config", cfg][..]] {
+        let o = tradebot(args, &[]);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        assert_eq!(store_files(&state), before, "{args:?} changed the store");
+    }
+    // Damage only a full read finds: a record sled holds intact but that does not decode as a bar.
+    {
+        let db = sled::open(state.join("db")).unwrap();
+        db.open_tree("bars").unwrap().insert(b"garbage", b"not a bar".as_slice()).unwrap();
+        db.flush().unwrap();
+    }
+    let o = tradebot(&["store", "check", "--config", cfg], &[]);
+    assert_eq!(o.status.code(), Some(65), "{}", text(&o));
+    let refusal = String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
+    assert!(refusal.contains("corrupt record in tree bars"), "{}", text(&o));
+    let run =
+        tradebot_within(&["run", "--config", cfg], 120).expect("run refuses the store at once, it does not trade");
+    for (what, o) in [("status", tradebot(&["status", "--config", cfg], &[])), ("run", run)] {
+        assert_eq!(o.status.code(), Some(65), "{what}: {}", text(&o));
+        assert!(text(&o).contains(&refusal), "{what} says what `store check` says ({refusal}): {}", text(&o));
+    }
+}
+
+/// A tmpfs of `size` mounted at `at` (unmounted when dropped). CI runs as root, as do the test machines.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).unwrap();
+        let o = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output()
+            .expect("mount runs");
+        assert!(
+            o.status.success(),
+            "this test mounts a small tmpfs to fill it, which needs root (CI runs as root): {}",
+            text(&o)
+        );
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
 #[test]
 fn a_state_dir_that_cannot_be_created_exits_73_naming_it_and_the_fix() {
     // Below a regular file: no directory can be made there, by root either (CI runs as root, for whom a
@@ -410,4 +504,74 @@ fn missing_api_keys_and_a_missing_alert_secret_exit_78_naming_the_fix() {
     let o = tradebot(&["run", "--config", p.to_str().unwrap()], &[]);
     assert_eq!(o.status.code(), Some(78), "{}", text(&o));
     assert!(text(&o).contains("[notify]: notify.telegram_chat_id is set but no bot token"), "{}", text(&o));
+}
+
+#[test]
+fn a_start_on_a_full_disk_exits_74_naming_it_and_the_next_start_after_space_is_freed_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Tmpfs::mount(&dir.path().join("disk"), "16m");
+    let cfg = write_config(dir.path(), &demo_config(&disk.0));
+    let cfg = cfg.to_str().unwrap();
+    let state = disk.0.join("state");
+    let filler = disk.0.join("filler");
+    // 64 KiB left (the new store opens; the start fails importing the bars), 8 KiB left (sled's log write
+    // fails at open), and full to the last byte (sled cannot write its settings).
+    for free_kib in [64u64, 8, 0] {
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&filler).unwrap();
+            let block = vec![0u8; 1024];
+            while f.write_all(&block).is_ok() {}
+            let _ = f.flush();
+            f.set_len(f.metadata().unwrap().len().saturating_sub(free_kib * 1024)).unwrap();
+        }
+        let o = tradebot_within(&["run", "--config", cfg], 120).expect("a full disk is reported at once");
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(74), "{free_kib} KiB free: {t}");
+        assert!(t.contains(&format!("the disk holding the store at {} is full", state.display())), "{t}");
+        assert!(t.contains(" free)") && t.contains("free some space"), "{t}");
+        assert!(!t.contains("panicked") && !t.contains("store restore"), "{t}");
+        if free_kib == 0 {
+            let o = tradebot(&["store", "check", "--config", cfg], &[]);
+            assert_eq!(o.status.code(), Some(74), "check needs room for its copy: {}", text(&o));
+        }
+        std::fs::remove_file(&filler).unwrap();
+        let o = tradebot(&["store", "check", "--config", cfg], &[]);
+        assert!(o.status.success() && text(&o).contains("healthy"), "{free_kib} KiB free, then freed: {}", text(&o));
+    }
+    let o = tradebot(&["data", "import", "data/stocks-daily-2000-2013.csv.gz", "--config", cfg], &[]);
+    assert!(o.status.success(), "the next start works: {}", text(&o));
+    let o = tradebot(&["status", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let leftovers: Vec<_> = std::fs::read_dir(state.join("db"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".generating"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_restore_says_when_it_brings_back_a_different_kill_switch_and_keeps_it_tripped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let cfg = cfg.to_str().unwrap();
+    let o = tradebot(&["store", "backup", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    {
+        // Tripped after the backup.
+        let store = tradebot::store::Store::open(&dir.path().join("state")).unwrap();
+        let kv = store.tree::<serde_json::Value>(tradebot::store::TreeName::Kv).unwrap();
+        let at = "2026-03-02T15:00:00Z";
+        kv.insert(b"risk.kill_switch", &serde_json::json!({"tripped_at": at, "reason": "daily loss"})).unwrap();
+    }
+    let o = tradebot(&["store", "restore", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("WARNING: the backup's kill switch is clear"), "{out}");
+    assert!(out.contains("tripped at 2026-03-02T15:00:00Z (daily loss): it is kept tripped"), "{out}");
+    let store = tradebot::store::Store::open_read_only(&dir.path().join("state")).unwrap();
+    let kv = store.tree::<serde_json::Value>(tradebot::store::TreeName::Kv).unwrap();
+    assert!(kv.get(b"risk.kill_switch").unwrap().is_some(), "the restored store's switch is tripped");
 }

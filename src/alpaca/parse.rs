@@ -8,7 +8,7 @@ mod rest;
 mod updates;
 
 pub use market::{market_frame, market_message};
-pub use rest::{account, asset, bars_page, calendar_day, clock, order, position};
+pub use rest::{account, asset, bars_page, calendar_day, clock, order, order_value, position};
 pub use updates::{updates_frame, updates_message};
 
 use chrono::{DateTime, Utc};

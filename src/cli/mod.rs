@@ -353,6 +353,7 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
     }
     let c = Config::load(&path)?;
     crate::logging::init(c.log_level);
+    crate::store::set_cache_mb(c.store.cache_mb);
     Ok(c)
 }
 

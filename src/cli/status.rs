@@ -28,7 +28,8 @@ pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
             _ => bail!("the daemon on {} did not give its status: {}", socket.display(), r.error.unwrap_or_default()),
         },
         Err(client::ClientError::NotRunning(_)) => {
-            let store = Store::open(&config.state_dir).context("opening the store")?;
+            // Read-only: a private copy of the database, checked as `run` and `store check` check it.
+            let store = Store::open_read_only(&config.state_dir).context("opening the store")?;
             crate::daemon::offline::from_store(&config, &store, crate::clock::now())
                 .context("reading the state directory")?
         }

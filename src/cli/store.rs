@@ -3,7 +3,7 @@
 //! store (`<state_dir>/replay`) instead of the daemon's.
 
 use super::StoreCmd;
-use crate::store::{EX_STORE, Store, backup, check};
+use crate::store::{EX_DISK_FULL, EX_STORE, Store, backup, check};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +30,10 @@ pub fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
                     eprintln!("{e}");
                     print_backups(&dir);
                     Ok(ExitCode::from(EX_STORE))
+                }
+                Err(e) if e.is_disk_full() => {
+                    eprintln!("{e}");
+                    Ok(ExitCode::from(EX_DISK_FULL))
                 }
                 Err(e) => Err(e).context("checking the store"),
             }
@@ -66,8 +70,13 @@ pub fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
                 s.header.seq
             );
             println!(
-                "orders and fills since the backup are re-adopted from the broker at the next start; the kill switch and the day's opening equity are as they were then"
+                "orders and fills since the backup are taken back from the broker at the next start (tradebot's own, \
+                 tb-*, as its own); the day's opening equity is as it was then"
             );
+            match &s.kill_switch {
+                Some(k) => println!("WARNING: {k}"),
+                None => println!("the kill switch is as it was in the replaced database"),
+            }
             Ok(ExitCode::SUCCESS)
         }
         StoreCmd::Reseal { config, replay } => {

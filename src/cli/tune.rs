@@ -101,7 +101,7 @@ pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
         TuneCmd::Ppo(a) => ppo(a),
         TuneCmd::List { config, json } => {
             let config = load_config(config)?;
-            let store = Store::open(&config.state_dir).context("opening the store")?;
+            let store = Store::open_read_only(&config.state_dir).context("opening the store")?;
             let all = study::list(&store)?;
             if json {
                 println!("{}", serde_json::to_string(&all)?);
@@ -126,7 +126,7 @@ pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
         }
         TuneCmd::Show { study: name, config, json, optuna_journal } => {
             let config = load_config(config)?;
-            let store = Store::open(&config.state_dir).context("opening the store")?;
+            let store = Store::open_read_only(&config.state_dir).context("opening the store")?;
             let Some(s) = study::find(&store, &name)? else {
                 bail!("no study {name:?} in {}: `tradebot tune list` shows them", config.state_dir.display());
             };

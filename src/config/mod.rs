@@ -126,6 +126,15 @@ pub struct Config {
     pub strategy: StrategyConfig,
     /// `[tune]`: hyper-parameter searches (`tradebot tune ppo`).
     pub tune: TuneConfig,
+    /// `[store]`: the sled database.
+    pub store: StoreConfig,
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreConfig {
+    /// sled's page cache in MiB (`cache_mb`, default `store::DEFAULT_CACHE_MB`, 8 to 16384).
+    pub cache_mb: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -392,6 +401,15 @@ impl Config {
         if let Err(e) = tune.validate() {
             c.problem(e);
         }
+        let store = StoreConfig {
+            cache_mb: c.range(
+                "store.cache_mb",
+                raw.store.cache_mb,
+                crate::store::DEFAULT_CACHE_MB as f64,
+                (8.0, true),
+                (16384.0, true),
+            ) as u64,
+        };
         if strategy.mode == StrategyMode::Lstm && strategy.lstm_position_pct > risk.max_position_pct {
             c.problem(format!(
                 "strategy.lstm_position_pct = {} is above risk.max_position_pct = {}: every LSTM buy to its target would be refused; lower it",
@@ -421,6 +439,7 @@ impl Config {
                 notify,
                 strategy,
                 tune,
+                store,
             })
         } else {
             Err(ConfigError { file: path.to_path_buf(), problems: c.problems })

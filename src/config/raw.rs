@@ -41,6 +41,14 @@ pub struct RawConfig {
     pub strategy: super::StrategyConfig,
     #[serde(default)]
     pub tune: super::TuneConfig,
+    #[serde(default)]
+    pub store: RawStore,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    pub cache_mb: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -312,3 +312,11 @@ fn every_duration_size_and_count_has_a_bound_named_with_its_value() {
         assert_eq!(e, format!("config/x.toml: {needle}"), "{section}");
     }
 }
+
+#[test]
+fn the_store_cache_is_bounded_and_small_by_default() {
+    assert_eq!(parse(MIN).unwrap().store.cache_mb, 64, "not sled's 1 GiB");
+    assert_eq!(parse(&format!("{MIN}[store]\ncache_mb = 256\n")).unwrap().store.cache_mb, 256);
+    let e = parse(&format!("{MIN}[store]\ncache_mb = 100000\n")).unwrap_err();
+    assert_eq!(e.to_string(), "config/x.toml: store.cache_mb = 100000: must be in [8, 16384]");
+}

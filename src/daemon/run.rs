@@ -113,10 +113,14 @@ fn run_until_stopped(config: &Config, opts: RunOptions, shutdown: CancellationTo
             Err(e) => return Err(problem(config, &e).into()),
         }
     }
-    usable_state_dir(&config.state_dir).map_err(|reason| StateDirError {
-        file: config.source.display().to_string(),
-        dir: config.state_dir.display().to_string(),
-        reason,
+    usable_state_dir(&config.state_dir).map_err(|(reason, e)| -> anyhow::Error {
+        // A full disk is the disk's (exit 74), not the directory's.
+        if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) {
+            let dir = config.state_dir.clone();
+            return crate::store::StoreError::DiskFull { dir, free: "none".into(), detail: reason }.into();
+        }
+        StateDirError { file: config.source.display().to_string(), dir: config.state_dir.display().to_string(), reason }
+            .into()
     })?;
     let rt = runtime()?;
     rt.spawn(on_signal(shutdown.clone()));
@@ -157,10 +161,10 @@ fn problem(config: &Config, text: &str) -> ConfigError {
 
 /// Creates `dir` when missing and writes a file in it: a state directory the daemon cannot use is one
 /// clear error at start, not a failure somewhere in the store.
-fn usable_state_dir(dir: &std::path::Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create it ({e})"))?;
+fn usable_state_dir(dir: &std::path::Path) -> Result<(), (String, std::io::Error)> {
+    std::fs::create_dir_all(dir).map_err(|e| (format!("cannot create it ({e})"), e))?;
     let probe = dir.join(format!(".tradebot-write-check-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| format!("cannot write in it ({e})"))?;
+    std::fs::write(&probe, b"").map_err(|e| (format!("cannot write in it ({e})"), e))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Filling the store from `feed.file` when a command needs bars the store lacks.
 
 use crate::config::Config;
-use crate::data::{ImportOptions, import_csv};
+use crate::data::{ImportError, ImportOptions, import_csv};
 use crate::store::Store;
 use anyhow::bail;
 
@@ -24,8 +24,12 @@ pub fn ensure_bars(config: &Config, store: &Store) -> anyhow::Result<()> {
         };
         let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
         log::info!("importing {} for {}", file.display(), names.join(", "));
-        let r =
-            import_csv(store, file, &ImportOptions { symbols: missing.clone(), timeframe: tf, ..Default::default() })?;
+        let opts = ImportOptions { symbols: missing.clone(), timeframe: tf, ..Default::default() };
+        // The store's own error, not wrapped: `main` maps a full disk or a damaged store to its exit code.
+        let r = import_csv(store, file, &opts).map_err(|e| match e {
+            ImportError::Store(s) => anyhow::Error::new(s),
+            e => e.into(),
+        })?;
         if !r.bad.is_empty() {
             bail!(
                 "{}: {} bad rows (first: line {}: {}); fix the file or import it with `tradebot data import`",

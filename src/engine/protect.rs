@@ -320,8 +320,8 @@ impl Engine {
         let assets = self.risk.as_ref().map(|r| &r.assets);
         let q = crate::risk::order_qty(symbol, assets, qty);
         let value = Decimal::from_f64_retain(price).map(|p| p * q);
-        let dust = crate::risk::is_crypto(symbol, assets)
-            && value.is_some_and(|v| v < crate::risk::CRYPTO_MIN_NOTIONAL);
+        let dust =
+            crate::risk::is_crypto(symbol, assets) && value.is_some_and(|v| v < crate::risk::CRYPTO_MIN_NOTIONAL);
         (q > Decimal::ZERO && !dust).then_some(q)
     }
 

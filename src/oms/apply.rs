@@ -9,6 +9,15 @@ use chrono::{DateTime, Utc};
 
 use rust_decimal::Decimal;
 
+/// The prefix of the client order ids tradebot derives (`ClientOrderId::derive`).
+const OUR_PREFIX: &str = "tb-";
+
+/// The bar time in one of our ids (`tb-{strategy}-{symbol}-{bar unix seconds}-{seq}`).
+fn bar_time_of(id: &ClientOrderId) -> Option<DateTime<Utc>> {
+    let secs = id.as_str().rsplit('-').nth(1)?.parse::<i64>().ok()?;
+    DateTime::from_timestamp(secs, 0)
+}
+
 /// A fill the broker reported: its quantity and price, for pricing the new part exactly.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FillHint {
@@ -19,7 +28,7 @@ pub(super) struct FillHint {
 impl Oms {
     /// Applies one trade update: status by the transition table, new fills (the part of the broker's
     /// cumulative filled quantity above ours), positions. Everything is stored before it returns.
-    /// Unknown orders are adopted. A transition the table refuses (a late acknowledgement after a fill)
+    /// Unknown orders are adopted (taken back as ours when their id is tradebot's, `tb-`). A transition the table refuses (a late acknowledgement after a fill)
     /// changes nothing but fills; a fill on an order we had ended (a "lost" order that did reach the
     /// broker) takes the broker's status.
     pub fn on_update(&mut self, u: &OrderUpdate) -> Result<Vec<OmsChange>, OmsError> {
@@ -84,14 +93,30 @@ impl Oms {
             })?,
         };
         let now = self.clock.now();
-        log::warn!(
-            "oms: adopting order {id} ({} {} {:?} {}, {:?}) that tradebot did not place",
-            b.id,
-            b.side,
-            b.qty,
-            b.symbol,
-            b.status
-        );
+        // Our own id (`ClientOrderId::derive`): placed by tradebot, unknown here because the store was
+        // restored from a backup taken before it (or lost it): recorded as ours, so that flatten and
+        // cancel-on-shutdown treat it as ours.
+        let ours = id.as_str().starts_with(OUR_PREFIX);
+        if ours {
+            log::warn!(
+                "oms: order {id} ({} {} {:?} {}, {:?}) is tradebot's own but unknown to this store (restored from \
+                 an older backup?): recorded as ours",
+                b.id,
+                b.side,
+                b.qty,
+                b.symbol,
+                b.status
+            );
+        } else {
+            log::warn!(
+                "oms: adopting order {id} ({} {} {:?} {}, {:?}) that tradebot did not place",
+                b.id,
+                b.side,
+                b.qty,
+                b.symbol,
+                b.status
+            );
+        }
         let rec = OmsOrder {
             client_order_id: id.clone(),
             broker_id: Some(b.id.clone()),
@@ -102,12 +127,16 @@ impl Oms {
             avg_fill_price: None,
             // Fills come next; until they are recorded the order counts as working.
             status: if b.status.is_terminal() { OrderStatus::Accepted } else { b.status },
-            bar_time: None,
+            bar_time: if ours { bar_time_of(&id) } else { None },
             recorded_at: b.created_at.unwrap_or(now),
             sent_at: b.created_at,
             updated_at: now,
-            adopted: true,
-            note: Some(format!("adopted (broker client_order_id {:?})", b.raw_client_order_id)),
+            adopted: !ours,
+            note: Some(if ours {
+                "tradebot's own, taken back from the broker (not in the store)".to_string()
+            } else {
+                format!("adopted (broker client_order_id {:?})", b.raw_client_order_id)
+            }),
         };
         self.orders_tree.insert(id.as_str().as_bytes(), &rec)?;
         self.by_broker_id.insert(b.id.clone(), id.clone());

@@ -463,3 +463,77 @@ proptest! {
         }
     }
 }
+
+/// Our order as Alpaca lists it, with `status` as written (parsed as the broker runner parses it).
+fn listed(r: &OrderRequest, broker_id: &str, status: &str) -> BrokerOrder {
+    crate::alpaca::parse::order_value(serde_json::json!({
+        "id": broker_id,
+        "client_order_id": r.client_order_id.as_str(),
+        "symbol": r.symbol.as_str(),
+        "side": "buy",
+        "type": "market",
+        "time_in_force": "day",
+        "extended_hours": false,
+        "qty": r.qty.get().to_string(),
+        "filled_qty": "0",
+        "status": status,
+        "created_at": "2023-11-14T22:13:20Z",
+    }))
+    .unwrap_or_else(|e| panic!("{status}: {e}"))
+}
+
+#[test]
+fn an_order_the_broker_lists_is_never_lost_whatever_its_status_even_one_unknown_here() {
+    let mut h = Harness::new();
+    h.oms().reconcile(&BrokerSnapshot::default()).unwrap();
+    let pending = submitted(h.oms().submit(request("AAPL", 0, Side::Buy, 5)).unwrap());
+    let accepted = submitted(h.oms().submit(request("MSFT", 0, Side::Buy, 5)).unwrap());
+    for r in [&pending, &accepted] {
+        h.oms().on_sending(&r.client_order_id).unwrap();
+    }
+    let mut b = ToyBroker::default();
+    b.accept(&accepted);
+    h.oms().on_update(&b.updates[0]).unwrap();
+    assert_eq!(h.oms().order(&accepted.client_order_id).unwrap().status, OrderStatus::Accepted);
+    // Ten minutes on, far past the 60 s grace period: the broker lists both, in statuses we do not know.
+    h.clock.set(t0() + chrono::Duration::seconds(600));
+    for (pending_status, accepted_status) in [("pending_new", "accepted"), ("queued_at_venue", "a_new_status")] {
+        let snap = BrokerSnapshot {
+            orders: vec![listed(&pending, "b-p", pending_status), listed(&accepted, "b-a", accepted_status)],
+            ..BrokerSnapshot::default()
+        };
+        let rep = h.oms().reconcile(&snap).unwrap();
+        assert!(rep.lost.is_empty(), "{pending_status}: an order the broker holds is not lost: {rep:?}");
+        for r in [&pending, &accepted] {
+            let o = h.oms().order(&r.client_order_id).unwrap();
+            assert!(!o.status.is_terminal() && o.note.is_none(), "{pending_status}: {o:?}");
+        }
+        assert_eq!(h.oms().open_orders().count(), 2, "both still working, blocking their symbols");
+    }
+    // When the broker ends it, it ends here.
+    let snap = BrokerSnapshot { orders: vec![listed(&accepted, "b-a", "canceled")], ..BrokerSnapshot::default() };
+    h.oms().reconcile(&snap).unwrap();
+    assert_eq!(h.oms().order(&accepted.client_order_id).unwrap().status, OrderStatus::Canceled);
+}
+
+#[test]
+fn our_own_orders_unknown_to_a_restored_store_are_ours_not_adopted() {
+    let mut h = Harness::new();
+    h.oms().reconcile(&BrokerSnapshot::default()).unwrap();
+    // Placed by tradebot after the backup the store was restored from: the store has never heard of it.
+    let ours = request("AAPL", 3, Side::Buy, 4).into_inner();
+    let mut by_hand = request("IBM", 0, Side::Buy, 2).into_inner();
+    by_hand.client_order_id = ClientOrderId::new("by-hand-7").unwrap();
+    let snap = BrokerSnapshot {
+        orders: vec![listed(&ours, "b-1", "new"), listed(&by_hand, "b-2", "new")],
+        ..BrokerSnapshot::default()
+    };
+    let rep = h.oms().reconcile(&snap).unwrap();
+    assert!(rep.lost.is_empty());
+    let o = h.oms().order(&ours.client_order_id).unwrap();
+    assert!(!o.adopted, "a tb- order is tradebot's own: {o:?}");
+    assert_eq!((o.status, o.bar_time), (OrderStatus::Accepted, Some(ours.bar_time)));
+    assert!(h.oms().order(&by_hand.client_order_id).unwrap().adopted, "one placed by hand is still adopted");
+    h.reopen();
+    assert!(!h.oms().order(&ours.client_order_id).unwrap().adopted, "stored as ours");
+}

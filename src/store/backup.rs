@@ -7,7 +7,7 @@
 //! everything before it. A file that does not end in a matching trailer is refused before anything is touched.
 
 use super::sentinel::{Mark, Sentinel};
-use super::{DB_DIR, Store, StoreError, TreeName, guard, lock_seal, open_db};
+use super::{DB_DIR, Store, StoreError, TreeName, guard, lock_seal, open_db, restore_kill};
 use chrono::{DateTime, Utc};
 use flate2::Compression;
 use flate2::read::GzDecoder;
@@ -36,6 +36,9 @@ pub struct Summary {
     pub header: Header,
     pub trees: usize,
     pub records: u64,
+    /// `restore`: how the kill switch it brought back differs from the replaced database's, and which
+    /// was kept (`restore_kill`); `None` when they agree.
+    pub kill_switch: Option<String>,
 }
 
 impl Store {
@@ -91,7 +94,7 @@ impl Store {
         let file = gz.finish().map_err(fail)?.into_inner().map_err(|e| fail(e.into_error()))?;
         file.sync_all().map_err(fail)?;
         std::fs::rename(&tmp, &path).map_err(fail)?;
-        Ok(Summary { path, header, trees, records })
+        Ok(Summary { path, header, trees, records, kill_switch: None })
     }
 }
 
@@ -125,7 +128,7 @@ pub fn list(state_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-type Trees = Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
+pub(super) type Trees = Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
 
 /// Reads and verifies a backup file completely.
 pub fn read(path: &Path) -> Result<(Header, Trees), StoreError> {
@@ -183,6 +186,8 @@ pub fn read(path: &Path) -> Result<(Header, Trees), StoreError> {
 pub fn restore(state_dir: &Path, backup: &Path) -> Result<Summary, StoreError> {
     let _lock = super::lock_dir(state_dir)?;
     let (header, trees) = read(backup)?;
+    let replaced_kill = restore_kill::read_current(state_dir);
+    let (keep_kill, kill_switch) = restore_kill::decide(&restore_kill::in_backup(&trees), &replaced_kill);
     let stamp = Utc::now().format("%Y%m%dT%H%M%SZ");
     let db_path = state_dir.join(DB_DIR);
     let io = |dir: &Path| {
@@ -190,12 +195,12 @@ pub fn restore(state_dir: &Path, backup: &Path) -> Result<Summary, StoreError> {
         move |source| StoreError::Dir { dir, source }
     };
     if db_path.exists() {
-        let aside = state_dir.join(format!("{DB_DIR}.replaced-{stamp}"));
+        let aside = unused(state_dir, &format!("{DB_DIR}.replaced-{stamp}"));
         std::fs::rename(&db_path, &aside).map_err(io(&aside))?;
     }
     let sentinel = Sentinel::path(state_dir);
     if sentinel.exists() {
-        let aside = state_dir.join(format!("{}.replaced-{stamp}", super::sentinel::SENTINEL_FILE));
+        let aside = unused(state_dir, &format!("{}.replaced-{stamp}", super::sentinel::SENTINEL_FILE));
         std::fs::rename(&sentinel, &aside).map_err(io(&aside))?;
     }
     let records = trees.iter().map(|t| t.1.len() as u64).sum();
@@ -208,21 +213,39 @@ pub fn restore(state_dir: &Path, backup: &Path) -> Result<Summary, StoreError> {
                 tree.insert(k, v)?;
             }
         }
+        if let Some(k) = &keep_kill {
+            db.open_tree(TreeName::Kv.as_str())?.insert(restore_kill::KILL_SWITCH_KEY, k.as_slice())?;
+        }
         db.flush()?;
         let seq = super::db_seq(&db)?;
         Sentinel::create(state_dir, Mark { seq, last: Default::default() })
             .map_err(|source| StoreError::Sentinel { path: Sentinel::path(state_dir), source })?;
         Ok(())
     })?;
-    Ok(Summary { path: backup.to_path_buf(), header, trees: n, records })
+    if let Some(k) = &kill_switch {
+        log::warn!("store restore: {k}");
+    }
+    Ok(Summary { path: backup.to_path_buf(), header, trees: n, records, kill_switch })
+}
+
+/// `dir/name`, or `dir/name-2`, `-3`, ... when taken (two restores within one second).
+fn unused(dir: &Path, name: &str) -> PathBuf {
+    let mut p = dir.join(name);
+    let mut n = 1;
+    while p.exists() {
+        n += 1;
+        p = dir.join(format!("{name}-{n}"));
+    }
+    p
 }
 
 /// Accepts the database under `state_dir` as it is: a new sentinel at its current sequence. Returns it.
 pub fn reseal(state_dir: &Path) -> Result<u64, StoreError> {
     let _lock = super::lock_dir(state_dir)?;
+    super::leftovers::clear_db(&state_dir.join(DB_DIR));
     guard::guarded(state_dir, || {
         let db = open_db(&state_dir.join(DB_DIR))?;
-        super::check::scan_critical(&db)?;
+        super::check::scan_all(&db)?;
         let seq = super::db_seq(&db)?;
         Sentinel::create(state_dir, Mark { seq, last: Default::default() })
             .map_err(|source| StoreError::Sentinel { path: Sentinel::path(state_dir), source })?;

@@ -1,21 +1,16 @@
-//! Checking a store: the scan run at every open (the critical trees decode), the comparison with the
-//! sentinel, and the full check behind `tradebot store check` (every record of every tree, on a copy so
-//! that sled's own recovery cannot change the original).
+//! Checking a store: the scan (every record of every tree decodes) and the comparison with the sentinel,
+//! run at every open and by `tradebot store check` (on a copy, so that sled's own recovery cannot change
+//! the original).
 
 use super::sentinel::{Found, LastWrite, Mark, Sentinel};
 use super::{DB_DIR, StoreError, TreeName, db_seq, guard, keys};
 use std::path::{Path, PathBuf};
 
-/// Trees whose every record is decoded at open: small, and the ones whose loss would go unnoticed.
-const SCANNED_AT_OPEN: [TreeName; 5] =
-    [TreeName::Orders, TreeName::Fills, TreeName::Kv, TreeName::Positions, TreeName::Runs];
-
-/// Decodes every record of the critical trees (JSON values). Runs under `guard::guarded`.
-pub(super) fn scan_critical(db: &sled::Db) -> Result<(), StoreError> {
-    for name in SCANNED_AT_OPEN {
-        scan_tree(db, name)?;
-    }
-    Ok(())
+/// Decodes every record of every tree, returning the counts in `TreeName::ALL` order: the check of
+/// `tradebot store check`, run at every open too, so that every command refuses the same damage (sled
+/// reads pages lazily: a damaged page is found only when read). Runs under `guard::guarded`.
+pub(super) fn scan_all(db: &sled::Db) -> Result<Vec<(TreeName, usize)>, StoreError> {
+    TreeName::ALL.iter().map(|&name| Ok((name, scan_tree(db, name)?))).collect()
 }
 
 fn scan_tree(db: &sled::Db, name: TreeName) -> Result<usize, StoreError> {
@@ -46,6 +41,17 @@ pub(super) fn verify_against(db: &sled::Db, dir: &Path, found: Found) -> Result<
             if !is_empty(db)? {
                 log::info!("store {}: sealing a store written before sentinels", dir.display());
             }
+            Ok(Mark { seq: 0, last: Default::default() })
+        }
+        // A sentinel torn while first written (a start on a full disk): nothing critical was ever written,
+        // so there is nothing it could have guarded.
+        Found::Unreadable if db_seq == 0 => {
+            log::warn!(
+                "store {}: its sentinel {} is unreadable (torn when first written) and no critical record was \
+                 ever written; writing it again",
+                dir.display(),
+                Sentinel::path(dir).display()
+            );
             Ok(Mark { seq: 0, last: Default::default() })
         }
         Found::Absent | Found::Unreadable => Err(StoreError::NoSentinel { dir: dir.to_path_buf(), db_seq }),
@@ -113,11 +119,12 @@ pub fn check(state_dir: &Path) -> Result<Report, StoreError> {
     }
     let copy = state_dir.join(format!(".check-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&copy);
-    let result = copy_dir(&src, &copy)
-        .map_err(|source| StoreError::Dir { dir: copy.clone(), source })
-        .and_then(|()| check_copy(state_dir, &copy));
+    let result = copy_dir(&src, &copy).map_err(|source| StoreError::Dir { dir: copy.clone(), source }).and_then(|()| {
+        super::leftovers::clear_db(&copy);
+        check_copy(state_dir, &copy)
+    });
     let _ = std::fs::remove_dir_all(&copy);
-    result
+    result.map_err(|e| super::disk::classify(state_dir, e))
 }
 
 fn check_copy(state_dir: &Path, copy: &Path) -> Result<Report, StoreError> {
@@ -130,10 +137,7 @@ fn check_copy(state_dir: &Path, copy: &Path) -> Result<Report, StoreError> {
     };
     guard::guarded(state_dir, || {
         let db = super::open_db(copy)?;
-        let mut counts = Vec::new();
-        for name in TreeName::ALL {
-            counts.push((name, scan_tree(&db, name)?));
-        }
+        let counts = scan_all(&db)?;
         let seq = db_seq(&db)?;
         verify_against(&db, state_dir, found)?;
         Ok(Report { dir: state_dir.to_path_buf(), counts, seq, sentinel })

@@ -18,6 +18,11 @@
 //! corrupt critical record is refused with `StoreError::is_damage` and the recovery steps (`check`,
 //! `backup`: `tradebot store check|backup|restore|reseal`).
 //!
+//! **No wedge, one check.** Every open reads every record (`check::scan_all`, the check of `tradebot store
+//! check`), so every command refuses the same damage; what an interrupted start left is cleared first
+//! (`leftovers`); a full disk is `StoreError::DiskFull` (exit `EX_DISK_FULL`, `disk`). Read-only commands
+//! open a private copy (`Store::open_read_only`, `readonly`) and never change a file of the store.
+//!
 //! **One owner.** `Store::open` takes an exclusive, non-blocking lock on `LOCK_FILE` in the directory;
 //! a second opener (a CLI command while the daemon runs) gets `StoreError::Locked` at once, never a hang.
 //!
@@ -25,8 +30,12 @@
 
 pub mod backup;
 pub mod check;
+mod disk;
 mod guard;
 pub mod keys;
+mod leftovers;
+mod readonly;
+mod restore_kill;
 pub mod sentinel;
 
 use crate::domain::{Bar, Symbol, Timeframe};
@@ -48,6 +57,17 @@ const SEQ_KEY: &[u8] = b"write_seq";
 /// The exit code for a store refused as damaged or rolled back (EX_DATAERR): systemd does not restart
 /// the unit into it (`RestartPreventExitStatus`).
 pub const EX_STORE: u8 = 65;
+/// The exit code for a start refused because the disk holding the store is full (EX_IOERR): the store is
+/// fine, and the next start after space is freed works.
+pub const EX_DISK_FULL: u8 = 74;
+/// sled's page cache, in MiB, unless `set_cache_mb` says otherwise (`[store] cache_mb`).
+pub const DEFAULT_CACHE_MB: u64 = 64;
+static CACHE_MB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(DEFAULT_CACHE_MB);
+
+/// Sets sled's page cache size (MiB) for the stores this process opens from now on (`[store] cache_mb`).
+pub fn set_cache_mb(mb: u64) {
+    CACHE_MB.store(mb.max(1), std::sync::atomic::Ordering::Relaxed);
+}
 
 const RECOVERY: &str = "tradebot did not use it. To recover: stop tradebot; `tradebot store check --config FILE` says \
 what is wrong; `tradebot store restore --config FILE` puts back the newest backup (taken before each retrain, \
@@ -84,6 +104,11 @@ pub enum StoreError {
     NoSentinel { dir: PathBuf, db_seq: u64 },
     #[error("cannot write the store's sentinel {path}: {source}")]
     Sentinel { path: PathBuf, source: std::io::Error },
+    #[error(
+        "the disk holding the store at {dir} is full ({free} free): tradebot stopped (the store is not \
+         damaged); free some space there (old backups under {dir}/backups, logs), then start again ({detail})"
+    )]
+    DiskFull { dir: PathBuf, free: String, detail: String },
     #[error("backup {path}: {detail}")]
     Backup { path: PathBuf, detail: String },
     #[error("corrupt record in tree {tree}: {reason}")]
@@ -103,6 +128,11 @@ impl StoreError {
                 | StoreError::NoSentinel { .. }
                 | StoreError::Corrupt { .. }
         )
+    }
+
+    /// A start refused because the disk is full (exit `EX_DISK_FULL`).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, StoreError::DiskFull { .. })
     }
 }
 
@@ -167,29 +197,57 @@ pub struct Store {
     dir: PathBuf,
     seal: Seal,
     _lock: std::sync::Arc<File>,
+    /// A read-only store's private copy of the database, removed with the last clone.
+    _scratch: Option<std::sync::Arc<readonly::Scratch>>,
 }
 
 type Seal = std::sync::Arc<std::sync::Mutex<sentinel::Sentinel>>;
 
 impl Store {
     /// Opens (creating if needed) the store under `state_dir`. A damaged or rolled-back store is refused
-    /// (`StoreError::is_damage`).
+    /// (`StoreError::is_damage`) after the same check as `tradebot store check` (every record of every
+    /// tree decodes; the sentinel agrees); a full disk is `StoreError::DiskFull`. What an interrupted start
+    /// left is cleared first (`leftovers`).
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        Store::open_writable(state_dir).map_err(|e| disk::classify(state_dir, e))
+    }
+
+    fn open_writable(state_dir: &Path) -> Result<Store, StoreError> {
         let dir = state_dir.to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|source| StoreError::Dir { dir: dir.clone(), source })?;
         let lock = lock_dir(&dir)?;
+        leftovers::clear_state_dir(&dir);
+        leftovers::clear_db(&dir.join(DB_DIR));
         let found = sentinel::Sentinel::read(&dir)
             .map_err(|source| StoreError::Sentinel { path: sentinel::Sentinel::path(&dir), source })?;
-        let db = guard::guarded(&dir, || {
+        let result = guard::guarded(&dir, || {
             let db = open_db(&dir.join(DB_DIR))?;
-            check_schema(&db, &dir)?;
-            check::scan_critical(&db)?;
+            let schema = check_schema(&db, &dir)?;
+            check::scan_all(&db)?;
+            if schema.is_none() {
+                db.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                db.flush()?;
+            }
             Ok(db)
-        })?;
+        });
+        let db = match result {
+            Ok(db) => db,
+            Err(e) => {
+                // A failed start (a full disk) may leave a half-written snapshot: gone now, not at the next start.
+                leftovers::clear_db(&dir.join(DB_DIR));
+                return Err(e);
+            }
+        };
         let mark = check::verify_against(&db, &dir, found)?;
         let seal = sentinel::Sentinel::create(&dir, mark)
             .map_err(|source| StoreError::Sentinel { path: sentinel::Sentinel::path(&dir), source })?;
-        Ok(Store { db, dir, seal: std::sync::Arc::new(std::sync::Mutex::new(seal)), _lock: std::sync::Arc::new(lock) })
+        Ok(Store {
+            db,
+            dir,
+            seal: std::sync::Arc::new(std::sync::Mutex::new(seal)),
+            _lock: std::sync::Arc::new(lock),
+            _scratch: None,
+        })
     }
 
     /// The write sequence of the critical trees (what the sentinel guards).
@@ -207,6 +265,7 @@ impl Store {
             tree: self.db.open_tree(name.as_str())?,
             db: self.db.clone(),
             seal: self.seal.clone(),
+            dir: self.dir.clone(),
             name,
             _v: PhantomData,
         })
@@ -224,12 +283,12 @@ impl Store {
         let mut batch = sled::Batch::default();
         for b in bars {
             let k = keys::bar_key(&b.symbol, b.timeframe, b.t);
-            if !tree.contains_key(&k)? {
+            if !tree.contains_key(&k).map_err(self.on_write())? {
                 new += 1;
             }
             batch.insert(k, encode_bar(b).to_vec());
         }
-        tree.apply_batch(batch)?;
+        tree.apply_batch(batch).map_err(self.on_write())?;
         Ok(new)
     }
 
@@ -269,8 +328,13 @@ impl Store {
 
     /// Flushes every tree to disk. Called at shutdown.
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
+        self.db.flush().map_err(self.on_write())?;
         Ok(())
+    }
+
+    /// A sled error of a write: `StoreError::DiskFull` (naming the directory) when the disk is full.
+    fn on_write(&self) -> impl Fn(sled::Error) -> StoreError + '_ {
+        |e| disk::classify(&self.dir, StoreError::Db(e))
     }
 }
 
@@ -279,6 +343,8 @@ pub struct TypedTree<V> {
     tree: sled::Tree,
     db: sled::Db,
     seal: Seal,
+    /// The state directory, named when the disk is full.
+    dir: PathBuf,
     name: TreeName,
     _v: PhantomData<fn() -> V>,
 }
@@ -291,7 +357,7 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
         if self.name.durable() {
             return self.write_sealed(key, Some(bytes));
         }
-        self.tree.insert(key, bytes)?;
+        self.tree.insert(key, bytes).map_err(self.on_write())?;
         Ok(())
     }
 
@@ -303,8 +369,13 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
         if self.name.durable() {
             return self.write_sealed(key, None);
         }
-        self.tree.remove(key)?;
+        self.tree.remove(key).map_err(self.on_write())?;
         Ok(())
+    }
+
+    /// A sled error of a write: `StoreError::DiskFull` (naming the directory) when the disk is full.
+    fn on_write(&self) -> impl Fn(sled::Error) -> StoreError + '_ {
+        |e| disk::classify(&self.dir, StoreError::Db(e))
     }
 
     /// A critical write: the record and the next write sequence in one sled transaction, flushed, then
@@ -323,16 +394,16 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
             .map_err(|e| match e {
-                sled::transaction::TransactionError::Storage(e) => StoreError::Db(e),
+                sled::transaction::TransactionError::Storage(e) => self.on_write()(e),
                 sled::transaction::TransactionError::Abort(()) => {
                     StoreError::Encode { tree: self.name.as_str(), reason: "transaction aborted".into() }
                 }
             })?;
-        self.db.flush()?;
+        self.db.flush().map_err(self.on_write())?;
         seal.mark.seq = seq;
         seal.mark.last.insert(self.name.as_str().to_string(), sentinel::LastWrite::new(key, value.as_deref()));
         let path = seal.file_path().to_path_buf();
-        seal.write().map_err(|source| StoreError::Sentinel { path, source })
+        seal.write().map_err(|source| disk::classify(&self.dir, StoreError::Sentinel { path, source }))
     }
 
     /// All entries with `lo <= key <= hi`, in key order.
@@ -400,7 +471,8 @@ fn lock_seal(seal: &Seal) -> std::sync::MutexGuard<'_, sentinel::Sentinel> {
 fn open_db(path: &Path) -> Result<sled::Db, StoreError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     loop {
-        match sled::Config::new().path(path).flush_every_ms(Some(FLUSH_EVERY_MS)).open() {
+        let cache = CACHE_MB.load(std::sync::atomic::Ordering::Relaxed).saturating_mul(1 << 20);
+        match sled::Config::new().path(path).cache_capacity(cache).flush_every_ms(Some(FLUSH_EVERY_MS)).open() {
             Err(sled::Error::Io(e))
                 if e.kind() == std::io::ErrorKind::Other
                     && e.to_string().contains("could not acquire lock")
@@ -452,13 +524,10 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
     Ok(f)
 }
 
-fn check_schema(db: &sled::Db, dir: &Path) -> Result<(), StoreError> {
+/// The stored schema version (`None`: a new database, to be stamped); a newer one is refused. Writes nothing.
+fn check_schema(db: &sled::Db, dir: &Path) -> Result<Option<u32>, StoreError> {
     match db.get(SCHEMA_KEY)? {
-        None => {
-            db.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
-            db.flush()?;
-            Ok(())
-        }
+        None => Ok(None),
         Some(v) => {
             let b: [u8; 4] = v.as_ref().try_into().map_err(|_| StoreError::Corrupt {
                 tree: "default",
@@ -468,12 +537,14 @@ fn check_schema(db: &sled::Db, dir: &Path) -> Result<(), StoreError> {
             if found > SCHEMA_VERSION {
                 return Err(StoreError::NewerSchema { dir: dir.to_path_buf(), found, supported: SCHEMA_VERSION });
             }
-            Ok(())
+            Ok(Some(found))
         }
     }
 }
 
 #[cfg(test)]
 mod damage_tests;
+#[cfg(test)]
+mod start_tests;
 #[cfg(test)]
 mod tests;

@@ -10,12 +10,37 @@ use chrono::{NaiveDate, NaiveTime, TimeZone};
 use chrono_tz::America::New_York;
 
 pub fn order(o: w::Order) -> Result<BrokerOrder, ParseError> {
+    order_with_status_text(o, None)
+}
+
+/// An order from its JSON, keeping the status text as Alpaca wrote it (a status this build does not know
+/// is named in the log and kept in `BrokerOrder::broker_status`).
+pub fn order_value(v: serde_json::Value) -> Result<BrokerOrder, ParseError> {
+    let text = v.get("status").and_then(|s| s.as_str()).map(String::from);
+    order_with_status_text(serde_json::from_value(v)?, text.as_deref())
+}
+
+/// `order`, with the status as written when known (`order_value`, `updates`).
+pub(super) fn order_with_status_text(o: w::Order, text: Option<&str>) -> Result<BrokerOrder, ParseError> {
     let side = match o.side {
         w::Side::Buy => Side::Buy,
         w::Side::Sell => Side::Sell,
         w::Side::Unknown => return Err(field_err("side", "", "is not buy or sell")),
     };
     let status = status(o.status, &o.filled_qty)?;
+    let broker_status = match (o.status, text) {
+        (w::OrderStatus::Unknown, Some(t)) => t.chars().take(64).collect::<String>(),
+        _ => serde_json::to_value(o.status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+    };
+    if o.status == w::OrderStatus::Unknown {
+        log::warn!(
+            "alpaca: order {} ({} {}) has status {broker_status:?}, which this tradebot does not know; it is kept \
+             as working ({status:?}) until the broker reports an end",
+            o.id,
+            o.client_order_id,
+            o.symbol
+        );
+    }
     Ok(BrokerOrder {
         id: OrderId::new(&o.id)?,
         client_order_id: ClientOrderId::new(&o.client_order_id).ok(),
@@ -27,17 +52,15 @@ pub fn order(o: w::Order) -> Result<BrokerOrder, ParseError> {
         filled_avg_price: opt_decimal("filled_avg_price", &o.filled_avg_price)?,
         limit_price: opt_decimal("limit_price", &o.limit_price)?,
         status,
-        broker_status: serde_json::to_value(o.status)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default(),
+        broker_status,
         created_at: opt_time("created_at", &o.created_at)?,
         raw_client_order_id: o.client_order_id,
     })
 }
 
 /// Alpaca's 18 statuses onto our lifecycle. Working states that are neither filled nor canceled map to
-/// `Accepted` (or `PartiallyFilled` when something has filled).
+/// `Accepted` (or `PartiallyFilled` when something has filled); so does a status this build does not know
+/// (a new one): the broker still holds the order, and an order it holds is never forgotten here.
 fn status(s: w::OrderStatus, filled: &Option<String>) -> Result<OrderStatus, ParseError> {
     use w::OrderStatus as A;
     let part = opt_decimal("filled_qty", filled)?.is_some_and(|q| q > rust_decimal::Decimal::ZERO);
@@ -60,8 +83,8 @@ fn status(s: w::OrderStatus, filled: &Option<String>) -> Result<OrderStatus, Par
         | A::Stopped
         | A::Suspended
         | A::Calculated
-        | A::Held => working,
-        A::Unknown => return Err(field_err("status", "", "is not a known order status")),
+        | A::Held
+        | A::Unknown => working,
     })
 }
 

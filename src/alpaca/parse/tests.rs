@@ -372,3 +372,52 @@ fn broker_numbers_beyond_a_trillion_are_refused_not_overflowed_later() {
     let f = crate::alpaca::parse::updates_frame(frame);
     assert!(f.items.is_empty() && !f.errors.is_empty(), "{f:?}");
 }
+
+/// `rest/order.json` with another status and filled quantity.
+fn order_json(status: &str, filled: &str) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_slice(&fixture("rest/order.json")).unwrap();
+    v["status"] = status.into();
+    v["filled_qty"] = filled.into();
+    v
+}
+
+#[test]
+fn every_alpaca_order_status_maps_and_an_unknown_one_is_kept_working_and_named() {
+    use OrderStatus as S;
+    let table = [
+        ("new", S::Accepted),
+        ("accepted", S::Accepted),
+        ("pending_new", S::PendingNew),
+        ("accepted_for_bidding", S::Accepted),
+        ("pending_cancel", S::PendingCancel),
+        ("pending_replace", S::Accepted),
+        ("pending_review", S::Accepted),
+        ("calculated", S::Accepted),
+        ("stopped", S::Accepted),
+        ("suspended", S::Accepted),
+        ("done_for_day", S::Accepted),
+        ("held", S::Accepted),
+        ("partially_filled", S::PartiallyFilled),
+        ("filled", S::Filled),
+        ("canceled", S::Canceled),
+        ("expired", S::Expired),
+        ("replaced", S::Replaced),
+        ("rejected", S::Rejected),
+        ("some_status_alpaca_adds_later", S::Accepted),
+    ];
+    for (text, want) in table {
+        let o = order_value(order_json(text, "0")).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!((o.status, o.broker_status.as_str()), (want, text), "{text}");
+    }
+    // Working with something filled: partially filled, whatever the working status is called.
+    let o = order_value(order_json("a_new_working_status", "3")).unwrap();
+    assert_eq!((o.status, o.broker_status.as_str()), (S::PartiallyFilled, "a_new_working_status"));
+    // Through the typed wire object too (single-order replies), and on the updates stream.
+    let mut w: w::Order = serde_json::from_value(order_json("brand_new", "0")).unwrap();
+    w.filled_qty = Some("0".into());
+    assert_eq!(order(w).unwrap().status, S::Accepted);
+    let msg =
+        serde_json::json!({"stream": "trade_updates", "data": {"event": "new", "order": order_json("brand_new", "0")}});
+    let Some(UpdatesItem::Update(u)) = updates_message(msg).unwrap() else { panic!("an update") };
+    assert_eq!((u.order.status, u.order.broker_status.as_str()), (S::Accepted, "brand_new"));
+}

@@ -19,11 +19,12 @@ pub fn updates_frame(payload: &[u8]) -> Frame<UpdatesItem> {
 
 /// One message. `Ok(None)`: an unknown stream or event, skipped.
 pub fn updates_message(v: serde_json::Value) -> Result<Option<UpdatesItem>, ParseError> {
+    let status = v.pointer("/data/order/status").and_then(|s| s.as_str()).map(String::from);
     Ok(Some(match w::UpdatesMsg::deserialize(v)? {
         w::UpdatesMsg::Authorization(a) if a.status == "authorized" => UpdatesItem::Authorized,
         w::UpdatesMsg::Authorization(a) => UpdatesItem::Unauthorized { action: a.action },
         w::UpdatesMsg::Listening(l) => UpdatesItem::Listening(l.streams),
-        w::UpdatesMsg::TradeUpdate(u) => match trade_update(*u)? {
+        w::UpdatesMsg::TradeUpdate(u) => match trade_update(*u, status.as_deref())? {
             Some(u) => UpdatesItem::Update(Box::new(u)),
             None => return Ok(None),
         },
@@ -31,7 +32,7 @@ pub fn updates_message(v: serde_json::Value) -> Result<Option<UpdatesItem>, Pars
     }))
 }
 
-fn trade_update(u: w::TradeUpdate) -> Result<Option<OrderUpdate>, ParseError> {
+fn trade_update(u: w::TradeUpdate, status: Option<&str>) -> Result<Option<OrderUpdate>, ParseError> {
     let Some(kind) = kind(u.event) else { return Ok(None) };
     let fill = match (&u.price, &u.qty) {
         (Some(p), Some(q)) if matches!(kind, UpdateKind::Fill | UpdateKind::PartialFill) => Some(Fill {
@@ -50,7 +51,12 @@ fn trade_update(u: w::TradeUpdate) -> Result<Option<OrderUpdate>, ParseError> {
         }
         _ => None,
     };
-    Ok(Some(OrderUpdate { kind, order: super::order(u.order)?, time: opt_time("timestamp", &u.timestamp)?, fill }))
+    Ok(Some(OrderUpdate {
+        kind,
+        order: super::rest::order_with_status_text(u.order, status)?,
+        time: opt_time("timestamp", &u.timestamp)?,
+        fill,
+    }))
 }
 
 fn kind(e: TradeEvent) -> Option<UpdateKind> {

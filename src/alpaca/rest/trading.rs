@@ -305,7 +305,7 @@ impl Endpoint for ListOrders {
         v
     }
     fn parse(_: &ListOrdersQuery, body: &[u8]) -> Result<Self::Output, RestError> {
-        lenient(Self::NAME, body, parse::order)
+        lenient(Self::NAME, body, parse::order_value)
     }
 }
 
