@@ -45,15 +45,16 @@ fn flatten_seq(socket: &std::path::Path) -> u64 {
         .map_or(0, |f| f.seq)
 }
 
-/// Waits for the engine's outcome of this flatten: exit 0 once every sell went out, 1 when one could not
-/// be sent or is still waiting for a cancel after `FLATTEN_WAIT` (the status says which and why).
+/// Waits for the engine's outcome of this flatten: exit 0 once the broker accepted every sell, 1 when one
+/// could not be sent, was refused, or still waits (for a cancel, for the broker) after `FLATTEN_WAIT` (the
+/// status says which and why).
 fn wait_for_flatten(socket: &std::path::Path, before: u64) -> anyhow::Result<ExitCode> {
     let deadline = std::time::Instant::now() + FLATTEN_WAIT;
     let mut last = None;
     while std::time::Instant::now() < deadline {
         let r = client::request(socket, &Request::Status, Duration::from_secs(35)).context("asking the daemon")?;
         if let Some(f) = r.status.and_then(|s| s.flatten).filter(|f| f.seq > before) {
-            let done = f.waiting.is_empty();
+            let done = f.waiting.is_empty() && f.unconfirmed.is_empty();
             last = Some(f);
             if done {
                 break;
@@ -74,8 +75,16 @@ fn wait_for_flatten(socket: &std::path::Path, before: u64) -> anyhow::Result<Exi
             FLATTEN_WAIT.as_secs()
         );
     }
+    if !f.unconfirmed.is_empty() {
+        eprintln!(
+            "the broker has not accepted the sells of {} after {} s: see `tradebot status`",
+            f.unconfirmed.join(", "),
+            FLATTEN_WAIT.as_secs()
+        );
+    }
     for e in &f.failed {
         eprintln!("NOT sold: {e}");
     }
-    Ok(if f.failed.is_empty() && f.waiting.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let clean = f.failed.is_empty() && f.waiting.is_empty() && f.unconfirmed.is_empty();
+    Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

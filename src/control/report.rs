@@ -52,6 +52,8 @@ pub struct FlattenStatus {
     pub seq: u64,
     pub at: Option<DateTime<Utc>>,
     pub sent: Vec<String>,
+    /// Sells sent that the broker has not acknowledged yet.
+    pub unconfirmed: Vec<String>,
     pub waiting: Vec<String>,
     pub failed: Vec<String>,
 }

@@ -54,6 +54,7 @@ impl EngineView {
                 seq: o.seq,
                 at: Some(o.at),
                 sent: o.sent.iter().map(|s| s.to_string()).collect(),
+                unconfirmed: o.unconfirmed.iter().map(|(s, _)| s.to_string()).collect(),
                 waiting: o.waiting.iter().map(|s| s.to_string()).collect(),
                 failed: o.failed.iter().map(|(s, why)| format!("{s}: {why}")).collect(),
             }),

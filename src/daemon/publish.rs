@@ -142,6 +142,11 @@ fn flatten_activity(f: &crate::control::report::FlattenStatus) -> String {
         format!("flatten FAILED for {}; paused: no new orders until `tradebot resume`", f.failed.join("; "))
     } else if !f.waiting.is_empty() {
         format!("flattening: the sells of {} wait for the cancel of our buys; paused", f.waiting.join(", "))
+    } else if !f.unconfirmed.is_empty() {
+        format!(
+            "flattening: the sells of {} are sent, not yet accepted by the broker; paused",
+            f.unconfirmed.join(", ")
+        )
     } else {
         "flattened and paused: no new orders until `tradebot resume`".to_string()
     }

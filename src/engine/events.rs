@@ -98,6 +98,18 @@ impl crate::engine::Core for Engine {
             Event::Mark(b) => self.on_mark(b),
             Event::NoBar { symbol, t } => self.on_no_bar(&symbol, t),
             Event::Order(u) => {
+                if let Some(id) = &u.order.client_order_id {
+                    let refused = matches!(
+                        u.order.status,
+                        crate::domain::OrderStatus::Rejected
+                            | crate::domain::OrderStatus::Canceled
+                            | crate::domain::OrderStatus::Expired
+                    );
+                    self.flatten_answer(
+                        id,
+                        refused.then(|| format!("the broker reports it {}", u.order.broker_status)),
+                    );
+                }
                 // Only the fills the OMS takes (a duplicate event is not counted twice) move cash and stops.
                 let mut changes = Vec::new();
                 let cmds = self.oms_call(|oms| {
@@ -123,10 +135,16 @@ impl crate::engine::Core for Engine {
             }
             Event::BrokerReconnected => vec![self.oms.on_broker_reconnected()],
             Event::SubmitFailed { client_order_id, reason, retriable } => {
+                if !retriable {
+                    self.flatten_answer(&client_order_id, Some(reason.clone()));
+                }
                 self.oms_call(|oms| oms.on_submit_failed(&client_order_id, &reason, retriable))
             }
             Event::Sending { client_order_id } => self.oms_call(|oms| oms.on_sending(&client_order_id)),
-            Event::NotSent { client_order_id } => self.oms_call(|oms| oms.on_not_sent(&client_order_id)),
+            Event::NotSent { client_order_id } => {
+                self.flatten_answer(&client_order_id, Some("not sent: the daemon is shutting down".into()));
+                self.oms_call(|oms| oms.on_not_sent(&client_order_id))
+            }
             Event::Tick => {
                 self.ticks += 1;
                 let every = self.cfg.reconcile_every;

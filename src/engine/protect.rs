@@ -38,13 +38,15 @@ pub(super) struct KillRetry {
 }
 
 /// What the last flatten asked for by a person did, for the status and `tradebot flatten`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct FlattenOutcome {
     /// Counts the flattens asked for since the start (1 for the first), so a caller can tell its own.
     pub seq: u64,
     pub at: DateTime<Utc>,
     /// Symbols whose sell went to the order manager.
     pub sent: Vec<Symbol>,
+    /// Sells sent that the broker has not acknowledged yet (a refusal moves them to `failed`).
+    pub unconfirmed: Vec<(Symbol, ClientOrderId)>,
     /// Symbols whose sell waits for the cancel of our working buy.
     pub waiting: Vec<Symbol>,
     /// Symbols whose sell could not go out, with why.
@@ -164,8 +166,7 @@ impl Engine {
         let plan: Vec<(Symbol, Decimal)> = self.oms.positions().into_iter().filter(|(s, _)| ours(s)).collect();
         let at = self.clock_now();
         let seq = self.flatten_outcome.as_ref().map_or(1, |o| o.seq + 1);
-        self.flatten_outcome =
-            Some(FlattenOutcome { seq, at, sent: Vec::new(), waiting: Vec::new(), failed: Vec::new() });
+        self.flatten_outcome = Some(FlattenOutcome { seq, at, ..FlattenOutcome::default() });
         // Our buys of symbols not held are canceled too: a flatten leaves nothing of ours working to buy.
         let held: Vec<Symbol> = plan.iter().map(|(s, _)| s.clone()).collect();
         let mut cmds = Vec::new();
@@ -302,10 +303,15 @@ impl Engine {
                 }
             };
             if let Some(o) = self.flatten_outcome.as_mut().filter(|_| why == OrderWhy::Flatten) {
-                if out.is_empty() {
-                    o.failed.push((symbol.clone(), "the order manager did not send it (see the log)".into()));
-                } else {
-                    o.sent.push(symbol.clone());
+                match out
+                    .iter()
+                    .find_map(|c| if let Command::Submit(a) = c { Some(a.client_order_id.clone()) } else { None })
+                {
+                    Some(id) => {
+                        o.sent.push(symbol.clone());
+                        o.unconfirmed.push((symbol.clone(), id));
+                    }
+                    None => o.failed.push((symbol.clone(), "the order manager did not send it (see the log)".into())),
                 }
             }
             cmds.extend(out);
@@ -385,6 +391,21 @@ impl Engine {
                 self.protect(OrderWhy::KillSwitch, now, left)
             }
             Some(_) => Vec::new(),
+        }
+    }
+
+    /// The broker's answer to a flatten's sell: acknowledged (`refused: None`), or refused, rejected or
+    /// never sent, with why.
+    pub(super) fn flatten_answer(&mut self, id: &ClientOrderId, refused: Option<String>) {
+        let Some(o) = self.flatten_outcome.as_mut() else { return };
+        let Some(i) = o.unconfirmed.iter().position(|(_, c)| c == id) else { return };
+        let (symbol, _) = o.unconfirmed.remove(i);
+        if let Some(why) = refused {
+            o.sent.retain(|s| *s != symbol);
+            log::error!("engine: flatten: the sell of {symbol} was not accepted: {why}");
+            o.failed.push((symbol.clone(), why.clone()));
+            self.protect_failures.count += 1;
+            self.protect_failures.last = Some(format!("flatten sell of {symbol} not accepted: {why}"));
         }
     }
 

@@ -108,7 +108,20 @@ fn a_flatten_mid_session_on_daily_bars_sells_although_the_day_bar_is_old() {
     assert_eq!(sells[0].client_order_id, ClientOrderId::derive("flatten", &aapl(), now, 0));
     let o = r.engine.flatten_outcome().expect("the outcome is kept for the status");
     assert_eq!((o.seq, o.sent.clone(), o.waiting.len(), o.failed.len()), (1, vec![aapl()], 0, 0));
+    assert_eq!(o.unconfirmed, vec![(aapl(), sells[0].client_order_id.clone())], "not accepted yet");
     assert!(r.engine.is_paused());
+    // The broker refuses it: the flatten failed for AAPL (the CLI exits 1, the host alerts).
+    let id = sells[0].client_order_id.clone();
+    r.engine.process(Event::SubmitFailed { client_order_id: id, reason: "403 forbidden".into(), retriable: false });
+    let o = r.engine.flatten_outcome().unwrap();
+    assert_eq!((o.sent.len(), o.unconfirmed.len()), (0, 0));
+    assert_eq!(o.failed, vec![(aapl(), "403 forbidden".to_string())]);
+    assert_eq!(r.engine.protect_failures().count, 1);
+    // A second flatten, half a minute later: its own number, and the sell goes out again.
+    clock.set(now + Duration::seconds(30));
+    let again = r.engine.process(Event::Control(Control::Flatten));
+    assert_eq!(submitted(&again).len(), 1, "{again:?}");
+    assert_eq!(r.engine.flatten_outcome().unwrap().seq, 2);
 }
 
 #[test]

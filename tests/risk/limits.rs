@@ -26,6 +26,11 @@ impl Daily {
     /// The fake's account holds `qty` AAPL at 100 beside `cash`; the daemon trades AAPL on `1Day` with a
     /// 5% daily loss limit under `flatten`; its store holds one AAPL day bar from two days ago.
     fn start(qty: i64, cash: i64) -> Daily {
+        Daily::setup(qty, cash).run()
+    }
+
+    /// The account, the store and the config, without the daemon yet.
+    fn setup(qty: i64, cash: i64) -> Daily {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
         fake.set_price("AAPL", Decimal::from(100));
@@ -69,7 +74,12 @@ enabled = false
             alpaca = fake.alpaca_section("v2/iex"),
         );
         std::fs::write(&config, text).unwrap();
-        let mut d = Daily { fake, _rt: rt, dir, config, child: None };
+        Daily { fake, _rt: rt, dir, config, child: None }
+    }
+
+    /// Starts the daemon and waits until it has reconciled and subscribed.
+    fn run(mut self) -> Daily {
+        let d = &mut self;
         let log = d.log();
         let child = tradebot(
             &["run", "--config", d.config.to_str().unwrap()],
@@ -85,7 +95,29 @@ enabled = false
             text.contains("tradebot run: ready: reconciled with the broker")
                 && d.fake.lock().market_received.iter().any(|m| m.contains("\"subscribe\""))
         });
-        d
+        self
+    }
+
+    /// A market buy of `qty` AAPL placed at the broker with one of our client order ids (from a decision
+    /// of an earlier run), left working (`hold_orders`).
+    fn working_buy(&self, client_order_id: &str, qty: &str) {
+        self.fake.lock().book.hold_orders = true;
+        let url = self.fake.http_url().join("v2/orders").unwrap();
+        let body = serde_json::json!({
+            "symbol": "AAPL", "qty": qty, "side": "buy", "type": "market", "time_in_force": "day",
+            "client_order_id": client_order_id,
+        });
+        let sent = self._rt.block_on(async {
+            reqwest::Client::new()
+                .post(url)
+                .header("APCA-API-KEY-ID", KEY_ID)
+                .header("APCA-API-SECRET-KEY", SECRET_KEY)
+                .json(&body)
+                .send()
+                .await
+                .map(|r| r.status())
+        });
+        assert_eq!(sent.unwrap(), 200, "the fake took the buy");
     }
 
     fn log(&self) -> PathBuf {
@@ -189,5 +221,33 @@ fn tradebot_flatten_mid_session_on_daily_bars_sells_and_says_so() {
     assert_eq!(sells[0].1.parse::<Decimal>().unwrap(), Decimal::from(10));
     let status = tradebot(&["status", "--config", d.config().to_str().unwrap()], &[]).output().unwrap();
     assert!(crate::text(&status).contains("flattened and paused"), "{}", crate::text(&status));
+    d.stop();
+}
+
+#[test]
+fn a_flatten_while_our_buy_works_cancels_it_first_and_no_sell_is_refused_as_a_wash_trade() {
+    let d = Daily::setup(10, 100_000);
+    // Our buy of 5 AAPL from an earlier decision still works at the broker, which cancels as Alpaca does
+    // (`pending_cancel`, then `canceled` 300 ms later) and refuses a sell against an open buy (403 "potential
+    // wash trade detected").
+    d.working_buy("tb-engine-AAPL-1764000000-0", "5");
+    d.fake.lock().book.cancel_delay = Some(Duration::from_millis(300));
+    let mut d = d.run();
+    d.minute(1, 101.0);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = tradebot(&["flatten", "--config", d.config().to_str().unwrap()], &[]).output().unwrap();
+    let said = crate::text(&out);
+    assert!(out.status.success(), "{said}\n{}", d.text());
+    assert!(said.contains("sells sent: AAPL"), "{said}");
+    d.wait_for(|d| !d.sells().is_empty());
+    let f = d.fake.lock();
+    assert!(f.book.refused.is_empty(), "the broker refused: {:?}", f.book.refused);
+    let buy = f.book.orders.iter().find(|o| o.client_order_id == "tb-engine-AAPL-1764000000-0").unwrap();
+    assert_eq!(format!("{:?}", buy.status), "Canceled");
+    drop(f);
+    let sells = d.sells();
+    assert_eq!(sells.len(), 1, "{sells:?}");
+    assert_eq!(sells[0].1.parse::<Decimal>().unwrap(), Decimal::from(10));
+    assert!(d.text().contains("waits for the cancel of our working buy"), "{}", d.text());
     d.stop();
 }

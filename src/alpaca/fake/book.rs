@@ -29,6 +29,9 @@ pub struct Book {
     pub refused: Vec<(Option<String>, String)>,
     /// Leave every new order open (as with the market closed) instead of filling marketable ones.
     pub hold_orders: bool,
+    /// Cancels as Alpaca does them: `pending_cancel` at once, `canceled` this long after (the order may
+    /// still execute meanwhile, and a new order against it is a wash trade). `None`: canceled at once.
+    pub cancel_delay: Option<std::time::Duration>,
     /// The fake's clock when it runs a simulated market (`fake::market`): order times are stamped with it.
     pub clock: Option<crate::clock::SimClock>,
     client_ids: HashSet<String>,
@@ -192,13 +195,30 @@ impl Book {
             return Err(refusal(404, 40410000, "order not found"));
         };
         let stamp = self.stamp();
+        let delayed = self.cancel_delay.is_some();
         let o = &mut self.orders[idx];
-        if !matches!(o.status, w::OrderStatus::New | w::OrderStatus::Accepted | w::OrderStatus::PartiallyFilled) {
+        let cancelable =
+            matches!(o.status, w::OrderStatus::New | w::OrderStatus::Accepted | w::OrderStatus::PartiallyFilled);
+        let pending = o.status == w::OrderStatus::PendingCancel;
+        if !(cancelable || (pending && !delayed)) {
             return Err(refusal(422, 42210000, "order is not cancelable"));
         }
+        if delayed {
+            o.status = w::OrderStatus::PendingCancel;
+        } else {
+            o.status = w::OrderStatus::Canceled;
+            o.canceled_at = Some(stamp);
+        }
+        Ok(o.clone())
+    }
+
+    /// The end of a delayed cancel (`cancel_delay`): `pending_cancel` becomes `canceled`.
+    pub fn finish_cancel(&mut self, id: &str) -> Option<w::Order> {
+        let stamp = self.stamp();
+        let o = self.orders.iter_mut().find(|o| o.id == id && o.status == w::OrderStatus::PendingCancel)?;
         o.status = w::OrderStatus::Canceled;
         o.canceled_at = Some(stamp);
-        Ok(o.clone())
+        Some(o.clone())
     }
 
     pub fn position(&self, symbol: &str) -> Option<w::Position> {

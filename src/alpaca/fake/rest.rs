@@ -217,9 +217,9 @@ async fn submit(State(app): State<App>, body: axum::body::Bytes) -> Response {
 }
 
 async fn list_orders(State(app): State<App>, q: Q) -> Json<Vec<w::Order>> {
-    let open = |o: &w::Order| {
-        matches!(o.status, w::OrderStatus::New | w::OrderStatus::Accepted | w::OrderStatus::PartiallyFilled)
-    };
+    // Every order that may still execute (`pending_new`, `pending_cancel` ... included), as Alpaca's
+    // `status=open` lists them.
+    let open = super::rules::is_open;
     let status = q.get("status").map(String::as_str).unwrap_or("open");
     let limit = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(50usize).min(500);
     let stamp = |t: Option<&String>| t.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
@@ -263,13 +263,30 @@ async fn by_client_id(State(app): State<App>, q: Q) -> Response {
 }
 
 async fn cancel(State(app): State<App>, Path(id): Path<String>) -> Response {
-    let result = app.lock().book.cancel(&id);
-    match result {
-        Ok(o) => {
+    let (result, delay) = {
+        let mut s = app.lock();
+        (s.book.cancel(&id), s.book.cancel_delay)
+    };
+    match (result, delay) {
+        (Ok(o), Some(delay)) => {
+            // As Alpaca: accepted now (`pending_cancel`), canceled a moment later.
+            let _ = app.updates_tx.send(UpdCmd::Msg(update_msg(wu::TradeEvent::PendingCancel, &o)));
+            let app = app.clone();
+            let order_id = o.id.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let done = app.lock().book.finish_cancel(&order_id);
+                if let Some(o) = done {
+                    let _ = app.updates_tx.send(UpdCmd::Msg(update_msg(wu::TradeEvent::Canceled, &o)));
+                }
+            });
+            StatusCode::NO_CONTENT.into_response()
+        }
+        (Ok(o), None) => {
             let _ = app.updates_tx.send(UpdCmd::Msg(update_msg(wu::TradeEvent::Canceled, &o)));
             StatusCode::NO_CONTENT.into_response()
         }
-        Err((status, body)) => error(status, body.code, &body.message),
+        (Err((status, body)), _) => error(status, body.code, &body.message),
     }
 }
 

@@ -46,6 +46,8 @@ pub fn is_open(o: &w::Order) -> bool {
             | w::OrderStatus::PendingNew
             | w::OrderStatus::AcceptedForBidding
             | w::OrderStatus::Held
+            | w::OrderStatus::PendingCancel
+            | w::OrderStatus::PendingReplace
     )
 }
 
