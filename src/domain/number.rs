@@ -5,6 +5,12 @@ pub fn figure(v: f64) -> String {
     if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v:.4}") }
 }
 
+/// A decimal amount of money to the cent, as `money` writes it.
+pub fn money_dec(x: rust_decimal::Decimal) -> String {
+    use rust_decimal::prelude::ToPrimitive;
+    money(x.round_dp(2).to_f64().unwrap_or(f64::NAN))
+}
+
 /// Money to the cent, with thousands separators: 100123.456 → "100,123.46".
 pub fn money(x: f64) -> String {
     if !x.is_finite() {

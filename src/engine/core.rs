@@ -394,10 +394,7 @@ impl Engine {
             }
             return cmds;
         }
-        if let Some(k) = self.risk().and_then(|r| r.kill_switch()) {
-            log::debug!("engine: bar {t} not traded: the kill switch is tripped ({})", k.reason);
-            return cmds;
-        }
+        let tripped = self.risk().and_then(|r| r.kill_switch()).map(|k| (k.tripped_at, k.reason.clone()));
         let mut cmds = cmds;
         let (holdings, closes) = self.observe();
         let o = &self.obs;
@@ -417,6 +414,14 @@ impl Engine {
             orders: Vec::new(),
             note: None,
         };
+        // Tripped: no model call, no order; the bar's decision says why (the record, and the dashboard's
+        // prices, go on to the last bar).
+        if let Some((at, why)) = tripped {
+            log::debug!("engine: bar {t} not traded: the kill switch is tripped ({why})");
+            rec.note = Some(format!("not traded: the kill switch tripped at {at} ({why})"));
+            self.store_decision(&rec);
+            return cmds;
+        }
         let wants = match self.wants(&holdings, &mut rec) {
             Ok(w) => w,
             Err(note) => {

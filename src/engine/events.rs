@@ -76,7 +76,11 @@ impl Engine {
         let Some(r) = self.risk.as_mut() else { return Vec::new() };
         match r.checks.on_equity(t, equity) {
             Ok(Some(k)) => {
-                log::error!("engine: kill switch tripped at {t}: {} ({:?})", k.reason, k.action);
+                log::error!(
+                    "engine: kill switch tripped at {t}: {} ({})",
+                    k.reason,
+                    crate::risk::action_name(k.action)
+                );
                 let plan = r.checks.flatten_plan(&holdings);
                 // Its own tag: a manual flatten of the same bar ("flatten") must not reuse these ids.
                 if plan.is_empty() { Vec::new() } else { self.protect(crate::domain::OrderWhy::KillSwitch, t, plan) }

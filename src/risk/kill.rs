@@ -131,9 +131,11 @@ impl DailyLoss {
         let state = KillSwitchState {
             tripped_at: now,
             reason: format!(
-                "daily loss {:.4}% of the day's reference equity {open} (the previous close) reached the limit {:.4}% (equity {equity})",
+                "daily loss {:.2}% of the day's reference equity {} (the previous close) reached the limit {:.2}% (equity {})",
                 loss_pct * Decimal::ONE_HUNDRED,
-                self.limit_pct * Decimal::ONE_HUNDRED
+                crate::domain::money_dec(open),
+                self.limit_pct * Decimal::ONE_HUNDRED,
+                crate::domain::money_dec(equity)
             ),
             day,
             open_equity: open,
@@ -144,7 +146,7 @@ impl DailyLoss {
         };
         self.kill_tree.insert(KILL_SWITCH_KEY, &state)?;
         self.store.flush()?;
-        log::error!("risk: KILL SWITCH TRIPPED: {}; action {:?}", state.reason, state.action);
+        log::error!("risk: KILL SWITCH TRIPPED: {}; action {}", state.reason, action_name(state.action));
         self.tripped = Some(state.clone());
         Ok(Some(state))
     }
@@ -168,9 +170,17 @@ impl DailyLoss {
         };
         self.kill_tree.insert(KILL_SWITCH_KEY, &state)?;
         self.store.flush()?;
-        log::error!("risk: KILL SWITCH TRIPPED: {reason}; action {:?}", state.action);
+        log::error!("risk: KILL SWITCH TRIPPED: {reason}; action {}", action_name(state.action));
         self.tripped = Some(state.clone());
         Ok(state)
+    }
+}
+
+/// How a log line names the action: `halt`, `flatten`.
+pub fn action_name(a: KillSwitchAction) -> &'static str {
+    match a {
+        KillSwitchAction::Halt => "halt",
+        KillSwitchAction::Flatten => "flatten",
     }
 }
 

@@ -31,8 +31,8 @@ pub use asset_rules::{CRYPTO_MIN_NOTIONAL, is_crypto, order_qty, tif_for};
 pub use checks::{Limits, RiskChecks};
 pub use context::{AssetRules, Holding, RiskContext};
 pub use kill::{
-    DAY_OPEN_KEY, DailyLoss, DayOpen, KILL_SWITCH_KEY, KillSwitchState, RiskError, clear as clear_kill_switch,
-    stored_state,
+    DAY_OPEN_KEY, DailyLoss, DayOpen, KILL_SWITCH_KEY, KillSwitchState, RiskError, action_name,
+    clear as clear_kill_switch, stored_state,
 };
 pub use notional::NotionalRefusal;
 pub(crate) use notional::{approve_notional, approve_reducing_sell};
