@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 LAYERS = [
-    ["alloc", "logging", "native", "gpu", "domain", "calendar", "clock", "schedule", "optim", "readback", "autocast", "seeded"],
+    ["alloc", "logging", "native", "gpu", "domain", "calendar", "clock", "schedule", "optim", "readback", "autocast", "seeded", "out"],
     ["store", "features", "onnx", "feed"],
     ["env", "models"],
     ["config"],

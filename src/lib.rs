@@ -22,7 +22,8 @@
 //!    simulated one shared with the fake Alpaca),
 //!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`), [`readback`] (counted
 //!    tensor reads into host memory, feature `train`), [`autocast`] (bfloat16 autocast on CUDA, feature `train`), [`seeded`]
-//!    (seeded initialisation on libtorch's global generator, feature `train`).
+//!    (seeded initialisation on libtorch's global generator, feature `train`), [`out`] (every command's
+//!    stdout: a closed pipe ends quietly, a failed write is an error, never a panic).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
 //!    batch), [`onnx`] (our ONNX writer and reference forwards), [`feed`] (the `MarketFeed` trait and its
 //!    events).
@@ -79,6 +80,7 @@ pub mod oms;
 pub mod onnx;
 #[cfg(feature = "train")]
 pub mod optim;
+pub mod out;
 pub mod policy;
 #[cfg(feature = "train")]
 pub mod readback;

@@ -2,12 +2,14 @@
 //! in the library.
 
 use clap::Parser;
+use std::io::Write as _;
 use std::process::ExitCode;
 use tradebot::alpaca::rest::RestError;
 use tradebot::cli::{Cli, run};
 use tradebot::config::{ConfigError, EX_CONFIG};
 use tradebot::daemon::{EX_CANTCREAT, StateDirError};
 use tradebot::live::{EX_FATAL, EX_PANIC, RunError};
+use tradebot::out::{EX_IOERR, OutError, err_fmt as err};
 use tradebot::store::{EX_DISK_FULL, EX_STORE, StoreError};
 
 /// jemalloc for the whole process (libtorch and ONNX Runtime included, through its unprefixed `malloc`):
@@ -16,24 +18,48 @@ use tradebot::store::{EX_DISK_FULL, EX_STORE, StoreError};
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(&e),
+    };
     match run(cli) {
         Ok(code) => code,
-        Err(e) => {
-            // The reader went away (`tradebot status | head -1`): nothing is wrong, nothing to say.
-            let broken_pipe = |c: &(dyn std::error::Error + 'static)| {
-                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            };
-            if e.chain().any(broken_pipe) {
+        Err(e) => fail(&e),
+    }
+}
+
+/// clap's own output (help, version, a usage error) as `clap::Error::exit` writes it, but a full stdout is
+/// an error here, not silence.
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    let to_stdout = !e.use_stderr();
+    let written = e.print().and_then(|()| if to_stdout { std::io::stdout().flush() } else { Ok(()) });
+    match written {
+        Err(io) if to_stdout => fail(&anyhow::Error::new(OutError(io))),
+        _ => ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2)),
+    }
+}
+
+/// The error chain on stderr, and the exit code that says what kind of failure it was.
+fn fail(e: &anyhow::Error) -> ExitCode {
+    {
+        {
+            // The reader went away (`tradebot models list | head -1`): nothing is wrong, nothing to say; exit
+            // 0, as `git log | head` and `status | head` do (the shell shows no error for the pipeline).
+            let stdout_error = e.chain().find_map(|c| c.downcast_ref::<OutError>());
+            if stdout_error.is_some_and(OutError::is_closed_pipe) {
                 return ExitCode::SUCCESS;
             }
             if let Some(ce) = e.downcast_ref::<ConfigError>() {
-                eprintln!("{ce}");
+                err(format_args!("{ce}\n"));
                 return ExitCode::from(EX_CONFIG);
             }
-            eprintln!("error: {e}");
+            err(format_args!("error: {e}\n"));
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                err(format_args!("  caused by: {cause}\n"));
+            }
+            // stdout refused the output (`> /dev/full`): EX_IOERR, the code of a full disk.
+            if stdout_error.is_some() {
+                return ExitCode::from(EX_IOERR);
             }
             // A damaged or rolled-back store: EX_DATAERR, which the unit does not restart into.
             if e.chain().filter_map(|c| c.downcast_ref::<StoreError>()).any(StoreError::is_damage) {

@@ -575,3 +575,55 @@ fn a_restore_says_when_it_brings_back_a_different_kill_switch_and_keeps_it_tripp
     let kv = store.tree::<serde_json::Value>(tradebot::store::TreeName::Kv).unwrap();
     assert!(kv.get(b"risk.kill_switch").unwrap().is_some(), "the restored store's switch is tripped");
 }
+
+/// Every command that prints, run with its stdout a pipe whose reader is gone and then with its stdout on
+/// `/dev/full`: the first ends quietly with exit 0 (as `status | head -1` always did), the second fails
+/// with exit 74 naming stdout and the cause; neither panics (`println!` did: exit 101 and a backtrace).
+#[test]
+fn every_command_ends_quietly_on_a_closed_pipe_and_fails_clearly_on_a_full_stdout() {
+    use tradebot::models::{FeatureRef, Manifest, ModelKind, Registry};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let cfg = cfg.to_str().unwrap();
+    let o = tradebot(&["data", "import", "data/stocks-daily-2000-2013.csv.gz", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let reg = Registry::open(&dir.path().join("state/models")).unwrap();
+    let features = FeatureRef { version: 1, names: vec!["f".into()] };
+    let m = Manifest::draft(ModelKind::Ppo, features, vec![], vec![], vec![], tradebot::domain::Timeframe::DAY1);
+    let id = reg.add(b"model a", m).unwrap().id;
+    let commands: [&[&str]; 14] = [
+        &["models", "list", "--config", cfg],
+        &["models", "list", "--json", "--config", cfg],
+        &["models", "show", &id, "--config", cfg],
+        &["store", "list", "--config", cfg],
+        &["store", "check", "--config", cfg],
+        &["tune", "list", "--json", "--config", cfg],
+        &["status", "--config", cfg],
+        &["status", "--json", "--config", cfg],
+        &["risk", "status", "--config", cfg],
+        &["data", "show", "AAPL", "--from", "2000-01-01", "--to", "2000-12-31", "--config", cfg],
+        &["config", "check", cfg],
+        &["doctor", "--config", cfg],
+        &["--help"],
+        &["--version"],
+    ];
+    for args in commands {
+        // A pipe whose read end is closed before the child starts: its first write fails with EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = common::command(args).stdout(writer).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?} into a closed pipe: {err}");
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?} into a closed pipe: {err}");
+
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let o = common::command(args).stdout(full).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?} > /dev/full: {err}");
+        assert_eq!(o.status.code(), Some(74), "{args:?} > /dev/full: {err}");
+        assert!(
+            err.contains("cannot write to stdout") && err.contains("No space left on device"),
+            "{args:?} > /dev/full names stdout and the cause: {err}"
+        );
+    }
+}

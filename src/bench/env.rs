@@ -2,6 +2,7 @@
 //! and prints env-steps/s and asset-steps/s (one line of JSON with `--json`).
 
 use crate::env::{Accounting, EnvConfig, ExecParams, Panel, Step, VecEnv, rng::SplitMix64};
+use crate::out::outln;
 use anyhow::{Context, bail};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,15 +10,19 @@ use std::time::Instant;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct EnvBench {
+    /// Environments stepped side by side.
     #[arg(long, default_value_t = 1)]
     pub envs: usize,
+    /// Assets (synthetic price series) in each environment.
     #[arg(long, default_value_t = 30)]
     pub assets: usize,
     /// Steps of every env (episodes of --episode-len steps restart as they end).
     #[arg(long, default_value_t = 2519)]
     pub steps: usize,
+    /// Trading days of synthetic daily bars.
     #[arg(long, default_value_t = 2520)]
     pub days: usize,
+    /// Steps of an episode (an env restarts when its episode ends; at most --days - 1).
     #[arg(long, default_value_t = 2519)]
     pub episode_len: usize,
     /// cpu | cuda
@@ -34,8 +39,10 @@ pub struct EnvBench {
     /// backend). Without it: stops, cooldown and slippage on, f64 accounting.
     #[arg(long)]
     pub finrl: bool,
+    /// The random seed (the synthetic bars and the run): the same seed does the same work.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The figures as one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -197,19 +204,26 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
     let env_steps = (b.steps * b.envs) as f64 / t.seconds;
     let asset_steps = env_steps * b.assets as f64;
     if b.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "backend": t.backend, "device": b.device, "threads": b.threads, "finrl_rules": b.finrl, "envs": b.envs,
                 "assets": b.assets, "steps": b.steps, "seconds": t.seconds,
                 "env_steps_per_s": env_steps, "asset_steps_per_s": asset_steps,
             })
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "{} on {}: {} envs x {} assets x {} steps in {:.3} s: {:.0} env-steps/s, {:.0} asset-steps/s",
-            t.backend, b.device, b.envs, b.assets, b.steps, t.seconds, env_steps, asset_steps
-        );
+            t.backend,
+            b.device,
+            b.envs,
+            b.assets,
+            b.steps,
+            t.seconds,
+            env_steps,
+            asset_steps
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,6 +7,7 @@
 //! ([`super::gpu_peers`]: Stable-Baselines3 with 32 `SubprocVecEnv` workers, the DataLoader LSTM loop), each
 //! followed by the ratio of our figure to theirs.
 
+use crate::out::outln;
 use std::process::ExitCode;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -17,6 +18,7 @@ pub struct GpuBench {
     /// Fewer steps (a check that every measurement runs, not figures to report).
     #[arg(long)]
     pub quick: bool,
+    /// One JSON object per measurement and line instead of text.
     #[arg(long)]
     pub json: bool,
     /// The Python that runs the peers (with PyTorch on CUDA).
@@ -79,22 +81,18 @@ pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
     let device = tch::Cuda::device_count();
     let mut rows = Vec::new();
     let show = |row: &serde_json::Value| {
-        if b.json {
-            println!("{row}");
-        } else {
-            println!("{}: {}", row["measure"].as_str().unwrap_or(""), describe(row));
-        }
+        if b.json { outln!("{row}") } else { outln!("{}: {}", row["measure"].as_str().unwrap_or(""), describe(row)) }
     };
     for (name, args) in plan(b.quick) {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(&args);
         let row = measure(&name, &format!("tradebot {}", args.join(" ")), cmd)?;
-        show(&row);
+        show(&row)?;
         rows.push(row);
     }
     if !b.no_peers {
         for row in peers(&b, &rows)? {
-            show(&row);
+            show(&row)?;
             rows.push(row);
         }
     }

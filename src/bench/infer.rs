@@ -16,6 +16,7 @@ use crate::engine::StrategyMode;
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use crate::onnx::mlp::{MlpPolicy, ObsNorm};
 use crate::onnx::{Activation, Dense};
+use crate::out::outln;
 use crate::policy::{ModelSel, Pipeline, PpoPolicy, SessionOptions};
 use crate::store::Store;
 use anyhow::{Context, bail};
@@ -25,6 +26,7 @@ use std::time::Instant;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct InferBench {
+    /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// A PPO model id; default: the registry's champion.
@@ -39,6 +41,7 @@ pub struct InferBench {
     /// Write model.onnx and obs.bin here for the Python peer.
     #[arg(long)]
     pub export: Option<PathBuf>,
+    /// The figures as one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -177,7 +180,7 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     }
     let a = symbols.len();
     if b.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "bench": "infer", "model": model_id, "obs_dim": obs_len, "assets": a,
@@ -187,17 +190,17 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
                 "no_order_decision_p50_us": q50, "no_order_decision_p99_us": q99,
                 "inference_p50_us": i50, "inference_p99_us": i99,
             })
-        );
+        )?;
     } else {
-        println!("model {model_id} (obs {obs_len} wide, {a} assets), {} decisions, {} thread(s)", lat.len(), b.threads);
-        println!(
+        outln!("model {model_id} (obs {obs_len} wide, {a} assets), {} decisions, {} thread(s)", lat.len(), b.threads)?;
+        outln!(
             "decision (the engine: features + inference + strategy + risk + order records): p50 {p50:.1} µs, p99 {p99:.1} µs; {orders} orders sent"
-        );
-        println!(
+        )?;
+        outln!(
             "the {} decisions that sent no order (no order record flushed): p50 {q50:.1} µs, p99 {q99:.1} µs",
             quiet.len()
-        );
-        println!("inference alone (call after call over the engine's observations): p50 {i50:.1} µs, p99 {i99:.1} µs");
+        )?;
+        outln!("inference alone (call after call over the engine's observations): p50 {i50:.1} µs, p99 {i99:.1} µs")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,15 +3,18 @@
 //! panels resident on the device and windows gathered by index. Prints epoch time and samples/s; `--dump
 //! DIR` writes the same data for `benches/peers/lstm_torch.py`.
 
+use crate::out::outln;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct LstmBench {
+    /// Synthetic samples trained on in an epoch.
     #[arg(long, default_value_t = 490_000)]
     pub samples: usize,
     /// Epochs timed after one warm-up epoch; the figure is their mean.
     #[arg(long, default_value_t = 1)]
     pub epochs: usize,
+    /// Samples per training batch.
     #[arg(long, default_value_t = 3072)]
     pub batch: usize,
     /// cpu | cuda
@@ -20,6 +23,7 @@ pub struct LstmBench {
     /// Write the synthetic data (raw little-endian arrays and meta.json) here for the PyTorch peer.
     #[arg(long)]
     pub dump: Option<PathBuf>,
+    /// The figures as one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -90,19 +94,20 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     let secs = timed.iter().map(|s| s.epoch_secs).sum::<f64>() / timed.len().max(1) as f64;
     let sps = n as f64 / secs;
     if b.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "impl": "tradebot", "device": b.device, "samples": n, "batch": b.batch, "params": params,
                 "fast_len": FAST_LEN, "slow_len": SLOW_LEN, "features": FEATURES, "context": CONTEXT,
                 "epochs_timed": timed.len(), "epoch_secs": secs, "samples_per_sec": sps,
             })
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "tradebot lstm on {}: {n} samples, batch {}, {params} parameters, windows {FAST_LEN}x{FEATURES} + {SLOW_LEN}x{FEATURES} + {CONTEXT}: {secs:.2} s/epoch, {sps:.0} samples/s",
-            b.device, b.batch
-        );
+            b.device,
+            b.batch
+        )?;
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -2,15 +2,19 @@
 //! on the trading env over a seeded synthetic panel with FinRL's rules, for a stated configuration that
 //! `benches/peers/sb3_ppo.py` repeats with Stable-Baselines3 on FinRL's numpy env.
 
+use crate::out::outln;
 use anyhow::bail;
 use std::process::ExitCode;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct PpoBench {
+    /// Environments stepped side by side.
     #[arg(long, default_value_t = 1)]
     pub envs: usize,
+    /// Assets (synthetic price series) in each environment.
     #[arg(long, default_value_t = 30)]
     pub assets: usize,
+    /// Trading days of synthetic daily bars.
     #[arg(long, default_value_t = 2520)]
     pub days: usize,
     /// Total environment steps (rounded up to whole updates of envs x n_steps).
@@ -19,10 +23,13 @@ pub struct PpoBench {
     /// Hidden layers of the actor and of the critic (comma-separated), tanh.
     #[arg(long, value_delimiter = ',', default_value = "64,64")]
     pub hidden: Vec<i64>,
+    /// Rollout steps of each env before each PPO update.
     #[arg(long, default_value_t = 2048)]
     pub n_steps: usize,
+    /// Samples per PPO minibatch.
     #[arg(long, default_value_t = 64)]
     pub batch_size: usize,
+    /// Passes over each rollout per PPO update.
     #[arg(long, default_value_t = 10)]
     pub epochs: usize,
     /// CPU threads: libtorch's intra-op threads, and the pool of the env's chunks and the native trainer's
@@ -42,8 +49,10 @@ pub struct PpoBench {
     /// bfloat16 autocast for the forward passes on CUDA (`ppo.mixed_precision`).
     #[arg(long)]
     pub mixed_precision: bool,
+    /// The random seed (the synthetic bars and the run): the same seed does the same work.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The figures as one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -109,7 +118,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     let seconds = t0.elapsed().as_secs_f64();
     let rate = ppo.env_steps as f64 / seconds;
     if b.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "what": "tradebot-ppo", "device": b.device, "backend": ppo.backend(), "env": env_name,
@@ -118,9 +127,9 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
                 "batch_size": b.batch_size, "epochs": b.epochs, "updates": ppo.updates,
                 "env_steps": ppo.env_steps, "seconds": seconds, "env_steps_per_s": rate,
             })
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "PPO on {} ({}, {env_name} env, {} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates, {} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
             b.device,
             ppo.backend(),
@@ -134,7 +143,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
             b.epochs,
             ppo.updates,
             ppo.env_steps
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,11 +4,13 @@
 //! trials (the same parameters, steps and network) with Optuna driving Stable-Baselines3 on FinRL's numpy
 //! env. Each trial's figure is its training episodes' mean return; trials per hour is the result.
 
+use crate::out::outln;
 use anyhow::bail;
 use std::process::ExitCode;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TuneBench {
+    /// Trials in all (each the same network and environment steps).
     #[arg(long, default_value_t = 8)]
     pub trials: usize,
     /// Trials training at once (on as many threads).
@@ -17,19 +19,25 @@ pub struct TuneBench {
     /// Environment steps per trial.
     #[arg(long, default_value_t = 4096)]
     pub steps: u64,
+    /// Assets (synthetic price series) in each environment.
     #[arg(long, default_value_t = 30)]
     pub assets: usize,
+    /// Trading days of synthetic daily bars.
     #[arg(long, default_value_t = 2520)]
     pub days: usize,
     /// Hidden layers of every trial's actor and critic (comma-separated), tanh.
     #[arg(long, value_delimiter = ',', default_value = "64,64")]
     pub hidden: Vec<i64>,
+    /// Rollout steps of each env before each PPO update.
     #[arg(long, default_value_t = 2048)]
     pub n_steps: usize,
+    /// Samples per PPO minibatch.
     #[arg(long, default_value_t = 64)]
     pub batch_size: usize,
+    /// The random seed (the synthetic bars and the run): the same seed does the same work.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The figures as one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
     /// Train the trials as one population (`tune ppo --population on`): their envs one env-kernel launch
@@ -113,7 +121,7 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
     let per_hour = b.trials as f64 / run.seconds * 3600.0;
     let seconds = run.seconds;
     if b.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "what": "tradebot-tune", "trials": b.trials, "parallel": b.parallel, "steps_per_trial": b.steps,
@@ -122,17 +130,20 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
                 "env_steps": run.steps, "seconds": seconds, "trials_per_hour": per_hour,
                 "population": b.population, "device": b.device, "envs": b.envs,
             })
-        );
+        )?;
     } else {
         let how = if b.population {
             format!("as one population on {}", b.device)
         } else {
             format!("{} at a time", b.parallel)
         };
-        println!(
+        outln!(
             "{} trials of {} steps ({how}, hidden {:?}, {} assets): {seconds:.2} s = {per_hour:.0} trials/hour",
-            b.trials, b.steps, b.hidden, b.assets
-        );
+            b.trials,
+            b.steps,
+            b.hidden,
+            b.assets
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

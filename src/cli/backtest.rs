@@ -6,6 +6,7 @@ use super::load_config;
 use crate::backtest::{self, BacktestReport, Metrics, Subject};
 use crate::engine::StrategyMode;
 use crate::models::Registry;
+use crate::out::{OutError, outln};
 use crate::policy::ModelSel;
 use crate::store::Store;
 use anyhow::Context;
@@ -15,6 +16,7 @@ use std::process::ExitCode;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct BacktestArgs {
+    /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// A model id (PPO or LSTM), or `latest` (the PPO champion, else the LSTM one).
@@ -30,6 +32,7 @@ pub struct BacktestArgs {
     /// Last day (YYYY-MM-DD), included; default: the last stored bar.
     #[arg(long)]
     pub to: Option<NaiveDate>,
+    /// The report (metrics of the strategy and of buy-and-hold) as one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
     /// Write the equity curve (time, equity, cash, buy_hold) to this CSV file.
@@ -50,9 +53,9 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
         backtest::write_csv(path, &report.curve).with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
-        println!("{}", serde_json::to_string(&report)?);
+        outln!("{}", serde_json::to_string(&report)?)?;
     } else {
-        print_report(&report);
+        print_report(&report)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -77,12 +80,12 @@ impl StrategyArg {
 /// A report line: its label and how to format it from a `Metrics`.
 type Row = (&'static str, fn(&Metrics) -> String);
 
-fn print_report(r: &BacktestReport) {
+fn print_report(r: &BacktestReport) -> Result<(), OutError> {
     let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
     let mode = format!("{:?}", r.mode).to_lowercase();
-    println!("backtest of {} ({mode}) over {} bars, {} to {}", r.model_id, r.bars, day(r.from), day(r.to));
-    println!("(full risk checks and the SimBroker, as the replay daemon trades)");
-    println!("{:<14} {:>12} {:>12} {:>12}", "", "strategy", "buy&hold", "cash");
+    outln!("backtest of {} ({mode}) over {} bars, {} to {}", r.model_id, r.bars, day(r.from), day(r.to))?;
+    outln!("(full risk checks and the SimBroker, as the replay daemon trades)")?;
+    outln!("{:<14} {:>12} {:>12} {:>12}", "", "strategy", "buy&hold", "cash")?;
     let cash = Metrics::default();
     let rows: [Row; 9] = [
         ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
@@ -96,6 +99,7 @@ fn print_report(r: &BacktestReport) {
         ("exposure", |m| format!("{:.1}%", m.exposure * 100.0)),
     ];
     for (name, f) in rows {
-        println!("{:<14} {:>12} {:>12} {:>12}", name, f(&r.strategy), f(&r.buy_hold), f(&cash));
+        outln!("{:<14} {:>12} {:>12} {:>12}", name, f(&r.strategy), f(&r.buy_hold), f(&cash))?;
     }
+    Ok(())
 }

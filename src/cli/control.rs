@@ -3,6 +3,7 @@
 
 use super::load_config;
 use crate::control::{Request, client, socket_path};
+use crate::out::{errln, outln};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,9 +22,9 @@ pub fn run(config: Option<PathBuf>, req: Request) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e).context("asking the daemon"),
     };
     match (&r.message, &r.error) {
-        (_, Some(e)) => eprintln!("the daemon refused: {e}"),
-        (Some(m), None) => println!("daemon: {m}"),
-        (None, None) => println!("daemon: done"),
+        (_, Some(e)) => errln!("the daemon refused: {e}"),
+        (Some(m), None) => outln!("daemon: {m}")?,
+        (None, None) => outln!("daemon: done")?,
     }
     if !r.ok {
         return Ok(ExitCode::FAILURE);
@@ -63,27 +64,27 @@ fn wait_for_flatten(socket: &std::path::Path, before: u64) -> anyhow::Result<Exi
         std::thread::sleep(Duration::from_millis(200));
     }
     let Some(f) = last else {
-        eprintln!("the daemon did not report the flatten within {} s: see `tradebot status`", FLATTEN_WAIT.as_secs());
+        errln!("the daemon did not report the flatten within {} s: see `tradebot status`", FLATTEN_WAIT.as_secs());
         return Ok(ExitCode::FAILURE);
     };
     let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
-    println!("sells sent: {}", list(&f.sent));
+    outln!("sells sent: {}", list(&f.sent))?;
     if !f.waiting.is_empty() {
-        eprintln!(
+        errln!(
             "still waiting for the cancel of our buys of {} after {} s (the broker refuses a sell against a working buy): see `tradebot status`",
             f.waiting.join(", "),
             FLATTEN_WAIT.as_secs()
         );
     }
     if !f.unconfirmed.is_empty() {
-        eprintln!(
+        errln!(
             "the broker has not accepted the sells of {} after {} s: see `tradebot status`",
             f.unconfirmed.join(", "),
             FLATTEN_WAIT.as_secs()
         );
     }
     for e in &f.failed {
-        eprintln!("NOT sold: {e}");
+        errln!("NOT sold: {e}");
     }
     let clean = f.failed.is_empty() && f.waiting.is_empty() && f.unconfirmed.is_empty();
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -3,10 +3,10 @@
 use super::{DataCmd, EX_DATAERR, load_config};
 use crate::data::{ImportOptions, daily_bar_time, import_file};
 use crate::domain::{Symbol, Timeframe};
+use crate::out::{err, errln, outln};
 use crate::store::Store;
 use anyhow::{Context, anyhow};
 use chrono::{Duration, NaiveDate};
-use std::io::Write;
 use std::process::ExitCode;
 
 fn date(flag: &str, s: &str) -> anyhow::Result<NaiveDate> {
@@ -27,21 +27,21 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
             let store = Store::open(&config.state_dir).context("opening the store")?;
             let r = import_file(&store, &file, &opts)?;
             store.flush()?;
-            println!("read {} as {}", file.display(), r.format);
+            outln!("read {} as {}", file.display(), r.format)?;
             for (sym, n) in &r.rows {
-                println!("{sym}: {n} bars");
+                outln!("{sym}: {n} bars")?;
             }
-            println!("{} new bars stored in {}", r.new_bars, store.dir().display());
+            outln!("{} new bars stored in {}", r.new_bars, store.dir().display())?;
             if r.filtered > 0 {
-                println!("{} rows of other symbols skipped (--symbols)", r.filtered);
+                outln!("{} rows of other symbols skipped (--symbols)", r.filtered)?;
             }
             if r.empty > 0 {
-                println!("{} rows without prices (null) skipped", r.empty);
+                outln!("{} rows without prices (null) skipped", r.empty)?;
             }
             if r.bad.is_empty() {
                 return Ok(ExitCode::SUCCESS);
             }
-            eprint!("{}", bad_rows(&file.display().to_string(), &r));
+            err!("{}", bad_rows(&file.display().to_string(), &r));
             Ok(ExitCode::from(EX_DATAERR))
         }
         DataCmd::Show { symbol, from, to, timeframe, json, config } => {
@@ -59,22 +59,16 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
                 .ok_or_else(|| anyhow!("--to {to} is too far in the future"))?;
             let hi = daily_bar_time(next) - Duration::microseconds(1);
             let bars = store.bars(&sym, tf, daily_bar_time(from), hi)?;
-            let mut out = std::io::stdout().lock();
             if json {
                 for b in &bars {
                     let v =
                         serde_json::json!({"t": b.t.to_rfc3339(), "o": b.o, "h": b.h, "l": b.l, "c": b.c, "v": b.v});
-                    writeln!(out, "{v}")?;
+                    outln!("{v}")?;
                 }
             } else {
-                writeln!(
-                    out,
-                    "{:<25} {:>12} {:>12} {:>12} {:>12} {:>14}",
-                    "t", "open", "high", "low", "close", "volume"
-                )?;
+                outln!("{:<25} {:>12} {:>12} {:>12} {:>12} {:>14}", "t", "open", "high", "low", "close", "volume")?;
                 for b in &bars {
-                    writeln!(
-                        out,
+                    outln!(
                         "{:<25} {:>12.4} {:>12.4} {:>12.4} {:>12.4} {:>14.0}",
                         b.t.to_rfc3339(),
                         b.o,
@@ -86,7 +80,7 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
                 }
             }
             if bars.is_empty() {
-                eprintln!("no {tf} bars of {sym} between {from} and {to} in {}", store.dir().display());
+                errln!("no {tf} bars of {sym} between {from} and {to} in {}", store.dir().display());
             }
             Ok(ExitCode::SUCCESS)
         }

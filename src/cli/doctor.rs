@@ -3,30 +3,31 @@
 //! default.
 
 use crate::config::Config;
+use crate::out::outln;
 use anyhow::Context;
 use std::process::ExitCode;
 
 pub fn run(config: Option<Config>) -> anyhow::Result<ExitCode> {
     let venv = crate::native::pyenv_dir();
     match &config {
-        Some(_) => println!("config:        found"),
-        None => println!("config:        none found (the defaults are checked)"),
+        Some(_) => outln!("config:        found")?,
+        None => outln!("config:        none found (the defaults are checked)")?,
     }
-    println!("python venv:   {}", venv.display());
+    outln!("python venv:   {}", venv.display())?;
     let lib = config.as_ref().and_then(|c| c.runtime.onnxruntime_lib.as_deref());
     let ort = crate::native::init_onnxruntime(lib).context("loading ONNX Runtime")?;
-    println!("onnxruntime:   {}", ort.path.display());
+    outln!("onnxruntime:   {}", ort.path.display())?;
     #[cfg(feature = "train")]
     {
         let cuda = crate::native::load_torch_cuda();
         let t = tch::Tensor::from_slice(&[1.0f32, 2.0, 3.0]).sum(tch::Kind::Float);
-        println!("libtorch:      ok (sum [1,2,3] = {})", t.double_value(&[]));
-        println!(
+        outln!("libtorch:      ok (sum [1,2,3] = {})", t.double_value(&[]))?;
+        outln!(
             "cuda:          {}",
             if cuda { format!("{} device(s)", tch::Cuda::device_count()) } else { "not available".into() }
-        );
+        )?;
     }
     #[cfg(not(feature = "train"))]
-    println!("libtorch:      not linked (built without the `train` feature)");
+    outln!("libtorch:      not linked (built without the `train` feature)")?;
     Ok(ExitCode::SUCCESS)
 }

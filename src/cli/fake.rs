@@ -4,6 +4,7 @@
 
 use crate::alpaca::fake::{FakeAlpaca, KEY_ID, MarketSpec, SECRET_KEY};
 use crate::clock::SimClock;
+use crate::out::{out, outln};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct FakeArgs {
+    /// The port to listen on, on 127.0.0.1 (0: any free port; the address is printed at start).
     #[arg(long, default_value_t = 0)]
     port: u16,
     /// Symbols the fake trades (comma-separated), each optionally with its starting price: `AAPL=190`.
@@ -92,9 +94,9 @@ pub fn run(args: &FakeArgs) -> anyhow::Result<ExitCode> {
         for (s, p) in &symbols {
             fake.set_price(s, *p);
         }
-        println!("fake Alpaca listening on {}; for the config (crypto streams on v1beta3/crypto/us):", fake.addr);
-        print!("{}", fake.alpaca_section("v2/iex"));
-        println!("  export APCA_API_KEY_ID={KEY_ID} APCA_API_SECRET_KEY={SECRET_KEY}");
+        outln!("fake Alpaca listening on {}; for the config (crypto streams on v1beta3/crypto/us):", fake.addr)?;
+        out!("{}", fake.alpaca_section("v2/iex"))?;
+        outln!("  export APCA_API_KEY_ID={KEY_ID} APCA_API_SECRET_KEY={SECRET_KEY}")?;
         if args.market {
             let spec = MarketSpec {
                 seed: args.seed,
@@ -103,24 +105,24 @@ pub fn run(args: &FakeArgs) -> anyhow::Result<ExitCode> {
                 quiet: Default::default(),
             };
             let names: Vec<&str> = symbols.iter().map(|(s, _)| s.as_str()).collect();
-            println!(
+            outln!(
                 "  market: {} (seed {}), {} days of minute history",
                 names.join(", "),
                 args.seed,
                 args.history_days
-            );
+            )?;
             match clock {
                 Some(c) => {
-                    println!("  simulated clock from {} at {} minutes per second; for the daemon:", c.sim, c.speed);
-                    println!("  export {}={c}", crate::clock::ENV);
+                    outln!("  simulated clock from {} at {} minutes per second; for the daemon:", c.sim, c.speed)?;
+                    outln!("  export {}={c}", crate::clock::ENV)?;
                     if crate::clock::from_env().ok().flatten().is_some_and(|old| old != c) {
-                        println!(
+                        outln!(
                             "  (this shell's {} names an earlier clock: export the line above again)",
                             crate::clock::ENV
-                        );
+                        )?;
                     }
                 }
-                None => println!("  on the wall clock"),
+                None => outln!("  on the wall clock")?,
             }
             fake.run_market(spec, clock);
         }

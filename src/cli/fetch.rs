@@ -7,6 +7,7 @@ use crate::alpaca::rest::{RestClient, RestConfig};
 use crate::config::Credentials;
 use crate::data::daily_bar_time;
 use crate::domain::{Symbol, Timeframe};
+use crate::out::{err, errln, outln};
 use crate::store::Store;
 use anyhow::{Context, anyhow};
 use chrono::{Duration, NaiveDate};
@@ -17,8 +18,10 @@ use std::process::ExitCode;
 /// Arguments of `tradebot data fetch`.
 #[derive(Debug, clap::Args)]
 pub struct FetchArgs {
+    /// The symbols to download (comma-separated), e.g. AAPL,MSFT.
     #[arg(long, value_delimiter = ',', required = true)]
     pub symbols: Vec<String>,
+    /// The bars' timeframe (1Day, 1Hour, 15Min, 1Min, ...).
     #[arg(long, default_value = "1Day")]
     pub timeframe: String,
     /// First day (YYYY-MM-DD), inclusive.
@@ -30,6 +33,7 @@ pub struct FetchArgs {
     /// Stock feed for the REST API: iex (free plan) or sip.
     #[arg(long)]
     pub feed: Option<String>,
+    /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
 }
@@ -57,14 +61,14 @@ pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     let tty = std::io::stderr().is_terminal();
     let fetched = rt.block_on(fetch_missing(&rest, &store, &req, |sym, done, total| {
         if tty {
-            eprint!("\r[{done}/{total}] {sym:<12}");
+            err!("\r[{done}/{total}] {sym:<12}");
         }
     }))?;
     if tty {
-        eprintln!();
+        errln!();
     }
     for f in &fetched {
-        println!("{}: {} bars received, {} new (from {})", f.symbol, f.received, f.new, f.start);
+        outln!("{}: {} bars received, {} new (from {})", f.symbol, f.received, f.new, f.start)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,6 +17,7 @@ mod train;
 mod tune;
 
 use crate::config::{Config, ConfigError};
+use crate::out::{errln, out, outln};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -94,6 +95,7 @@ pub enum Command {
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// The status report as one JSON object instead of the table.
         #[arg(long)]
         json: bool,
     },
@@ -130,6 +132,7 @@ pub enum Command {
 pub enum ModelsCmd {
     /// Every model version with its state and metrics.
     List {
+        /// Every model's manifest as a JSON array instead of the table.
         #[arg(long)]
         json: bool,
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
@@ -138,6 +141,7 @@ pub enum ModelsCmd {
     },
     /// One model's manifest (its ONNX file's hash is verified).
     Show {
+        /// The model's id, as `models list` shows it (e.g. ppo-4840de6a1780e0c0).
         id: String,
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
@@ -145,17 +149,18 @@ pub enum ModelsCmd {
     },
     /// Make a model the champion of its kind by hand; the previous champion is retired.
     Promote {
+        /// The model's id, as `models list` shows it (e.g. ppo-4840de6a1780e0c0).
         id: String,
+        /// Why, as the registry's history records it.
         #[arg(long, default_value = "manual promotion")]
         reason: String,
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
-    /// Import the shipped default models (the repository's models/) missing from the registry, and make
-    /// one champion for each kind that has none.
-    /// Import the models under --from that the registry lacks and crown one per kind without a champion
-    /// (whether or not it fits the config: the daemon seeds only models that fit).
+    /// Import the models under --from (the shipped ones by default) that the registry lacks, and make one
+    /// champion for each kind that has none (whether or not it fits the config: the daemon seeds only models
+    /// that fit).
     Seed {
         /// The directory of shipped models.
         #[arg(long, default_value = "models")]
@@ -166,7 +171,9 @@ pub enum ModelsCmd {
     },
     /// Put back the champion that the current one replaced (kind: ppo or lstm).
     Rollback {
+        /// The kind whose champion goes back: ppo or lstm.
         kind: String,
+        /// Why, as the registry's history records it.
         #[arg(long, default_value = "manual rollback")]
         reason: String,
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
@@ -191,15 +198,18 @@ pub enum StoreCmd {
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// The replay's store (<state_dir>/replay) instead of the daemon's.
         #[arg(long)]
         replay: bool,
     },
     /// Put a backup back (the newest when FILE is omitted); the replaced database is kept beside it.
     Restore {
+        /// The backup file to put back (one of `store list`'s); default: the newest.
         file: Option<PathBuf>,
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// The replay's store (<state_dir>/replay) instead of the daemon's.
         #[arg(long)]
         replay: bool,
     },
@@ -208,6 +218,7 @@ pub enum StoreCmd {
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// The replay's store (<state_dir>/replay) instead of the daemon's.
         #[arg(long)]
         replay: bool,
     },
@@ -216,6 +227,7 @@ pub enum StoreCmd {
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// The replay's store (<state_dir>/replay) instead of the daemon's.
         #[arg(long)]
         replay: bool,
     },
@@ -228,6 +240,7 @@ pub enum RiskCmd {
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// The kill switch, the day's opening equity and the limits as one JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -286,6 +299,7 @@ pub enum DataCmd {
     /// Dates: YYYY-MM-DD, M/D/YYYY, YYYY/MM/DD or RFC 3339. JSON lines: Alpaca's bars
     /// ({"t","o","h","l","c","v"} with "S" or --symbol), e.g. `tradebot data show --json`'s output.
     Import {
+        /// The file to load: CSV or JSON lines, plain or gzip-compressed (.gz).
         file: PathBuf,
         /// Only these symbols (comma-separated), for files with a Ticker column.
         #[arg(long, value_delimiter = ',')]
@@ -307,6 +321,7 @@ pub enum DataCmd {
     Fetch(fetch::FetchArgs),
     /// Print stored bars.
     Show {
+        /// The symbol whose bars to print, e.g. AAPL.
         symbol: String,
         /// First day (YYYY-MM-DD), inclusive.
         #[arg(long)]
@@ -314,6 +329,7 @@ pub enum DataCmd {
         /// Last day (YYYY-MM-DD), inclusive.
         #[arg(long)]
         to: String,
+        /// The bars' timeframe (1Day, 1Hour, 15Min, 1Min, ...).
         #[arg(long, default_value = "1Day")]
         timeframe: String,
         /// One JSON object per bar and line: {"t","o","h","l","c","v"}.
@@ -388,7 +404,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let crate::daemon::Outcome::Replay(summary) = crate::run(&config, opts, CancellationToken::new())?
                 && !summary.printed
             {
-                print!("{summary}");
+                out!("{summary}")?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -401,20 +417,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let c = load_config(file.or(config))?;
             let file = c.source.clone();
             crate::logging::init(c.log_level);
-            print!("{}", c.to_toml());
+            out!("{}", c.to_toml())?;
             match crate::config::Credentials::load() {
-                Ok(Some(cr)) => println!("\n# Alpaca keys: found in {} (key id {:?})", cr.source, cr.key_id),
-                Ok(None) => println!("\n# Alpaca keys: not set (only needed for the alpaca feed or broker)"),
-                Err(e) => println!("\n# Alpaca keys: {e}"),
+                Ok(Some(cr)) => outln!("\n# Alpaca keys: found in {} (key id {:?})", cr.source, cr.key_id)?,
+                Ok(None) => outln!("\n# Alpaca keys: not set (only needed for the alpaca feed or broker)")?,
+                Err(e) => outln!("\n# Alpaca keys: {e}")?,
             }
             let problems = crate::config::machine_problems(&c);
             for p in &problems {
-                eprintln!("{}: {p}", file.display());
+                errln!("{}: {p}", file.display());
             }
             if !problems.is_empty() {
                 return Ok(ExitCode::from(crate::config::EX_CONFIG));
             }
-            eprintln!("{}: ok", file.display());
+            errln!("{}: ok", file.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Data(cmd) => data::run(cmd),
@@ -440,3 +456,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tune(cmd) => tune::run(cmd),
     }
 }
+
+#[cfg(test)]
+mod help_tests;

@@ -2,6 +2,7 @@
 
 use super::{ModelsCmd, load_config};
 use crate::models::{ModelKind, Registry};
+use crate::out::{errln, outln};
 use anyhow::Context;
 use std::process::ExitCode;
 
@@ -19,60 +20,60 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
         ModelsCmd::List { json, .. } => {
             let (models, bad) = reg.list()?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&models)?);
+                outln!("{}", serde_json::to_string_pretty(&models)?)?;
             } else {
-                println!("{:<22} {:<5} {:<10} {:<20} metrics", "id", "kind", "state", "created");
+                outln!("{:<22} {:<5} {:<10} {:<20} metrics", "id", "kind", "state", "created")?;
                 for m in &models {
                     let metrics: Vec<String> =
                         m.metrics.iter().map(|(k, v)| format!("{k}={}", crate::domain::figure(*v))).collect();
-                    println!(
+                    outln!(
                         "{:<22} {:<5} {:<10} {:<20} {}",
                         m.id,
                         m.kind.as_str(),
                         format!("{:?}", m.state).to_lowercase(),
                         m.created_at.format("%Y-%m-%d %H:%M:%S"),
                         metrics.join(" ")
-                    );
+                    )?;
                 }
                 if models.is_empty() {
-                    println!("(no models in {})", reg.root().display());
+                    outln!("(no models in {})", reg.root().display())?;
                 }
             }
             for e in &bad {
-                eprintln!("unreadable: {e}");
+                errln!("unreadable: {e}");
             }
             Ok(if bad.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         ModelsCmd::Show { id, .. } => {
             let (m, bytes) = reg.load(&id)?;
-            println!("{}", serde_json::to_string_pretty(&m)?);
-            eprintln!("{}: {} bytes of ONNX, hash verified", m.id, bytes.len());
+            outln!("{}", serde_json::to_string_pretty(&m)?)?;
+            errln!("{}: {} bytes of ONNX, hash verified", m.id, bytes.len());
             Ok(ExitCode::SUCCESS)
         }
         ModelsCmd::Promote { id, reason, .. } => {
             let m = reg.promote(&id, &reason)?;
-            println!("{} is now the {} champion", m.id, m.kind.as_str());
+            outln!("{} is now the {} champion", m.id, m.kind.as_str())?;
             Ok(ExitCode::SUCCESS)
         }
         ModelsCmd::Seed { from, .. } => {
             let rep = reg.seed_from(&from)?;
             let ids = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
-            println!(
+            outln!(
                 "imported {} model(s) from {}: {}; new champions: {}",
                 rep.imported.len(),
                 from.display(),
                 ids(&rep.imported),
                 ids(&rep.champions)
-            );
+            )?;
             for e in &rep.refused {
-                eprintln!("refused: {e}");
+                errln!("refused: {e}");
             }
             Ok(if rep.refused.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         ModelsCmd::Rollback { kind, reason, .. } => {
             let kind: ModelKind = kind.parse().map_err(anyhow::Error::msg)?;
             let m = reg.rollback(kind, &reason)?;
-            println!("rolled back: {} is the {} champion again", m.id, m.kind.as_str());
+            outln!("rolled back: {} is the {} champion again", m.id, m.kind.as_str())?;
             Ok(ExitCode::SUCCESS)
         }
     }

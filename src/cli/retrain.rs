@@ -5,6 +5,7 @@
 use super::load_config;
 use crate::control::{Request, client, socket_path};
 use crate::models::ModelKind;
+use crate::out::{OutError, errln, outln};
 use crate::retrain::holdout::holdout_evaluator;
 use crate::retrain::{PipelineSpec, Progress, RetrainPipeline, RunOutcome, RunRecord, Trigger};
 use crate::store::Store;
@@ -22,11 +23,11 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
     match client::request(&socket, &Request::Retrain { kind }, Duration::from_secs(35)) {
         Ok(r) => {
             if json {
-                println!("{}", serde_json::to_string(&r)?);
+                outln!("{}", serde_json::to_string(&r)?)?;
             } else if let Some(e) = &r.error {
-                eprintln!("the daemon refused: {e}");
+                errln!("the daemon refused: {e}");
             } else {
-                println!("daemon: {}", r.message.as_deref().unwrap_or("retrain started"));
+                outln!("daemon: {}", r.message.as_deref().unwrap_or("retrain started"))?;
             }
             return Ok(if r.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
         }
@@ -34,7 +35,7 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
         Err(e) => return Err(e).context("asking the daemon to retrain"),
     }
     if !json {
-        println!("no daemon on {}: retraining in the foreground", socket.display());
+        outln!("no daemon on {}: retraining in the foreground", socket.display())?;
     }
     let store = Store::open(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(&config, &store)?;
@@ -62,22 +63,36 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
         _ => now,
     };
     let mut failed = false;
+    // Progress that stdout refused: the runs go on (a model half trained helps no one), the error ends the command.
+    let mut unwritten = None;
     for k in kinds {
         let trigger = Trigger { reason: "command line".into(), clock_time };
-        let record = rt.block_on(pipeline.run_until(k, trigger, &mut |p| show(&p, json), &cancel));
+        let record = rt.block_on(pipeline.run_until(
+            k,
+            trigger,
+            &mut |p| {
+                if let Err(e) = show(&p, json) {
+                    unwritten.get_or_insert(e);
+                }
+            },
+            &cancel,
+        ));
         failed |= matches!(record.outcome, RunOutcome::Failed | RunOutcome::Interrupted);
         if cancel.is_cancelled() {
             break;
         }
     }
     store.flush()?;
+    if let Some(e) = unwritten {
+        return Err(e.into());
+    }
     if cancel.is_cancelled() {
         let (sig, code) = signal.get().copied().unwrap_or(("a signal", 130));
-        eprintln!("retrain interrupted by {sig}: the training child was stopped, the champion is unchanged");
+        errln!("retrain interrupted by {sig}: the training child was stopped, the champion is unchanged");
         return Ok(ExitCode::from(code));
     }
     if !config.retrain.enabled && !json {
-        println!("(retrain.enabled = false: the daemon would not retrain on its schedule)");
+        outln!("(retrain.enabled = false: the daemon would not retrain on its schedule)")?;
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -103,7 +118,7 @@ fn on_signal(cancel: CancellationToken) -> std::io::Result<Arc<OnceLock<(&'stati
     Ok(which)
 }
 
-fn show(p: &Progress, json: bool) {
+fn show(p: &Progress, json: bool) -> Result<(), OutError> {
     if json {
         let v = match p {
             Progress::Snapshot { kind, bars } => serde_json::json!({"event":"snapshot","kind":kind,"bars":bars}),
@@ -113,17 +128,17 @@ fn show(p: &Progress, json: bool) {
             }
             Progress::Finished(r) => serde_json::json!({"event":"finished","record":r}),
         };
-        println!("{v}");
-        return;
+        return outln!("{v}");
     }
     match p {
-        Progress::Snapshot { kind, bars } => println!("{}: snapshot of {bars} bars written", kind.as_str()),
-        Progress::Training { kind, line } => println!("{}: {}", kind.as_str(), describe(line)),
+        Progress::Snapshot { kind, bars } => outln!("{}: snapshot of {bars} bars written", kind.as_str())?,
+        Progress::Training { kind, line } => outln!("{}: {}", kind.as_str(), describe(line))?,
         Progress::Evaluating { kind, candidate } => {
-            println!("{}: backtesting {candidate} and the champion on the holdout", kind.as_str())
+            outln!("{}: backtesting {candidate} and the champion on the holdout", kind.as_str())?
         }
-        Progress::Finished(r) => print_record(r),
+        Progress::Finished(r) => print_record(r)?,
     }
+    Ok(())
 }
 
 /// A training child's JSON line for people: its event, then its fields as `key=value` (whole numbers
@@ -143,19 +158,20 @@ fn describe(line: &serde_json::Value) -> String {
     format!("{event}: {}", fields.join(" "))
 }
 
-fn print_record(r: &RunRecord) {
-    println!("{}: {} — {}", r.kind.as_str(), r.outcome.as_str(), r.reason());
+fn print_record(r: &RunRecord) -> Result<(), OutError> {
+    outln!("{}: {} — {}", r.kind.as_str(), r.outcome.as_str(), r.reason())?;
     if let Some(d) = &r.decision {
         let numbers: Vec<String> =
             d.numbers.iter().map(|(k, v)| format!("{k}={}", crate::domain::figure(*v))).collect();
-        println!("  gate: {}", numbers.join(" "));
+        outln!("  gate: {}", numbers.join(" "))?;
     }
     match (&r.champion_before, &r.champion_after) {
         (b, a) if b != a => {
-            println!("  champion: {} -> {}", b.as_deref().unwrap_or("none"), a.as_deref().unwrap_or("none"))
+            outln!("  champion: {} -> {}", b.as_deref().unwrap_or("none"), a.as_deref().unwrap_or("none"))?
         }
-        (b, _) => println!("  champion: {} (unchanged)", b.as_deref().unwrap_or("none")),
+        (b, _) => outln!("  champion: {} (unchanged)", b.as_deref().unwrap_or("none"))?,
     }
+    Ok(())
 }
 
 #[cfg(test)]

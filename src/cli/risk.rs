@@ -4,6 +4,7 @@
 
 use super::RiskCmd;
 use crate::config::Config;
+use crate::out::{OutError, outln};
 use crate::risk::{DayOpen, KillSwitchState, clear_kill_switch, stored_state};
 use crate::store::Store;
 use anyhow::Context;
@@ -26,13 +27,13 @@ fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
             "day_open": day,
             "limits": &config.risk,
         });
-        println!("{v}");
+        outln!("{v}")?;
         return Ok(ExitCode::SUCCESS);
     }
-    print_kill(kill.as_ref());
-    print_day(day.as_ref());
+    print_kill(kill.as_ref())?;
+    print_day(day.as_ref())?;
     let r = &config.risk;
-    println!(
+    outln!(
         "limits: daily loss {}%, position {}% of equity, gross {}% of equity, order {} notional, bar age {} s, extended hours {}",
         r.daily_loss_limit_pct * 100.0,
         r.max_position_pct * 100.0,
@@ -40,30 +41,34 @@ fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
         r.max_order_notional,
         r.max_bar_age.as_secs(),
         r.extended_hours
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_kill(kill: Option<&KillSwitchState>) {
+fn print_kill(kill: Option<&KillSwitchState>) -> Result<(), OutError> {
     match kill {
-        None => println!("kill switch: not tripped"),
+        None => outln!("kill switch: not tripped")?,
         Some(k) => {
-            println!("kill switch: TRIPPED at {} (trading day {})", k.tripped_at, k.day);
-            println!("  why: {}", k.reason);
-            println!("  equity {} against {} at the open; action {:?}", k.equity, k.open_equity, k.action);
-            println!("  clear it with: tradebot risk clear --config FILE (daemon stopped)");
+            outln!("kill switch: TRIPPED at {} (trading day {})", k.tripped_at, k.day)?;
+            outln!("  why: {}", k.reason)?;
+            outln!("  equity {} against {} at the open; action {:?}", k.equity, k.open_equity, k.action)?;
+            outln!("  clear it with: tradebot risk clear --config FILE (daemon stopped)")?;
         }
     }
+    Ok(())
 }
 
-fn print_day(day: Option<&DayOpen>) {
+fn print_day(day: Option<&DayOpen>) -> Result<(), OutError> {
     match day {
-        Some(d) => println!(
+        Some(d) => outln!(
             "trading day {}: reference equity {} (the previous close, as of {}; the first figure of the day when none came before)",
-            d.day, d.equity, d.at
-        ),
-        None => println!("trading day: no equity seen yet"),
+            d.day,
+            d.equity,
+            d.at
+        )?,
+        None => outln!("trading day: no equity seen yet")?,
     }
+    Ok(())
 }
 
 /// The person clearing: `$SUDO_USER` (who ran sudo), `$USER`, `$LOGNAME`, else the uid.
@@ -85,9 +90,9 @@ fn clear(config: &Config) -> anyhow::Result<ExitCode> {
     let now = crate::clock::now();
     match clear_kill_switch(&store, &who, now).context("clearing the kill switch")? {
         Some(k) => {
-            println!("kill switch cleared by {who} at {now} (it tripped at {}: {})", k.tripped_at, k.reason);
+            outln!("kill switch cleared by {who} at {now} (it tripped at {}: {})", k.tripped_at, k.reason)?;
         }
-        None => println!("kill switch was not tripped; nothing to clear ({who} at {now})"),
+        None => outln!("kill switch was not tripped; nothing to clear ({who} at {now})")?,
     }
     Ok(ExitCode::SUCCESS)
 }

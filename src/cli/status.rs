@@ -4,9 +4,9 @@
 
 use super::load_config;
 use crate::control::{Request, StatusReport, client, socket_path};
+use crate::out::out;
 use crate::store::Store;
 use anyhow::{Context, bail};
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -36,8 +36,8 @@ pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e).context("asking the daemon for its status"),
     };
     let text = if json { serde_json::to_string_pretty(&report)? + "\n" } else { report_table(&report) };
-    // A closed pipe (`status | head -1`) is an io::Error, which `main` ends quietly; never a panic.
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    // A closed pipe (`status | head -1`) is an `OutError`, which `main` ends quietly; never a panic.
+    out!("{text}")?;
     Ok(ExitCode::SUCCESS)
 }
 

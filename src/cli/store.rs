@@ -3,6 +3,7 @@
 //! store (`<state_dir>/replay`) instead of the daemon's.
 
 use super::StoreCmd;
+use crate::out::{OutError, errln, outln};
 use crate::store::{EX_DISK_FULL, EX_STORE, Store, backup, check};
 use anyhow::Context;
 use std::path::PathBuf;
@@ -19,20 +20,20 @@ pub fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
             let dir = dir(config, replay)?;
             match check::check(&dir) {
                 Ok(r) => {
-                    println!("store {}: healthy", r.dir.display());
-                    println!("  write sequence {} (sentinel: {})", r.seq, r.sentinel);
+                    outln!("store {}: healthy", r.dir.display())?;
+                    outln!("  write sequence {} (sentinel: {})", r.seq, r.sentinel)?;
                     for (tree, n) in &r.counts {
-                        println!("  {:<10} {n} records", tree.as_str());
+                        outln!("  {:<10} {n} records", tree.as_str())?;
                     }
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) if e.is_damage() => {
-                    eprintln!("{e}");
-                    print_backups(&dir);
+                    errln!("{e}");
+                    print_backups(&dir)?;
                     Ok(ExitCode::from(EX_STORE))
                 }
                 Err(e) if e.is_disk_full() => {
-                    eprintln!("{e}");
+                    errln!("{e}");
                     Ok(ExitCode::from(EX_DISK_FULL))
                 }
                 Err(e) => Err(e).context("checking the store"),
@@ -42,13 +43,13 @@ pub fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
             let dir = dir(config, replay)?;
             let store = Store::open(&dir).context("opening the store")?;
             let s = store.backup().context("backing up the store")?;
-            println!(
+            outln!(
                 "backed up {} records of {} trees (write sequence {}) to {}",
                 s.records,
                 s.trees,
                 s.header.seq,
                 s.path.display()
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         StoreCmd::Restore { config, replay, file } => {
@@ -61,47 +62,48 @@ pub fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("no backup under {}/{}", dir.display(), backup::BACKUP_DIR))?,
             };
             let s = backup::restore(&dir, &file).context("restoring the store")?;
-            println!(
+            outln!(
                 "restored {} records of {} trees from {} (taken {}, write sequence {}); the replaced database is kept beside it as db.replaced-*",
                 s.records,
                 s.trees,
                 s.path.display(),
                 s.header.created.format("%Y-%m-%d %H:%M:%S UTC"),
                 s.header.seq
-            );
-            println!(
+            )?;
+            outln!(
                 "orders and fills since the backup are taken back from the broker at the next start (tradebot's own, \
                  tb-*, as its own); the day's opening equity is as it was then"
-            );
+            )?;
             match &s.kill_switch {
-                Some(k) => println!("WARNING: {k}"),
-                None => println!("the kill switch is as it was in the replaced database"),
+                Some(k) => outln!("WARNING: {k}")?,
+                None => outln!("the kill switch is as it was in the replaced database")?,
             }
             Ok(ExitCode::SUCCESS)
         }
         StoreCmd::Reseal { config, replay } => {
             let dir = dir(config, replay)?;
             let seq = backup::reseal(&dir).context("resealing the store")?;
-            println!("store {}: accepted as it is (write sequence {seq}); the sentinel now follows it", dir.display());
+            outln!("store {}: accepted as it is (write sequence {seq}); the sentinel now follows it", dir.display())?;
             Ok(ExitCode::SUCCESS)
         }
         StoreCmd::List { config, replay } => {
             let dir = dir(config, replay)?;
-            print_backups(&dir);
+            print_backups(&dir)?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-fn print_backups(dir: &std::path::Path) {
+fn print_backups(dir: &std::path::Path) -> Result<(), OutError> {
     match backup::list(dir) {
-        Ok(list) if list.is_empty() => println!("no backups under {}/{}", dir.display(), backup::BACKUP_DIR),
+        Ok(list) if list.is_empty() => outln!("no backups under {}/{}", dir.display(), backup::BACKUP_DIR)?,
         Ok(list) => {
-            println!("backups (newest last):");
+            outln!("backups (newest last):")?;
             for p in list {
-                println!("  {}", p.display());
+                outln!("  {}", p.display())?;
             }
         }
-        Err(e) => println!("cannot list the backups under {}: {e}", dir.display()),
+        Err(e) => outln!("cannot list the backups under {}: {e}", dir.display())?,
     }
+    Ok(())
 }

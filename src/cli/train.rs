@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct PpoArgs {
+    /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// auto (CUDA when usable, else CPU) | cpu | cuda
@@ -33,6 +34,7 @@ pub struct PpoArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct LstmArgs {
+    /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// auto (CUDA when usable) | cpu | cuda

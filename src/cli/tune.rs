@@ -1,6 +1,7 @@
 //! `tradebot tune ppo|list|show`: a hyper-parameter search (`crate::tune`), and the stored studies.
 
 use super::load_config;
+use crate::out::{err, errln, out, outln};
 use crate::retrain::study;
 use crate::store::Store;
 use crate::tune::{self, TuneJob};
@@ -15,17 +16,22 @@ pub enum TuneCmd {
     Ppo(TuneArgs),
     /// The stored studies, most recent first.
     List {
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// The studies as a JSON array instead of the table.
         #[arg(long)]
         json: bool,
     },
     /// One study's trials (`latest` for the most recent).
     Show {
+        /// The study's id, as `tune list` shows it, or `latest` for the most recent.
         #[arg(default_value = "latest")]
         study: String,
+        /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// The study and its trials as one JSON object instead of the table.
         #[arg(long)]
         json: bool,
         /// Also write the study as an Optuna journal file (for `optuna-dashboard FILE`).
@@ -36,6 +42,7 @@ pub enum TuneCmd {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TuneArgs {
+    /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// Trials in all (default: tune.trials).
@@ -104,22 +111,22 @@ pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
             let store = Store::open_read_only(&config.state_dir).context("opening the store")?;
             let all = study::list(&store)?;
             if json {
-                println!("{}", serde_json::to_string(&all)?);
+                outln!("{}", serde_json::to_string(&all)?)?;
             } else if all.is_empty() {
-                println!("no studies yet: run `tradebot tune ppo`");
+                outln!("no studies yet: run `tradebot tune ppo`")?;
             } else {
                 for s in &all {
                     let best = s
                         .best_trial()
                         .and_then(|b| b.value().map(|v| format!("best {} {v:.3} (trial {})", s.metric, b.number)));
-                    println!(
+                    outln!(
                         "{}  {} trials  {}  {}  {}",
                         s.name,
                         s.trials.len(),
                         best.unwrap_or_else(|| "no value yet".into()),
                         s.model_id.as_deref().unwrap_or("-"),
                         s.trigger
-                    );
+                    )?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -132,12 +139,12 @@ pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
             };
             if let Some(path) = optuna_journal {
                 tune::journal::write(&s, &path)?;
-                eprintln!("Optuna journal written to {}", path.display());
+                errln!("Optuna journal written to {}", path.display());
             }
             if json {
-                println!("{}", serde_json::to_string(&s)?);
+                outln!("{}", serde_json::to_string(&s)?)?;
             } else {
-                print!("{}", tune::table(&s));
+                out!("{}", tune::table(&s))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -170,8 +177,8 @@ fn ppo(a: TuneArgs) -> anyhow::Result<ExitCode> {
     };
     let (s, model_id) = tune::tune_ppo(job)?;
     if !a.json {
-        eprint!("{}", tune::table(&s));
-        println!("{model_id}");
+        err!("{}", tune::table(&s));
+        outln!("{model_id}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::domain::OrderStatus;
 use crate::engine::Core;
 use crate::engine::{Control, DecisionRecord, Event, StrategyMode};
+use crate::out::out;
 use crate::retrain::RunRecord;
 use crate::store::{Store, TreeName, TypedTree};
 use anyhow::{Context, bail};
@@ -220,9 +221,9 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
     let mut summary = summary;
     if linger && !interrupted {
         // The summary now, when the replay ends; the daemon then serves until SIGTERM.
-        print!("{summary}");
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
+        if let Err(e) = out!("{summary}") {
+            log::warn!("replay: the summary was not printed ({e}: {}); serving on", e.0);
+        }
         summary.printed = true;
         log::info!("replay: finished; serving status, /metrics and the dashboard until SIGTERM");
         while !shutdown.is_cancelled() {

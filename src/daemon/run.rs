@@ -17,6 +17,7 @@ use crate::config::{BrokerKind, Config, ConfigError, FeedKind, Mode};
 use crate::data::ensure_bars;
 use crate::metrics::Metrics;
 use crate::models::Registry;
+use crate::out::outln;
 use crate::retrain::holdout::holdout_evaluator;
 use crate::retrain::{PipelineSpec, RetrainPipeline};
 use crate::store::Store;
@@ -145,12 +146,12 @@ fn run_replay(
     let store = Store::open(&config.state_dir).context("opening the store")?;
     ensure_bars(config, &store)?;
     let host = start_host(config, &store, rt, shutdown)?;
-    println!(
+    outln!(
         "tradebot {} — {:?} mode, replay of {} bars",
         env!("CARGO_PKG_VERSION"),
         config.mode,
         config.market.timeframe
-    );
+    )?;
     replay::run(ReplayParts { host, shutdown: shutdown.clone(), linger })
 }
 

@@ -14,6 +14,7 @@ use crate::lstm::dataset::{DatasetSpec, WindowDataset};
 use crate::lstm::model::NetDims;
 use crate::lstm::train::LstmTrainer;
 use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
+use crate::out::outln;
 use crate::store::Store;
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
@@ -241,14 +242,14 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     let m = reg.add(&onnx, manifest).context("registering the model")?;
     if args.json {
-        println!("{}", json!({"event": "done", "model_id": m.id, "metrics": metrics}));
+        outln!("{}", json!({"event": "done", "model_id": m.id, "metrics": metrics}))?;
     } else {
-        println!(
+        outln!(
             "registered {} (candidate): validation MCC {:.4}, test MCC {:.4}, best epoch {best_epoch}",
             m.id,
             val.mcc(),
             test.mcc()
-        );
+        )?;
     }
     Ok(m.id)
 }

@@ -13,6 +13,7 @@ use crate::domain::Bar;
 use crate::env::{EnvConfig, Panel};
 use crate::features::FEATURE_VERSION;
 use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
+use crate::out::outln;
 use crate::rl::BatchEnv;
 use crate::rl::ppo::{Ppo, UpdateStats};
 use crate::rl::trading::{KernelTradingEnv, TradingEnv};
@@ -209,7 +210,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
             manifest.id,
             config.state_dir.join("models").display()
         );
-        println!("{}", manifest.id);
+        outln!("{}", manifest.id)?;
     }
     Ok(manifest.id)
 }

@@ -6,6 +6,7 @@
 use super::emit;
 use crate::gpu::{GpuSampler, GpuStats};
 use crate::lstm::train::EpochStats;
+use crate::out::outln;
 use crate::rl::ppo::UpdateStats;
 use serde_json::json;
 use std::io::IsTerminal;
@@ -158,7 +159,8 @@ impl LstmProgress {
     pub fn start(&self, device: &Device, tr: usize, va: usize, te: usize) {
         let dev = super::device_name(*device);
         if self.json {
-            println!(
+            // A progress line that cannot be written is dropped (as `emit` drops it): the run goes on.
+            let _ = outln!(
                 "{}",
                 json!({"event": "progress", "stage": "dataset", "device": dev, "train": tr, "valid": va, "test": te})
             );
@@ -189,12 +191,12 @@ impl LstmProgress {
                 o.insert("max_epochs".into(), json!(self.max_epochs));
             }
             add_gpu(&mut v, gpu.as_ref());
-            println!("{v}");
+            let _ = outln!("{v}");
         } else if let Some(b) = &self.bar {
             b.set_position(s.epoch as u64);
             b.set_message(line);
         } else {
-            println!("epoch {}: {line}", s.epoch);
+            let _ = outln!("epoch {}: {line}", s.epoch);
         }
     }
 
