@@ -2,7 +2,9 @@
 //!
 //! `DailyLoss::on_equity(now, equity)` keeps the trading day's reference equity (key `risk.day_open`): the
 //! equity at the previous session's close, i.e. the last equity seen on an earlier New York trading day
-//! (key `risk.last_equity`, written on every figure, so a restart keeps it), or, with no earlier figure
+//! (key `risk.last_equity` in the `snapshot` tree, written with every figure but not flushed on each:
+//! sled writes it out within its flush interval, so a restart keeps it without an fsync per minute or per
+//! backtest bar; a crash loses at most that interval of figures), or, with no earlier figure
 //! (a new state directory, or after a clear), the first equity seen today. It trips when
 //! `reference - equity >= daily_loss_limit_pct × reference` (exactly at the limit, not before). The caller
 //! marks to market as often as it can (every bar, every minute bar between two bars of a longer timeframe,
@@ -66,6 +68,7 @@ pub struct DailyLoss {
     day_open: Option<DayOpen>,
     /// The last figure seen (stored, not flushed: sled writes it out within its flush interval).
     last: Option<DayOpen>,
+    last_tree: TypedTree<DayOpen>,
 }
 
 impl DailyLoss {
@@ -75,7 +78,8 @@ impl DailyLoss {
         let day_tree: TypedTree<DayOpen> = store.tree(TreeName::Kv)?;
         let tripped = kill_tree.get(KILL_SWITCH_KEY)?;
         let day_open = day_tree.get(DAY_OPEN_KEY)?;
-        let last = day_tree.get(LAST_EQUITY_KEY)?;
+        let last_tree: TypedTree<DayOpen> = store.tree(TreeName::Snapshot)?;
+        let last = last_tree.get(LAST_EQUITY_KEY)?;
         if let Some(k) = &tripped {
             log::error!(
                 "risk: the kill switch is tripped since {} ({}); no new orders until `tradebot risk clear`",
@@ -84,7 +88,17 @@ impl DailyLoss {
             );
         }
         let limit_pct = dec(limit_pct).unwrap_or(Decimal::ZERO);
-        Ok(DailyLoss { store: store.clone(), kill_tree, day_tree, limit_pct, action, tripped, day_open, last })
+        Ok(DailyLoss {
+            store: store.clone(),
+            kill_tree,
+            day_tree,
+            limit_pct,
+            action,
+            tripped,
+            day_open,
+            last,
+            last_tree,
+        })
     }
 
     pub fn tripped(&self) -> Option<&KillSwitchState> {
@@ -122,7 +136,7 @@ impl DailyLoss {
             }
         };
         let last = DayOpen { day, equity, at: now };
-        self.day_tree.insert(LAST_EQUITY_KEY, &last)?;
+        self.last_tree.insert(LAST_EQUITY_KEY, &last)?;
         self.last = Some(last);
         if open <= Decimal::ZERO || open - equity < self.limit_pct * open {
             return Ok(None);
@@ -201,7 +215,7 @@ pub fn clear(store: &Store, who: &str, now: DateTime<Utc>) -> Result<Option<Kill
     if was.is_some() {
         k.remove(KILL_SWITCH_KEY)?;
         d.remove(DAY_OPEN_KEY)?;
-        d.remove(LAST_EQUITY_KEY)?;
+        store.tree::<DayOpen>(TreeName::Snapshot)?.remove(LAST_EQUITY_KEY)?;
         store.flush()?;
     }
     match &was {
