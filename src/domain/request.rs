@@ -24,6 +24,15 @@ impl OrderTif {
     pub fn for_asset(crypto: bool) -> Self {
         if crypto { OrderTif::Gtc } else { OrderTif::Day }
     }
+
+    /// Alpaca's (and the logs') name: `day`, `gtc`, `ioc`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderTif::Day => "day",
+            OrderTif::Gtc => "gtc",
+            OrderTif::Ioc => "ioc",
+        }
+    }
 }
 
 /// Why an order was sent: the model's decision, or one of the protective sells (a trailing stop, the kill

@@ -72,8 +72,8 @@ impl Engine {
             log::error!("engine: equity is {} at {t}: the daily loss limit is not checked on it", self.equity());
             return Vec::new();
         };
-        let holdings = self.holdings();
         let Some(r) = self.risk.as_mut() else { return Vec::new() };
+        // Called on every bar and, live, every minute: the holdings are built only when the switch trips.
         match r.checks.on_equity(t, equity) {
             Ok(Some(k)) => {
                 log::error!(
@@ -81,7 +81,8 @@ impl Engine {
                     k.reason,
                     crate::risk::action_name(k.action)
                 );
-                let plan = r.checks.flatten_plan(&holdings);
+                let holdings = self.holdings();
+                let plan = self.risk().map(|r| r.flatten_plan(&holdings)).unwrap_or_default();
                 // Its own tag: a manual flatten of the same bar ("flatten") must not reuse these ids.
                 if plan.is_empty() { Vec::new() } else { self.protect(crate::domain::OrderWhy::KillSwitch, t, plan) }
             }

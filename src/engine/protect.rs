@@ -335,6 +335,10 @@ impl Engine {
         if let Some(o) = self.flatten_outcome.as_mut().filter(|_| why == OrderWhy::Flatten) {
             o.failed.push((symbol.clone(), e.clone()));
         }
+        // The kill switch's retry counts (and alerts) its own failures once each, at its next look.
+        if why == OrderWhy::KillSwitch {
+            return;
+        }
         self.protect_failures.count += 1;
         self.protect_failures.last = Some(format!("{why} sell of {symbol} refused: {e}"));
     }

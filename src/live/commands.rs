@@ -74,7 +74,7 @@ async fn submit<B: Broker>(
         o.side,
         o.qty,
         o.symbol,
-        tif_name(o.tif),
+        o.tif.as_str(),
         o.why,
         crate::domain::money(o.ref_price)
     );
@@ -107,10 +107,6 @@ async fn submit<B: Broker>(
         }
         Err(_) => failed(id, &BrokerError::Ambiguous(format!("no answer within {:?}", cfg.broker_timeout))),
     }
-}
-
-fn tif_name(t: crate::domain::OrderTif) -> String {
-    serde_json::to_value(t).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_else(|| "?".into())
 }
 
 fn failed(client_order_id: ClientOrderId, e: &BrokerError) -> Event {

@@ -169,6 +169,15 @@ enabled = false
         }
     }
 
+    /// `tradebot flatten`: exit 0 naming AAPL's sell, which then reaches the broker.
+    fn flatten_sells_aapl(&mut self) {
+        let out = tradebot(&["flatten", "--config", self.config.to_str().unwrap()], &[]).output().unwrap();
+        let said = crate::text(&out);
+        assert!(out.status.success(), "{said}\n{}", self.text());
+        assert!(said.contains("sells sent: AAPL"), "{said}");
+        self.wait_for(|d| !d.sells().is_empty());
+    }
+
     fn config(&self) -> &Path {
         &self.config
     }
@@ -211,11 +220,7 @@ fn tradebot_flatten_mid_session_on_daily_bars_sells_and_says_so() {
     // A price of this session's (the day bar is two days old: older than risk.max_bar_age_secs).
     d.minute(1, 101.0);
     std::thread::sleep(Duration::from_millis(300));
-    let out = tradebot(&["flatten", "--config", d.config().to_str().unwrap()], &[]).output().unwrap();
-    let said = crate::text(&out);
-    assert!(out.status.success(), "{said}\n{}", d.text());
-    assert!(said.contains("sells sent: AAPL"), "{said}");
-    d.wait_for(|d| !d.sells().is_empty());
+    d.flatten_sells_aapl();
     let sells = d.sells();
     assert!(sells[0].0.starts_with("tb-flatten-AAPL-"), "{sells:?}");
     assert_eq!(sells[0].1.parse::<Decimal>().unwrap(), Decimal::from(10));
@@ -235,11 +240,7 @@ fn a_flatten_while_our_buy_works_cancels_it_first_and_no_sell_is_refused_as_a_wa
     let mut d = d.run();
     d.minute(1, 101.0);
     std::thread::sleep(Duration::from_millis(300));
-    let out = tradebot(&["flatten", "--config", d.config().to_str().unwrap()], &[]).output().unwrap();
-    let said = crate::text(&out);
-    assert!(out.status.success(), "{said}\n{}", d.text());
-    assert!(said.contains("sells sent: AAPL"), "{said}");
-    d.wait_for(|d| !d.sells().is_empty());
+    d.flatten_sells_aapl();
     let f = d.fake.lock();
     assert!(f.book.refused.is_empty(), "the broker refused: {:?}", f.book.refused);
     let buy = f.book.orders.iter().find(|o| o.client_order_id == "tb-engine-AAPL-1764000000-0").unwrap();
