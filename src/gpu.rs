@@ -3,12 +3,88 @@
 //! `interval` on a thread of its own while the measured work runs. Where there is no NVIDIA driver,
 //! `GpuSampler::start` says so and nothing else changes. Trainers show the readings in their progress
 //! (`take_recent`, the window since the last progress line); the daemon caps a retrain child's GPU memory
-//! with libtorch's allocator setting (`alloc_conf`).
+//! with libtorch's allocator setting (`alloc_conf`). Everything here is asked for by CUDA ordinal (what
+//! libtorch and the kernels run on) and read from that device's NVML GPU, matched by the device's own UUID
+//! or PCI bus id (`nvml_map`), whatever `CUDA_VISIBLE_DEVICES` and CUDA's device order say.
+
+pub mod nvml_map;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use nvml_map::{CudaIds, NvmlGpu};
+
+/// CUDA device `ordinal`'s own UUID and PCI bus id, read from the driver (no context is created); `None`
+/// without a driver or such a device.
+#[allow(unsafe_code)]
+fn cuda_ids(ordinal: usize) -> Option<CudaIds> {
+    use cudarc::driver::{result, sys};
+    // SAFETY: only tries dlopen on candidate names and closes what it opened.
+    if !unsafe { sys::is_culib_present() } {
+        return None;
+    }
+    result::init().ok()?;
+    let dev = result::device::get(i32::try_from(ordinal).ok()?).ok()?;
+    let uuid = result::device::get_uuid(dev).ok().map(|u| nvml_map::cuda_uuid_string(u.bytes.map(|b| b as u8)));
+    let mut buf = [0 as std::ffi::c_char; 32];
+    // SAFETY: the driver is initialised, `dev` one of its devices, `buf` holds the 32 bytes `len` gives.
+    let ok =
+        unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) } == sys::CUresult::CUDA_SUCCESS;
+    let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+    let pci_bus_id = ok.then(|| String::from_utf8_lossy(&bytes).to_string());
+    Some(CudaIds { uuid, pci_bus_id })
+}
+
+/// The GPUs NVML lists, with their UUIDs, bus ids, names and MIG instances.
+fn nvml_gpus(nvml: &nvml_wrapper::Nvml) -> Result<Vec<NvmlGpu>, String> {
+    let n = nvml.device_count().map_err(|e| format!("NVML cannot count the GPUs: {e}"))?;
+    (0..n)
+        .map(|i| {
+            let d = nvml.device_by_index(i).map_err(|e| format!("NVML has no GPU {i}: {e}"))?;
+            let mig_uuids = (0..8).map_while(|m| d.mig_device_by_index(m).ok()?.uuid().ok()).collect();
+            Ok(NvmlGpu {
+                uuid: d.uuid().unwrap_or_default(),
+                pci_bus_id: d.pci_info().map(|p| p.bus_id).unwrap_or_default(),
+                name: d.name().unwrap_or_default(),
+                mig_uuids,
+            })
+        })
+        .collect()
+}
+
+/// The NVML index of CUDA device `cuda_ordinal`: by its own UUID or PCI bus id, else by
+/// `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER` as CUDA reads them.
+fn nvml_index_in(nvml: &nvml_wrapper::Nvml, cuda_ordinal: usize) -> Result<u32, String> {
+    let gpus = nvml_gpus(nvml)?;
+    let by_ids = cuda_ids(cuda_ordinal).and_then(|ids| nvml_map::match_by_ids(&ids, &gpus));
+    let index = match by_ids {
+        Some(i) => i,
+        None => {
+            let var = |k: &str| std::env::var(k).ok();
+            nvml_map::match_by_order(
+                cuda_ordinal,
+                var("CUDA_VISIBLE_DEVICES").as_deref(),
+                var("CUDA_DEVICE_ORDER").as_deref(),
+                &gpus,
+            )
+            .map_err(|e| format!("NVML: {e}"))?
+        }
+    };
+    log::debug!("NVML: cuda:{cuda_ordinal} is NVML GPU {index} ({})", gpus[index].pci_bus_id);
+    u32::try_from(index).map_err(|_| format!("NVML GPU index {index} out of range"))
+}
+
+/// NVML itself, or why not.
+fn nvml() -> Result<nvml_wrapper::Nvml, String> {
+    nvml_wrapper::Nvml::init().map_err(|e| format!("NVML (the NVIDIA driver's libnvidia-ml) is not available: {e}"))
+}
+
+/// The NVML index of CUDA device `cuda_ordinal` (see `nvml_index_in`).
+pub fn nvml_index(cuda_ordinal: usize) -> Result<u32, String> {
+    nvml_index_in(&nvml()?, cuda_ordinal)
+}
 
 /// One NVML reading.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -71,8 +147,9 @@ pub struct GpuSampler {
 }
 
 impl GpuSampler {
-    /// Starts sampling GPU `index` every `interval`; an error (no driver, no such GPU) says why.
-    pub fn start(index: u32, interval: Duration) -> Result<GpuSampler, String> {
+    /// Starts sampling the GPU of CUDA device `cuda_ordinal` every `interval`; an error (no driver, no
+    /// such GPU) says why.
+    pub fn start(cuda_ordinal: usize, interval: Duration) -> Result<GpuSampler, String> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -81,18 +158,19 @@ impl GpuSampler {
         let thread = std::thread::Builder::new()
             .name("gpu-sampler".into())
             .spawn(move || {
-                let nvml = match nvml_wrapper::Nvml::init() {
+                let nvml = match nvml() {
                     Ok(n) => n,
                     Err(e) => {
-                        let _ = ready_tx
-                            .send(Err(format!("NVML (the NVIDIA driver's libnvidia-ml) is not available: {e}")));
+                        let _ = ready_tx.send(Err(e));
                         return Vec::new();
                     }
                 };
-                let device = match nvml.device_by_index(index) {
+                let device = match nvml_index_in(&nvml, cuda_ordinal)
+                    .and_then(|i| nvml.device_by_index(i).map_err(|e| format!("NVML has no GPU {i}: {e}")))
+                {
                     Ok(d) => d,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(format!("NVML has no GPU {index}: {e}")));
+                        let _ = ready_tx.send(Err(e));
                         return Vec::new();
                     }
                 };
@@ -143,10 +221,10 @@ impl Drop for GpuSampler {
     }
 }
 
-/// GPU `index`'s total memory in MiB, by NVML.
-pub fn total_memory_mb(index: u32) -> Result<u64, String> {
-    let nvml = nvml_wrapper::Nvml::init()
-        .map_err(|e| format!("NVML (the NVIDIA driver's libnvidia-ml) is not available: {e}"))?;
+/// The total memory in MiB of CUDA device `cuda_ordinal`'s GPU, by NVML.
+pub fn total_memory_mb(cuda_ordinal: usize) -> Result<u64, String> {
+    let nvml = nvml()?;
+    let index = nvml_index_in(&nvml, cuda_ordinal)?;
     let device = nvml.device_by_index(index).map_err(|e| format!("NVML has no GPU {index}: {e}"))?;
     let info = device.memory_info().map_err(|e| format!("NVML cannot read GPU {index}'s memory: {e}"))?;
     Ok(info.total / (1024 * 1024))

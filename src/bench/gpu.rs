@@ -109,6 +109,7 @@ pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
 #[cfg(feature = "train")]
 fn measure(name: &str, command: &str, mut cmd: std::process::Command) -> anyhow::Result<serde_json::Value> {
     use anyhow::Context;
+    // The measured commands run on cuda:0 (their `--device cuda`), under this process's CUDA_VISIBLE_DEVICES.
     let sampler = crate::gpu::GpuSampler::start(0, std::time::Duration::from_millis(100));
     if let Err(e) = &sampler {
         eprintln!("{name}: GPU busy % not sampled: {e}");

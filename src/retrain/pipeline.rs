@@ -34,12 +34,17 @@ pub const GPU_MEMORY_ENV: &str = "TRADEBOT_GPU_MEMORY_MB";
 /// libtorch's CUDA allocator settings, read by the child's libtorch at its first allocation.
 pub const ALLOC_CONF_ENV: &str = "PYTORCH_CUDA_ALLOC_CONF";
 
-/// The child's libtorch held to `budget_mb` of GPU 0 (its per-process memory fraction, from the GPU's
-/// total by NVML), so that the trainer fails its own allocation past the budget rather than filling the
+/// The CUDA device the training child runs on: `--device auto` is `cuda:0` of the child, which inherits
+/// this process's `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER`, so it is this process's `cuda:0` too.
+#[cfg(feature = "train")]
+const CHILD_CUDA_ORDINAL: usize = 0;
+
+/// The child's libtorch held to `budget_mb` of its GPU (its per-process memory fraction, from the total of
+/// the NVML GPU that is the child's CUDA device, `crate::gpu::nvml_index`), so that the trainer fails its own allocation past the budget rather than filling the
 /// GPU; `None` where there is no GPU to cap (the `nvidia-smi` watch in `child` stays as the backstop).
 fn gpu_alloc_conf(budget_mb: u64) -> Option<String> {
     #[cfg(feature = "train")]
-    match crate::gpu::total_memory_mb(0) {
+    match crate::gpu::total_memory_mb(CHILD_CUDA_ORDINAL) {
         Ok(total) => {
             let existing = std::env::var(ALLOC_CONF_ENV).ok();
             let conf = crate::gpu::alloc_conf(budget_mb, total, existing.as_deref());

@@ -27,7 +27,7 @@ pub struct PpoProgress {
 /// Samples the GPU behind `device` every 250 ms, or `None` (said once) where NVML cannot.
 fn sampler(device: Device) -> Option<GpuSampler> {
     let Device::Cuda(i) = device else { return None };
-    match GpuSampler::start(i as u32, std::time::Duration::from_millis(250)) {
+    match GpuSampler::start(i, std::time::Duration::from_millis(250)) {
         Ok(s) => Some(s),
         Err(e) => {
             log::info!("the GPU's utilisation is not shown in the progress: {e}");

@@ -1,20 +1,22 @@
-//! The kernel's CUDA build: [`super::SOURCE`] compiled at run time by NVRTC (the `cudarc` crate, loaded
-//! dynamically) with FMA contraction off (`--fmad=false`), so that on the GPU it computes what the CPU
-//! build and `VecEnv` compute, operation by operation. NVRTC needs no GPU: CI compiles the kernel here and
-//! checks its entry points, so a source change that breaks the CUDA build fails without one.
+//! The kernel's CUDA build: [`super::SOURCE`] compiled at run time by NVRTC (`super::nvrtc`) with FMA
+//! contraction off (`--fmad=false`), so that on the GPU it computes what the CPU build and `VecEnv`
+//! compute, operation by operation. NVRTC needs no GPU: CI compiles the kernel here and checks its entry
+//! points, so a source change that breaks the CUDA build fails without one.
 //!
-//! `libnvrtc` comes with the PyPI torch wheel's `nvidia` packages the project installs (the venv of
-//! `crate::native::pyenv_dir`); it is loaded from there (with its builtins) unless the system's loader
-//! finds one. [`CudaKernel`] launches the compiled kernel (one thread per env) on the device's legacy
-//! default stream, libtorch's current stream by default, for [`super::TensorKernelEnv`], which keeps the
-//! env's state in tch tensors: the policy reads the observations and writes the actions in place, and
-//! nothing comes back to the host inside a step.
+//! On a device the source is built as a CUBIN for the device's own compute capability (no driver JIT, no
+//! PTX the driver may be too old for) and loaded once per process and device (`module_cache`): every env
+//! and trainer of a search shares the module and the device's context. [`CudaKernel`] launches the
+//! compiled kernel (one thread per env) on the device's legacy default stream, libtorch's current stream
+//! by default, for [`super::TensorKernelEnv`], which keeps the env's state in tch tensors: the policy
+//! reads the observations and writes the actions in place, and nothing comes back to the host inside a
+//! step.
 
+use super::module_cache::{LoadOnce, ModuleKey, module_key};
+use super::nvrtc;
 use super::{Buffers, Entry, Params};
 use crate::env::EnvError;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The kernel's entry points (`TB_KERNEL` in `env_step.c`).
 pub const ENTRY_POINTS: [&str; 3] = ["tb_env_init", "tb_env_step", "tb_env_observe"];
@@ -27,6 +29,8 @@ pub enum KernelEnvError {
     NoNvrtc(String),
     #[error("NVRTC could not compile a kernel: {0}")]
     Compile(String),
+    #[error("the kernel cannot be built for this GPU: {0}")]
+    Unbuildable(String),
     #[error("the CUDA driver (libcuda) is not available: the kernel env needs an NVIDIA GPU and its driver")]
     NoDriver,
     #[error("the kernel env runs on the CPU or a CUDA device, not on {0}: use --device cpu or cuda")]
@@ -82,18 +86,47 @@ pub struct CudaProgram {
     stream: Arc<CudaStream>,
 }
 
+/// A source's module on one device, with the device's context.
+#[derive(Clone)]
+struct Loaded {
+    ctx: Arc<CudaContext>,
+    module: Arc<CudaModule>,
+}
+
+/// The modules loaded in this process, by (device, source).
+static MODULES: LoadOnce<ModuleKey, Loaded> = LoadOnce::new();
+/// The CUDA contexts (the devices' primary contexts, libtorch's too), by ordinal.
+static CONTEXTS: LoadOnce<usize, Arc<CudaContext>> = LoadOnce::new();
+
+/// CUDA device `ordinal`'s context, shared by everything this process runs on it.
+pub fn context(ordinal: usize) -> Result<Arc<CudaContext>, KernelEnvError> {
+    // SAFETY: only tries dlopen on candidate names and closes what it opened.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(KernelEnvError::NoDriver);
+    }
+    CONTEXTS.get_or_load(ordinal, || CudaContext::new(ordinal).map_err(driver))
+}
+
+/// Builds `source` for device `ordinal`'s compute capability (a CUBIN, checked against the driver's CUDA
+/// version) and loads it there.
+fn load_module(ordinal: usize, source: &str, name: &str) -> Result<Loaded, KernelEnvError> {
+    let ctx = context(ordinal)?;
+    let cc = ctx.compute_capability().map_err(driver)?;
+    let version = nvrtc::driver_version().ok_or(KernelEnvError::NoDriver)?;
+    let cubin = cubin_for(source, name, version, cc)?;
+    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.to_vec())).map_err(driver)?;
+    log::debug!("CUDA: {name} built for sm_{}{} and loaded on device {ordinal}", cc.0, cc.1);
+    Ok(Loaded { ctx, module })
+}
+
 impl CudaProgram {
-    /// Compiles `source` (named `name` in NVRTC's messages) and loads `entries` on CUDA device `ordinal`.
+    /// Loads `entries` of `source` (named `name` in NVRTC's messages) on CUDA device `ordinal`: compiled
+    /// and loaded by the first request of the process for that device and source, shared after.
     pub fn load(ordinal: usize, source: &str, name: &str, entries: &[&str]) -> Result<Self, KernelEnvError> {
-        let ptx = compile_source(source, name)?;
-        // SAFETY: only tries dlopen on candidate names and closes what it opened.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(KernelEnvError::NoDriver);
-        }
-        let ctx = CudaContext::new(ordinal).map_err(driver)?;
-        let module = ctx.load_module(ptx).map_err(driver)?;
-        let functions = entries.iter().map(|e| module.load_function(e).map_err(driver)).collect::<Result<_, _>>()?;
-        Ok(CudaProgram { _module: module, functions, stream: ctx.default_stream() })
+        let loaded = MODULES.get_or_load(module_key(ordinal, name, source), || load_module(ordinal, source, name))?;
+        let functions =
+            entries.iter().map(|e| loaded.module.load_function(e).map_err(driver)).collect::<Result<_, _>>()?;
+        Ok(CudaProgram { _module: loaded.module.clone(), functions, stream: loaded.ctx.default_stream() })
     }
 
     /// Entry point `i` of those `load` was given.
@@ -137,141 +170,38 @@ impl CudaKernel {
     }
 }
 
-/// The `site-packages` folders of a venv (`lib/python3*/site-packages`).
-fn venv_site_packages(venv: &Path) -> Vec<PathBuf> {
-    let Ok(pys) = std::fs::read_dir(venv.join("lib")) else { return Vec::new() };
-    pys.flatten().map(|py| py.path().join("site-packages")).collect()
+type Cubins = LoadOnce<(String, u64, String, nvrtc::CudaVersion), Arc<[u8]>>;
+
+/// The CUBINs built so far in this process, by (name, source hash, arch, driver's CUDA version): devices
+/// of one architecture share one build.
+static CUBINS: Cubins = LoadOnce::new();
+
+/// `source` as a CUBIN for compute capability `cc` under a driver for CUDA `driver` (built once per
+/// process and architecture).
+fn cubin_for(
+    source: &str,
+    name: &str,
+    driver: nvrtc::CudaVersion,
+    cc: (i32, i32),
+) -> Result<Arc<[u8]>, KernelEnvError> {
+    let key = (name.to_string(), module_key(0, name, source).1, nvrtc::sm_arch(cc.0, cc.1), driver);
+    CUBINS.get_or_load(key, || nvrtc::compile_for_device(source, name, driver, cc).map(Arc::from))
 }
 
-/// The `site-packages` holding the libtorch this process loaded (`.../site-packages/torch/lib/libtorch_cpu.so`
-/// in `/proc/self/maps`): on a machine whose PyTorch is not the project's venv (a GPU machine carrying
-/// only the binary), NVRTC comes with that PyTorch's `nvidia` packages.
-fn loaded_torch_site_packages() -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    site_packages_in_maps(&maps)
-}
-
-fn site_packages_in_maps(maps: &str) -> Option<PathBuf> {
-    let lib = maps.lines().find_map(|l| l.split_whitespace().last().filter(|p| p.ends_with("/libtorch_cpu.so")))?;
-    // .../site-packages/torch/lib/libtorch_cpu.so
-    Path::new(lib).parent()?.parent()?.parent().map(Path::to_path_buf)
-}
-
-/// `libnvrtc*.so*` and `libnvrtc-builtins*.so*` in `site-packages/nvidia/*/lib` of each folder, builtins first.
-fn nvrtc_libs(site_packages: &[PathBuf]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for site in site_packages {
-        let Ok(pkgs) = std::fs::read_dir(site.join("nvidia")) else { continue };
-        for pkg in pkgs.flatten() {
-            let Ok(files) = std::fs::read_dir(pkg.path().join("lib")) else { continue };
-            for f in files.flatten() {
-                let name = f.file_name().to_string_lossy().to_string();
-                if name.starts_with("libnvrtc") && name.contains(".so") && !name.contains(".alt.") {
-                    found.push(f.path());
-                }
-            }
-        }
-    }
-    // Builtins before the compiler that loads them; newest CUDA last so it is the one found by name.
-    found.sort_by_key(|p| (!p.to_string_lossy().contains("builtins"), p.clone()));
-    found.dedup();
-    found
-}
-
-fn dlopen_global(path: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
-    // SAFETY: dlopen with a valid NUL-terminated path; the handle is deliberately kept open for the life
-    // of the process (NVRTC is then found by its soname).
-    !unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null()
-}
-
-/// Makes NVRTC loadable (once per process): the system's, else the venv's.
-pub fn nvrtc() -> Result<(), KernelEnvError> {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            // SAFETY: only tries dlopen on candidate names and closes what it opened.
-            if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-                return Ok(());
-            }
-            let venv = crate::native::pyenv_dir();
-            let mut sites = venv_site_packages(&venv);
-            sites.extend(loaded_torch_site_packages());
-            for lib in nvrtc_libs(&sites) {
-                if !dlopen_global(&lib) {
-                    log::debug!("NVRTC: cannot load {}", lib.display());
-                }
-            }
-            // SAFETY: as above.
-            if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-                Ok(())
-            } else {
-                let mut looked: Vec<String> = sites.iter().map(|s| format!("{}/nvidia/*/lib", s.display())).collect();
-                if looked.is_empty() {
-                    looked.push(format!("{}/lib/python3*/site-packages/nvidia/*/lib", venv.display()));
-                }
-                Err(looked.join(", "))
-            }
-        })
-        .clone()
-        .map_err(KernelEnvError::NoNvrtc)
-}
-
-type Compiled = std::sync::Mutex<std::collections::HashMap<(String, String), cudarc::nvrtc::Ptx>>;
-
-/// The sources compiled so far in this process, by (name, source).
-fn compiled() -> &'static Compiled {
-    static COMPILED: OnceLock<Compiled> = OnceLock::new();
-    COMPILED.get_or_init(Default::default)
-}
-
-/// The env kernel as PTX, compiled by NVRTC with FMA contraction off.
+/// The env kernel as PTX (for reading what NVRTC generates), FMA contraction off.
 pub fn compile() -> Result<cudarc::nvrtc::Ptx, KernelEnvError> {
     compile_source(super::SOURCE, "env_step.cu")
 }
 
-/// A CUDA C source as PTX, compiled by NVRTC with FMA contraction off.
-///
-/// Compiled once per process for a given name and source: a search builds an env per trial (64 for a GPU
-/// population), and each NVRTC compile takes a noticeable fraction of a second.
+/// A CUDA C source as PTX (for reading what NVRTC generates; a device gets a CUBIN of its own
+/// architecture), FMA contraction off.
 pub fn compile_source(source: &str, name: &str) -> Result<cudarc::nvrtc::Ptx, KernelEnvError> {
-    let cache = compiled();
-    let key = (name.to_string(), source.to_string());
-    if let Some(ptx) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(ptx.clone());
-    }
-    nvrtc()?;
-    let opts = cudarc::nvrtc::CompileOptions { fmad: Some(false), name: Some(name.into()), ..Default::default() };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts)
-        .map_err(|e| KernelEnvError::Compile(format!("{name}: {e}")))?;
-    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, ptx.clone());
-    Ok(ptx)
+    nvrtc::compile_ptx(source, name, false).map(cudarc::nvrtc::Ptx::from_src)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A GPU machine's own PyTorch: NVRTC is looked for beside the libtorch the process loaded.
-    #[test]
-    fn nvrtc_is_found_beside_the_loaded_libtorch() {
-        let maps = "7f00-7f01 r-xp 00000000 08:01 42 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
-                    7f02-7f03 r-xp 00000000 08:01 43 /opt/py/lib/python3.12/site-packages/torch/lib/libtorch_cpu.so\n";
-        assert_eq!(site_packages_in_maps(maps), Some(PathBuf::from("/opt/py/lib/python3.12/site-packages")));
-        assert_eq!(site_packages_in_maps("7f00-7f01 r-xp 0 0 0 /lib/libc.so.6\n"), None);
-        let dir = tempfile::tempdir().unwrap();
-        let lib = dir.path().join("nvidia/cu13/lib");
-        std::fs::create_dir_all(&lib).unwrap();
-        for f in ["libnvrtc.so.13", "libnvrtc-builtins.so.13.0", "libcublas.so.13", "libnvrtc.alt.so.13"] {
-            std::fs::write(lib.join(f), b"").unwrap();
-        }
-        let got = nvrtc_libs(&[dir.path().to_path_buf(), dir.path().to_path_buf()]);
-        assert_eq!(got, vec![lib.join("libnvrtc-builtins.so.13.0"), lib.join("libnvrtc.so.13")]);
-        // This very process loaded the venv's libtorch: its site-packages is found the same way.
-        let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
-        let here = loaded_torch_site_packages().expect("libtorch_cpu.so is mapped in the test process");
-        assert!(here.join("torch").is_dir(), "{}", here.display());
-    }
 
     #[test]
     fn the_grid_covers_every_env_once() {
@@ -302,23 +232,44 @@ mod tests {
         }
         assert!(!ptx.contains("fma.rn.f64") && !ptx.contains("fma.rn.f32"), "FMA contraction is on");
         // With contraction allowed, NVRTC does fuse some of the kernel's multiply-adds: the option matters.
-        let fused = cudarc::nvrtc::CompileOptions { fmad: Some(true), ..Default::default() };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(super::super::SOURCE, fused).unwrap().to_src();
+        let ptx = nvrtc::compile_ptx(super::super::SOURCE, "env_step.cu", true).unwrap();
         assert!(ptx.contains("fma.rn.f64"), "the kernel has no multiply-add to contract");
     }
 
-    /// A source is compiled once per process: the next env of a search takes the PTX from the cache.
+    /// A device gets machine code of its own architecture: an ELF for the CUDA machine (EM_CUDA, 190) with
+    /// every entry point, built for an A100 (sm_80) and an H100 (sm_90) alike, no PTX for the driver to JIT.
     #[test]
-    fn a_source_is_compiled_once_per_process() {
-        let source = "extern \"C\" __global__ void tb_cache_probe(float *x) { x[0] = 1.0f; }";
-        let key = ("cache_probe.cu".to_string(), source.to_string());
-        let first = compile_source(source, "cache_probe.cu").unwrap_or_else(|e| panic!("{e}"));
-        let held = compiled().lock().unwrap().get(&key).map(|p| p.to_src());
-        assert_eq!(held.as_deref(), Some(first.to_src().as_str()), "the PTX was not kept");
-        // What the cache holds is what comes back: a marked entry stands in for the compile.
-        let marked = cudarc::nvrtc::Ptx::from_src(format!("{}\n// cached", first.to_src()));
-        compiled().lock().unwrap().insert(key, marked);
-        let second = compile_source(source, "cache_probe.cu").unwrap_or_else(|e| panic!("{e}"));
-        assert!(second.to_src().ends_with("// cached"), "compiled again instead of taken from the cache");
+    fn the_kernel_builds_as_a_cubin_for_the_devices_architecture() {
+        for cc in [(8, 0), (9, 0)] {
+            let cubin = cubin_for(super::super::SOURCE, "env_step.cu", nvrtc::CudaVersion(13, 0), cc)
+                .unwrap_or_else(|e| panic!("sm_{}{}: {e}", cc.0, cc.1));
+            assert_eq!(&cubin[..4], b"\x7fELF", "not an ELF");
+            assert_eq!(u16::from_le_bytes([cubin[18], cubin[19]]), 190, "not a CUDA ELF");
+            for entry in ENTRY_POINTS {
+                assert!(cubin.windows(entry.len()).any(|w| w == entry.as_bytes()), "no {entry} in the CUBIN");
+            }
+            assert!(!cubin.windows(7).any(|w| w == b".entry "), "PTX in the CUBIN: the driver would JIT it");
+            // One build per architecture and process: the next env on this architecture gets the same.
+            let again = cubin_for(super::super::SOURCE, "env_step.cu", nvrtc::CudaVersion(13, 0), cc).unwrap();
+            assert!(Arc::ptr_eq(&cubin, &again), "built twice");
+        }
+        let sm80 = cubin_for(super::super::SOURCE, "env_step.cu", nvrtc::CudaVersion(13, 0), (8, 0)).unwrap();
+        let sm90 = cubin_for(super::super::SOURCE, "env_step.cu", nvrtc::CudaVersion(13, 0), (9, 0)).unwrap();
+        assert_ne!(sm80, sm90, "the architecture made no difference");
+    }
+
+    /// What cannot run on the device in hand is refused before a load, naming the versions and the fix.
+    #[test]
+    fn a_build_the_device_could_not_run_is_refused_with_the_versions() {
+        let (nvrtc_version, _) = nvrtc::loaded().unwrap_or_else(|e| panic!("{e}"));
+        let old = nvrtc::CudaVersion(nvrtc_version.0 - 1, 8);
+        let err = cubin_for(super::super::SOURCE, "env_step.cu", old, (8, 6)).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("NVRTC is CUDA {nvrtc_version}")) && err.contains(&format!("CUDA {old}")),
+            "{err}"
+        );
+        assert!(err.contains("install an NVIDIA driver"), "{err}");
+        let err = cubin_for(super::super::SOURCE, "env_step.cu", nvrtc_version, (2, 0)).unwrap_err().to_string();
+        assert!(err.contains("compute capability 2.0, sm_20"), "{err}");
     }
 }

@@ -19,6 +19,10 @@
 #[cfg(feature = "train")]
 pub mod cuda;
 #[cfg(feature = "train")]
+mod module_cache;
+#[cfg(feature = "train")]
+pub mod nvrtc;
+#[cfg(feature = "train")]
 mod population;
 #[cfg(feature = "train")]
 mod tensor;
