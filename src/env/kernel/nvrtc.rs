@@ -326,7 +326,8 @@ impl Nvrtc {
 
 /// The process's NVRTC, loaded once: where it was looked for, in the error.
 fn nvrtc() -> Result<&'static Nvrtc, KernelEnvError> {
-    static LIB: OnceLock<Result<Nvrtc, String>> = OnceLock::new();
+    // The error: whether NVRTC was found but too new for the driver, and the message.
+    static LIB: OnceLock<Result<Nvrtc, (bool, String)>> = OnceLock::new();
     LIB.get_or_init(|| {
         let driver = driver_version();
         let venv = crate::native::pyenv_dir();
@@ -348,6 +349,7 @@ fn nvrtc() -> Result<&'static Nvrtc, KernelEnvError> {
                 log::debug!("NVRTC {} from {}", n.version, n.path);
                 Ok(n)
             }
+            Err(_) if too_new(&files, driver).is_some() => Err((true, too_new(&files, driver).unwrap_or_default())),
             Err(why) => {
                 // The system's names that did not load are not news; what did load and failed is.
                 let why: Vec<String> = why.into_iter().filter(|w| !w.starts_with("cannot load libnvrtc.so.")).collect();
@@ -355,12 +357,27 @@ fn nvrtc() -> Result<&'static Nvrtc, KernelEnvError> {
                 looked.push("the system's library path".into());
                 let driver = driver.map(|d| format!("; the driver runs CUDA {d}")).unwrap_or_default();
                 let why = if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) };
-                Err(format!("{}{driver}{why}", looked.join(", ")))
+                Err((false, format!("{}{driver}{why}", looked.join(", "))))
             }
         }
     })
     .as_ref()
-    .map_err(|e| KernelEnvError::NoNvrtc(e.clone()))
+    .map_err(
+        |(too_new, e)| {
+            if *too_new { KernelEnvError::Unbuildable(e.clone()) } else { KernelEnvError::NoNvrtc(e.clone()) }
+        },
+    )
+}
+
+/// Where the only NVRTCs found (files, not the system's names) are of a CUDA major version above the
+/// driver's: the message naming both versions and the fix.
+pub fn too_new(files: &[PathBuf], driver: Option<CudaVersion>) -> Option<String> {
+    let d = driver?;
+    let newest = rank_nvrtc(files, None).into_iter().find(|c| c.compiler.is_absolute())?;
+    check_build(d, newest.version, 0, &[])
+        .err()
+        .filter(|_| newest.version.0 > d.0)
+        .map(|e| format!("{e} ({})", newest.compiler.display()))
 }
 
 /// Makes sure NVRTC loads (once per process); its CUDA version and where it came from.

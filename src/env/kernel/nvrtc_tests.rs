@@ -64,6 +64,16 @@ fn nvrtc_is_chosen_by_version_among_those_the_driver_runs() {
     let ranked = rank_nvrtc(&files, Some(CudaVersion(12, 2)));
     assert_eq!(ranked.iter().map(|c| c.version.0).collect::<Vec<_>>(), [12, 9], "newest first, 9 after 12");
     assert_eq!(rank_nvrtc(&files, Some(CudaVersion(8, 0))), vec![], "nothing the driver runs");
+    // Only torch's CUDA 13 NVRTC under a CUDA 12 driver: that, not "no NVRTC", is the error.
+    let cu13_only = paths(&["/torch/nvidia/cu13/lib/libnvrtc.so.13", "libnvrtc.so.12"]);
+    assert_eq!(rank_nvrtc(&cu13_only, Some(CudaVersion(12, 8))).len(), 1, "the system's name is still tried");
+    let err = too_new(&cu13_only, Some(CudaVersion(12, 8))).expect("too new");
+    assert!(
+        err.contains("NVRTC is CUDA 13.0") && err.contains("runs CUDA 12.8") && err.contains("/torch/nvidia/cu13"),
+        "{err}"
+    );
+    assert_eq!(too_new(&cu13_only, Some(CudaVersion(13, 0))), None);
+    assert_eq!(too_new(&cu13_only, None), None);
     // An equal version: the one found first (beside the loaded libtorch) wins; a toolkit's full version
     // (libnvrtc.so.12.4.127) counts its minor.
     let tie = paths(&["/loaded/libnvrtc.so.13", "/venv/libnvrtc.so.13", "/tk/libnvrtc.so.12.4.127", "libnvrtc.so.13"]);
