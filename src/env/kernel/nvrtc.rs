@@ -196,11 +196,18 @@ struct Nvrtc {
 }
 
 /// `dlopen` (global: NVRTC finds its builtins by soname), the handle kept for the life of the process.
-fn dlopen(path: &str) -> Option<*mut c_void> {
-    let c = CString::new(path).ok()?;
+fn dlopen(path: &str) -> Result<*mut c_void, String> {
+    let c = CString::new(path).map_err(|_| format!("cannot load {path}: a NUL byte in the path"))?;
     // SAFETY: a valid NUL-terminated name; the handle is never closed.
     let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-    (!h.is_null()).then_some(h)
+    if !h.is_null() {
+        return Ok(h);
+    }
+    // SAFETY: dlerror's message (or null) describes the dlopen that just failed on this thread.
+    let e = unsafe { libc::dlerror() };
+    // SAFETY: a non-null dlerror result is a NUL-terminated string, read before any other dl call.
+    let why = if e.is_null() { String::new() } else { unsafe { CStr::from_ptr(e) }.to_string_lossy().to_string() };
+    Err(format!("cannot load {path}: {why}"))
 }
 
 /// Symbol `name` of library `lib` as a function pointer of type `F`.
@@ -211,7 +218,7 @@ unsafe fn symbol<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, String> {
     // SAFETY: `lib` is a live handle from dlopen and `name` NUL-terminated.
     let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
     if p.is_null() {
-        return Err(format!("{} has no symbol {}", "libnvrtc", name.to_string_lossy()));
+        return Err(format!("this libnvrtc has no symbol {}", name.to_string_lossy()));
     }
     // SAFETY: a non-null symbol address, `F` its signature by the caller's promise; sizes agree (fn pointers).
     Ok(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
@@ -221,12 +228,12 @@ impl Nvrtc {
     /// Loads `choice` (builtins first) and reads its version and architectures.
     fn open(choice: &NvrtcChoice) -> Result<Nvrtc, String> {
         if let Some(b) = &choice.builtins
-            && dlopen(&b.to_string_lossy()).is_none()
+            && let Err(e) = dlopen(&b.to_string_lossy())
         {
-            log::debug!("NVRTC: cannot load {}", b.display());
+            log::debug!("NVRTC: {e}");
         }
         let path = choice.compiler.to_string_lossy().to_string();
-        let lib = dlopen(&path).ok_or_else(|| format!("cannot load {path}"))?;
+        let lib = dlopen(&path)?;
         type VersionFn = unsafe extern "C" fn(*mut c_int, *mut c_int) -> Status;
         type CountFn = unsafe extern "C" fn(*mut c_int) -> Status;
         type ArchsFn = unsafe extern "C" fn(*mut c_int) -> Status;
@@ -305,6 +312,7 @@ impl Nvrtc {
             // SAFETY: `prog` is live; `log` holds the `n` bytes the log takes.
             if unsafe { (self.log_size)(prog, &mut n) } == 0 {
                 log = vec![0u8; n];
+                // SAFETY: `log` holds the `n` bytes nvrtcGetProgramLogSize asked for.
                 unsafe { (self.log)(prog, log.as_mut_ptr().cast()) };
             }
             let log = String::from_utf8_lossy(&log).trim_end_matches('\0').trim().to_string();
@@ -317,6 +325,7 @@ impl Nvrtc {
             return Err(format!("{name}: NVRTC produced no {}", if cubin { "CUBIN" } else { "PTX" }));
         }
         let mut out = vec![0u8; n];
+        // SAFETY: as above.
         if unsafe { get_fn(prog, out.as_mut_ptr().cast()) } != 0 {
             return Err(format!("{name}: NVRTC did not hand over its output"));
         }
@@ -344,13 +353,13 @@ fn nvrtc() -> Result<&'static Nvrtc, KernelEnvError> {
                 None
             }
         });
-        match opened.ok_or(why) {
-            Ok(n) => {
-                log::debug!("NVRTC {} from {}", n.version, n.path);
-                Ok(n)
-            }
-            Err(_) if too_new(&files, driver).is_some() => Err((true, too_new(&files, driver).unwrap_or_default())),
-            Err(why) => {
+        if let Some(n) = opened {
+            log::debug!("NVRTC {} from {}", n.version, n.path);
+            return Ok(n);
+        }
+        match too_new(&files, driver) {
+            Some(e) => Err((true, e)),
+            None => {
                 // The system's names that did not load are not news; what did load and failed is.
                 let why: Vec<String> = why.into_iter().filter(|w| !w.starts_with("cannot load libnvrtc.so.")).collect();
                 let mut looked: Vec<String> = sites.iter().map(|s| format!("{}/nvidia/*/lib", s.display())).collect();
@@ -374,10 +383,11 @@ fn nvrtc() -> Result<&'static Nvrtc, KernelEnvError> {
 pub fn too_new(files: &[PathBuf], driver: Option<CudaVersion>) -> Option<String> {
     let d = driver?;
     let newest = rank_nvrtc(files, None).into_iter().find(|c| c.compiler.is_absolute())?;
-    check_build(d, newest.version, 0, &[])
-        .err()
-        .filter(|_| newest.version.0 > d.0)
-        .map(|e| format!("{e} ({})", newest.compiler.display()))
+    if newest.version.0 <= d.0 {
+        return None;
+    }
+    // The version check comes first: with no architecture asked for, it is the one that fails.
+    check_build(d, newest.version, 0, &[]).err().map(|e| format!("{e} ({})", newest.compiler.display()))
 }
 
 /// Makes sure NVRTC loads (once per process); its CUDA version and where it came from.
