@@ -97,7 +97,7 @@ fn wrong_type(path: &str, at: &str, given: &str, expected: &str) -> String {
     let key = path.rsplit('.').next().unwrap_or(path);
     let wanted = match expected {
         "f64" | "f32" => "a number",
-        "u64" | "u32" | "u16" | "u8" | "usize" => "a whole number, 0 or more",
+        "u64" | "u32" | "u16" | "u8" | "usize" => "a whole number (0 or more)",
         "i64" | "i32" => "a whole number",
         "a string" => "text in double quotes",
         "a boolean" => "true or false",
@@ -105,14 +105,18 @@ fn wrong_type(path: &str, at: &str, given: &str, expected: &str) -> String {
         other => other,
     };
     let unit = unit_of(key).map(|u| format!(" ({u})")).unwrap_or_default();
-    // A number where text is wanted: money and other decimals are strings, so that no digit is lost.
-    let example = if expected == "a string" && given_kind == "a number" {
-        format!("write it in quotes: {key} = \"{value}\"")
-    } else {
-        match default_of(path) {
-            Some(d) => format!("e.g. {key} = {d}"),
-            None => String::new(),
+    // A number where text is wanted: money and other decimals are strings (so that no digit is lost), and
+    // a key whose default is such a string is told to quote the number it was given.
+    let default = default_of(path);
+    let decimal_text = default.as_deref().is_some_and(|d| {
+        d.strip_prefix('"').and_then(|d| d.strip_suffix('"')).is_some_and(|d| d.parse::<f64>().is_ok())
+    });
+    let example = match default {
+        _ if expected == "a string" && given_kind == "a number" && decimal_text => {
+            format!("write it in quotes: {key} = \"{value}\"")
         }
+        Some(d) => format!("e.g. {key} = {d}"),
+        None => String::new(),
     };
     let sep = if example.is_empty() { "" } else { "; " };
     format!("{path} = {value}{at}: {given_kind} where {wanted} is expected{unit}{sep}{example}")

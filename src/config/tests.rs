@@ -332,6 +332,12 @@ fn a_value_of_the_wrong_type_names_the_key_the_value_and_an_example() {
     let e = parse(&format!("{MIN}[broker]\ninitial_cash = 100000\n")).unwrap_err().to_string();
     assert!(e.contains("broker.initial_cash = 100000 (line 4)"), "{e}");
     assert!(e.contains("write it in quotes: initial_cash = \"100000\""), "{e}");
+    // A number for a text key that is not a decimal: its example, not "quote the number".
+    let e = parse(&format!("mode = 5\n{MIN}")).unwrap_err().to_string();
+    assert!(
+        e.contains("mode = 5 (line 1): a number where text in double quotes is expected; e.g. mode = \"paper\""),
+        "{e}"
+    );
     let e = parse(&format!("{MIN}[retrain]\nenabled = \"yes\"\n")).unwrap_err().to_string();
     assert!(e.contains("retrain.enabled = \"yes\"") && e.contains("true or false is expected"), "{e}");
     let e = parse(&format!("{MIN}[ppo]\nn_steps = -5\n")).unwrap_err().to_string();
