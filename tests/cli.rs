@@ -158,6 +158,9 @@ fn models_commands_promote_and_roll_back() {
     assert!(out.lines().any(|l| l.starts_with(&a.id) && l.contains("retired")), "{out}");
     let o = tradebot(&["models", "rollback", "ppo", "--config", cfg], &[]);
     assert!(text(&o).contains(&format!("rolled back: {} is the ppo champion again", a.id)), "{}", text(&o));
+    // A second rollback goes further back (there is nothing before A), never back to B.
+    let o = tradebot(&["models", "rollback", "ppo", "--config", cfg], &[]);
+    assert!(!o.status.success() && text(&o).contains("no earlier ppo champion"), "{}", text(&o));
     let o = tradebot(&["models", "show", "ppo-0000000000000000", "--config", cfg], &[]);
     assert!(!o.status.success() && text(&o).contains("no such model"), "{}", text(&o));
 }
@@ -268,7 +271,63 @@ fn outside_a_checkout_doctor_runs_without_a_config_and_status_says_how_to_name_o
     assert!(text(&o).contains("config:        none found") && text(&o).contains("onnxruntime:"), "{}", text(&o));
     let o = run(&["status"]);
     assert_eq!(o.status.code(), Some(78), "{}", text(&o));
-    assert!(text(&o).contains("no config file found: pass --config FILE, or set TRADEBOT_CONFIG"), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    // No file named as if it existed: the places searched, absolute, and how to point at a config.
+    assert!(!err.contains("/etc/tradebot/tradebot.toml:"), "{err}");
+    assert!(err.starts_with("no config file found; searched $TRADEBOT_CONFIG (not set), "), "{err}");
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    assert!(err.contains(&format!("{}/config/tradebot.toml", cwd.display())), "{err}");
+    assert!(err.contains("Point at one with --config FILE or TRADEBOT_CONFIG=FILE"), "{err}");
+}
+
+#[test]
+fn read_only_commands_report_a_missing_state_dir_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    // The demo's relative state_dir, from a directory where it does not exist.
+    let cfg = write_config(dir.path(), &std::fs::read_to_string(root().join("config/tradebot.toml")).unwrap());
+    let cfg = cfg.to_str().unwrap();
+    let cwd = std::fs::canonicalize(elsewhere.path()).unwrap();
+    let commands: [&[&str]; 9] = [
+        &["status"],
+        &["models", "list"],
+        &["models", "show", "ppo-0000000000000000"],
+        &["store", "list"],
+        &["store", "check"],
+        &["risk", "status"],
+        &["data", "show", "AAPL", "--from", "2012-01-03", "--to", "2012-01-04"],
+        &["tune", "list"],
+        &["tune", "show"],
+    ];
+    for args in commands {
+        let mut all = args.to_vec();
+        all.extend(["--config", cfg]);
+        let o = common::command(&all).current_dir(&cwd).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&format!("the state directory {}/var does not exist", cwd.display())), "{args:?}: {err}");
+        assert!(err.contains(&format!("taken from the working directory {}", cwd.display())), "{args:?}: {err}");
+        let created: Vec<_> = std::fs::read_dir(&cwd).unwrap().collect();
+        assert!(created.is_empty(), "{args:?} created {created:?}");
+    }
+}
+
+#[test]
+fn models_seed_crowns_no_shipped_model_that_does_not_fit_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let text_cfg =
+        std::fs::read_to_string(&cfg).unwrap().replace("[\"AAPL\", \"MSFT\", \"IBM\"]", "[\"SPY\", \"QQQ\"]");
+    std::fs::write(&cfg, text_cfg).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let o = tradebot(&["models", "seed", "--config", cfg], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("new champions: none"), "{}", text(&o));
+    assert!(err.contains("not made champion: ppo-") && err.contains(&format!("does not fit {cfg}")), "{err}");
+    assert!(err.contains("train one for this config with `tradebot train ppo"), "{err}");
+    let o = tradebot(&["models", "list", "--config", cfg], &[]);
+    assert!(!text(&o).contains("champion"), "a misfit shipped model was crowned: {}", text(&o));
 }
 
 #[test]

@@ -777,9 +777,19 @@ fn a_daily_model_is_refused_at_start_by_a_15_minute_config_naming_both_and_the_f
     let activity = v["activity"].as_str().unwrap_or_default();
     assert!(activity.contains(tradebot::control::report::NO_MODEL) && activity.contains("no ppo champion"), "{v}");
     assert!(v["models"]["ppo"].is_null(), "{v}");
-    // Crowned by hand anyway (`models seed` does not ask the config): refused at load, naming both values.
+    // `models seed` asks the config as the daemon does: the shipped model is not crowned, and why is said.
     let o = tradebot(&["models", "seed", "--config", cfg]);
-    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("new champions: none") && t.contains("15Min"), "{t}");
+    let ids: Vec<String> =
+        t.split("not made champion: ").skip(1).filter_map(|r| r.split_whitespace().next()).map(String::from).collect();
+    assert_eq!(ids.len(), 2, "the shipped ppo and lstm models: {t}");
+    // Crowned by hand anyway (`models promote` does not ask the config): refused at load, naming both values.
+    for id in &ids {
+        let o = tradebot(&["models", "promote", id, "--config", cfg]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
     let o = tradebot(&["run", "--config", cfg]);
     let t = text(&o);
     assert!(!o.status.success(), "{t}");

@@ -109,6 +109,53 @@ fn without_a_daemon_status_reads_the_state_directory() {
 }
 
 #[test]
+fn offline_status_shows_the_positions_of_the_state_its_equity_comes_from_and_a_run_under_way_without_a_dangling_colon()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path());
+    let state = dir.path().join("state");
+    seed_champion(&state);
+    {
+        let store = Store::open(&state).unwrap();
+        let t = Utc::now();
+        // A replay: its positions live in its own account store; the daemon's store has none, and the
+        // published status (equity, cash and positions) is the replay's.
+        let published = StatusReport {
+            daemon_running: true,
+            equity: 108_351.0,
+            cash: 59_247.0,
+            positions: vec![tradebot::control::report::PositionStatus {
+                symbol: "MSFT".into(),
+                qty: 120.0,
+                price: 410.5,
+                value: 49_260.0,
+            }],
+            ..Default::default()
+        };
+        tradebot::daemon::offline::keep_published(&store, &published, t).unwrap();
+        let r: RunRecord = serde_json::from_value(serde_json::json!({
+            "id": "ppo-now", "kind": "ppo", "trigger": "schedule", "clock_time": t, "started_at": t, "ended_at": t,
+            "outcome": "running", "failure": null, "snapshot": null, "candidate": null, "champion_before": null,
+            "champion_after": null, "train_metrics": {}, "candidate_metrics": null, "champion_metrics": null,
+            "decision": null
+        }))
+        .unwrap();
+        record::save(&store, &r).unwrap();
+    }
+    let o = tradebot(&["status", "--config", cfg.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s: StatusReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((s.equity, s.cash), (108_351.0, 59_247.0));
+    let held: Vec<(&str, f64)> = s.positions.iter().map(|p| (p.symbol.as_str(), p.qty)).collect();
+    assert_eq!(held, [("MSFT", 120.0)], "the positions behind the published equity, not \"none\"");
+    let o = tradebot(&["status", "--config", cfg.to_str().unwrap()]);
+    let out = text(&o);
+    assert!(out.contains("MSFT") && !out.contains("positions:   none"), "{out}");
+    let line = out.lines().find(|l| l.contains("last retrain")).unwrap();
+    assert!(line.trim_end().ends_with("running"), "no dangling colon: {line:?}");
+}
+
+#[test]
 fn without_a_daemon_retrain_runs_in_the_foreground_and_a_failure_keeps_the_champion() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_in(dir.path());

@@ -194,7 +194,8 @@ pub fn run_kind(
     run_subject(config, store, registry, &Subject { sel: sel.clone(), mode: Some(mode) }, from, to)
 }
 
-/// The kind of the selected model (`latest`: a PPO champion, else the LSTM one).
+/// The kind of the selected model (`champion`: a PPO champion, else the LSTM one; `latest`: the kind of
+/// the model trained last).
 pub fn model_kind(registry: &Registry, sel: &ModelSel) -> Result<ModelKind, BacktestError> {
     let found = match sel {
         ModelSel::Id(id) => registry.load(id).ok().map(|(m, _)| m.kind),
@@ -202,6 +203,7 @@ pub fn model_kind(registry: &Registry, sel: &ModelSel) -> Result<ModelKind, Back
             let ppo = registry.champion(ModelKind::Ppo).ok().flatten().map(|m| m.kind);
             ppo.or_else(|| registry.champion(ModelKind::Lstm).ok().flatten().map(|m| m.kind))
         }
+        ModelSel::Latest => registry.latest(None).ok().flatten().map(|m| m.kind),
     };
     found.ok_or_else(|| BacktestError::NoModel(sel.to_string()))
 }

@@ -29,7 +29,7 @@ pub struct InferBench {
     /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
-    /// A PPO model id; default: the registry's champion.
+    /// A PPO model id, `champion` (the default) or `latest` (the PPO model trained last).
     #[arg(long)]
     pub model: Option<String>,
     /// Decisions timed (passes over the stored bars repeat as needed).

@@ -19,7 +19,8 @@ pub struct BacktestArgs {
     /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
-    /// A model id (PPO or LSTM), or `latest` (the PPO champion, else the LSTM one).
+    /// A model id (PPO or LSTM), `champion` (the default: the PPO champion, else the LSTM one) or
+    /// `latest` (the model trained last, champion or not).
     #[arg(long)]
     pub model: Option<String>,
     /// ppo, lstm or ensemble; default: the model's kind. `ensemble` pairs the model with the champion of

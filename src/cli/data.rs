@@ -52,7 +52,7 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
             if from > to {
                 return Err(anyhow!("--from {from} is after --to {to}"));
             }
-            let store = Store::open_read_only(&config.state_dir).context("opening the store")?;
+            let store = super::read_store(&config)?;
             // Whole days in New York time: [from 00:00, to+1 00:00).
             let next = to
                 .checked_add_days(chrono::Days::new(1))

@@ -159,8 +159,8 @@ pub enum ModelsCmd {
         config: Option<PathBuf>,
     },
     /// Import the models under --from (the shipped ones by default) that the registry lacks, and make one
-    /// champion for each kind that has none (whether or not it fits the config: the daemon seeds only models
-    /// that fit).
+    /// champion for each kind that has none, of the models that fit the config (symbols, timeframe,
+    /// features); a model that does not fit is not crowned, and the command says why and exits 1.
     Seed {
         /// The directory of shipped models.
         #[arg(long, default_value = "models")]
@@ -358,19 +358,66 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
     let named = path.is_some();
     let path = path.unwrap_or_else(default_config_path);
     if !named && !path.exists() {
-        return Err(ConfigError {
-            file: path,
-            problems: vec![
-                "no config file found: pass --config FILE, or set TRADEBOT_CONFIG; looked for ./config/tradebot.toml \
-                 and /etc/tradebot/tradebot.toml (`make install` puts one there)"
-                    .into(),
-            ],
-        });
+        return Err(no_config_found());
     }
     let c = Config::load(&path)?;
     crate::logging::init(c.log_level);
     crate::store::set_cache_mb(c.store.cache_mb);
     Ok(c)
+}
+
+/// No `--config` and none found: the places searched (absolute) and how to point at one. The error
+/// names no file as if it existed.
+fn no_config_found() -> ConfigError {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let env = match std::env::var_os("TRADEBOT_CONFIG").filter(|p| !p.is_empty()) {
+        Some(p) => format!("$TRADEBOT_CONFIG = {} (no such file)", cwd.join(p).display()),
+        None => "$TRADEBOT_CONFIG (not set)".into(),
+    };
+    let local = cwd.join("config/tradebot.toml");
+    ConfigError {
+        file: PathBuf::new(),
+        problems: vec![format!(
+            "no config file found; searched {env}, {} (relative to the working directory) and \
+             /etc/tradebot/tradebot.toml. Point at one with --config FILE or TRADEBOT_CONFIG=FILE (the demo is \
+             config/tradebot.toml in a checkout; `make install` puts one in /etc/tradebot)",
+            local.display()
+        )],
+    }
+}
+
+/// The state directory of a read-only command, which must exist: nothing is created. Missing, the error
+/// gives its absolute path and how `state_dir` was resolved (a relative one is taken from the working
+/// directory, not from the config file's).
+fn existing_state_dir(config: &Config) -> anyhow::Result<&Path> {
+    let dir = config.state_dir.as_path();
+    if dir.is_dir() {
+        return Ok(dir);
+    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| cwd.join(dir));
+    let written = format!("state_dir = {:?} in {}", dir.display().to_string(), config.source.display());
+    let resolved = if dir.is_absolute() {
+        written
+    } else {
+        format!(
+            "{written} is relative: it is taken from the working directory {}, not from the config file's",
+            cwd.display()
+        )
+    };
+    anyhow::bail!(
+        "the state directory {} does not exist ({resolved}); nothing was read or created. Run from the directory \
+         the daemon runs in, or make state_dir absolute; `tradebot run` creates it",
+        absolute.display()
+    )
+}
+
+/// The store of a read-only command: its state directory must exist (`existing_state_dir`), and it is
+/// opened read-only (`Store::open_read_only`).
+fn read_store(config: &Config) -> anyhow::Result<crate::store::Store> {
+    use anyhow::Context as _;
+    let dir = existing_state_dir(config)?;
+    crate::store::Store::open_read_only(dir).context("opening the store")
 }
 
 /// The config when one is named or found; `None` when none is named and none exists (commands that can

@@ -15,7 +15,12 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
         | ModelsCmd::Seed { config, .. } => config.clone(),
     };
     let config = load_config(config_path)?;
-    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    let reg = if matches!(cmd, ModelsCmd::List { .. } | ModelsCmd::Show { .. }) {
+        // Read-only: nothing is created, and a missing state directory is said as such.
+        Registry::open_read_only(&super::existing_state_dir(&config)?.join("models"))
+    } else {
+        Registry::open(&config.state_dir.join("models")).context("opening the model registry")?
+    };
     match cmd {
         ModelsCmd::List { json, .. } => {
             let (models, bad) = reg.list()?;
@@ -56,7 +61,9 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ModelsCmd::Seed { from, .. } => {
-            let rep = reg.seed_from(&from)?;
+            // Only models trained for this config (symbols, timeframe, features) are crowned, as the
+            // daemon seeds: a misfit champion would only fail later, in a backtest or at start.
+            let rep = reg.seed_fitting(&from, &|m| crate::daemon::run::fits(m, &config))?;
             let ids = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
             outln!(
                 "imported {} model(s) from {}: {}; new champions: {}",
@@ -68,7 +75,14 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
             for e in &rep.refused {
                 errln!("refused: {e}");
             }
-            Ok(if rep.refused.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            for (id, why) in &rep.not_applicable {
+                errln!(
+                    "not made champion: {id} does not fit {}: {why}; train one for this config with `tradebot train ppo --config {0}` (or `tradebot retrain --config {0}`)",
+                    config.source.display()
+                );
+            }
+            let ok = rep.refused.is_empty() && rep.not_applicable.is_empty();
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         ModelsCmd::Rollback { kind, reason, .. } => {
             let kind: ModelKind = kind.parse().map_err(anyhow::Error::msg)?;

@@ -18,7 +18,7 @@ pub fn run(cmd: RiskCmd) -> anyhow::Result<ExitCode> {
 }
 
 fn status(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
-    let store = Store::open_read_only(&config.state_dir).context("opening the store")?;
+    let store = super::read_store(config)?;
     let (kill, day) = stored_state(&store).context("reading the risk state")?;
     if json {
         let v = serde_json::json!({

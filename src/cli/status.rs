@@ -5,7 +5,6 @@
 use super::load_config;
 use crate::control::{Request, StatusReport, client, socket_path};
 use crate::out::out;
-use crate::store::Store;
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +20,8 @@ macro_rules! w {
 
 pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     let config = load_config(config)?;
+    // A missing state directory: no daemon runs there and there is nothing to read (said, not created).
+    super::existing_state_dir(&config)?;
     let socket = socket_path(&config.state_dir);
     let report = match client::request(&socket, &Request::Status, Duration::from_secs(10)) {
         Ok(r) => match (r.ok, r.status) {
@@ -29,7 +30,7 @@ pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
         },
         Err(client::ClientError::NotRunning(_)) => {
             // Read-only: a private copy of the database, checked as `run` and `store check` check it.
-            let store = Store::open_read_only(&config.state_dir).context("opening the store")?;
+            let store = super::read_store(&config)?;
             crate::daemon::offline::from_store(&config, &store, crate::clock::now())
                 .context("reading the state directory")?
         }
@@ -97,7 +98,9 @@ fn report_table(s: &StatusReport) -> String {
         Some(r) => {
             let at = r.started_at.map(|t| t.to_string()).unwrap_or_default();
             let cand = r.candidate.as_deref().map(|c| format!(" (candidate {c})")).unwrap_or_default();
-            w!(o, "  last retrain {at}: {}{cand}: {}", r.outcome, r.reason);
+            // A run under way has no reason yet: no dangling colon.
+            let why = if r.reason.is_empty() { String::new() } else { format!(": {}", r.reason) };
+            w!(o, "  last retrain {at}: {}{cand}{why}", r.outcome);
             if let (Some(from), Some(to)) = (r.data_from, r.data_to) {
                 w!(o, "    trained on bars from {from} to {to}");
             }

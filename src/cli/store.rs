@@ -14,10 +14,17 @@ fn dir(config: Option<PathBuf>, replay: bool) -> anyhow::Result<PathBuf> {
     Ok(if replay { c.state_dir.join("replay") } else { c.state_dir })
 }
 
+/// `dir` for the commands that only read (`check`, `list`): the state directory must exist.
+fn existing_dir(config: Option<PathBuf>, replay: bool) -> anyhow::Result<PathBuf> {
+    let c = super::load_config(config)?;
+    let dir = super::existing_state_dir(&c)?;
+    Ok(if replay { dir.join("replay") } else { dir.to_path_buf() })
+}
+
 pub fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         StoreCmd::Check { config, replay } => {
-            let dir = dir(config, replay)?;
+            let dir = existing_dir(config, replay)?;
             match check::check(&dir) {
                 Ok(r) => {
                     outln!("store {}: healthy", r.dir.display())?;
@@ -87,7 +94,7 @@ pub fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         StoreCmd::List { config, replay } => {
-            let dir = dir(config, replay)?;
+            let dir = existing_dir(config, replay)?;
             print_backups(&dir)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -3,9 +3,8 @@
 use super::load_config;
 use crate::out::{err, errln, out, outln};
 use crate::retrain::study;
-use crate::store::Store;
 use crate::tune::{self, TuneJob};
-use anyhow::{Context, bail};
+use anyhow::bail;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -108,7 +107,7 @@ pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
         TuneCmd::Ppo(a) => ppo(a),
         TuneCmd::List { config, json } => {
             let config = load_config(config)?;
-            let store = Store::open_read_only(&config.state_dir).context("opening the store")?;
+            let store = super::read_store(&config)?;
             let all = study::list(&store)?;
             if json {
                 outln!("{}", serde_json::to_string(&all)?)?;
@@ -133,7 +132,7 @@ pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
         }
         TuneCmd::Show { study: name, config, json, optuna_journal } => {
             let config = load_config(config)?;
-            let store = Store::open_read_only(&config.state_dir).context("opening the store")?;
+            let store = super::read_store(&config)?;
             let Some(s) = study::find(&store, &name)? else {
                 bail!("no study {name:?} in {}: `tradebot tune list` shows them", config.state_dir.display());
             };

@@ -7,6 +7,7 @@
 mod credentials;
 mod effective;
 mod env;
+mod explain;
 mod lstm;
 mod machine;
 mod notify;
@@ -66,7 +67,12 @@ impl fmt::Display for ConfigError {
             if i > 0 {
                 writeln!(f)?;
             }
-            write!(f, "{}: {p}", self.file.display())?;
+            // No file (none was found): the problem alone.
+            if self.file.as_os_str().is_empty() {
+                write!(f, "{p}")?;
+            } else {
+                write!(f, "{}: {p}", self.file.display())?;
+            }
         }
         Ok(())
     }
@@ -213,10 +219,8 @@ impl Config {
 
     /// Parses config text; `path` is only used to name the file in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
-            file: path.to_path_buf(),
-            problems: vec![format!("{}", e.to_string().trim_end())],
-        })?;
+        let raw = explain::deserialize(text)
+            .map_err(|problem| ConfigError { file: path.to_path_buf(), problems: vec![problem] })?;
         Self::from_raw(path, raw)
     }
 
@@ -338,7 +342,10 @@ impl Config {
                         Ok(sym) if symbols.contains(&sym) => {
                             c.problem(format!("market.symbols: {s:?} is listed twice"))
                         }
-                        Ok(sym) => symbols.push(sym),
+                        Ok(sym) => match sym.alpaca_spelling() {
+                            Ok(()) => symbols.push(sym),
+                            Err(fix) => c.problem(format!("market.symbols: {s:?}: {fix}")),
+                        },
                         Err(e) => c.problem(format!("market.symbols: {e}")),
                     }
                 }

@@ -320,3 +320,58 @@ fn the_store_cache_is_bounded_and_small_by_default() {
     let e = parse(&format!("{MIN}[store]\ncache_mb = 100000\n")).unwrap_err();
     assert_eq!(e.to_string(), "config/x.toml: store.cache_mb = 100000: must be in [8, 16384]");
 }
+
+#[test]
+fn a_value_of_the_wrong_type_names_the_key_the_value_and_an_example() {
+    let e = parse(&format!("{MIN}[risk]\nmax_position_pct = \"forty\"\n")).unwrap_err().to_string();
+    assert!(e.starts_with("config/x.toml: risk.max_position_pct = \"forty\" (line 4): "), "{e}");
+    assert!(e.contains("a number is expected (a fraction: 0.4 means 40%)"), "{e}");
+    assert!(e.contains("e.g. max_position_pct = 0.25"), "the default as the example: {e}");
+    assert!(!e.contains("f64") && !e.contains("invalid type"), "Rust's words: {e}");
+    // Money is a decimal string: a bare number is told to be quoted, with its own value.
+    let e = parse(&format!("{MIN}[broker]\ninitial_cash = 100000\n")).unwrap_err().to_string();
+    assert!(e.contains("broker.initial_cash = 100000 (line 4)"), "{e}");
+    assert!(e.contains("write it in quotes: initial_cash = \"100000\""), "{e}");
+    // A number for a text key that is not a decimal: its example, not "quote the number".
+    let e = parse(&format!("mode = 5\n{MIN}")).unwrap_err().to_string();
+    assert!(
+        e.contains("mode = 5 (line 1): a number where text in double quotes is expected; e.g. mode = \"paper\""),
+        "{e}"
+    );
+    let e = parse(&format!("{MIN}[retrain]\nenabled = \"yes\"\n")).unwrap_err().to_string();
+    assert!(e.contains("retrain.enabled = \"yes\"") && e.contains("true or false is expected"), "{e}");
+    let e = parse(&format!("{MIN}[ppo]\nn_steps = -5\n")).unwrap_err().to_string();
+    assert!(e.contains("ppo.n_steps = -5") && e.contains("a whole number"), "{e}");
+}
+
+#[test]
+fn a_misspelt_key_is_answered_with_the_closest_valid_one() {
+    let e = parse(&format!("{MIN}[broker]\ninitial_cahs = \"5000\"\n")).unwrap_err().to_string();
+    assert_eq!(e, "config/x.toml: broker.initial_cahs (line 4): unknown key in [broker]; did you mean `initial_cash`?");
+    let e = parse(&format!("stat_dir = \"/x\"\n{MIN}")).unwrap_err().to_string();
+    assert!(e.contains("stat_dir (line 1): unknown key at the top level; did you mean `state_dir`?"), "{e}");
+    // Nothing close: the keys of the section, not a guess.
+    let e = parse(&format!("{MIN}[broker]\nbananas = 1\n")).unwrap_err().to_string();
+    assert!(
+        e.contains("broker.bananas (line 4): unknown key in [broker]; the keys there are kind, initial_cash"),
+        "{e}"
+    );
+    assert_eq!(
+        super::explain::closest("max_positon_pct", &["max_position_pct", "max_order_notional"]),
+        Some("max_position_pct")
+    );
+    assert_eq!(super::explain::closest("zzz", &["max_position_pct"]), None);
+}
+
+#[test]
+fn symbols_are_checked_as_alpaca_writes_their_asset_class() {
+    let sym = |s: &str| parse(&format!("[market]\nsymbols = [\"{s}\"]\n")).map(|_| ()).map_err(|e| e.to_string());
+    let e = sym("BTC-USD").unwrap_err();
+    assert!(e.contains("market.symbols: \"BTC-USD\": crypto symbols are written BTC/USD"), "{e}");
+    assert!(e.contains("write \"BTC/USD\""), "{e}");
+    assert!(sym("BRK-B").unwrap_err().contains("write \"BRK.B\""));
+    assert!(sym("BTC/EUROS").unwrap_err().contains("crypto pairs are written BASE/QUOTE"));
+    for ok in ["BTC/USD", "ETH/BTC", "BRK.B", "AAPL"] {
+        assert_eq!(sym(ok), Ok(()), "{ok}");
+    }
+}

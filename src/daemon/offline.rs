@@ -1,8 +1,9 @@
 //! The status as the state directory tells it, for `tradebot status` when no daemon answers (and for the
 //! daemon's own report of its models): champions per kind from the registry, the last retrain and its
-//! gate decision from the `runs` tree, the next scheduled retrain, stored positions priced at their last
-//! bar, the last bar per symbol, and the persisted kill switch; the stored open orders; and the equity,
-//! cash and prices of the daemon's last published status (`Published`), marked with when that was.
+//! gate decision from the `runs` tree, the next scheduled retrain, the last bar per symbol, and the
+//! persisted kill switch; the stored open orders; and the positions, equity, cash and prices of the
+//! daemon's last published status (`Published`), marked with when that was, all from that one state
+//! (the stored positions, priced at their last bar, when no status was ever published).
 
 use crate::config::Config;
 use crate::control::StatusReport;
@@ -68,6 +69,16 @@ pub fn order_line(o: &OmsOrder) -> OrderStatusLine {
     }
 }
 
+/// The stored positions, by symbol.
+fn stored_positions(store: &Store) -> Result<Vec<(String, PositionRecord)>, StoreError> {
+    Ok(store
+        .tree::<PositionRecord>(TreeName::Positions)?
+        .scan_prefix(b"")?
+        .into_iter()
+        .map(|(k, p)| (String::from_utf8_lossy(&k).to_string(), p))
+        .collect())
+}
+
 /// The kind of champion the configured strategy needs and the registry lacks.
 fn missing_champion(config: &Config, m: &ModelsStatus) -> Option<&'static str> {
     let mode = config.strategy.mode;
@@ -79,7 +90,8 @@ fn missing_champion(config: &Config, m: &ModelsStatus) -> Option<&'static str> {
 
 /// Champions, the last retrain and the next one: what both the daemon and the offline status report.
 pub fn models(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<ModelsStatus, StatusError> {
-    let reg = Registry::open(&config.state_dir.join("models"))?;
+    // Read-only: the status never creates the registry's directory.
+    let reg = Registry::open_read_only(&config.state_dir.join("models"));
     let champion = |k| reg.champion(k).map(|m| m.map(|m| m.id));
     Ok(ModelsStatus {
         ppo: champion(ModelKind::Ppo)?,
@@ -118,9 +130,15 @@ pub fn from_store(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<
             }
         }
     }
+    // Positions from the same state as the equity and cash: the published status when there is one (a
+    // replay's positions live in its own account store, which the published status reflects), else the
+    // stored positions.
     let mut positions = Vec::new();
-    for (k, p) in store.tree::<PositionRecord>(TreeName::Positions)?.scan_prefix(b"")? {
-        let symbol = String::from_utf8_lossy(&k).to_string();
+    if let Some(p) = &published {
+        positions = p.report.positions.iter().filter(|x| x.qty != 0.0).cloned().collect();
+    }
+    let stored = if published.is_some() { Vec::new() } else { stored_positions(store)? };
+    for (symbol, p) in stored {
         let qty = p.qty.to_f64().unwrap_or(f64::NAN);
         if qty == 0.0 {
             continue;

@@ -19,6 +19,9 @@ pub enum SymbolError {
     BadChar(String),
 }
 
+/// The quote currencies of Alpaca's crypto pairs (`BTC/USD`, `ETH/BTC`, `SOL/USDT`).
+const CRYPTO_QUOTES: [&str; 4] = ["USD", "USDT", "USDC", "BTC"];
+
 impl Symbol {
     pub const MAX_LEN: usize = 15;
 
@@ -44,6 +47,37 @@ impl Symbol {
     /// Crypto pairs (`BTC/USD`) trade around the clock; stocks follow the exchange calendar.
     pub fn is_crypto(&self) -> bool {
         self.0.contains('/')
+    }
+
+    /// Whether the symbol is written as Alpaca writes its asset class, or the fix: crypto pairs as
+    /// `BASE/QUOTE` (`BTC/USD`, not `BTC-USD` or `BTC/USD/X`), stocks with a dot before a share class
+    /// (`BRK.B`, not `BRK-B`). Checked where a person writes symbols (the config); stored bars keep
+    /// whatever their source called them.
+    pub fn alpaca_spelling(&self) -> Result<(), String> {
+        let s = self.0.as_str();
+        let quote_of = |q: &str| CRYPTO_QUOTES.contains(&q);
+        if let Some((base, quote)) = s.split_once('-') {
+            let alnum = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_alphanumeric());
+            if quote_of(quote) && alnum(base) {
+                return Err(format!(
+                    "crypto symbols are written {base}/{quote} (Alpaca's pair naming): write \"{base}/{quote}\""
+                ));
+            }
+            let fixed = s.replace('-', ".");
+            return Err(format!(
+                "Alpaca writes a stock's share class with a dot: write \"{fixed}\"; crypto pairs are written BASE/QUOTE, e.g. \"BTC/USD\""
+            ));
+        }
+        if let Some((base, quote)) = s.split_once('/') {
+            let letters = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_alphanumeric());
+            if !letters(base) || !quote_of(quote) {
+                return Err(format!(
+                    "crypto pairs are written BASE/QUOTE with the quote one of {}, e.g. \"BTC/USD\"",
+                    CRYPTO_QUOTES.join(", ")
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -73,6 +73,11 @@ impl Registry {
         Ok(Registry { root: root.to_path_buf() })
     }
 
+    /// The registry at `root` for reading only: nothing is created (a missing directory lists no models).
+    pub fn open_read_only(root: &Path) -> Registry {
+        Registry { root: root.to_path_buf() }
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -143,7 +148,12 @@ impl Registry {
     /// Every readable model, oldest first, and the errors of the unreadable ones.
     pub fn list(&self) -> Result<(Vec<Manifest>, Vec<RegistryError>), RegistryError> {
         let (mut ok, mut bad) = (Vec::new(), Vec::new());
-        for entry in std::fs::read_dir(&self.root).map_err(io(&self.root))? {
+        let entries = match std::fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((ok, bad)),
+            Err(e) => return Err(io(&self.root)(e)),
+        };
+        for entry in entries {
             let entry = entry.map_err(io(&self.root))?;
             let name = entry.file_name().to_string_lossy().to_string();
             if name.starts_with('.') || !entry.path().is_dir() {
@@ -156,6 +166,11 @@ impl Registry {
         }
         ok.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         Ok((ok, bad))
+    }
+
+    /// The model trained last (the newest `created_at`), of `kind` when given, whatever its state.
+    pub fn latest(&self, kind: Option<ModelKind>) -> Result<Option<Manifest>, RegistryError> {
+        Ok(self.list()?.0.into_iter().rfind(|m| kind.is_none_or(|k| m.kind == k)))
     }
 
     /// The champion of `kind`. Two champions (a crash between crowning the new one and retiring the old):
@@ -232,16 +247,38 @@ impl Registry {
         self.switch(id, "promote", reason)
     }
 
-    /// Puts back the champion that the current one replaced.
+    /// Puts back the champion that the current one replaced. Rollbacks walk back through the champion
+    /// history: after A, B, C were crowned, a rollback crowns B and a second one A (not C again).
     pub fn rollback(&self, kind: ModelKind, reason: &str) -> Result<Manifest, RegistryError> {
         let current = self.champion(kind)?.map(|m| m.id);
-        let previous = self
-            .history()?
-            .into_iter()
-            .rev()
-            .find(|e| e.kind == kind && Some(&e.promoted) == current.as_ref() && e.demoted.is_some())
-            .and_then(|e| e.demoted)
-            .ok_or(RegistryError::NoRollback { kind: kind.as_str() })?;
+        let mut line = champion_line(&self.history()?, kind);
+        // A champion crowned outside the history (by hand on disk) replaced the line's last one.
+        if current.is_some() && line.last() != current.as_ref() {
+            line.extend(current);
+        }
+        line.pop();
+        let previous = line.pop().ok_or(RegistryError::NoRollback { kind: kind.as_str() })?;
         self.switch(&previous, "rollback", reason)
     }
+}
+
+/// The champions of `kind` still in line, oldest first, as the history leaves them: a promotion adds its
+/// model, a rollback goes back to the model it crowned (dropping the ones crowned after it).
+fn champion_line(history: &[HistoryEntry], kind: ModelKind) -> Vec<String> {
+    let mut line: Vec<String> = Vec::new();
+    for e in history.iter().filter(|e| e.kind == kind) {
+        if e.action == "rollback"
+            && let Some(i) = line.iter().rposition(|id| *id == e.promoted)
+        {
+            line.truncate(i + 1);
+            continue;
+        }
+        if e.demoted.is_some() && line.is_empty() {
+            line.extend(e.demoted.clone());
+        }
+        if line.last() != Some(&e.promoted) {
+            line.push(e.promoted.clone());
+        }
+    }
+    line
 }

@@ -201,3 +201,48 @@ fn seeding_by_fit_crowns_only_models_that_fit_and_says_why_the_others_do_not() {
     assert!(rep.imported.iter().any(|id| id.starts_with("ppo-")), "imported all the same");
     assert!(rep.champions.iter().all(|id| !id.starts_with("ppo-")));
 }
+
+#[test]
+fn rollbacks_walk_back_through_the_champions_and_never_flip_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let [a, b, c] = [b"a", b"b", b"c"].map(|x| r.add(x, draft(ModelKind::Ppo)).unwrap().id);
+    for id in [&a, &b, &c] {
+        r.promote(id, "better").unwrap();
+    }
+    assert_eq!(r.rollback(ModelKind::Ppo, "first").unwrap().id, b, "back to the one C replaced");
+    assert_eq!(r.rollback(ModelKind::Ppo, "second").unwrap().id, a, "further back, not to C again");
+    assert!(
+        matches!(r.rollback(ModelKind::Ppo, "third"), Err(RegistryError::NoRollback { .. })),
+        "A was the first champion: nothing earlier"
+    );
+    assert_eq!(r.champion(ModelKind::Ppo).unwrap().unwrap().id, a);
+    // A promotion after rollbacks starts a new line from the champion it replaced.
+    r.promote(&c, "again").unwrap();
+    assert_eq!(r.rollback(ModelKind::Ppo, "fourth").unwrap().id, a);
+}
+
+#[test]
+fn latest_is_the_model_trained_last_whatever_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    assert!(r.latest(None).unwrap().is_none());
+    let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&chrono::Utc);
+    let mut old = draft(ModelKind::Ppo);
+    old.created_at = at("2024-01-01T00:00:00Z");
+    let mut new = draft(ModelKind::Ppo);
+    new.created_at = at("2024-02-01T00:00:00Z");
+    let mut lstm = draft(ModelKind::Lstm);
+    lstm.created_at = at("2024-03-01T00:00:00Z");
+    let old = r.add(b"old", old).unwrap();
+    let new = r.add(b"new", new).unwrap();
+    let lstm = r.add(b"lstm", lstm).unwrap();
+    r.promote(&old.id, "champion").unwrap();
+    assert_eq!(r.latest(Some(ModelKind::Ppo)).unwrap().unwrap().id, new.id, "a candidate, trained last");
+    assert_eq!(r.latest(None).unwrap().unwrap().id, lstm.id);
+    // The registry's read-only view lists the same, and creates nothing where there is no registry.
+    assert_eq!(Registry::open_read_only(dir.path()).latest(None).unwrap().unwrap().id, lstm.id);
+    let none = dir.path().join("no-such-registry");
+    assert!(Registry::open_read_only(&none).list().unwrap().0.is_empty());
+    assert!(!none.exists(), "reading created the directory");
+}

@@ -38,6 +38,10 @@ pub enum PolicyError {
         "no {kind} champion in the registry: train one (`tradebot train {kind}`) or promote one (`tradebot models promote ID`)"
     )]
     NoChampion { kind: &'static str },
+    #[error(
+        "no {kind} model in the registry (`--model latest` is the {kind} model trained last): train one (`tradebot train {kind}`)"
+    )]
+    NoModel { kind: &'static str },
     #[error("model {id} is a {found} model, a {want} model was asked for")]
     WrongKind { id: String, found: &'static str, want: &'static str },
     /// The mismatch names the model and the fix; it is the message itself (not a source, said once).
@@ -62,24 +66,28 @@ pub enum PolicyError {
 pub enum ModelSel {
     /// The champion of the policy's kind.
     Champion,
+    /// The model trained last (the newest in the registry), champion or not.
+    Latest,
     Id(String),
 }
 
-/// `champion`, or the id.
+/// `champion`, `latest`, or the id.
 impl std::fmt::Display for ModelSel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ModelSel::Champion => f.write_str("champion"),
+            ModelSel::Latest => f.write_str("latest"),
             ModelSel::Id(id) => f.write_str(id),
         }
     }
 }
 
 impl ModelSel {
-    /// `latest`/`champion` (or nothing) → the champion; anything else is an id.
+    /// `champion` (or nothing) → the champion; `latest` → the model trained last; anything else is an id.
     pub fn parse(s: Option<&str>) -> ModelSel {
         match s {
-            None | Some("latest") | Some("champion") => ModelSel::Champion,
+            None | Some("champion") => ModelSel::Champion,
+            Some("latest") => ModelSel::Latest,
             Some(id) => ModelSel::Id(id.to_string()),
         }
     }
@@ -125,6 +133,7 @@ pub(crate) fn fetch(registry: &Registry, sel: &ModelSel, kind: ModelKind) -> Res
     let id = match sel {
         ModelSel::Id(id) => id.clone(),
         ModelSel::Champion => registry.champion(kind)?.ok_or(PolicyError::NoChampion { kind: kind.as_str() })?.id,
+        ModelSel::Latest => registry.latest(Some(kind))?.ok_or(PolicyError::NoModel { kind: kind.as_str() })?.id,
     };
     let (m, bytes) = registry.load(&id)?;
     if m.kind != kind {

@@ -135,3 +135,31 @@ fn a_manifest_that_lies_about_the_graph_is_refused() {
     let e = PpoPolicy::from_parts(good, &bytes, &pl, SessionOptions::default()).unwrap_err();
     assert!(matches!(e, PolicyError::Contract { .. }), "{e}");
 }
+
+#[test]
+fn latest_selects_the_model_trained_last_and_champion_the_champion() {
+    assert_eq!(ModelSel::parse(None), ModelSel::Champion);
+    assert_eq!(ModelSel::parse(Some("champion")), ModelSel::Champion);
+    assert_eq!(ModelSel::parse(Some("latest")), ModelSel::Latest);
+    assert_eq!(ModelSel::parse(Some("ppo-00")), ModelSel::Id("ppo-00".into()));
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let draft = |day: u32| {
+        let mut m = Manifest::draft(
+            ModelKind::Ppo,
+            FeatureRef { version: 1, names: vec!["f".into()] },
+            vec![],
+            vec![],
+            vec![],
+            Timeframe::DAY1,
+        );
+        m.created_at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2024, 1, day, 0, 0, 0).unwrap();
+        m
+    };
+    assert!(matches!(fetch(&reg, &ModelSel::Latest, ModelKind::Ppo), Err(PolicyError::NoModel { .. })));
+    let champion = reg.add(b"champion", draft(1)).unwrap();
+    let newer = reg.add(b"trained later", draft(2)).unwrap();
+    reg.promote(&champion.id, "test").unwrap();
+    assert_eq!(fetch(&reg, &ModelSel::Latest, ModelKind::Ppo).unwrap().0.id, newer.id);
+    assert_eq!(fetch(&reg, &ModelSel::Champion, ModelKind::Ppo).unwrap().0.id, champion.id);
+}

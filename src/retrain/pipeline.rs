@@ -201,6 +201,26 @@ pub struct Trigger {
     pub clock_time: DateTime<Utc>,
 }
 
+/// Records a run as interrupted when dropped armed (`run` is `Some`): its future was dropped mid-run.
+struct InterruptGuard {
+    store: Store,
+    run: Option<RunRecord>,
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        let Some(mut r) = self.run.take() else { return };
+        r.ended_at = crate::clock::now();
+        r.outcome = RunOutcome::Interrupted;
+        r.champion_after = r.champion_before.clone();
+        r.failure = Some(record::interrupted_at(r.ended_at));
+        log::warn!("retrain {}: {}; the champion keeps trading", r.id, r.reason());
+        if let Err(e) = record::save(&self.store, &r) {
+            log::error!("retrain {}: cannot store that it was interrupted: {e}", r.id);
+        }
+    }
+}
+
 pub struct RetrainPipeline {
     spec: PipelineSpec,
     store: Store,
@@ -266,6 +286,9 @@ impl RetrainPipeline {
         if let Err(e) = record::save(&self.store, &RunRecord { outcome: RunOutcome::Running, ..r.clone() }) {
             log::warn!("retrain {}: cannot store that it started: {e}", r.id);
         }
+        // Dropped with this future (the daemon's runtime shutting down under SIGTERM), the guard records
+        // the run as interrupted, with when: never left "running" until the next retrain.
+        let mut guard = InterruptGuard { store: self.store.clone(), run: Some(r.clone()) };
         let mut working = r.clone();
         let ended = tokio::select! {
             res = self.stages(&mut working, progress) => Some(res),
@@ -290,6 +313,7 @@ impl RetrainPipeline {
                 });
             }
         }
+        guard.run = None;
         r.ended_at = crate::clock::now();
         match r.outcome {
             RunOutcome::Failed | RunOutcome::Interrupted => {

@@ -191,3 +191,25 @@ fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
     assert_eq!(child.memory_mb, 0);
     assert!(!child.env.iter().any(|(k, _)| k == mem));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_dropped_mid_training_is_recorded_interrupted_with_when_not_left_running() {
+    let dir = tempfile::tempdir().unwrap();
+    registry_with_champion(dir.path(), ModelKind::Ppo);
+    let store = store_with_bars(dir.path());
+    let ev: Arc<FakeEvaluator> = Arc::default();
+    let p = RetrainPipeline::new(spec(dir.path(), "sleep 30", Duration::from_secs(60)), store.clone(), ev);
+    let clock_time = Utc.with_ymd_and_hms(2010, 12, 11, 7, 0, 0).unwrap();
+    let mut progress = Vec::new();
+    let mut report = |e| progress.push(e);
+    let run = p.run(ModelKind::Ppo, Trigger { reason: "test".into(), clock_time }, &mut report);
+    // The daemon's runtime shutting down (SIGTERM) drops the run's future while the child trains.
+    assert!(tokio::time::timeout(Duration::from_millis(700), run).await.is_err(), "the child sleeps 30 s");
+    let stored = record::list(&store).unwrap();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let r = &stored[0];
+    assert_eq!(r.outcome, RunOutcome::Interrupted, "recorded at shutdown, not at the next retrain: {r:?}");
+    assert!(r.ended_at > r.started_at, "{r:?}");
+    let when = r.ended_at.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    assert!(r.reason().contains(&format!("stopped at {when}")), "{}", r.reason());
+}

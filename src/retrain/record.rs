@@ -178,6 +178,19 @@ pub fn interrupt_stale(store: &Store) -> Result<usize, StoreError> {
     Ok(n)
 }
 
+/// The failure of a run stopped at `at` because the process running it shut down (the daemon under
+/// SIGTERM or SIGINT): the training child was killed with it.
+pub fn interrupted_at(at: DateTime<Utc>) -> Failure {
+    Failure {
+        stage: "train".into(),
+        code: "interrupted".into(),
+        message: format!(
+            "stopped at {} when the process running it shut down; the training child was killed",
+            at.format("%Y-%m-%d %H:%M:%S UTC")
+        ),
+    }
+}
+
 /// The most recent run, if any.
 pub fn last(store: &Store) -> Result<Option<RunRecord>, StoreError> {
     Ok(store.tree::<RunRecord>(TreeName::Runs)?.last()?.map(|(_, r)| r))

@@ -21,7 +21,8 @@ impl Drop for Scratch {
 
 impl Store {
     /// Opens the store under `state_dir` without changing any of its files (see the module docs). A
-    /// state directory without a database reads as an empty store.
+    /// state directory without a database reads as an empty store; a missing one is an error (it is not
+    /// created).
     pub fn open_read_only(state_dir: &Path) -> Result<Store, StoreError> {
         open(state_dir).map_err(|e| disk::classify(state_dir, e))
     }
@@ -29,7 +30,11 @@ impl Store {
 
 fn open(state_dir: &Path) -> Result<Store, StoreError> {
     let dir = state_dir.to_path_buf();
-    std::fs::create_dir_all(&dir).map_err(|source| StoreError::Dir { dir: dir.clone(), source })?;
+    // Nothing is created: a missing state directory is an error, not an empty store.
+    if !dir.is_dir() {
+        let source = std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory (nothing was created)");
+        return Err(StoreError::Dir { dir, source });
+    }
     let lock = lock_dir(&dir)?;
     leftovers::clear_state_dir(&dir);
     let scratch = Scratch(dir.join(format!(".readonly-{}", std::process::id())));
