@@ -278,6 +278,24 @@ mod tests {
         assert_population_steps_as_alone(Device::Cuda(0));
     }
 
+    /// Env counts whose sum, or whose product with the assets or observation floats, passes `i32::MAX`
+    /// are refused before anything is joined (the tensors stay small: only the counts are faked).
+    #[test]
+    fn a_population_too_large_for_the_kernels_i32_indexing_is_refused() {
+        let panel = panel_with_turbulence();
+        let cfg = EnvConfig { n_envs: 2, episode_len: 12, ..Default::default() };
+        let with_envs = |n: i32| {
+            let mut env = TensorKernelEnv::new(&cfg, &panel, Device::Cpu).unwrap();
+            (env.params.n_envs, env.params.trial_envs) = (n, n);
+            env
+        };
+        for n in [1 << 30, 1 << 28] {
+            let err = TensorKernelEnv::stack(vec![with_envs(n), with_envs(n)]).err().map(|e| e.to_string());
+            let err = err.unwrap_or_default();
+            assert!(err.contains("the population's") && err.contains("32-bit"), "{n}: {err}");
+        }
+    }
+
     #[test]
     fn trials_that_differ_in_what_a_search_does_not_tune_are_refused() {
         let panel = panel_with_turbulence();

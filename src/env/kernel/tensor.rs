@@ -1,6 +1,6 @@
 //! The kernel env on tch tensors: every piece of state (cash, positions, the episode counters, the
-//! observations the policy reads, the actions it writes) is a tensor on the training device, and a step
-//! is one kernel launch on their raw pointers. On a CUDA device the NVRTC build runs ([`super::cuda`],
+//! observations the policy reads, the actions `set_actions` copies in) is a tensor on the training device,
+//! owned here, and a step is one kernel launch on their raw pointers, each buffer checked first. On a CUDA device the NVRTC build runs ([`super::cuda`],
 //! positions asset-major so that neighbouring threads read neighbouring memory); on the CPU the `cc`
 //! build runs over the CPU tensors (env-major), so the trainer's device path is exercised in CI. Nothing
 //! is read back to the host inside a step; finished episodes' returns are summed per env and read on
@@ -368,5 +368,42 @@ pub(crate) mod tests {
         let mut env = TensorKernelEnv::new(&cfg, &panel, Device::Cpu).unwrap();
         let err = env.step_host(&[0.0; 3], &mut Step::default()).err().unwrap().to_string();
         assert!(err.contains('3') && err.contains(&(4 * panel.n_assets).to_string()), "{err}");
+        let err = env.set_actions(&Tensor::zeros([4 * panel.n_assets as i64 + 1], (Kind::Float, Device::Cpu)));
+        let err = err.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains(&(4 * panel.n_assets + 1).to_string()), "{err}");
+    }
+
+    /// A buffer replaced by one the launch would overrun, read with the wrong layout or kind is refused,
+    /// named, before any pointer reaches the kernel; the env steps again once it is whole.
+    #[test]
+    fn a_buffer_of_the_wrong_size_layout_or_kind_is_refused_before_the_launch() {
+        let panel = panel_with_turbulence();
+        let cfg = EnvConfig { n_envs: 4, episode_len: 30, ..Default::default() };
+        let mut env = TensorKernelEnv::new(&cfg, &panel, Device::Cpu).unwrap();
+        let (e, a, d) = (4, panel.n_assets as i64, env.obs_dim() as i64);
+        let f32s = (Kind::Float, Device::Cpu);
+        let refused = |env: &mut TensorKernelEnv, name: &str, what: &str| {
+            let err = env.step().err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains(&format!("`{name}`")) && err.contains(what), "{name}: {err}");
+        };
+        // One value where the kernel reads n_envs x n_assets.
+        env.actions = Tensor::zeros([1], f32s);
+        refused(&mut env, "actions", "1 contiguous Float");
+        env.actions = Tensor::zeros([e, a], f32s);
+        // Each in bounds of its memory, so the old launch did not crash on them: the wrong count, the
+        // wrong layout (every other row), the wrong kind.
+        env.obs = Tensor::zeros([e, d + 1], f32s);
+        refused(&mut env, "obs", &format!("needs {} contiguous Float", e * d));
+        env.obs = Tensor::zeros([e, 2 * d], f32s).narrow(1, 0, d);
+        refused(&mut env, "obs", "non-contiguous");
+        env.obs = Tensor::zeros([e, d], (Kind::Double, Device::Cpu));
+        refused(&mut env, "obs", "Double");
+        env.obs = Tensor::zeros([e, d], f32s);
+        env.cash = Tensor::zeros([e + 1], (Kind::Double, Device::Cpu));
+        refused(&mut env, "cash", "5 contiguous Double");
+        env.cash = Tensor::zeros([e], (Kind::Double, Device::Cpu));
+        env.set_actions(&Tensor::ones([e * a], f32s)).unwrap();
+        env.step().unwrap();
+        assert_eq!(env.obs().size(), [e, d]);
     }
 }
