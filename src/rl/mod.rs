@@ -41,7 +41,6 @@ pub struct HostStep {
     pub finished: Vec<f64>,
 }
 
-
 /// E environments stepped together, with automatic reset.
 pub trait BatchEnv {
     fn num_envs(&self) -> usize;

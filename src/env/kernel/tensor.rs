@@ -213,8 +213,11 @@ impl TensorKernelEnv {
             usize::try_from(n).map_err(|_| KernelEnvError::TooLarge(format!("{what} is {n}: the env is corrupt")))
         };
         let (e, a) = (count("the env count", p.n_envs)?, count("the asset count", p.n_assets)?);
-        let (days, f, obs) =
-            (count("the day count", p.n_days)?, count("the feature count", p.n_features)?, count("obs_stride", p.obs_stride)?);
+        let (days, f, obs) = (
+            count("the day count", p.n_days)?,
+            count("the feature count", p.n_features)?,
+            count("obs_stride", p.obs_stride)?,
+        );
         let d = self.device;
         use super::check_buffer as check;
         check("prices", &self.panel[0], Kind::Float, days * a, d)?;
@@ -243,7 +246,8 @@ impl TensorKernelEnv {
             check(name, t, kind, n, d)?;
         }
         // The positions' strides must stay inside the `e * a` elements checked above.
-        let strides_ok = (p.env_stride, p.asset_stride) == (a as i32, 1) || (p.env_stride, p.asset_stride) == (1, e as i32);
+        let strides_ok =
+            (p.env_stride, p.asset_stride) == (a as i32, 1) || (p.env_stride, p.asset_stride) == (1, e as i32);
         if !strides_ok {
             return Err(KernelEnvError::TooLarge(format!(
                 "the position strides ({}, {}) fit neither layout of {e} envs x {a} assets: the env is corrupt",

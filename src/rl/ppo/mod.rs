@@ -179,7 +179,8 @@ impl Ppo {
                 nat.layout.shapes()
             )));
         }
-        let host = |t: &Tensor| Vec::<f32>::try_from(t.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?);
+        let host =
+            |t: &Tensor| Vec::<f32>::try_from(t.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?);
         let flat: Vec<Tensor> = params.iter().map(|p| p.reshape([-1])).collect();
         nat.params = host(&Tensor::cat(&flat, 0))?;
         nat.adam_m = host(&self.adam.flat_m)?;
