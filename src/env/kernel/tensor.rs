@@ -306,8 +306,10 @@ impl TensorKernelEnv {
             // SAFETY: `check_buffers` just checked every tensor behind `b` to be a dense, contiguous tensor
             // on the CPU (`self.device`; a `Backend::Cpu` env is built for the CPU only) of the element kind
             // and count `params` makes the kernel touch, and the position strides and trial table to stay
-            // inside them. `self` owns the tensors and, borrowed for the call, cannot touch them while it
-            // runs (`run_cpu` returns when the kernel has finished).
+            // inside them. `self` owns the tensors: `new` and `step` (`&mut self`) are the only callers, so
+            // no `&Tensor` of `obs()` and the like is alive during the call, and nothing in this crate keeps
+            // another handle on them (a caller's `shallow_clone` shares the storage, as with any tch tensor,
+            // and is the caller's to leave alone meanwhile). `run_cpu` returns once the kernel has finished.
             Backend::Cpu(pool) => unsafe { super::run_cpu(entry, &self.params, &b, pool.as_deref()) },
             // SAFETY: the same checks, with every tensor on `self.device`, the CUDA device the kernel was
             // loaded on (`new` loads it on that ordinal), so every pointer is device memory of that device
