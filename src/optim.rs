@@ -45,9 +45,11 @@ impl Adam {
         name.starts_with("adam.")
     }
 
-    /// Reads the step count from `adam.step` (after a `VarStore` load).
-    pub fn load_steps(&mut self) {
-        self.steps = self.step_var.double_value(&[0]).max(0.0) as u64;
+    /// Reads the step count from `adam.step` (after a `VarStore` load); a read-back, so a device fault
+    /// comes back as libtorch's error.
+    pub fn load_steps(&mut self) -> Result<(), tch::TchError> {
+        self.steps = self.step_var.f_double_value(&[0])?.max(0.0) as u64;
+        Ok(())
     }
 
     /// Writes the step count into `adam.step` (before a `VarStore` save).
@@ -154,7 +156,7 @@ mod tests {
         let (mut vs_c, w_c) = make();
         let mut resumed = Adam::new(&vs_c.root(), vec![w_c], 1e-8, 0.01);
         vs_c.load(&path).unwrap();
-        resumed.load_steps();
+        resumed.load_steps().unwrap();
         assert_eq!(resumed.steps, 20);
         assert_eq!(
             Vec::<f32>::try_from(&resumed.m[0].reshape([-1])).unwrap(),

@@ -133,7 +133,7 @@ fn run_kernel_cuda(b: &EnvBench, panel: &Panel) -> anyhow::Result<Timing> {
     tch::Cuda::synchronize(0);
     let t0 = Instant::now();
     for s in 0..b.steps {
-        env.actions.copy_(&acts.get((s % 64) as i64));
+        env.set_actions(&acts.get((s % 64) as i64))?;
         env.step()?;
     }
     tch::Cuda::synchronize(0);

@@ -36,7 +36,7 @@ fn learns_the_planted_pattern_and_nothing_from_shuffled_labels() {
     // Stop once the pattern is clearly learnt, to keep the suite fast.
     let hist = t.fit(&ds, &tr, &va, None, |s| s.best_mcc < 0.7).unwrap();
     let (_, best_mcc) = t.best().unwrap();
-    let (_, test_conf) = t.evaluate(&ds, &te, None);
+    let (_, test_conf) = t.evaluate(&ds, &te, None).unwrap();
     eprintln!("planted: {} epochs, best validation MCC {best_mcc:.3}, test MCC {:.3}", hist.len(), test_conf.mcc());
     assert!(best_mcc >= 0.5, "validation MCC {best_mcc}");
     assert!(test_conf.mcc() >= 0.5, "test MCC {} (restore_best failed?)", test_conf.mcc());
@@ -49,7 +49,7 @@ fn learns_the_planted_pattern_and_nothing_from_shuffled_labels() {
     let ds = WindowDataset::new(spec, Device::Cpu).unwrap();
     let mut t = LstmTrainer::new(LstmConfig { max_epochs: 8, ..cfg() }, dims(), Device::Cpu).unwrap();
     t.fit(&ds, &tr, &va, None, |_| true).unwrap();
-    let (_, conf) = t.evaluate(&ds, &te, None);
+    let (_, conf) = t.evaluate(&ds, &te, None).unwrap();
     eprintln!("shuffled: test MCC {:.4}", conf.mcc());
     assert!(conf.mcc().abs() < 0.05, "shuffled-label test MCC {}", conf.mcc());
 }
@@ -150,7 +150,7 @@ fn an_epoch_reads_from_the_device_twice_whatever_its_batch_count() {
     assert!(tr.len() / 64 > 10, "too few batches for the count to mean anything");
     assert_eq!(crate::readback::reads() - before, 3 * 2);
 
-    let (_, conf) = t.evaluate(&ds, &va, None);
+    let (_, conf) = t.evaluate(&ds, &va, None).unwrap();
     let probs = t.probs(&ds, &va).unwrap();
     let mut want = vec![vec![0u64; 3]; 3];
     for (i, p) in va.iter().zip(&probs) {

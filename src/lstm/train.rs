@@ -91,10 +91,15 @@ impl LstmTrainer {
 
     /// Mean loss and confusion matrix over `idx`, in batches, without gradients. The indices go to the
     /// device once; the loss sum and the confusion counts accumulate there and are read once.
-    pub fn evaluate(&self, ds: &WindowDataset, idx: &[i64], weights: Option<&Tensor>) -> (f64, Confusion) {
+    pub fn evaluate(
+        &self,
+        ds: &WindowDataset,
+        idx: &[i64],
+        weights: Option<&Tensor>,
+    ) -> Result<(f64, Confusion), LstmError> {
         let mut conf = Confusion::new(3);
         if idx.is_empty() {
-            return (0.0, conf);
+            return Ok((0.0, conf));
         }
         let device = ds.device();
         let all = Tensor::from_slice(idx).to_device(device);
@@ -113,14 +118,14 @@ impl LstmTrainer {
                 counts += cell.bincount::<Tensor>(None, 9).to_kind(Kind::Double);
             }
         });
-        let read = crate::readback::f64s(&Tensor::cat(&[loss_sum, counts], 0)).unwrap_or_default();
+        let read = crate::readback::f64s(&Tensor::cat(&[loss_sum, counts], 0))?;
         if let [loss, cells @ ..] = &read[..] {
             for (k, n) in cells.iter().enumerate().take(9) {
                 conf.m[k / 3][k % 3] += *n as u64;
             }
-            return (loss / idx.len() as f64, conf);
+            return Ok((loss / idx.len() as f64, conf));
         }
-        (f64::NAN, conf)
+        Ok((f64::NAN, conf))
     }
 
     /// The class probabilities [P(down), P(flat), P(up)] of each sample of `idx`, without gradients: the
@@ -182,11 +187,11 @@ impl LstmTrainer {
                 loss_sum += loss.detach().to_kind(Kind::Double) * len as f64;
                 seen += len;
             }
-            let train_loss = crate::readback::scalar(&loss_sum) / seen.max(1) as f64;
+            let train_loss = crate::readback::scalar(&loss_sum)? / seen.max(1) as f64;
             if !train_loss.is_finite() {
                 return Err(LstmError::Diverged(self.epoch));
             }
-            let (val_loss, conf) = self.evaluate(ds, valid, weights.as_ref());
+            let (val_loss, conf) = self.evaluate(ds, valid, weights.as_ref())?;
             let mcc = conf.mcc();
             if self.best.as_ref().is_none_or(|(_, m, _)| mcc > *m) {
                 self.best = Some((self.epoch, mcc, snapshot(&self.vs)));
@@ -217,23 +222,23 @@ impl LstmTrainer {
                 break;
             }
         }
-        self.restore_best();
+        self.restore_best()?;
         Ok(history)
     }
 
     /// Puts the best weights seen so far back into the model.
-    pub fn restore_best(&mut self) {
-        let Some((_, _, weights)) = &self.best else { return };
+    pub fn restore_best(&mut self) -> Result<(), LstmError> {
+        let Some((_, _, weights)) = &self.best else { return Ok(()) };
         let vars = self.vs.variables();
         tch::no_grad(|| {
             for (k, w) in weights {
                 if let Some(v) = vars.get(k) {
-                    let mut v = v.shallow_clone();
-                    v.copy_(w);
+                    v.shallow_clone().f_copy_(w)?;
                 }
             }
-        });
-        self.opt.load_steps();
+            Ok::<(), tch::TchError>(())
+        })?;
+        Ok(self.opt.load_steps()?)
     }
 
     /// AdamW steps taken (restored by `resume`).
@@ -285,7 +290,7 @@ impl LstmTrainer {
             return Err(Self::ck_err(path, format!("has no variable {name}: it belongs to another network")));
         }
         if missing.is_empty() {
-            self.opt.load_steps();
+            self.opt.load_steps()?;
         } else {
             log::warn!("{} carries no optimizer state (an older tradebot): AdamW's moments restart", path.display());
             self.opt.reset();

@@ -133,14 +133,15 @@ impl BatchEnv for CartPole {
         Step { obs: self.obs(), reward: Tensor::from_slice(&reward), done: Tensor::from_slice(&done), finished }
     }
 
-    fn reset_host(&mut self, obs: &mut Vec<f32>) {
+    fn reset_host(&mut self, obs: &mut Vec<f32>) -> Result<(), tch::TchError> {
         for i in 0..self.state.len() {
             self.reset_one(i);
         }
         self.obs_into(obs);
+        Ok(())
     }
 
-    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) {
+    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), tch::TchError> {
         let zeros;
         let a = if actions.len() == self.state.len() {
             actions
@@ -151,6 +152,7 @@ impl BatchEnv for CartPole {
         out.finished.clear();
         self.advance(a, &mut out.reward, &mut out.done, &mut out.finished);
         self.obs_into(&mut out.obs);
+        Ok(())
     }
 }
 

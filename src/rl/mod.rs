@@ -14,7 +14,7 @@ pub mod cartpole;
 pub mod ppo;
 pub mod trading;
 
-use tch::{Device, Tensor};
+use tch::{Device, TchError, Tensor};
 
 /// One step of all environments.
 pub struct Step {
@@ -41,11 +41,6 @@ pub struct HostStep {
     pub finished: Vec<f64>,
 }
 
-/// A tensor's values on the host, flattened (empty if it cannot be read as `f32`).
-fn host_vec(t: &Tensor) -> Vec<f32> {
-    crate::readback::f32s(t).unwrap_or_default()
-}
-
 /// E environments stepped together, with automatic reset.
 pub trait BatchEnv {
     fn num_envs(&self) -> usize;
@@ -69,18 +64,21 @@ pub trait BatchEnv {
     }
 
     /// `reset` into host memory `[E * obs_dim]`. Host environments override it to skip the tensor.
-    fn reset_host(&mut self, obs: &mut Vec<f32>) {
-        *obs = host_vec(&self.reset());
+    /// Fails where the observations cannot be read back (a device fault, named).
+    fn reset_host(&mut self, obs: &mut Vec<f32>) -> Result<(), TchError> {
+        *obs = crate::readback::f32s(&self.reset())?;
+        Ok(())
     }
 
     /// `step` with host memory in and out: `actions` is `[E * act_dim]`. Host environments override it
-    /// to skip the tensors.
-    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) {
+    /// to skip the tensors. Fails where the step's tensors cannot be read back (a device fault, named).
+    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), TchError> {
         let shape = [self.num_envs() as i64, self.act_dim() as i64];
-        let step = self.step(&Tensor::from_slice(actions).view(shape).to_device(self.device()));
-        out.obs = host_vec(&step.obs);
-        out.reward = host_vec(&step.reward);
-        out.done = host_vec(&step.done);
+        let step = self.step(&Tensor::f_from_slice(actions)?.f_view(shape)?.f_to_device(self.device())?);
+        out.obs = crate::readback::f32s(&step.obs)?;
+        out.reward = crate::readback::f32s(&step.reward)?;
+        out.done = crate::readback::f32s(&step.done)?;
         out.finished = step.finished;
+        Ok(())
     }
 }

@@ -88,12 +88,13 @@ impl BatchEnv for TradingEnv {
         }
     }
 
-    fn reset_host(&mut self, obs: &mut Vec<f32>) {
+    fn reset_host(&mut self, obs: &mut Vec<f32>) -> Result<(), tch::TchError> {
         obs.resize(self.obs.len(), 0.0);
         self.inner.observe(obs);
+        Ok(())
     }
 
-    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) {
+    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), tch::TchError> {
         if actions.len() == self.actions.len() {
             self.actions.copy_from_slice(actions);
         } else {
@@ -106,6 +107,7 @@ impl BatchEnv for TradingEnv {
         out.reward.extend_from_slice(&self.step.reward);
         out.obs.resize(self.obs.len(), 0.0);
         self.inner.observe(&mut out.obs);
+        Ok(())
     }
 }
 
@@ -153,25 +155,23 @@ impl BatchEnv for KernelTradingEnv {
 
     /// The env resets itself at construction and after every episode: this returns the current state.
     fn reset(&mut self) -> Tensor {
-        self.inner.obs.copy()
+        self.inner.obs().copy()
     }
 
     fn step(&mut self, actions: &Tensor) -> Step {
         let want = [self.num_envs() as i64, self.act_dim() as i64];
-        if actions.size() == want {
-            self.inner.actions.copy_(actions);
-        } else {
+        if actions.size() != want {
             self.fail(format!("the policy gave actions of shape {:?}; the env takes {want:?}", actions.size()));
-            let _ = self.inner.actions.zero_();
-        }
-        if let Err(e) = self.inner.step() {
+        } else if let Err(e) = self.inner.set_actions(actions) {
+            self.fail(format!("the env kernel could not take the policy's actions: {e}"));
+        } else if let Err(e) = self.inner.step() {
             self.fail(format!("the env kernel's step failed: {e}"));
         }
         // Copies on the device: the kernel overwrites its buffers at the next step.
         Step {
-            obs: self.inner.obs.copy(),
-            reward: self.inner.reward.copy(),
-            done: self.inner.done.copy(),
+            obs: self.inner.obs().copy(),
+            reward: self.inner.reward().copy(),
+            done: self.inner.done().copy(),
             finished: Vec::new(),
         }
     }

@@ -168,8 +168,8 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
     })?;
     out.finish();
     let (best_epoch, best_mcc) = trainer.best().unwrap_or((0, 0.0));
-    let (test_loss, test) = trainer.evaluate(&ds, &te, None);
-    let (val_loss, val) = trainer.evaluate(&ds, &va, None);
+    let (test_loss, test) = trainer.evaluate(&ds, &te, None)?;
+    let (val_loss, val) = trainer.evaluate(&ds, &va, None)?;
     let net = trainer.net.export(&trainer.vs)?;
     let onnx = net.to_onnx(&[("kind", "lstm"), ("features", &config.features.fingerprint())])?;
     let max_diff = parity(&trainer, &onnx, &config, dims)?;

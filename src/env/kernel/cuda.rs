@@ -37,6 +37,10 @@ pub enum KernelEnvError {
     Device(String),
     #[error("CUDA: {0}")]
     Driver(String),
+    #[error("the kernel's buffer `{name}` is {got}; the launch needs {want}: refused before the launch")]
+    Buffer { name: &'static str, got: String, want: String },
+    #[error("{0}")]
+    TooLarge(String),
     #[error(transparent)]
     Env(#[from] EnvError),
     #[error(transparent)]

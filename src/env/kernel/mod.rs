@@ -17,6 +17,8 @@
 #![allow(unsafe_code)]
 
 #[cfg(feature = "train")]
+mod buffer;
+#[cfg(feature = "train")]
 pub mod cuda;
 #[cfg(feature = "train")]
 mod module_cache;
@@ -26,6 +28,8 @@ pub mod nvrtc;
 mod population;
 #[cfg(feature = "train")]
 mod tensor;
+#[cfg(feature = "train")]
+pub(crate) use buffer::check_buffer;
 #[cfg(feature = "train")]
 pub use cuda::KernelEnvError;
 #[cfg(feature = "train")]

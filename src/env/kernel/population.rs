@@ -5,6 +5,7 @@
 //! bit for bit), so a search's trials do not depend on which others share the launch. `keep` drops the
 //! trials a search has stopped.
 
+use super::buffer::{mul_i32, sum_i32};
 use super::cuda::KernelEnvError;
 use super::tensor::TensorKernelEnv;
 use super::{Params, Trial};
@@ -57,42 +58,45 @@ impl TensorKernelEnv {
             .iter()
             .flat_map(|e| e.trials.as_ref().map_or_else(|| vec![Trial::of(&e.params)], |(t, _)| t.clone()))
             .collect();
-        let n = all.iter().map(|e| e.params.n_envs).sum::<i32>();
+        // The kernel indexes envs, positions and observation rows with `i32`, as `params` checks for one env.
+        let n = sum_i32("the population's env count", all.iter().map(|e| e.params.n_envs))?;
+        mul_i32("the population's positions", n, first.params.n_assets)?;
+        mul_i32("the population's observation floats", n, first.params.obs_stride)?;
         // Positions are asset-major on CUDA (`TensorKernelEnv::new`), env-major on the CPU.
         let asset_major = first.device.is_cuda();
         let a = first.params.n_assets as i64;
-        let cat = |f: fn(&TensorKernelEnv) -> &Tensor| Tensor::cat(&all.iter().map(|e| f(e)).collect::<Vec<_>>(), 0);
+        let cat = |f: fn(&TensorKernelEnv) -> &Tensor| Tensor::f_cat(&all.iter().map(|e| f(e)).collect::<Vec<_>>(), 0);
         let positions = |f: fn(&TensorKernelEnv) -> &Tensor| {
             if asset_major {
-                let parts: Vec<Tensor> = all.iter().map(|e| f(e).view([a, -1])).collect();
-                Tensor::cat(&parts, 1).reshape([-1])
+                let parts = all.iter().map(|e| f(e).f_view([a, -1])).collect::<Result<Vec<Tensor>, _>>()?;
+                Tensor::f_cat(&parts, 1)?.f_reshape([-1])
             } else {
                 cat(f)
             }
         };
         let params =
             Params { n_envs: n, asset_stride: if asset_major { n } else { 1 }, trial_envs: per_trial, ..first.params };
-        let table = Tensor::from_slice(&trial_bytes(&trials)).to_device(first.device);
+        let table = Tensor::f_from_slice(&trial_bytes(&trials))?.f_to_device(first.device)?;
         let stacked = TensorKernelEnv {
             params,
             device: first.device,
             has_turbulence: first.has_turbulence,
-            actions: cat(|e| &e.actions),
-            cash: cat(|e| &e.cash),
-            equity: cat(|e| &e.equity),
-            equity_out: cat(|e| &e.equity_out),
-            ret_sum: cat(|e| &e.ret_sum),
-            ret_count: cat(|e| &e.ret_count),
-            day: cat(|e| &e.day),
-            steps: cat(|e| &e.steps),
-            draws: cat(|e| &e.draws),
-            holding: positions(|e| &e.holding),
-            entry: positions(|e| &e.entry),
-            high_water: positions(|e| &e.high_water),
-            cooldown: positions(|e| &e.cooldown),
-            reward: cat(|e| &e.reward),
-            done: cat(|e| &e.done),
-            obs: cat(|e| &e.obs),
+            actions: cat(|e| &e.actions)?,
+            cash: cat(|e| &e.cash)?,
+            equity: cat(|e| &e.equity)?,
+            equity_out: cat(|e| &e.equity_out)?,
+            ret_sum: cat(|e| &e.ret_sum)?,
+            ret_count: cat(|e| &e.ret_count)?,
+            day: cat(|e| &e.day)?,
+            steps: cat(|e| &e.steps)?,
+            draws: cat(|e| &e.draws)?,
+            holding: positions(|e| &e.holding)?,
+            entry: positions(|e| &e.entry)?,
+            high_water: positions(|e| &e.high_water)?,
+            cooldown: positions(|e| &e.cooldown)?,
+            reward: cat(|e| &e.reward)?,
+            done: cat(|e| &e.done)?,
+            obs: cat(|e| &e.obs)?,
             trials: Some((trials, table)),
             panel: first.panel,
             backend: first.backend,
@@ -118,16 +122,17 @@ impl TensorKernelEnv {
         }
         let e = self.params.trial_envs as i64;
         let rows: Vec<i64> = keep.iter().flat_map(|&k| (k as i64 * e)..(k as i64 + 1) * e).collect();
-        let idx = Tensor::from_slice(&rows).to_device(self.device);
-        let n = rows.len() as i32;
+        // Fewer rows than the env has: `n_envs` (an `i32`) bounds it.
+        let n = i32::try_from(rows.len()).map_err(|_| unsupported("keep: more rows than the env has"))?;
+        let idx = Tensor::f_from_slice(&rows)?.f_to_device(self.device)?;
         let asset_major = self.device.is_cuda();
         let a = self.params.n_assets as i64;
-        let pick = |t: &Tensor| t.index_select(0, &idx);
+        let pick = |t: &Tensor| t.f_index_select(0, &idx);
         let pick_positions = |t: &Tensor| {
             if asset_major {
-                t.view([a, -1]).index_select(1, &idx).reshape([-1])
+                t.f_view([a, -1])?.f_index_select(1, &idx)?.f_reshape([-1])
             } else {
-                pick(&t.view([-1, a])).reshape([-1])
+                pick(&t.f_view([-1, a])?)?.f_reshape([-1])
             }
         };
         for t in [
@@ -144,16 +149,17 @@ impl TensorKernelEnv {
             &mut self.obs,
             &mut self.actions,
         ] {
-            *t = pick(t);
+            *t = pick(t)?;
         }
         for t in [&mut self.holding, &mut self.entry, &mut self.high_water, &mut self.cooldown] {
-            *t = pick_positions(t);
+            *t = pick_positions(t)?;
         }
         let trials: Vec<Trial> = match &self.trials {
             Some((t, _)) => keep.iter().map(|&k| t[k]).collect(),
             None => vec![Trial::of(&self.params)],
         };
-        self.trials = Some((trials.clone(), Tensor::from_slice(&trial_bytes(&trials)).to_device(self.device)));
+        let table = Tensor::f_from_slice(&trial_bytes(&trials))?.f_to_device(self.device)?;
+        self.trials = Some((trials, table));
         self.params.n_envs = n;
         if asset_major {
             self.params.asset_stride = n;
@@ -165,11 +171,11 @@ impl TensorKernelEnv {
     /// read back to the host for all of them; clears them.
     pub fn take_trial_returns(&mut self) -> Result<Vec<(f64, f64)>, KernelEnvError> {
         let p = self.n_trials() as i64;
-        let per = |t: &Tensor| t.view([p, -1]).sum_dim_intlist(1, false, Kind::Double);
-        let both = Tensor::stack(&[per(&self.ret_sum), per(&self.ret_count)], 1);
+        let per = |t: &Tensor| t.f_view([p, -1])?.f_sum_dim_intlist(1, false, Kind::Double);
+        let both = Tensor::f_stack(&[per(&self.ret_sum)?, per(&self.ret_count)?], 1)?;
         let read = crate::readback::f64s(&both);
-        let _ = self.ret_sum.zero_();
-        let _ = self.ret_count.zero_();
+        let _ = self.ret_sum.f_zero_()?;
+        let _ = self.ret_count.f_zero_()?;
         let v = read?;
         if v.len() != 2 * p as usize {
             return Err(KernelEnvError::Driver(format!("the episode returns came back as {} values", v.len())));
@@ -231,20 +237,20 @@ mod tests {
                 all.extend(actions);
             }
             pop.step_host(&all, &mut Step::default()).unwrap();
-            let (rows, cash) = (host::<f32>(&pop.reward), host::<f64>(&pop.cash));
+            let (rows, cash) = (host::<f32>(pop.reward()), host::<f64>(&pop.cash));
             let holdings = pop.holdings().unwrap();
             for (k, &m) in members.iter().enumerate() {
                 let at = format!("step {step}, trial {m}");
                 let one = &alone[m];
-                assert_eq!(f32_bits(&rows[k * 5..(k + 1) * 5]), f32_bits(&host::<f32>(&one.reward)), "{at}: reward");
+                assert_eq!(f32_bits(&rows[k * 5..(k + 1) * 5]), f32_bits(&host::<f32>(one.reward())), "{at}: reward");
                 assert_eq!(bits(&cash[k * 5..(k + 1) * 5]), bits(&one.cash().unwrap()), "{at}: cash");
                 assert_eq!(
                     bits(&holdings[k * 5 * a..(k + 1) * 5 * a]),
                     bits(&one.holdings().unwrap()),
                     "{at}: holdings"
                 );
-                let obs = host::<f32>(&pop.obs.narrow(0, k as i64 * 5, 5));
-                assert_eq!(f32_bits(&obs), f32_bits(&host::<f32>(&one.obs)), "{at}: observation");
+                let obs = host::<f32>(&pop.obs().narrow(0, k as i64 * 5, 5));
+                assert_eq!(f32_bits(&obs), f32_bits(&host::<f32>(one.obs())), "{at}: observation");
             }
             rewards_differ |= rows[..5] != rows[5..10];
             let r = pop.take_trial_returns().unwrap();
@@ -270,6 +276,24 @@ mod tests {
     fn on_cuda_a_population_steps_each_trial_as_its_env_alone() {
         assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
         assert_population_steps_as_alone(Device::Cuda(0));
+    }
+
+    /// Env counts whose sum, or whose product with the assets or observation floats, passes `i32::MAX`
+    /// are refused before anything is joined (the tensors stay small: only the counts are faked).
+    #[test]
+    fn a_population_too_large_for_the_kernels_i32_indexing_is_refused() {
+        let panel = panel_with_turbulence();
+        let cfg = EnvConfig { n_envs: 2, episode_len: 12, ..Default::default() };
+        let with_envs = |n: i32| {
+            let mut env = TensorKernelEnv::new(&cfg, &panel, Device::Cpu).unwrap();
+            (env.params.n_envs, env.params.trial_envs) = (n, n);
+            env
+        };
+        for n in [1 << 30, 1 << 28] {
+            let err = TensorKernelEnv::stack(vec![with_envs(n), with_envs(n)]).err().map(|e| e.to_string());
+            let err = err.unwrap_or_default();
+            assert!(err.contains("the population's") && err.contains("32-bit"), "{n}: {err}");
+        }
     }
 
     #[test]

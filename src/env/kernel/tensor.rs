@@ -1,6 +1,6 @@
 //! The kernel env on tch tensors: every piece of state (cash, positions, the episode counters, the
-//! observations the policy reads, the actions it writes) is a tensor on the training device, and a step
-//! is one kernel launch on their raw pointers. On a CUDA device the NVRTC build runs ([`super::cuda`],
+//! observations the policy reads, the actions `set_actions` copies in) is a tensor on the training device,
+//! owned here, and a step is one kernel launch on their raw pointers, each buffer checked first. On a CUDA device the NVRTC build runs ([`super::cuda`],
 //! positions asset-major so that neighbouring threads read neighbouring memory); on the CPU the `cc`
 //! build runs over the CPU tensors (env-major), so the trainer's device path is exercised in CI. Nothing
 //! is read back to the host inside a step; finished episodes' returns are summed per env and read on
@@ -25,8 +25,8 @@ pub struct TensorKernelEnv {
     /// The panel on the device (prices, features, turbulence), kept alive for the kernel's pointers.
     pub(super) panel: [Tensor; 3],
     pub(super) has_turbulence: bool,
-    /// `[n_envs, n_assets]`: the policy writes its actions here before `step`.
-    pub actions: Tensor,
+    /// `[n_envs, n_assets]`: the actions of the next `step` (`set_actions` copies them in).
+    pub(super) actions: Tensor,
     /// Per env: cash, equity, equity_out, ret_sum, ret_count (f64); day, steps (i32); draws (u64 as i64).
     pub(super) cash: Tensor,
     pub(super) equity: Tensor,
@@ -42,10 +42,10 @@ pub struct TensorKernelEnv {
     pub(super) high_water: Tensor,
     pub(super) cooldown: Tensor,
     /// Per env: the last step's reward and done flag (0/1), f32.
-    pub reward: Tensor,
-    pub done: Tensor,
+    pub(super) reward: Tensor,
+    pub(super) done: Tensor,
     /// `[n_envs, obs_dim]`: the next observations, in `VecEnv::observe`'s layout.
-    pub obs: Tensor,
+    pub(super) obs: Tensor,
     /// In a population (`stack`): each trial's own values, and the same as bytes on the device for the
     /// kernel (`tb_trial`); `None` for one trial's env.
     pub(super) trials: Option<(Vec<super::Trial>, Tensor)>,
@@ -124,8 +124,38 @@ impl TensorKernelEnv {
         self.params.initial_cash
     }
 
-    /// Steps every env with `self.actions` (clipped to [-1, 1] by the kernel; NaN counts as 0) and writes
-    /// the next observations, reward and done flags in place. No copy to the host.
+    /// `[n_envs, obs_dim]`: the current observations (the kernel overwrites them at the next step: copy
+    /// what must outlive it).
+    pub fn obs(&self) -> &Tensor {
+        &self.obs
+    }
+
+    /// `[n_envs]`: the last step's rewards (f32; overwritten at the next step).
+    pub fn reward(&self) -> &Tensor {
+        &self.reward
+    }
+
+    /// `[n_envs]`: 1.0 where the last step ended an episode, else 0.0 (f32; overwritten at the next step).
+    pub fn done(&self) -> &Tensor {
+        &self.done
+    }
+
+    /// Copies `actions` (`n_envs x n_assets` values of any float kind, on any device; laid out env-major)
+    /// into the env's own action buffer for the next `step`. A copy on the device when `actions` is on
+    /// the env's device: nothing is read back to the host.
+    pub fn set_actions(&mut self, actions: &Tensor) -> Result<(), KernelEnvError> {
+        let want = self.n_envs() * self.n_assets();
+        let got = if actions.defined() { actions.numel() } else { 0 };
+        if got != want {
+            return Err(EnvError::ActionShape { got, want }.into());
+        }
+        let rows = actions.f_reshape([self.n_envs() as i64, self.n_assets() as i64])?;
+        self.actions.f_copy_(&rows)?;
+        Ok(())
+    }
+
+    /// Steps every env with the actions of `set_actions` (clipped to [-1, 1] by the kernel; NaN counts
+    /// as 0) and writes the next observations, reward and done flags in place. No copy to the host.
     pub fn step(&mut self) -> Result<(), KernelEnvError> {
         self.launch(Entry::Step)
     }
@@ -136,38 +166,37 @@ impl TensorKernelEnv {
         if actions.len() != want {
             return Err(EnvError::ActionShape { got: actions.len(), want }.into());
         }
-        let host = Tensor::from_slice(actions).view([self.n_envs() as i64, self.n_assets() as i64]);
-        self.actions.copy_(&host);
+        self.set_actions(&Tensor::f_from_slice(actions)?)?;
         self.step()?;
-        out.reward = Vec::<f32>::try_from(self.reward.to_device(Device::Cpu))?;
-        out.done = Vec::<f32>::try_from(self.done.to_device(Device::Cpu))?.into_iter().map(|d| d != 0.0).collect();
-        out.equity = Vec::<f64>::try_from(self.equity_out.to_device(Device::Cpu))?;
+        out.reward = crate::readback::f32s(&self.reward)?;
+        out.done = crate::readback::f32s(&self.done)?.into_iter().map(|d| d != 0.0).collect();
+        out.equity = crate::readback::f64s(&self.equity_out)?;
         Ok(())
     }
 
     /// Cash per env, read back (tests).
     pub fn cash(&self) -> Result<Vec<f64>, KernelEnvError> {
-        Ok(Vec::<f64>::try_from(self.cash.to_device(Device::Cpu))?)
+        Ok(crate::readback::f64s(&self.cash)?)
     }
 
     /// Holdings read back, env-major (`env * n_assets + asset`) like `CpuKernelEnv::holdings`.
     pub fn holdings(&self) -> Result<Vec<f64>, KernelEnvError> {
         let (e, a) = (self.n_envs() as i64, self.n_assets() as i64);
         let env_major = if self.device.is_cuda() {
-            self.holding.view([a, e]).transpose(0, 1).contiguous()
+            self.holding.f_view([a, e])?.f_transpose(0, 1)?.f_contiguous()?
         } else {
-            self.holding.copy()
+            self.holding.shallow_clone()
         };
-        Ok(Vec::<f64>::try_from(env_major.to_device(Device::Cpu).view([-1]))?)
+        Ok(crate::readback::f64s(&env_major)?)
     }
 
     /// Finished episodes since the last call: (sum of total returns, count), one read back to the host
     /// (counted by `readback`: call it once per update, not per step); clears them.
     pub fn take_returns(&mut self) -> Result<(f64, f64), KernelEnvError> {
-        let both = Tensor::stack(&[self.ret_sum.sum(Kind::Double), self.ret_count.sum(Kind::Double)], 0);
+        let both = Tensor::f_stack(&[self.ret_sum.f_sum(Kind::Double)?, self.ret_count.f_sum(Kind::Double)?], 0)?;
         let read = crate::readback::f64s(&both);
-        let _ = self.ret_sum.zero_();
-        let _ = self.ret_count.zero_();
+        let _ = self.ret_sum.f_zero_()?;
+        let _ = self.ret_count.f_zero_()?;
         match read?[..] {
             [sum, count] => Ok((sum, count)),
             ref other => {
@@ -176,6 +205,74 @@ impl TensorKernelEnv {
         }
     }
 
+    /// Every buffer the kernel reads or writes checked against what `params` makes it touch: kind,
+    /// contiguity, element count and device, from host metadata only (no synchronisation).
+    fn check_buffers(&self) -> Result<(), KernelEnvError> {
+        let p = &self.params;
+        let count = |what: &str, n: i32| {
+            usize::try_from(n).map_err(|_| KernelEnvError::TooLarge(format!("{what} is {n}: the env is corrupt")))
+        };
+        let (e, a) = (count("the env count", p.n_envs)?, count("the asset count", p.n_assets)?);
+        let (days, f, obs) = (
+            count("the day count", p.n_days)?,
+            count("the feature count", p.n_features)?,
+            count("obs_stride", p.obs_stride)?,
+        );
+        let d = self.device;
+        use super::check_buffer as check;
+        check("prices", &self.panel[0], Kind::Float, days * a, d)?;
+        check("features", &self.panel[1], Kind::Float, days * a * f, d)?;
+        if self.has_turbulence {
+            check("turbulence", &self.panel[2], Kind::Double, days, d)?;
+        }
+        for (name, t, kind, n) in [
+            ("actions", &self.actions, Kind::Float, e * a),
+            ("cash", &self.cash, Kind::Double, e),
+            ("equity", &self.equity, Kind::Double, e),
+            ("equity_out", &self.equity_out, Kind::Double, e),
+            ("ret_sum", &self.ret_sum, Kind::Double, e),
+            ("ret_count", &self.ret_count, Kind::Double, e),
+            ("day", &self.day, Kind::Int, e),
+            ("steps", &self.steps, Kind::Int, e),
+            ("draws", &self.draws, Kind::Int64, e),
+            ("holding", &self.holding, Kind::Double, e * a),
+            ("entry", &self.entry, Kind::Double, e * a),
+            ("high_water", &self.high_water, Kind::Double, e * a),
+            ("cooldown", &self.cooldown, Kind::Int, e * a),
+            ("reward", &self.reward, Kind::Float, e),
+            ("done", &self.done, Kind::Float, e),
+            ("obs", &self.obs, Kind::Float, e * obs),
+        ] {
+            check(name, t, kind, n, d)?;
+        }
+        // The positions' strides must stay inside the `e * a` elements checked above.
+        let strides_ok =
+            (p.env_stride, p.asset_stride) == (a as i32, 1) || (p.env_stride, p.asset_stride) == (1, e as i32);
+        if !strides_ok {
+            return Err(KernelEnvError::TooLarge(format!(
+                "the position strides ({}, {}) fit neither layout of {e} envs x {a} assets: the env is corrupt",
+                p.env_stride, p.asset_stride
+            )));
+        }
+        if let Some((trials, table)) = &self.trials {
+            // The kernel reads `trials[i / trial_envs]` for every env `i`, as `Trial` (8-byte aligned).
+            let per = count("envs per trial", p.trial_envs)?;
+            if per == 0 || trials.len().checked_mul(per) != Some(e) {
+                return Err(KernelEnvError::TooLarge(format!(
+                    "{} trials of {per} envs do not make the {e} envs stepped: the env is corrupt",
+                    trials.len()
+                )));
+            }
+            check("trials", table, Kind::Uint8, std::mem::size_of_val(trials.as_slice()), d)?;
+            if !(table.data_ptr() as usize).is_multiple_of(std::mem::align_of::<super::Trial>()) {
+                return Err(KernelEnvError::TooLarge("the trial table is not 8-byte aligned".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The buffers' raw pointers (host pointers on the CPU, device pointers on CUDA); taking them reads
+    /// no memory. Only `launch` passes them on, after `check_buffers`.
     fn buffers(&self) -> Buffers {
         let f64p = |t: &Tensor| t.data_ptr() as *mut f64;
         Buffers {
@@ -203,17 +300,22 @@ impl TensorKernelEnv {
     }
 
     fn launch(&self, entry: Entry) -> Result<(), KernelEnvError> {
-        if self.actions.kind() != Kind::Float || !self.actions.is_contiguous() {
-            return Err(EnvError::Unsupported("the kernel env's actions must stay a contiguous f32 tensor").into());
-        }
+        self.check_buffers()?;
         let b = self.buffers();
         match &self.backend {
-            // SAFETY: every tensor behind `b` is a contiguous tensor on the CPU of the size `params`
-            // promises (built in `new`; the actions checked above), owned by `self` and untouched while
-            // the call runs.
+            // SAFETY: `check_buffers` just checked every tensor behind `b` to be a dense, contiguous tensor
+            // on the CPU (`self.device`; a `Backend::Cpu` env is built for the CPU only) of the element kind
+            // and count `params` makes the kernel touch, and the position strides and trial table to stay
+            // inside them. `self` owns the tensors: `new` and `step` (`&mut self`) are the only callers, so
+            // no `&Tensor` of `obs()` and the like is alive during the call, and nothing in this crate keeps
+            // another handle on them (a caller's `shallow_clone` shares the storage, as with any tch tensor,
+            // and is the caller's to leave alone meanwhile). `run_cpu` returns once the kernel has finished.
             Backend::Cpu(pool) => unsafe { super::run_cpu(entry, &self.params, &b, pool.as_deref()) },
-            // SAFETY: the same tensors on the CUDA device; `self` keeps them alive, and libtorch's later
-            // work on them is queued on the same (default) stream after the launch.
+            // SAFETY: the same checks, with every tensor on `self.device`, the CUDA device the kernel was
+            // loaded on (`new` loads it on that ordinal), so every pointer is device memory of that device
+            // of the checked size. The launch is queued on the device's legacy default stream, libtorch's
+            // stream: libtorch's later work on these tensors, and the caching allocator's reuse of their
+            // memory if one is dropped, are ordered after the kernel.
             Backend::Cuda(kernel) => unsafe { kernel.launch(entry, &self.params, &b)? },
         }
         Ok(())
@@ -234,7 +336,7 @@ pub(crate) mod tests {
             let mut want = CpuKernelEnv::new(&cfg, panel.clone()).unwrap();
             let mut got = TensorKernelEnv::new(&cfg, &panel, device).unwrap().with_threads(2).unwrap();
             let obs = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).view([-1])).unwrap();
-            assert_eq!(f32_bits(&obs(&got.obs)), f32_bits(want.obs()), "variant {v}: first observation");
+            assert_eq!(f32_bits(&obs(got.obs())), f32_bits(want.obs()), "variant {v}: first observation");
             let mut rng = crate::env::rng::SplitMix64::new(v as u64 + 7);
             let mut actions = vec![0f32; cfg.n_envs * panel.n_assets];
             let (mut s_want, mut s_got) = (Step::default(), Step::default());
@@ -248,7 +350,7 @@ pub(crate) mod tests {
                 assert_eq!(s_got.done, s_want.done, "{at}: done");
                 assert_eq!(bits(&got.cash().unwrap()), bits(want.cash()), "{at}: cash");
                 assert_eq!(bits(&got.holdings().unwrap()), bits(want.holdings()), "{at}: holdings");
-                assert_eq!(f32_bits(&obs(&got.obs)), f32_bits(want.obs()), "{at}: observation");
+                assert_eq!(f32_bits(&obs(got.obs())), f32_bits(want.obs()), "{at}: observation");
             }
             // Summed per env, then over envs in another order: the count exactly, the sum closely.
             let (got_r, want_r) = (got.take_returns().unwrap(), want.take_returns());
@@ -272,5 +374,42 @@ pub(crate) mod tests {
         let mut env = TensorKernelEnv::new(&cfg, &panel, Device::Cpu).unwrap();
         let err = env.step_host(&[0.0; 3], &mut Step::default()).err().unwrap().to_string();
         assert!(err.contains('3') && err.contains(&(4 * panel.n_assets).to_string()), "{err}");
+        let err = env.set_actions(&Tensor::zeros([4 * panel.n_assets as i64 + 1], (Kind::Float, Device::Cpu)));
+        let err = err.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains(&(4 * panel.n_assets + 1).to_string()), "{err}");
+    }
+
+    /// A buffer replaced by one the launch would overrun, read with the wrong layout or kind is refused,
+    /// named, before any pointer reaches the kernel; the env steps again once it is whole.
+    #[test]
+    fn a_buffer_of_the_wrong_size_layout_or_kind_is_refused_before_the_launch() {
+        let panel = panel_with_turbulence();
+        let cfg = EnvConfig { n_envs: 4, episode_len: 30, ..Default::default() };
+        let mut env = TensorKernelEnv::new(&cfg, &panel, Device::Cpu).unwrap();
+        let (e, a, d) = (4, panel.n_assets as i64, env.obs_dim() as i64);
+        let f32s = (Kind::Float, Device::Cpu);
+        let refused = |env: &mut TensorKernelEnv, name: &str, what: &str| {
+            let err = env.step().err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains(&format!("`{name}`")) && err.contains(what), "{name}: {err}");
+        };
+        // One value where the kernel reads n_envs x n_assets.
+        env.actions = Tensor::zeros([1], f32s);
+        refused(&mut env, "actions", "1 contiguous Float");
+        env.actions = Tensor::zeros([e, a], f32s);
+        // Each in bounds of its memory, so the old launch did not crash on them: the wrong count, the
+        // wrong layout (every other row), the wrong kind.
+        env.obs = Tensor::zeros([e, d + 1], f32s);
+        refused(&mut env, "obs", &format!("needs {} contiguous Float", e * d));
+        env.obs = Tensor::zeros([e, 2 * d], f32s).narrow(1, 0, d);
+        refused(&mut env, "obs", "non-contiguous");
+        env.obs = Tensor::zeros([e, d], (Kind::Double, Device::Cpu));
+        refused(&mut env, "obs", "Double");
+        env.obs = Tensor::zeros([e, d], f32s);
+        env.cash = Tensor::zeros([e + 1], (Kind::Double, Device::Cpu));
+        refused(&mut env, "cash", "5 contiguous Double");
+        env.cash = Tensor::zeros([e], (Kind::Double, Device::Cpu));
+        env.set_actions(&Tensor::ones([e * a], f32s)).unwrap();
+        env.step().unwrap();
+        assert_eq!(env.obs().size(), [e, d]);
     }
 }

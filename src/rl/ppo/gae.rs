@@ -5,8 +5,8 @@
 // The kernel is C: calling it passes raw pointers to tensors we hold and size.
 #![allow(unsafe_code)]
 
-use crate::env::kernel::KernelEnvError;
 use crate::env::kernel::cuda::{CudaProgram, launch_config};
+use crate::env::kernel::{KernelEnvError, check_buffer};
 use cudarc::driver::PushKernelArg;
 use tch::{Device, Kind, Tensor};
 
@@ -58,8 +58,17 @@ impl GaeKernel {
         }
     }
 
-    /// The advantages `[T, E]` of a rollout's rewards, values and done flags (`[T, E]`, f32, on this
-    /// kernel's device) and the value after it (`[E]`).
+    /// The device the kernel runs on: its buffers must all be there.
+    pub fn device(&self) -> Device {
+        match self {
+            GaeKernel::Cpu => Device::Cpu,
+            GaeKernel::Cuda(program) => Device::Cuda(program.stream().context().ordinal()),
+        }
+    }
+
+    /// The advantages `[T, E]` of a rollout's rewards, values and done flags (`[T, E]`, on this kernel's
+    /// device; converted to contiguous f32 there) and the value after it (`[E]`). Tensors on another
+    /// device are refused (a host pointer is never passed to the GPU, nor a device pointer to the CPU).
     pub fn advantages(
         &self,
         gamma: f64,
@@ -84,9 +93,20 @@ impl GaeKernel {
         let (Ok(t), Ok(e)) = (i32::try_from(t_len), i32::try_from(n_envs)) else {
             return Err(KernelEnvError::Driver(format!("GAE: a rollout of {t_len} x {n_envs} is too large")));
         };
-        let f32c = |x: &Tensor| x.to_kind(Kind::Float).contiguous();
-        let (r, v, d, lv) = (f32c(rewards), f32c(values), f32c(dones), f32c(last_value));
-        let adv = Tensor::zeros([t_len, n_envs], (Kind::Float, rewards.device()));
+        let Some(cells) = t.checked_mul(e) else {
+            return Err(KernelEnvError::Driver(format!("GAE: a rollout of {t_len} x {n_envs} is too large")));
+        };
+        let device = self.device();
+        let f32c = |x: &Tensor| x.f_to_kind(Kind::Float)?.f_contiguous();
+        let (r, v, d, lv) = (f32c(rewards)?, f32c(values)?, f32c(dones)?, f32c(last_value)?);
+        let adv = Tensor::f_zeros([t_len, n_envs], (Kind::Float, device))?;
+        // Host metadata only: the kind, layout, size and device of every pointer the launch takes.
+        let (cells, envs) = (cells as usize, e as usize);
+        check_buffer("GAE rewards", &r, Kind::Float, cells, device)?;
+        check_buffer("GAE values", &v, Kind::Float, cells, device)?;
+        check_buffer("GAE dones", &d, Kind::Float, cells, device)?;
+        check_buffer("GAE last_value", &lv, Kind::Float, envs, device)?;
+        check_buffer("GAE advantages", &adv, Kind::Float, cells, device)?;
         let p = Params { gamma: gamma as f32, gamma_lambda: (gamma * lambda) as f32, t_len: t, n_envs: e };
         let b = Buffers {
             rewards: r.data_ptr() as *const f32,
@@ -96,14 +116,16 @@ impl GaeKernel {
             advantages: adv.data_ptr() as *mut f32,
         };
         match self {
-            // SAFETY: every pointer is a contiguous f32 CPU tensor of the shape checked above, alive for the call.
+            // SAFETY: `check_buffer` above: every pointer is a contiguous f32 tensor on the CPU of T x E (E
+            // for `last_value`) elements, alive for the call (held here) and touched by nothing else.
             GaeKernel::Cpu => unsafe { tb_gae(&p, &b, 0, e) },
             GaeKernel::Cuda(program) => {
                 let mut args = program.stream().launch_builder(program.function(0));
                 args.arg(&p).arg(&b);
                 // SAFETY: the kernel takes (tb_gae_params, tb_gae_buffers) by value, mirrored above; the
-                // pointers are contiguous device tensors of the checked shapes, and later work on them
-                // (libtorch's, the caching allocator's reuse) is ordered after the launch on the same stream.
+                // pointers are contiguous f32 tensors on this program's device of the sizes `check_buffer`
+                // checked, and later work on them (libtorch's, the caching allocator's reuse once `r`, `v`,
+                // `d` or `lv` drop) is ordered after the launch on the same (legacy default) stream.
                 unsafe { args.launch(launch_config(n_envs as usize)) }
                     .map_err(|e| KernelEnvError::Driver(e.to_string()))?;
             }

@@ -179,7 +179,8 @@ impl Ppo {
                 nat.layout.shapes()
             )));
         }
-        let host = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]));
+        let host =
+            |t: &Tensor| Vec::<f32>::try_from(t.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?);
         let flat: Vec<Tensor> = params.iter().map(|p| p.reshape([-1])).collect();
         nat.params = host(&Tensor::cat(&flat, 0))?;
         nat.adam_m = host(&self.adam.flat_m)?;
@@ -187,8 +188,8 @@ impl Ppo {
         let wide = |t: &Tensor| host(t).map(|v| v.into_iter().map(f64::from).collect::<Vec<f64>>());
         nat.norm.mean = wide(&self.norm.mean)?;
         nat.norm.var = wide(&self.norm.var)?;
-        nat.norm.count = scalar(&self.norm.count);
-        self.adam.load_steps();
+        nat.norm.count = scalar(&self.norm.count)?;
+        self.adam.load_steps()?;
         Ok(())
     }
 
@@ -365,7 +366,7 @@ impl Ppo {
             );
             self.adam.reset();
         }
-        self.adam.load_steps();
+        self.adam.load_steps()?;
         self.pull_native()?;
         Ok(())
     }
@@ -457,7 +458,7 @@ impl Ppo {
                 epoch_batches += 1;
             }
             if let Some(target) = self.cfg.target_kl
-                && scalar(&epoch_kl) / epoch_batches.max(1) as f64 > 1.5 * target
+                && scalar(&epoch_kl)? / epoch_batches.max(1) as f64 > 1.5 * target
             {
                 break 'epochs;
             }

@@ -178,7 +178,7 @@ impl Native {
 
     /// Resets every environment and observes the first observations.
     pub fn reset<E: BatchEnv + ?Sized>(&mut self, cfg: &PpoConfig, env: &mut E) -> Result<(), PpoError> {
-        env.reset_host(&mut self.raw);
+        env.reset_host(&mut self.raw)?;
         let n = env.num_envs();
         if self.raw.len() != n * self.layout.obs_dim {
             return Err(PpoError::Shape {
@@ -226,7 +226,7 @@ impl Native {
             self.ro.obs.extend_from_slice(&self.obs);
             self.ro.actions.extend_from_slice(&action);
             self.ro.values.extend_from_slice(value);
-            env.step_host(&action, &mut self.step);
+            env.step_host(&action, &mut self.step)?;
             if self.step.obs.len() != e * d || self.step.reward.len() != e || self.step.done.len() != e {
                 return Err(PpoError::Shape { what: "step values", env: self.step.obs.len(), policy: e * d });
             }

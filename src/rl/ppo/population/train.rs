@@ -71,7 +71,7 @@ impl Population {
         // The last round's final observations, normalised then; the env's current ones at the first round.
         let mut obs = match self.next_obs.take() {
             Some(o) => o,
-            None => self.observe(&view(&env.obs, Some(self.obs_dim))),
+            None => self.observe(&view(env.obs(), Some(self.obs_dim))),
         };
         // Each trial's noise stream continues where its last rollout stopped.
         let start = updates * t_len as i64;
@@ -85,15 +85,16 @@ impl Population {
                 let log_prob = self.log_prob(&mean, &action);
                 (action, log_prob, self.value(&obs))
             });
-            env.actions.copy_(&action.view([p * e, a]));
-            env.step().map_err(|err| PpoError::Env(format!("the env kernel's step failed: {err}")))?;
+            env.set_actions(&action)
+                .and_then(|()| env.step())
+                .map_err(|err| PpoError::Env(format!("the env kernel's step failed: {err}")))?;
             o.push(obs);
             ac.push(action);
             lp.push(log_prob);
             v.push(value);
-            r.push(view(&env.reward, None).copy());
-            d.push(view(&env.done, None).copy());
-            obs = self.observe(&view(&env.obs, Some(self.obs_dim)));
+            r.push(view(env.reward(), None).copy());
+            d.push(view(env.done(), None).copy());
+            obs = self.observe(&view(env.obs(), Some(self.obs_dim)));
         }
         let last_value = tch::no_grad(|| self.value(&obs));
         self.next_obs = Some(obs.shallow_clone());
