@@ -8,8 +8,8 @@
 //! and trainer of a search shares the module and the device's context. [`CudaKernel`] launches the
 //! compiled kernel (one thread per env) on the device's legacy default stream, libtorch's current stream
 //! by default, for [`super::TensorKernelEnv`], which keeps the env's state in tch tensors: the policy
-//! reads the observations and writes the actions in place, and nothing comes back to the host inside a
-//! step.
+//! reads the observations (`obs()`), its actions are copied into the env's own buffer on the device
+//! (`set_actions`), and nothing comes back to the host inside a step.
 
 use super::module_cache::{LoadOnce, ModuleKey, module_key};
 use super::nvrtc;
