@@ -105,11 +105,12 @@ pub struct Report {
     pub sentinel: String,
 }
 
-/// Checks the store under `state_dir` without changing it: the database is copied beside it and the
-/// copy opened, every record of every tree decoded, and the result compared with the sentinel. The
-/// caller must hold no `Store` on it (the check takes the lock).
+/// Checks the store under `state_dir` without changing it: the database is copied to a private directory
+/// in the system's temporary directory (under the store's lock, taken read-only as a read-only open takes
+/// it) and the copy opened, every record of every tree decoded, and the result compared with the sentinel.
+/// The caller must hold no `Store` on it.
 pub fn check(state_dir: &Path) -> Result<Report, StoreError> {
-    let _lock = super::lock_dir(state_dir)?;
+    let _lock = super::readonly::lock_to_read(state_dir)?;
     let src = state_dir.join(DB_DIR);
     if !src.is_dir() {
         return Err(StoreError::Damaged {
@@ -117,13 +118,12 @@ pub fn check(state_dir: &Path) -> Result<Report, StoreError> {
             detail: format!("{} is missing", src.display()),
         });
     }
-    let copy = state_dir.join(format!(".check-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&copy);
+    let scratch = super::readonly::Scratch::new(state_dir)?;
+    let copy = scratch.path().join(DB_DIR);
     let result = copy_dir(&src, &copy).map_err(|source| StoreError::Dir { dir: copy.clone(), source }).and_then(|()| {
         super::leftovers::clear_db(&copy);
         check_copy(state_dir, &copy)
     });
-    let _ = std::fs::remove_dir_all(&copy);
     result.map_err(|e| super::disk::classify(state_dir, e))
 }
 

@@ -7,7 +7,8 @@
 //! - `db/snap.*` of 12 bytes or fewer: a truncated snapshot, which sled refuses the same way.
 //! - `db/conf` whose checksum does not match: sled's settings file torn while written; sled rewrites it.
 //! - `.check-*`, `.readonly-*`, `.restore-*` under the state directory: private copies of the database
-//!   (`store check`, read-only commands, `store restore`) whose process ended before removing them.
+//!   whose process ended before removing them (`store restore`; `store check` and read-only commands
+//!   of earlier versions, which copied beside the store: now they copy to the system's temporary dir).
 //! - `backups/*.tmp`: a backup whose writing was interrupted (complete ones end in `.tbk`).
 //!
 //! Called with the state directory's lock held, so none of these belongs to a live process.

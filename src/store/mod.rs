@@ -196,7 +196,7 @@ pub struct Store {
     db: sled::Db,
     dir: PathBuf,
     seal: Seal,
-    _lock: std::sync::Arc<File>,
+    _lock: std::sync::Arc<Option<File>>,
     /// A read-only store's private copy of the database, removed with the last clone.
     _scratch: Option<std::sync::Arc<readonly::Scratch>>,
 }
@@ -245,7 +245,7 @@ impl Store {
             db,
             dir,
             seal: std::sync::Arc::new(std::sync::Mutex::new(seal)),
-            _lock: std::sync::Arc::new(lock),
+            _lock: std::sync::Arc::new(Some(lock)),
             _scratch: None,
         })
     }

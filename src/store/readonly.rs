@@ -1,22 +1,57 @@
-//! Read-only opens (`tradebot status`, `data show`, `risk status`, `tune list|show`): they never write
-//! to the store. sled writes on open (its recovery, a new snapshot), so the database is copied to a
-//! private directory beside it (`.readonly-<pid>`, removed when the store is dropped, and at the next open
-//! if the process was killed), and the copy opened and checked exactly as `Store::open` checks the
-//! original: the same damage is refused with the same error. Writes through such a store go to the copy
-//! and are lost.
+//! Read-only opens (`tradebot status`, `data show`, `risk status`, `tune list|show`, `store check`): they
+//! never write to the state directory, not even the lock file. sled writes on open (its recovery, a new
+//! snapshot), so the database is copied to a private directory in the system's temporary directory
+//! (`$TMPDIR`, `tradebot-readonly-*`, removed when the store is dropped), and the copy opened and
+//! checked exactly as `Store::open` checks the original: the same damage is refused with the same error.
+//! Writes through such a store go to the copy and are lost. The copy is taken under the store's lock,
+//! held through a read-only handle on the lock file (`flock` needs no write access), so that no writer
+//! changes the database mid-copy; a state directory whose lock file was never made has never had a
+//! writer, and is read without one.
 
 use super::sentinel::Sentinel;
-use super::{DB_DIR, Store, StoreError, check, disk, guard, leftovers, lock_dir, open_db};
-use std::path::{Path, PathBuf};
+use super::{DB_DIR, LOCK_FILE, Store, StoreError, check, disk, guard, open_db};
+use std::fs::File;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// A private directory, removed when dropped.
-pub(super) struct Scratch(pub PathBuf);
+/// A private directory in the system's temporary directory, removed when dropped.
+pub(super) struct Scratch(tempfile::TempDir);
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+impl Scratch {
+    pub(super) fn new(state_dir: &Path) -> Result<Scratch, StoreError> {
+        let tmp = std::env::temp_dir();
+        tempfile::Builder::new()
+            .prefix("tradebot-readonly-")
+            .tempdir_in(&tmp)
+            .map(Scratch)
+            .map_err(|source| disk::classify(state_dir, StoreError::Dir { dir: tmp, source }))
     }
+
+    pub(super) fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+/// The store's lock for a reader: the lock file opened read-only and locked as `Store::open` locks it
+/// (exclusive, non-blocking: a running daemon is `StoreError::Locked` at once), its content (the owner's
+/// pid) left alone. `None` where there is no lock file: no writer ever opened this directory.
+pub(super) fn lock_to_read(dir: &Path) -> Result<Option<File>, StoreError> {
+    let path = dir.join(LOCK_FILE);
+    let f = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(StoreError::Dir { dir: dir.to_path_buf(), source }),
+    };
+    if f.try_lock().is_err() {
+        let holder = std::fs::read_to_string(&path)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .map(|pid| format!(" (pid {pid})"))
+            .unwrap_or_default();
+        return Err(StoreError::Locked { dir: dir.to_path_buf(), holder });
+    }
+    Ok(Some(f))
 }
 
 impl Store {
@@ -35,14 +70,13 @@ fn open(state_dir: &Path) -> Result<Store, StoreError> {
         let source = std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory (nothing was created)");
         return Err(StoreError::Dir { dir, source });
     }
-    let lock = lock_dir(&dir)?;
-    leftovers::clear_state_dir(&dir);
-    let scratch = Scratch(dir.join(format!(".readonly-{}", std::process::id())));
-    let copy = scratch.0.join(DB_DIR);
+    let lock = lock_to_read(&dir)?;
+    let scratch = Scratch::new(&dir)?;
+    let copy = scratch.path().join(DB_DIR);
     let src = dir.join(DB_DIR);
     let copied = if src.is_dir() { check::copy_dir(&src, &copy) } else { std::fs::create_dir_all(&copy) };
-    copied.map_err(|source| StoreError::Dir { dir: scratch.0.clone(), source })?;
-    leftovers::clear_db(&copy);
+    copied.map_err(|source| StoreError::Dir { dir: scratch.path().to_path_buf(), source })?;
+    super::leftovers::clear_db(&copy);
     let found = Sentinel::read(&dir).map_err(|source| StoreError::Sentinel { path: Sentinel::path(&dir), source })?;
     let db = guard::guarded(&dir, || {
         let db = open_db(&copy)?;
@@ -52,7 +86,7 @@ fn open(state_dir: &Path) -> Result<Store, StoreError> {
     })?;
     let mark = check::verify_against(&db, &dir, found)?;
     // The copy's own sentinel, so that a write through this store never touches the real one.
-    let seal = Sentinel::create(&scratch.0, mark)
-        .map_err(|source| StoreError::Sentinel { path: Sentinel::path(&scratch.0), source })?;
+    let seal = Sentinel::create(scratch.path(), mark)
+        .map_err(|source| StoreError::Sentinel { path: Sentinel::path(scratch.path()), source })?;
     Ok(Store { db, dir, seal: Arc::new(Mutex::new(seal)), _lock: Arc::new(lock), _scratch: Some(Arc::new(scratch)) })
 }

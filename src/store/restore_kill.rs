@@ -22,8 +22,8 @@ pub(super) fn read_current(state_dir: &Path) -> Result<Kill, String> {
     if !src.is_dir() {
         return Ok(None);
     }
-    let scratch = Scratch(state_dir.join(format!(".restore-{}", std::process::id())));
-    let copy = scratch.0.join(DB_DIR);
+    let scratch = Scratch::new(state_dir).map_err(|e| format!("cannot make a private copy: {e}"))?;
+    let copy = scratch.path().join(DB_DIR);
     check::copy_dir(&src, &copy).map_err(|e| format!("cannot copy it: {e}"))?;
     leftovers::clear_db(&copy);
     let r = guard::guarded(state_dir, || {

@@ -119,6 +119,50 @@ fn a_read_only_open_changes_no_file_and_reads_everything() {
     assert!(!empty.path().join(DB_DIR).exists());
 }
 
+/// Every entry under `dir` (files and folders), with each file's bytes and modification time.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Option<(u32, std::time::SystemTime)>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p.clone());
+                out.insert(p, None);
+            } else {
+                let m = std::fs::metadata(&p).unwrap().modified().unwrap();
+                out.insert(p.clone(), Some((crc32fast::hash(&std::fs::read(&p).unwrap()), m)));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_read_only_open_and_a_check_create_nothing_in_the_state_dir_not_even_a_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    small_store(dir.path());
+    // As the daemon leaves it: its lock file holds its pid. A reader neither rewrites it nor makes a copy
+    // beside the store, even while it is open.
+    std::fs::write(dir.path().join(LOCK_FILE), b"4242").unwrap();
+    let before = tree(dir.path());
+    {
+        let s = Store::open_read_only(dir.path()).unwrap();
+        assert_eq!(s.write_seq(), 2);
+        assert_eq!(tree(dir.path()), before, "nothing beside the store while it is open");
+    }
+    check::check(dir.path()).unwrap();
+    assert_eq!(tree(dir.path()), before, "the lock file and the database as they were");
+    // A state directory no writer ever opened (no lock file) gets none.
+    std::fs::remove_file(dir.path().join(LOCK_FILE)).unwrap();
+    let before = tree(dir.path());
+    let s = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(s.tree::<Value>(TreeName::Decisions).unwrap().len(), 1);
+    check::check(dir.path()).unwrap();
+    drop(s);
+    assert_eq!(tree(dir.path()), before);
+}
+
 #[test]
 fn a_restore_keeps_a_tripped_kill_switch_and_says_how_it_differed() {
     let dir = tempfile::tempdir().unwrap();
