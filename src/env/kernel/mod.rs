@@ -21,6 +21,8 @@ pub mod cuda;
 #[cfg(feature = "train")]
 mod population;
 #[cfg(feature = "train")]
+pub mod probe;
+#[cfg(feature = "train")]
 mod tensor;
 #[cfg(feature = "train")]
 pub use cuda::KernelEnvError;
