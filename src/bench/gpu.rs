@@ -217,3 +217,18 @@ fn append(path: &std::path::Path, devices: i64, rows: &[serde_json::Value]) -> a
     }
     Ok(())
 }
+
+#[cfg(all(test, feature = "train"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_says_the_device_and_env_the_measurement_ran_on() {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", r#"echo '{"device":"cpu","env":"VecEnv","env_steps_per_s":5.0}'"#]);
+        let row = measure("PPO", "tradebot bench ppo --device cuda", cmd).unwrap();
+        assert_eq!((row["device"].as_str(), row["env"].as_str()), (Some("cpu"), Some("VecEnv")), "{row}");
+        let text = describe(&row);
+        assert!(text.contains("on cpu (VecEnv env)"), "a CPU figure is named as one: {text}");
+    }
+}
