@@ -243,3 +243,30 @@ fn population(
 pub fn tune(_: TuneBench) -> anyhow::Result<ExitCode> {
     bail!("bench tune needs a build with the `train` feature (libtorch)")
 }
+
+#[cfg(all(test, feature = "train"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trials_alone_on_cuda_are_refused_not_run_on_the_cpu() {
+        let b = TuneBench {
+            trials: 1,
+            parallel: 1,
+            steps: 8,
+            assets: 1,
+            days: 10,
+            hidden: vec![4],
+            n_steps: 8,
+            batch_size: 8,
+            seed: 1,
+            json: true,
+            population: false,
+            device: "cuda".into(),
+            envs: 1,
+            epochs: Some(1),
+        };
+        let e = tune(b).unwrap_err().to_string();
+        assert!(e.contains("--device cuda") && e.contains("--population"), "{e}");
+    }
+}
