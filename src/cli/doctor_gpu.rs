@@ -8,6 +8,7 @@ use std::fmt;
 
 /// Why a GPU cannot be used: none at all, or one that the training path cannot use.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "train"), allow(dead_code))]
 pub enum GpuProblem {
     NoGpu(String),
     Unusable(String),
@@ -29,6 +30,7 @@ pub struct GpuReport {
 }
 
 impl GpuReport {
+    #[cfg_attr(not(feature = "train"), allow(dead_code))]
     fn fail(&mut self, p: GpuProblem) {
         self.problem.get_or_insert(p);
     }
