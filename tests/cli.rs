@@ -331,6 +331,39 @@ fn models_seed_crowns_no_shipped_model_that_does_not_fit_the_config() {
 }
 
 #[test]
+fn doctor_names_the_config_and_the_gpu_and_doctor_gpu_fails_in_seconds_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let o = tradebot(&["doctor", "--config", cfg.to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(out.contains(&format!("config:        {}", cfg.display())), "the config's path: {out}");
+    for label in ["cuda driver:", "nvrtc:", "nvml:", "libtorch cuda:", "gpu:"] {
+        assert!(out.lines().any(|l| l.starts_with(label)), "no {label:?} line: {out}");
+    }
+    let verdict = out.lines().find_map(|l| l.strip_prefix("gpu:")).unwrap().trim().to_string();
+    let started = std::time::Instant::now();
+    let o = tradebot(&["doctor", "--gpu", "--config", cfg.to_str().unwrap()], &[]);
+    let secs = started.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if verdict == "ok" {
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(out.lines().any(|l| l.starts_with("cuda device:") && l.contains("compute capability")), "{out}");
+    } else {
+        // Without a GPU (this CI): "no GPU: <reason>" (the reason doctor printed) and exit 1, in seconds.
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let line = err.lines().last().unwrap_or_default();
+        assert!(line.starts_with("no GPU: ") || line.starts_with("GPU not usable: "), "{err}");
+        if !Path::new("/dev/nvidiactl").exists() {
+            assert!(line.starts_with("no GPU: "), "no NVIDIA device files here: {err}");
+        }
+        assert!(verdict.starts_with(line), "doctor and doctor --gpu give one reason: {verdict:?} vs {line:?}");
+        assert!(secs < 30.0, "doctor --gpu took {secs:.1} s");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
 fn config_check_output_parses_back_and_a_missing_feed_file_exits_78() {
     let dir = tempfile::tempdir().unwrap();
     let p = config_in(dir.path(), "", "");

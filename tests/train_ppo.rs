@@ -121,11 +121,74 @@ fn bad_input_is_a_clear_error_and_an_error_line() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("env.episode_len = 5000") && !err.contains("panicked"), "{err}");
     let o = tradebot(&["train", "ppo", "--config", cfg.to_str().unwrap(), "--device", "tpu"]);
-    assert!(!o.status.success() && text(&o).contains("must be auto, cpu or cuda"), "{}", text(&o));
+    assert!(!o.status.success() && text(&o).contains("must be auto, cpu, cuda or cuda:N"), "{}", text(&o));
     // --resume without a checkpoint.
     let cfg = small_config(dir.path(), &[]);
     let o = tradebot(&["train", "ppo", "--config", cfg.to_str().unwrap(), "--device", "cpu", "--resume"]);
     assert!(!o.status.success() && text(&o).contains("no checkpoint"), "{}", text(&o));
+}
+
+/// The models registered under the config at `cfg`.
+fn registered(cfg: &Path) -> usize {
+    let config = Config::load(cfg).unwrap();
+    Registry::open(&config.state_dir.join("models")).unwrap().list().unwrap().0.len()
+}
+
+#[test]
+fn cuda_runs_the_env_kernel_on_the_gpu_or_fails_naming_why_and_auto_says_once_what_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg_path = small_config(dir.path(), &[]);
+    let cfg = cfg_path.to_str().unwrap();
+    let gpu = tradebot::training::device::cuda_unusable(0);
+    let o = tradebot(&["train", "ppo", "--config", cfg, "--device", "cuda", "--steps", "64", "--json"]);
+    let lines = json_lines(&o);
+    let last = lines.last().expect("a last line");
+    let err = String::from_utf8_lossy(&o.stderr);
+    match &gpu {
+        // A GPU machine: the env kernel ran there, and the lines and the manifest say so.
+        None => {
+            assert!(o.status.success(), "{}", text(&o));
+            assert_eq!((last["device"].as_str(), last["env"].as_str()), (Some("cuda:0"), Some("kernel")), "{last}");
+        }
+        // No GPU: refused with the reason, nothing trained on the CPU in its place, nothing registered.
+        Some(why) => {
+            assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+            assert_eq!(last["event"], "error", "{lines:?}");
+            let message = last["message"].as_str().unwrap();
+            assert!(message.contains("--device cuda:0: no usable CUDA device") && message.contains(why), "{message}");
+            assert!(err.contains(why.as_str()) && !err.contains("panicked"), "{err}");
+            assert!(lines.iter().all(|l| l["event"] != "progress"), "no training on the CPU instead: {lines:?}");
+            assert_eq!(registered(&cfg_path), 0, "no model registered");
+        }
+    }
+    // auto: CUDA when usable, else the CPU with one WARN naming why; every line and the manifest say which.
+    let o = tradebot(&["train", "ppo", "--config", cfg, "--device", "auto", "--steps", "64", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let warns: Vec<&str> = err.lines().filter(|l| l.contains(" WARN ")).collect();
+    let want = match &gpu {
+        None => ("cuda:0", "kernel"),
+        Some(why) => {
+            assert_eq!(warns.len(), 1, "one WARN: {err}");
+            assert!(warns[0].contains("--device auto: no usable CUDA device") && warns[0].contains(why), "{err}");
+            ("cpu", "VecEnv")
+        }
+    };
+    let lines = json_lines(&o);
+    for l in &lines {
+        assert_eq!((l["device"].as_str(), l["env"].as_str()), (Some(want.0), Some(want.1)), "{l}");
+        assert_eq!(l["device_requested"], "auto", "{l}");
+    }
+    let done = lines.last().unwrap();
+    assert_eq!(done["event"], "done");
+    let config = Config::load(&cfg_path).unwrap();
+    let reg = Registry::open(&config.state_dir.join("models")).unwrap();
+    let (m, _) = reg.load(done["model_id"].as_str().unwrap()).unwrap();
+    let on = &m.params["trained_on"];
+    assert_eq!(
+        (on["device"].as_str(), on["env"].as_str(), on["requested"].as_str()),
+        (Some(want.0), Some(want.1), Some("auto"))
+    );
 }
 
 #[test]
@@ -157,7 +220,11 @@ fn bench_ppo_states_its_configuration_and_refuses_bad_arguments() {
     // The rate is the steps over the time the run reports, not a figure of its own.
     let (rate, secs) = (v["env_steps_per_s"].as_f64().unwrap(), v["seconds"].as_f64().unwrap());
     assert!(secs > 0.0 && (rate * secs - 64.0).abs() < 1e-6 * 64.0, "{v}");
-    assert_eq!(v["env"], "vec", "on the CPU the env is VecEnv unless asked");
+    assert_eq!(
+        (v["env"].as_str(), v["device"].as_str()),
+        (Some("VecEnv"), Some("cpu")),
+        "on the CPU: VecEnv unless asked"
+    );
     let o = tradebot(&["bench", "ppo", "--steps", "0"]);
     assert!(!o.status.success() && text(&o).contains("at least 1"), "{}", text(&o));
     // The env kernel (the GPU's env) runs on CPU tensors too, with the libtorch trainer CUDA runs.

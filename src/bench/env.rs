@@ -207,7 +207,8 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
         outln!(
             "{}",
             serde_json::json!({
-                "backend": t.backend, "device": b.device, "threads": b.threads, "finrl_rules": b.finrl, "envs": b.envs,
+                "backend": t.backend, "device": if cuda { "cuda:0" } else { "cpu" },
+                "env": match t.backend { "rust" => "VecEnv", "tch" => "TchEnv", _ => "kernel" }, "threads": b.threads, "finrl_rules": b.finrl, "envs": b.envs,
                 "assets": b.assets, "steps": b.steps, "seconds": t.seconds,
                 "env_steps_per_s": env_steps, "asset_steps_per_s": asset_steps,
             })

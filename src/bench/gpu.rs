@@ -118,8 +118,11 @@ fn measure(name: &str, command: &str, mut cmd: std::process::Command) -> anyhow:
     let gpu = sampler.ok().map(crate::gpu::GpuSampler::stop);
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    // What ran, as the measurement itself says (`device`, `env`): a figure is never a CPU one under a GPU name.
+    let ran = |k: &str| line.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or(serde_json::Value::Null);
     Ok(serde_json::json!({
         "measure": name, "command": command, "ok": out.status.success(), "result": line, "gpu": gpu,
+        "device": ran("device"), "env": ran("env"),
         "error": (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).to_string()),
     }))
 }
@@ -181,7 +184,12 @@ pub fn describe(row: &serde_json::Value) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     let busy = row["gpu"]["busy_mean_pct"].as_f64().map_or("busy n/a".into(), |b| format!("GPU busy {b:.0}%"));
-    if row["ok"] == true { format!("{figure}; {busy}") } else { format!("failed: {}", row["error"]) }
+    let ran = match (row["device"].as_str(), row["env"].as_str()) {
+        (Some(d), Some(e)) => format!(" on {d} ({e} env)"),
+        (Some(d), None) => format!(" on {d}"),
+        _ => String::new(),
+    };
+    if row["ok"] == true { format!("{figure}{ran}; {busy}") } else { format!("failed: {}", row["error"]) }
 }
 
 #[cfg(feature = "train")]
@@ -192,13 +200,15 @@ fn append(path: &std::path::Path, devices: i64, rows: &[serde_json::Value]) -> a
     writeln!(f, "CUDA devices: {devices}; GPU busy % sampled by NVML every 100 ms during each run.\n")?;
     writeln!(
         f,
-        "| measurement | command | result | GPU busy (mean / min) | memory max |\n| --- | --- | --- | --- | --- |"
+        "| measurement | device / env | command | result | GPU busy (mean / min) | memory max |\n| --- | --- | --- | --- | --- | --- |"
     )?;
     for r in rows {
         writeln!(
             f,
-            "| {} | `{}` | {} | {} / {} % | {} MiB |",
+            "| {} | {} / {} | `{}` | {} | {} / {} % | {} MiB |",
             r["measure"].as_str().unwrap_or(""),
+            r["device"].as_str().unwrap_or("-"),
+            r["env"].as_str().unwrap_or("-"),
             r["command"].as_str().unwrap_or(""),
             describe(r),
             r["gpu"]["busy_mean_pct"].as_f64().map_or("-".into(), |v| format!("{v:.0}")),
@@ -207,4 +217,19 @@ fn append(path: &std::path::Path, devices: i64, rows: &[serde_json::Value]) -> a
         )?;
     }
     Ok(())
+}
+
+#[cfg(all(test, feature = "train"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_says_the_device_and_env_the_measurement_ran_on() {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", r#"echo '{"device":"cpu","env":"VecEnv","env_steps_per_s":5.0}'"#]);
+        let row = measure("PPO", "tradebot bench ppo --device cuda", cmd).unwrap();
+        assert_eq!((row["device"].as_str(), row["env"].as_str()), (Some("cpu"), Some("VecEnv")), "{row}");
+        let text = describe(&row);
+        assert!(text.contains("on cpu (VecEnv env)"), "a CPU figure is named as one: {text}");
+    }
 }

@@ -97,7 +97,7 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
         outln!(
             "{}",
             serde_json::json!({
-                "impl": "tradebot", "device": b.device, "samples": n, "batch": b.batch, "params": params,
+                "impl": "tradebot", "device": crate::training::device_name(device), "samples": n, "batch": b.batch, "params": params,
                 "fast_len": FAST_LEN, "slow_len": SLOW_LEN, "features": FEATURES, "context": CONTEXT,
                 "epochs_timed": timed.len(), "epoch_secs": secs, "samples_per_sec": sps,
             })

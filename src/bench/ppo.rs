@@ -63,6 +63,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     use crate::rl::BatchEnv;
     use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};
     use crate::rl::trading::{KernelTradingEnv, TradingEnv};
+    use crate::training::device::EnvBackend;
     use anyhow::Context;
     use std::sync::Arc;
     use std::time::Instant;
@@ -94,7 +95,8 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     } else {
         Box::new(TradingEnv::new(env_cfg, Arc::new(panel))?)
     };
-    let env_name = if kernel { "kernel" } else { "vec" };
+    let env_name = if kernel { EnvBackend::Kernel } else { EnvBackend::VecEnv }.as_str();
+    let device_name = crate::training::device_name(device);
     let cfg = PpoConfig {
         hidden: b.hidden.clone(),
         n_steps: b.n_steps,
@@ -121,7 +123,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         outln!(
             "{}",
             serde_json::json!({
-                "what": "tradebot-ppo", "device": b.device, "backend": ppo.backend(), "env": env_name,
+                "what": "tradebot-ppo", "device": device_name, "backend": ppo.backend(), "env": env_name,
                 "mixed_precision": b.mixed_precision, "threads": b.threads, "envs": b.envs,
                 "assets": b.assets, "obs_dim": env.obs_dim(), "hidden": b.hidden, "n_steps": b.n_steps,
                 "batch_size": b.batch_size, "epochs": b.epochs, "updates": ppo.updates,
@@ -131,7 +133,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     } else {
         outln!(
             "PPO on {} ({}, {env_name} env, {} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates, {} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
-            b.device,
+            device_name,
             ppo.backend(),
             b.threads,
             b.envs,

@@ -76,11 +76,18 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
     use crate::rl::BatchEnv as _;
     use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};
     use crate::rl::trading::TradingEnv;
+    use crate::training::device::EnvBackend;
     use crate::tune::space::{random, trial_seed};
     use std::sync::Arc;
 
     if b.trials == 0 || b.parallel == 0 || b.steps == 0 || b.days < 3 || b.assets == 0 {
         bail!("--trials, --parallel, --steps and --assets must be at least 1, --days at least 3");
+    }
+    if !b.population && b.device != "cpu" {
+        bail!(
+            "--device {}: trials one at a time train on the CPU threads only; add --population to train them on the GPU, or use --device cpu",
+            b.device
+        );
     }
     tch::set_num_threads(1);
     let panel = Arc::new(Panel::synthetic(b.days, b.assets, 1, b.seed)?);
@@ -118,6 +125,7 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
         trials.push((env, ppo, None::<f64>));
     }
     let run = if b.population { population(&b, &panel, cohort)? } else { threads(&b, &mut trials)? };
+    let env = if b.population { EnvBackend::Kernel } else { EnvBackend::VecEnv };
     let per_hour = b.trials as f64 / run.seconds * 3600.0;
     let seconds = run.seconds;
     if b.json {
@@ -128,12 +136,12 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
                 "assets": b.assets, "days": b.days, "hidden": b.hidden, "n_steps": b.n_steps,
                 "batch_size": b.batch_size, "seed": b.seed, "params": params, "values": run.values,
                 "env_steps": run.steps, "seconds": seconds, "trials_per_hour": per_hour,
-                "population": b.population, "device": b.device, "envs": b.envs,
+                "population": b.population, "device": run.device, "env": env.as_str(), "envs": b.envs,
             })
         )?;
     } else {
         let how = if b.population {
-            format!("as one population on {}", b.device)
+            format!("as one population on {}", run.device)
         } else {
             format!("{} at a time", b.parallel)
         };
@@ -150,6 +158,8 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
 
 #[cfg(feature = "train")]
 struct Run {
+    /// The device that trained (`cpu`, `cuda:0`).
+    device: String,
     seconds: f64,
     steps: u64,
     values: Vec<Option<f64>>,
@@ -183,7 +193,7 @@ fn threads(
         r?;
     }
     let steps = trials.iter().map(|t| t.1.env_steps).sum();
-    Ok(Run { seconds, steps, values: trials.iter().map(|t| t.2).collect() })
+    Ok(Run { device: "cpu".into(), seconds, steps, values: trials.iter().map(|t| t.2).collect() })
 }
 
 /// The trials as one population on `--device`: one env launch, stacked networks, `--parallel` CPU threads
@@ -225,10 +235,38 @@ fn population(
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
-    Ok(Run { seconds, steps: updates * per_update * ppos.len() as u64, values })
+    let device = crate::training::device_name(device);
+    Ok(Run { device, seconds, steps: updates * per_update * ppos.len() as u64, values })
 }
 
 #[cfg(not(feature = "train"))]
 pub fn tune(_: TuneBench) -> anyhow::Result<ExitCode> {
     bail!("bench tune needs a build with the `train` feature (libtorch)")
+}
+
+#[cfg(all(test, feature = "train"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trials_alone_on_cuda_are_refused_not_run_on_the_cpu() {
+        let b = TuneBench {
+            trials: 1,
+            parallel: 1,
+            steps: 8,
+            assets: 1,
+            days: 10,
+            hidden: vec![4],
+            n_steps: 8,
+            batch_size: 8,
+            seed: 1,
+            json: true,
+            population: false,
+            device: "cuda".into(),
+            envs: 1,
+            epochs: Some(1),
+        };
+        let e = tune(b).unwrap_err().to_string();
+        assert!(e.contains("--device cuda") && e.contains("--population"), "{e}");
+    }
 }

@@ -1,16 +1,18 @@
-//! `tradebot doctor`: loads each native library for real and says where it came from. It needs no
-//! config: without one (none named, none found) the libraries are looked for where they would be by
-//! default.
+//! `tradebot doctor`: loads each native library for real and says where it came from, then the GPU
+//! (`doctor_gpu`: driver, devices and compute capability, NVRTC, NVML, the env kernel). It needs no config:
+//! without one (none named, none found) the libraries are looked for where they would be by default.
+//! `--gpu` requires a usable GPU: without one it ends with "no GPU: <reason>" and exit status 1.
 
+use super::doctor_gpu;
 use crate::config::Config;
 use crate::out::outln;
 use anyhow::Context;
 use std::process::ExitCode;
 
-pub fn run(config: Option<Config>) -> anyhow::Result<ExitCode> {
+pub fn run(config: Option<Config>, gpu: bool) -> anyhow::Result<ExitCode> {
     let venv = crate::native::pyenv_dir();
     match &config {
-        Some(_) => outln!("config:        found")?,
+        Some(c) => outln!("config:        {}", c.source.display())?,
         None => outln!("config:        none found (the defaults are checked)")?,
     }
     outln!("python venv:   {}", venv.display())?;
@@ -19,15 +21,30 @@ pub fn run(config: Option<Config>) -> anyhow::Result<ExitCode> {
     outln!("onnxruntime:   {}", ort.path.display())?;
     #[cfg(feature = "train")]
     {
-        let cuda = crate::native::load_torch_cuda();
         let t = tch::Tensor::from_slice(&[1.0f32, 2.0, 3.0]).sum(tch::Kind::Float);
-        outln!("libtorch:      ok (sum [1,2,3] = {})", t.double_value(&[]))?;
         outln!(
-            "cuda:          {}",
-            if cuda { format!("{} device(s)", tch::Cuda::device_count()) } else { "not available".into() }
+            "libtorch:      ok (sum [1,2,3] = {})",
+            f64::try_from(t.to_kind(tch::Kind::Double)).unwrap_or(f64::NAN)
         )?;
     }
     #[cfg(not(feature = "train"))]
     outln!("libtorch:      not linked (built without the `train` feature)")?;
-    Ok(ExitCode::SUCCESS)
+    let report = doctor_gpu::check();
+    for (label, text) in &report.lines {
+        outln!("{label:<15}{text}")?;
+    }
+    match report.problem {
+        Some(p) if gpu => {
+            eprintln!("{p}");
+            Ok(ExitCode::from(1))
+        }
+        Some(p) => {
+            outln!("gpu:           {p} (training runs on the CPU; `--device cuda` is refused)")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            outln!("gpu:           ok")?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }

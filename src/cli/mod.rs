@@ -6,6 +6,7 @@ mod backtest;
 mod control;
 mod data;
 mod doctor;
+mod doctor_gpu;
 mod fake;
 mod fetch;
 mod models;
@@ -120,11 +121,15 @@ pub enum Command {
     /// The store's health and backups: check, backup, restore, reseal, list (the daemon must be stopped).
     #[command(subcommand)]
     Store(StoreCmd),
-    /// Check the native libraries (ONNX Runtime, libtorch, CUDA) and print where they come from.
+    /// Check the native libraries (ONNX Runtime, libtorch) and the GPU (CUDA driver, compute capability, NVRTC,
+    /// NVML, the env kernel), and print where they come from.
     Doctor {
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// Require a usable GPU: without one, print "no GPU: <reason>" (or "GPU not usable: <reason>") and exit 1.
+        #[arg(long)]
+        gpu: bool,
     },
 }
 
@@ -483,7 +488,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Data(cmd) => data::run(cmd),
         Command::Models(cmd) => models::run(cmd),
         Command::FakeAlpaca(args) => fake::run(&args),
-        Command::Doctor { config } => doctor::run(optional_config(config)?),
+        Command::Doctor { config, gpu } => doctor::run(optional_config(config)?, gpu),
         Command::Risk(cmd) => risk::run(cmd),
         Command::Store(cmd) => store::run(cmd),
         Command::Retrain { config, kind, json } => retrain::run(config, kind, json),

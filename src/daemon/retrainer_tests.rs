@@ -33,6 +33,7 @@ fn record(kind: ModelKind, trigger: &Trigger) -> RunRecord {
         champion_after: Some(if promoted { new } else { "old".into() }),
         seed: None,
         train_metrics: Default::default(),
+        trained_on: None,
         curves: Default::default(),
         candidate_metrics: None,
         champion_metrics: None,

@@ -27,6 +27,7 @@ fn record(outcome: RunOutcome, decision: Option<GateDecision>) -> RunRecord {
         champion_after: Some(if outcome == RunOutcome::Promoted { "ppo-new" } else { "ppo-old" }.into()),
         seed: None,
         train_metrics: Default::default(),
+        trained_on: None,
         curves: Default::default(),
         candidate_metrics: None,
         champion_metrics: None,

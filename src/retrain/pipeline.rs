@@ -277,6 +277,7 @@ impl RetrainPipeline {
             champion_after: None,
             seed: None,
             train_metrics: BTreeMap::new(),
+            trained_on: None,
             curves: BTreeMap::new(),
             candidate_metrics: None,
             champion_metrics: None,
@@ -368,7 +369,11 @@ impl RetrainPipeline {
         r.snapshot = Some(snap);
 
         let mut curves = BTreeMap::new();
+        let mut trained_on = None;
         let outcome = child::run(&spec, |line| {
+            if line.get("event").and_then(|e| e.as_str()) == Some("done") {
+                trained_on = record::TrainedOn::of_line(line);
+            }
             // A search (`retrain.tune`) reports its study whole: stored, not passed on as progress.
             if line.get("event").and_then(|e| e.as_str()) == Some("study") {
                 match serde_json::from_value::<study::StudyRecord>(line["study"].clone()) {
@@ -386,6 +391,16 @@ impl RetrainPipeline {
         })
         .await;
         r.curves = curves;
+        if let Some(on) = &trained_on {
+            log::info!(
+                "retrain {}: the child trained on {} ({} env; asked for {})",
+                r.id,
+                on.device,
+                on.env,
+                on.requested
+            );
+        }
+        r.trained_on = trained_on;
         let candidate = match outcome {
             ChildOutcome::Done { model_id, metrics } => {
                 r.train_metrics = metrics;

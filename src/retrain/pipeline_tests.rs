@@ -77,6 +77,7 @@ test -s "$TRADEBOT_TRAIN_SNAPSHOT" || exit 5
 echo '{{"event":"progress","steps":500,"mean_return":0.5}}'
 echo '{{"event":"progress","steps":1000,"mean_return":0.75,"policy_loss":-0.01}}'; {}"#,
         done_line(&cand)
+            .replace(r#""metrics""#, r#""device":"cpu","env":"VecEnv","device_requested":"auto","metrics""#)
     );
     let ev = Arc::new(FakeEvaluator::with(&[(&cand, 1.5), (&champ, 1.0)]));
     let run = run_with(dir.path(), &script, 10_000, ev.clone()).await;
@@ -89,6 +90,9 @@ echo '{{"event":"progress","steps":1000,"mean_return":0.75,"policy_loss":-0.01}}
     assert!(d.promote && d.reason.contains("beats"), "{d:?}");
     assert_eq!((d.numbers["candidate_sharpe"], d.numbers["champion_sharpe"]), (1.5, 1.0));
     assert_eq!(r.train_metrics["mean_return"], 1.5);
+    // Where the child trained, as its done line says.
+    let on = r.trained_on.as_ref().expect("the done line names the device and env");
+    assert_eq!((on.device.as_str(), on.env.as_str(), on.requested.as_str()), ("cpu", "VecEnv", "auto"));
     // The progress lines' curves are kept in the record, each from the lines that carry it.
     assert_eq!(r.curves["return"], vec![0.5, 0.75]);
     assert_eq!(r.curves["policy_loss"], vec![-0.01]);

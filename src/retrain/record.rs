@@ -67,6 +67,24 @@ pub struct SnapshotInfo {
     pub holdout_last_bar: Option<DateTime<Utc>>,
 }
 
+/// The device and env a training child actually ran on (`training::device::Ran`): `cpu` / `VecEnv`,
+/// `cuda:0` / `kernel`; and what it was asked for (`auto`, `cuda:0`, `cpu`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainedOn {
+    pub device: String,
+    pub env: String,
+    #[serde(default)]
+    pub requested: String,
+}
+
+impl TrainedOn {
+    /// From a child's `done` line (`device`, `env`, `device_requested`), where it names them.
+    pub fn of_line(line: &serde_json::Value) -> Option<TrainedOn> {
+        let s = |k: &str| line.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        Some(TrainedOn { device: s("device")?, env: s("env")?, requested: s("device_requested").unwrap_or_default() })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub id: String,
@@ -88,6 +106,9 @@ pub struct RunRecord {
     pub seed: Option<u64>,
     /// What the child reported in its `done` line.
     pub train_metrics: BTreeMap<String, f64>,
+    /// Where the candidate trained, as the child's `done` line says (absent from older records and children).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trained_on: Option<TrainedOn>,
     /// The child's progress by update or epoch (`add_to_curves`): "return", "policy_loss", "loss",
     /// "val_mcc".
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

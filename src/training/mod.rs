@@ -6,12 +6,14 @@
 //! - [`lstm`]: the LSTM direction classifier on pooled windows of every symbol.
 //! - [`checkpoint`]: PPO checkpoints (the LSTM trainer keeps its own, `lstm::train`).
 //! - [`progress`]: a bar on a terminal, one line per step otherwise, JSON lines for the retrain child.
+//! - [`device`]: `--device` (cpu, cuda[:N], auto) and what actually ran (device and env).
 //!
 //! The jobs take plain structs ([`PpoJob`], [`LstmJob`]) with a loaded `Config`; the command line builds
 //! them. A build without the `train` feature (no libtorch) keeps the jobs and refuses them with the reason.
 
 #[cfg(feature = "train")]
 pub mod checkpoint;
+pub mod device;
 #[cfg(feature = "train")]
 pub mod lstm;
 #[cfg(feature = "train")]
@@ -26,7 +28,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct PpoJob {
     pub config: Config,
-    /// auto (CUDA when usable, else CPU) | cpu | cuda
+    /// auto (CUDA when usable, else the CPU, said once) | cpu | cuda[:N] (the env kernel on that GPU, or an error)
     pub device: String,
     /// Environment steps to train for (default: retrain.ppo_steps, else `ppo::DEFAULT_STEPS`).
     pub steps: Option<u64>,
@@ -44,7 +46,7 @@ pub struct PpoJob {
 #[derive(Debug, Clone)]
 pub struct LstmJob {
     pub config: Config,
-    /// auto (CUDA when usable) | cpu | cuda
+    /// auto (CUDA when usable, else the CPU, said once) | cpu | cuda[:N] (that GPU, or an error)
     pub device: String,
     /// Overrides lstm.max_epochs.
     pub epochs: Option<usize>,
@@ -133,17 +135,9 @@ pub fn device_name(d: tch::Device) -> String {
     }
 }
 
-/// The torch device a job asks for: `cpu`, `cuda` (refused when no CUDA device is usable), or `auto`.
+/// The torch device a job asks for (`device::DeviceRequest`: `cpu`, `cuda[:N]`, refused with the reason
+/// when that CUDA device is not usable, or `auto`, which falls back to the CPU with one WARN).
 #[cfg(feature = "train")]
 pub fn pick_device(s: &str) -> anyhow::Result<tch::Device> {
-    use tch::Device;
-    match s {
-        "cpu" => Ok(Device::Cpu),
-        "cuda" if crate::native::load_torch_cuda() => Ok(Device::Cuda(0)),
-        "cuda" => anyhow::bail!(
-            "--device cuda: no usable CUDA device (tch::Cuda::is_available() is false); use --device cpu or auto"
-        ),
-        "auto" => Ok(if crate::native::load_torch_cuda() { Device::Cuda(0) } else { Device::Cpu }),
-        other => anyhow::bail!("--device {other:?}: must be auto, cpu or cuda"),
-    }
+    device::resolve(s.parse().map_err(anyhow::Error::msg)?)
 }

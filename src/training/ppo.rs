@@ -5,8 +5,9 @@
 //! random observations, and registered as a candidate with the PPO model contract's manifest.
 
 use super::checkpoint;
+use super::device::{self, DeviceRequest, EnvBackend, Ran};
 use super::progress::PpoProgress;
-use super::{PpoJob, emit, pick_device};
+use super::{PpoJob, emit};
 use crate::config::Config;
 use crate::data::{align_bars, aligned_bars, snapshot::Snapshot};
 use crate::domain::Bar;
@@ -111,26 +112,34 @@ pub fn panel_of(config: &Config, assets: Vec<Vec<Bar>>) -> anyhow::Result<TrainD
     Ok(TrainData { panel, first, last })
 }
 
-/// The env PPO trains on. On CUDA, the env kernel on the device: actions, observations, rewards and done
-/// flags stay there for the whole rollout. Elsewhere (or where the kernel cannot start: no NVRTC, FinRL's
-/// accounting), `VecEnv` on the host, each step's batch copied to the device; the fallback is said once.
-pub fn training_env(cfg: &EnvConfig, panel: Arc<Panel>, device: Device) -> anyhow::Result<Box<dyn BatchEnv + Send>> {
+/// The env PPO trains on, the device it trains on and what ran. On CUDA, the env kernel on the device:
+/// actions, observations, rewards and done flags stay there for the whole rollout. On the CPU, `VecEnv`.
+/// Where the kernel cannot start on CUDA (no NVRTC, a driver too old for the code, FinRL's accounting),
+/// `--device cuda` fails with the reason; `--device auto` says why once and trains on the CPU.
+pub fn training_env(
+    cfg: &EnvConfig,
+    panel: Arc<Panel>,
+    device: Device,
+    requested: DeviceRequest,
+) -> anyhow::Result<(Box<dyn BatchEnv + Send>, Device, Ran)> {
+    let ran = |device: Device, env| Ran { requested, device: super::device_name(device), env };
     if device.is_cuda() {
+        let dev = super::device_name(device);
         match KernelTradingEnv::new(cfg, &panel, device) {
             Ok(env) => {
-                log::info!(
-                    "the environment steps on {} (the env kernel): the rollout stays on the GPU",
-                    super::device_name(device)
-                );
-                return Ok(Box::new(env));
+                log::info!("the environment steps on {dev} (the env kernel): the rollout stays on the GPU");
+                return Ok((Box::new(env), device, ran(device, EnvBackend::Kernel)));
             }
-            Err(e) => log::warn!(
-                "the env kernel cannot run on {}: {e}; the environment steps on the CPU instead, each step copied to the GPU",
-                super::device_name(device)
+            Err(e) if requested == DeviceRequest::Auto => {
+                log::warn!("--device auto: the env kernel cannot run on {dev} ({e}); training on the CPU (VecEnv)")
+            }
+            Err(e) => bail!(
+                "--device {requested}: the env kernel cannot run on {dev}: {e}; `tradebot doctor` shows the driver, NVRTC and the GPU; or use --device cpu (or auto, which falls back to the CPU)"
             ),
         }
     }
-    Ok(Box::new(TradingEnv::new(cfg.clone(), panel).context("building the trading env")?))
+    let env = TradingEnv::new(cfg.clone(), panel).context("building the trading env")?;
+    Ok((Box::new(env), Device::Cpu, ran(Device::Cpu, EnvBackend::VecEnv)))
 }
 
 /// Trains, exports, checks and registers; returns the candidate's model id.
@@ -143,7 +152,8 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         config.ppo.seed = seed;
         config.env.seed = seed;
     }
-    let device = pick_device(&args.device)?;
+    let requested: DeviceRequest = args.device.parse().map_err(anyhow::Error::msg)?;
+    let device = device::resolve(requested)?;
     // The daemon's retrain names its snapshot in the environment (it holds the store's lock).
     let snapshot = args
         .data
@@ -151,7 +161,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
     let data = load_data(&config, snapshot.as_deref())?;
     let dates = (data.first, data.last);
-    let mut env = training_env(&config.env, Arc::new(data.panel), device)?;
+    let (mut env, device, ran) = training_env(&config.env, Arc::new(data.panel), device, requested)?;
     let total_steps = args.steps.or(config.retrain.ppo_steps).unwrap_or(DEFAULT_STEPS);
     if total_steps == 0 {
         bail!("--steps 0: train for at least one step");
@@ -176,8 +186,9 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         log::info!("resuming from {} (update {}, {} env steps)", path.display(), meta.updates, meta.env_steps);
     }
     let every = config.train.checkpoint_every as u64;
-    let progress =
-        PpoProgress::new(args.json, total_updates, total_updates * per_update, ppo.env_steps).with_gpu(device);
+    let progress = PpoProgress::new(args.json, total_updates, total_updates * per_update, ppo.env_steps)
+        .with_gpu(device)
+        .with_ran(&ran);
     let started = Instant::now();
     let mut last: Option<UpdateStats> = None;
     let mut ckpt_err = None;
@@ -199,14 +210,18 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     }
     let seconds = started.elapsed().as_secs_f64();
     let max_diff_and_bytes = export_checked(&ppo, &config)?;
-    let manifest = register(&config, &ppo, dates, last.as_ref(), seconds, max_diff_and_bytes)?;
+    let manifest = register(&config, &ppo, dates, last.as_ref(), seconds, max_diff_and_bytes, &ran)?;
     if args.json {
-        emit(&serde_json::json!({ "event": "done", "model_id": manifest.id, "metrics": manifest.metrics }));
+        let mut done = serde_json::json!({ "event": "done", "model_id": manifest.id, "metrics": manifest.metrics });
+        ran.tag(&mut done);
+        emit(&done);
     } else {
         eprintln!(
-            "trained {} updates ({} env steps) in {seconds:.1} s; registered candidate {} in {}",
+            "trained {} updates ({} env steps) on {} ({} env) in {seconds:.1} s; registered candidate {} in {}",
             ppo.updates,
             ppo.env_steps,
+            ran.device,
+            ran.env.as_str(),
             manifest.id,
             config.state_dir.join("models").display()
         );
@@ -251,9 +266,12 @@ pub fn register(
     last: Option<&UpdateStats>,
     seconds: f64,
     (max_diff, bytes): (f32, Vec<u8>),
+    ran: &Ran,
 ) -> anyhow::Result<Manifest> {
     let mut draft = draft(config, ppo, dates, last, seconds)?;
     draft.metrics.insert("onnx_max_abs_diff".to_string(), f64::from(max_diff));
+    // Where it trained: the device and the env that actually ran (`--device auto` may have fallen back).
+    draft.params.insert("trained_on".to_string(), ran.to_json());
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     Ok(reg.add(&bytes, draft)?)
 }

@@ -3,6 +3,7 @@
 //! line also carries the GPU's utilisation since the previous line, sampled by NVML (`gpu_busy_pct`,
 //! `gpu_memory_mb`, `gpu_power_w`; `crate::gpu`).
 
+use super::device::Ran;
 use super::emit;
 use crate::gpu::{GpuSampler, GpuStats};
 use crate::lstm::train::EpochStats;
@@ -22,6 +23,8 @@ pub struct PpoProgress {
     started: Instant,
     steps_at_start: u64,
     gpu: Option<GpuSampler>,
+    /// The device and env that run, on each JSON line.
+    ran: Option<Ran>,
 }
 
 /// Samples the GPU behind `device` every 250 ms, or `None` (said once) where NVML cannot.
@@ -70,12 +73,19 @@ impl PpoProgress {
             started: Instant::now(),
             steps_at_start: steps_done,
             gpu: None,
+            ran: None,
         }
     }
 
     /// Shows the utilisation of `device`'s GPU with each update (nothing on the CPU).
     pub fn with_gpu(mut self, device: Device) -> Self {
         self.gpu = sampler(device);
+        self
+    }
+
+    /// Names the device and env that run (`device`, `env`) on each JSON line.
+    pub fn with_ran(mut self, ran: &Ran) -> Self {
+        self.ran = Some(ran.clone());
         self
     }
 
@@ -93,6 +103,9 @@ impl PpoProgress {
                 o.insert("eta_secs".into(), eta_secs.into());
             }
             add_gpu(&mut v, gpu.as_ref());
+            if let Some(ran) = &self.ran {
+                ran.tag(&mut v);
+            }
             emit(&v);
             return;
         }

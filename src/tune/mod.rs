@@ -34,7 +34,8 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct TuneJob {
     pub config: Config,
-    /// auto | cpu | cuda (on CUDA, trials of one shape train as populations; others one at a time).
+    /// auto | cpu | cuda[:N] (`training::device`; on CUDA, trials of one shape train as populations; others one
+    /// at a time).
     pub device: String,
     /// Overrides tune.trials, tune.parallel, tune.budget_steps.
     pub trials: Option<usize>,
@@ -73,9 +74,11 @@ fn run(job: TuneJob) -> anyhow::Result<(StudyRecord, String)> {
     if json {
         let best = out.study.best.and_then(|n| out.study.trials.iter().find(|t| t.number == n));
         let metrics = best.map(|t| t.metrics.clone()).unwrap_or_default();
-        crate::training::emit(&serde_json::json!({
+        let mut done = serde_json::json!({
             "event": "done", "model_id": out.model_id, "metrics": metrics, "study": out.study.name,
-        }));
+        });
+        out.ran.tag(&mut done);
+        crate::training::emit(&done);
     }
     Ok((out.study, out.model_id))
 }

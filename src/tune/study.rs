@@ -16,6 +16,7 @@ use crate::backtest::session::first_traded_bar;
 use crate::config::{SamplerKind, StrategyMode};
 use crate::retrain::study::{self as record, StudyRecord, TrialRecord, TrialState};
 use crate::store::Store;
+use crate::training::device::{self, DeviceRequest, Ran};
 use crate::training::{self, emit, ppo as train_ppo};
 use anyhow::{Context, bail};
 use rayon::prelude::*;
@@ -27,6 +28,8 @@ pub struct Outcome {
     pub study: StudyRecord,
     /// The candidate registered from the best trial.
     pub model_id: String,
+    /// The device and env the trials ran on.
+    pub ran: Ran,
 }
 
 /// Runs the search `job` describes; returns the study and the best trial's candidate.
@@ -43,12 +46,17 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     tune.budget_steps = job.budget_steps.unwrap_or(tune.budget_steps);
     tune.min_steps = tune.min_steps.min(tune.budget_steps);
     tune.validate().map_err(anyhow::Error::msg)?;
-    let device = training::pick_device(&job.device)?;
+    let requested: DeviceRequest = job.device.parse().map_err(anyhow::Error::msg)?;
+    let device = device::resolve(requested)?;
     let snapshot = job
         .data
         .clone()
         .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
-    let shared = split(&config, &tune, snapshot.as_deref(), device, job.time_budget)?;
+    let mut shared = split(&config, &tune, snapshot.as_deref(), device, job.time_budget)?;
+    // The env settles the device once for every trial: `cuda` fails here with the reason, `auto` may fall
+    // back to the CPU (one WARN); the trials then hold to it (a trial's env that cannot start fails it).
+    let (_, device, ran) = train_ppo::training_env(&config.env, shared.panel.clone(), device, requested)?;
+    shared.device = device;
     // The daemon's retrain holds the store: its child (the snapshot named in the environment) reports the
     // study as JSON lines instead. A search on a snapshot named by `--data` stores it where it can.
     let store = match (&job.data, &snapshot) {
@@ -103,7 +111,7 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
         error: None,
     };
     let place = if device.is_cuda() {
-        training::device_name(device)
+        format!("{} ({} env)", training::device_name(device), ran.env.as_str())
     } else {
         format!("{threads} CPU thread{}", if threads == 1 { "" } else { "s" })
     };
@@ -270,14 +278,14 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
         bail!("study {}: {why}", study.name);
     };
     study.best = Some(winner.rec.number);
-    let model_id = register(&config, &shared, &winner)?;
+    let model_id = register(&config, &shared, &winner, &ran)?;
     study.model_id = Some(model_id.clone());
     publish(&study)?;
     if let Some(path) = &job.optuna_journal {
         super::journal::write(&study, path)?;
         log::info!("study {}: Optuna journal written to {}", study.name, path.display());
     }
-    Ok(Outcome { study, model_id })
+    Ok(Outcome { study, model_id, ran })
 }
 
 /// Whether trials train as populations (`--population`, by default on CUDA), and can.
@@ -372,10 +380,10 @@ pub(super) fn split(
 }
 
 /// The best trial's model: exported, checked against ONNX Runtime, registered as a candidate.
-fn register(config: &crate::config::Config, shared: &Shared, t: &Trial) -> anyhow::Result<String> {
+fn register(config: &crate::config::Config, shared: &Shared, t: &Trial, ran: &Ran) -> anyhow::Result<String> {
     let checked = train_ppo::export_checked(&t.ppo, &t.config)?;
     let mut c = t.config.clone();
     c.state_dir = config.state_dir.clone();
-    let m = train_ppo::register(&c, &t.ppo, shared.dates, t.last.as_ref(), t.seconds, checked)?;
+    let m = train_ppo::register(&c, &t.ppo, shared.dates, t.last.as_ref(), t.seconds, checked, ran)?;
     Ok(m.id)
 }

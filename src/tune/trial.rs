@@ -12,6 +12,7 @@ use crate::retrain::study::{RungValue, TrialRecord, TrialState};
 use crate::rl::BatchEnv;
 use crate::rl::ppo::{Ppo, UpdateStats};
 use crate::training;
+use crate::training::device::DeviceRequest;
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -86,8 +87,11 @@ impl Trial {
             let (env, dims) = match &kernel {
                 Some(k) => (None, (k.obs_dim(), k.n_assets(), k.n_envs())),
                 None => {
-                    let env = training::ppo::training_env(&config.env, shared.panel.clone(), shared.device)
-                        .map_err(|e| format!("{e:#}"))?;
+                    // The study settled the device: the trial holds to it (no fall-back of its own).
+                    let exact = DeviceRequest::exact(shared.device);
+                    let (env, _, _) =
+                        training::ppo::training_env(&config.env, shared.panel.clone(), shared.device, exact)
+                            .map_err(|e| format!("{e:#}"))?;
                     let dims = (env.obs_dim(), env.act_dim(), env.num_envs());
                     (Some(env), dims)
                 }

@@ -27,6 +27,8 @@ pub mod nvrtc;
 #[cfg(feature = "train")]
 mod population;
 #[cfg(feature = "train")]
+pub mod probe;
+#[cfg(feature = "train")]
 mod tensor;
 #[cfg(feature = "train")]
 pub(crate) use buffer::check_buffer;

@@ -39,6 +39,8 @@ pub enum PpoError {
     Diverged(&'static str, u64),
     #[error("the training environment failed: {0}")]
     Env(String),
+    #[error("{0}; `tradebot doctor` shows the driver, NVRTC and the GPU; or train with --device cpu")]
+    Device(String),
     #[error(transparent)]
     Torch(#[from] tch::TchError),
 }
@@ -139,10 +141,14 @@ impl Ppo {
             let layout = native::Layout::new(obs_dim, act_dim, &cfg.hidden);
             native::Native::new(layout, &cfg, Vec::new())
         });
-        let gae = device
-            .is_cuda()
-            .then(|| gae::GaeKernel::new(device))
-            .and_then(|k| k.map_err(|e| log::warn!("GAE runs as tensor ops, not one kernel: {e}")).ok());
+        // On CUDA the GAE kernel loads or the trainer is refused: no quiet fall-back to another path.
+        let gae = match device {
+            Device::Cuda(i) => Some(
+                gae::GaeKernel::new(device)
+                    .map_err(|e| PpoError::Device(format!("the GAE kernel cannot load on cuda:{i}: {e}")))?,
+            ),
+            _ => None,
+        };
         let mut ppo = Ppo {
             cfg,
             vs,
@@ -413,22 +419,21 @@ impl Ppo {
     }
 
     /// GAE(λ): advantages `[T, E]`, computed backwards on the device: one kernel launch on CUDA
-    /// (`gae::GaeKernel`), the tensor ops elsewhere or where the kernel could not load.
-    fn advantages(&self, ro: &Rollout) -> Tensor {
+    /// (`gae::GaeKernel`; its failure is the update's error), the tensor ops elsewhere.
+    fn advantages(&self, ro: &Rollout) -> Result<Tensor, PpoError> {
         let (gamma, lambda) = (self.cfg.gamma, self.cfg.gae_lambda);
         if let Some(k) = &self.gae {
-            match k.advantages(gamma, lambda, &ro.rewards, &ro.values, &ro.dones, &ro.last_value) {
-                Ok(adv) => return adv,
-                Err(e) => log::warn!("the GAE kernel failed ({e}); this update computes GAE with tensor ops"),
-            }
+            return k
+                .advantages(gamma, lambda, &ro.rewards, &ro.values, &ro.dones, &ro.last_value)
+                .map_err(|e| PpoError::Device(format!("the GAE kernel failed: {e}")));
         }
-        gae::gae_ops(gamma, lambda, &ro.rewards, &ro.values, &ro.dones, &ro.last_value)
+        Ok(gae::gae_ops(gamma, lambda, &ro.rewards, &ro.values, &ro.dones, &ro.last_value))
     }
 
     /// The epochs of minibatch steps on one rollout. The statistics are summed on the device and read
     /// once at the end (with a target KL, each epoch's mean KL is read too): no host read per minibatch.
     fn update(&mut self, ro: &Rollout, lr: f64) -> Result<UpdateStats, PpoError> {
-        let adv = tch::no_grad(|| self.advantages(ro));
+        let adv = tch::no_grad(|| self.advantages(ro))?;
         let returns = &adv + &ro.values;
         let n = adv.numel() as i64;
         let flat = |t: &Tensor| t.reshape([n, -1]);

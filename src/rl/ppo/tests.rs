@@ -71,7 +71,7 @@ fn gae_matches_a_hand_computation() {
         dones: t2(d),
         last_value: Tensor::from_slice(&last),
     };
-    let got = Vec::<f32>::try_from(p.advantages(&ro).reshape([-1])).unwrap();
+    let got = Vec::<f32>::try_from(p.advantages(&ro).unwrap().reshape([-1])).unwrap();
     let mut want = [[0.0f64; 2]; 3];
     for e in 0..2 {
         let mut acc = 0.0f64;
