@@ -72,14 +72,8 @@ pub struct Nvrtc {
 }
 
 pub fn nvrtc() -> Result<Nvrtc, String> {
-    super::cuda::nvrtc().map_err(|e| e.to_string())?;
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: NVRTC is loadable (checked above); nvrtcVersion writes two ints.
-    let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    if r != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
-        return Err(format!("NVRTC does not say its version: {r:?}"));
-    }
-    Ok(Nvrtc { version: (major, minor), path: mapped_library("libnvrtc.so") })
+    let (version, path) = super::nvrtc::loaded().map_err(|e| e.to_string())?;
+    Ok(Nvrtc { version: (version.0, version.1), path: Some(PathBuf::from(path)) })
 }
 
 /// The file of a loaded library whose name starts with `prefix` (from /proc/self/maps).
