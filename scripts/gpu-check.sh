@@ -37,7 +37,7 @@ secs_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a
 step() {
     local name=$1 limit=$2
     shift 2
-    local log="$logs/$(echo "$name" | tr -c 'a-zA-Z0-9\n' '-').log" t0 rc secs result shown="$*"
+    local log="$logs/$(echo "$name" | tr -c 'a-zA-Z0-9\n' '-').log" t0 rc secs result why shown="$*"
     t0=$(date +%s.%N)
     echo "== $name: $shown (limit ${limit} s)"
     if declare -F "$1" >/dev/null; then
@@ -56,7 +56,10 @@ step() {
         result="**failed**: ran past its ${limit} s limit"
         failed=1
     else
-        result="**failed** (exit $rc): $(grep -v '^\s*$' "$log" | tail -n 1 | cut -c1-200 | tr '|' '/')"
+        # The line that says why: the last error-like line, else the last line.
+        why=$(grep -E -i 'no GPU|error|panicked|failed|not found|no such' "$log" | tail -n 1)
+        [ -n "$why" ] || why=$(grep -v '^\s*$' "$log" | tail -n 1)
+        result="**failed** (exit $rc): $(echo "$why" | cut -c1-200 | tr '|' '/')"
         failed=1
     fi
     # A test run's summary line says what passed.
@@ -70,6 +73,8 @@ step() {
 
 write_results() {
     local total device driver cuda torch ort
+    torch=$(sed -n 's/^TORCH=//p' "$logs/env" 2>/dev/null)
+    ort=$(sed -n 's/^ORT=//p' "$logs/env" 2>/dev/null)
     total=$(secs_since "$started")
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
         device=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -n 1)
@@ -80,12 +85,10 @@ write_results() {
         driver="none"
         cuda=""
     fi
-    torch=$("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo "not found")
-    ort=$("$py" -c 'import onnxruntime; print(onnxruntime.__version__)' 2>/dev/null || echo "not found")
     {
         echo "## GPU check (\`make gpu-check\`), $(date -u '+%Y-%m-%d %H:%M UTC')"
         echo
-        echo "Device: $device; driver $driver${cuda:+ ($cuda)}; PyTorch $torch and onnxruntime $ort ($py); $(cat "$kit/VERSION" 2>/dev/null || echo 'kit version unknown')."
+        echo "Device: $device; driver $driver${cuda:+ ($cuda)}; PyTorch ${torch:-not found} and onnxruntime ${ort:-not found} ($py); $(cat "$kit/VERSION" 2>/dev/null || echo 'kit version unknown')."
         echo
         echo "| step | command | result | time |"
         echo "| --- | --- | --- | --- |"
@@ -104,20 +107,29 @@ finish() {
     exit "$failed"
 }
 
-# 1. The machine's PyTorch (libtorch, NVRTC) and onnxruntime, through its Python.
+# 1. The machine's PyTorch (libtorch, NVRTC) and onnxruntime, through its Python (one start of it).
+probe='
+import glob, os, torch
+print("LD_LIBRARY_PATH=" + os.path.join(os.path.dirname(torch.__file__), "lib"))
+print("TORCH=%s (CUDA %s)" % (torch.__version__, torch.version.cuda))
+try:
+    import onnxruntime as o
+    print("ORT=" + o.__version__)
+    for p in sorted(glob.glob(os.path.join(os.path.dirname(o.__file__), "capi", "libonnxruntime.so*")))[:1]:
+        print("ORT_DYLIB_PATH=" + p)
+except ImportError as e:
+    print("ORT=not found (%s)" % e)
+'
 torch_env() {
-    local lib ort
-    lib=$("$py" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') || {
+    "$py" -c "$probe" >"$logs/env" || {
         echo "no PyTorch: \`$py -c 'import torch'\` failed (set PEER_PYTHON to a Python with torch)"
         return 1
     }
+    cat "$logs/env"
+    local lib
+    lib=$(sed -n 's/^LD_LIBRARY_PATH=//p' "$logs/env")
     [ -e "$lib/libtorch_cpu.so" ] || { echo "no libtorch_cpu.so in $lib"; return 1; }
-    echo "libtorch: $lib"
-    echo "LD_LIBRARY_PATH=$lib" >"$logs/env"
-    ort=$("$py" -c 'import glob, os, onnxruntime as o; print(sorted(glob.glob(os.path.join(os.path.dirname(o.__file__), "capi", "libonnxruntime.so*")))[0])' 2>/dev/null) &&
-        echo "onnxruntime: $ort" && echo "ORT_DYLIB_PATH=$ort" >>"$logs/env"
-    [ -n "$ort" ] || echo "no onnxruntime in $py: the ONNX export test will fail"
-    return 0
+    grep -q '^ORT_DYLIB_PATH=' "$logs/env" || echo "no onnxruntime library in $py: the ONNX export test will fail"
 }
 step "PyTorch" "$limit_torch" torch_env || finish
 while IFS='=' read -r k v; do

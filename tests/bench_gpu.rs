@@ -50,7 +50,10 @@ fn run_gpu_check_on_stubs(kit: &std::path::Path, doctor_rc: i32, doctor_says: &s
         std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     };
-    exe("python", format!("case \"$2\" in *torch.__file__*) echo {};; *) exit 1;; esac", lib.display()));
+    exe(
+        "python",
+        format!("case \"$2\" in *torch.__file__*) echo LD_LIBRARY_PATH={};; *) exit 1;; esac", lib.display()),
+    );
     exe("tradebot", format!("[ \"$1\" = doctor ] && {{ echo '{doctor_says}'; exit {doctor_rc}; }}\necho bench ran"));
     let summary = if tests_rc == 0 { "ok. 2 passed; 0 failed" } else { "FAILED. 1 passed; 1 failed" };
     exe("tradebot-gpu-tests", format!("touch tests-ran\necho 'test result: {summary}'; exit {tests_rc}"));
