@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv optuna build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu gpu-kit install chromium systemd-tools
+.PHONY: all venv optuna build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu gpu-kit gpu-check install chromium systemd-tools
 
 all: build
 
@@ -42,10 +42,12 @@ check-inference-only: venv
 	@if ldd target/debug/tradebot | grep -q torch; then echo "inference-only build links libtorch"; exit 1; fi
 	@echo "inference-only build: no libtorch linked"
 
+# Clippy with the GPU tests compiled in (feature `gpu-tests` only adds tests), so that they cannot rot
+# on machines without a GPU: one pass covers the default build and them.
 lint: venv
 	$(PYTHON) scripts/check-imports.py
 	$(CARGO) fmt --check
-	$(CARGO_ENV) $(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO_ENV) $(CARGO) clippy --all-targets --features gpu-tests -- -D warnings
 
 # Headless Chromium for the dashboard's browser test (Debian's package; needs root or sudo once).
 chromium:
@@ -69,11 +71,13 @@ optuna: venv
 test: venv optuna chromium systemd-tools check-inference-only lint
 	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
 	@if nvidia-smi -L >/dev/null 2>&1; then $(MAKE) test-gpu; \
-	else echo "no NVIDIA GPU: the CUDA tests (ignored above) were skipped; \`make test-gpu\` runs them on a GPU"; fi
+	else echo "no NVIDIA GPU: the CUDA tests (feature gpu-tests) were not built; \`make test-gpu\` runs them on a GPU"; fi
 
-# The tests that need a CUDA GPU (ignored by `make test`, which CI runs without one); each fails without a GPU.
+# The tests that need a CUDA GPU, and only them: compiled with the feature `gpu-tests` (which `make test`,
+# run by CI without a GPU, leaves off), each in a `gpu_tests` module; each fails without a GPU.
+GPU_TEST_FILTER := gpu_tests::
 test-gpu: venv
-	$(CARGO_ENV) $(CARGO) test --release --lib -- --ignored
+	$(CARGO_ENV) $(CARGO) test --features gpu-tests --lib -- $(GPU_TEST_FILTER)
 
 fmt:
 	$(CARGO) fmt
@@ -114,18 +118,40 @@ bench-tune: build optuna
 # The GPU figures in one run (env kernel at E = 1024/4096/16384 x A = 30, PPO [256, 256] and [2048, 1024, 512] at
 # E = 4096, the LSTM's 490k-sample epoch; GPU busy % by NVML), appended to benches/RESULTS.md. "no GPU" and exit 1
 # without one. On a GPU machine without this venv, point LD_LIBRARY_PATH at its own torch's lib directory.
-# A GPU machine has no package index and no copy of this project's venv. `make gpu-kit` (here) puts a stripped
-# release binary and the peers' pure-Python wheels in target/gpu-kit (carry that folder); `make bench-gpu`
-# (there) runs that binary against the machine's own PyTorch: its libtorch, its NVRTC, its Python for the peers
-# (PEER_PYTHON, python3 by default). Without a kit it builds and uses the venv.
+# A GPU machine has no package index and no copy of this project's venv. `make gpu-kit` (here) puts in
+# target/gpu-kit (carry that folder, at most 64 MiB): the stripped release binary, the stripped GPU test
+# binary (the library's tests built with `gpu-tests`), the shipped daily bars the tests read, the peers'
+# scripts and pure-Python wheels, and scripts/gpu-check.sh. `make gpu-check` (there; or the kit's
+# gpu-check.sh, without a checkout) runs doctor, the GPU tests and `bench gpu --quick` from the kit alone
+# against the machine's own PyTorch and onnxruntime, in under 8 minutes, and writes
+# target/gpu-kit/gpu-check-results.md. `make bench-gpu` (there) runs the full measurements with the kit's
+# binary: its libtorch, its NVRTC, its Python for the peers (PEER_PYTHON, python3 by default). Without a
+# kit it builds and uses the venv.
 GPU_KIT := target/gpu-kit
+GPU_KIT_MAX_MIB := 64
 PEER_WHEELS := stable-baselines3==2.9.2 gymnasium==1.4.0 cloudpickle==3.1.3 farama-notifications==0.0.6 \
 	typing-extensions==4.16.0 finrl==0.3.7
 gpu-kit: build
-	rm -rf $(GPU_KIT) && mkdir -p $(GPU_KIT)/wheelhouse
-	strip -o $(GPU_KIT)/tradebot target/release/tradebot
+	@tests=$$($(CARGO_ENV) $(CARGO) test --features gpu-tests --lib --no-run --message-format=json \
+		| "$(PYENV)/bin/python" -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["lib"]][-1])') && \
+	rm -rf $(GPU_KIT) && mkdir -p $(GPU_KIT)/wheelhouse $(GPU_KIT)/data $(GPU_KIT)/benches/peers && \
+	strip -o $(GPU_KIT)/tradebot target/release/tradebot && \
+	strip -o $(GPU_KIT)/tradebot-gpu-tests "$$tests" && \
+	echo "$(GPU_TEST_FILTER)" > $(GPU_KIT)/gpu-test-filter
+	cp data/stocks-daily-2000-2013.csv.gz $(GPU_KIT)/data/
+	cp benches/peers/*.py $(GPU_KIT)/benches/peers/
+	cp scripts/gpu-check.sh $(GPU_KIT)/gpu-check.sh
+	echo "tradebot $$(git describe --always --dirty 2>/dev/null || echo unknown), kit built $$(date -u '+%Y-%m-%d %H:%M UTC')" > $(GPU_KIT)/VERSION
 	"$(PYENV)/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps -d $(GPU_KIT)/wheelhouse $(PEER_WHEELS)
-	@du -sh $(GPU_KIT)
+	@mib=$$(du -sm $(GPU_KIT) | cut -f1); du -sh $(GPU_KIT)/* | sort -h; echo "gpu kit: $$mib MiB in $(GPU_KIT) (at most $(GPU_KIT_MAX_MIB))"; \
+	if [ "$$mib" -gt $(GPU_KIT_MAX_MIB) ]; then echo "the GPU kit is $$mib MiB, over $(GPU_KIT_MAX_MIB) MiB: it cannot be carried"; exit 1; fi
+
+# On the GPU machine, from the kit alone (no cargo, no venv, no network): see gpu-check.sh. The peers and
+# the tests use PEER_PYTHON's PyTorch and onnxruntime (this checkout's venv where it exists, else python3).
+PEER_PYTHON ?= $(if $(wildcard $(PYENV)/bin/python),$(PYENV)/bin/python,python3)
+gpu-check:
+	@test -x $(GPU_KIT)/gpu-check.sh || { echo "no GPU kit in $(GPU_KIT): run \`make gpu-kit\` where the project builds, and carry that folder"; exit 1; }
+	PEER_PYTHON="$(PEER_PYTHON)" $(GPU_KIT)/gpu-check.sh
 
 bench-gpu:
 	@if [ -x $(GPU_KIT)/tradebot ]; then \

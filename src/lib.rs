@@ -69,6 +69,9 @@ pub mod feed;
 pub mod fuzzing;
 #[cfg(feature = "train")]
 pub mod gpu;
+/// The GPU tests that belong to no single module (feature `gpu-tests`: `make test-gpu`).
+#[cfg(all(test, feature = "gpu-tests", feature = "train"))]
+mod gpu_tests;
 pub mod live;
 pub mod logging;
 #[cfg(feature = "train")]

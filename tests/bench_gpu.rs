@@ -1,11 +1,14 @@
 //! `tradebot bench gpu` (issue 20): its plan is valid `tradebot` command lines on CUDA, and where no GPU
 //! is usable (CI) it prints "no GPU" and exits 1; on a machine with an NVIDIA driver it runs the quick plan.
+//! `scripts/gpu-check.sh` (`make gpu-check`, issue 33), on a kit of stubs: it stops at doctor without a GPU,
+//! runs every step with one, and its exit status and results file say which step failed.
 #![cfg(feature = "train")]
 
 mod common;
 
 use clap::Parser;
 use common::{text, tradebot};
+use std::process::Output;
 
 #[test]
 fn the_gpu_plan_is_valid_commands_on_cuda() {
@@ -32,4 +35,65 @@ fn bench_gpu_says_no_gpu_and_exits_1_without_one() {
     let o = tradebot(&["bench", "gpu"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("no GPU"), "{}", text(&o));
+}
+
+/// A kit of stubs for `scripts/gpu-check.sh`: a Python whose torch lib is a folder with an (empty)
+/// libtorch_cpu.so, a `tradebot` whose doctor exits `doctor_rc` saying `doctor_says` and whose bench
+/// passes, and a GPU test binary that exits `tests_rc` and leaves a mark. Returns the script's output.
+fn run_gpu_check_on_stubs(kit: &std::path::Path, doctor_rc: i32, doctor_says: &str, tests_rc: i32) -> Output {
+    use std::os::unix::fs::PermissionsExt;
+    let lib = kit.join("torch/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libtorch_cpu.so"), b"").unwrap();
+    let exe = |name: &str, body: String| {
+        let p = kit.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    exe(
+        "python",
+        format!("case \"$2\" in *torch.__file__*) echo LD_LIBRARY_PATH={};; *) exit 1;; esac", lib.display()),
+    );
+    exe("tradebot", format!("[ \"$1\" = doctor ] && {{ echo '{doctor_says}'; exit {doctor_rc}; }}\necho bench ran"));
+    let summary = if tests_rc == 0 { "ok. 2 passed; 0 failed" } else { "FAILED. 1 passed; 1 failed" };
+    exe("tradebot-gpu-tests", format!("touch tests-ran\necho 'test result: {summary}'; exit {tests_rc}"));
+    std::fs::copy(common::root().join("scripts/gpu-check.sh"), kit.join("gpu-check.sh")).unwrap();
+    std::process::Command::new(kit.join("gpu-check.sh")).env("PEER_PYTHON", kit.join("python")).output().unwrap()
+}
+
+/// The GPU check on a machine without a GPU stops at doctor ("no GPU"), exits 1 within seconds, runs
+/// neither the tests nor the bench, and its results file says so.
+#[test]
+fn gpu_check_stops_at_doctor_without_a_gpu_and_exits_1() {
+    let kit = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let o = run_gpu_check_on_stubs(kit.path(), 1, "no GPU: no NVIDIA driver", 0);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
+    assert!(text(&o).contains("no GPU: no NVIDIA driver"), "{}", text(&o));
+    assert!(!kit.path().join("tests-ran").exists(), "the GPU tests ran after doctor failed");
+    let results = std::fs::read_to_string(kit.path().join("gpu-check-results.md")).unwrap();
+    assert!(results.contains("| PyTorch |") && results.contains("| ok |"), "{results}");
+    assert!(results.contains("| doctor | `./tradebot doctor --gpu` | **failed** (exit 1): no GPU"), "{results}");
+    assert!(!results.contains("GPU tests") && results.contains("**a step failed**"), "{results}");
+}
+
+/// With a GPU, every step runs: a failed test fails the check (exit 1) but the bench still runs, and
+/// the results file has each step with its time.
+#[test]
+fn gpu_check_runs_every_step_and_fails_when_a_test_fails() {
+    let kit = tempfile::tempdir().unwrap();
+    let o = run_gpu_check_on_stubs(kit.path(), 0, "GPU 0: a stub", 101);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(kit.path().join("tests-ran").exists(), "the GPU tests did not run");
+    assert!(text(&o).contains("bench ran"), "{}", text(&o));
+    let results = std::fs::read_to_string(kit.path().join("gpu-check-results.md")).unwrap();
+    let row = results.lines().find(|l| l.starts_with("| GPU tests |")).unwrap_or_else(|| panic!("{results}"));
+    assert!(row.contains("**failed** (exit 101)") && row.contains("1 failed"), "{row}");
+    let bench = results.lines().find(|l| l.starts_with("| bench gpu --quick |")).unwrap_or_else(|| panic!("{results}"));
+    assert!(bench.contains("| ok |") && bench.ends_with(" s |"), "{bench}");
+    let o = run_gpu_check_on_stubs(kit.path(), 0, "GPU 0: a stub", 0);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let results = std::fs::read_to_string(kit.path().join("gpu-check-results.md")).unwrap();
+    assert!(results.contains("every step passed"), "{results}");
 }

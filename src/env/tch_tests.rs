@@ -98,15 +98,20 @@ fn tensor_env_on_cpu_agrees_with_the_rust_env_bit_for_bit() {
     compare_with_vec_env(Device::Cpu);
 }
 
-/// Needs a CUDA GPU, which CI has not: run by `make test-gpu`, where a missing GPU is a failure.
-#[test]
-#[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
-fn tensor_env_on_cuda_agrees_with_the_rust_env() {
-    assert!(
-        crate::native::load_torch_cuda(),
-        "no CUDA device (tch::Cuda::is_available() is false): this test needs a GPU"
-    );
-    compare_with_vec_env(Device::Cuda(0));
+/// Needs a CUDA GPU (feature `gpu-tests`, `make test-gpu`): fails without one.
+#[cfg(feature = "gpu-tests")]
+mod gpu_tests {
+    use super::*;
+
+    /// Needs a CUDA GPU, which CI has not: run by `make test-gpu`, where a missing GPU is a failure.
+    #[test]
+    fn tensor_env_on_cuda_agrees_with_the_rust_env() {
+        assert!(
+            crate::native::load_torch_cuda(),
+            "no CUDA device (tch::Cuda::is_available() is false): this test needs a GPU"
+        );
+        compare_with_vec_env(Device::Cuda(0));
+    }
 }
 
 #[test]

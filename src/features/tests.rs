@@ -6,11 +6,13 @@ use chrono::{Duration, NaiveDate, TimeZone, Utc};
 use proptest::prelude::*;
 use std::path::Path;
 
-/// The shipped daily bars of one symbol, split-adjusted, via a throwaway store.
+/// The shipped daily bars of one symbol, split-adjusted, via a throwaway store. The file is read from the
+/// source tree, or from `$TRADEBOT_SOURCE_DIR/data` where a test binary runs away from it (the GPU kit).
 pub(crate) fn real_bars(sym: &str) -> Vec<Bar> {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/stocks-daily-2000-2013.csv.gz");
+    let root = std::env::var_os("TRADEBOT_SOURCE_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    let path = Path::new(&root).join("data/stocks-daily-2000-2013.csv.gz");
     let opts = ImportOptions { symbols: vec![Symbol::new(sym).unwrap()], ..Default::default() };
     import_csv(&store, &path, &opts).unwrap();
     let from = Utc.with_ymd_and_hms(1990, 1, 1, 0, 0, 0).unwrap();

@@ -216,14 +216,17 @@ mod tests {
         }
     }
 
-    /// The CUDA build against the CPU build, bit for bit, over random actions on the shipped data with
-    /// stops, cooldowns, turbulence and every accounting option (the CPU build is itself checked against
-    /// `VecEnv`). Needs a GPU: `make test-gpu`.
-    #[test]
-    #[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
-    fn kernel_cuda_build_agrees_with_the_cpu_build_bit_for_bit() {
-        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
-        super::super::tensor::tests::assert_agrees_with_the_host_build(tch::Device::Cuda(0), 300, 200);
+    /// Needs a CUDA GPU (feature `gpu-tests`, `make test-gpu`): fails without one.
+    #[cfg(feature = "gpu-tests")]
+    mod gpu_tests {
+        /// The CUDA build against the CPU build, bit for bit, over random actions on the shipped data with
+        /// stops, cooldowns, turbulence and every accounting option (the CPU build is itself checked against
+        /// `VecEnv`). Needs a GPU: `make test-gpu`.
+        #[test]
+        fn kernel_cuda_build_agrees_with_the_cpu_build_bit_for_bit() {
+            assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+            crate::env::kernel::tensor::tests::assert_agrees_with_the_host_build(tch::Device::Cuda(0), 300, 200);
+        }
     }
 
     /// The same source the CPU build runs compiles for CUDA (no GPU needed), with each entry point

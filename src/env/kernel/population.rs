@@ -270,12 +270,17 @@ mod tests {
         assert_population_steps_as_alone(Device::Cpu);
     }
 
-    /// The same on CUDA: the NVRTC build with positions asset-major, stacked and kept along the env axis.
-    #[test]
-    #[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
-    fn on_cuda_a_population_steps_each_trial_as_its_env_alone() {
-        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
-        assert_population_steps_as_alone(Device::Cuda(0));
+    /// Needs a CUDA GPU (feature `gpu-tests`, `make test-gpu`): fails without one.
+    #[cfg(feature = "gpu-tests")]
+    mod gpu_tests {
+        use super::*;
+
+        /// The same on CUDA: the NVRTC build with positions asset-major, stacked and kept along the env axis.
+        #[test]
+        fn on_cuda_a_population_steps_each_trial_as_its_env_alone() {
+            assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+            assert_population_steps_as_alone(Device::Cuda(0));
+        }
     }
 
     /// Env counts whose sum, or whose product with the assets or observation floats, passes `i32::MAX`

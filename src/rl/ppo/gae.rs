@@ -189,27 +189,32 @@ mod tests {
         assert!(!ptx.contains("fma.rn.f32"), "FMA contraction is on");
     }
 
-    /// The CUDA build against the CPU build, bit for bit. Needs a GPU: `make test-gpu`.
-    #[test]
-    #[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
-    fn gae_cuda_build_agrees_with_the_cpu_build_bit_for_bit() {
-        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
-        let (t, e) = (128, 4096);
-        let opts = (Kind::Float, Device::Cpu);
-        let (rewards, values) = (Tensor::randn([t, e], opts), Tensor::randn([t, e], opts) * 3.0);
-        let (dones, last) = (Tensor::rand([t, e], opts).lt(0.02).to_kind(Kind::Float), Tensor::randn([e], opts));
-        let want = GaeKernel::Cpu.advantages(0.99, 0.95, &rewards, &values, &dones, &last).unwrap();
-        let cuda = Device::Cuda(0);
-        let k = GaeKernel::new(cuda).unwrap();
-        let on = |x: &Tensor| x.to_device(cuda);
-        let got = k.advantages(0.99, 0.95, &on(&rewards), &on(&values), &on(&dones), &on(&last)).unwrap();
-        let bits = |x: &Tensor| {
-            Vec::<f32>::try_from(x.to_device(Device::Cpu).reshape([-1]))
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(bits(&got), bits(&want));
+    /// Needs a CUDA GPU (feature `gpu-tests`, `make test-gpu`): fails without one.
+    #[cfg(feature = "gpu-tests")]
+    mod gpu_tests {
+        use super::*;
+
+        /// The CUDA build against the CPU build, bit for bit. Needs a GPU: `make test-gpu`.
+        #[test]
+        fn gae_cuda_build_agrees_with_the_cpu_build_bit_for_bit() {
+            assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+            let (t, e) = (128, 4096);
+            let opts = (Kind::Float, Device::Cpu);
+            let (rewards, values) = (Tensor::randn([t, e], opts), Tensor::randn([t, e], opts) * 3.0);
+            let (dones, last) = (Tensor::rand([t, e], opts).lt(0.02).to_kind(Kind::Float), Tensor::randn([e], opts));
+            let want = GaeKernel::Cpu.advantages(0.99, 0.95, &rewards, &values, &dones, &last).unwrap();
+            let cuda = Device::Cuda(0);
+            let k = GaeKernel::new(cuda).unwrap();
+            let on = |x: &Tensor| x.to_device(cuda);
+            let got = k.advantages(0.99, 0.95, &on(&rewards), &on(&values), &on(&dones), &on(&last)).unwrap();
+            let bits = |x: &Tensor| {
+                Vec::<f32>::try_from(x.to_device(Device::Cpu).reshape([-1]))
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&got), bits(&want));
+        }
     }
 }

@@ -339,29 +339,34 @@ fn the_native_trainer_gives_the_same_bits_on_any_thread_count() {
     assert_eq!(seen[0], seen[2], "1 thread vs 3");
 }
 
-/// On CUDA the trainer steps the env kernel on the device and reads twice an update, whatever the rollout
-/// length (each read a synchronisation). Needs a GPU: `make test-gpu`.
-#[test]
-#[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
-fn on_cuda_an_update_reads_the_device_twice() {
-    assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
-    let cuda = Device::Cuda(0);
-    let panel = crate::env::tests::real_panel();
-    let cfg = crate::env::EnvConfig { n_envs: 1024, episode_len: 20, seed: 3, ..Default::default() };
-    let mut env = crate::rl::trading::KernelTradingEnv::new(&cfg, &panel, cuda).unwrap();
-    assert_eq!(env.device(), cuda);
-    let ppo_cfg = PpoConfig { n_steps: 32, batch_size: 8192, n_epochs: 2, mixed_precision: true, ..small() };
-    let mut ppo = Ppo::new(ppo_cfg, env.obs_dim(), env.act_dim(), cuda).unwrap();
-    assert_eq!(ppo.backend(), "libtorch");
-    let before = crate::readback::reads();
-    let mut seen = Vec::new();
-    ppo.train(&mut env, 3 * 32 * 1024, |s| {
-        seen.push(s.clone());
-        true
-    })
-    .unwrap();
-    assert_eq!(crate::readback::reads() - before, 3 * 2);
-    assert!(seen.iter().all(|s| s.policy_loss.is_finite() && s.value_loss.is_finite()), "{seen:?}");
-    assert_eq!(seen[2].episodes, 1024 * 4, "episodes of 20 steps over 96 steps");
-    assert_eq!(crate::autocast::cuda_dtype().unwrap(), Kind::BFloat16, "mixed precision runs in bfloat16");
+/// Needs a CUDA GPU (feature `gpu-tests`, `make test-gpu`): fails without one.
+#[cfg(feature = "gpu-tests")]
+mod gpu_tests {
+    use super::*;
+
+    /// On CUDA the trainer steps the env kernel on the device and reads twice an update, whatever the rollout
+    /// length (each read a synchronisation). Needs a GPU: `make test-gpu`.
+    #[test]
+    fn on_cuda_an_update_reads_the_device_twice() {
+        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+        let cuda = Device::Cuda(0);
+        let panel = crate::env::tests::real_panel();
+        let cfg = crate::env::EnvConfig { n_envs: 1024, episode_len: 20, seed: 3, ..Default::default() };
+        let mut env = crate::rl::trading::KernelTradingEnv::new(&cfg, &panel, cuda).unwrap();
+        assert_eq!(env.device(), cuda);
+        let ppo_cfg = PpoConfig { n_steps: 32, batch_size: 8192, n_epochs: 2, mixed_precision: true, ..small() };
+        let mut ppo = Ppo::new(ppo_cfg, env.obs_dim(), env.act_dim(), cuda).unwrap();
+        assert_eq!(ppo.backend(), "libtorch");
+        let before = crate::readback::reads();
+        let mut seen = Vec::new();
+        ppo.train(&mut env, 3 * 32 * 1024, |s| {
+            seen.push(s.clone());
+            true
+        })
+        .unwrap();
+        assert_eq!(crate::readback::reads() - before, 3 * 2);
+        assert!(seen.iter().all(|s| s.policy_loss.is_finite() && s.value_loss.is_finite()), "{seen:?}");
+        assert_eq!(seen[2].episodes, 1024 * 4, "episodes of 20 steps over 96 steps");
+        assert_eq!(crate::autocast::cuda_dtype().unwrap(), Kind::BFloat16, "mixed precision runs in bfloat16");
+    }
 }

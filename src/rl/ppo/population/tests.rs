@@ -209,20 +209,25 @@ fn trials_of_another_shape_or_with_target_kl_are_refused() {
     assert!(err.contains("target_kl"), "{err}");
 }
 
-/// On CUDA: a population's round reads the device twice (the statistics, the returns: `train_on` asserts
-/// it) and trains every trial; a step is `Ppo`'s step there too.
-#[test]
-#[ignore = "needs a CUDA GPU: run with `make test-gpu`"]
-fn on_cuda_a_population_reads_twice_a_round_and_steps_as_ppo() {
-    assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
-    let cuda = Device::Cuda(0);
-    let trained = train_on(&[0, 1, 2, 3], 2, cuda);
-    let panel = panel_with_turbulence();
-    for (k, t) in trained.iter().enumerate() {
-        assert_eq!(t.updates, 2);
-        assert_ne!(weights(t), weights(&build_on(k, &panel, cuda).0), "trial {k} did not train");
+/// Needs a CUDA GPU (feature `gpu-tests`, `make test-gpu`): fails without one.
+#[cfg(feature = "gpu-tests")]
+mod gpu_tests {
+    use super::*;
+
+    /// On CUDA: a population's round reads the device twice (the statistics, the returns: `train_on` asserts
+    /// it) and trains every trial; a step is `Ppo`'s step there too.
+    #[test]
+    fn on_cuda_a_population_reads_twice_a_round_and_steps_as_ppo() {
+        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+        let cuda = Device::Cuda(0);
+        let trained = train_on(&[0, 1, 2, 3], 2, cuda);
+        let panel = panel_with_turbulence();
+        for (k, t) in trained.iter().enumerate() {
+            assert_eq!(t.updates, 2);
+            assert_ne!(weights(t), weights(&build_on(k, &panel, cuda).0), "trial {k} did not train");
+        }
+        assert_steps_as_ppo(cuda);
     }
-    assert_steps_as_ppo(cuda);
 }
 
 /// A trial whose weights went to NaN is reported diverged; the others train on untouched, and the
