@@ -64,6 +64,14 @@ pub struct Host<P: RunPipeline> {
     pub(super) book_at: std::sync::Mutex<Option<(std::time::Instant, super::book::Book, Vec<StudyRecord>)>>,
 }
 
+/// A daemon that stops gives its queued alerts a few seconds to go out (a retrain's outcome at the end
+/// of a replay, a kill switch just before SIGTERM), and logs a line for each that did not.
+impl<P: RunPipeline> Drop for Host<P> {
+    fn drop(&mut self) {
+        self.alerts.flush(crate::alerts::SHUTDOWN_WAIT);
+    }
+}
+
 impl<P: RunPipeline> Host<P> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(

@@ -23,6 +23,7 @@ pub mod lstm_source;
 mod money_tests;
 mod orders;
 mod protect;
+pub mod refusals;
 #[cfg(test)]
 mod protect_tests;
 mod stale;

@@ -87,6 +87,7 @@ pub struct RunRecord {
     #[serde(default)]
     pub seed: Option<u64>,
     /// What the child reported in its `done` line.
+    #[serde(serialize_with = "crate::domain::number::whole_as_int")]
     pub train_metrics: BTreeMap<String, f64>,
     /// The child's progress by update or epoch (`add_to_curves`): "return", "policy_loss", "loss",
     /// "val_mcc".
