@@ -336,21 +336,8 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
             metrics.training_progress(kind.as_str(), line);
             if let Some(v) = live.running.get_mut(kind.as_str()) {
                 crate::retrain::record::add_to_curves(&mut v.curves, line);
-                // PPO counts steps, the LSTM epochs, a search (`retrain.tune`) its ended trials.
-                let done = ["env_steps", "epoch", "trials_ended"].iter().find_map(|k| line.get(*k)?.as_f64());
-                let total = ["total_steps", "max_epochs", "trials"].iter().find_map(|k| line.get(*k)?.as_f64());
-                if let (Some(done), Some(total)) = (done, total) {
-                    v.progress = Some(crate::web::data::Progress {
-                        done,
-                        total,
-                        steps_per_s: crate::metrics::train_rate(line).unwrap_or(0.0),
-                        eta_secs: line.get("eta_secs").and_then(|x| x.as_f64()).unwrap_or_else(|| {
-                            // The LSTM reports epoch times: the epochs left at the last one's pace.
-                            let epoch = line.get("epoch_secs").and_then(|x| x.as_f64()).unwrap_or(0.0);
-                            (total - done).max(0.0) * epoch
-                        }),
-                        gpu: crate::web::data::GpuNow::of_line(line),
-                    });
+                if let Some(p) = crate::web::data::Progress::of_line(line) {
+                    v.progress = Some(p);
                 }
             }
         }

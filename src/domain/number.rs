@@ -21,6 +21,16 @@ pub fn money(x: f64) -> String {
     format!("{}{}.{cents:02}", if x < 0.0 { "-" } else { "" }, count(units))
 }
 
+/// Seconds as `1h02m`, `3m05s` or `42s` (an ETA, a wait).
+pub fn duration_words(secs: f64) -> String {
+    let s = if secs.is_finite() { secs.max(0.0).round() as u64 } else { 0 };
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
 /// A count with thousands separators: 32768 → "32,768".
 pub fn count(n: u64) -> String {
     let digits = n.to_string();

@@ -235,12 +235,7 @@ impl Drop for LstmProgress {
 
 /// Formats seconds as `1h02m`, `3m05s` or `42s`.
 pub fn eta(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
-    match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m{s:02}s"),
-        (h, m, _) => format!("{h}h{m:02}m"),
-    }
+    crate::domain::duration_words(secs)
 }
 
 #[cfg(test)]
