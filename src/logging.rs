@@ -172,8 +172,9 @@ pub(crate) fn log_through_tee(inner: &dyn Log, message: &str) {
             self.0.flush()
         }
     }
-    Tee(Borrowed(inner))
-        .log(&log::Record::builder().level(log::Level::Info).target("tradebot::x").args(format_args!("{message}")).build());
+    Tee(Borrowed(inner)).log(
+        &log::Record::builder().level(log::Level::Info).target("tradebot::x").args(format_args!("{message}")).build(),
+    );
 }
 
 /// Test support: the log lines of a thread, or of any thread when they contain a given text, captured

@@ -110,12 +110,16 @@ mod tests {
     #[test]
     fn a_cause_the_message_already_says_is_printed_once() {
         let io = std::io::Error::from(std::io::ErrorKind::NotFound);
-        let wrapped = anyhow::Error::new(io).context(format!(
-            "cannot read /nonexistent.csv: {}",
-            std::io::Error::from(std::io::ErrorKind::NotFound)
-        ));
+        let wrapped = anyhow::Error::new(io)
+            .context(format!("cannot read /nonexistent.csv: {}", std::io::Error::from(std::io::ErrorKind::NotFound)));
         let lines = super::error_lines(&wrapped);
-        assert_eq!(lines, vec![format!("error: cannot read /nonexistent.csv: {}", std::io::Error::from(std::io::ErrorKind::NotFound))]);
+        assert_eq!(
+            lines,
+            vec![format!(
+                "error: cannot read /nonexistent.csv: {}",
+                std::io::Error::from(std::io::ErrorKind::NotFound)
+            )]
+        );
         let e = anyhow::anyhow!("disk on fire").context("backing up");
         assert_eq!(super::error_lines(&e), vec!["error: backing up".to_string(), "  caused by: disk on fire".into()]);
     }

@@ -168,7 +168,13 @@ fn readme_agrees_with_the_demo_replay(out: &str) {
     let block: Vec<&str> = readme[start + "```text\n".len()..].split("\n```").next().unwrap().lines().collect();
     let summary: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("replay finished:")).collect();
     let retrained = |l: &str| l.starts_with("    gate: ") || l.contains(" at simulated ");
-    let shape = |l: &str| if l.starts_with("    gate: ") { "    gate: …".to_string() } else { l.split(" — ").next().unwrap().to_string() };
+    let shape = |l: &str| {
+        if l.starts_with("    gate: ") {
+            "    gate: …".to_string()
+        } else {
+            l.split(" — ").next().unwrap().to_string()
+        }
+    };
     for (i, want) in block.iter().enumerate() {
         let got = summary.get(i).copied().unwrap_or("(no line)");
         if retrained(want) {

@@ -333,7 +333,8 @@ pub fn run_subject(
     let lead = session::first_traded_bar(config, mode);
     let (bars, first_in_window) = window_bars(store, &symbols, config.market.timeframe, (from, to), lead)?;
     if bars.first().is_none_or(|b| b.len() <= first_in_window) {
-        let all = aligned_bars(store, &symbols, config.market.timeframe, DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC)?;
+        let all =
+            aligned_bars(store, &symbols, config.market.timeframe, DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC)?;
         let day = |b: Option<&Bar>| b.map(|b| b.t.date_naive().to_string());
         let stored = match all.first().map(|b| (day(b.first()), day(b.last()))) {
             Some((Some(a), Some(z))) => format!("the stored ones run from {a} to {z}"),

@@ -147,7 +147,9 @@ fn show(p: &Progress, json: bool, shown: &mut Shown) -> Result<(), OutError> {
 fn lines(p: &Progress, shown: &mut Shown) -> Vec<String> {
     use crate::domain::count;
     match p {
-        Progress::Snapshot { kind, bars } => vec![format!("{}: snapshot of {} bars written", kind.as_str(), count(*bars as u64))],
+        Progress::Snapshot { kind, bars } => {
+            vec![format!("{}: snapshot of {} bars written", kind.as_str(), count(*bars as u64))]
+        }
         Progress::Training { kind, line } => {
             let Some(pr) = crate::web::data::Progress::of_line(line) else { return Vec::new() };
             let fraction = if pr.total > 0.0 { (pr.done / pr.total).clamp(0.0, 1.0) } else { 1.0 };
@@ -206,7 +208,10 @@ mod tests {
             line: serde_json::json!({"event": "progress", "update": 1, "env_steps": steps, "total_steps": 32768,
                 "approx_kl": 0.0072, "clip_fraction": 0.1, "steps_per_s": 1234.4, "eta_secs": 13.2}),
         };
-        assert_eq!(super::lines(&step(16384), &mut shown), vec!["ppo: 16,384 of 32,768 steps (50%), 1,234 steps/s, eta 13s"]);
+        assert_eq!(
+            super::lines(&step(16384), &mut shown),
+            vec!["ppo: 16,384 of 32,768 steps (50%), 1,234 steps/s, eta 13s"]
+        );
         assert!(super::lines(&step(17000), &mut shown).is_empty(), "not a tenth further");
         assert_eq!(super::lines(&step(32768), &mut shown).len(), 1, "the end is always said");
         let done = Progress::Training {

@@ -84,7 +84,10 @@ mod tests {
     #[test]
     fn whole_numbers_have_no_decimals() {
         assert_eq!(super::figure(13.0), "13");
-        assert_eq!((super::count(32_768), super::count(999), super::count(1_000_000)), ("32,768".into(), "999".into(), "1,000,000".into()));
+        assert_eq!(
+            (super::count(32_768), super::count(999), super::count(1_000_000)),
+            ("32,768".into(), "999".into(), "1,000,000".into())
+        );
         assert_eq!(super::figure(-2.0), "-2");
         assert_eq!(super::figure(0.12345), "0.1235");
         assert_eq!(super::figure(f64::NAN), "NaN");

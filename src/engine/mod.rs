@@ -23,9 +23,9 @@ pub mod lstm_source;
 mod money_tests;
 mod orders;
 mod protect;
-pub mod refusals;
 #[cfg(test)]
 mod protect_tests;
+pub mod refusals;
 mod stale;
 pub mod strategy;
 #[cfg(test)]

@@ -169,15 +169,17 @@ pub fn pick_device(s: &str) -> anyhow::Result<tch::Device> {
 
 #[cfg(test)]
 mod tests {
-    /// `train ppo --steps 20000` on 64 envs × 64 steps trains 8 updates, 32,768 steps, and says so.
+    /// `train ppo --steps 20000` on the default 64 envs × 256 steps trains 2 updates, 32,768 steps, and
+    /// says so.
     #[test]
     fn steps_round_up_to_whole_updates_and_the_rounding_is_said() {
-        let (updates, steps, note) = super::whole_updates(20_000, 64, 64);
-        assert_eq!((updates, steps), (8, 32_768));
+        let (updates, steps, note) = super::whole_updates(20_000, 64, 256);
+        assert_eq!((updates, steps), (2, 32_768));
         assert_eq!(
             note.as_deref(),
-            Some("20,000 steps round up to 8 whole updates of 4,096 (64 envs × 64 steps, ppo.n_steps): 32,768 steps")
+            Some("20,000 steps round up to 2 whole updates of 16,384 (64 envs × 256 steps, ppo.n_steps): 32,768 steps")
         );
+        assert_eq!(super::whole_updates(20_000, 64, 64).1, 20_480);
         assert_eq!(super::whole_updates(32_768, 64, 256), (2, 32_768, None));
         assert_eq!(super::whole_updates(1, 64, 256).0, 1);
     }

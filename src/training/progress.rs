@@ -302,7 +302,12 @@ mod tests {
         }
         let ops: Ops = Arc::default();
         let target = indicatif::ProgressDrawTarget::term_like(Box::new(Term(ops.clone())));
-        let p = super::LstmProgress::with_bar(false, 10, 0, Some(indicatif::ProgressBar::with_draw_target(Some(10), target)));
+        let p = super::LstmProgress::with_bar(
+            false,
+            10,
+            0,
+            Some(indicatif::ProgressBar::with_draw_target(Some(10), target)),
+        );
         let stats = crate::lstm::train::EpochStats {
             epoch: 3,
             train_loss: 0.69,
@@ -320,7 +325,11 @@ mod tests {
         crate::logging::log_through_tee(&Stderr(ops.clone()), "retrain: a line");
         let seen = ops.lock().unwrap().clone();
         let at = seen.iter().position(|o| o == "log retrain: a line").unwrap_or_else(|| panic!("{seen:?}"));
-        assert!(at > 0 && seen[at - 1] == "clear", "the bar's line is not cleared before the log line: {seen:?}");
+        let last_draw = seen[..at].iter().rposition(|o| o.starts_with("bar ")).unwrap_or_else(|| panic!("{seen:?}"));
+        assert!(
+            seen[last_draw..at].contains(&"clear".to_string()),
+            "the bar's line is not cleared before the log line: {seen:?}"
+        );
         assert!(seen[at + 1..].iter().any(|o| o.starts_with("bar ")), "the bar is not drawn again: {seen:?}");
         p.finish();
         drop(p);

@@ -276,5 +276,8 @@ fn a_trial_that_trains_past_its_rung_says_the_rounding() {
     );
     // A rung trained exactly needs no word.
     let exact = TrialRecord { curve: vec![RungValue { steps: 49_152, value: 0.5 }], ..trial };
-    assert_eq!(super::study::end_line(&study, &exact, Some((49_152, 64, 768))), "trial 0 complete at 49,152 steps: sharpe 0.500");
+    assert_eq!(
+        super::study::end_line(&study, &exact, Some((49_152, 64, 768))),
+        "trial 0 complete at 49,152 steps: sharpe 0.500"
+    );
 }
