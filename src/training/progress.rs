@@ -151,7 +151,7 @@ impl LstmProgress {
 
     /// With `bar` (a terminal's) shown, log lines written around it (`logging::bridge`), not onto its line.
     fn with_bar(json: bool, max_epochs: usize, done: usize, bar: Option<indicatif::ProgressBar>) -> Self {
-        let bar = bar.map(|b| {
+        let bar = bar.inspect(|b| {
             b.set_position(done as u64);
             if let Ok(style) = indicatif::ProgressStyle::with_template("epoch {pos}/{len} [{bar:20}] ETA {eta} {msg}") {
                 // The ETA as everywhere else (`3m05s`), not indicatif's `3m 5.90 s`.
@@ -160,8 +160,7 @@ impl LstmProgress {
                 });
                 b.set_style(style);
             }
-            crate::logging::bridge::show(&b);
-            b
+            crate::logging::bridge::show(b);
         });
         LstmProgress { json, max_epochs, bar, gpu: None }
     }
