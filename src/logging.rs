@@ -72,10 +72,12 @@ impl<L: Log> Log for Tee<L> {
     }
 
     fn log(&self, rec: &log::Record) {
+        #[cfg(test)]
+        capture::push(rec);
         if self.0.enabled(rec.metadata()) {
             RECENT.push(rec);
+            bridge::write(|| self.0.log(rec));
         }
-        self.0.log(rec);
     }
 
     fn flush(&self) {
@@ -112,6 +114,141 @@ pub fn init(level: LevelFilter) {
     let max = logger.filter();
     if log::set_boxed_logger(Box::new(Tee(logger))).is_ok() {
         log::set_max_level(max);
+    }
+}
+
+/// Log lines beside a progress bar: while a bar is shown (`bridge::show`), each line is written with the
+/// bar cleared and drawn again below it (indicatif's `suspend`), so no line lands on the bar's line.
+pub mod bridge {
+    use std::sync::Mutex;
+
+    #[cfg(feature = "train")]
+    static BAR: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+    #[cfg(not(feature = "train"))]
+    static BAR: Mutex<Option<()>> = Mutex::new(None);
+
+    /// Log lines go around `bar` until `hide` (or another `show`).
+    #[cfg(feature = "train")]
+    pub fn show(bar: &indicatif::ProgressBar) {
+        *BAR.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar.clone());
+    }
+
+    /// Log lines are written as they come again.
+    pub fn hide() {
+        *BAR.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Whether a bar is shown.
+    pub fn showing() -> bool {
+        BAR.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    /// Runs `write` (a log line's output) with the shown bar, if any, cleared around it.
+    pub(super) fn write(write: impl FnOnce()) {
+        #[cfg(feature = "train")]
+        {
+            let bar = BAR.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(bar) = bar {
+                bar.suspend(write);
+                return;
+            }
+        }
+        write();
+    }
+}
+
+/// Test support: `message` at INFO through the installed logger's wrapper (`Tee`) around `inner`.
+#[cfg(test)]
+pub(crate) fn log_through_tee(inner: &dyn Log, message: &str) {
+    struct Borrowed<'a>(&'a dyn Log);
+    impl Log for Borrowed<'_> {
+        fn enabled(&self, m: &log::Metadata) -> bool {
+            self.0.enabled(m)
+        }
+        fn log(&self, rec: &log::Record) {
+            self.0.log(rec)
+        }
+        fn flush(&self) {
+            self.0.flush()
+        }
+    }
+    Tee(Borrowed(inner)).log(
+        &log::Record::builder().level(log::Level::Info).target("tradebot::x").args(format_args!("{message}")).build(),
+    );
+}
+
+/// Test support: the log lines of a thread, or of any thread when they contain a given text, captured
+/// while a `Watch` lives (the logger installed at the first watch if none is).
+#[cfg(test)]
+pub mod capture {
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+
+    struct Watcher {
+        id: u64,
+        thread: Option<ThreadId>,
+        needle: Option<String>,
+        lines: Vec<(log::Level, String)>,
+    }
+
+    static WATCHERS: Mutex<Vec<Watcher>> = Mutex::new(Vec::new());
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    /// Captures while it lives.
+    pub struct Watch(u64);
+
+    struct Silent;
+    impl log::Log for Silent {
+        fn enabled(&self, _: &log::Metadata) -> bool {
+            false
+        }
+        fn log(&self, _: &log::Record) {}
+        fn flush(&self) {}
+    }
+
+    fn start(thread: Option<ThreadId>, needle: Option<String>) -> Watch {
+        let _ = log::set_boxed_logger(Box::new(super::Tee(Silent)));
+        log::set_max_level(log::LevelFilter::Trace);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        WATCHERS.lock().unwrap_or_else(|p| p.into_inner()).push(Watcher { id, thread, needle, lines: Vec::new() });
+        Watch(id)
+    }
+
+    /// The lines logged on this thread.
+    pub fn this_thread() -> Watch {
+        start(Some(std::thread::current().id()), None)
+    }
+
+    /// The lines, on any thread, that contain `needle`.
+    pub fn containing(needle: &str) -> Watch {
+        start(None, Some(needle.to_string()))
+    }
+
+    impl Watch {
+        /// The lines captured so far: level and message.
+        pub fn lines(&self) -> Vec<(log::Level, String)> {
+            let w = WATCHERS.lock().unwrap_or_else(|p| p.into_inner());
+            w.iter().find(|w| w.id == self.0).map(|w| w.lines.clone()).unwrap_or_default()
+        }
+    }
+
+    impl Drop for Watch {
+        fn drop(&mut self) {
+            WATCHERS.lock().unwrap_or_else(|p| p.into_inner()).retain(|w| w.id != self.0);
+        }
+    }
+
+    pub(super) fn push(rec: &log::Record) {
+        let mut watchers = WATCHERS.lock().unwrap_or_else(|p| p.into_inner());
+        if watchers.is_empty() {
+            return;
+        }
+        let (me, text) = (std::thread::current().id(), rec.args().to_string());
+        for w in watchers.iter_mut() {
+            if w.thread.is_some_and(|t| t == me) || w.needle.as_deref().is_some_and(|n| text.contains(n)) {
+                w.lines.push((rec.level(), text.clone()));
+            }
+        }
     }
 }
 

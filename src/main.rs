@@ -53,9 +53,8 @@ fn fail(e: &anyhow::Error) -> ExitCode {
                 err(format_args!("{ce}\n"));
                 return ExitCode::from(EX_CONFIG);
             }
-            err(format_args!("error: {e}\n"));
-            for cause in e.chain().skip(1) {
-                err(format_args!("  caused by: {cause}\n"));
+            for line in tradebot::out::error_lines(e) {
+                err(format_args!("{line}\n"));
             }
             // stdout refused the output (`> /dev/full`): EX_IOERR, the code of a full disk.
             if stdout_error.is_some() {

@@ -49,6 +49,24 @@ pub fn err_fmt(args: fmt::Arguments<'_>) {
     let _ = io::stderr().lock().write_fmt(args);
 }
 
+/// An error and its causes as `main` prints them: the error, then each cause that says something the
+/// lines before it did not (an `io::Error` wrapped as "cannot read FILE: No such file…" is not repeated
+/// as its own cause).
+pub fn error_lines(e: &anyhow::Error) -> Vec<String> {
+    let mut lines = vec![format!("error: {e}")];
+    let mut said = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if text.is_empty() || said.contains(&text) {
+            continue;
+        }
+        lines.push(format!("  caused by: {text}"));
+        said.push('\n');
+        said.push_str(&text);
+    }
+    lines
+}
+
 /// `print!` that returns `Result<(), OutError>` instead of panicking.
 macro_rules! out {
     ($($t:tt)*) => {
@@ -84,3 +102,25 @@ macro_rules! errln {
 }
 
 pub(crate) use {err, errln, out, outln};
+
+#[cfg(test)]
+mod tests {
+    /// A cause already in the message is not printed again (`data import /nonexistent.csv` said the OS
+    /// error twice); a cause that adds something is.
+    #[test]
+    fn a_cause_the_message_already_says_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let wrapped = anyhow::Error::new(io)
+            .context(format!("cannot read /nonexistent.csv: {}", std::io::Error::from(std::io::ErrorKind::NotFound)));
+        let lines = super::error_lines(&wrapped);
+        assert_eq!(
+            lines,
+            vec![format!(
+                "error: cannot read /nonexistent.csv: {}",
+                std::io::Error::from(std::io::ErrorKind::NotFound)
+            )]
+        );
+        let e = anyhow::anyhow!("disk on fire").context("backing up");
+        assert_eq!(super::error_lines(&e), vec!["error: backing up".to_string(), "  caused by: disk on fire".into()]);
+    }
+}

@@ -719,3 +719,40 @@ fn every_command_ends_quietly_on_a_closed_pipe_and_fails_clearly_on_a_full_stdou
         );
     }
 }
+
+/// Issue 36: an error says its cause once (`data import` of a missing file said the OS error twice), and
+/// a backtest over a reversed or empty window says which window and the fix in one line, not "only 49
+/// bars common to all of …" under a bare "error: backtest / caused by:".
+#[test]
+fn errors_name_the_thing_once_and_backtest_windows_say_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let cfg = cfg.to_str().unwrap();
+    let o = tradebot(&["data", "import", "/nonexistent.csv", "--config", cfg], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert_eq!(err.matches("os error 2").count(), 1, "the OS error once:\n{err}");
+    assert!(err.contains("/nonexistent.csv"), "{err}");
+
+    let o = tradebot(&["models", "seed", "--config", cfg], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lines = |o: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stderr).lines().filter(|l| !l.contains(" INFO ")).map(str::to_string).collect()
+    };
+    let o = tradebot(&["backtest", "--config", cfg, "--from", "2013-03-01", "--to", "2012-01-01"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o),
+        vec![
+            "error: the backtest window 2013-03-01 to 2012-01-01 is reversed: its first day (--from) is after its last (--to); swap them"
+        ]
+    );
+    let o = tradebot(&["backtest", "--config", cfg, "--from", "2020-03-01", "--to", "2021-01-01"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o),
+        vec![
+            "error: no bars of AAPL, MSFT, IBM (common to all of them) in the backtest window 2020-03-01 to 2021-01-01; the stored ones run from 2000-03-01 to 2013-03-01: pick --from/--to within them, or import data (`tradebot data import`)"
+        ]
+    );
+}

@@ -134,6 +134,7 @@ fn the_demo_replay_retrains_twice_keeps_the_champion_when_the_gate_says_so_and_s
         }
     }
     assert_eq!(final_ppo(&out), shipped_ppo(), "a kept candidate must not trade:\n{out}");
+    readme_agrees_with_the_demo_replay(&out);
     // The two PPO retrains trained on different data (the rolling window moved) with different seeds.
     let store = tradebot::store::Store::open(&dir.path().join("state")).unwrap();
     let runs: Vec<_> = tradebot::retrain::record::list(&store)
@@ -155,6 +156,40 @@ fn the_demo_replay_retrains_twice_keeps_the_champion_when_the_gate_says_so_and_s
     let last = &v["models"]["last_retrain"];
     assert_eq!(last["outcome"], retrain_line(&out, "lstm").0, "{v}");
     assert!(!last["reason"].as_str().unwrap().is_empty(), "{v}");
+}
+
+/// The README quotes this run (issue 36: it said "retrains once" and "fires once" of a replay that
+/// retrains four times): its summary block is the summary printed here, line for line (a retrained
+/// candidate's figures, which the README says may differ on another CPU, by kind, day and outcome), and
+/// its words for the number of retrains are the run's.
+fn readme_agrees_with_the_demo_replay(out: &str) {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme.find("```text\nreplay finished:").expect("the README quotes the demo replay's summary");
+    let block: Vec<&str> = readme[start + "```text\n".len()..].split("\n```").next().unwrap().lines().collect();
+    let summary: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("replay finished:")).collect();
+    let retrained = |l: &str| l.starts_with("    gate: ") || l.contains(" at simulated ");
+    let shape = |l: &str| {
+        if l.starts_with("    gate: ") {
+            "    gate: …".to_string()
+        } else {
+            l.split(" — ").next().unwrap().to_string()
+        }
+    };
+    for (i, want) in block.iter().enumerate() {
+        let got = summary.get(i).copied().unwrap_or("(no line)");
+        if retrained(want) {
+            assert_eq!(shape(got), shape(want), "README.md's demo summary, line {}:\n{out}", i + 1);
+        } else {
+            assert_eq!(got, *want, "README.md's demo summary, line {}: the run printed {got:?}", i + 1);
+        }
+    }
+    // The summary ends where the block does (stderr's log lines, stamped, follow stdout's in `out`).
+    let after = summary.get(block.len()).copied().unwrap_or("");
+    assert!(after.is_empty() || after.starts_with("20"), "the summary goes on past README.md's block: {after:?}");
+    let n = out.lines().find_map(|l| l.strip_prefix("retrains: ")).and_then(|n| n.parse::<usize>().ok()).unwrap();
+    let words = ["no", "once", "twice", "three times", "four times", "five times", "six times"];
+    let claim = format!("make run    # the daemon on the embedded replay data: trades, retrains {},", words[n]);
+    assert!(readme.contains(&claim), "README.md should say {claim:?} (the demo replay retrained {n} times)");
 }
 
 #[test]

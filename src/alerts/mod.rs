@@ -127,15 +127,38 @@ pub fn targets(cfg: &NotifyConfig, env: impl Fn(&str) -> Option<String>) -> Resu
     Ok(out)
 }
 
+/// How long a daemon that stops waits for its queued alerts before it exits (`Alerts::flush`).
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// The alerts queued and not yet delivered or given up, oldest first: (event, text).
+#[derive(Debug, Default)]
+struct Pending {
+    alerts: std::sync::Mutex<std::collections::VecDeque<(AlertKind, String)>>,
+    changed: std::sync::Condvar,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(AlertKind, String)>> {
+        self.alerts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The oldest alert is done with (delivered, or given up and logged).
+    fn done(&self) {
+        self.lock().pop_front();
+        self.changed.notify_all();
+    }
+}
+
 /// The sending side of the alert queue; `off()` sends nothing.
 #[derive(Debug, Clone)]
 pub struct Alerts {
     tx: Option<mpsc::Sender<Alert>>,
+    pending: std::sync::Arc<Pending>,
 }
 
 impl Alerts {
     pub fn off() -> Alerts {
-        Alerts { tx: None }
+        Alerts { tx: None, pending: Default::default() }
     }
 
     /// Starts the delivery task on `rt` (nothing when there is no target).
@@ -151,8 +174,35 @@ impl Alerts {
             retries: cfg.retries,
             first_wait: Duration::from_secs(1),
         };
-        rt.spawn(deliver(rx, targets, mode.to_string(), policy));
-        Alerts { tx: Some(tx) }
+        let pending = std::sync::Arc::new(Pending::default());
+        let done = pending.clone();
+        rt.spawn(deliver_each(rx, targets, mode.to_string(), policy, move || done.done()));
+        Alerts { tx: Some(tx), pending }
+    }
+
+    /// Waits up to `wait` for the queued alerts to go out (delivered, or given up and logged), then
+    /// logs a line for each still queued: at shutdown nothing vanishes without a word. Returns how many.
+    pub fn flush(&self, wait: Duration) -> usize {
+        if self.tx.is_none() {
+            return 0;
+        }
+        let deadline = std::time::Instant::now() + wait;
+        let mut left = self.pending.lock();
+        while !left.is_empty() {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            left = self.pending.changed.wait_timeout(left, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        for (event, text) in left.iter() {
+            log::warn!(
+                "alerts: {} alert lost at shutdown (not delivered within {} s): {text}",
+                serde_json::to_string(event).unwrap_or_default().trim_matches('"'),
+                wait.as_secs_f64()
+            );
+        }
+        left.len()
     }
 
     pub fn is_on(&self) -> bool {
@@ -162,7 +212,11 @@ impl Alerts {
     /// Queues `alert`; never waits.
     pub fn send(&self, alert: Alert) {
         let Some(tx) = &self.tx else { return };
+        let entry = (alert.event, alert.text.clone());
+        // Counted before it is queued: the delivery may end before `try_send` returns.
+        self.pending.lock().push_back(entry);
         if let Err(e) = tx.try_send(alert) {
+            self.pending.lock().pop_back();
             let (mpsc::error::TrySendError::Full(a) | mpsc::error::TrySendError::Closed(a)) = e;
             log::warn!(
                 "alerts: {} alert dropped: the delivery queue is full or stopped",
@@ -181,7 +235,40 @@ pub struct Delivery {
 }
 
 /// The delivery task: each alert to each target, in order, until the queue closes.
-pub async fn deliver(mut rx: mpsc::Receiver<Alert>, targets: Vec<Target>, mode: String, policy: Delivery) {
+pub async fn deliver(rx: mpsc::Receiver<Alert>, targets: Vec<Target>, mode: String, policy: Delivery) {
+    deliver_each(rx, targets, mode, policy, || {}).await
+}
+
+/// Why a request failed, in words: the error and each cause that adds something (the connection
+/// refused, the DNS failure, the TLS error), after the target's host and port. Never the URL's path:
+/// Telegram's holds the bot token.
+fn failure(e: reqwest::Error, url: &str) -> String {
+    use std::error::Error as _;
+    let e = e.without_url();
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    let place = url::Url::parse(url)
+        .ok()
+        .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+        .unwrap_or_else(|| "the target".into());
+    format!("{place}: {}", parts.join(": "))
+}
+
+/// `deliver`, calling `done` after each alert is delivered or given up.
+async fn deliver_each(
+    mut rx: mpsc::Receiver<Alert>,
+    targets: Vec<Target>,
+    mode: String,
+    policy: Delivery,
+    done: impl Fn(),
+) {
     let client = match reqwest::Client::builder().timeout(policy.timeout).build() {
         Ok(c) => c,
         Err(e) => {
@@ -198,8 +285,7 @@ pub async fn deliver(mut rx: mpsc::Receiver<Alert>, targets: Vec<Target>, mode: 
                 let err = match client.post(&url).json(&body).send().await {
                     Ok(r) if r.status().is_success() => break,
                     Ok(r) => format!("HTTP {}", r.status()),
-                    // Without the URL: Telegram's holds the bot token.
-                    Err(e) => e.without_url().to_string(),
+                    Err(e) => failure(e, &url),
                 };
                 if attempt >= policy.retries {
                     log::warn!(
@@ -215,6 +301,7 @@ pub async fn deliver(mut rx: mpsc::Receiver<Alert>, targets: Vec<Target>, mode: 
                 wait *= 2;
             }
         }
+        done();
     }
 }
 

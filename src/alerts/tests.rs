@@ -153,3 +153,62 @@ fn a_target_without_its_secret_is_refused_with_the_fix() {
     let Target::Telegram { token, .. } = &t[0] else { panic!("{t:?}") };
     assert_eq!(token.expose(), "9:TOKEN");
 }
+
+fn notify_to(url: &str, timeout_secs: u64) -> NotifyConfig {
+    NotifyConfig {
+        webhook_url: Some(url::Url::parse(url).unwrap()),
+        telegram_chat_id: None,
+        telegram_api: url::Url::parse("http://127.0.0.1:1/").unwrap(),
+        discord: false,
+        feed_down_mins: 5,
+        daily_summary: true,
+        timeout_secs,
+        retries: 0,
+    }
+}
+
+/// Issue 36: a dead webhook's failure names the cause, the whole chain (connection refused to
+/// host:port), not reqwest's bare "error sending request"; an alert given up is not "lost" at shutdown.
+#[test]
+fn a_dead_webhook_is_named_with_its_cause() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let log = crate::logging::capture::containing(&format!("127.0.0.1:{port}"));
+    let cfg = notify_to(&format!("http://127.0.0.1:{port}/hook"), 5);
+    let alerts = Alerts::start(targets(&cfg, |_| None).unwrap(), &cfg, "paper", rt.handle());
+    alerts.send(sample());
+    assert_eq!(alerts.flush(Duration::from_secs(10)), 0, "given up within the wait: nothing lost");
+    let lines: Vec<_> = log.lines().into_iter().filter(|(l, _)| *l <= log::Level::Warn).collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let (level, line) = &lines[0];
+    assert_eq!(*level, log::Level::Warn);
+    assert!(line.contains(&format!("not delivered to webhook after 1 attempts: 127.0.0.1:{port}: ")), "{line}");
+    assert!(line.to_lowercase().contains("connection refused"), "the cause is missing: {line}");
+    assert!(!line.contains("/hook"), "the URL's path stays out (Telegram's holds the token): {line}");
+}
+
+/// Issue 36: an alert queued just before exit is waited for (a bounded wait), and one that still has
+/// not gone out is logged by name, not dropped without a word.
+#[test]
+fn an_alert_still_queued_at_shutdown_is_logged_as_lost() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    // A receiver that takes the connection and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let log = crate::logging::capture::containing("lost at shutdown");
+    let cfg = notify_to(&format!("http://127.0.0.1:{port}/hook"), 30);
+    let alerts = Alerts::start(targets(&cfg, |_| None).unwrap(), &cfg, "paper", rt.handle());
+    alerts.send(Alert { text: format!("kill switch tripped ({port})"), ..sample() });
+    let started = std::time::Instant::now();
+    assert_eq!(alerts.flush(Duration::from_millis(300)), 1);
+    assert!(started.elapsed() < Duration::from_secs(5), "the wait is bounded");
+    let lines: Vec<String> =
+        log.lines().into_iter().map(|(_, l)| l).filter(|l| l.contains(&port.to_string())).collect();
+    assert_eq!(
+        lines,
+        vec![format!(
+            "alerts: kill_switch alert lost at shutdown (not delivered within 0.3 s): kill switch tripped ({port})"
+        )]
+    );
+    drop(silent);
+}

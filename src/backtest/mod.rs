@@ -52,6 +52,11 @@ pub enum BacktestError {
         crate::domain::symbol_list(.symbols)
     )]
     TooFewBars { got: usize, need: usize, symbols: Vec<Symbol> },
+    #[error(
+        "no bars of {} (common to all of them) in the backtest window {from} to {to}; {stored}: pick --from/--to within them, or import data (`tradebot data import`)",
+        crate::domain::symbol_list(.symbols)
+    )]
+    EmptyWindow { from: String, to: String, symbols: Vec<Symbol>, stored: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -328,7 +333,19 @@ pub fn run_subject(
         ModelKind::Lstm => StrategyMode::Lstm,
     });
     let lead = session::first_traded_bar(config, mode);
-    let (bars, _) = window_bars(store, &symbols, config.market.timeframe, (from, to), lead)?;
+    let (bars, first_in_window) = window_bars(store, &symbols, config.market.timeframe, (from, to), lead)?;
+    if bars.first().is_none_or(|b| b.len() <= first_in_window) {
+        let all =
+            aligned_bars(store, &symbols, config.market.timeframe, DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC)?;
+        let day = |b: Option<&Bar>| b.map(|b| b.t.date_naive().to_string());
+        let stored = match all.first().map(|b| (day(b.first()), day(b.last()))) {
+            Some((Some(a), Some(z))) => format!("the stored ones run from {a} to {z}"),
+            _ => "none is stored".to_string(),
+        };
+        // The window's days as given: its ends are midnights in New York (`data::day_window`).
+        let day = |t: DateTime<Utc>| t.with_timezone(&chrono_tz::America::New_York).date_naive().to_string();
+        return Err(BacktestError::EmptyWindow { from: day(from), to: day(to), symbols, stored });
+    }
     if mode == StrategyMode::Scripted {
         return Err(BacktestError::NoModel("strategy \"scripted\" is not a model strategy".into()));
     }

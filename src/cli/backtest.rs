@@ -47,9 +47,20 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(&config, &store)?;
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    let (from, to) = crate::data::day_window(a.from.or(config.feed.from), a.to.or(config.feed.to));
+    let (first, last) = (a.from.or(config.feed.from), a.to.or(config.feed.to));
+    if let (Some(f), Some(l)) = (first, last)
+        && f > l
+    {
+        anyhow::bail!(
+            "the backtest window {f} to {l} is reversed: its first day ({}) is after its last ({}); swap them",
+            if a.from.is_some() { "--from" } else { "feed.from" },
+            if a.to.is_some() { "--to" } else { "feed.to" }
+        );
+    }
+    let (from, to) = crate::data::day_window(first, last);
     let subject = Subject { sel: ModelSel::parse(a.model.as_deref()), mode: a.strategy.map(StrategyArg::mode) };
-    let report = backtest::run_subject(&config, &store, &reg, &subject, from, to).context("backtest")?;
+    // Its errors name the window and the fix; "backtest" above them would add nothing.
+    let report = backtest::run_subject(&config, &store, &reg, &subject, from, to)?;
     if let Some(path) = &a.csv {
         backtest::write_csv(path, &report.curve).with_context(|| format!("writing {}", path.display()))?;
     }

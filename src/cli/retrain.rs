@@ -7,7 +7,7 @@ use crate::control::{Request, client, socket_path};
 use crate::models::ModelKind;
 use crate::out::{OutError, errln, outln};
 use crate::retrain::holdout::holdout_evaluator;
-use crate::retrain::{PipelineSpec, Progress, RetrainPipeline, RunOutcome, RunRecord, Trigger};
+use crate::retrain::{PipelineSpec, Progress, RetrainPipeline, RunOutcome, Trigger};
 use crate::store::Store;
 use anyhow::Context;
 use std::path::PathBuf;
@@ -65,13 +65,14 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
     let mut failed = false;
     // Progress that stdout refused: the runs go on (a model half trained helps no one), the error ends the command.
     let mut unwritten = None;
+    let mut shown = Shown::default();
     for k in kinds {
         let trigger = Trigger { reason: "command line".into(), clock_time };
         let record = rt.block_on(pipeline.run_until(
             k,
             trigger,
             &mut |p| {
-                if let Err(e) = show(&p, json) {
+                if let Err(e) = show(&p, json, &mut shown) {
                     unwritten.get_or_insert(e);
                 }
             },
@@ -118,7 +119,11 @@ fn on_signal(cancel: CancellationToken) -> std::io::Result<Arc<OnceLock<(&'stati
     Ok(which)
 }
 
-fn show(p: &Progress, json: bool) -> Result<(), OutError> {
+/// What the foreground run has shown: the last progress fraction said per kind (a line each tenth).
+#[derive(Default)]
+struct Shown(std::collections::BTreeMap<&'static str, f64>);
+
+fn show(p: &Progress, json: bool, shown: &mut Shown) -> Result<(), OutError> {
     if json {
         let v = match p {
             Progress::Snapshot { kind, bars } => serde_json::json!({"event":"snapshot","kind":kind,"bars":bars}),
@@ -130,56 +135,109 @@ fn show(p: &Progress, json: bool) -> Result<(), OutError> {
         };
         return outln!("{v}");
     }
+    for line in lines(p, shown) {
+        outln!("{line}")?;
+    }
+    Ok(())
+}
+
+/// The lines for people, in the daemon's words: the run's progress as the dashboard shows it (done of
+/// total, rate, ETA; a line each tenth of the run), and the decision as the replay's summary says it
+/// (outcome — reason, then the gate's numbers).
+fn lines(p: &Progress, shown: &mut Shown) -> Vec<String> {
+    use crate::domain::count;
     match p {
-        Progress::Snapshot { kind, bars } => outln!("{}: snapshot of {bars} bars written", kind.as_str())?,
-        Progress::Training { kind, line } => outln!("{}: {}", kind.as_str(), describe(line))?,
+        Progress::Snapshot { kind, bars } => {
+            vec![format!("{}: snapshot of {} bars written", kind.as_str(), count(*bars as u64))]
+        }
+        Progress::Training { kind, line } => {
+            let Some(pr) = crate::web::data::Progress::of_line(line) else { return Vec::new() };
+            let fraction = if pr.total > 0.0 { (pr.done / pr.total).clamp(0.0, 1.0) } else { 1.0 };
+            let last = shown.0.get(kind.as_str()).copied();
+            if last.is_some_and(|l| fraction < 1.0 && fraction - l < 0.1) {
+                return Vec::new();
+            }
+            shown.0.insert(kind.as_str(), fraction);
+            let unit = crate::web::data::Progress::unit(line);
+            let rate = if unit == "steps" && pr.steps_per_s > 0.0 {
+                format!(", {} steps/s", count(pr.steps_per_s.round() as u64))
+            } else {
+                String::new()
+            };
+            vec![format!(
+                "{}: {} of {} {unit} ({:.0}%){rate}, eta {}",
+                kind.as_str(),
+                count(pr.done.max(0.0) as u64),
+                count(pr.total.max(0.0) as u64),
+                fraction * 100.0,
+                crate::domain::duration_words(pr.eta_secs)
+            )]
+        }
         Progress::Evaluating { kind, candidate } => {
-            outln!("{}: backtesting {candidate} and the champion on the holdout", kind.as_str())?
+            vec![format!("{}: backtesting {candidate} and the champion on the holdout", kind.as_str())]
         }
-        Progress::Finished(r) => print_record(r)?,
-    }
-    Ok(())
-}
-
-/// A training child's JSON line for people: its event, then its fields as `key=value` (whole numbers
-/// without decimals), e.g. `epoch: epoch=4 train_loss=0.6931 val_mcc=0.0123`.
-fn describe(line: &serde_json::Value) -> String {
-    let Some(o) = line.as_object() else { return line.to_string() };
-    let event = o.get("event").and_then(|e| e.as_str()).unwrap_or("progress");
-    let fields: Vec<String> = o
-        .iter()
-        .filter(|(k, _)| k.as_str() != "event")
-        .map(|(k, v)| match v {
-            serde_json::Value::Number(n) => format!("{k}={}", crate::domain::figure(n.as_f64().unwrap_or(f64::NAN))),
-            serde_json::Value::String(s) => format!("{k}={s}"),
-            other => format!("{k}={other}"),
-        })
-        .collect();
-    format!("{event}: {}", fields.join(" "))
-}
-
-fn print_record(r: &RunRecord) -> Result<(), OutError> {
-    outln!("{}: {} — {}", r.kind.as_str(), r.outcome.as_str(), r.reason())?;
-    if let Some(d) = &r.decision {
-        let numbers: Vec<String> =
-            d.numbers.iter().map(|(k, v)| format!("{k}={}", crate::domain::figure(*v))).collect();
-        outln!("  gate: {}", numbers.join(" "))?;
-    }
-    match (&r.champion_before, &r.champion_after) {
-        (b, a) if b != a => {
-            outln!("  champion: {} -> {}", b.as_deref().unwrap_or("none"), a.as_deref().unwrap_or("none"))?
+        Progress::Finished(r) => {
+            let mut out = vec![format!("{}: {} — {}", r.kind.as_str(), r.outcome.as_str(), r.reason())];
+            if let Some(d) = &r.decision {
+                out.push(format!("  gate: {}", crate::retrain::gate::numbers_line(&d.numbers)));
+            }
+            out.push(match (&r.champion_before, &r.champion_after) {
+                (b, a) if b != a => {
+                    format!("  champion: {} -> {}", b.as_deref().unwrap_or("none"), a.as_deref().unwrap_or("none"))
+                }
+                (b, _) => format!("  champion: {} (unchanged)", b.as_deref().unwrap_or("none")),
+            });
+            out
         }
-        (b, _) => outln!("  champion: {} (unchanged)", b.as_deref().unwrap_or("none"))?,
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::models::ModelKind;
+    use crate::retrain::Progress;
+
+    /// Issue 36: the foreground retrain speaks as the daemon does: progress as done of total with the
+    /// rate and ETA (not the child's `approx_kl=… ` keys, no JSON `metrics={…}`), a line each tenth, and
+    /// the gate's decision in the summary's words.
     #[test]
-    fn a_child_line_reads_as_words_and_figures_not_json() {
-        let line = serde_json::json!({"event": "epoch", "epoch": 4, "train_loss": 0.512345, "device": "cpu"});
-        assert_eq!(super::describe(&line), "epoch: device=cpu epoch=4 train_loss=0.5123");
-        assert_eq!(super::describe(&serde_json::json!(3)), "3");
+    fn the_foreground_retrain_shows_progress_and_the_gate_in_the_daemons_words() {
+        let mut shown = super::Shown::default();
+        let step = |steps: u64| Progress::Training {
+            kind: ModelKind::Ppo,
+            line: serde_json::json!({"event": "progress", "update": 1, "env_steps": steps, "total_steps": 32768,
+                "approx_kl": 0.0072, "clip_fraction": 0.1, "steps_per_s": 1234.4, "eta_secs": 13.2}),
+        };
+        assert_eq!(
+            super::lines(&step(16384), &mut shown),
+            vec!["ppo: 16,384 of 32,768 steps (50%), 1,234 steps/s, eta 13s"]
+        );
+        assert!(super::lines(&step(17000), &mut shown).is_empty(), "not a tenth further");
+        assert_eq!(super::lines(&step(32768), &mut shown).len(), 1, "the end is always said");
+        let done = Progress::Training {
+            kind: ModelKind::Ppo,
+            line: serde_json::json!({"event": "done", "model_id": "ppo-1", "metrics": {"updates": 2, "approx_kl": 0.0072}}),
+        };
+        assert!(super::lines(&done, &mut shown).is_empty(), "the record says the outcome");
+        let mut r: crate::retrain::RunRecord = serde_json::from_value(serde_json::json!({
+            "id": "ppo-x", "kind": "ppo", "trigger": "command line", "clock_time": "2012-03-02T05:00:00Z",
+            "started_at": "2012-03-02T05:00:00Z", "ended_at": "2012-03-02T05:01:00Z", "outcome": "kept",
+            "failure": null, "snapshot": null, "candidate": "ppo-1", "champion_before": "ppo-0",
+            "champion_after": "ppo-0", "train_metrics": {}, "candidate_metrics": null, "champion_metrics": null,
+            "decision": {"promote": false, "reason": "candidate return 15.9% trails buy-and-hold's 34.4% by more than 5.0 points",
+                "numbers": {"candidate_return": 0.159, "candidate_sharpe": 2.01, "champion_return": 0.237,
+                    "champion_sharpe": 1.58, "buy_hold_return": 0.344}}
+        }))
+        .unwrap();
+        let text = super::lines(&Progress::Finished(Box::new(r.clone())), &mut shown).join("\n");
+        assert_eq!(
+            text,
+            "ppo: kept — candidate return 15.9% trails buy-and-hold's 34.4% by more than 5.0 points\n  \
+             gate: candidate +15.9% (Sharpe 2.01); champion +23.7% (Sharpe 1.58); buy-and-hold +34.4%\n  \
+             champion: ppo-0 (unchanged)"
+        );
+        assert!(!text.contains('=') && !text.contains('{'), "{text}");
+        r.decision = None;
+        assert!(!super::lines(&Progress::Finished(Box::new(r)), &mut shown).join("\n").contains("gate"));
     }
 }

@@ -59,6 +59,7 @@ mod tests {
         assert_eq!(mode, 0o600, "socket mode {mode:o}");
         assert!(server::bind(&path).is_err(), "a second daemon on the same socket must be refused");
 
+        let audit = crate::logging::capture::containing("audit: control socket");
         let (tx, mut rx) = mpsc::channel::<server::Call>(4);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let srv = tokio::spawn(server::serve(listener, tx, async {
@@ -103,6 +104,8 @@ mod tests {
         drop(path);
         let seen = engine.await.unwrap();
         assert_eq!(seen, vec![Request::Status, Request::Pause]);
+        // Issue 36: a pause over the socket leaves the dashboard's audit line; the status request none.
+        assert_eq!(audit.lines(), vec![(log::Level::Info, "audit: control socket pause: Pause done".to_string())]);
     }
 
     #[test]

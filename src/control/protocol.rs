@@ -44,6 +44,21 @@ impl Request {
     }
 }
 
+/// The audit line of a control request answered by the daemon, the same whatever its channel (`channel`:
+/// "control socket", "dashboard"): what was asked and the answer, at INFO when done, WARN when refused.
+/// Status requests, which change nothing, are not audited.
+pub fn audit(channel: &str, req: &Request, resp: &Response) {
+    if *req == Request::Status {
+        return;
+    }
+    let name = req.name();
+    if resp.ok {
+        log::info!("audit: {channel} {name}: {}", resp.message.as_deref().unwrap_or("done"));
+    } else {
+        log::warn!("audit: {channel} {name} refused: {}", resp.error.as_deref().unwrap_or("refused"));
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     pub ok: bool,

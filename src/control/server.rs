@@ -95,11 +95,15 @@ async fn answer(line: &str, calls: &mpsc::Sender<Call>) -> Response {
         }
     };
     let (tx, rx) = oneshot::channel();
-    if calls.send((request, tx)).await.is_err() {
+    if calls.send((request.clone(), tx)).await.is_err() {
         return Response::error("the daemon is shutting down");
     }
     match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
-        Ok(Ok(r)) => r,
+        Ok(Ok(r)) => {
+            // The same audit line as the dashboard's controls (`control::audit`).
+            super::audit("control socket", &request, &r);
+            r
+        }
         Ok(Err(_)) => Response::error("the daemon dropped the request (shutting down?)"),
         Err(_) => Response::error(format!("no answer from the engine within {}s", ANSWER_TIMEOUT.as_secs())),
     }

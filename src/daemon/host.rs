@@ -64,6 +64,14 @@ pub struct Host<P: RunPipeline> {
     pub(super) book_at: std::sync::Mutex<Option<(std::time::Instant, super::book::Book, Vec<StudyRecord>)>>,
 }
 
+/// A daemon that stops gives its queued alerts a few seconds to go out (a retrain's outcome at the end
+/// of a replay, a kill switch just before SIGTERM), and logs a line for each that did not.
+impl<P: RunPipeline> Drop for Host<P> {
+    fn drop(&mut self) {
+        self.alerts.flush(crate::alerts::SHUTDOWN_WAIT);
+    }
+}
+
 impl<P: RunPipeline> Host<P> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -328,21 +336,8 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
             metrics.training_progress(kind.as_str(), line);
             if let Some(v) = live.running.get_mut(kind.as_str()) {
                 crate::retrain::record::add_to_curves(&mut v.curves, line);
-                // PPO counts steps, the LSTM epochs, a search (`retrain.tune`) its ended trials.
-                let done = ["env_steps", "epoch", "trials_ended"].iter().find_map(|k| line.get(*k)?.as_f64());
-                let total = ["total_steps", "max_epochs", "trials"].iter().find_map(|k| line.get(*k)?.as_f64());
-                if let (Some(done), Some(total)) = (done, total) {
-                    v.progress = Some(crate::web::data::Progress {
-                        done,
-                        total,
-                        steps_per_s: crate::metrics::train_rate(line).unwrap_or(0.0),
-                        eta_secs: line.get("eta_secs").and_then(|x| x.as_f64()).unwrap_or_else(|| {
-                            // The LSTM reports epoch times: the epochs left at the last one's pace.
-                            let epoch = line.get("epoch_secs").and_then(|x| x.as_f64()).unwrap_or(0.0);
-                            (total - done).max(0.0) * epoch
-                        }),
-                        gpu: crate::web::data::GpuNow::of_line(line),
-                    });
+                if let Some(p) = crate::web::data::Progress::of_line(line) {
+                    v.progress = Some(p);
                 }
             }
         }

@@ -5,7 +5,7 @@
 mod bar;
 mod ids;
 mod money;
-mod number;
+pub mod number;
 mod order;
 mod request;
 mod symbol;
@@ -15,7 +15,7 @@ mod update;
 pub use bar::{Bar, BarError};
 pub use ids::{ClientOrderId, IdError, OrderId};
 pub use money::{MoneyError, Price, Qty};
-pub use number::{figure, money, money_dec};
+pub use number::{count, duration_words, figure, money, money_dec};
 pub use order::{OrderEvent, OrderStatus, TransitionError};
 pub use request::{OrderRequest, OrderTif, OrderWhy};
 pub use symbol::{Symbol, SymbolError, symbol_list};

@@ -81,9 +81,6 @@ pub struct Engine {
     pub(super) refusals: Vec<(Symbol, &'static str)>,
     /// Symbols paused after a price gap that looks like a split (see `PRICE_GAP`), until `Resume`.
     pub(super) gapped: Vec<bool>,
-    /// The last refusal reason per symbol: a refusal is logged at INFO when its reason is new for the
-    /// symbol, at DEBUG when it repeats (bar after bar, between approvals).
-    pub(super) last_refusal: HashMap<Symbol, &'static str>,
     /// Whether price gaps pause a symbol (live bars; stored bars are split-adjusted and may hold real
     /// crashes, which backtests must trade through as the env does).
     pub(super) gap_guard: bool,
@@ -161,7 +158,6 @@ impl Engine {
             risk: None,
             refusals: Vec::new(),
             gapped: vec![false; a],
-            last_refusal: HashMap::new(),
             gap_guard: false,
             stale: vec![0; a],
             max_stale_bars: 3,

@@ -25,6 +25,7 @@ mod orders;
 mod protect;
 #[cfg(test)]
 mod protect_tests;
+pub mod refusals;
 mod stale;
 pub mod strategy;
 #[cfg(test)]

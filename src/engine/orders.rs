@@ -61,11 +61,12 @@ impl Engine {
         let approved = match self.approve(req) {
             Ok(a) => a,
             Err((code, e)) => {
-                // At INFO when a symbol is refused for a new reason; the same reason again at DEBUG.
-                if self.last_refusal.insert(symbol.clone(), code) == Some(code) {
-                    log::debug!("engine: risk refused: {e}");
-                } else {
-                    log::info!("engine: risk refused: {e} (the same refusal again is logged at debug)");
+                // At INFO once a day per symbol and reason in the whole process (`refusals`), else DEBUG.
+                match super::refusals::level(symbol.as_str(), code) {
+                    log::Level::Info => {
+                        log::info!("engine: risk refused: {e} (again today for {symbol} and {code}: at debug)")
+                    }
+                    level => log::log!(level, "engine: risk refused: {e}"),
                 }
                 self.refusals.push((symbol.clone(), code));
                 rec.note = Some(format!("{symbol} {}: refused: {code}", w.side));

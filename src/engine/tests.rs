@@ -332,3 +332,37 @@ pub(super) fn fill_events(o: &OrderRequest, price: i64, t: DateTime<Utc>) -> Vec
     };
     crate::backtest::sim::trade_updates(&order, o.qty.get(), t).into_iter().map(|u| Event::Order(Box::new(u))).collect()
 }
+
+/// Issue 36: "risk refused" is said at INFO once per symbol and reason a day in the whole process, not
+/// again by each new engine (a replay's gate ran one per backtest and restarted the count); a gate's
+/// backtest says its refusals at DEBUG. Counted in the log lines.
+#[test]
+fn a_refusal_is_said_at_info_once_a_day_across_engines_and_at_debug_in_a_gate_backtest() {
+    use log::Level::{Debug, Info};
+    let w = FeatureSpec::default().warmup();
+    let run = || {
+        let (mut r, clock) = with_risk(rig(StrategyMode::Ppo, None), &risk_cfg("500"), &ExecParams::default());
+        for d in 0..w {
+            clock.set(r.bars[0][d].t);
+            feed(&mut r.engine, &r.bars, d);
+        }
+        r.engine.process(snapshot(100_000));
+        for d in w..w + 3 {
+            clock.set(r.bars[0][d].t);
+            feed(&mut r.engine, &r.bars, d);
+        }
+        r.engine.take_refusals().len()
+    };
+    let log = crate::logging::capture::this_thread();
+    let count = |level: log::Level| {
+        log.lines().iter().filter(|(l, m)| *l == level && m.starts_with("engine: risk refused")).count()
+    };
+    let gate = super::refusals::at_debug(run);
+    assert_eq!(gate, 3, "20 x ~50 is above the 500 cap on each of the 3 bars");
+    assert_eq!((count(Info), count(Debug)), (0, 3), "a gate's backtest says its refusals at debug");
+    let (a, b) = (run(), run());
+    assert_eq!((a, b), (3, 3));
+    // AAPL's max_order_notional today: once at INFO at most (none when another test said it first).
+    assert!(count(Info) <= 1, "{:#?}", log.lines());
+    assert_eq!(count(Info) + count(Debug), 9, "{:#?}", log.lines());
+}

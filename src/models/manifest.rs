@@ -71,7 +71,7 @@ pub struct Manifest {
     pub train_to: Option<NaiveDate>,
     pub holdout_from: Option<NaiveDate>,
     pub holdout_to: Option<NaiveDate>,
-    #[serde(default)]
+    #[serde(default, serialize_with = "crate::domain::number::whole_as_int")]
     pub metrics: BTreeMap<String, f64>,
     /// What the live path needs to build the model's inputs exactly as training did, by kind. PPO: the
     /// env's `initial_cash` and `max_trade` (observation scale, action size); LSTM: window lengths, the

@@ -80,8 +80,11 @@ impl Evaluator for BacktestEvaluator {
         let reg = self.registry()?;
         let kind = self.kind(&reg, model_id)?;
         let sel = ModelSel::Id(model_id.to_string());
-        let r = backtest::run_kind(&self.config, &self.store, &reg, kind, &sel, from, to)
-            .map_err(|e| EvalError(format!("holdout backtest of {model_id}: {e}")))?;
+        // The gate's backtests say their refusals at DEBUG: the day's INFO lines are the trading engine's.
+        let r = crate::engine::refusals::at_debug(|| {
+            backtest::run_kind(&self.config, &self.store, &reg, kind, &sel, from, to)
+        })
+        .map_err(|e| EvalError(format!("holdout backtest of {model_id}: {e}")))?;
         let returns = |v: Vec<f64>| v.windows(2).map(|w| if w[0] > 0.0 { w[1] / w[0] - 1.0 } else { 0.0 }).collect();
         Ok(GateInput {
             sharpe: r.strategy.sharpe,

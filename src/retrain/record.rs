@@ -105,6 +105,7 @@ pub struct RunRecord {
     #[serde(default)]
     pub seed: Option<u64>,
     /// What the child reported in its `done` line.
+    #[serde(serialize_with = "crate::domain::number::whole_as_int")]
     pub train_metrics: BTreeMap<String, f64>,
     /// Where the candidate trained, as the child's `done` line says (absent from older records and children).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -53,6 +53,7 @@ pub struct TrialRecord {
     pub curve: Vec<RungValue>,
     /// The last backtest's figures (sharpe, total_return, max_drawdown, trades) and training's
     /// (mean_return, env_steps, train_seconds).
+    #[serde(serialize_with = "crate::domain::number::whole_as_int")]
     pub metrics: BTreeMap<String, f64>,
     pub started_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,

@@ -24,6 +24,25 @@ pub mod progress;
 use crate::config::Config;
 use std::path::PathBuf;
 
+/// `steps` rounded up to whole PPO updates of `n_envs` × `n_steps` steps each: the updates, the steps
+/// they train, and a sentence saying so when that is more than asked (`None` when it is exact).
+pub fn whole_updates(steps: u64, n_envs: usize, n_steps: usize) -> (u64, u64, Option<String>) {
+    use crate::domain::count;
+    let per_update = (n_envs * n_steps).max(1) as u64;
+    let updates = steps.div_ceil(per_update).max(1);
+    let trained = updates * per_update;
+    let note = (trained != steps).then(|| {
+        format!(
+            "{} steps round up to {updates} whole update{} of {} ({n_envs} envs × {n_steps} steps, ppo.n_steps): {} steps",
+            count(steps),
+            if updates == 1 { "" } else { "s" },
+            count(per_update),
+            count(trained)
+        )
+    });
+    (updates, trained, note)
+}
+
 /// `tradebot train ppo`.
 #[derive(Debug, Clone)]
 pub struct PpoJob {
@@ -140,4 +159,22 @@ pub fn device_name(d: tch::Device) -> String {
 #[cfg(feature = "train")]
 pub fn pick_device(s: &str) -> anyhow::Result<tch::Device> {
     device::resolve(s.parse().map_err(anyhow::Error::msg)?)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `train ppo --steps 20000` on the default 64 envs × 256 steps trains 2 updates, 32,768 steps, and
+    /// says so.
+    #[test]
+    fn steps_round_up_to_whole_updates_and_the_rounding_is_said() {
+        let (updates, steps, note) = super::whole_updates(20_000, 64, 256);
+        assert_eq!((updates, steps), (2, 32_768));
+        assert_eq!(
+            note.as_deref(),
+            Some("20,000 steps round up to 2 whole updates of 16,384 (64 envs × 256 steps, ppo.n_steps): 32,768 steps")
+        );
+        assert_eq!(super::whole_updates(20_000, 64, 64).1, 20_480);
+        assert_eq!(super::whole_updates(32_768, 64, 256), (2, 32_768, None));
+        assert_eq!(super::whole_updates(1, 64, 256).0, 1);
+    }
 }

@@ -169,7 +169,10 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     let mut ppo = Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), device)?;
     log::info!("training PPO on {} with the {} trainer", super::device_name(device), ppo.backend());
     let per_update = (config.ppo.n_steps * env.num_envs()) as u64;
-    let total_updates = total_steps.div_ceil(per_update).max(1);
+    let (total_updates, _, rounding) = super::whole_updates(total_steps, env.num_envs(), config.ppo.n_steps);
+    if let Some(note) = rounding {
+        log::info!("{note}");
+    }
     let ckpt_dir = config.state_dir.join("checkpoints").join("ppo");
     if args.resume {
         let Some((path, meta)) = checkpoint::latest(&ckpt_dir)? else {

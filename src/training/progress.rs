@@ -63,6 +63,7 @@ impl PpoProgress {
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
             b.set_style(style);
             b.set_position(steps_done);
+            crate::logging::bridge::show(&b);
             b
         });
         PpoProgress {
@@ -134,6 +135,15 @@ impl PpoProgress {
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
             b.abandon();
+            crate::logging::bridge::hide();
+        }
+    }
+}
+
+impl Drop for PpoProgress {
+    fn drop(&mut self) {
+        if self.bar.is_some() {
+            crate::logging::bridge::hide();
         }
     }
 }
@@ -148,8 +158,13 @@ pub struct LstmProgress {
 
 impl LstmProgress {
     pub fn new(json: bool, max_epochs: usize, done: usize) -> Self {
-        let bar = (!json && std::io::stderr().is_terminal()).then(|| {
-            let b = indicatif::ProgressBar::new(max_epochs as u64);
+        let bar = (!json && std::io::stderr().is_terminal()).then(|| indicatif::ProgressBar::new(max_epochs as u64));
+        Self::with_bar(json, max_epochs, done, bar)
+    }
+
+    /// With `bar` (a terminal's) shown, log lines written around it (`logging::bridge`), not onto its line.
+    fn with_bar(json: bool, max_epochs: usize, done: usize, bar: Option<indicatif::ProgressBar>) -> Self {
+        let bar = bar.inspect(|b| {
             b.set_position(done as u64);
             if let Ok(style) = indicatif::ProgressStyle::with_template("epoch {pos}/{len} [{bar:20}] ETA {eta} {msg}") {
                 // The ETA as everywhere else (`3m05s`), not indicatif's `3m 5.90 s`.
@@ -158,7 +173,7 @@ impl LstmProgress {
                 });
                 b.set_style(style);
             }
-            b
+            crate::logging::bridge::show(b);
         });
         LstmProgress { json, max_epochs, bar, gpu: None }
     }
@@ -217,18 +232,22 @@ impl LstmProgress {
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
             b.abandon();
+            crate::logging::bridge::hide();
+        }
+    }
+}
+
+impl Drop for LstmProgress {
+    fn drop(&mut self) {
+        if self.bar.is_some() {
+            crate::logging::bridge::hide();
         }
     }
 }
 
 /// Formats seconds as `1h02m`, `3m05s` or `42s`.
 pub fn eta(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
-    match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m{s:02}s"),
-        (h, m, _) => format!("{h}h{m:02}m"),
-    }
+    crate::domain::duration_words(secs)
 }
 
 #[cfg(test)]
@@ -239,6 +258,94 @@ mod tests {
         assert_eq!(super::eta(185.0), "3m05s");
         assert_eq!(super::eta(3720.0), "1h02m");
         assert_eq!(super::eta(-3.0), "0s");
+    }
+
+    /// `train lstm` on a terminal: a log line while the bar is shown clears the bar's line first and
+    /// the bar is drawn again after it, never the line written onto the bar (issue 36); after the run
+    /// lines go straight out again.
+    #[test]
+    fn a_log_line_during_the_lstm_bar_is_written_around_it() {
+        use std::sync::{Arc, Mutex};
+        type Ops = Arc<Mutex<Vec<String>>>;
+        #[derive(Debug)]
+        struct Term(Ops);
+        impl indicatif::TermLike for Term {
+            fn width(&self) -> u16 {
+                100
+            }
+            fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+                self.0.lock().unwrap().push(format!("up {n}"));
+                Ok(())
+            }
+            fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+                Ok(())
+            }
+            fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+                Ok(())
+            }
+            fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+                Ok(())
+            }
+            fn write_line(&self, s: &str) -> std::io::Result<()> {
+                self.0.lock().unwrap().push(format!("bar {s}"));
+                Ok(())
+            }
+            fn write_str(&self, s: &str) -> std::io::Result<()> {
+                self.0.lock().unwrap().push(format!("bar {s}"));
+                Ok(())
+            }
+            fn clear_line(&self) -> std::io::Result<()> {
+                self.0.lock().unwrap().push("clear".into());
+                Ok(())
+            }
+            fn flush(&self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        struct Stderr(Ops);
+        impl log::Log for Stderr {
+            fn enabled(&self, _: &log::Metadata) -> bool {
+                true
+            }
+            fn log(&self, rec: &log::Record) {
+                self.0.lock().unwrap().push(format!("log {}", rec.args()));
+            }
+            fn flush(&self) {}
+        }
+        let ops: Ops = Arc::default();
+        let target = indicatif::ProgressDrawTarget::term_like(Box::new(Term(ops.clone())));
+        let p = super::LstmProgress::with_bar(
+            false,
+            10,
+            0,
+            Some(indicatif::ProgressBar::with_draw_target(Some(10), target)),
+        );
+        let stats = crate::lstm::train::EpochStats {
+            epoch: 3,
+            train_loss: 0.69,
+            val_loss: 0.7,
+            val_accuracy: 0.5,
+            val_macro_f1: 0.4,
+            val_mcc: 0.01,
+            epoch_secs: 1.5,
+            samples_per_sec: 1000.0,
+            best_epoch: 3,
+            best_mcc: 0.01,
+        };
+        p.epoch(&stats, 100);
+        assert!(crate::logging::bridge::showing());
+        crate::logging::log_through_tee(&Stderr(ops.clone()), "retrain: a line");
+        let seen = ops.lock().unwrap().clone();
+        let at = seen.iter().position(|o| o == "log retrain: a line").unwrap_or_else(|| panic!("{seen:?}"));
+        let last_draw = seen[..at].iter().rposition(|o| o.starts_with("bar ")).unwrap_or_else(|| panic!("{seen:?}"));
+        assert!(
+            seen[last_draw..at].contains(&"clear".to_string()),
+            "the bar's line is not cleared before the log line: {seen:?}"
+        );
+        assert!(seen[at + 1..].iter().any(|o| o.starts_with("bar ")), "the bar is not drawn again: {seen:?}");
+        p.finish();
+        drop(p);
+        assert!(!crate::logging::bridge::showing(), "the bar is gone: lines go straight out");
     }
 
     /// A GPU window adds its three fields (a reading NVML could not make is left out) and a bar suffix;

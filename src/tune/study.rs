@@ -117,12 +117,12 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     };
     let place = if pooled { format!("{place}, trials of one shape batched as populations") } else { place };
     log::info!(
-        "study {}: {} trials, {} at a time on {place}, {} sampler, rungs at {} steps, ranked by validation {} over {} to {}",
+        "study {}: {} trials, {} at a time on {place}, {} sampler, rungs at {} steps (each trial trains whole updates: a rung rounds up to its next multiple of n_envs × n_steps), ranked by validation {} over {} to {}",
         study.name,
         tune.trials,
         tune.parallel,
         study.sampler,
-        rungs.iter().map(u64::to_string).collect::<Vec<_>>().join(" / "),
+        rungs.iter().map(|r| crate::domain::count(*r)).collect::<Vec<_>>().join(" / "),
         study.metric,
         study.validation_from.map_or("?".into(), |t| t.date_naive().to_string()),
         study.validation_to.map_or("?".into(), |t| t.date_naive().to_string()),
@@ -239,7 +239,8 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
             t.rec.state = state;
             if state != TrialState::Running {
                 t.rec.ended_at = Some(crate::clock::now());
-                log_end(&study, &t.rec);
+                let rung = rungs.get(t.next_rung - 1).copied();
+                log_end(&study, &t.rec, rung.map(|r| (r, t.config.env.n_envs, t.config.ppo.n_steps)));
             }
             if let Some(slot) = study.trials.iter_mut().find(|r| r.number == t.rec.number) {
                 *slot = t.rec.clone();
@@ -332,13 +333,32 @@ fn better(a: &TrialRecord, b: &TrialRecord) -> bool {
     ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(b.number.cmp(&a.number)).is_gt()
 }
 
-fn log_end(study: &StudyRecord, t: &TrialRecord) {
-    let value = t.value().map_or("no value".into(), |v| format!("{} {v:.3}", study.metric));
-    let steps = t.curve.last().map_or(0, |r| r.steps);
+/// A trial's end, with the steps it trained; `rung` (its last rung in steps, the trial's envs and
+/// `ppo.n_steps`) says why they exceed the rung when they do (whole updates).
+fn log_end(study: &StudyRecord, t: &TrialRecord, rung: Option<(u64, usize, usize)>) {
     match &t.error {
         Some(e) => log::warn!("study {}: trial {} failed: {e}", study.name, t.number),
-        None => log::info!("study {}: trial {} {} at {steps} steps: {value}", study.name, t.number, t.state.as_str()),
+        None => log::info!("study {}: {}", study.name, end_line(study, t, rung)),
     }
+}
+
+/// "trial 0 complete at 65,536 steps (the rung of 49,152 steps rounds up to …): sharpe 0.812".
+pub(super) fn end_line(study: &StudyRecord, t: &TrialRecord, rung: Option<(u64, usize, usize)>) -> String {
+    let value = t.value().map_or("no value".into(), |v| format!("{} {v:.3}", study.metric));
+    let steps = t.curve.last().map_or(0, |r| r.steps);
+    let why = rung
+        .filter(|(r, _, _)| steps > *r)
+        .map(|(r, envs, n)| {
+            let (updates, _, _) = training::whole_updates(r, envs, n);
+            format!(
+                " (the {}-step rung rounds up to {updates} whole update{} of {}: {envs} envs × {n} steps)",
+                crate::domain::count(r),
+                if updates == 1 { "" } else { "s" },
+                crate::domain::count((envs * n) as u64)
+            )
+        })
+        .unwrap_or_default();
+    format!("trial {} {} at {} steps{why}: {value}", t.number, t.state.as_str(), crate::domain::count(steps))
 }
 
 /// The training days (a panel) and the validation days (aligned bars with the warm-up before them).

@@ -232,3 +232,52 @@ mod training {
         assert_eq!(t.ppo.updates, 2);
     }
 }
+
+/// `tune --budget-steps 49152` whose trial trains 2 updates of 32,768 steps says the 65,536 steps it
+/// trained and why (issue 36): not a bare "complete at 65536 steps".
+#[test]
+fn a_trial_that_trains_past_its_rung_says_the_rounding() {
+    use crate::retrain::study::{RungValue, StudyRecord, TrialRecord, TrialState};
+    let now = chrono::Utc::now();
+    let trial = TrialRecord {
+        number: 0,
+        state: TrialState::Complete,
+        params: Default::default(),
+        seed: 1,
+        curve: vec![RungValue { steps: 65_536, value: 0.8125 }],
+        metrics: BTreeMap::new(),
+        started_at: now,
+        ended_at: Some(now),
+        error: None,
+    };
+    let study = StudyRecord {
+        name: "tune-x".into(),
+        trigger: "command line".into(),
+        sampler: "tpe".into(),
+        seed: 0,
+        metric: "sharpe".into(),
+        space: BTreeMap::new(),
+        rungs: vec![49_152],
+        reduction: 3,
+        parallel: 1,
+        trials_planned: 1,
+        validation_from: None,
+        validation_to: None,
+        started_at: now,
+        ended_at: None,
+        trials: vec![trial.clone()],
+        best: None,
+        model_id: None,
+        error: None,
+    };
+    assert_eq!(
+        super::study::end_line(&study, &trial, Some((49_152, 64, 512))),
+        "trial 0 complete at 65,536 steps (the 49,152-step rung rounds up to 2 whole updates of 32,768: 64 envs × 512 steps): sharpe 0.812"
+    );
+    // A rung trained exactly needs no word.
+    let exact = TrialRecord { curve: vec![RungValue { steps: 49_152, value: 0.5 }], ..trial };
+    assert_eq!(
+        super::study::end_line(&study, &exact, Some((49_152, 64, 768))),
+        "trial 0 complete at 49,152 steps: sharpe 0.500"
+    );
+}

@@ -181,7 +181,10 @@ impl Trial {
         let c = &self.config;
         let pipeline = Pipeline::new(&c.features, &c.market.symbols, c.market.timeframe);
         let p = PpoPolicy::from_parts(m, &bytes, &pipeline, SessionOptions::default())?;
-        let ev = backtest::evaluate(c, StrategyMode::Ppo, (Some(p), None), &shared.val_bars)?;
+        // A search's backtests, like the gate's, say their refusals at DEBUG.
+        let ev = crate::engine::refusals::at_debug(|| {
+            backtest::evaluate(c, StrategyMode::Ppo, (Some(p), None), &shared.val_bars)
+        })?;
         let s = &ev.strategy;
         let value = match shared.metric {
             TuneMetric::Sharpe => s.sharpe,

@@ -83,21 +83,22 @@ pub(super) async fn post(
     let Some(calls) = s.control.clone() else {
         return page(StatusCode::SERVICE_UNAVAILABLE, "not done", "this server has no daemon to control");
     };
-    let name = req.name();
     let (tx, rx) = tokio::sync::oneshot::channel();
-    if calls.send((req, tx)).await.is_err() {
+    if calls.send((req.clone(), tx)).await.is_err() {
         return page(StatusCode::SERVICE_UNAVAILABLE, "not done", "the daemon is stopping");
     }
     match tokio::time::timeout(Duration::from_secs(30), rx).await {
-        Ok(Ok(ControlResponse { ok: true, message, .. })) => {
-            let message = message.unwrap_or_else(|| "done".into());
-            log::info!("audit: dashboard {name}: {message}");
-            page(StatusCode::OK, "done", &message)
-        }
-        Ok(Ok(ControlResponse { error, .. })) => {
-            let error = error.unwrap_or_else(|| "refused".into());
-            log::warn!("audit: dashboard {name} refused: {error}");
-            page(StatusCode::CONFLICT, "not done", &error)
+        Ok(Ok(resp)) => {
+            // One audit line for every control request, whatever its channel (`control::audit`).
+            crate::control::audit("dashboard", &req, &resp);
+            match resp {
+                ControlResponse { ok: true, message, .. } => {
+                    page(StatusCode::OK, "done", &message.unwrap_or_else(|| "done".into()))
+                }
+                ControlResponse { error, .. } => {
+                    page(StatusCode::CONFLICT, "not done", &error.unwrap_or_else(|| "refused".into()))
+                }
+            }
         }
         _ => page(StatusCode::GATEWAY_TIMEOUT, "not done", "the daemon did not answer within 30 s"),
     }

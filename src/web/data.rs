@@ -143,6 +143,38 @@ pub struct GpuNow {
     pub power_w: Option<f64>,
 }
 
+impl Progress {
+    /// A training child's progress line as the run's progress: PPO counts steps, the LSTM epochs, a
+    /// search (`retrain.tune`) its ended trials; `None` for a line without both counts (the dataset's,
+    /// `done`). The dashboard and the foreground `tradebot retrain` show the same.
+    pub fn of_line(line: &serde_json::Value) -> Option<Progress> {
+        let done = ["env_steps", "epoch", "trials_ended"].iter().find_map(|k| line.get(*k)?.as_f64())?;
+        let total = ["total_steps", "max_epochs", "trials"].iter().find_map(|k| line.get(*k)?.as_f64())?;
+        Some(Progress {
+            done,
+            total,
+            steps_per_s: crate::metrics::train_rate(line).unwrap_or(0.0),
+            eta_secs: line.get("eta_secs").and_then(|x| x.as_f64()).unwrap_or_else(|| {
+                // The LSTM reports epoch times: the epochs left at the last one's pace.
+                let epoch = line.get("epoch_secs").and_then(|x| x.as_f64()).unwrap_or(0.0);
+                (total - done).max(0.0) * epoch
+            }),
+            gpu: GpuNow::of_line(line),
+        })
+    }
+
+    /// What it counts: "steps", "epochs" or "trials" (by the line's keys).
+    pub fn unit(line: &serde_json::Value) -> &'static str {
+        if line.get("env_steps").is_some() {
+            "steps"
+        } else if line.get("epoch").is_some() {
+            "epochs"
+        } else {
+            "trials"
+        }
+    }
+}
+
 impl GpuNow {
     /// From a progress line's `gpu_busy_pct`, `gpu_memory_mb` and `gpu_power_w` (busy % and memory needed).
     pub fn of_line(line: &serde_json::Value) -> Option<GpuNow> {
