@@ -296,17 +296,22 @@ mod tests {
         }
     }
 
-    /// On a GPU, `cuda:0` is found in NVML's list by its own UUID (its bus id agreeing), and the index
-    /// the sampler and the memory cap use is that one.
+    /// Needs a CUDA GPU (feature `gpu-tests`, `make test-gpu`): fails without one.
     #[cfg(feature = "gpu-tests")]
-    #[test]
-    fn on_a_gpu_cuda_0_is_its_nvml_gpu_by_its_own_ids() {
-        let ids = cuda_ids(0).expect("no CUDA device 0: this test needs a GPU");
-        let gpus = nvml_gpus(&nvml().unwrap()).unwrap();
-        let i = nvml_map::match_by_ids(&ids, &gpus).unwrap_or_else(|| panic!("{ids:?} is none of {gpus:?}"));
-        let pci = |s: &Option<String>| s.as_deref().and_then(nvml_map::pci_key);
-        assert_eq!(pci(&ids.pci_bus_id), pci(&Some(gpus[i].pci_bus_id.clone())), "{ids:?} vs {:?}", gpus[i]);
-        assert_eq!(nvml_index(0), Ok(i as u32));
-        assert!(total_memory_mb(0).unwrap() > 1024);
+    mod gpu_tests {
+        use super::*;
+
+        /// On a GPU, `cuda:0` is found in NVML's list by its own UUID (its bus id agreeing), and the index
+        /// the sampler and the memory cap use is that one.
+        #[test]
+        fn on_a_gpu_cuda_0_is_its_nvml_gpu_by_its_own_ids() {
+            let ids = cuda_ids(0).expect("no CUDA device 0: this test needs a GPU");
+            let gpus = nvml_gpus(&nvml().unwrap()).unwrap();
+            let i = nvml_map::match_by_ids(&ids, &gpus).unwrap_or_else(|| panic!("{ids:?} is none of {gpus:?}"));
+            let pci = |s: &Option<String>| s.as_deref().and_then(nvml_map::pci_key);
+            assert_eq!(pci(&ids.pci_bus_id), pci(&Some(gpus[i].pci_bus_id.clone())), "{ids:?} vs {:?}", gpus[i]);
+            assert_eq!(nvml_index(0), Ok(i as u32));
+            assert!(total_memory_mb(0).unwrap() > 1024);
+        }
     }
 }

@@ -126,7 +126,7 @@ fn the_lstm_epoch_on_cuda_learns_the_planted_pattern_reading_twice_an_epoch() {
     let hist = t.fit(&ds, &tr, &va, None, |s| s.best_mcc < 0.7).unwrap();
     assert_eq!(crate::readback::reads() - before, 2 * hist.len() as u64, "reads over {} epochs", hist.len());
     assert!(tr.len() / 256 > 40, "too few batches an epoch for the read count to mean anything");
-    let (_, conf) = t.evaluate(&ds, &te, None);
+    let (_, conf) = t.evaluate(&ds, &te, None).unwrap();
     assert!(conf.mcc() >= 0.5, "test MCC {} after {} epochs on CUDA", conf.mcc(), hist.len());
     assert!(hist.iter().all(|h| h.train_loss.is_finite()), "{hist:?}");
 }

@@ -219,6 +219,26 @@ mod tests {
     /// Needs a CUDA GPU (feature `gpu-tests`, `make test-gpu`): fails without one.
     #[cfg(feature = "gpu-tests")]
     mod gpu_tests {
+        use super::*;
+
+        /// On a GPU, the env kernel's module is built for the device's own architecture and loaded once: a
+        /// second program of the same source on the same device shares its module, stream and context.
+        #[test]
+        fn on_a_gpu_a_source_is_loaded_once_per_device_as_a_cubin_of_its_arch() {
+            assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+            let a = CudaKernel::load(0).unwrap_or_else(|e| panic!("{e}"));
+            let (modules, cubins) = (MODULES.len(), CUBINS.len());
+            let b = CudaKernel::load(0).unwrap_or_else(|e| panic!("{e}"));
+            assert!(Arc::ptr_eq(&a.program._module, &b.program._module), "the module was loaded twice");
+            assert!(Arc::ptr_eq(a.program.stream().context(), b.program.stream().context()), "two contexts");
+            assert_eq!((MODULES.len(), CUBINS.len()), (modules, cubins), "loaded or built again");
+            let cc = context(0).unwrap().compute_capability().unwrap();
+            let driver = nvrtc::driver_version().expect("a driver runs the GPU");
+            let built = cubin_for(crate::env::kernel::SOURCE, "env_step.cu", driver, cc).unwrap();
+            assert_eq!(CUBINS.len(), cubins, "the device's CUBIN was not the one built for sm_{}{}", cc.0, cc.1);
+            assert_eq!(&built[..4], b"\x7fELF");
+        }
+
         /// The CUDA build against the CPU build, bit for bit, over random actions on the shipped data with
         /// stops, cooldowns, turbulence and every accounting option (the CPU build is itself checked against
         /// `VecEnv`). Needs a GPU: `make test-gpu`.
@@ -278,24 +298,5 @@ mod tests {
         assert!(err.contains("install an NVIDIA driver"), "{err}");
         let err = cubin_for(super::super::SOURCE, "env_step.cu", nvrtc_version, (2, 0)).unwrap_err().to_string();
         assert!(err.contains("compute capability 2.0, sm_20"), "{err}");
-    }
-
-    /// On a GPU, the env kernel's module is built for the device's own architecture and loaded once: a
-    /// second program of the same source on the same device shares its module, stream and context.
-    #[cfg(feature = "gpu-tests")]
-    #[test]
-    fn on_a_gpu_a_source_is_loaded_once_per_device_as_a_cubin_of_its_arch() {
-        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
-        let a = CudaKernel::load(0).unwrap_or_else(|e| panic!("{e}"));
-        let (modules, cubins) = (MODULES.len(), CUBINS.len());
-        let b = CudaKernel::load(0).unwrap_or_else(|e| panic!("{e}"));
-        assert!(Arc::ptr_eq(&a.program._module, &b.program._module), "the module was loaded twice");
-        assert!(Arc::ptr_eq(a.program.stream().context(), b.program.stream().context()), "two contexts");
-        assert_eq!((MODULES.len(), CUBINS.len()), (modules, cubins), "loaded or built again");
-        let cc = context(0).unwrap().compute_capability().unwrap();
-        let driver = nvrtc::driver_version().expect("a driver runs the GPU");
-        let built = cubin_for(super::super::SOURCE, "env_step.cu", driver, cc).unwrap();
-        assert_eq!(CUBINS.len(), cubins, "the device's CUBIN was not the one built for sm_{}{}", cc.0, cc.1);
-        assert_eq!(&built[..4], b"\x7fELF");
     }
 }
