@@ -606,6 +606,9 @@ fn a_start_on_a_full_disk_exits_74_naming_it_and_the_next_start_after_space_is_f
     let cfg = cfg.to_str().unwrap();
     let state = disk.0.join("state");
     let filler = disk.0.join("filler");
+    // A temporary directory on the same small disk (made while it has room).
+    let tmp = disk.0.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     // 64 KiB left (the new store opens; the start fails importing the bars), 8 KiB left (sled's log write
     // fails at open), and full to the last byte (sled cannot write its settings).
     for free_kib in [64u64, 8, 0] {
@@ -624,8 +627,15 @@ fn a_start_on_a_full_disk_exits_74_naming_it_and_the_next_start_after_space_is_f
         assert!(t.contains(" free)") && t.contains("free some space"), "{t}");
         assert!(!t.contains("panicked") && !t.contains("store restore"), "{t}");
         if free_kib == 0 {
+            // A check writes nothing beside the store: it reads a full disk's store as any other.
             let o = tradebot(&["store", "check", "--config", cfg], &[]);
-            assert_eq!(o.status.code(), Some(74), "check needs room for its copy: {}", text(&o));
+            assert!(o.status.success() && text(&o).contains("healthy"), "check on a full disk: {}", text(&o));
+            // Its private copy needs room in the temporary directory: none there is exit 74, naming it.
+            let o = tradebot(&["store", "check", "--config", cfg], &[("TMPDIR", tmp.to_str().unwrap())]);
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(74), "check needs room for its copy: {t}");
+            assert!(t.contains(&format!("no room in {} for a private copy", tmp.display())), "{t}");
+            assert!(t.contains("point TMPDIR at a disk with room"), "{t}");
         }
         std::fs::remove_file(&filler).unwrap();
         let o = tradebot(&["store", "check", "--config", cfg], &[]);

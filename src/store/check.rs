@@ -124,7 +124,8 @@ pub fn check(state_dir: &Path) -> Result<Report, StoreError> {
         super::leftovers::clear_db(&copy);
         check_copy(state_dir, &copy)
     });
-    result.map_err(|e| super::disk::classify(state_dir, e))
+    // Nothing is written in the state directory: a full disk can only be the copy's.
+    result.map_err(|e| super::disk::classify_copy(scratch.parent(), &src, e))
 }
 
 fn check_copy(state_dir: &Path, copy: &Path) -> Result<Report, StoreError> {

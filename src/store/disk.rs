@@ -33,6 +33,29 @@ pub(super) fn classify(dir: &Path, e: StoreError) -> StoreError {
     StoreError::DiskFull { dir: dir.to_path_buf(), free, detail: e.to_string() }
 }
 
+/// `e` as `StoreError::NoRoomForCopy` when it came from a full disk where a read-only command copies the
+/// database (`tmp`, in the system's temporary directory; `db`, the database copied); else `e` unchanged.
+pub(super) fn classify_copy(tmp: &Path, db: &Path, e: StoreError) -> StoreError {
+    if !is_disk_full(&e) {
+        return e;
+    }
+    let free = free_bytes(tmp).map_or_else(|| "unknown".to_string(), human);
+    let size = human(dir_bytes(db));
+    StoreError::NoRoomForCopy { dir: tmp.to_path_buf(), free, size, detail: e.to_string() }
+}
+
+/// The bytes of the files under `dir` (0 where it cannot be read).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 /// Bytes available to this user on the filesystem holding `dir` (its nearest existing ancestor).
 pub(super) fn free_bytes(dir: &Path) -> Option<u64> {
     let existing = dir.ancestors().find(|p| p.exists())?;

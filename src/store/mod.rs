@@ -109,6 +109,11 @@ pub enum StoreError {
          damaged); free some space there (old backups under {dir}/backups, logs), then start again ({detail})"
     )]
     DiskFull { dir: PathBuf, free: String, detail: String },
+    #[error(
+        "no room in {dir} for a private copy of the database ({free} free; the database takes {size}): the \
+         store is untouched; free some space there, or point TMPDIR at a disk with room ({detail})"
+    )]
+    NoRoomForCopy { dir: PathBuf, free: String, size: String, detail: String },
     #[error("backup {path}: {detail}")]
     Backup { path: PathBuf, detail: String },
     #[error("corrupt record in tree {tree}: {reason}")]
@@ -130,9 +135,10 @@ impl StoreError {
         )
     }
 
-    /// A start refused because the disk is full (exit `EX_DISK_FULL`).
+    /// A start refused because the disk is full, or a read-only command's copy of the database finding no
+    /// room in the temporary directory (exit `EX_DISK_FULL`).
     pub fn is_disk_full(&self) -> bool {
-        matches!(self, StoreError::DiskFull { .. })
+        matches!(self, StoreError::DiskFull { .. } | StoreError::NoRoomForCopy { .. })
     }
 }
 

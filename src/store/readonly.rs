@@ -18,17 +18,21 @@ use std::sync::{Arc, Mutex};
 pub(super) struct Scratch(tempfile::TempDir);
 
 impl Scratch {
+    /// A new private directory for a copy of the database under `state_dir`.
     pub(super) fn new(state_dir: &Path) -> Result<Scratch, StoreError> {
         let tmp = std::env::temp_dir();
-        tempfile::Builder::new()
-            .prefix("tradebot-readonly-")
-            .tempdir_in(&tmp)
-            .map(Scratch)
-            .map_err(|source| disk::classify(state_dir, StoreError::Dir { dir: tmp, source }))
+        tempfile::Builder::new().prefix("tradebot-readonly-").tempdir_in(&tmp).map(Scratch).map_err(|source| {
+            disk::classify_copy(&tmp, &state_dir.join(DB_DIR), StoreError::Dir { dir: tmp.clone(), source })
+        })
     }
 
     pub(super) fn path(&self) -> &Path {
         self.0.path()
+    }
+
+    /// The temporary directory it is in (what `TMPDIR` names).
+    pub(super) fn parent(&self) -> &Path {
+        self.0.path().parent().unwrap_or(self.0.path())
     }
 }
 
@@ -59,7 +63,7 @@ impl Store {
     /// state directory without a database reads as an empty store; a missing one is an error (it is not
     /// created).
     pub fn open_read_only(state_dir: &Path) -> Result<Store, StoreError> {
-        open(state_dir).map_err(|e| disk::classify(state_dir, e))
+        open(state_dir)
     }
 }
 
@@ -75,7 +79,9 @@ fn open(state_dir: &Path) -> Result<Store, StoreError> {
     let copy = scratch.path().join(DB_DIR);
     let src = dir.join(DB_DIR);
     let copied = if src.is_dir() { check::copy_dir(&src, &copy) } else { std::fs::create_dir_all(&copy) };
-    copied.map_err(|source| StoreError::Dir { dir: scratch.path().to_path_buf(), source })?;
+    // Nothing is written in the state directory: a full disk can only be the copy's.
+    let no_room = |e| disk::classify_copy(scratch.parent(), &src, e);
+    copied.map_err(|source| no_room(StoreError::Dir { dir: scratch.path().to_path_buf(), source }))?;
     super::leftovers::clear_db(&copy);
     let found = Sentinel::read(&dir).map_err(|source| StoreError::Sentinel { path: Sentinel::path(&dir), source })?;
     let db = guard::guarded(&dir, || {
@@ -83,7 +89,8 @@ fn open(state_dir: &Path) -> Result<Store, StoreError> {
         super::check_schema(&db, &dir)?;
         check::scan_all(&db)?;
         Ok(db)
-    })?;
+    })
+    .map_err(no_room)?;
     let mark = check::verify_against(&db, &dir, found)?;
     // The copy's own sentinel, so that a write through this store never touches the real one.
     let seal = Sentinel::create(scratch.path(), mark)
