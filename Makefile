@@ -39,7 +39,8 @@ run: build
 # An inference-only build links no libtorch. Built first: the test build below relinks the default binary.
 check-inference-only: venv
 	$(CARGO_ENV) $(CARGO) build --no-default-features --bin tradebot
-	@if ldd target/debug/tradebot | grep -q torch; then echo "inference-only build links libtorch"; exit 1; fi
+	@bin=$${CARGO_TARGET_DIR:-target}/debug/tradebot; test -x "$$bin" || { echo "no $$bin: the inference-only build was not found"; exit 1; }; \
+	if ldd "$$bin" | grep -q torch; then echo "inference-only build links libtorch"; exit 1; fi
 	@echo "inference-only build: no libtorch linked"
 
 # Clippy with the GPU tests compiled in (feature `gpu-tests` only adds tests), so that they cannot rot

@@ -7,6 +7,7 @@
 //! ([`super::gpu_peers`]: Stable-Baselines3 with 32 `SubprocVecEnv` workers, the DataLoader LSTM loop), each
 //! followed by the ratio of our figure to theirs.
 
+#[cfg(feature = "train")]
 use crate::out::outln;
 use std::process::ExitCode;
 

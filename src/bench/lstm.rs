@@ -3,6 +3,7 @@
 //! panels resident on the device and windows gathered by index. Prints epoch time and samples/s; `--dump
 //! DIR` writes the same data for `benches/peers/lstm_torch.py`.
 
+#[cfg(feature = "train")]
 use crate::out::outln;
 use std::path::PathBuf;
 

@@ -2,6 +2,7 @@
 //! on the trading env over a seeded synthetic panel with FinRL's rules, for a stated configuration that
 //! `benches/peers/sb3_ppo.py` repeats with Stable-Baselines3 on FinRL's numpy env.
 
+#[cfg(feature = "train")]
 use crate::out::outln;
 use anyhow::bail;
 use std::process::ExitCode;

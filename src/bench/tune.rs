@@ -4,6 +4,7 @@
 //! trials (the same parameters, steps and network) with Optuna driving Stable-Baselines3 on FinRL's numpy
 //! env. Each trial's figure is its training episodes' mean return; trials per hour is the result.
 
+#[cfg(feature = "train")]
 use crate::out::outln;
 use anyhow::bail;
 use std::process::ExitCode;
