@@ -63,7 +63,7 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
         ModelsCmd::Seed { from, .. } => {
             // Only models trained for this config (symbols, timeframe, features) are crowned, as the
             // daemon seeds: a misfit champion would only fail later, in a backtest or at start.
-            let rep = reg.seed_fitting(&from, &|m| crate::daemon::run::fits(m, &config))?;
+            let rep = reg.seed_fitting(&from, &|m| crate::daemon::start::fits(m, &config))?;
             let ids = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
             outln!(
                 "imported {} model(s) from {}: {}; new champions: {}",

@@ -73,7 +73,7 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
     }
     let store = Store::open(&config.state_dir).context("opening the store")?;
     // Status, control, metrics, dashboard and the retrainer run around the engine (not the harness).
-    let host = if scripted { None } else { Some(super::run::start_host(config, &store, rt, shutdown)?) };
+    let host = if scripted { None } else { Some(super::start::start_host(config, &store, rt, shutdown)?) };
     // The engine's bars: `market.timeframe` (the scripted harness trades each minute).
     let tf = if scripted { Timeframe::MIN1 } else { config.market.timeframe };
     // `tradebot::run` listens for the signals and cancels `shutdown`: the runner does not listen again.

@@ -22,6 +22,7 @@ mod publish;
 pub mod replay;
 pub mod retrainer;
 pub mod run;
+pub mod start;
 pub mod watch;
 
 pub use run::{EX_CANTCREAT, Outcome, RunOptions, StateDirError, check_live_gate, run};
