@@ -31,7 +31,7 @@ pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
         Err(client::ClientError::NotRunning(_)) => {
             // Read-only: a private copy of the database, checked as `run` and `store check` check it.
             let store = super::read_store(&config)?;
-            crate::daemon::offline::from_store(&config, &store, crate::clock::now())
+            crate::daemon::status::offline::from_store(&config, &store, crate::clock::now())
                 .context("reading the state directory")?
         }
         Err(e) => return Err(e).context("asking the daemon for its status"),

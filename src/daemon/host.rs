@@ -59,9 +59,9 @@ pub struct Host<P: RunPipeline> {
     pub retrains: Vec<RunRecord>,
     /// Where alerts go (`[notify]`); off unless `with_alerts`.
     pub alerts: crate::alerts::Alerts,
-    pub(super) watched: super::watch::Watched,
+    pub(super) watched: super::status::state::Watched,
     /// The dashboard's book as last read from the store, and when.
-    pub(super) book_at: std::sync::Mutex<Option<(std::time::Instant, super::book::Book, Vec<StudyRecord>)>>,
+    pub(super) book_at: std::sync::Mutex<Option<(std::time::Instant, super::status::book::Book, Vec<StudyRecord>)>>,
 }
 
 /// A daemon that stops gives its queued alerts a few seconds to go out (a retrain's outcome at the end

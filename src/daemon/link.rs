@@ -39,7 +39,7 @@ impl EngineView {
             account,
             positions: engine.oms().positions().into_iter().collect(),
             closes: engine.last_closes(),
-            open_orders: engine.oms().open_orders().map(super::offline::order_line).collect(),
+            open_orders: engine.oms().open_orders().map(super::status::offline::order_line).collect(),
             policy_id: engine.policy_id().map(str::to_string),
             probs_id: engine.probs_id(),
             missing_model: engine.missing_model(),

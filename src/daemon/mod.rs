@@ -4,12 +4,11 @@
 //! `replay` (stored bars, the SimBroker, simulated time) or `live` (Alpaca's feed and broker through the
 //! live runner; `bars` stores every minute and hands the engine closed bars of `market.timeframe`;
 //! `calendar` reads the exchange calendar; `models` loads the champions and new ones; live, `chores` runs
-//! the host on a thread of its own beside the trading thread). Also systemd notifications (`notify`), the status as the state directory tells it
-//! without a daemon (`offline`), scheduled retraining in the background (`retrainer`), and what the host
-//! watches to alert the trader (`watch`, through `crate::alerts`).
+//! the host on a thread of its own beside the trading thread). Also systemd notifications (`notify`), scheduled retraining in the background (`retrainer`),
+//! and the status (`status`: the report and the dashboard, the book, the alerts the host watches for, and
+//! the status as the state directory tells it without a daemon).
 
 pub mod bars;
-pub mod book;
 pub mod calendar;
 pub mod chores;
 pub mod host;
@@ -17,13 +16,11 @@ pub mod link;
 pub mod live;
 pub mod models;
 pub mod notify;
-pub mod offline;
-mod publish;
 pub mod replay;
 pub mod retrainer;
 pub mod run;
 pub mod start;
-pub mod watch;
+pub mod status;
 
 pub use run::{EX_CANTCREAT, Outcome, RunOptions, StateDirError, check_live_gate, run};
 

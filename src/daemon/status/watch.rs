@@ -3,25 +3,15 @@
 //! and one summary a trading day (live only: a replay's simulated days would flood the phone). Each
 //! alert is sent once per change, never per tick.
 
-use super::host::{EngineView, Host};
-use super::retrainer::RunPipeline;
+use super::state::Watched;
 use crate::alerts::{Alert, AlertKind};
 use crate::config::FeedKind;
+use crate::daemon::host::Host;
+use crate::daemon::link::EngineView;
+use crate::daemon::retrainer::RunPipeline;
 use crate::domain::money;
 use crate::retrain::{RunOutcome, RunRecord};
 use chrono::{DateTime, NaiveDate, Utc};
-
-/// What was last alerted, so that each change is said once.
-#[derive(Debug, Clone, Default)]
-pub struct Watched {
-    kill: bool,
-    /// Open positions at the last look (for the daily summary).
-    pub(super) positions: usize,
-    feed_down_since: Option<DateTime<Utc>>,
-    feed_alerted: bool,
-    /// Protective sells that could not go out, as of the last alert.
-    protect_failures: u64,
-}
 
 fn alert(event: AlertKind, text: String, at: DateTime<Utc>, details: serde_json::Value) -> Alert {
     Alert { event, text, at, details }
@@ -29,7 +19,7 @@ fn alert(event: AlertKind, text: String, at: DateTime<Utc>, details: serde_json:
 
 impl<P: RunPipeline> Host<P> {
     /// Between two events, at `now` (the wall clock): the kill switch and the feed.
-    pub(super) fn watch(&mut self, view: &EngineView, now: DateTime<Utc>) {
+    pub(in crate::daemon) fn watch(&mut self, view: &EngineView, now: DateTime<Utc>) {
         self.watched.positions = view.positions.len();
         if !self.alerts.is_on() {
             return;
@@ -99,7 +89,7 @@ impl<P: RunPipeline> Host<P> {
     }
 
     /// A retrain ended: promoted, kept (with the gate's numbers) or failed.
-    pub(super) fn alert_retrain(&self, r: &RunRecord) {
+    pub(in crate::daemon) fn alert_retrain(&self, r: &RunRecord) {
         let kind = r.kind.as_str();
         let numbers = r.decision.as_ref().map(|d| crate::retrain::gate::numbers_line(&d.numbers)).unwrap_or_default();
         let champion = r.champion_before.as_deref().unwrap_or("no champion");
@@ -133,7 +123,7 @@ impl<P: RunPipeline> Host<P> {
     }
 
     /// The day `day` ended at `close` equity after opening at `open` (live only).
-    pub(super) fn alert_day(&self, day: NaiveDate, open: f64, close: f64, positions: usize) {
+    pub(in crate::daemon) fn alert_day(&self, day: NaiveDate, open: f64, close: f64, positions: usize) {
         if !self.config.notify.daily_summary || self.config.feed.kind != FeedKind::Alpaca {
             return;
         }

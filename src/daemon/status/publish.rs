@@ -2,10 +2,11 @@
 //! and `/metrics`) and the dashboard's data, from an `EngineView`, the registry and the runs on disk, and
 //! the engine's account store.
 
-use super::host::{EngineView, Host, Live};
-use super::retrainer::RunPipeline;
 use crate::control::StatusReport;
 use crate::control::report::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION};
+use crate::daemon::host::{Host, Live};
+use crate::daemon::link::EngineView;
+use crate::daemon::retrainer::RunPipeline;
 use crate::domain::Symbol;
 use crate::engine::DecisionRecord;
 use crate::models::Registry;

@@ -2,7 +2,7 @@
 //! out, with fees), per-symbol holdings at their entry price with unrealised and realised P&L, and each
 //! symbol's recent closes (its decisions') with the bot's fills on them.
 
-use super::host::EngineView;
+use crate::daemon::link::EngineView;
 use crate::engine::DecisionRecord;
 use crate::oms::FillRecord;
 use crate::oms::trades::{ClosedTrade, round_trips};
