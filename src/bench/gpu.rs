@@ -7,6 +7,7 @@
 //! ([`super::gpu_peers`]: Stable-Baselines3 with 32 `SubprocVecEnv` workers, the DataLoader LSTM loop), each
 //! followed by the ratio of our figure to theirs.
 
+use super::gpu_peers::SEARCH;
 #[cfg(feature = "train")]
 use crate::out::outln;
 use std::process::ExitCode;
@@ -35,9 +36,6 @@ pub struct GpuBench {
     #[arg(long)]
     pub no_peers: bool,
 }
-
-/// Our search measurement's name.
-pub const SEARCH: &str = "search: 64 trials of [256, 256] as one population";
 
 /// Where our LSTM measurement writes its data for the PyTorch peer.
 pub const LSTM_DATA: &str = "target/bench-gpu/lstm";

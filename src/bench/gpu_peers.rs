@@ -12,6 +12,10 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// Our search measurement's name: `gpu::plan` runs it under this name, and the search's ratio row finds
+/// its figures by it.
+pub const SEARCH: &str = "search: 64 trials of [256, 256] as one population";
+
 /// The wheels a peer needs besides PyTorch and NumPy (`make gpu-kit` downloads them, pinned).
 pub const WHEELS: [&str; 5] = [
     "stable-baselines3==2.9.2",
@@ -89,7 +93,7 @@ pub fn install(python: &str, wheelhouse: &Path) -> Result<PathBuf, String> {
 /// trials run one after another (as Optuna runs them on one device) at the env-steps per second its
 /// [256, 256] row measured, each trial the same steps as ours. Derived from the two measured rows.
 pub fn search_ratio(ours: &[Value], peers: &[Value]) -> Option<Value> {
-    let search = ours.iter().find(|r| r["measure"] == super::gpu::SEARCH)?;
+    let search = ours.iter().find(|r| r["measure"] == SEARCH)?;
     let sb3 = peers
         .iter()
         .find(|r| r["measure"].as_str().is_some_and(|m| m.starts_with("peer: SB3") && m.contains("[256, 256]")))?;
@@ -140,7 +144,7 @@ mod tests {
 
     #[test]
     fn the_search_ratio_divides_our_trials_per_hour_by_sb3s_trials_run_one_after_another() {
-        let ours = vec![serde_json::json!({"measure": super::super::gpu::SEARCH, "ok": true,
+        let ours = vec![serde_json::json!({"measure": SEARCH, "ok": true,
             "result": {"steps_per_trial": 36000.0, "trials_per_hour": 5000.0}})];
         let peer = |ok: bool| {
             vec![
