@@ -64,6 +64,22 @@ pub struct Host<P: RunPipeline> {
     pub(super) book_at: std::sync::Mutex<Option<(std::time::Instant, super::status::book::Book, Vec<StudyRecord>)>>,
 }
 
+/// What a host is built from (`Host::new`): the config, the main store and the registry, where metrics and
+/// the dashboard's data go, the retrainer with its progress, the control socket's requests and systemd.
+pub(in crate::daemon) struct HostParts<P: RunPipeline> {
+    pub config: Config,
+    pub store: Store,
+    pub registry: Registry,
+    pub metrics: Arc<Metrics>,
+    pub dashboard: Arc<SharedData>,
+    pub retrainer: Retrainer<P>,
+    /// The retrainer's progress (`Retrainer::with_progress`).
+    pub progress: Option<mpsc::UnboundedReceiver<Progress>>,
+    /// The control socket's requests (`control::server::serve`).
+    pub calls: Option<mpsc::Receiver<Call>>,
+    pub notifier: Notifier,
+}
+
 /// A daemon that stops gives its queued alerts a few seconds to go out (a retrain's outcome at the end
 /// of a replay, a kill switch just before SIGTERM), and logs a line for each that did not.
 impl<P: RunPipeline> Drop for Host<P> {
@@ -73,18 +89,8 @@ impl<P: RunPipeline> Drop for Host<P> {
 }
 
 impl<P: RunPipeline> Host<P> {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        config: Config,
-        store: Store,
-        registry: Registry,
-        metrics: Arc<Metrics>,
-        dashboard: Arc<SharedData>,
-        retrainer: Retrainer<P>,
-        progress: Option<mpsc::UnboundedReceiver<Progress>>,
-        calls: Option<mpsc::Receiver<Call>>,
-        notifier: Notifier,
-    ) -> Self {
+    pub(in crate::daemon) fn new(parts: HostParts<P>) -> Self {
+        let HostParts { config, store, registry, metrics, dashboard, retrainer, progress, calls, notifier } = parts;
         let live = Live {
             bars_received: 0,
             last_bar: BTreeMap::new(),

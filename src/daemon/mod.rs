@@ -37,15 +37,15 @@ pub(crate) fn test_host(
     let evaluator = crate::retrain::holdout::holdout_evaluator(config, &store);
     let pipeline = crate::retrain::RetrainPipeline::new(spec, store.clone(), evaluator);
     let retrainer = retrainer::Retrainer::new(pipeline, config.retrain.schedule.clone(), false, rt.handle().clone());
-    host::Host::new(
-        config.clone(),
+    host::Host::new(host::HostParts {
+        config: config.clone(),
         store,
         registry,
-        std::sync::Arc::new(crate::metrics::Metrics::new()),
-        std::sync::Arc::default(),
+        metrics: std::sync::Arc::new(crate::metrics::Metrics::new()),
+        dashboard: std::sync::Arc::default(),
         retrainer,
-        None,
+        progress: None,
         calls,
-        notify::Notifier::disabled(),
-    )
+        notifier: notify::Notifier::disabled(),
+    })
 }

@@ -4,7 +4,7 @@
 //! the dashboard, the retrainer and the alerts). `daemon::run` and the drivers (`daemon::replay`,
 //! `daemon::live`) use it; it uses neither.
 
-use super::host::Host;
+use super::host::{Host, HostParts};
 use super::notify::Notifier;
 use super::retrainer::Retrainer;
 use crate::config::{Config, ConfigError, FeedKind, Mode};
@@ -82,17 +82,17 @@ pub fn start_host(
     let retrainer =
         Retrainer::new(pipeline, config.retrain.schedule.clone(), config.retrain.enabled, rt.handle().clone())
             .with_progress(progress_tx);
-    let host = Host::new(
-        config.clone(),
-        store.clone(),
+    let host = Host::new(HostParts {
+        config: config.clone(),
+        store: store.clone(),
         registry,
         metrics,
         dashboard,
         retrainer,
-        Some(progress_rx),
-        Some(calls_rx),
-        Notifier::from_env(),
-    );
+        progress: Some(progress_rx),
+        calls: Some(calls_rx),
+        notifier: Notifier::from_env(),
+    });
     let targets = crate::alerts::targets(&config.notify, |k| std::env::var(k).ok())
         .map_err(|e| problem(config, &format!("[notify]: {e}")))?;
     let host = host.with_alerts(crate::alerts::Alerts::start(targets, &config.notify, mode_name(config), rt.handle()));
