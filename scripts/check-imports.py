@@ -49,18 +49,7 @@ USE_GROUP = re.compile(r"\buse\s+crate::\{([^;]*)\}", re.S)
 
 # Circles between files that are known and still to be taken apart (issue 34), each as the set of its
 # files (relative to the repository). Remove an entry when its circle is gone; never add one.
-KNOWN_FILE_CYCLES = [
-    {"src/alpaca/fake/book.rs", "src/alpaca/fake/rules.rs"},
-    {"src/engine/core.rs", "src/engine/protect.rs"},
-    {"src/env/kernel/cuda.rs", "src/env/kernel/nvrtc.rs"},
-    {
-        "src/store/backup.rs",
-        "src/store/check.rs",
-        "src/store/leftovers.rs",
-        "src/store/readonly.rs",
-        "src/store/restore_kill.rs",
-    },
-]
+KNOWN_FILE_CYCLES: list[set[str]] = []
 
 # Submodules that are nodes of their own: the engine's contract sits below the order manager.
 OWN_NODES = {"engine::contract"}

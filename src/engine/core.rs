@@ -95,9 +95,9 @@ pub struct Engine {
     pub(super) marks: Vec<Option<Bar>>,
     /// Protective sells waiting for the cancel of our working buy of their symbol (`protect`).
     pub(super) pending: BTreeMap<Symbol, (crate::domain::OrderWhy, DateTime<Utc>)>,
-    pub(super) kill_retry: super::protect::KillRetry,
-    pub(super) flatten_outcome: Option<super::protect::FlattenOutcome>,
-    pub(super) protect_failures: super::protect::ProtectFailures,
+    pub(super) kill_retry: super::protect_state::KillRetry,
+    pub(super) flatten_outcome: Option<super::protect_state::FlattenOutcome>,
+    pub(super) protect_failures: super::protect_state::ProtectFailures,
     /// Whether each new fill is logged at INFO (the audit trail of a live run).
     pub(super) audit: bool,
 }

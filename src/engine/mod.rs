@@ -23,6 +23,7 @@ pub mod lstm_source;
 mod money_tests;
 mod orders;
 mod protect;
+mod protect_state;
 #[cfg(test)]
 mod protect_tests;
 pub mod refusals;
@@ -38,5 +39,5 @@ pub use contract::{
 };
 pub use core::{DecisionRecord, Engine, EngineConfig, EngineError, EngineRisk};
 pub use lstm_source::LstmProbs;
-pub use protect::{FlattenOutcome, ProtectFailures};
+pub use protect_state::{FlattenOutcome, ProtectFailures};
 pub use strategy::{ProbSource, StrategyConfig, StrategyMode};

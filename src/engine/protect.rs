@@ -19,6 +19,7 @@
 use super::Command;
 use super::account::{working_count, working_qty};
 use super::core::{Engine, PRICE_GAP};
+use super::protect_state::{FlattenOutcome, KillRetry, ProtectFailures};
 use crate::domain::{Bar, ClientOrderId, OrderRequest, OrderWhy, Qty, Side, Symbol};
 use crate::risk::{StopOut, approve_reducing_sell};
 use chrono::{DateTime, Duration, Utc};
@@ -27,38 +28,6 @@ use rust_decimal::Decimal;
 /// The first wait before the kill switch's flatten is sent again, and the longest.
 const RETRY_FIRST: Duration = Duration::seconds(5);
 const RETRY_MAX: Duration = Duration::minutes(5);
-
-/// The kill switch's flatten, between a failed attempt and the next.
-#[derive(Debug, Clone, Default)]
-pub(super) struct KillRetry {
-    /// Attempts that left a holding unsold since the switch tripped (or since the last time flat).
-    pub failures: u32,
-    /// When the next attempt goes out (`None`: none scheduled; the next tick looks again).
-    pub next_at: Option<DateTime<Utc>>,
-}
-
-/// What the last flatten asked for by a person did, for the status and `tradebot flatten`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct FlattenOutcome {
-    /// Counts the flattens asked for since the start (1 for the first), so a caller can tell its own.
-    pub seq: u64,
-    pub at: DateTime<Utc>,
-    /// Symbols whose sell went to the order manager.
-    pub sent: Vec<Symbol>,
-    /// Sells sent that the broker has not acknowledged yet (a refusal moves them to `failed`).
-    pub unconfirmed: Vec<(Symbol, ClientOrderId)>,
-    /// Symbols whose sell waits for the cancel of our working buy.
-    pub waiting: Vec<Symbol>,
-    /// Symbols whose sell could not go out, with why.
-    pub failed: Vec<(Symbol, String)>,
-}
-
-/// Protective sells that could not go out, for the host's alerts: a count that only grows, and the last.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProtectFailures {
-    pub count: u64,
-    pub last: Option<String>,
-}
 
 impl Engine {
     /// The clock's time (the bar clock in backtests without risk checks).

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-pub const BACKUP_DIR: &str = "backups";
+pub use super::BACKUP_DIR;
+use super::Trees;
 const MAGIC: &[u8] = b"TBBACKUP1\n";
 /// Backups kept by `prune` (the daemon's, before each retrain).
 pub const KEEP: usize = 4;
@@ -127,8 +128,6 @@ pub fn list(state_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     out.sort();
     Ok(out)
 }
-
-pub(super) type Trees = Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
 
 /// Reads and verifies a backup file completely.
 pub fn read(path: &Path) -> Result<(Header, Trees), StoreError> {

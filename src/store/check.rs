@@ -110,7 +110,7 @@ pub struct Report {
 /// it) and the copy opened, every record of every tree decoded, and the result compared with the sentinel.
 /// The caller must hold no `Store` on it.
 pub fn check(state_dir: &Path) -> Result<Report, StoreError> {
-    let _lock = super::readonly::lock_to_read(state_dir)?;
+    let _lock = super::scratch::lock_to_read(state_dir)?;
     let src = state_dir.join(DB_DIR);
     if !src.is_dir() {
         return Err(StoreError::Damaged {
@@ -118,7 +118,7 @@ pub fn check(state_dir: &Path) -> Result<Report, StoreError> {
             detail: format!("{} is missing", src.display()),
         });
     }
-    let scratch = super::readonly::Scratch::new(state_dir)?;
+    let scratch = super::scratch::Scratch::new(state_dir)?;
     let copy = scratch.path().join(DB_DIR);
     let result = copy_dir(&src, &copy).map_err(|source| StoreError::Dir { dir: copy.clone(), source }).and_then(|()| {
         super::leftovers::clear_db(&copy);

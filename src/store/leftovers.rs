@@ -13,7 +13,7 @@
 //!
 //! Called with the state directory's lock held, so none of these belongs to a live process.
 
-use super::backup::BACKUP_DIR;
+use super::BACKUP_DIR;
 use std::path::Path;
 
 /// Prefixes of the private database copies under the state directory.

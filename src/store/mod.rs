@@ -36,6 +36,7 @@ pub mod keys;
 mod leftovers;
 mod readonly;
 mod restore_kill;
+mod scratch;
 pub mod sentinel;
 
 use crate::domain::{Bar, Symbol, Timeframe};
@@ -50,6 +51,10 @@ use std::path::{Path, PathBuf};
 
 pub const SCHEMA_VERSION: u32 = 1;
 pub const LOCK_FILE: &str = "tradebot.lock";
+/// The folder of the state directory holding the backups.
+pub const BACKUP_DIR: &str = "backups";
+/// A database's trees as a backup holds them: (tree name, its (key, value) records).
+type Trees = Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
 pub const DB_DIR: &str = "db";
 const FLUSH_EVERY_MS: u64 = 500;
 const SCHEMA_KEY: &[u8] = b"schema_version";
@@ -204,7 +209,7 @@ pub struct Store {
     seal: Seal,
     _lock: std::sync::Arc<Option<File>>,
     /// A read-only store's private copy of the database, removed with the last clone.
-    _scratch: Option<std::sync::Arc<readonly::Scratch>>,
+    _scratch: Option<std::sync::Arc<scratch::Scratch>>,
 }
 
 type Seal = std::sync::Arc<std::sync::Mutex<sentinel::Sentinel>>;

@@ -8,55 +8,11 @@
 //! changes the database mid-copy; a state directory whose lock file was never made has never had a
 //! writer, and is read without one.
 
+use super::scratch::{Scratch, lock_to_read};
 use super::sentinel::Sentinel;
-use super::{DB_DIR, LOCK_FILE, Store, StoreError, check, disk, guard, open_db};
-use std::fs::File;
+use super::{DB_DIR, Store, StoreError, check, disk, guard, open_db};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-/// A private directory in the system's temporary directory, removed when dropped.
-pub(super) struct Scratch(tempfile::TempDir);
-
-impl Scratch {
-    /// A new private directory for a copy of the database under `state_dir`.
-    pub(super) fn new(state_dir: &Path) -> Result<Scratch, StoreError> {
-        let tmp = std::env::temp_dir();
-        tempfile::Builder::new().prefix("tradebot-readonly-").tempdir_in(&tmp).map(Scratch).map_err(|source| {
-            disk::classify_copy(&tmp, &state_dir.join(DB_DIR), StoreError::Dir { dir: tmp.clone(), source })
-        })
-    }
-
-    pub(super) fn path(&self) -> &Path {
-        self.0.path()
-    }
-
-    /// The temporary directory it is in (what `TMPDIR` names).
-    pub(super) fn parent(&self) -> &Path {
-        self.0.path().parent().unwrap_or(self.0.path())
-    }
-}
-
-/// The store's lock for a reader: the lock file opened read-only and locked as `Store::open` locks it
-/// (exclusive, non-blocking: a running daemon is `StoreError::Locked` at once), its content (the owner's
-/// pid) left alone. `None` where there is no lock file: no writer ever opened this directory.
-pub(super) fn lock_to_read(dir: &Path) -> Result<Option<File>, StoreError> {
-    let path = dir.join(LOCK_FILE);
-    let f = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(StoreError::Dir { dir: dir.to_path_buf(), source }),
-    };
-    if f.try_lock().is_err() {
-        let holder = std::fs::read_to_string(&path)
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .map(|pid| format!(" (pid {pid})"))
-            .unwrap_or_default();
-        return Err(StoreError::Locked { dir: dir.to_path_buf(), holder });
-    }
-    Ok(Some(f))
-}
 
 impl Store {
     /// Opens the store under `state_dir` without changing any of its files (see the module docs). A

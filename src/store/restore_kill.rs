@@ -4,7 +4,7 @@
 //! so a restore never silently clears it; `tradebot risk clear` does that, on purpose. Every difference
 //! is said (a WARN, and `restore`'s output).
 
-use super::readonly::Scratch;
+use super::scratch::Scratch;
 use super::{DB_DIR, StoreError, TreeName, check, guard, leftovers, open_db};
 use std::path::Path;
 
@@ -34,7 +34,7 @@ pub(super) fn read_current(state_dir: &Path) -> Result<Kill, String> {
 }
 
 /// The kill switch in the backup's trees.
-pub(super) fn in_backup(trees: &super::backup::Trees) -> Kill {
+pub(super) fn in_backup(trees: &super::Trees) -> Kill {
     let kv = trees.iter().find(|(name, _)| name.as_slice() == TreeName::Kv.as_str().as_bytes())?;
     kv.1.iter().find(|(k, _)| k.as_slice() == KILL_SWITCH_KEY).map(|(_, v)| v.clone())
 }

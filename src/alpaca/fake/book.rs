@@ -3,19 +3,13 @@
 //! passes Alpaca's order rules first (`rules`: time in force per asset class, crypto steps and minimums,
 //! wash-trade prevention).
 
-use super::rules;
+pub use super::rules::Refusal;
+use super::rules::{self, refusal};
 use crate::alpaca::wire::rest as w;
 use chrono::{DateTime, SecondsFormat, Utc};
 use rust_decimal::Decimal;
 use std::collections::{BTreeMap, HashSet};
 use std::str::FromStr;
-
-/// Why an order was refused: HTTP status and Alpaca's error body.
-pub type Refusal = (u16, w::ErrorBody);
-
-pub(super) fn refusal(status: u16, code: i64, message: &str) -> Refusal {
-    (status, w::ErrorBody { code: Some(code), message: message.into() })
-}
 
 #[derive(Debug, Default)]
 pub struct Book {

@@ -12,9 +12,15 @@
 //!   detected. use complex orders"): a market order against any such order, a limit order against an
 //!   opposite market order or an opposite limit its price crosses.
 
-use super::book::{Refusal, refusal};
 use crate::alpaca::wire::rest as w;
 use rust_decimal::Decimal;
+
+/// Why an order was refused: HTTP status and Alpaca's error body.
+pub type Refusal = (u16, w::ErrorBody);
+
+pub(super) fn refusal(status: u16, code: i64, message: &str) -> Refusal {
+    (status, w::ErrorBody { code: Some(code), message: message.into() })
+}
 
 /// The fake's crypto pairs' asset facts (served by `/v2/assets`): minimum order size 0.0001, quantity
 /// increment 0.000000001 (Alpaca's nine decimal places), price increment 0.01.

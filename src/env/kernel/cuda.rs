@@ -11,53 +11,15 @@
 //! reads the observations (`obs()`), its actions are copied into the env's own buffer on the device
 //! (`set_actions`), and nothing comes back to the host inside a step.
 
+pub use super::error::KernelEnvError;
 use super::module_cache::{LoadOnce, ModuleKey, module_key};
 use super::nvrtc;
 use super::{Buffers, Entry, Params};
-use crate::env::EnvError;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 /// The kernel's entry points (`TB_KERNEL` in `env_step.c`).
 pub const ENTRY_POINTS: [&str; 3] = ["tb_env_init", "tb_env_step", "tb_env_observe"];
-
-#[derive(Debug, thiserror::Error)]
-pub enum KernelEnvError {
-    #[error(
-        "NVRTC (libnvrtc) is not available: looked in the system's library path and in {0}; install the project's venv (`make venv`: torch's CUDA wheel brings it) or a CUDA toolkit"
-    )]
-    NoNvrtc(String),
-    #[error("NVRTC could not compile a kernel: {0}")]
-    Compile(String),
-    #[error("the kernel cannot be built for this GPU: {0}")]
-    Unbuildable(String),
-    #[error("the CUDA driver (libcuda) is not available: the kernel env needs an NVIDIA GPU and its driver")]
-    NoDriver,
-    #[error("the kernel env runs on the CPU or a CUDA device, not on {0}: use --device cpu or cuda")]
-    Device(String),
-    #[error("CUDA: {0}")]
-    Driver(String),
-    #[error("the kernel's buffer `{name}` is {got}; the launch needs {want}: refused before the launch")]
-    Buffer { name: &'static str, got: String, want: String },
-    #[error("{0}")]
-    TooLarge(String),
-    #[error(transparent)]
-    Env(#[from] EnvError),
-    #[error(transparent)]
-    Torch(#[from] tch::TchError),
-}
-
-impl KernelEnvError {
-    /// The kernel refuses `d` (neither the CPU nor CUDA).
-    pub fn device(d: tch::Device) -> Self {
-        KernelEnvError::Device(match d {
-            tch::Device::Cpu => "the CPU".into(),
-            tch::Device::Cuda(i) => format!("cuda:{i}"),
-            tch::Device::Mps => "mps".into(),
-            tch::Device::Vulkan => "vulkan".into(),
-        })
-    }
-}
 
 fn driver<E: std::fmt::Display>(e: E) -> KernelEnvError {
     KernelEnvError::Driver(e.to_string())

@@ -21,6 +21,8 @@ mod buffer;
 #[cfg(feature = "train")]
 pub mod cuda;
 #[cfg(feature = "train")]
+mod error;
+#[cfg(feature = "train")]
 mod module_cache;
 #[cfg(feature = "train")]
 pub mod nvrtc;

@@ -6,7 +6,7 @@
 //! NVRTC builds) are pure functions below; the calls into `libnvrtc` are a few symbols looked up in the
 //! very library chosen (`dlopen` by path), so no other NVRTC on the loader's path can stand in for it.
 
-use super::cuda::KernelEnvError;
+use super::error::KernelEnvError;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

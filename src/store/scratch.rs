@@ -1,0 +1,52 @@
+//! Private copies of the database for the commands that only read (`readonly`, `store check`) and for
+//! `store restore`'s look at the database it replaces: a directory in the system's temporary directory,
+//! and the store's lock taken through a read-only handle, so that nothing is written in the state
+//! directory.
+
+use super::{DB_DIR, LOCK_FILE, StoreError, disk};
+use std::fs::File;
+use std::path::Path;
+
+/// A private directory in the system's temporary directory, removed when dropped.
+pub(super) struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    /// A new private directory for a copy of the database under `state_dir`.
+    pub(super) fn new(state_dir: &Path) -> Result<Scratch, StoreError> {
+        let tmp = std::env::temp_dir();
+        tempfile::Builder::new().prefix("tradebot-readonly-").tempdir_in(&tmp).map(Scratch).map_err(|source| {
+            disk::classify_copy(&tmp, &state_dir.join(DB_DIR), StoreError::Dir { dir: tmp.clone(), source })
+        })
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// The temporary directory it is in (what `TMPDIR` names).
+    pub(super) fn parent(&self) -> &Path {
+        self.0.path().parent().unwrap_or(self.0.path())
+    }
+}
+
+/// The store's lock for a reader: the lock file opened read-only and locked as `Store::open` locks it
+/// (exclusive, non-blocking: a running daemon is `StoreError::Locked` at once), its content (the owner's
+/// pid) left alone. `None` where there is no lock file: no writer ever opened this directory.
+pub(super) fn lock_to_read(dir: &Path) -> Result<Option<File>, StoreError> {
+    let path = dir.join(LOCK_FILE);
+    let f = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(StoreError::Dir { dir: dir.to_path_buf(), source }),
+    };
+    if f.try_lock().is_err() {
+        let holder = std::fs::read_to_string(&path)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .map(|pid| format!(" (pid {pid})"))
+            .unwrap_or_default();
+        return Err(StoreError::Locked { dir: dir.to_path_buf(), holder });
+    }
+    Ok(Some(f))
+}
