@@ -1,9 +1,9 @@
 //! `tradebot bench infer`: per-decision latency of the daemon's own `Engine` on one thread, over the
 //! stored bars of the configured symbols: the bars of one close through `Engine::process` (streaming
 //! features for every symbol, the PPO observation, ONNX inference, the strategy's orders, the risk checks,
-//! the order manager's stored and flushed order records), exactly as a replay or the live runner drives it,
-//! with the simulated broker filling the orders at the next close (`backtest::session`, in a temporary
-//! account). For the champion PPO model (or `--model`, or with neither a random model of `[ppo].hidden`,
+//! the order manager's order records), exactly as a replay or the live runner drives it, with the
+//! simulated broker filling the orders at the next close (`backtest::session`), over an account in memory
+//! (`Store::in_memory`: no file, no flush), so that the figure is the engine's compute. For the champion PPO model (or `--model`, or with neither a random model of `[ppo].hidden`,
 //! said so in the output). p50 and p99 in µs. Inference alone is then timed as the Python peer times it,
 //! call after call over the engine's own observations.
 //! `--export DIR` writes the ONNX file and the observations (`obs.bin`, f32 little-endian, `obs_dim`
@@ -120,17 +120,16 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     let mut act = vec![0.0f32; symbols.len()];
     let mut lat = Vec::with_capacity(b.decisions);
     let mut infer_only = Vec::with_capacity(b.decisions);
-    // Decisions that sent no order: no order record is written and flushed (`oms`), the rest of the path is.
+    // Decisions that sent no order: no order record is written (`oms`), the rest of the path is.
     let mut quiet = Vec::new();
     let mut seen_obs: Vec<f32> = Vec::new();
     let mut orders = 0usize;
     let obs_len = PpoPolicy::obs_dim_for(&pl);
-    // The engine's account (orders, kill switch, decisions), begun afresh for each pass and removed after.
-    let scratch = config.state_dir.join("bench-infer");
+    // The engine's account (orders, kill switch, decisions): a store in memory, begun afresh for each pass,
+    // so that the figure is the engine's compute, with no file written and no flush.
     // One pass over the bars per fresh account; passes repeat until enough decisions are timed.
     'outer: loop {
-        remove_account(&scratch)?;
-        let account = Store::open(&scratch).context("opening the bench's account")?;
+        let account = Store::in_memory().context("opening the bench's account in memory")?;
         let mut session = SimSession::open(config, StrategyMode::Ppo, &account, (Some(load()?), None), bars[0][0].t)?;
         for d in 0..days {
             session.fill(&bars, d, f64::NAN)?;
@@ -157,7 +156,6 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    remove_account(&scratch)?;
     // Inference alone, as the Python peer times it: one call after another over the engine's observations.
     let mut inference = load()?;
     for obs in seen_obs.chunks(obs_len).cycle().take(b.decisions) {
@@ -194,22 +192,13 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     } else {
         outln!("model {model_id} (obs {obs_len} wide, {a} assets), {} decisions, {} thread(s)", lat.len(), b.threads)?;
         outln!(
-            "decision (the engine: features + inference + strategy + risk + order records): p50 {p50:.1} µs, p99 {p99:.1} µs; {orders} orders sent"
+            "decision compute (the engine over an account in memory: features + inference + strategy + risk + order records): p50 {p50:.1} µs, p99 {p99:.1} µs; {orders} orders sent"
         )?;
         outln!(
-            "the {} decisions that sent no order (no order record flushed): p50 {q50:.1} µs, p99 {q99:.1} µs",
+            "the {} decisions that sent no order (no order record written): p50 {q50:.1} µs, p99 {q99:.1} µs",
             quiet.len()
         )?;
         outln!("inference alone (call after call over the engine's observations): p50 {i50:.1} µs, p99 {i99:.1} µs")?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn remove_account(dir: &std::path::Path) -> anyhow::Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing the bench's account {}", dir.display()))
-        }
-        _ => Ok(()),
-    }
 }

@@ -26,6 +26,11 @@
 //! **One owner.** `Store::open` takes an exclusive, non-blocking lock on `LOCK_FILE` in the directory;
 //! a second opener (a CLI command while the daemon runs) gets `StoreError::Locked` at once, never a hang.
 //!
+//! **In memory.** An evaluation's scratch account (backtests, the gate's holdout runs, search
+//! validations, `bench infer`) is `Store::in_memory`: the same trees and `TypedTree` API over a
+//! temporary sled database, with no lock, no sentinel, no file under any state directory and no flush
+//! (nothing in it needs to survive a crash). `Store::durable_flushes` counts the flushes a store made.
+//!
 //! **Schema.** The schema version is stored at open; a database written by a newer tradebot is refused.
 
 pub mod backup;
@@ -34,6 +39,8 @@ mod disk;
 mod guard;
 pub mod keys;
 mod leftovers;
+mod memory;
+pub use memory::flushes_on_this_thread;
 mod readonly;
 mod restore_kill;
 pub mod sentinel;
@@ -205,6 +212,7 @@ pub struct Store {
     _lock: std::sync::Arc<Option<File>>,
     /// A read-only store's private copy of the database, removed with the last clone.
     _scratch: Option<std::sync::Arc<readonly::Scratch>>,
+    durability: memory::Durability,
 }
 
 type Seal = std::sync::Arc<std::sync::Mutex<sentinel::Sentinel>>;
@@ -253,6 +261,7 @@ impl Store {
             seal: std::sync::Arc::new(std::sync::Mutex::new(seal)),
             _lock: std::sync::Arc::new(Some(lock)),
             _scratch: None,
+            durability: memory::Durability::on_disk(),
         })
     }
 
@@ -272,6 +281,7 @@ impl Store {
             db: self.db.clone(),
             seal: self.seal.clone(),
             dir: self.dir.clone(),
+            durability: self.durability.clone(),
             name,
             _v: PhantomData,
         })
@@ -332,9 +342,13 @@ impl Store {
         Ok(n)
     }
 
-    /// Flushes every tree to disk. Called at shutdown.
+    /// Flushes every tree to disk. Called at shutdown. A store in memory has nothing to flush.
     pub fn flush(&self) -> Result<(), StoreError> {
+        if self.durability.in_memory() {
+            return Ok(());
+        }
         self.db.flush().map_err(self.on_write())?;
+        self.durability.count_flush();
         Ok(())
     }
 
@@ -351,6 +365,7 @@ pub struct TypedTree<V> {
     seal: Seal,
     /// The state directory, named when the disk is full.
     dir: PathBuf,
+    durability: memory::Durability,
     name: TreeName,
     _v: PhantomData<fn() -> V>,
 }
@@ -385,7 +400,8 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
     }
 
     /// A critical write: the record and the next write sequence in one sled transaction, flushed, then
-    /// the sentinel. Critical writes are serialised by the sentinel's lock.
+    /// the sentinel. Critical writes are serialised by the sentinel's lock. In memory: the same
+    /// transaction and sequence, neither flushed nor sealed in a file.
     fn write_sealed(&self, key: &[u8], value: Option<Vec<u8>>) -> Result<(), StoreError> {
         let mut seal = lock_seal(&self.seal);
         let seq = seal.mark.seq + 1;
@@ -405,7 +421,12 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
                     StoreError::Encode { tree: self.name.as_str(), reason: "transaction aborted".into() }
                 }
             })?;
+        if self.durability.in_memory() {
+            seal.mark.seq = seq;
+            return Ok(());
+        }
         self.db.flush().map_err(self.on_write())?;
+        self.durability.count_flush();
         seal.mark.seq = seq;
         seal.mark.last.insert(self.name.as_str().to_string(), sentinel::LastWrite::new(key, value.as_deref()));
         let path = seal.file_path().to_path_buf();
