@@ -185,6 +185,29 @@ fn an_order_is_flushed_before_it_is_sent_on_disk_and_never_in_memory() {
     assert_eq!(sent[0], sent[1], "the same orders on disk and in memory");
 }
 
+/// Group commit (issue 39 item 1): a bar that sends two orders writes both records with ONE durable
+/// flush, made before the orders are handed back; both records are on disk then.
+#[test]
+fn a_bar_with_two_orders_makes_one_flush_before_they_are_sent() {
+    let w = FeatureSpec::default().warmup();
+    // LSTM, both symbols up: a buy of each at the same close.
+    let mut r = rig(StrategyMode::Lstm, Some(vec![[0.1, 0.1, 0.8], [0.1, 0.1, 0.8]]));
+    r.engine.process(snapshot(100_000));
+    for d in 0..w - 1 {
+        feed(&mut r.engine, &r.bars, d);
+    }
+    let before = r.store.durable_flushes();
+    let cmds = feed(&mut r.engine, &r.bars, w - 1);
+    assert_eq!(submits(&cmds).len(), 2, "two orders at one close: {:?}", submits(&cmds));
+    assert_eq!(r.store.durable_flushes() - before, 1, "one flush for the bar's order records");
+    let orders = r.store.tree::<serde_json::Value>(TreeName::Orders).unwrap();
+    for c in &cmds {
+        if let Command::Submit(o) = c {
+            assert!(orders.get(o.client_order_id.as_str().as_bytes()).unwrap().is_some());
+        }
+    }
+}
+
 #[test]
 fn lstm_and_ensemble_modes_follow_the_probabilities() {
     let w = FeatureSpec::default().warmup();

@@ -111,4 +111,32 @@ mod tests {
         assert_eq!(flushes_on_this_thread(), before + 4);
         assert_eq!(disk.write_seq(), mem.write_seq());
     }
+
+    /// Group commit: the critical writes of a group are written at once and flushed once, at its commit,
+    /// then sealed (a reopen agrees with the sentinel); nested groups commit with the outermost.
+    #[test]
+    fn a_group_flushes_its_critical_writes_once_at_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let disk = Store::open(dir.path()).unwrap();
+            let orders = disk.tree::<u32>(TreeName::Orders).unwrap();
+            let group = disk.group();
+            let inner = disk.group();
+            orders.insert(b"a", &1).unwrap();
+            inner.commit().unwrap();
+            orders.insert(b"b", &2).unwrap();
+            disk.tree::<u32>(TreeName::Kv).unwrap().insert(b"k", &3).unwrap();
+            assert_eq!(orders.get(b"b").unwrap(), Some(2), "a write in a group reads back at once");
+            assert_eq!(disk.durable_flushes(), 0, "nothing flushed before the commit");
+            group.commit().unwrap();
+            assert_eq!(disk.durable_flushes(), 1);
+            assert_eq!(disk.write_seq(), 3);
+            // Outside a group, each critical write flushes again.
+            orders.insert(b"c", &4).unwrap();
+            assert_eq!(disk.durable_flushes(), 2);
+        }
+        let reopened = Store::open(dir.path()).unwrap();
+        assert_eq!(reopened.write_seq(), 4);
+        assert_eq!(reopened.tree::<u32>(TreeName::Kv).unwrap().get(b"k").unwrap(), Some(3));
+    }
 }

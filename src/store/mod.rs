@@ -7,7 +7,8 @@
 //! **Durability rule.** Writes to the critical trees (`orders`, `fills`, `kv`: the kill switch and the
 //! day's opening equity, `runs`: retrain records, written at a run's start and end) are flushed to disk
 //! before the call returns: once `TypedTree::insert` on those trees returns `Ok`, the record survives a
-//! crash or `SIGKILL`. Other trees are flushed by sled within `FLUSH_EVERY_MS` and by `Store::flush`
+//! crash or `SIGKILL`; inside a group commit (`Store::group`, `group`) the writes of one thread are
+//! flushed together, once, when the group commits. Other trees are flushed by sled within `FLUSH_EVERY_MS` and by `Store::flush`
 //! (called at shutdown); losing their last half second loses nothing that cannot be recomputed or
 //! re-fetched.
 //!
@@ -36,10 +37,12 @@
 pub mod backup;
 pub mod check;
 mod disk;
+mod group;
 mod guard;
 pub mod keys;
 mod leftovers;
 mod memory;
+pub use group::Group;
 pub use memory::flushes_on_this_thread;
 mod readonly;
 mod restore_kill;
@@ -425,10 +428,17 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
             seal.mark.seq = seq;
             return Ok(());
         }
-        self.db.flush().map_err(self.on_write())?;
-        self.durability.count_flush();
+        // In a group on this thread, the group's commit flushes and seals it (`group`).
+        let deferred = group::defer(&self.seal);
+        if !deferred {
+            self.db.flush().map_err(self.on_write())?;
+            self.durability.count_flush();
+        }
         seal.mark.seq = seq;
         seal.mark.last.insert(self.name.as_str().to_string(), sentinel::LastWrite::new(key, value.as_deref()));
+        if deferred {
+            return Ok(());
+        }
         let path = seal.file_path().to_path_buf();
         seal.write().map_err(|source| disk::classify(&self.dir, StoreError::Sentinel { path, source }))
     }
