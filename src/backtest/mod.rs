@@ -265,7 +265,8 @@ impl Evaluation {
 
 /// The evaluator: `models` trading strategy `mode` over `bars` (aligned, the config's symbols) on a
 /// fresh simulated account (a store in memory: no file, no flush), with the full risk checks, beside
-/// buy-and-hold over the same bars. The curve starts at the first bar the engine can trade on with `mode` (`first_traded_bar`).
+/// buy-and-hold over the same bars. The curve starts at the first bar the engine can trade on with
+/// `mode` (`first_traded_bar`).
 pub fn evaluate(
     config: &Config,
     mode: StrategyMode,

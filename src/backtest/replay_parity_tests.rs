@@ -219,8 +219,7 @@ fn an_evaluation_in_memory_flushes_nothing_and_equals_one_on_disk() {
     let registry = Registry::open(&config.state_dir.join("models")).unwrap();
     let (from, to) = crate::daemon::replay::replay_window(&config);
     let bars = aligned_bars(&store, &config.market.symbols, config.market.timeframe, from, to).unwrap();
-    let models =
-        || load_models(&config, &registry, StrategyMode::Ppo, &ModelSel::Champion, ModelKind::Ppo).unwrap();
+    let models = || load_models(&config, &registry, StrategyMode::Ppo, &ModelSel::Champion, ModelKind::Ppo).unwrap();
 
     let files = files_under(&config.state_dir);
     let flushes = crate::store::flushes_on_this_thread();

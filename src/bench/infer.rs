@@ -3,9 +3,12 @@
 //! features for every symbol, the PPO observation, ONNX inference, the strategy's orders, the risk checks,
 //! the order manager's order records), exactly as a replay or the live runner drives it, with the
 //! simulated broker filling the orders at the next close (`backtest::session`), over an account in memory
-//! (`Store::in_memory`: no file, no flush), so that the figure is the engine's compute. For the champion PPO model (or `--model`, or with neither a random model of `[ppo].hidden`,
-//! said so in the output). p50 and p99 in µs. Inference alone is then timed as the Python peer times it,
-//! call after call over the engine's own observations.
+//! (`Store::in_memory`: no file, no flush), so that the figure is the engine's compute. For the champion
+//! PPO model (or `--model`, or with neither a random model of `[ppo].hidden`, said so in the output). p50
+//! and p99 in µs. The same decisions are then timed over an account on disk (`bench-infer` under the
+//! state directory, removed after), with each close's durable flushes counted: the durable writes apart.
+//! Inference alone is then timed as the Python peer times it, call after call over the engine's own
+//! observations.
 //! `--export DIR` writes the ONNX file and the observations (`obs.bin`, f32 little-endian, `obs_dim`
 //! wide) so `benches/peers/ort_python.py` can time onnxruntime's Python API on the same work.
 

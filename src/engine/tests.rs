@@ -80,8 +80,7 @@ fn rig_with(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>, with_policy: bool)
 /// A rig whose engine's store is on disk (a live engine's) or in memory (an evaluation's).
 fn rig_on(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>, with_policy: bool, in_memory: bool) -> Rig {
     let dir = tempfile::tempdir().unwrap();
-    let store =
-        if in_memory { Store::in_memory().unwrap() } else { Store::open(&dir.path().join("state")).unwrap() };
+    let store = if in_memory { Store::in_memory().unwrap() } else { Store::open(&dir.path().join("state")).unwrap() };
     let reg = Registry::open(&dir.path().join("models")).unwrap();
     let pl = pipeline(&["AAPL", "MSFT"]);
     let mlp = constant_policy(PpoPolicy::obs_dim_for(&pl));

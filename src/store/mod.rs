@@ -8,9 +8,9 @@
 //! day's opening equity, `runs`: retrain records, written at a run's start and end) are flushed to disk
 //! before the call returns: once `TypedTree::insert` on those trees returns `Ok`, the record survives a
 //! crash or `SIGKILL`; inside a group commit (`Store::group`, `group`) the writes of one thread are
-//! flushed together, once, when the group commits. Other trees are flushed by sled within `FLUSH_EVERY_MS` and by `Store::flush`
-//! (called at shutdown); losing their last half second loses nothing that cannot be recomputed or
-//! re-fetched.
+//! flushed together, once, when the group commits. Other trees are flushed by sled within
+//! `FLUSH_EVERY_MS` and by `Store::flush` (called at shutdown); losing their last half second loses
+//! nothing that cannot be recomputed or re-fetched.
 //!
 //! **Rollback and damage are refused.** Each critical write also bumps a write sequence in the database
 //! (in the same sled transaction) and, once flushed, in the sentinel file beside it (`sentinel`), with
