@@ -152,15 +152,6 @@ pub fn buy_and_hold(bars: &[Vec<Bar>], start: usize, initial_cash: f64, exec: &E
     (curve, act)
 }
 
-/// A scratch directory for the engine's own store, removed on drop.
-struct Scratch(std::path::PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// What to backtest: the strategy (by default the selected model's kind) and the model.
 #[derive(Debug, Clone)]
 pub struct Subject {
@@ -273,27 +264,34 @@ impl Evaluation {
 }
 
 /// The evaluator: `models` trading strategy `mode` over `bars` (aligned, the config's symbols) on a
-/// fresh simulated account, with the full risk checks, beside buy-and-hold over the same bars. The
-/// curve starts at the first bar the engine can trade on with `mode` (`first_traded_bar`).
+/// fresh simulated account (a store in memory: no file, no flush), with the full risk checks, beside
+/// buy-and-hold over the same bars. The curve starts at the first bar the engine can trade on with
+/// `mode` (`first_traded_bar`).
 pub fn evaluate(
     config: &Config,
     mode: StrategyMode,
     models: Models,
     bars: &[Vec<Bar>],
 ) -> Result<Evaluation, BacktestError> {
+    // The account lives in memory: nothing of it is read after the run, so nothing is written or flushed.
+    let account = Store::in_memory().map_err(|e| BacktestError::Scratch(e.to_string()))?;
+    evaluate_on(config, mode, models, bars, &account)
+}
+
+/// `evaluate` on the given (fresh) account store: the same run over a store in memory or on disk.
+pub(crate) fn evaluate_on(
+    config: &Config,
+    mode: StrategyMode,
+    models: Models,
+    bars: &[Vec<Bar>],
+    account: &Store,
+) -> Result<Evaluation, BacktestError> {
     let start = session::first_traded_bar(config, mode);
     let days = bars.first().map_or(0, |b| b.len());
     if days < start + 2 {
         return Err(BacktestError::TooFewBars { got: days, need: start + 2, symbols: config.market.symbols.clone() });
     }
-    let nanos = Utc::now().timestamp_nanos_opt().unwrap_or_default();
-    let scratch = Scratch(std::env::temp_dir().join(format!(
-        "tradebot-eval-{}-{nanos}-{}",
-        std::process::id(),
-        SCRATCH_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    )));
-    let account = Store::open(&scratch.0).map_err(|e| BacktestError::Scratch(e.to_string()))?;
-    let mut session = SimSession::open(config, mode, &account, models, bars[0][0].t)
+    let mut session = SimSession::open(config, mode, account, models, bars[0][0].t)
         .map_err(|e| BacktestError::Scratch(e.to_string()))?;
     let exec = config.env.exec;
     let (bh, bh_act) = buy_and_hold(bars, start, session::initial_cash(config), &exec);
@@ -313,8 +311,6 @@ pub fn summarise(config: &Config, session: &SimSession, bh_act: Activity) -> Eva
         curve,
     }
 }
-
-static SCRATCH_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Backtests `subject` over the stored bars of the configured symbols in `[from, to]`, and stores the
 /// curve in the `equity` tree (`backtest/<model id>/<time>`).

@@ -187,3 +187,51 @@ fn a_daily_replay_trips_the_kill_switch_on_its_first_day_that_loses_more_than_th
     assert_eq!(r.curve.last().unwrap().trades, trades_at(at + chrono::Duration::days(1)), "no trade after the trip");
     assert!(format!("{r}").contains("kill switch: TRIPPED at"), "the summary says so");
 }
+
+/// Every file under `dir`, with its size (what an evaluation must not change).
+fn files_under(dir: &std::path::Path) -> BTreeMap<std::path::PathBuf, u64> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            if meta.is_dir() {
+                todo.push(e.path());
+            } else {
+                out.insert(e.path(), meta.len());
+            }
+        }
+    }
+    out
+}
+
+/// Evaluations in memory (issue 39 item 2): `evaluate` (backtests, the gate's holdout runs, search
+/// validations) makes no durable flush and writes no file under the state directory, and its result
+/// equals, bit for bit, the same run over an account on disk, which flushes.
+#[test]
+fn an_evaluation_in_memory_flushes_nothing_and_equals_one_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path(), 77);
+    let path = dir.path().join("tradebot.toml");
+    let config = Config::parse(&path, &config_text(dir.path(), &BINDING, "flatten")).unwrap();
+    let store = Store::open(&config.state_dir).unwrap();
+    let registry = Registry::open(&config.state_dir.join("models")).unwrap();
+    let (from, to) = crate::daemon::replay::replay_window(&config);
+    let bars = aligned_bars(&store, &config.market.symbols, config.market.timeframe, from, to).unwrap();
+    let models = || load_models(&config, &registry, StrategyMode::Ppo, &ModelSel::Champion, ModelKind::Ppo).unwrap();
+
+    let files = files_under(&config.state_dir);
+    let flushes = crate::store::flushes_on_this_thread();
+    let mem = evaluate(&config, StrategyMode::Ppo, models(), &bars).unwrap();
+    assert_eq!(crate::store::flushes_on_this_thread(), flushes, "an evaluation flushed the store");
+    assert_eq!(files_under(&config.state_dir), files, "an evaluation changed the files of the state directory");
+
+    let scratch = tempfile::tempdir().unwrap();
+    let account = Store::open(scratch.path()).unwrap();
+    let disk = evaluate_on(&config, StrategyMode::Ppo, models(), &bars, &account).unwrap();
+    assert!(account.durable_flushes() > 0, "the same run on disk flushes its order records");
+    assert!(disk.strategy.trades >= 10, "only {} fills: the comparison would not see orders", disk.strategy.trades);
+    // Bit for bit: `Debug` prints every f64 in its shortest exact form.
+    assert_eq!(format!("{mem:?}"), format!("{disk:?}"));
+}

@@ -1,11 +1,14 @@
 //! `tradebot bench infer`: per-decision latency of the daemon's own `Engine` on one thread, over the
 //! stored bars of the configured symbols: the bars of one close through `Engine::process` (streaming
 //! features for every symbol, the PPO observation, ONNX inference, the strategy's orders, the risk checks,
-//! the order manager's stored and flushed order records), exactly as a replay or the live runner drives it,
-//! with the simulated broker filling the orders at the next close (`backtest::session`, in a temporary
-//! account). For the champion PPO model (or `--model`, or with neither a random model of `[ppo].hidden`,
-//! said so in the output). p50 and p99 in µs. Inference alone is then timed as the Python peer times it,
-//! call after call over the engine's own observations.
+//! the order manager's order records), exactly as a replay or the live runner drives it, with the
+//! simulated broker filling the orders at the next close (`backtest::session`), over an account in memory
+//! (`Store::in_memory`: no file, no flush), so that the figure is the engine's compute. For the champion
+//! PPO model (or `--model`, or with neither a random model of `[ppo].hidden`, said so in the output). p50
+//! and p99 in µs. The same decisions are then timed over an account on disk (`bench-infer` under the
+//! state directory, removed after), with each close's durable flushes counted: the durable writes apart.
+//! Inference alone is then timed as the Python peer times it, call after call over the engine's own
+//! observations.
 //! `--export DIR` writes the ONNX file and the observations (`obs.bin`, f32 little-endian, `obs_dim`
 //! wide) so `benches/peers/ort_python.py` can time onnxruntime's Python API on the same work.
 
@@ -120,17 +123,16 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     let mut act = vec![0.0f32; symbols.len()];
     let mut lat = Vec::with_capacity(b.decisions);
     let mut infer_only = Vec::with_capacity(b.decisions);
-    // Decisions that sent no order: no order record is written and flushed (`oms`), the rest of the path is.
+    // Decisions that sent no order: no order record is written (`oms`), the rest of the path is.
     let mut quiet = Vec::new();
     let mut seen_obs: Vec<f32> = Vec::new();
     let mut orders = 0usize;
     let obs_len = PpoPolicy::obs_dim_for(&pl);
-    // The engine's account (orders, kill switch, decisions), begun afresh for each pass and removed after.
-    let scratch = config.state_dir.join("bench-infer");
+    // The engine's account (orders, kill switch, decisions): a store in memory, begun afresh for each pass,
+    // so that the figure is the engine's compute, with no file written and no flush.
     // One pass over the bars per fresh account; passes repeat until enough decisions are timed.
     'outer: loop {
-        remove_account(&scratch)?;
-        let account = Store::open(&scratch).context("opening the bench's account")?;
+        let account = Store::in_memory().context("opening the bench's account in memory")?;
         let mut session = SimSession::open(config, StrategyMode::Ppo, &account, (Some(load()?), None), bars[0][0].t)?;
         for d in 0..days {
             session.fill(&bars, d, f64::NAN)?;
@@ -157,7 +159,11 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    remove_account(&scratch)?;
+    // The same decisions over an account on disk, as the live engine writes them: the flushes apart.
+    let durable = durable_pass(config, &bars, warm, load()?, b.decisions)?;
+    let flush_mean = durable.flushes.iter().sum::<u64>() as f64 / durable.flushes.len().max(1) as f64;
+    let flush_max = durable.flushes.iter().copied().max().unwrap_or(0);
+    let mut durable_lat = durable.lat;
     // Inference alone, as the Python peer times it: one call after another over the engine's observations.
     let mut inference = load()?;
     for obs in seen_obs.chunks(obs_len).cycle().take(b.decisions) {
@@ -172,6 +178,7 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     let (p50, p99) = (pct(&mut lat, 0.50), pct(&mut lat, 0.99));
     let (i50, i99) = (pct(&mut infer_only, 0.50), pct(&mut infer_only, 0.99));
     let (q50, q99) = (pct(&mut quiet, 0.50), pct(&mut quiet, 0.99));
+    let (d50, d99) = (pct(&mut durable_lat, 0.50), pct(&mut durable_lat, 0.99));
     if let Some(dir) = &b.export {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         std::fs::write(dir.join("model.onnx"), &bytes).context("writing model.onnx")?;
@@ -189,20 +196,70 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
                 "decisions_without_orders": quiet.len(),
                 "no_order_decision_p50_us": q50, "no_order_decision_p99_us": q99,
                 "inference_p50_us": i50, "inference_p99_us": i99,
+                "durable_decisions": durable_lat.len(),
+                "durable_decision_p50_us": d50, "durable_decision_p99_us": d99,
+                "durable_flushes_per_close_mean": flush_mean, "durable_flushes_per_close_max": flush_max,
             })
         )?;
     } else {
         outln!("model {model_id} (obs {obs_len} wide, {a} assets), {} decisions, {} thread(s)", lat.len(), b.threads)?;
         outln!(
-            "decision (the engine: features + inference + strategy + risk + order records): p50 {p50:.1} µs, p99 {p99:.1} µs; {orders} orders sent"
+            "decision compute (the engine over an account in memory: features + inference + strategy + risk + order records): p50 {p50:.1} µs, p99 {p99:.1} µs; {orders} orders sent"
         )?;
         outln!(
-            "the {} decisions that sent no order (no order record flushed): p50 {q50:.1} µs, p99 {q99:.1} µs",
+            "the {} decisions that sent no order (no order record written): p50 {q50:.1} µs, p99 {q99:.1} µs",
             quiet.len()
+        )?;
+        outln!(
+            "with durable writes (the same engine over an account on disk, {} decisions): p50 {d50:.1} µs, p99 {d99:.1} µs; durable flushes per close: mean {flush_mean:.2}, max {flush_max}",
+            durable_lat.len()
         )?;
         outln!("inference alone (call after call over the engine's observations): p50 {i50:.1} µs, p99 {i99:.1} µs")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The decisions of one pass over an account on disk: each close's time and its durable flushes.
+struct Durable {
+    lat: Vec<f64>,
+    flushes: Vec<u64>,
+}
+
+/// Times up to `closes` decisions (after the warm-up) over a fresh account on disk under the state
+/// directory (`bench-infer`, removed before and after), counting each close's durable flushes.
+fn durable_pass(
+    config: &Config,
+    bars: &[Vec<crate::domain::Bar>],
+    warm: usize,
+    policy: PpoPolicy,
+    closes: usize,
+) -> anyhow::Result<Durable> {
+    let dir = config.state_dir.join("bench-infer");
+    remove_account(&dir)?;
+    let mut out = Durable { lat: Vec::new(), flushes: Vec::new() };
+    {
+        let account = Store::open(&dir).context("opening the bench's account on disk")?;
+        let mut session = SimSession::open(config, StrategyMode::Ppo, &account, (Some(policy), None), bars[0][0].t)?;
+        for d in 0..bars.first().map_or(0, |b| b.len()) {
+            session.fill(bars, d, f64::NAN)?;
+            let before = account.durable_flushes();
+            let started = Instant::now();
+            for b in bars {
+                session.decide(&b[d]);
+            }
+            let took = started.elapsed();
+            if d < warm {
+                continue;
+            }
+            out.lat.push(took.as_nanos() as f64 / 1e3);
+            out.flushes.push(account.durable_flushes() - before);
+            if out.lat.len() >= closes {
+                break;
+            }
+        }
+    }
+    remove_account(&dir)?;
+    Ok(out)
 }
 
 fn remove_account(dir: &std::path::Path) -> anyhow::Result<()> {

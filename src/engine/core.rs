@@ -74,6 +74,8 @@ pub struct Engine {
     /// the last snapshot: holdings outside the configured symbols (0 when there are none).
     pub(super) outside_value: f64,
     pub(super) decisions: TypedTree<DecisionRecord>,
+    /// The account's store: each event's critical writes are one group commit (`Store::group`).
+    pub(super) store: Store,
     pub(super) paused: bool,
     pub(super) halted: bool,
     pub(super) ticks: u64,
@@ -152,6 +154,7 @@ impl Engine {
             cash: cfg.initial_cash,
             outside_value: 0.0,
             decisions: store.tree(TreeName::Decisions)?,
+            store: store.clone(),
             paused: false,
             halted: false,
             ticks: 0,

@@ -97,7 +97,28 @@ impl Engine {
 }
 
 impl crate::engine::Core for Engine {
+    /// One event, its critical writes (a bar's orders, decision record, risk state) in one group commit:
+    /// one flush, before any order of it is handed back to be sent. Orders whose records could not be
+    /// flushed are not sent, and the engine sends no new order from then on.
     fn process(&mut self, ev: Event) -> Vec<Command> {
+        let store = self.store.clone();
+        let group = store.group();
+        let mut cmds = self.dispatch(ev);
+        if let Err(e) = group.commit() {
+            let held = cmds.iter().filter(|c| matches!(c, Command::Submit(_))).count();
+            log::error!(
+                "engine: cannot flush this event's records to the store: {e}; its {held} order(s) are not sent, \
+                 and no new orders from here on (restart once the store is writable)"
+            );
+            self.halted = true;
+            cmds.retain(|c| !matches!(c, Command::Submit(_)));
+        }
+        cmds
+    }
+}
+
+impl Engine {
+    fn dispatch(&mut self, ev: Event) -> Vec<Command> {
         match ev {
             Event::Bar(b) => self.on_bar(b),
             Event::Mark(b) => self.on_mark(b),

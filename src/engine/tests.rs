@@ -74,8 +74,13 @@ pub(super) fn rig(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>) -> Rig {
 }
 
 fn rig_with(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>, with_policy: bool) -> Rig {
+    rig_on(mode, probs, with_policy, false)
+}
+
+/// A rig whose engine's store is on disk (a live engine's) or in memory (an evaluation's).
+fn rig_on(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>, with_policy: bool, in_memory: bool) -> Rig {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("state")).unwrap();
+    let store = if in_memory { Store::in_memory().unwrap() } else { Store::open(&dir.path().join("state")).unwrap() };
     let reg = Registry::open(&dir.path().join("models")).unwrap();
     let pl = pipeline(&["AAPL", "MSFT"]);
     let mlp = constant_policy(PpoPolicy::obs_dim_for(&pl));
@@ -147,6 +152,59 @@ fn ppo_orders_only_after_reconciliation_and_controls_stop_them() {
     r.engine.process(Event::Control(Control::Resume));
     assert_eq!(submits(&feed(&mut r.engine, &r.bars, w + 2)).len(), 1, "resumed");
     r.engine.process(Event::Control(Control::Shutdown));
+}
+
+/// Durability (issue 39 item 2): on disk, a bar's order record is stored and flushed before its
+/// `Command::Submit` is handed back to be sent; over a store in memory (an evaluation) the engine sends
+/// the same order with its record stored, and flushes nothing.
+#[test]
+fn an_order_is_flushed_before_it_is_sent_on_disk_and_never_in_memory() {
+    let w = FeatureSpec::default().warmup();
+    let mut sent = Vec::new();
+    for in_memory in [false, true] {
+        let mut r = rig_on(StrategyMode::Ppo, None, true, in_memory);
+        assert_eq!(r.store.is_in_memory(), in_memory);
+        for d in 0..w {
+            feed(&mut r.engine, &r.bars, d);
+        }
+        r.engine.process(snapshot(100_000));
+        let before = r.store.durable_flushes();
+        let cmds = feed(&mut r.engine, &r.bars, w);
+        let Some(Command::Submit(o)) = cmds.first() else { panic!("no order at bar {w}") };
+        let orders = r.store.tree::<serde_json::Value>(TreeName::Orders).unwrap();
+        let key = o.client_order_id.as_str().as_bytes();
+        assert!(orders.get(key).unwrap().is_some(), "the order's record is stored before it is sent");
+        if in_memory {
+            assert_eq!(r.store.durable_flushes(), 0, "a store in memory flushed");
+        } else {
+            assert!(r.store.durable_flushes() > before, "the order was handed back before any flush");
+        }
+        sent.push(submits(&cmds));
+    }
+    assert_eq!(sent[0], sent[1], "the same orders on disk and in memory");
+}
+
+/// Group commit (issue 39 item 1): a bar that sends two orders writes both records with ONE durable
+/// flush, made before the orders are handed back; both records are on disk then.
+#[test]
+fn a_bar_with_two_orders_makes_one_flush_before_they_are_sent() {
+    let w = FeatureSpec::default().warmup();
+    // LSTM, both symbols up: a buy of each at the same close.
+    let mut r = rig(StrategyMode::Lstm, Some(vec![[0.1, 0.1, 0.8], [0.1, 0.1, 0.8]]));
+    r.engine.process(snapshot(100_000));
+    for d in 0..w - 1 {
+        feed(&mut r.engine, &r.bars, d);
+    }
+    let before = r.store.durable_flushes();
+    let cmds = feed(&mut r.engine, &r.bars, w - 1);
+    assert_eq!(submits(&cmds).len(), 2, "two orders at one close: {:?}", submits(&cmds));
+    assert_eq!(r.store.durable_flushes() - before, 1, "one flush for the bar's order records");
+    let orders = r.store.tree::<serde_json::Value>(TreeName::Orders).unwrap();
+    for c in &cmds {
+        if let Command::Submit(o) = c {
+            assert!(orders.get(o.client_order_id.as_str().as_bytes()).unwrap().is_some());
+        }
+    }
 }
 
 #[test]

@@ -7,9 +7,10 @@
 //! **Durability rule.** Writes to the critical trees (`orders`, `fills`, `kv`: the kill switch and the
 //! day's opening equity, `runs`: retrain records, written at a run's start and end) are flushed to disk
 //! before the call returns: once `TypedTree::insert` on those trees returns `Ok`, the record survives a
-//! crash or `SIGKILL`. Other trees are flushed by sled within `FLUSH_EVERY_MS` and by `Store::flush`
-//! (called at shutdown); losing their last half second loses nothing that cannot be recomputed or
-//! re-fetched.
+//! crash or `SIGKILL`; inside a group commit (`Store::group`, `group`) the writes of one thread are
+//! flushed together, once, when the group commits. Other trees are flushed by sled within
+//! `FLUSH_EVERY_MS` and by `Store::flush` (called at shutdown); losing their last half second loses
+//! nothing that cannot be recomputed or re-fetched.
 //!
 //! **Rollback and damage are refused.** Each critical write also bumps a write sequence in the database
 //! (in the same sled transaction) and, once flushed, in the sentinel file beside it (`sentinel`), with
@@ -26,14 +27,23 @@
 //! **One owner.** `Store::open` takes an exclusive, non-blocking lock on `LOCK_FILE` in the directory;
 //! a second opener (a CLI command while the daemon runs) gets `StoreError::Locked` at once, never a hang.
 //!
+//! **In memory.** An evaluation's scratch account (backtests, the gate's holdout runs, search
+//! validations, `bench infer`) is `Store::in_memory`: the same trees and `TypedTree` API over a
+//! temporary sled database, with no lock, no sentinel, no file under any state directory and no flush
+//! (nothing in it needs to survive a crash). `Store::durable_flushes` counts the flushes a store made.
+//!
 //! **Schema.** The schema version is stored at open; a database written by a newer tradebot is refused.
 
 pub mod backup;
 pub mod check;
 mod disk;
+mod group;
 mod guard;
 pub mod keys;
 mod leftovers;
+mod memory;
+pub use group::Group;
+pub use memory::flushes_on_this_thread;
 mod readonly;
 mod restore_kill;
 mod scratch;
@@ -210,6 +220,7 @@ pub struct Store {
     _lock: std::sync::Arc<Option<File>>,
     /// A read-only store's private copy of the database, removed with the last clone.
     _scratch: Option<std::sync::Arc<scratch::Scratch>>,
+    durability: memory::Durability,
 }
 
 type Seal = std::sync::Arc<std::sync::Mutex<sentinel::Sentinel>>;
@@ -258,6 +269,7 @@ impl Store {
             seal: std::sync::Arc::new(std::sync::Mutex::new(seal)),
             _lock: std::sync::Arc::new(Some(lock)),
             _scratch: None,
+            durability: memory::Durability::on_disk(),
         })
     }
 
@@ -277,6 +289,7 @@ impl Store {
             db: self.db.clone(),
             seal: self.seal.clone(),
             dir: self.dir.clone(),
+            durability: self.durability.clone(),
             name,
             _v: PhantomData,
         })
@@ -337,9 +350,13 @@ impl Store {
         Ok(n)
     }
 
-    /// Flushes every tree to disk. Called at shutdown.
+    /// Flushes every tree to disk. Called at shutdown. A store in memory has nothing to flush.
     pub fn flush(&self) -> Result<(), StoreError> {
+        if self.durability.in_memory() {
+            return Ok(());
+        }
         self.db.flush().map_err(self.on_write())?;
+        self.durability.count_flush();
         Ok(())
     }
 
@@ -356,6 +373,7 @@ pub struct TypedTree<V> {
     seal: Seal,
     /// The state directory, named when the disk is full.
     dir: PathBuf,
+    durability: memory::Durability,
     name: TreeName,
     _v: PhantomData<fn() -> V>,
 }
@@ -390,7 +408,8 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
     }
 
     /// A critical write: the record and the next write sequence in one sled transaction, flushed, then
-    /// the sentinel. Critical writes are serialised by the sentinel's lock.
+    /// the sentinel. Critical writes are serialised by the sentinel's lock. In memory: the same
+    /// transaction and sequence, neither flushed nor sealed in a file.
     fn write_sealed(&self, key: &[u8], value: Option<Vec<u8>>) -> Result<(), StoreError> {
         let mut seal = lock_seal(&self.seal);
         let seq = seal.mark.seq + 1;
@@ -410,9 +429,21 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
                     StoreError::Encode { tree: self.name.as_str(), reason: "transaction aborted".into() }
                 }
             })?;
-        self.db.flush().map_err(self.on_write())?;
+        if self.durability.in_memory() {
+            seal.mark.seq = seq;
+            return Ok(());
+        }
+        // In a group on this thread, the group's commit flushes and seals it (`group`).
+        let deferred = group::defer(&self.seal);
+        if !deferred {
+            self.db.flush().map_err(self.on_write())?;
+            self.durability.count_flush();
+        }
         seal.mark.seq = seq;
         seal.mark.last.insert(self.name.as_str().to_string(), sentinel::LastWrite::new(key, value.as_deref()));
+        if deferred {
+            return Ok(());
+        }
         let path = seal.file_path().to_path_buf();
         seal.write().map_err(|source| disk::classify(&self.dir, StoreError::Sentinel { path, source }))
     }

@@ -51,5 +51,12 @@ fn open(state_dir: &Path) -> Result<Store, StoreError> {
     // The copy's own sentinel, so that a write through this store never touches the real one.
     let seal = Sentinel::create(scratch.path(), mark)
         .map_err(|source| StoreError::Sentinel { path: Sentinel::path(scratch.path()), source })?;
-    Ok(Store { db, dir, seal: Arc::new(Mutex::new(seal)), _lock: Arc::new(lock), _scratch: Some(Arc::new(scratch)) })
+    Ok(Store {
+        db,
+        dir,
+        seal: Arc::new(Mutex::new(seal)),
+        _lock: Arc::new(lock),
+        _scratch: Some(Arc::new(scratch)),
+        durability: super::memory::Durability::on_disk(),
+    })
 }

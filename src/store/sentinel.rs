@@ -55,7 +55,8 @@ pub enum Found {
 
 /// The open sentinel file.
 pub struct Sentinel {
-    file: File,
+    /// `None` for a store in memory: the mark is kept, never written.
+    file: Option<File>,
     path: PathBuf,
     pub mark: Mark,
 }
@@ -82,7 +83,7 @@ impl Sentinel {
     pub fn create(dir: &Path, mark: Mark) -> std::io::Result<Sentinel> {
         let path = Sentinel::path(dir);
         let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
-        let mut s = Sentinel { file, path, mark };
+        let mut s = Sentinel { file: Some(file), path, mark };
         s.write()?;
         // Both slots agree after a (re)start, so a later torn write falls back to this mark, never to
         // an older one left in the other slot.
@@ -91,6 +92,11 @@ impl Sentinel {
             d.sync_all()?;
         }
         Ok(s)
+    }
+
+    /// The mark of a store in memory, with no file.
+    pub fn in_memory(mark: Mark) -> Sentinel {
+        Sentinel { file: None, path: PathBuf::new(), mark }
     }
 
     pub fn file_path(&self) -> &Path {
@@ -103,9 +109,10 @@ impl Sentinel {
     }
 
     fn write_slot(&mut self, slot: u64) -> std::io::Result<()> {
+        let Some(file) = &self.file else { return Ok(()) };
         let bytes = encode_slot(&self.mark);
-        self.file.write_all_at(&bytes, slot * SLOT as u64)?;
-        self.file.sync_data()
+        file.write_all_at(&bytes, slot * SLOT as u64)?;
+        file.sync_data()
     }
 }
 

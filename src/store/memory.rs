@@ -1,0 +1,142 @@
+//! Stores in memory, and the count of durable flushes.
+//!
+//! An evaluation (a backtest, the gate's holdout runs, a search trial's validation, `bench infer`'s
+//! compute figure) runs the engine over a scratch account that nothing reads after the run: it needs
+//! the store's trees and semantics, not its durability. `Store::in_memory` gives exactly that: a
+//! temporary sled database (sled keeps it in memory-backed space and removes it when the last clone is
+//! dropped), no lock file, no sentinel file, nothing under any state directory, and every flush a no-op.
+//! The engine's results over it equal those over a store on disk, bit for bit (the same trees, the same
+//! sled, the same write sequence).
+//!
+//! Every durable flush of a store on disk (a critical write's, `Store::flush`) is counted, per store
+//! (`Store::durable_flushes`, shared by its clones) and per thread (`flushes_on_this_thread`), so that
+//! tests can say how many flushes a path makes.
+
+use super::{SCHEMA_KEY, SCHEMA_VERSION, Store, StoreError, sentinel};
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+thread_local! {
+    static THREAD_FLUSHES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many durable flushes stores made on the calling thread so far (every store, every clone).
+pub fn flushes_on_this_thread() -> u64 {
+    THREAD_FLUSHES.with(Cell::get)
+}
+
+/// Whether a store flushes, and how many times it did.
+#[derive(Clone)]
+pub(super) struct Durability {
+    in_memory: bool,
+    flushes: Arc<AtomicU64>,
+}
+
+impl Durability {
+    pub(super) fn on_disk() -> Durability {
+        Durability { in_memory: false, flushes: Arc::new(AtomicU64::new(0)) }
+    }
+
+    pub(super) fn in_memory(&self) -> bool {
+        self.in_memory
+    }
+
+    /// Records one durable flush.
+    pub(super) fn count_flush(&self) {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        THREAD_FLUSHES.with(|c| c.set(c.get() + 1));
+    }
+}
+
+impl Store {
+    /// A fresh, empty store in memory: the same trees and API as `Store::open`, with no file under any
+    /// state directory, no lock, no sentinel and no flush. Gone when its last clone is dropped.
+    pub fn in_memory() -> Result<Store, StoreError> {
+        let cache = super::CACHE_MB.load(Ordering::Relaxed).saturating_mul(1 << 20);
+        let db = sled::Config::new().temporary(true).cache_capacity(cache).flush_every_ms(None).open()?;
+        db.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+        Ok(Store {
+            db,
+            dir: PathBuf::from("(in memory)"),
+            seal: Arc::new(std::sync::Mutex::new(sentinel::Sentinel::in_memory(sentinel::Mark::default()))),
+            _lock: Arc::new(None),
+            _scratch: None,
+            durability: Durability { in_memory: true, flushes: Arc::new(AtomicU64::new(0)) },
+        })
+    }
+
+    /// Whether this store lives in memory (`Store::in_memory`).
+    pub fn is_in_memory(&self) -> bool {
+        self.durability.in_memory
+    }
+
+    /// How many durable flushes this store (any of its clones) has made: 0 for a store in memory.
+    pub fn durable_flushes(&self) -> u64 {
+        self.durability.flushes.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::TreeName;
+
+    #[test]
+    fn a_store_in_memory_keeps_writes_with_no_file_and_no_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = flushes_on_this_thread();
+        let mem = Store::in_memory().unwrap();
+        assert!(mem.is_in_memory());
+        let orders = mem.tree::<u32>(TreeName::Orders).unwrap();
+        orders.insert(b"a", &7).unwrap();
+        orders.insert(b"b", &8).unwrap();
+        orders.remove(b"a").unwrap();
+        mem.tree::<u32>(TreeName::Decisions).unwrap().insert(b"d", &9).unwrap();
+        mem.flush().unwrap();
+        assert_eq!(orders.get(b"b").unwrap(), Some(8));
+        assert_eq!(orders.get(b"a").unwrap(), None);
+        assert_eq!(mem.write_seq(), 3, "critical writes still bump the write sequence");
+        assert_eq!(mem.durable_flushes(), 0);
+        assert_eq!(flushes_on_this_thread(), before);
+        // The same writes to a store on disk flush each critical write and the explicit flush.
+        let disk = Store::open(dir.path()).unwrap();
+        let orders = disk.tree::<u32>(TreeName::Orders).unwrap();
+        orders.insert(b"a", &7).unwrap();
+        orders.insert(b"b", &8).unwrap();
+        orders.remove(b"a").unwrap();
+        disk.flush().unwrap();
+        assert_eq!(disk.durable_flushes(), 4);
+        assert_eq!(flushes_on_this_thread(), before + 4);
+        assert_eq!(disk.write_seq(), mem.write_seq());
+    }
+
+    /// Group commit: the critical writes of a group are written at once and flushed once, at its commit,
+    /// then sealed (a reopen agrees with the sentinel); nested groups commit with the outermost.
+    #[test]
+    fn a_group_flushes_its_critical_writes_once_at_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let disk = Store::open(dir.path()).unwrap();
+            let orders = disk.tree::<u32>(TreeName::Orders).unwrap();
+            let group = disk.group();
+            let inner = disk.group();
+            orders.insert(b"a", &1).unwrap();
+            inner.commit().unwrap();
+            orders.insert(b"b", &2).unwrap();
+            disk.tree::<u32>(TreeName::Kv).unwrap().insert(b"k", &3).unwrap();
+            assert_eq!(orders.get(b"b").unwrap(), Some(2), "a write in a group reads back at once");
+            assert_eq!(disk.durable_flushes(), 0, "nothing flushed before the commit");
+            group.commit().unwrap();
+            assert_eq!(disk.durable_flushes(), 1);
+            assert_eq!(disk.write_seq(), 3);
+            // Outside a group, each critical write flushes again.
+            orders.insert(b"c", &4).unwrap();
+            assert_eq!(disk.durable_flushes(), 2);
+        }
+        let reopened = Store::open(dir.path()).unwrap();
+        assert_eq!(reopened.write_seq(), 4);
+        assert_eq!(reopened.tree::<u32>(TreeName::Kv).unwrap().get(b"k").unwrap(), Some(3));
+    }
+}
