@@ -53,6 +53,9 @@ pub fn start_host(
     rt: &tokio::runtime::Runtime,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Host<RetrainPipeline>> {
+    // The alert targets first: a [notify] mistake is a config error (exit 78) before anything is bound.
+    let targets = crate::alerts::targets(&config.notify, |k| std::env::var(k).ok())
+        .map_err(|e| problem(config, &format!("[notify]: {e}")))?;
     let registry = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     seed_shipped(&registry, config)?;
     let metrics = Arc::new(Metrics::new());
@@ -93,8 +96,6 @@ pub fn start_host(
         calls: Some(calls_rx),
         notifier: Notifier::from_env(),
     });
-    let targets = crate::alerts::targets(&config.notify, |k| std::env::var(k).ok())
-        .map_err(|e| problem(config, &format!("[notify]: {e}")))?;
     let host = host.with_alerts(crate::alerts::Alerts::start(targets, &config.notify, mode_name(config), rt.handle()));
     rt.spawn(on_hangup(host.hangup.clone(), shutdown.clone()));
     Ok(host)
