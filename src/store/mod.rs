@@ -541,6 +541,18 @@ fn db_seq(db: &sled::Db) -> Result<u64, StoreError> {
     }
 }
 
+/// The store under `dir` is locked by another process: `StoreError::Locked`, naming the pid its lock file
+/// holds (the owner writes it there).
+fn locked(dir: &Path) -> StoreError {
+    let holder = std::fs::read_to_string(dir.join(LOCK_FILE))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .map(|pid| format!(" (pid {pid})"))
+        .unwrap_or_default();
+    StoreError::Locked { dir: dir.to_path_buf(), holder }
+}
+
 fn lock_dir(dir: &Path) -> Result<File, StoreError> {
     let path = dir.join(LOCK_FILE);
     let mut f = std::fs::OpenOptions::new()
@@ -552,13 +564,7 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
         .map_err(|source| StoreError::Dir { dir: dir.to_path_buf(), source })?;
     // An advisory lock (flock on Linux), released by the kernel when the process ends however it ends.
     if f.try_lock().is_err() {
-        let holder = std::fs::read_to_string(&path)
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .map(|pid| format!(" (pid {pid})"))
-            .unwrap_or_default();
-        return Err(StoreError::Locked { dir: dir.to_path_buf(), holder });
+        return Err(locked(dir));
     }
     let _ = f.set_len(0);
     let _ = write!(f, "{}", std::process::id());

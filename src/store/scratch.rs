@@ -40,13 +40,7 @@ pub(super) fn lock_to_read(dir: &Path) -> Result<Option<File>, StoreError> {
         Err(source) => return Err(StoreError::Dir { dir: dir.to_path_buf(), source }),
     };
     if f.try_lock().is_err() {
-        let holder = std::fs::read_to_string(&path)
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .map(|pid| format!(" (pid {pid})"))
-            .unwrap_or_default();
-        return Err(StoreError::Locked { dir: dir.to_path_buf(), holder });
+        return Err(super::locked(dir));
     }
     Ok(Some(f))
 }
