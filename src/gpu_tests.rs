@@ -6,9 +6,7 @@
 //! them, by the `gpu_tests::` filter); each fails, never skips, where no CUDA device is usable.
 
 use crate::env::EnvConfig;
-use crate::lstm::LstmConfig;
 use crate::lstm::dataset::{WindowDataset, chronological_split, synthetic};
-use crate::lstm::model::NetDims;
 use crate::lstm::train::LstmTrainer;
 use crate::rl::BatchEnv;
 use crate::rl::ppo::{Ppo, PpoConfig};
@@ -108,20 +106,7 @@ fn the_lstm_epoch_on_cuda_learns_the_planted_pattern_reading_twice_an_epoch() {
     let ds = WindowDataset::new(synthetic(20_000, 16, 4, 4, 3, 1), cuda).unwrap();
     assert_eq!(ds.device(), cuda);
     let (tr, va, te) = chronological_split(ds.len() as usize, 0.6, 0.2, 5);
-    let cfg = LstmConfig {
-        fast_hidden: 16,
-        slow_hidden: 8,
-        context_hidden: vec![8],
-        head_hidden: vec![16],
-        batch_size: 256,
-        max_epochs: 40,
-        learning_rate: 3e-3,
-        patience: 6,
-        seed: 3,
-        ..Default::default()
-    };
-    let dims = NetDims { fast_dim: 4, fast_len: 16, slow_dim: 4, slow_len: 4, context_dim: 3 };
-    let mut t = LstmTrainer::new(cfg, dims, cuda).unwrap();
+    let mut t = LstmTrainer::new(crate::lstm::tests::cfg(), crate::lstm::tests::dims(), cuda).unwrap();
     let before = crate::readback::reads();
     let hist = t.fit(&ds, &tr, &va, None, |s| s.best_mcc < 0.7).unwrap();
     assert_eq!(crate::readback::reads() - before, 2 * hist.len() as u64, "reads over {} epochs", hist.len());

@@ -11,4 +11,4 @@ pub mod train;
 pub use crate::config::LstmConfig;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

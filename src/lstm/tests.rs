@@ -4,11 +4,13 @@ use super::train::LstmTrainer;
 use super::*;
 use tch::{Device, Kind, Tensor};
 
-fn dims() -> NetDims {
+/// The small network the LSTM tests train (the GPU test's too).
+pub(crate) fn dims() -> NetDims {
     NetDims { fast_dim: 4, fast_len: 16, slow_dim: 4, slow_len: 4, context_dim: 3 }
 }
 
-fn cfg() -> LstmConfig {
+/// The training settings of the LSTM tests (the GPU test's too).
+pub(crate) fn cfg() -> LstmConfig {
     LstmConfig {
         fast_hidden: 16,
         slow_hidden: 8,
