@@ -13,7 +13,12 @@ use std::process::Output;
 #[test]
 fn the_gpu_plan_is_valid_commands_on_cuda() {
     let plan = tradebot::bench::gpu::plan(false);
-    assert_eq!(plan.len(), 7);
+    // Every kind of work the GPU figures cover is in the plan, each step under a name of its own.
+    let names: std::collections::BTreeSet<&str> = plan.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), plan.len(), "two steps share a name: {names:?}");
+    for kind in ["env", "ppo", "tune", "lstm"] {
+        assert!(plan.iter().any(|(_, a)| a[1] == kind), "no bench {kind} in the plan: {names:?}");
+    }
     for (name, args) in plan {
         let argv = std::iter::once("tradebot".to_string()).chain(args.iter().cloned());
         let cli = tradebot::cli::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{name}: {e}"));

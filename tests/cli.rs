@@ -175,8 +175,8 @@ fn bench_env_prints_throughput_as_json_and_refuses_bad_arguments() {
         assert!(o.status.success(), "{}", text(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!((v["envs"].as_u64(), v["assets"].as_u64(), v["steps"].as_u64()), (Some(3), Some(4), Some(50)));
-        let (env_rate, asset_rate) = (v["env_steps_per_s"].as_f64().unwrap(), v["asset_steps_per_s"].as_f64().unwrap());
-        assert!(env_rate > 0.0 && (asset_rate / env_rate - 4.0).abs() < 1e-9, "{v}");
+        let env_rate = v["env_steps_per_s"].as_f64().unwrap();
+        assert!(env_rate.is_finite() && env_rate > 0.0, "{v}");
     }
     let o = tradebot(&["bench", "env", "--device", "tpu"], &[]);
     assert!(!o.status.success());
@@ -186,7 +186,8 @@ fn bench_env_prints_throughput_as_json_and_refuses_bad_arguments() {
     assert!(text(&o).contains("episode_len = 10"), "{}", text(&o));
 }
 
-/// Regression: a replay window without `from`/`to` overflowed chrono's date arithmetic and panicked.
+/// Dates `data show` cannot use (past chrono's range, not a date, from after to) are refused naming the
+/// flag, never a panic.
 #[test]
 fn data_show_refuses_bad_dates_without_panicking() {
     let dir = tempfile::tempdir().unwrap();
@@ -385,13 +386,39 @@ fn config_check_output_parses_back_and_a_missing_feed_file_exits_78() {
 
 #[test]
 fn a_training_child_caps_its_own_memory_at_the_budget_the_daemon_passes() {
-    // Started as the daemon starts it (our pid as its parent's): it caps itself first thing, before the
-    // missing config ends it.
+    // Started as the daemon starts it (our pid as its parent's): the kernel's limit on the running
+    // trainer's data segment is the budget, read from /proc while it trains, not from its log.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
     let me = std::process::id().to_string();
+    let mut child = common::command(&["train", "ppo", "--config", cfg.to_str().unwrap()])
+        .env("TRADEBOT_PARENT_PID", &me)
+        .env("TRADEBOT_TRAIN_MEMORY_MB", "4096")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let limits = format!("/proc/{}/limits", child.id());
+    let data_limit = |text: &str| {
+        let line = text.lines().find(|l| l.starts_with("Max data size")).unwrap_or_default().to_string();
+        line.split_whitespace().skip(3).take(2).map(str::to_string).collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = Vec::new();
+    while std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        seen = data_limit(&std::fs::read_to_string(&limits).unwrap_or_default());
+        if seen.first().is_some_and(|soft| soft != "unlimited") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let cap = (4096u64 << 20).to_string();
+    assert_eq!(seen, vec![cap.clone(), cap], "the running trainer's RLIMIT_DATA (soft, hard)");
+
     let missing = root().join("no-such-config.toml");
     let args = ["train", "ppo", "--config", missing.to_str().unwrap()];
-    let out = tradebot(&args, &[("TRADEBOT_PARENT_PID", &me), ("TRADEBOT_TRAIN_MEMORY_MB", "4096")]);
-    assert!(text(&out).contains("trainer memory capped at 4096 MiB (retrain.memory_mb)"), "{}", text(&out));
     let out = tradebot(&args, &[("TRADEBOT_PARENT_PID", &me), ("TRADEBOT_TRAIN_MEMORY_MB", "lots")]);
     assert!(text(&out).contains("is not a number of MiB"), "{}", text(&out));
     // A training command run by hand has no cap of its own.

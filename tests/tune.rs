@@ -239,8 +239,23 @@ fn a_retrain_with_tune_searches_and_gates_the_best_trial() {
     assert!(!out.contains("\"event\":\"study\""), "the whole study is stored, not printed: {out}");
     let last: Value = out.lines().rev().find_map(|l| serde_json::from_str::<Value>(l).ok()).unwrap();
     let record = &last["record"];
-    assert!(["promoted", "kept"].contains(&record["outcome"].as_str().unwrap_or("")), "{out}");
+    // Whichever way the gate went, the record agrees with the gate's own decision and numbers.
+    let promoted = match record["outcome"].as_str() {
+        Some("promoted") => true,
+        Some("kept") => false,
+        other => panic!("the gate judged no candidate: outcome {other:?}: {out}"),
+    };
     let candidate = record["candidate"].as_str().unwrap();
+    let decision = &record["decision"];
+    assert_eq!(decision["promote"].as_bool(), Some(promoted), "{out}");
+    let after = if promoted { &record["candidate"] } else { &record["champion_before"] };
+    assert_eq!(&record["champion_after"], after, "{out}");
+    let (numbers, metrics) = (&decision["numbers"], &record["candidate_metrics"]);
+    assert_eq!(numbers["candidate_return"], metrics["total_return"], "the gate judged the stored candidate");
+    assert_eq!(numbers["candidate_trades"].as_f64(), metrics["trades"].as_f64(), "{out}");
+    if !promoted {
+        assert!(!decision["reason"].as_str().unwrap_or("").is_empty(), "a kept candidate says why: {out}");
+    }
 
     let o = tradebot(&["tune", "show", "latest", "--config", c, "--json"]);
     assert!(o.status.success(), "{}", text(&o));

@@ -1,7 +1,7 @@
 //! Conversion from `wire` types into domain types, once, with errors that name the field. Frames are
 //! parsed message by message: a bad message becomes a `ParseError` in the outcome (and a log line), the
 //! rest of the frame is still delivered, and an unknown `T`/`stream` is skipped. Nothing here panics on
-//! any input (`tests/alpaca_frames.rs` and `fuzz/` check that).
+//! any input (the property tests in `parse/tests.rs` and the `fuzz/` targets check that).
 
 mod market;
 mod rest;

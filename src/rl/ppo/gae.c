@@ -3,7 +3,7 @@
  * values and done flags and writes the advantages, the recurrence
  *     delta_t = (r_t + (v_{t+1} * gamma) * (1 - d_t)) - v_t      (v_T = the value after the rollout)
  *     A_t     = delta_t + (A_{t+1} * gamma_lambda) * (1 - d_t)   (A_T = 0)
- * in float32, operation by operation as `rl::ppo::Ppo::advantages` computes it with tensor ops, so the two
+ * in float32, operation by operation as `rl::ppo::gae::gae_ops` computes it with tensor ops, so the two
  * agree bit for bit as long as nothing is contracted into an FMA.
  *
  * One source, two builds, as env_step.c: CUDA C++ through NVRTC (--fmad=false), one thread per env; plain C
