@@ -297,7 +297,13 @@ fn kernel_env_training_child() {
 fn the_kernel_env_on_the_device_trains_the_weights_vecenv_trains() {
     let run = |which: &str| {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "rl::ppo::tests::kernel_env_training_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "rl::ppo::tests::kernel_env_training_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("TRADEBOT_PPO_ENV", which)
             .output()
             .unwrap();
