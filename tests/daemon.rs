@@ -943,3 +943,83 @@ fn eleven_hundred_idle_dashboard_connections_leave_the_control_socket_and_the_da
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}:\n{}", log_text());
 }
+
+/// Issue 37: the commands that read the store answer beside a running daemon (here a lingering replay)
+/// exactly as they answer with it stopped: the daemon gives each a read snapshot of its store. `train`
+/// works on such a snapshot, and `models promote` goes through the daemon, which swaps its champion.
+#[test]
+fn read_commands_beside_a_running_daemon_answer_as_with_it_stopped_and_promote_goes_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_retrain = (
+        "# Weekend retraining, driven by the engine's clock (so a replay retrains in simulated time).\nenabled = true",
+        "enabled = false",
+    );
+    let cfg = config_in(dir.path(), None, &[no_retrain]);
+    let c = cfg.to_str().unwrap();
+    let log_path = dir.path().join("run.log");
+    let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let mut child = command(&["run", "--config", c, "--linger"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let sock = dir.path().join("state/control.sock");
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while !control_status(&sock).is_ok_and(|v| v["status"]["activity"] == "replay finished") {
+        assert!(child.try_wait().unwrap().is_none(), "the daemon exited early:\n{}", log_text());
+        assert!(Instant::now() < deadline, "the replay did not finish in time:\n{}", log_text());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let reads: [&[&str]; 5] = [
+        &["data", "show", "AAPL", "--from", "2012-03-01", "--to", "2012-03-09"],
+        &["risk", "status"],
+        &["tune", "list"],
+        &["models", "list", "--json"],
+        &["backtest", "--from", "2012-01-03", "--to", "2012-03-30", "--json"],
+    ];
+    let run_all = || -> Vec<String> {
+        reads
+            .iter()
+            .map(|args| {
+                let o = tradebot(&[*args, &["--config", c][..]].concat());
+                assert!(o.status.success(), "{args:?}:\n{}", text(&o));
+                String::from_utf8_lossy(&o.stdout).to_string()
+            })
+            .collect()
+    };
+    let beside = run_all();
+    // Training reads the bars from a snapshot too, and registers its candidate beside the daemon.
+    let o = tradebot(&["train", "ppo", "--config", c, "--device", "cpu", "--steps", "256", "--json"]);
+    assert!(o.status.success(), "train beside the daemon:\n{}", text(&o));
+    let done: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
+    let trained = done["model_id"].as_str().unwrap().to_string();
+    // The champion changes through the daemon, which trades with it from the next bar.
+    let o = tradebot(&["models", "promote", &trained, "--config", c]);
+    assert!(o.status.success() && text(&o).contains("(by the running daemon)"), "{}", text(&o));
+    let st = control_status(&sock).unwrap();
+    assert_eq!(st["status"]["models"]["ppo"], trained.as_str(), "{st}");
+    assert!(log_text().contains(&format!("models: {trained} promoted to ppo champion by hand")), "{}", log_text());
+    // And back, through the daemon too, so that the backtest below runs the same champion.
+    let o = tradebot(&["models", "rollback", "ppo", "--config", c]);
+    assert!(o.status.success() && text(&o).contains("(by the running daemon)"), "{}", text(&o));
+    let st = control_status(&sock).unwrap();
+    assert_ne!(st["status"]["models"]["ppo"], trained.as_str(), "{st}");
+    let snapshots = dir.path().join("state/snapshots");
+    let left = std::fs::read_dir(&snapshots).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "every reader removed its snapshot");
+
+    common::signal(child.id(), Signal::SIGTERM);
+    assert!(child.wait().unwrap().success(), "{}", log_text());
+    let stopped = run_all();
+    for ((args, a), b) in reads.iter().zip(&beside).zip(&stopped) {
+        // models list differs only by the model trained and promoted in between.
+        if args[0] == "models" {
+            let (a, b): (serde_json::Value, serde_json::Value) =
+                (serde_json::from_str(a).unwrap(), serde_json::from_str(b).unwrap());
+            assert_eq!(a.as_array().unwrap().len() + 1, b.as_array().unwrap().len(), "{a}\n{b}");
+            continue;
+        }
+        assert_eq!(a, b, "{args:?}: beside the daemon and with it stopped");
+    }
+}

@@ -8,7 +8,6 @@ use crate::engine::StrategyMode;
 use crate::models::Registry;
 use crate::out::{OutError, outln};
 use crate::policy::ModelSel;
-use crate::store::Store;
 use anyhow::Context;
 use chrono::NaiveDate;
 use std::path::PathBuf;
@@ -44,7 +43,7 @@ pub struct BacktestArgs {
 pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(a.config)?;
     crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
-    let store = Store::open(&config.state_dir).context("opening the store")?;
+    let store = crate::control::beside::open_or_snapshot(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(&config, &store)?;
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     let (first, last) = (a.from.or(config.feed.from), a.to.or(config.feed.to));

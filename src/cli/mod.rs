@@ -418,11 +418,12 @@ fn existing_state_dir(config: &Config) -> anyhow::Result<&Path> {
 }
 
 /// The store of a read-only command: its state directory must exist (`existing_state_dir`), and it is
-/// opened read-only (`Store::open_read_only`).
+/// opened read-only (`Store::open_read_only`), or beside a running daemon as its read snapshot
+/// (`control::beside`).
 fn read_store(config: &Config) -> anyhow::Result<crate::store::Store> {
     use anyhow::Context as _;
     let dir = existing_state_dir(config)?;
-    crate::store::Store::open_read_only(dir).context("opening the store")
+    crate::control::beside::open_to_read(dir).context("opening the store")
 }
 
 /// The config when one is named or found; `None` when none is named and none exists (commands that can

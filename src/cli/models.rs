@@ -56,6 +56,10 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ModelsCmd::Promote { id, reason, .. } => {
+            let req = crate::control::Request::Promote { id: id.clone(), reason: reason.clone() };
+            if let Some(code) = through_daemon(&config, &req)? {
+                return Ok(code);
+            }
             let m = reg.promote(&id, &reason)?;
             outln!("{} is now the {} champion", m.id, m.kind.as_str())?;
             Ok(ExitCode::SUCCESS)
@@ -86,9 +90,30 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
         }
         ModelsCmd::Rollback { kind, reason, .. } => {
             let kind: ModelKind = kind.parse().map_err(anyhow::Error::msg)?;
+            let req = crate::control::Request::Rollback { kind, reason: reason.clone() };
+            if let Some(code) = through_daemon(&config, &req)? {
+                return Ok(code);
+            }
             let m = reg.rollback(kind, &reason)?;
             outln!("rolled back: {} is the {} champion again", m.id, m.kind.as_str())?;
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// A change to the champions goes through the daemon running on this state directory, which swaps the
+/// model it trades with at the next bar (changing the registry under it would leave it trading the old
+/// one until a restart). `None`: no daemon answers, the registry is changed here.
+fn through_daemon(config: &crate::config::Config, req: &crate::control::Request) -> anyhow::Result<Option<ExitCode>> {
+    use crate::control::client::{ClientError, request};
+    let socket = crate::control::socket_path(&config.state_dir);
+    match request(&socket, req, std::time::Duration::from_secs(30)) {
+        Err(ClientError::NotRunning(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+        Ok(resp) if resp.ok => {
+            outln!("{} (by the running daemon)", resp.message.as_deref().unwrap_or("done"))?;
+            Ok(Some(ExitCode::SUCCESS))
+        }
+        Ok(resp) => anyhow::bail!("the running daemon refused: {}", resp.error.as_deref().unwrap_or("no reason given")),
     }
 }

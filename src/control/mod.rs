@@ -3,6 +3,7 @@
 //! JSON response per line (`protocol`); the daemon side (`server`) turns requests into messages for the
 //! engine loop and waits for its answer; `client` is the command-line side.
 
+pub mod beside;
 pub mod client;
 pub mod protocol;
 pub mod report;

@@ -27,6 +27,9 @@ pub enum Request {
         kind: ModelKind,
         reason: String,
     },
+    /// A consistent copy of the store for a command that reads beside the running daemon
+    /// (`Store::snapshot`): the answer's `path` is the copy's directory, which the reader removes.
+    Snapshot,
 }
 
 impl Request {
@@ -40,15 +43,16 @@ impl Request {
             Request::Flatten => "flatten",
             Request::Promote { .. } => "promote",
             Request::Rollback { .. } => "rollback",
+            Request::Snapshot => "snapshot",
         }
     }
 }
 
 /// The audit line of a control request answered by the daemon, the same whatever its channel (`channel`:
 /// "control socket", "dashboard"): what was asked and the answer, at INFO when done, WARN when refused.
-/// Status requests, which change nothing, are not audited.
+/// Status and snapshot requests, which change nothing, are not audited.
 pub fn audit(channel: &str, req: &Request, resp: &Response) {
-    if *req == Request::Status {
+    if matches!(req, Request::Status | Request::Snapshot) {
         return;
     }
     let name = req.name();
@@ -68,19 +72,26 @@ pub struct Response {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// `snapshot`: the directory of the copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<std::path::PathBuf>,
 }
 
 impl Response {
     pub fn done(message: impl Into<String>) -> Response {
-        Response { ok: true, status: None, message: Some(message.into()), error: None }
+        Response { ok: true, status: None, message: Some(message.into()), error: None, path: None }
     }
 
     pub fn status(s: StatusReport) -> Response {
-        Response { ok: true, status: Some(Box::new(s)), message: None, error: None }
+        Response { ok: true, status: Some(Box::new(s)), message: None, error: None, path: None }
+    }
+
+    pub fn snapshot(path: std::path::PathBuf) -> Response {
+        Response { ok: true, status: None, message: None, error: None, path: Some(path) }
     }
 
     pub fn error(e: impl Into<String>) -> Response {
-        Response { ok: false, status: None, message: None, error: Some(e.into()) }
+        Response { ok: false, status: None, message: None, error: Some(e.into()), path: None }
     }
 }
 

@@ -314,6 +314,10 @@ impl<P: RunPipeline> Host<P> {
                     }
                     Err(e) => Response::error(e.to_string()),
                 },
+                Request::Snapshot => match self.store.snapshot() {
+                    Ok(path) => Response::snapshot(path),
+                    Err(e) => Response::error(format!("cannot take a read snapshot of the store: {e}")),
+                },
             };
             let _ = reply.send(resp);
         }

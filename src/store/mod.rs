@@ -48,6 +48,7 @@ mod readonly;
 mod restore_kill;
 mod scratch;
 pub mod sentinel;
+pub mod snapshot;
 
 use crate::domain::{Bar, Symbol, Timeframe};
 use chrono::{DateTime, Utc};

@@ -15,7 +15,6 @@ use crate::lstm::model::NetDims;
 use crate::lstm::train::LstmTrainer;
 use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
 use crate::out::outln;
-use crate::store::Store;
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -58,7 +57,7 @@ pub(crate) fn pooled_from_env(config: &Config, w: &WindowSpec) -> anyhow::Result
             Ok(bars.iter().filter(|b| b.t >= from && b.t <= to).cloned().collect())
         });
     }
-    let store = Store::open(&config.state_dir).context("opening the store")?;
+    let store = crate::control::beside::open_or_snapshot(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(config, &store)?;
     pooled_dataset(config, w, |sym, from, to| Ok(store.bars(sym, config.market.timeframe, from, to)?))
 }

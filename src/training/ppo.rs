@@ -18,7 +18,6 @@ use crate::out::outln;
 use crate::rl::BatchEnv;
 use crate::rl::ppo::{Ppo, UpdateStats};
 use crate::rl::trading::{KernelTradingEnv, TradingEnv};
-use crate::store::Store;
 use anyhow::{Context, bail};
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
@@ -65,7 +64,7 @@ pub fn load_bars(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow:
             align_bars(per)
         }
         None => {
-            let store = Store::open(&config.state_dir).context("opening the store")?;
+            let store = crate::control::beside::open_or_snapshot(&config.state_dir).context("opening the store")?;
             crate::data::ensure_bars(config, &store)?;
             aligned_bars(&store, symbols, config.market.timeframe, from, to)?
         }

@@ -1,0 +1,76 @@
+//! Reading the store beside a running daemon: the daemon holds the store's lock, so a command that only
+//! reads asks it for a read snapshot (`Request::Snapshot`, `Store::snapshot`) and opens that copy
+//! read-only, then removes it. Where no daemon answers on the control socket (the lock is held by
+//! another command, or by a daemon without its socket), there is no snapshot to be had.
+
+use super::client::{ClientError, request};
+use super::{Request, socket_path};
+use crate::store::{Store, StoreError};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a snapshot may take the daemon (a copy of every tree).
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error)]
+pub enum BesideError {
+    #[error("the running daemon's store could not be read beside it")]
+    Ask(#[source] ClientError),
+    #[error("the running daemon refused a read snapshot: {0}")]
+    Refused(String),
+    #[error("opening the running daemon's read snapshot {path}")]
+    Open {
+        path: String,
+        #[source]
+        source: StoreError,
+    },
+}
+
+/// The store under `state_dir` as a read snapshot taken by the daemon running there; `Ok(None)` where
+/// no daemon answers on its control socket.
+pub fn snapshot_store(state_dir: &Path) -> Result<Option<Store>, BesideError> {
+    let resp = match request(&socket_path(state_dir), &Request::Snapshot, SNAPSHOT_TIMEOUT) {
+        Ok(r) => r,
+        Err(ClientError::NotRunning(_)) => return Ok(None),
+        Err(e) => return Err(BesideError::Ask(e)),
+    };
+    let Some(path) = resp.path.filter(|_| resp.ok) else {
+        return Err(BesideError::Refused(resp.error.unwrap_or_else(|| "no snapshot in its answer".into())));
+    };
+    let opened = Store::open_read_only(&path);
+    // The reader works on its own private copy from here: the daemon's snapshot is not needed again.
+    crate::store::snapshot::release(&path);
+    opened.map(Some).map_err(|source| BesideError::Open { path: path.display().to_string(), source })
+}
+
+/// `Store::open_read_only`, and beside a running daemon (the store locked) its read snapshot instead.
+/// The lock's error stands where no daemon answers.
+pub fn open_to_read(state_dir: &Path) -> anyhow::Result<Store> {
+    match Store::open_read_only(state_dir) {
+        Err(locked @ StoreError::Locked { .. }) => match snapshot_store(state_dir)? {
+            Some(store) => {
+                log::debug!("store: the daemon holds {}; reading its snapshot", state_dir.display());
+                Ok(store)
+            }
+            None => Err(locked.into()),
+        },
+        other => Ok(other?),
+    }
+}
+
+/// `Store::open` for a command that works on the bars without keeping what it writes (`backtest`,
+/// `train`): beside a running daemon (the store locked), its read snapshot instead, where writes (bars
+/// imported for the run) go to a private copy and are lost. The lock's error stands where no daemon
+/// answers.
+pub fn open_or_snapshot(state_dir: &Path) -> anyhow::Result<Store> {
+    match Store::open(state_dir) {
+        Err(locked @ StoreError::Locked { .. }) => match snapshot_store(state_dir)? {
+            Some(store) => {
+                log::info!("store: the running daemon holds {}; working on its read snapshot", state_dir.display());
+                Ok(store)
+            }
+            None => Err(locked.into()),
+        },
+        other => Ok(other?),
+    }
+}
