@@ -35,6 +35,7 @@ LAYERS = [
     ["training"],
     ["tune"],
     ["web"],
+    ["telegram"],
     ["daemon", "bench"],
     ["cli"],
 ]

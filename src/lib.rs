@@ -95,6 +95,7 @@ pub mod schedule;
 #[cfg(feature = "train")]
 pub mod seeded;
 pub mod store;
+pub mod telegram;
 pub mod training;
 pub mod tune;
 pub mod web;

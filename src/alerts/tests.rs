@@ -72,6 +72,8 @@ async fn each_target_gets_its_own_format_and_failures_are_retried() {
         daily_summary: true,
         timeout_secs: 5,
         retries: 3,
+        telegram_commands: false,
+        telegram_allowed_chats: Vec::new(),
     };
     let env = |k: &str| match k {
         TELEGRAM_TOKEN_VAR => Some("123:SECRET".to_string()),
@@ -133,6 +135,8 @@ fn a_target_without_its_secret_is_refused_with_the_fix() {
         daily_summary: true,
         timeout_secs: 5,
         retries: 3,
+        telegram_commands: false,
+        telegram_allowed_chats: Vec::new(),
     };
     let e = targets(&cfg, |_| None).unwrap_err();
     assert!(e.contains(TELEGRAM_TOKEN_VAR) && e.contains("LoadCredential"), "{e}");
@@ -164,6 +168,8 @@ fn notify_to(url: &str, timeout_secs: u64) -> NotifyConfig {
         daily_summary: true,
         timeout_secs,
         retries: 0,
+        telegram_commands: false,
+        telegram_allowed_chats: Vec::new(),
     }
 }
 

@@ -29,6 +29,10 @@ pub struct NotifyConfig {
     pub timeout_secs: u64,
     /// Attempts after the first failed one, with a doubling wait from one second.
     pub retries: u32,
+    /// Answer commands sent to the bot (`/status`, `/pause`, ...; the `telegram` module).
+    pub telegram_commands: bool,
+    /// The chats whose commands are answered (default: `telegram_chat_id`); others are ignored.
+    pub telegram_allowed_chats: Vec<String>,
 }
 
 impl Checker {
@@ -53,7 +57,26 @@ impl Checker {
         if retries > 10 {
             self.problem(format!("notify.retries = {retries}: at most 10"));
         }
+        let telegram_commands = r.telegram_commands.unwrap_or(false);
+        let telegram_allowed_chats: Vec<String> = match r.telegram_allowed_chats {
+            Some(v) => v.into_iter().map(|s| s.trim().to_string()).collect(),
+            None => telegram_chat_id.iter().cloned().collect(),
+        };
+        if telegram_allowed_chats.iter().any(String::is_empty) {
+            self.problem(
+                "notify.telegram_allowed_chats has an empty chat id: list the chats' ids (numbers)".to_string(),
+            );
+        }
+        if telegram_commands && telegram_chat_id.is_none() {
+            self.problem(
+                "notify.telegram_commands = true needs the bot's chat: set notify.telegram_chat_id (and the token in \
+                 $TRADEBOT_TELEGRAM_TOKEN)"
+                    .to_string(),
+            );
+        }
         NotifyConfig {
+            telegram_commands,
+            telegram_allowed_chats,
             webhook_url,
             telegram_chat_id,
             telegram_api,

@@ -195,6 +195,8 @@ pub struct RawNotify {
     pub daily_summary: Option<bool>,
     pub timeout_secs: Option<u64>,
     pub retries: Option<u32>,
+    pub telegram_commands: Option<bool>,
+    pub telegram_allowed_chats: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -232,6 +232,14 @@ fn notify_targets_are_checked_and_round_trip_through_the_effective_config() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("notify.webhook_url") && e.contains("notify.timeout_secs = 0"), "{e}");
+    // The bot's commands: off by default; the allowed chats default to the alerts' chat.
+    assert!(!c.notify.telegram_commands && c.notify.telegram_allowed_chats == ["42"]);
+    let bot = parse("[market]\nsymbols = [\"AAPL\"]\n[notify]\ntelegram_chat_id = \"42\"\ntelegram_commands = true\ntelegram_allowed_chats = [\"7\", \" 8 \"]\n")
+        .unwrap();
+    assert_eq!(bot.notify.telegram_allowed_chats, ["7", "8"]);
+    assert_eq!(parse(&bot.to_toml()).unwrap().notify, bot.notify);
+    let e = parse("[market]\nsymbols = [\"AAPL\"]\n[notify]\ntelegram_commands = true\n").unwrap_err().to_string();
+    assert!(e.contains("notify.telegram_commands = true needs the bot's chat: set notify.telegram_chat_id"), "{e}");
 }
 
 #[test]

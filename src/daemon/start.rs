@@ -62,6 +62,16 @@ pub fn start_host(
     let dashboard = Arc::new(SharedData::default());
     // The control socket's requests and the dashboard's controls reach the host on one channel.
     let (calls_tx, calls_rx) = mpsc::channel(16);
+    // The Telegram bot's commands reach the host on it too.
+    crate::telegram::start(
+        &config.notify,
+        &targets,
+        calls_tx.clone(),
+        dashboard.clone(),
+        rt.handle(),
+        shutdown.clone(),
+    )
+    .map_err(|e| problem(config, &e))?;
     if config.web.enabled {
         let token = resolve_token(&config.web, &config.state_dir, |k| std::env::var(k).ok())
             .map_err(|e| problem(config, &e.to_string()))?;
