@@ -81,12 +81,12 @@ pub fn band_orders(
     out: &mut [f64],
 ) {
     out.fill(0.0);
-    if !(equity > 0.0) {
+    if equity.is_nan() || equity <= 0.0 {
         return;
     }
     for k in 0..out.len() {
         let (price, held) = (prices[k], holdings[k]);
-        if !(price > 0.0) {
+        if price.is_nan() || price <= 0.0 {
             continue;
         }
         let w = held * price / equity;

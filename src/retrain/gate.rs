@@ -116,7 +116,7 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
     // must beat buy-and-hold's Sharpe, a return-trained one buy-and-hold's per-bar returns (below).
     if champion.is_none()
         && cfg.objective == Objective::Sharpe
-        && !(candidate.sharpe >= candidate.buy_hold_sharpe + cfg.min_sharpe_margin)
+        && (candidate.buy_hold_sharpe.is_nan() || candidate.sharpe < candidate.buy_hold_sharpe + cfg.min_sharpe_margin)
     {
         let why = format!(
             "candidate Sharpe {:.3} does not beat buy-and-hold's {:.3} by the margin {:.3} (env.reward = differential-sharpe)",
