@@ -229,15 +229,17 @@ fn vec_env_is_bit_identical_on_any_thread_count() {
 }
 
 /// Weights with a 5% band, no fees: the first step buys each asset up to the band's lower edge (target
-/// 1/3 each), the second (same prices) trades nothing, the third (asset 0 up 100%) sells asset 0 down to
-/// its upper edge and buys asset 1 up to its lower edge.
+/// 1/3 each), the second (same prices) trades nothing, the fourth (sized at day 3's prices, where asset 0
+/// doubled) sells asset 0 down to its upper edge and buys asset 1 up to its lower edge. Orders are sized
+/// at the observation day's prices and filled at the next day's, as the engine's are.
 #[test]
 fn weights_actions_trade_to_the_band_edge_and_not_inside_it() {
-    let panel = tiny_panel(&[[10.0, 20.0], [10.0, 20.0], [10.0, 20.0], [20.0, 20.0], [20.0, 20.0]], None);
+    let days = [[10.0, 20.0], [10.0, 20.0], [10.0, 20.0], [20.0, 20.0], [20.0, 20.0], [20.0, 20.0]];
+    let panel = tiny_panel(&days, None);
     let exec = ExecParams { fee_bps: 0.0, integer_units: false, min_order: 0.001, ..Default::default() };
     let action = crate::env::ActionSpace::Weights { band: 0.05, max_weight: 1.0 };
     let cfg =
-        EnvConfig { episode_len: 4, initial_cash: 10_000.0, exec, fixed_start: true, action, ..Default::default() };
+        EnvConfig { episode_len: 5, initial_cash: 10_000.0, exec, fixed_start: true, action, ..Default::default() };
     let mut env = VecEnv::new(cfg.clone(), panel.clone()).unwrap();
     let mut step = Step::default();
     let weights = |env: &VecEnv, day: usize| -> Vec<f64> {
@@ -253,7 +255,9 @@ fn weights_actions_trade_to_the_band_edge_and_not_inside_it() {
     env.step(&[0.0, 0.0], &mut step).unwrap();
     assert_eq!(env.positions().iter().map(|p| p.holding).collect::<Vec<_>>(), held, "inside the band: no trade");
     env.step(&[0.0, 0.0], &mut step).unwrap();
-    let w = weights(&env, 3);
+    assert_eq!(env.positions().iter().map(|p| p.holding).collect::<Vec<_>>(), held, "sized at day 2: no trade");
+    env.step(&[0.0, 0.0], &mut step).unwrap();
+    let w = weights(&env, 4);
     assert!((w[0] - (third + 0.05)).abs() < 1e-9 && (w[1] - (third - 0.05)).abs() < 1e-9, "to the edges: {w:?}");
     // The kernel and the tensor env refuse what they cannot step, saying so; FinRL's accounting too.
     let e = crate::env::kernel::CpuKernelEnv::new(&cfg, panel.clone()).err().map(|e| e.to_string());

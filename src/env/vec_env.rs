@@ -193,19 +193,22 @@ impl EnvMut<'_> {
                     turnover += liquidate(p, &mut pos[k], cash, f64::from(prices[k])).notional;
                 }
             } else if let ActionSpace::Weights { band, max_weight } = cfg.action {
-                // [target | holdings | prices | units], each `a` long.
+                // Sized at the observation day's prices (all the engine knows when it decides), executed
+                // at this day's. [target | holdings | sizing prices | prices | units], each `a` long.
+                let seen = &panel.prices[(day - 1) * a..day * a];
                 ws.clear();
-                ws.resize(4 * a, 0.0);
+                ws.resize(5 * a, 0.0);
                 let (target, rest) = ws.split_at_mut(a);
                 let (held, rest) = rest.split_at_mut(a);
+                let (seen_px, rest) = rest.split_at_mut(a);
                 let (px, units) = rest.split_at_mut(a);
                 target_weights(actions, max_weight, target);
                 let mut equity = *cash;
                 for k in 0..a {
-                    (held[k], px[k]) = (pos[k].holding, f64::from(prices[k]));
-                    equity += held[k] * px[k];
+                    (held[k], seen_px[k], px[k]) = (pos[k].holding, f64::from(seen[k]), f64::from(prices[k]));
+                    equity += held[k] * seen_px[k];
                 }
-                band_orders(target, held, px, equity, band, p, units);
+                band_orders(target, held, seen_px, equity, band, p, units);
                 for k in 0..a {
                     turnover += sell_units_phase(p, &mut pos[k], cash, px[k], (-units[k]).max(0.0)).notional;
                 }
