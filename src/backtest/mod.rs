@@ -217,7 +217,8 @@ pub fn load_models(
     let pick = |k: ModelKind| if k == sel_kind { sel.clone() } else { ModelSel::Champion };
     let policy = match mode {
         StrategyMode::Ppo | StrategyMode::Ensemble => {
-            let pipeline = Pipeline::new(&config.features, symbols, config.market.timeframe);
+            let pipeline =
+                Pipeline::new(&config.features, symbols, config.market.timeframe).with_action(config.env.action);
             Some(PpoPolicy::load(registry, &pick(ModelKind::Ppo), &pipeline, SessionOptions::default())?)
         }
         _ => None,

@@ -107,7 +107,7 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
             warm + 1
         );
     }
-    let pl = Pipeline::new(&config.features, &symbols, config.market.timeframe);
+    let pl = Pipeline::new(&config.features, &symbols, config.market.timeframe).with_action(config.env.action);
     let opts = SessionOptions { intra_threads: b.threads };
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     let sel = ModelSel::parse(b.model.as_deref());

@@ -53,6 +53,17 @@ pub(super) fn to_toml(c: &Config) -> Result<String, String> {
             });
             env.extend(exec);
         }
+        // The action space and the reward, flat as the file writes them.
+        if let Some(Value::Table(mut action)) = env.remove("action") {
+            rename(&mut action, "kind", "action_space", |v| v);
+            rename(&mut action, "band", "no_trade_band", |v| v);
+            env.extend(action);
+        }
+        if let Some(Value::Table(mut reward)) = env.remove("reward") {
+            rename(&mut reward, "kind", "reward", |v| v);
+            rename(&mut reward, "eta", "sharpe_eta", |v| v);
+            env.extend(reward);
+        }
     }
     if let Some(train) = table(&mut root, "train")
         && let Some(Value::Table(rolling)) = train.remove("rolling")

@@ -4,7 +4,7 @@
 
 use super::raw::{RawEnv, RawFeatures};
 use super::{BrokerConfig, Checker};
-use crate::env::{Accounting, EnvConfig, ExecParams};
+use crate::env::{Accounting, ActionSpace, Benchmark, EnvConfig, ExecParams, Reward};
 use crate::features::FeatureSpec;
 
 fn clamp_usize(v: u64) -> usize {
@@ -64,7 +64,16 @@ impl Checker {
                 &[("after-fees", false), ("before-fees", true)],
             ),
         };
+        let action = self.action_space(&r);
+        let reward = self.reward(&r);
+        if action != ActionSpace::Shares && r.accounting.as_deref() == Some("finrl-numpy") {
+            self.problem(
+                "env.action_space = \"weights\" with env.accounting = \"finrl-numpy\": FinRL's accounting has share counts only; use accounting = \"standard\"".into(),
+            );
+        }
         EnvConfig {
+            action,
+            reward,
             n_envs: self.count("env.n_envs", r.n_envs, 64, 1, 1 << 20) as usize,
             episode_len: self.count("env.episode_len", r.episode_len, d.episode_len as u64, 1, 1 << 20) as usize,
             initial_cash: self.range("env.initial_cash", r.initial_cash, d.initial_cash, (0.0, false), (1e12, true)),
@@ -82,6 +91,76 @@ impl Checker {
                 "standard",
                 &[("standard", Accounting::Standard), ("finrl-numpy", Accounting::FinrlNumpy)],
             ),
+        }
+    }
+
+    /// `env.action_space` (with `no_trade_band` and `max_weight` for weights).
+    fn action_space(&mut self, r: &RawEnv) -> ActionSpace {
+        let weights = self.choice(
+            "env.action_space",
+            r.action_space.as_deref(),
+            "shares",
+            &[("shares", false), ("weights", true)],
+        );
+        let band = self.range("env.no_trade_band", r.no_trade_band, 0.05, (0.0, true), (1.0, false));
+        let max_weight = self.range("env.max_weight", r.max_weight, 1.0, (0.0, false), (1.0, true));
+        if !weights && (r.no_trade_band.is_some() || r.max_weight.is_some()) {
+            self.problem(
+                "env.no_trade_band / env.max_weight apply to env.action_space = \"weights\" only: set it, or remove them".into(),
+            );
+        }
+        if weights { ActionSpace::Weights { band, max_weight } } else { ActionSpace::Shares }
+    }
+
+    /// `env.reward` (with `benchmark`, `turnover_bps`, `sharpe_eta`): also what the promotion gate counts
+    /// as better (`Reward::objective`).
+    fn reward(&mut self, r: &RawEnv) -> Reward {
+        #[derive(Clone, Copy)]
+        enum K {
+            Equity,
+            Bench,
+            Dsr,
+        }
+        let kind = self.choice(
+            "env.reward",
+            r.reward.as_deref(),
+            "equity",
+            &[("equity", K::Equity), ("vs-benchmark", K::Bench), ("differential-sharpe", K::Dsr)],
+        );
+        let turnover_bps = self.range("env.turnover_bps", r.turnover_bps, 0.0, (0.0, true), (10_000.0, true));
+        let eta = self.range("env.sharpe_eta", r.sharpe_eta, 0.01, (0.0, false), (1.0, false));
+        let benchmark = match r.benchmark.as_deref() {
+            None | Some("equal-weight") => Benchmark::EqualWeight,
+            Some(s) => match crate::domain::Symbol::new(s) {
+                Ok(sym) => Benchmark::Symbol(sym.to_string()),
+                Err(e) => {
+                    self.problem(format!(
+                        "env.benchmark = {s:?}: {e}; use \"equal-weight\" or an index symbol such as \"SPY\""
+                    ));
+                    Benchmark::EqualWeight
+                }
+            },
+        };
+        let used = |set: bool, key: &str, kinds: &str, this: &mut Self| {
+            if set {
+                this.problem(format!("env.{key} applies to env.reward = {kinds} only: set it, or remove env.{key}"));
+            }
+        };
+        match kind {
+            K::Equity => {
+                used(r.turnover_bps.is_some(), "turnover_bps", "\"vs-benchmark\" or \"differential-sharpe\"", self);
+                used(r.benchmark.is_some(), "benchmark", "\"vs-benchmark\"", self);
+                used(r.sharpe_eta.is_some(), "sharpe_eta", "\"differential-sharpe\"", self);
+                Reward::Equity
+            }
+            K::Bench => {
+                used(r.sharpe_eta.is_some(), "sharpe_eta", "\"differential-sharpe\"", self);
+                Reward::VsBenchmark { benchmark, turnover_bps }
+            }
+            K::Dsr => {
+                used(r.benchmark.is_some(), "benchmark", "\"vs-benchmark\"", self);
+                Reward::DifferentialSharpe { eta, turnover_bps }
+            }
         }
     }
 }

@@ -393,7 +393,8 @@ impl Config {
         if let Err(e) = ppo.validate() {
             c.problem(e);
         }
-        let retrain = c.retrain(raw.retrain);
+        let mut retrain = c.retrain(raw.retrain);
+        retrain.gate.objective = env.reward.objective();
         let web = c.web(raw.web);
         let notify = c.notify(raw.notify);
         let lstm = raw.lstm;

@@ -150,6 +150,13 @@ pub struct RawEnv {
     pub turnover_penalty: Option<f64>,
     pub turbulence_threshold: Option<f64>,
     pub seed: Option<u64>,
+    pub action_space: Option<String>,
+    pub no_trade_band: Option<f64>,
+    pub max_weight: Option<f64>,
+    pub reward: Option<String>,
+    pub benchmark: Option<String>,
+    pub turnover_bps: Option<f64>,
+    pub sharpe_eta: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -44,6 +44,10 @@ pub struct GateConfig {
     pub confidence: f64,
     pub folds: usize,
     pub max_buy_hold_shortfall: f64,
+    /// What "better" means without a champion: set from `env.reward` (`Reward::objective`), the one place
+    /// the config says it, so that the gate and the training reward agree.
+    #[serde(skip)]
+    pub objective: crate::env::Objective,
 }
 
 fn ser_schedule<S: serde::Serializer>(s: &Schedule, ser: S) -> Result<S::Ok, S::Error> {
@@ -104,6 +108,7 @@ impl Checker {
                     (0.0, true),
                     (10.0, true),
                 ),
+                objective: Default::default(),
             },
         }
     }

@@ -383,3 +383,35 @@ fn symbols_are_checked_as_alpaca_writes_their_asset_class() {
         assert_eq!(sym(ok), Ok(()), "{ok}");
     }
 }
+
+#[test]
+fn action_space_and_reward_keys_are_checked_and_round_trip() {
+    use crate::env::{ActionSpace, Benchmark, Objective, Reward};
+    let c = parse(&format!(
+        "{MIN}[env]\naction_space = \"weights\"\nno_trade_band = 0.03\nmax_weight = 0.5\nreward = \"vs-benchmark\"\nbenchmark = \"spy\"\nturnover_bps = 5\n"
+    ))
+    .unwrap();
+    assert_eq!(c.env.action, ActionSpace::Weights { band: 0.03, max_weight: 0.5 });
+    assert_eq!(c.env.reward, Reward::VsBenchmark { benchmark: Benchmark::Symbol("SPY".into()), turnover_bps: 5.0 });
+    assert_eq!(c.retrain.gate.objective, Objective::Return);
+    let again = parse(&c.to_toml()).unwrap();
+    assert_eq!((again.env.action, again.env.reward), (c.env.action, c.env.reward));
+    let d = parse(&format!("{MIN}[env]\nreward = \"differential-sharpe\"\nsharpe_eta = 0.05\n")).unwrap();
+    assert_eq!(d.env.reward, Reward::DifferentialSharpe { eta: 0.05, turnover_bps: 0.0 });
+    assert_eq!(parse(&d.to_toml()).unwrap().env.reward, d.env.reward);
+    assert_eq!(parse(MIN).unwrap().env.action, ActionSpace::Shares, "share counts stay the default");
+    let e = parse(&format!(
+        "{MIN}[env]\naction_space = \"weight\"\nreward = \"equity\"\nbenchmark = \"SPY\"\nno_trade_band = 1.5\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    for needle in [
+        "env.action_space = \"weight\": must be one of \"shares\", \"weights\"",
+        "env.no_trade_band = 1.5: must be in [0, 1)",
+        "env.benchmark applies to env.reward = \"vs-benchmark\" only",
+    ] {
+        assert!(e.contains(needle), "missing {needle:?} in:\n{e}");
+    }
+    let e = parse(&format!("{MIN}[env]\naction_space = \"weights\"\naccounting = \"finrl-numpy\"\n")).unwrap_err();
+    assert!(e.to_string().contains("FinRL's accounting has share counts only"), "{e}");
+}

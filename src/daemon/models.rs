@@ -17,7 +17,7 @@ pub type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
 pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Models> {
     let symbols = &config.market.symbols;
     let mode = config.strategy.mode;
-    let pipeline = Pipeline::new(&config.features, symbols, config.market.timeframe);
+    let pipeline = Pipeline::new(&config.features, symbols, config.market.timeframe).with_action(config.env.action);
     let wanted = |kind: ModelKind| -> anyhow::Result<bool> {
         if !mode.uses(kind) {
             return Ok(false);
@@ -79,7 +79,8 @@ fn next_retrain(config: &Config) -> String {
 /// off the trading thread, which gets the model as `Update::Model` between two bars.
 pub fn load_swap(config: &Config, registry: &Registry, kind: ModelKind, id: &str) -> Option<LoadedModel> {
     let sel = ModelSel::Id(id.to_string());
-    let pipeline = Pipeline::new(&config.features, &config.market.symbols, config.market.timeframe);
+    let pipeline =
+        Pipeline::new(&config.features, &config.market.symbols, config.market.timeframe).with_action(config.env.action);
     let mode = config.strategy.mode;
     if !mode.uses(kind) {
         log::info!("engine: the {} champion is now {id} (not used by strategy {mode})", kind.as_str());

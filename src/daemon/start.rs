@@ -169,7 +169,11 @@ pub fn seed_shipped(registry: &Registry, config: &Config) -> anyhow::Result<()> 
 pub fn fits(m: &crate::models::Manifest, config: &Config) -> Result<(), String> {
     let features =
         crate::models::FeatureRef { version: crate::features::FEATURE_VERSION, names: config.features.names() };
-    m.check_inputs(&features, &[], &config.market.symbols, config.market.timeframe).map_err(|e| e.to_string())
+    m.check_inputs(&features, &[], &config.market.symbols, config.market.timeframe).map_err(|e| e.to_string())?;
+    if m.kind == crate::models::ModelKind::Ppo {
+        crate::policy::check_action_space(m, &config.env.action).map_err(|e| format!("model {}: {e}", m.id))?;
+    }
+    Ok(())
 }
 
 /// SIGTERM or SIGINT: graceful shutdown (the replay loop stops between two bars and flushes).

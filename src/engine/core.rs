@@ -8,7 +8,9 @@
 //! and working-order arithmetic.
 
 use super::Command;
-use super::strategy::{Cutoffs, ProbSource, StrategyConfig, StrategyMode, Want, from_action, from_probs, vetoed};
+use super::strategy::{
+    Cutoffs, ProbSource, StrategyConfig, StrategyMode, Want, from_action, from_probs, from_weights, vetoed,
+};
 use crate::domain::Timeframe;
 use crate::domain::{Bar, Side, Symbol};
 use crate::env::ExecParams;
@@ -469,12 +471,19 @@ impl Engine {
             let c = rec.closes[k];
             if c > 0.0 && equity > 0.0 { self.cfg.strategy.lstm_position_pct * equity / c } else { 0.0 }
         };
+        // The PPO trades in the model's action space (checked against the config's at load).
+        let ppo: Vec<Option<Want>> = match self.policy.as_ref().map(|p| p.action_space()) {
+            Some(crate::env::ActionSpace::Weights { band, max_weight }) if !self.actions.is_empty() => {
+                let equity = rec.cash + holdings.iter().zip(&rec.closes).map(|(h, c)| h * c).sum::<f64>();
+                from_weights(exec, (band, max_weight), &self.actions, holdings, &rec.closes, equity)
+            }
+            _ => (0..a).map(|k| from_action(exec, self.actions[k], holdings[k])).collect(),
+        };
         Ok((0..a)
             .map(|k| match mode {
-                StrategyMode::Ppo => from_action(exec, self.actions[k], holdings[k]),
+                StrategyMode::Ppo => ppo[k],
                 StrategyMode::Lstm => rec.probs[k].and_then(|p| from_probs(cut, exec, p, holdings[k], target(k))),
-                StrategyMode::Ensemble => from_action(exec, self.actions[k], holdings[k])
-                    .filter(|w| !vetoed(&self.cfg.strategy, w, rec.probs[k])),
+                StrategyMode::Ensemble => ppo[k].filter(|w| !vetoed(&self.cfg.strategy, w, rec.probs[k])),
                 StrategyMode::Scripted => None,
             })
             .collect())

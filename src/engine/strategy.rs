@@ -1,6 +1,8 @@
 //! Strategy modes: how model outputs become wanted trades, per symbol, before risk and the OMS.
 //!
-//! - `ppo`: the policy's actions, each `a_k` a trade of `a_k × max_trade` units under `env::exec`'s sizing.
+//! - `ppo`: the policy's actions in the model's action space (`env.action_space`): share counts, each `a_k`
+//!   a trade of `a_k × max_trade` units under `env::exec`'s sizing; or target weights with a no-trade
+//!   band, sized by `env::weights` exactly as the env sizes them in training (`from_weights`).
 //! - `lstm`: per symbol, long `lstm_position_pct` of equity when P(up) ≥ the up cut-off, flat when P(down) ≥
 //!   the down cut-off, otherwise hold. The cut-offs are the config's `up_threshold` / `down_threshold` when
 //!   set, else the ones the model chose on its validation split (`lstm::cutoffs`), else 0.5.
@@ -54,6 +56,31 @@ pub fn from_action(exec: &ExecParams, action: f32, holding: f64) -> Option<Want>
     } else {
         None
     }
+}
+
+/// PPO in the weights action space: the wanted trade per symbol that brings each weight back within
+/// `band` of the policy's target (to the band's edge), none inside the band. `equity` is cash plus the
+/// symbols' positions at `closes` (the env's equity).
+pub fn from_weights(
+    exec: &ExecParams,
+    (band, max_weight): (f64, f64),
+    actions: &[f32],
+    holdings: &[f64],
+    closes: &[f64],
+    equity: f64,
+) -> Vec<Option<Want>> {
+    let n = actions.len();
+    let (mut target, mut units) = (vec![0.0; n], vec![0.0; n]);
+    crate::env::weights::target_weights(actions, max_weight, &mut target);
+    crate::env::weights::band_orders(&target, holdings, closes, equity, band, exec, &mut units);
+    units
+        .iter()
+        .map(|&u| match u {
+            u if u > 0.0 => Some(Want { side: Side::Buy, qty: u }),
+            u if u < 0.0 => Some(Want { side: Side::Sell, qty: -u }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The probability cut-offs the LSTM strategy trades on.
@@ -125,6 +152,18 @@ mod tests {
         assert!(!vetoed(&ens, &sell, Some([0.9, 0.05, 0.05])));
         assert!(!vetoed(&ens, &buy, None));
         assert!(StrategyConfig::default().validate().is_ok());
+        // Weights: equity 10 000; symbol 0 at 25% against a target near 50% (band 5%): buys to the edge;
+        // symbol 1 at about its target: no order.
+        let (h, c) = ([50.0, 20.0], [50.0, 100.0]);
+        let mut t = [0.0; 2];
+        let acts = [0.2f32, -0.1];
+        crate::env::weights::target_weights(&acts, 1.0, &mut t);
+        let w1 = 2_000.0 / 10_000.0;
+        let band = (t[1] - w1).abs() + 0.01;
+        let got = from_weights(&exec, (band, 1.0), &acts, &h, &c, 10_000.0);
+        let want0 = ((t[0] - band - 0.25) * 10_000.0 / 50.0).trunc();
+        assert!(want0 > 0.0, "{t:?}");
+        assert_eq!(got, vec![Some(Want { side: Side::Buy, qty: want0 }), None]);
         assert!(StrategyConfig { up_threshold: Some(1.5), ..Default::default() }.validate().is_err());
         let old = StrategyConfig { lstm_qty: Some(10.0), ..Default::default() }.validate().unwrap_err();
         assert!(old.contains("lstm_position_pct"), "{old}");

@@ -89,6 +89,14 @@ impl ExecParams {
 /// counts down an active one. Returns the fill (qty ≤ 0).
 #[inline]
 pub fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
+    let want = if action >= 0.0 { 0.0 } else { p.units(action) };
+    sell_units_phase(p, pos, cash, price, want)
+}
+
+/// [`sell_phase`] for a sell of `want` units (≥ 0; 0 = none) sized by the caller (the weights action
+/// space): stop check, cooldown count-down, then the sell, dropped below `min_order`, capped at the holding.
+#[inline]
+pub fn sell_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
     if pos.cooldown > 0 {
         pos.cooldown -= 1;
     }
@@ -101,10 +109,11 @@ pub fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64
             return f;
         }
     }
-    if action >= 0.0 {
-        return Fill::default();
-    }
-    let want = p.units(action);
+    requested_sell(p, pos, cash, price, want)
+}
+
+#[inline]
+fn requested_sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
     if want < p.min_order || want <= 0.0 {
         return Fill::default();
     }
@@ -130,11 +139,16 @@ fn sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, qty: f64
 /// The requested buy (action > 0), unless the asset is cooling down after a stop-out. Returns the fill.
 #[inline]
 pub fn buy_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
-    if action <= 0.0 || pos.cooldown > 0 {
+    if action <= 0.0 {
         return Fill::default();
     }
-    let want = p.units(action);
-    if want < p.min_order || want <= 0.0 {
+    buy_units_phase(p, pos, cash, price, p.units(action))
+}
+
+/// [`buy_phase`] for a buy of `want` units (≥ 0; 0 = none) sized by the caller (the weights action space).
+#[inline]
+pub fn buy_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
+    if pos.cooldown > 0 || want < p.min_order || want <= 0.0 {
         return Fill::default();
     }
     let px = price * (1.0 + p.slip_rate());

@@ -11,21 +11,28 @@
 //!   compiled with NVRTC at run time, and `TensorKernelEnv`, its state in tensors on the training device,
 //!   which PPO trains on with CUDA (feature `train`).
 //! - [`panel`]: prices, feature rows and turbulence, time-major.
+//! - [`weights`]: the action spaces (FinRL's share counts, or target weights with a no-trade band).
+//! - [`reward`]: the rewards (equity change, log return against a benchmark, differential Sharpe) and
+//!   what the gate counts as better with each.
 
 pub mod exec;
 pub mod finrl;
 pub mod kernel;
 pub mod panel;
+pub mod reward;
 pub mod rng;
 #[cfg(feature = "train")]
 mod tch_env;
 mod vec_env;
+pub mod weights;
 
 pub use exec::{ExecParams, Fill, Position};
 pub use panel::{Panel, PanelError};
+pub use reward::{Benchmark, Objective, Reward};
 #[cfg(feature = "train")]
 pub use tch_env::{TchEnv, TchStep};
 pub use vec_env::{Accounting, EnvConfig, EnvError, Step, VecEnv};
+pub use weights::ActionSpace;
 
 #[cfg(test)]
 mod parity_tests;

@@ -12,6 +12,8 @@ pub enum PanelError {
     Shape { what: &'static str, got: usize, want: usize },
     #[error("price {value} at day {day}, asset {asset}: prices must be finite and above zero")]
     BadPrice { day: usize, asset: usize, value: f32 },
+    #[error("benchmark price {value} at day {day}: prices must be finite and above zero")]
+    BadBenchmark { day: usize, value: f32 },
     #[error("asset {asset} has {got} bars, asset 0 has {want}; or bar {day} is at another time")]
     Misaligned { asset: usize, got: usize, want: usize, day: usize },
 }
@@ -26,6 +28,8 @@ pub struct Panel {
     /// `features[(day * n_assets + asset) * n_features + k]`.
     pub features: Vec<f32>,
     pub turbulence: Option<Vec<f64>>,
+    /// An index symbol's price per day, the benchmark of `env.reward = vs-benchmark` when one is set.
+    pub benchmark: Option<Vec<f32>>,
 }
 
 impl Panel {
@@ -58,7 +62,7 @@ impl Panel {
         if let Some(i) = prices.iter().position(|p| !(p.is_finite() && *p > 0.0)) {
             return Err(PanelError::BadPrice { day: i / n_assets, asset: i % n_assets, value: prices[i] });
         }
-        Ok(Panel { n_days, n_assets, n_features, prices, features, turbulence })
+        Ok(Panel { n_days, n_assets, n_features, prices, features, turbulence, benchmark: None })
     }
 
     /// A panel of closes and features from aligned bars (one slice per asset, the same times), dropping
@@ -83,6 +87,18 @@ impl Panel {
             }
         }
         Panel::new(na, prices, nf, features, None)
+    }
+
+    /// The panel with an index's price per day as the benchmark (`env.reward = vs-benchmark`).
+    pub fn with_benchmark(mut self, prices: Vec<f32>) -> Result<Self, PanelError> {
+        if prices.len() != self.n_days {
+            return Err(PanelError::Shape { what: "benchmark", got: prices.len(), want: self.n_days });
+        }
+        if let Some(day) = prices.iter().position(|p| !(p.is_finite() && *p > 0.0)) {
+            return Err(PanelError::BadBenchmark { day, value: prices[day] });
+        }
+        self.benchmark = Some(prices);
+        Ok(self)
     }
 
     pub fn price(&self, day: usize, asset: usize) -> f32 {

@@ -73,6 +73,8 @@ pub(crate) fn finrl_config(days: usize, accounting: Accounting) -> EnvConfig {
         },
         reward_scale: 2f64.powi(-11),
         turnover_penalty: 0.0,
+        action: Default::default(),
+        reward: Default::default(),
         turbulence_threshold: Some(99.0),
         fixed_start: true,
         seed: 0,

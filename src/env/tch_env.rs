@@ -51,6 +51,9 @@ impl TchEnv {
         if cfg.accounting != Accounting::Standard {
             return Err(EnvError::Unsupported("the tensor env has standard f64 accounting only"));
         }
+        if cfg.action != crate::env::ActionSpace::Shares || cfg.reward != crate::env::Reward::Equity {
+            return Err(EnvError::Unsupported("the tensor env runs share-count actions and the equity reward only"));
+        }
         let (t, a, f) = (panel.n_days as i64, panel.n_assets as i64, panel.n_features as i64);
         let prices = Tensor::from_slice(&panel.prices).view([t, a]).to_kind(Kind::Double).to_device(device);
         let features = Tensor::from_slice(&panel.features).view([t, a * f]).to_device(device);

@@ -227,3 +227,92 @@ fn vec_env_is_bit_identical_on_any_thread_count() {
         assert_eq!(run(0), one, "variant {v}: all cores");
     }
 }
+
+/// Weights with a 5% band, no fees: the first step buys each asset up to the band's lower edge (target
+/// 1/3 each), the second (same prices) trades nothing, the fourth (sized at day 3's prices, where asset 0
+/// doubled) sells asset 0 down to its upper edge and buys asset 1 up to its lower edge. Orders are sized
+/// at the observation day's prices and filled at the next day's, as the engine's are.
+#[test]
+fn weights_actions_trade_to_the_band_edge_and_not_inside_it() {
+    let days = [[10.0, 20.0], [10.0, 20.0], [10.0, 20.0], [20.0, 20.0], [20.0, 20.0], [20.0, 20.0]];
+    let panel = tiny_panel(&days, None);
+    let exec = ExecParams { fee_bps: 0.0, integer_units: false, min_order: 0.001, ..Default::default() };
+    let action = crate::env::ActionSpace::Weights { band: 0.05, max_weight: 1.0 };
+    let cfg =
+        EnvConfig { episode_len: 5, initial_cash: 10_000.0, exec, fixed_start: true, action, ..Default::default() };
+    let mut env = VecEnv::new(cfg.clone(), panel.clone()).unwrap();
+    let mut step = Step::default();
+    let weights = |env: &VecEnv, day: usize| -> Vec<f64> {
+        let eq = env.equity()[0];
+        (0..2).map(|k| env.positions()[k].holding * f64::from(panel.price(day, k)) / eq).collect()
+    };
+    let third = 1.0 / 3.0;
+    env.step(&[0.0, 0.0], &mut step).unwrap();
+    let w = weights(&env, 1);
+    assert!(w.iter().all(|x| (x - (third - 0.05)).abs() < 1e-9), "bought to the lower edge: {w:?}");
+    assert!((env.positions()[0].holding - (third - 0.05) * 1_000.0).abs() < 1e-6);
+    let held: Vec<f64> = env.positions().iter().map(|p| p.holding).collect();
+    env.step(&[0.0, 0.0], &mut step).unwrap();
+    assert_eq!(env.positions().iter().map(|p| p.holding).collect::<Vec<_>>(), held, "inside the band: no trade");
+    env.step(&[0.0, 0.0], &mut step).unwrap();
+    assert_eq!(env.positions().iter().map(|p| p.holding).collect::<Vec<_>>(), held, "sized at day 2: no trade");
+    env.step(&[0.0, 0.0], &mut step).unwrap();
+    let w = weights(&env, 4);
+    assert!((w[0] - (third + 0.05)).abs() < 1e-9 && (w[1] - (third - 0.05)).abs() < 1e-9, "to the edges: {w:?}");
+    // The kernel and the tensor env refuse what they cannot step, saying so; FinRL's accounting too.
+    let e = crate::env::kernel::CpuKernelEnv::new(&cfg, panel.clone()).err().map(|e| e.to_string());
+    assert!(e.is_some_and(|e| e.contains("share-count actions")));
+    let finrl = EnvConfig { accounting: Accounting::FinrlNumpy, ..cfg };
+    assert!(matches!(VecEnv::new(finrl, panel), Err(EnvError::Unsupported(_))));
+}
+
+/// Hand-computed: day 0 (10, 20), day 1 (11, 20), day 2 (12, 22). Step 1 buys 50 of asset 0 at 11 (550
+/// traded, no fee): equity 10 000 -> 10 000, equal-weight buy-and-hold 1 -> (1.1 + 1) / 2 = 1.05, so the
+/// reward is ln 1 - ln 1.05 - 20 bps x 550 / 10 000. Step 2 trades nothing: equity 9 450 + 50 x 12 =
+/// 10 050, buy-and-hold (1.2 + 1.1) / 2 = 1.15: ln(10 050 / 10 000) - ln(1.15 / 1.05). With an index
+/// (100, 100, 110): ln(10 050 / 10 000) - ln(1.1). Size: reward_scale x initial_cash = 1.
+#[test]
+fn the_benchmark_relative_reward_equals_its_definition() {
+    let panel = tiny_panel(&[[10.0, 20.0], [11.0, 20.0], [12.0, 22.0]], None);
+    let exec = ExecParams { fee_bps: 0.0, ..Default::default() };
+    let reward = Reward::VsBenchmark { benchmark: crate::env::Benchmark::EqualWeight, turnover_bps: 20.0 };
+    let cfg =
+        EnvConfig { episode_len: 2, initial_cash: 10_000.0, exec, fixed_start: true, reward, ..Default::default() };
+    let mut env = VecEnv::new(cfg.clone(), panel.clone()).unwrap();
+    let mut step = Step::default();
+    env.step(&[0.5, 0.0], &mut step).unwrap();
+    let want1 = 0.0 - 1.05f64.ln() - 20e-4 * 550.0 / 10_000.0;
+    assert!((f64::from(step.reward[0]) - want1).abs() < 1e-6, "{} vs {want1}", step.reward[0]);
+    env.step(&[0.0, 0.0], &mut step).unwrap();
+    assert_eq!(step.equity[0], 10_050.0);
+    let want2 = (10_050f64 / 10_000.0).ln() - (1.15f64 / 1.05).ln();
+    assert!((f64::from(step.reward[0]) - want2).abs() < 1e-6, "{} vs {want2}", step.reward[0]);
+
+    let index = crate::env::Benchmark::Symbol("SPY".into());
+    let cfg = EnvConfig { reward: Reward::VsBenchmark { benchmark: index, turnover_bps: 0.0 }, ..cfg };
+    let e = VecEnv::new(cfg.clone(), panel.clone()).err().map(|e| e.to_string());
+    assert!(e.is_some_and(|e| e.contains("no prices of SPY")), "an index without its prices is refused");
+    let with_index = Arc::new((*panel).clone().with_benchmark(vec![100.0, 100.0, 110.0]).unwrap());
+    let mut env = VecEnv::new(cfg, with_index).unwrap();
+    env.step(&[0.5, 0.0], &mut step).unwrap();
+    env.step(&[0.0, 0.0], &mut step).unwrap();
+    let want = (10_050f64 / 10_000.0).ln() - 1.1f64.ln();
+    assert!((f64::from(step.reward[0]) - want).abs() < 1e-6, "{} vs {want}", step.reward[0]);
+
+    // Differential Sharpe on the same steps (eta 0.1, 20 bps): 0 first (no variance yet), then the formula
+    // (clipped) on the second step's net log return, with the moments the first step moved.
+    let reward = Reward::DifferentialSharpe { eta: 0.1, turnover_bps: 20.0 };
+    let mut env = VecEnv::new(EnvConfig { reward, ..env_cfg_of(&panel) }, panel).unwrap();
+    env.step(&[0.5, 0.0], &mut step).unwrap();
+    assert_eq!(step.reward[0], 0.0);
+    env.step(&[0.0, 0.0], &mut step).unwrap();
+    let (mut a, mut b) = (0.0, 0.0);
+    crate::env::reward::differential_sharpe(-20e-4 * 550.0 / 10_000.0, 0.1, &mut a, &mut b);
+    let want = crate::env::reward::differential_sharpe((10_050f64 / 10_000.0).ln(), 0.1, &mut a, &mut b);
+    assert!(want != 0.0 && (f64::from(step.reward[0]) - want).abs() < 1e-6, "{} vs {want}", step.reward[0]);
+}
+
+fn env_cfg_of(panel: &Panel) -> EnvConfig {
+    let exec = ExecParams { fee_bps: 0.0, ..Default::default() };
+    EnvConfig { episode_len: panel.n_days - 1, initial_cash: 10_000.0, exec, fixed_start: true, ..Default::default() }
+}

@@ -6,10 +6,12 @@
 //! Timing (as FinRL's): the observation is taken at day `t`; `step` moves to `t + 1`, trades at that day's
 //! prices and rewards the change in equity marked at them.
 
-use super::exec::{ExecParams, Position, buy_phase, liquidate, sell_phase};
+use super::exec::{ExecParams, Position, buy_phase, buy_units_phase, liquidate, sell_phase, sell_units_phase};
 use super::finrl::{self, Kind, Np};
 use super::panel::Panel;
+use super::reward::{Benchmark, Reward, differential_sharpe, net_log_return};
 use super::rng::SplitMix64;
+use super::weights::{ActionSpace, band_orders, target_weights};
 use std::sync::Arc;
 
 /// How cash is computed.
@@ -32,9 +34,13 @@ pub struct EnvConfig {
     pub episode_len: usize,
     pub initial_cash: f64,
     pub exec: ExecParams,
-    /// Reward = reward_scale * (equity change - turnover_penalty * traded notional).
+    /// Reward (`Reward::Equity`) = reward_scale * (equity change - turnover_penalty * traded notional);
+    /// the other rewards, see `reward`.
     pub reward_scale: f64,
     pub turnover_penalty: f64,
+    /// What an action asks for: share counts (FinRL's) or target weights with a no-trade band.
+    pub action: ActionSpace,
+    pub reward: Reward,
     /// Sell everything and buy nothing on days whose turbulence exceeds this (needs panel turbulence).
     pub turbulence_threshold: Option<f64>,
     /// Start every episode at day 0 instead of a random day.
@@ -52,6 +58,8 @@ impl Default for EnvConfig {
             exec: ExecParams::default(),
             reward_scale: 1e-4,
             turnover_penalty: 0.0,
+            action: ActionSpace::Shares,
+            reward: Reward::Equity,
             turbulence_threshold: None,
             fixed_start: false,
             seed: 0,
@@ -70,6 +78,10 @@ pub enum EnvError {
     ActionShape { got: usize, want: usize },
     #[error("{0}")]
     Unsupported(&'static str),
+    #[error(
+        "env.reward = vs-benchmark with benchmark {symbol}: the panel has no prices of {symbol}; add its bars or use benchmark = \"equal-weight\""
+    )]
+    NoBenchmark { symbol: String },
 }
 
 /// What one `step` returns, per env.
@@ -93,6 +105,8 @@ pub struct VecEnv {
     day: Vec<usize>,
     steps: Vec<usize>,
     equity: Vec<f64>,
+    /// The differential Sharpe ratio's moving moments (A, B) per env (`Reward::DifferentialSharpe`).
+    moments: Vec<[f64; 2]>,
     /// Each env's next draw in the seeded SplitMix64 stream: env `i` makes draws `i`, `i + E`, ... All
     /// envs reset on the same step, so this is the shared stream drawn env by env, computed in parallel.
     draws: Vec<u64>,
@@ -122,6 +136,7 @@ struct EnvMut<'a> {
     day: &'a mut usize,
     steps: &'a mut usize,
     equity: &'a mut f64,
+    moments: &'a mut [f64; 2],
     draws: &'a mut u64,
 }
 
@@ -140,10 +155,19 @@ impl EnvMut<'_> {
         *self.cash_kind = Kind::Weak;
         self.pos.fill(Position::default());
         *self.equity = cfg.initial_cash;
+        *self.moments = [0.0; 2];
     }
 
-    /// One step: stops and sells for every asset, then buys; returns (reward, equity).
-    fn step(&mut self, cfg: &EnvConfig, panel: &Panel, actions: &[f32], scratch: &mut Vec<f32>) -> (f32, f64) {
+    /// One step: stops and sells for every asset, then buys; returns (reward, equity). `ws` is scratch
+    /// space for the weights action space.
+    fn step(
+        &mut self,
+        cfg: &EnvConfig,
+        panel: &Panel,
+        actions: &[f32],
+        scratch: &mut Vec<f32>,
+        ws: &mut Vec<f64>,
+    ) -> (f32, f64) {
         let a = panel.n_assets;
         *self.day += 1;
         *self.steps += 1;
@@ -168,6 +192,29 @@ impl EnvMut<'_> {
                 for k in 0..a {
                     turnover += liquidate(p, &mut pos[k], cash, f64::from(prices[k])).notional;
                 }
+            } else if let ActionSpace::Weights { band, max_weight } = cfg.action {
+                // Sized at the observation day's prices (all the engine knows when it decides), executed
+                // at this day's. [target | holdings | sizing prices | prices | units], each `a` long.
+                let seen = &panel.prices[(day - 1) * a..day * a];
+                ws.clear();
+                ws.resize(5 * a, 0.0);
+                let (target, rest) = ws.split_at_mut(a);
+                let (held, rest) = rest.split_at_mut(a);
+                let (seen_px, rest) = rest.split_at_mut(a);
+                let (px, units) = rest.split_at_mut(a);
+                target_weights(actions, max_weight, target);
+                let mut equity = *cash;
+                for k in 0..a {
+                    (held[k], seen_px[k], px[k]) = (pos[k].holding, f64::from(seen[k]), f64::from(prices[k]));
+                    equity += held[k] * seen_px[k];
+                }
+                band_orders(target, held, seen_px, equity, band, p, units);
+                for k in 0..a {
+                    turnover += sell_units_phase(p, &mut pos[k], cash, px[k], (-units[k]).max(0.0)).notional;
+                }
+                for k in 0..a {
+                    turnover += buy_units_phase(p, &mut pos[k], cash, px[k], units[k].max(0.0)).notional;
+                }
             } else {
                 for k in 0..a {
                     turnover += sell_phase(p, &mut pos[k], cash, f64::from(prices[k]), act(k)).notional;
@@ -182,11 +229,53 @@ impl EnvMut<'_> {
             }
             (equity, turnover)
         };
-        let change = equity - *self.equity;
+        let prev = *self.equity;
         *self.equity = equity;
-        let reward = cfg.reward_scale * (change - cfg.turnover_penalty * turnover);
+        let size = cfg.reward_scale * cfg.initial_cash;
+        let reward = match &cfg.reward {
+            Reward::Equity => cfg.reward_scale * (equity - prev - cfg.turnover_penalty * turnover),
+            Reward::VsBenchmark { benchmark, turnover_bps } => {
+                let start = day - *self.steps;
+                let bench =
+                    (benchmark_value(panel, benchmark, start, day), benchmark_value(panel, benchmark, start, day - 1));
+                size * net_log_return(equity, prev, Some(bench), turnover, *turnover_bps)
+            }
+            Reward::DifferentialSharpe { eta, turnover_bps } => {
+                let r = net_log_return(equity, prev, None, turnover, *turnover_bps);
+                let [ma, mb] = &mut *self.moments;
+                differential_sharpe(r, *eta, ma, mb)
+            }
+        };
         (reward as f32, equity)
     }
+}
+
+/// The benchmark's value at `day` for an episode that started at `start` (1 at the start): equal-weight
+/// buy-and-hold of the panel's assets, or the index series (checked present by `VecEnv::new`).
+pub(crate) fn benchmark_value(panel: &Panel, benchmark: &Benchmark, start: usize, day: usize) -> f64 {
+    match (benchmark, &panel.benchmark) {
+        (Benchmark::Symbol(_), Some(b)) => f64::from(b[day]) / f64::from(b[start]),
+        _ => {
+            let a = panel.n_assets;
+            let sum: f64 = (0..a).map(|k| f64::from(panel.price(day, k)) / f64::from(panel.price(start, k))).sum();
+            sum / a as f64
+        }
+    }
+}
+
+/// What `VecEnv` refuses of a configuration it could step (the other envs refuse more).
+fn check_modes(cfg: &EnvConfig, panel: &Panel) -> Result<(), EnvError> {
+    if matches!(cfg.action, ActionSpace::Weights { .. }) && cfg.accounting != Accounting::Standard {
+        return Err(EnvError::Unsupported(
+            "env.action_space = weights needs env.accounting = standard (FinRL's accounting has share counts only)",
+        ));
+    }
+    if let Reward::VsBenchmark { benchmark: Benchmark::Symbol(s), .. } = &cfg.reward
+        && panel.benchmark.is_none()
+    {
+        return Err(EnvError::NoBenchmark { symbol: s.clone() });
+    }
+    Ok(())
 }
 
 impl VecEnv {
@@ -194,6 +283,7 @@ impl VecEnv {
         if cfg.n_envs == 0 {
             return Err(EnvError::NoEnvs);
         }
+        check_modes(&cfg, &panel)?;
         if cfg.episode_len == 0 || cfg.episode_len >= panel.n_days {
             return Err(EnvError::EpisodeTooLong { len: cfg.episode_len, days: panel.n_days });
         }
@@ -206,6 +296,7 @@ impl VecEnv {
             day: vec![0; e],
             steps: vec![0; e],
             equity: vec![0.0; e],
+            moments: vec![[0.0; 2]; e],
             draws: (0..e as u64).collect(),
             cfg,
             panel,
@@ -233,6 +324,7 @@ impl VecEnv {
             day: &mut self.day[i],
             steps: &mut self.steps[i],
             equity: &mut self.equity[i],
+            moments: &mut self.moments[i],
             draws: &mut self.draws[i],
         }
     }
@@ -311,8 +403,8 @@ impl VecEnv {
         let (cfg, panel) = (&self.cfg, &*self.panel);
         // One chunk of envs: its slice of every array, stepped in order on one thread.
         let run = |lo: usize, envs: EnvSlices<'_>| {
-            let mut scratch = Vec::with_capacity(a);
-            let EnvSlices { cash, cash_kind, pos, day, steps, equity, draws, reward, done, equity_out } = envs;
+            let (mut scratch, mut ws) = (Vec::with_capacity(a), Vec::new());
+            let EnvSlices { cash, cash_kind, pos, day, steps, equity, moments, draws, reward, done, equity_out } = envs;
             for j in 0..cash.len() {
                 let mut env = EnvMut {
                     cash: &mut cash[j],
@@ -321,10 +413,11 @@ impl VecEnv {
                     day: &mut day[j],
                     steps: &mut steps[j],
                     equity: &mut equity[j],
+                    moments: &mut moments[j],
                     draws: &mut draws[j],
                 };
                 let i = lo + j;
-                let (r, eq) = env.step(cfg, panel, &actions[i * a..(i + 1) * a], &mut scratch);
+                let (r, eq) = env.step(cfg, panel, &actions[i * a..(i + 1) * a], &mut scratch, &mut ws);
                 reward[j] = r;
                 equity_out[j] = eq;
                 done[j] = *env.steps == cfg.episode_len;
@@ -340,6 +433,7 @@ impl VecEnv {
             day: &mut self.day,
             steps: &mut self.steps,
             equity: &mut self.equity,
+            moments: &mut self.moments,
             draws: &mut self.draws,
             reward: &mut out.reward,
             done: &mut out.done,
@@ -370,6 +464,7 @@ struct EnvSlices<'a> {
     day: &'a mut [usize],
     steps: &'a mut [usize],
     equity: &'a mut [f64],
+    moments: &'a mut [[f64; 2]],
     draws: &'a mut [u64],
     reward: &'a mut [f32],
     done: &'a mut [bool],
@@ -396,12 +491,13 @@ impl<'a> EnvSlices<'a> {
         let (day, day_1) = self.day.split_at_mut(n);
         let (steps, steps_1) = self.steps.split_at_mut(n);
         let (equity, equity_1) = self.equity.split_at_mut(n);
+        let (moments, moments_1) = self.moments.split_at_mut(n);
         let (draws, draws_1) = self.draws.split_at_mut(n);
         let (reward, reward_1) = self.reward.split_at_mut(n);
         let (done, done_1) = self.done.split_at_mut(n);
         let (equity_out, equity_out_1) = self.equity_out.split_at_mut(n);
         (
-            EnvSlices { cash, cash_kind, pos, day, steps, equity, draws, reward, done, equity_out },
+            EnvSlices { cash, cash_kind, pos, day, steps, equity, moments, draws, reward, done, equity_out },
             EnvSlices {
                 cash: cash_1,
                 cash_kind: cash_kind_1,
@@ -409,6 +505,7 @@ impl<'a> EnvSlices<'a> {
                 day: day_1,
                 steps: steps_1,
                 equity: equity_1,
+                moments: moments_1,
                 draws: draws_1,
                 reward: reward_1,
                 done: done_1,

@@ -7,7 +7,7 @@
 //!
 //! - A model is picked by id or as the champion of its kind (`ModelSel`).
 //! - Its manifest must match the pipeline that will feed it (feature version and names, input names and
-//!   shapes, symbols) and the ONNX graph must really have the manifest's inputs and outputs; otherwise the
+//!   shapes, symbols, and for PPO the action space, `params.env.action`) and the ONNX graph must really have the manifest's inputs and outputs; otherwise the
 //!   load is refused with a `PolicyError` that names the model and the difference.
 //! - `swap` loads a new model and replaces the running one only when the whole load succeeded, so a bad
 //!   model never stops trading with the previous one.
@@ -22,9 +22,10 @@ mod ppo;
 pub(crate) mod tests;
 
 pub use lstm::{LstmPolicy, LstmShapes};
-pub use ppo::PpoPolicy;
+pub use ppo::{PpoPolicy, check_action_space, manifest_action_space};
 
 use crate::domain::{Symbol, Timeframe};
+use crate::env::ActionSpace;
 use crate::features::{FEATURE_VERSION, FeatureSpec};
 use crate::models::{FeatureRef, Manifest, MismatchError, ModelKind, Registry, RegistryError};
 use ort::session::Session;
@@ -100,6 +101,9 @@ pub struct Pipeline {
     pub symbols: Vec<Symbol>,
     /// The bars the model will be fed (`market.timeframe`): a model trained on other bars is refused.
     pub timeframe: Timeframe,
+    /// The PPO action space the engine trades (`env.action_space`): a PPO model trained in another is
+    /// refused.
+    pub action: ActionSpace,
 }
 
 impl Pipeline {
@@ -108,7 +112,14 @@ impl Pipeline {
             features: FeatureRef { version: FEATURE_VERSION, names: spec.names() },
             symbols: symbols.to_vec(),
             timeframe,
+            action: ActionSpace::Shares,
         }
+    }
+
+    /// The pipeline trading PPO actions in `action` (the config's `env.action_space`).
+    pub fn with_action(mut self, action: ActionSpace) -> Pipeline {
+        self.action = action;
+        self
     }
 
     pub fn n_features(&self) -> usize {

@@ -2,13 +2,42 @@
 //! [-1, 1], observation normalisation inside the graph), as the PPO model contract defines it.
 
 use super::{ModelSel, Pipeline, PolicyError, SessionOptions, fetch, session};
-use crate::env::ExecParams;
+use crate::env::{ActionSpace, ExecParams};
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use ndarray::Array2;
 use ort::session::Session;
 use ort::value::TensorRef;
 
 pub const OBS_INPUT: &str = "obs";
+
+/// The action space a PPO model was trained in (`params.env.action`; share counts for a model whose
+/// manifest predates the choice), or why it cannot be read.
+pub fn manifest_action_space(m: &Manifest) -> Result<ActionSpace, String> {
+    match m.params.get("env").and_then(|e| e.get("action")) {
+        None => Ok(ActionSpace::Shares),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+            format!(
+                "its manifest's action space {v} is not one this tradebot knows ({e}): retrain it with this tradebot"
+            )
+        }),
+    }
+}
+
+/// Refuses a model whose action space differs from the config's `env.action_space`, naming both. The
+/// kind must match (what the model's outputs mean); the band and the cap are the config's, applied when
+/// trading.
+pub fn check_action_space(m: &Manifest, config: &ActionSpace) -> Result<(), String> {
+    let model = manifest_action_space(m)?;
+    if model.name() != config.name() {
+        return Err(format!(
+            "it was trained in the {} action space, the config's env.action_space is \"{}\": set env.action_space = \"{}\" or retrain the model with this config (`tradebot train ppo`)",
+            model.name(),
+            config.name(),
+            model.name()
+        ));
+    }
+    Ok(())
+}
 pub const ACTION_OUTPUT: &str = "action";
 
 pub struct PpoPolicy {
@@ -16,6 +45,8 @@ pub struct PpoPolicy {
     session: Session,
     obs: Array2<f32>,
     n_assets: usize,
+    /// The config's action space (the model's kind, checked at load; the config's band and cap).
+    action: ActionSpace,
 }
 
 impl std::fmt::Debug for PpoPolicy {
@@ -60,8 +91,16 @@ impl PpoPolicy {
                 reason: format!("expected output {ACTION_OUTPUT} of shape {out_shape:?}, manifest has {:?}", m.outputs),
             });
         }
+        check_action_space(&m, &pipeline.action)
+            .map_err(|reason| PolicyError::Contract { id: m.id.clone(), reason })?;
         let session = session(&m, bytes, opts)?;
-        let mut p = PpoPolicy { manifest: m, session, obs: Array2::zeros((1, d as usize)), n_assets: a };
+        let mut p = PpoPolicy {
+            manifest: m,
+            session,
+            obs: Array2::zeros((1, d as usize)),
+            n_assets: a,
+            action: pipeline.action,
+        };
         let zeros = vec![0.0f32; d as usize];
         let mut out = vec![0.0f32; a];
         p.act_into(&zeros, &mut out)?;
@@ -83,6 +122,11 @@ impl PpoPolicy {
 
     pub fn n_assets(&self) -> usize {
         self.n_assets
+    }
+
+    /// The action space the engine sizes this model's actions in.
+    pub fn action_space(&self) -> ActionSpace {
+        self.action
     }
 
     /// The env settings the model was trained with (`params["env"]`): initial cash (the observation's

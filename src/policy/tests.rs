@@ -163,3 +163,35 @@ fn latest_selects_the_model_trained_last_and_champion_the_champion() {
     assert_eq!(fetch(&reg, &ModelSel::Latest, ModelKind::Ppo).unwrap().0.id, newer.id);
     assert_eq!(fetch(&reg, &ModelSel::Champion, ModelKind::Ppo).unwrap().0.id, champion.id);
 }
+
+/// The engine loads its PPO model through `PpoPolicy::load` with the config's action space: a model
+/// trained in the other action space is refused at load, the message naming both.
+#[test]
+fn a_model_of_another_action_space_is_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let shares = pipeline(&["AAPL", "MSFT"]);
+    let weights_space = crate::env::ActionSpace::Weights { band: 0.05, max_weight: 0.6 };
+    let weights = shares.clone().with_action(weights_space);
+    let env =
+        EnvConfig { action: crate::env::ActionSpace::Weights { band: 0.02, max_weight: 1.0 }, ..Default::default() };
+    let m = register_ppo(&reg, &shares, &random_ppo(&shares, 3), &env);
+    assert_eq!(manifest_action_space(&m), Ok(env.action), "the manifest says which action space");
+    let e = PpoPolicy::load(&reg, &ModelSel::Champion, &shares, SessionOptions::default()).unwrap_err().to_string();
+    assert!(
+        e.contains(&m.id)
+            && e.contains("trained in the weights action space")
+            && e.contains("env.action_space is \"shares\""),
+        "{e}"
+    );
+    // The same kind loads, trading with the config's band and cap.
+    let p = PpoPolicy::load(&reg, &ModelSel::Champion, &weights, SessionOptions::default()).unwrap();
+    assert_eq!(p.action_space(), weights_space);
+    // A share-count model (or one whose manifest predates the choice) under a weights config.
+    let old = register_ppo(&reg, &shares, &random_ppo(&shares, 4), &EnvConfig::default());
+    let e = PpoPolicy::load(&reg, &ModelSel::Id(old.id), &weights, SessionOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("trained in the shares action space") && e.contains("is \"weights\""), "{e}");
+    let mut bare = m.clone();
+    bare.params.clear();
+    assert_eq!(manifest_action_space(&bare), Ok(crate::env::ActionSpace::Shares));
+}

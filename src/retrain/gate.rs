@@ -8,6 +8,7 @@
 
 use super::noise::{fold_returns, lead_confidence};
 use crate::config::GateConfig;
+use crate::env::Objective;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -22,6 +23,9 @@ pub struct GateInput {
     /// Buy-and-hold's total return over the same bars.
     #[serde(default)]
     pub buy_hold_return: f64,
+    /// Buy-and-hold's Sharpe ratio over the same bars.
+    #[serde(default)]
+    pub buy_hold_sharpe: f64,
     /// Per-bar returns of the strategy over the holdout (not stored; the decision keeps the figures).
     #[serde(skip)]
     pub returns: Vec<f64>,
@@ -52,6 +56,7 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
         ("candidate_trades".to_string(), candidate.trades as f64),
         ("candidate_return".to_string(), candidate.total_return),
         ("buy_hold_return".to_string(), candidate.buy_hold_return),
+        ("buy_hold_sharpe".to_string(), candidate.buy_hold_sharpe),
         ("min_sharpe_margin".to_string(), cfg.min_sharpe_margin),
         ("max_drawdown_cap".to_string(), cfg.max_drawdown),
         ("confidence_required".to_string(), cfg.confidence),
@@ -107,11 +112,24 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
         );
         return fail(why, &numbers);
     }
+    // Without a champion, "better" is the training reward's (`env.reward`): a Sharpe-trained candidate
+    // must beat buy-and-hold's Sharpe, a return-trained one buy-and-hold's per-bar returns (below).
+    if champion.is_none()
+        && cfg.objective == Objective::Sharpe
+        && (candidate.buy_hold_sharpe.is_nan() || candidate.sharpe < candidate.buy_hold_sharpe + cfg.min_sharpe_margin)
+    {
+        let why = format!(
+            "candidate Sharpe {:.3} does not beat buy-and-hold's {:.3} by the margin {:.3} (env.reward = differential-sharpe)",
+            candidate.sharpe, candidate.buy_hold_sharpe, cfg.min_sharpe_margin
+        );
+        return fail(why, &numbers);
+    }
     // The bootstrap confidence of the candidate's lead over each reference it must beat.
     let cash = vec![0.0; candidate.returns.len()];
-    let refs: Vec<(&str, &[f64])> = match champion {
-        Some(c) => vec![("champion", &c.returns)],
-        None => vec![("cash", &cash), ("buy_hold", &candidate.buy_hold_returns)],
+    let refs: Vec<(&str, &[f64])> = match (champion, cfg.objective) {
+        (Some(c), _) => vec![("champion", &c.returns)],
+        (None, Objective::Return) => vec![("cash", &cash), ("buy_hold", &candidate.buy_hold_returns)],
+        (None, Objective::Sharpe) => vec![("cash", &cash)],
     };
     for (name, r) in refs {
         let Some(conf) = lead_confidence(&candidate.returns, r) else {
@@ -133,6 +151,13 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
         }
     }
     let reason = match champion {
+        None if cfg.objective == Objective::Sharpe => format!(
+            "no champion yet; candidate Sharpe {:.3} beats buy-and-hold's {:.3} by at least {:.3} and cash with {:.0}% confidence, within the drawdown cap and the trade minimum",
+            candidate.sharpe,
+            candidate.buy_hold_sharpe,
+            cfg.min_sharpe_margin,
+            cfg.confidence * 100.0
+        ),
         None => format!(
             "no champion yet; candidate beats cash and buy-and-hold with {:.0}% confidence, within the drawdown cap and the trade minimum",
             cfg.confidence * 100.0
@@ -238,6 +263,7 @@ mod tests {
             trades,
             total_return: total,
             buy_hold_return: total.min(0.0),
+            buy_hold_sharpe: 0.0,
             buy_hold_returns: vec![0.0; returns.len()],
             returns,
         }
@@ -287,6 +313,29 @@ mod tests {
         let flat = g(normal(4, 250, 0.0, 0.01), 20);
         let d = decide(&flat, None, &cfg());
         assert!(!d.promote && d.reason.contains("likely real"), "{}", d.reason);
+    }
+
+    /// With `env.reward = differential-sharpe` the no-champion rule asks for buy-and-hold's Sharpe (plus the
+    /// margin) and a lead over cash, not a lead over buy-and-hold's returns; with a return reward, the reverse.
+    #[test]
+    fn without_a_champion_better_means_what_the_training_reward_means() {
+        let sharpe = GateConfig { objective: Objective::Sharpe, ..cfg() };
+        // A steady candidate: Sharpe far above buy-and-hold's, but returns that do not beat buy-and-hold's.
+        let mut c = g(normal(3, 250, 0.003, 0.01), 20);
+        c.buy_hold_returns = c.returns.iter().map(|r| r + 0.002).collect();
+        c.buy_hold_sharpe = c.sharpe - 0.5;
+        let d = decide(&c, None, &sharpe);
+        assert!(d.promote, "{}", d.reason);
+        assert!(d.reason.contains("beats buy-and-hold's") && !d.numbers.contains_key("confidence_vs_buy_hold"));
+        let d = decide(&c, None, &cfg());
+        assert!(!d.promote && d.reason.contains("buy_hold"), "a return reward needs the lead: {}", d.reason);
+        c.buy_hold_sharpe = c.sharpe - 0.05;
+        let d = decide(&c, None, &sharpe);
+        assert!(!d.promote && d.reason.contains("does not beat buy-and-hold's"), "{}", d.reason);
+        // The config says it once: env.reward sets the gate's objective.
+        let text = "[market]\nsymbols = [\"AAPL\"]\n[env]\nreward = \"differential-sharpe\"\n";
+        let parsed = crate::config::Config::parse(std::path::Path::new("t.toml"), text);
+        assert_eq!(parsed.map(|c| c.retrain.gate.objective).ok(), Some(Objective::Sharpe));
     }
 
     #[test]

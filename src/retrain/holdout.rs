@@ -54,7 +54,8 @@ impl Evaluator for BacktestEvaluator {
         let reg = self.registry()?;
         let sel = ModelSel::Id(model_id.to_string());
         let c = &self.config;
-        let pipeline = crate::policy::Pipeline::new(&c.features, &c.market.symbols, c.market.timeframe);
+        let pipeline =
+            crate::policy::Pipeline::new(&c.features, &c.market.symbols, c.market.timeframe).with_action(c.env.action);
         let opts = crate::policy::SessionOptions::default();
         let loaded = match self.kind(&reg, model_id)? {
             ModelKind::Ppo => crate::policy::PpoPolicy::load(&reg, &sel, &pipeline, opts).map(|_| ()),
@@ -92,6 +93,7 @@ impl Evaluator for BacktestEvaluator {
             trades: r.strategy.trades as u64,
             total_return: r.strategy.total_return,
             buy_hold_return: r.buy_hold.total_return,
+            buy_hold_sharpe: r.buy_hold.sharpe,
             returns: returns(r.curve.iter().map(|p| p.equity).collect()),
             buy_hold_returns: returns(r.curve.iter().map(|p| p.buy_hold).collect()),
         })

@@ -65,6 +65,7 @@ pub fn retrain_config(budget: Duration) -> RetrainConfig {
             confidence: 0.9,
             folds: 4,
             max_buy_hold_shortfall: 0.05,
+            objective: Default::default(),
         },
     }
 }
@@ -112,6 +113,7 @@ impl FakeEvaluator {
                     trades: 20,
                     total_return: 0.05,
                     buy_hold_return: 0.0,
+                    buy_hold_sharpe: 0.0,
                     buy_hold_returns: vec![0.0; returns.len()],
                     returns,
                 };

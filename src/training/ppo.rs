@@ -39,9 +39,24 @@ pub struct TrainData {
 }
 
 /// The configured symbols' bars over the `[train]` range, from the store (imported from `feed.file` when
-/// missing) or from a dataset snapshot, aligned on common times and turned into a panel.
+/// missing) or from a dataset snapshot, aligned on common times and turned into a panel. With
+/// `env.reward = "vs-benchmark"` and an index `env.benchmark`, the index's bars are loaded beside them
+/// (aligned on the same days) as the panel's benchmark.
 pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow::Result<TrainData> {
-    panel_of(config, load_bars(config, snapshot)?)
+    let crate::env::Reward::VsBenchmark { benchmark: crate::env::Benchmark::Symbol(index), .. } = &config.env.reward
+    else {
+        return panel_of(config, load_bars(config, snapshot)?);
+    };
+    let sym = crate::domain::Symbol::new(index).map_err(|e| anyhow::anyhow!("env.benchmark = {index:?}: {e}"))?;
+    let mut with_index = config.clone();
+    with_index.market.symbols.push(sym);
+    let mut bars = load_bars(&with_index, snapshot).with_context(|| format!("loading the benchmark {index}'s bars"))?;
+    let index_bars = bars.pop().unwrap_or_default();
+    let mut data = panel_of(config, bars)?;
+    let skip = config.features.warmup().saturating_sub(1);
+    let closes: Vec<f32> = index_bars.iter().skip(skip).map(|b| b.c as f32).collect();
+    data.panel = data.panel.with_benchmark(closes).with_context(|| format!("env.benchmark = {index}"))?;
+    Ok(data)
 }
 
 /// The configured symbols' bars over the `[train]` range, aligned on common times (one vector per symbol).

@@ -179,7 +179,7 @@ impl Trial {
         let mut m = training::ppo::draft(&self.config, &self.ppo, shared.dates, self.last.as_ref(), self.seconds)?;
         m.id = format!("trial-{}", self.rec.number);
         let c = &self.config;
-        let pipeline = Pipeline::new(&c.features, &c.market.symbols, c.market.timeframe);
+        let pipeline = Pipeline::new(&c.features, &c.market.symbols, c.market.timeframe).with_action(c.env.action);
         let p = PpoPolicy::from_parts(m, &bytes, &pipeline, SessionOptions::default())?;
         // A search's backtests, like the gate's, say their refusals at DEBUG.
         let ev = crate::engine::refusals::at_debug(|| {

@@ -151,6 +151,11 @@ pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Param
     if cfg.accounting != Accounting::Standard {
         return Err(EnvError::Unsupported("the kernel env has standard f64 accounting only"));
     }
+    if cfg.action != crate::env::ActionSpace::Shares || cfg.reward != crate::env::Reward::Equity {
+        return Err(EnvError::Unsupported(
+            "the env kernel runs share-count actions and the equity reward only: for env.action_space = weights or another env.reward, train on the CPU env (`--device cpu`)",
+        ));
+    }
     let fits = |n: usize| i32::try_from(n).is_ok();
     let obs = 1 + panel.n_assets * (1 + panel.n_features);
     if !fits(cfg.n_envs * panel.n_assets.max(obs)) || !fits(panel.n_days * panel.n_assets * panel.n_features) {
