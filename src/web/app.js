@@ -25,6 +25,21 @@
     const d = new Date(t * 1000);
     return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
   }
+  // The time axis' labels: the year, "Mar 2013" or "Mar 4" for dates; the time of day to the second.
+  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  function tick(t, type) {
+    let y, m, d;
+    if (typeof t === "object") [y, m, d] = [t.year, t.month, t.day];
+    else if (typeof t === "string") [y, m, d] = t.split("-").map(Number);
+    else {
+      const x = new Date(t * 1000);
+      if (type >= 3) return x.toISOString().slice(11, 19);
+      [y, m, d] = [x.getUTCFullYear(), x.getUTCMonth() + 1, x.getUTCDate()];
+    }
+    if (type === 0) return String(y);
+    if (type === 1) return MONTHS[m - 1] + " " + y;
+    return MONTHS[m - 1] + " " + d;
+  }
   const key = (t) => (typeof t === "string" ? t : String(t));
 
   function baseOptions(priceFormatter, timeFormatter) {
@@ -34,7 +49,7 @@
       grid: { vertLines: { color: "#f0f0f0" }, horzLines: { color: "#f0f0f0" } },
       crosshair: { mode: LWC.CrosshairMode.Normal },
       rightPriceScale: { borderColor: "#ccc" },
-      timeScale: { borderColor: "#ccc", timeVisible: !daily, secondsVisible: !daily },
+      timeScale: { borderColor: "#ccc", timeVisible: !daily, secondsVisible: !daily, tickMarkFormatter: tick },
       localization: { priceFormatter: priceFormatter, timeFormatter: timeFormatter || timeText },
       handleScroll: true,
       handleScale: true,
@@ -55,7 +70,7 @@
       for (const r of rows) {
         const d = param && param.seriesData ? param.seriesData.get(r.series) : null;
         const v = d || r.last;
-        if (!v) continue;
+        if (!v || (v.value === undefined && v.close === undefined)) continue;
         if (param && param.time !== undefined) when = timeText(param.time);
         parts.push('<span style="color:' + r.colour + '">' + r.name + " " + r.text(v) + "</span>");
       }
@@ -65,6 +80,9 @@
     show(null);
   }
 
+  // A chart's container, emptied for a new drawing; the range the person zoomed or panned to is kept in
+  // `ranges` and put back by `showRange`.
+  const ranges = {};
   function chartIn(id, parent, cls) {
     let el = document.getElementById(id);
     if (!el) {
@@ -73,9 +91,26 @@
       el.className = cls;
       parent.appendChild(el);
     }
-    if (state.charts[id]) state.charts[id].chart.remove();
+    const old = state.charts[id];
+    if (old && el.contains(old.chart.chartElement())) ranges[id] = old.chart.timeScale().getVisibleLogicalRange();
+    else delete ranges[id];
+    if (old) old.chart.remove();
     el.querySelectorAll(".legend").forEach((n) => n.remove());
     return el;
+  }
+  function showRange(id, chart) {
+    if (ranges[id]) chart.timeScale().setVisibleLogicalRange(ranges[id]);
+    else chart.timeScale().fitContent();
+  }
+
+  // Whether `data` differs from what chart `id` last drew (an update with the same data redraws nothing,
+  // so a zoom stays as it is).
+  const drawn = {};
+  function changed(id, data) {
+    const s = JSON.stringify(data);
+    if (drawn[id] === s && state.charts[id] && document.getElementById(id)) return false;
+    drawn[id] = s;
+    return true;
   }
 
   // One point per time (the last wins), in time order.
@@ -88,6 +123,7 @@
   }
 
   function drawEquity(pts) {
+    if (!changed("equity-chart", pts)) return;
     const el = chartIn("equity-chart", document.getElementById("equity-section"), "chart");
     const chart = LWC.createChart(el, baseOptions(money));
     const t = pts.map((p) => p.t);
@@ -104,7 +140,7 @@
       return { series: s, name: l.name, colour: l.colour, last: data[data.length - 1], text: (v) => money(v.value) };
     });
     legend(el, chart, rows);
-    chart.timeScale().fitContent();
+    showRange("equity-chart", chart);
     state.charts["equity-chart"] = { chart: chart, points: pts.length };
     // Drawdown from the running peak, of the strategy and of buy-and-hold.
     const dd = (vals) => {
@@ -126,7 +162,7 @@
       { series: a, name: "tradebot", colour: "#c0392b", last: ad[ad.length - 1], text: (v) => pct(v.value) },
       { series: b, name: "buy & hold", colour: "#888", last: bd[bd.length - 1], text: (v) => pct(v.value) },
     ]);
-    dchart.timeScale().fitContent();
+    showRange("drawdown-chart", dchart);
     state.charts["drawdown-chart"] = { chart: dchart, points: ad.length };
   }
 
@@ -151,6 +187,7 @@
   }
 
   function drawPrice(p, stop) {
+    if (!changed("price-" + p.symbol, [p, stop])) return;
     const wrap = document.getElementById("price-charts");
     let box = document.getElementById("price-box-" + p.symbol);
     if (!box) {
@@ -207,12 +244,13 @@
     legend(el, chart, [
       { series: candles, name: "", colour: "#333", last: bars[bars.length - 1], text: (v) => "O " + money(v.open) + " H " + money(v.high) + " L " + money(v.low) + " C " + money(v.close) },
       { series: volume, name: "vol", colour: "#0a66c2", last: vols[vols.length - 1], text: (v) => Math.round(v.value).toLocaleString("en-US") },
-      { series: trail, name: "stop", colour: "#e67e22", last: stopData.filter((x) => x.value !== undefined).pop(), text: (v) => money(v.value) },
+      { series: trail, name: "stop", colour: "#e67e22", last: stopData[stopData.length - 1], text: (v) => money(v.value) },
     ]);
-    chart.timeScale().fitContent();
+    showRange("price-" + p.symbol, chart);
     state.charts["price-" + p.symbol] = {
       chart: chart, points: bars.length, ohlc: ohlc, volume: vols.length,
       markers: markers.length, stop: stopData.filter((x) => x.value !== undefined).length,
+      reasons: markers.filter((m) => /\(.+\)$/.test(m.text)).length,
     };
   }
 
@@ -222,7 +260,10 @@
       const values = run ? run.curves[el.dataset.curve] : null;
       if (!values) return;
       const per = el.dataset.per;
-      if (state.charts[el.id]) state.charts[el.id].chart.remove();
+      // A section replaced by an update has new, empty containers: those are drawn again.
+      if (!changed(el.id, values) && el.querySelector("canvas")) return;
+      const prev = state.charts[el.id];
+      if (prev) prev.chart.remove();
       el.querySelectorAll(".legend").forEach((n) => n.remove());
       const fmt = (v) => (Math.abs(v) >= 1000 ? v.toFixed(0) : v.toPrecision(4));
       const opts = baseOptions(fmt, (t) => per + " " + t);

@@ -72,12 +72,39 @@ impl Browser {
     }
 
     async fn eval_once(&self, script: &str) -> serde_json::Value {
+        let params = serde_json::json!({ "expression": script, "returnByValue": true, "awaitPromise": true });
+        self.send("Runtime.evaluate", params).await
+    }
+
+    /// Calls a DevTools `method` on the page and returns its answer (`{"id", "result"}` or `{"error"}`).
+    pub fn call(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(self.send(method, params))
+    }
+
+    /// The page as a PNG `width` pixels wide and as tall as its content (at most `max_height`), once
+    /// the page has had a second to lay itself out at that width.
+    pub fn screenshot(&self, width: u32, max_height: u32) -> Vec<u8> {
+        let metrics = |height: u64| {
+            let params = serde_json::json!({
+                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600,
+            });
+            let r = self.call("Emulation.setDeviceMetricsOverride", params);
+            assert!(r.get("error").is_none(), "{r}");
+            self.eval("new Promise(done => setTimeout(() => done(true), 1500))");
+        };
+        metrics(900);
+        let height = self.eval("document.documentElement.scrollHeight").as_u64().unwrap_or(900);
+        metrics(height.min(u64::from(max_height)));
+        let r = self.call("Page.captureScreenshot", serde_json::json!({ "format": "png" }));
+        let data = r["result"]["data"].as_str().unwrap_or_else(|| panic!("no screenshot: {r}"));
+        base64_decode(data)
+    }
+
+    async fn send(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
         let ws = self.page_socket().await;
         let (mut socket, _) = tokio_tungstenite::connect_async(ws.as_str()).await.expect("DevTools socket");
-        let call = serde_json::json!({
-            "id": 1, "method": "Runtime.evaluate",
-            "params": { "expression": script, "returnByValue": true, "awaitPromise": true },
-        });
+        let call = serde_json::json!({ "id": 1, "method": method, "params": params });
         socket.send(Message::Text(call.to_string().into())).await.unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
@@ -89,4 +116,23 @@ impl Browser {
             }
         }
     }
+}
+
+/// Standard base64 (DevTools' screenshots), padding ignored.
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let digits: Vec<u8> = text.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()).map(value).collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, d)| acc | (u32::from(*d) << (18 - 6 * i)));
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
 }
