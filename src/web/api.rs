@@ -9,18 +9,10 @@
 use super::WebState;
 use super::auth::json_error;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri, header};
+use axum::http::{StatusCode, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Json, Response};
 use std::convert::Infallible;
-
-/// The charting library bundled at build time (empty when the build found none: `build.rs`).
-pub const CHARTS_JS: &str = include_str!(concat!(env!("OUT_DIR"), "/lightweight-charts.js"));
-
-/// Whether this binary carries the charting library.
-pub fn charts_bundled() -> bool {
-    !CHARTS_JS.is_empty()
-}
 
 /// What the event stream sends: the data, the page's sections, and a count.
 #[derive(serde::Serialize)]
@@ -78,15 +70,6 @@ pub(super) async fn events(State(s): State<WebState>) -> Response {
         }
     });
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
-}
-
-/// The charting library (public code: no token needed), cached by the browser for a day.
-pub(super) async fn charts_js() -> Response {
-    if !charts_bundled() {
-        return json_error(StatusCode::NOT_FOUND, super::page::CHARTS_MISSING);
-    }
-    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "max-age=86400")], CHARTS_JS)
-        .into_response()
 }
 
 /// An unknown address: JSON under `/api/` and `/control/`, a short text otherwise.

@@ -119,7 +119,7 @@ async fn the_charting_library_is_served_from_the_binary_or_the_page_says_how_to_
     let (url, stop) = start(true).await;
     let html = client().get(format!("{url}/")).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap();
     let r = client().get(format!("{url}/assets/lightweight-charts.js")).send().await.unwrap();
-    if api::charts_bundled() {
+    if assets::charts_bundled() {
         assert_eq!(r.status(), 200);
         assert!(r.text().await.unwrap().contains("TradingView Lightweight Charts"));
         assert!(html.contains(r#"<script src="/assets/lightweight-charts.js"></script>"#));

@@ -26,9 +26,11 @@
 //! request head within `web.header_timeout_secs` (`listen`).
 
 pub mod api;
+pub mod assets;
 mod auth;
 pub mod control;
 pub mod data;
+pub mod format;
 pub mod listen;
 pub mod page;
 pub mod search;
@@ -197,7 +199,7 @@ pub fn router(state: WebState) -> Router {
         .fallback(api::not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::gate))
         // The charting library is public code: served without the token.
-        .route("/assets/lightweight-charts.js", get(api::charts_js))
+        .route("/assets/lightweight-charts.js", get(assets::charts_js))
         .with_state(state)
 }
 

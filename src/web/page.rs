@@ -6,67 +6,12 @@
 //! is never disturbed. Nothing is loaded from elsewhere.
 
 use super::data::{DashboardData, EquityPoint};
+use super::format::{daily, money, num, pct, td, when};
 use super::svg::esc;
 use std::fmt::Write;
 
 const STYLE: &str = include_str!("style.css");
 const APP_JS: &str = include_str!("app.js");
-
-/// What the page says where the charts would be, when the binary was built without the library.
-pub const CHARTS_MISSING: &str = "Charts unavailable: this binary was built without the charting library. \
-    Run `make chart-assets` (it puts TradingView Lightweight Charts from PyPI in assets/vendor/), then rebuild.";
-
-/// "$1,234.56" (US dollars, the account's currency); "-" for a value that is not a number.
-pub fn money(v: f64) -> String {
-    if !v.is_finite() {
-        return "-".into();
-    }
-    let cents = (v.abs() * 100.0).round() as u128;
-    let (whole, frac) = (cents / 100, cents % 100);
-    let digits = whole.to_string();
-    let mut grouped = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    format!("{}${grouped}.{frac:02}", if v < 0.0 && cents > 0 { "-" } else { "" })
-}
-
-pub(super) fn pct(v: f64) -> String {
-    format!("{:.1}%", v * 100.0)
-}
-
-/// A time as people read it: the date for daily bars, to the second otherwise.
-pub(super) fn when(t: &chrono::DateTime<chrono::Utc>, daily: bool) -> String {
-    if daily { t.format("%Y-%m-%d").to_string() } else { t.format("%Y-%m-%d %H:%M:%S UTC").to_string() }
-}
-
-/// Whether the data's bars are daily (dates, not times, on the page and the charts).
-pub(super) fn daily(d: &DashboardData) -> bool {
-    d.timeframe.is_empty() || d.timeframe.ends_with("Day") || d.timeframe.ends_with("Week")
-}
-
-/// " · GPU 97% busy · 5.1 GB · 310 W" after a training run's progress bar.
-pub(super) fn gpu_html(g: super::data::GpuNow) -> String {
-    let power = g.power_w.map(|w| format!(" · {w:.0} W")).unwrap_or_default();
-    format!(
-        r#" · <span class="gpu" data-busy="{}">GPU {:.0}% busy · {:.1} GB{power}</span>"#,
-        g.busy_pct,
-        g.busy_pct,
-        g.memory_mb / 1024.0
-    )
-}
-
-pub(super) fn num(v: f64) -> String {
-    if v.abs() >= 1000.0 || v == v.trunc() { format!("{v:.0}") } else { format!("{v:.4}") }
-}
-
-/// A `<td>` showing `shown` and carrying the exact value.
-pub(super) fn td(class: &str, v: f64, shown: &str) -> String {
-    format!(r#"<td class="{class}" data-value="{v}">{}</td>"#, esc(shown))
-}
 
 fn stat(id: &str, label: &str, v: f64, shown: &str) -> String {
     format!(
@@ -119,8 +64,8 @@ pub fn render(d: &DashboardData, csrf: Option<&str>) -> String {
     }
     o.push_str(r#"<section id="equity-section"><h2>Equity against buy-and-hold and cash</h2>"#);
     sec(&mut o, "returns");
-    if !super::api::charts_bundled() {
-        let _ = write!(o, r#"<p id="charts-missing" class="bad">{}</p>"#, esc(CHARTS_MISSING));
+    if !super::assets::charts_bundled() {
+        let _ = write!(o, r#"<p id="charts-missing" class="bad">{}</p>"#, esc(super::assets::CHARTS_MISSING));
     }
     o.push_str(r#"<div class="chart" id="equity-chart"></div><h3>Drawdown</h3><div class="chart small" id="drawdown-chart"></div></section>"#);
     o.push_str(r#"<section id="prices"><h2>Prices, volume and the bot's fills (▲ buy, ▼ sell), with the trailing stop</h2><div id="price-charts"></div></section>"#);
@@ -130,7 +75,7 @@ pub fn render(d: &DashboardData, csrf: Option<&str>) -> String {
     // The first data, for the charts before the stream's first update.
     let first = serde_json::to_string(d).unwrap_or_else(|_| "null".into()).replace("</", "<\\/");
     let _ = write!(o, r#"<script id="first-data" type="application/json">{first}</script>"#);
-    if super::api::charts_bundled() {
+    if super::assets::charts_bundled() {
         o.push_str(r#"<script src="/assets/lightweight-charts.js"></script>"#);
     }
     let _ = write!(o, "<script>{APP_JS}</script></body></html>");
@@ -298,9 +243,10 @@ fn positions_section(d: &DashboardData) -> String {
 mod tests {
     #[test]
     fn money_has_its_currency_and_thousands() {
-        assert_eq!(super::money(123_456.785), "$123,456.79");
-        assert_eq!(super::money(-25.79), "-$25.79");
-        assert_eq!(super::money(0.001), "$0.00");
-        assert_eq!(super::money(f64::NAN), "-");
+        use super::money;
+        assert_eq!(money(123_456.785), "$123,456.79");
+        assert_eq!(money(-25.79), "-$25.79");
+        assert_eq!(money(0.001), "$0.00");
+        assert_eq!(money(f64::NAN), "-");
     }
 }

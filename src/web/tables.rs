@@ -3,7 +3,7 @@
 //! curves are drawn by the page's script in the containers left here), warnings and errors.
 
 use super::data::DashboardData;
-use super::page::{daily, gpu_html, money, num, pct, td, when};
+use super::format::{daily, gpu_html, money, num, pct, td, when};
 use super::svg::esc;
 use std::fmt::Write;
 

@@ -83,22 +83,41 @@ impl Browser {
     }
 
     /// The page as a PNG `width` pixels wide and as tall as its content (at most `max_height`), once
-    /// the page has had a second to lay itself out at that width.
+    /// the page has had a second to lay itself out at that width. One DevTools session throughout: the
+    /// emulated size lasts only as long as the session that set it.
     pub fn screenshot(&self, width: u32, max_height: u32) -> Vec<u8> {
-        let metrics = |height: u64| {
-            let params = serde_json::json!({
-                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600,
-            });
-            let r = self.call("Emulation.setDeviceMetricsOverride", params);
-            assert!(r.get("error").is_none(), "{r}");
-            self.eval("new Promise(done => setTimeout(() => done(true), 1500))");
-        };
-        metrics(900);
-        let height = self.eval("document.documentElement.scrollHeight").as_u64().unwrap_or(900);
-        metrics(height.min(u64::from(max_height)));
-        let r = self.call("Page.captureScreenshot", serde_json::json!({ "format": "png" }));
-        let data = r["result"]["data"].as_str().unwrap_or_else(|| panic!("no screenshot: {r}"));
-        base64_decode(data)
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let ws = self.page_socket().await;
+            let (mut socket, _) = tokio_tungstenite::connect_async(ws.as_str()).await.expect("DevTools socket");
+            let mut id = 0;
+            let mut call = |method: &'static str, params: serde_json::Value| {
+                id += 1;
+                (id, serde_json::json!({ "id": id, "method": method, "params": params }))
+            };
+            let mut height = 900u64;
+            for round in 0..2 {
+                let params = serde_json::json!({
+                    "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600,
+                });
+                let (i, msg) = call("Emulation.setDeviceMetricsOverride", params);
+                let r = exchange(&mut socket, i, msg).await;
+                assert!(r.get("error").is_none(), "{r}");
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                if round == 0 {
+                    let params = serde_json::json!({
+                        "expression": "document.documentElement.scrollHeight", "returnByValue": true,
+                    });
+                    let (i, msg) = call("Runtime.evaluate", params);
+                    let r = exchange(&mut socket, i, msg).await;
+                    height = r["result"]["result"]["value"].as_u64().unwrap_or(900).min(u64::from(max_height));
+                }
+            }
+            let (i, msg) = call("Page.captureScreenshot", serde_json::json!({ "format": "png" }));
+            let r = exchange(&mut socket, i, msg).await;
+            let data = r["result"]["data"].as_str().unwrap_or_else(|| panic!("no screenshot: {r}"));
+            base64_decode(data)
+        })
     }
 
     async fn send(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
@@ -114,6 +133,22 @@ impl Browser {
             if v["id"] == 1 {
                 return v;
             }
+        }
+    }
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Sends `msg` on `socket` and waits for the answer with `id`.
+async fn exchange(socket: &mut Socket, id: u64, msg: serde_json::Value) -> serde_json::Value {
+    socket.send(Message::Text(msg.to_string().into())).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = tokio::time::timeout_at(deadline, socket.next()).await.expect("no DevTools answer");
+        let Some(Ok(Message::Text(t))) = got else { continue };
+        let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+        if v["id"] == id {
+            return v;
         }
     }
 }
