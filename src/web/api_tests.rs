@@ -138,7 +138,8 @@ fn fills_carry_their_orders_reason() {
         ("tb-killsw-AAPL-1357160400-0", "kill switch"),
         ("tb-flatten-AAPL-1357160400-0", "flatten"),
         ("tb-sell-AAPL-1357160400-1", "protective sell"),
-        ("tb-ppo-AAPL-1357160400-0", "model (ppo)"),
+        ("tb-ppo-AAPL-1357160400-0", "model"),
+        ("tb-engine-AAPL-1357160400-2", "model"),
         ("x-8f2c", "adopted from the broker"),
         ("by-hand-1", "placed outside tradebot"),
     ] {

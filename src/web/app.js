@@ -74,7 +74,9 @@
         if (param && param.time !== undefined) when = timeText(param.time);
         parts.push('<span style="color:' + r.colour + '">' + r.name + " " + r.text(v) + "</span>");
       }
-      box.innerHTML = (when ? "<b>" + when + "</b> " : "") + parts.join(" · ");
+      const here = param && param.time !== undefined ? rows.flatMap((r) => (r.fills && r.fills.get(key(param.time))) || []) : [];
+      const said = here.length ? '<br><span class="fills">' + here.join("; ") + "</span>" : "";
+      box.innerHTML = (when ? "<b>" + when + "</b> " : "") + parts.join(" · ") + said;
     };
     chart.subscribeCrosshairMove(show);
     show(null);
@@ -224,25 +226,32 @@
     trail.setData(stopData);
     // Each fill on the first bar at or after it, with its order's reason.
     const markers = [];
+    const fills = new Map();
     for (const f of p.fills) {
       const ft = new Date(f.t);
       let i = p.t.findIndex((t) => new Date(t) >= ft);
       if (i < 0) i = p.t.length - 1;
       if (i < 0) continue;
       const side = f.buy ? "buy" : "sell";
+      // On the chart a short label (the reason only when it is not the model's); in full in the legend
+      // when the crosshair is on its bar.
+      const other = f.reason && f.reason !== "model";
       markers.push({
         time: times[i],
         position: f.buy ? "belowBar" : "aboveBar",
         color: f.buy ? "#1e7e34" : "#c0392b",
         shape: f.buy ? "arrowUp" : "arrowDown",
-        text: side + " " + f.qty + " @ " + money(f.price) + (f.reason ? " (" + f.reason + ")" : ""),
+        text: (f.buy ? "B " : "S ") + f.qty + (other ? " " + f.reason : ""),
       });
+      const k = key(times[i]);
+      if (!fills.has(k)) fills.set(k, []);
+      fills.get(k).push(side + " " + f.qty + " @ " + money(f.price) + (f.reason ? " (" + f.reason + ")" : ""));
     }
     const order = (m) => (typeof m.time === "string" ? m.time : String(m.time).padStart(12, "0"));
     markers.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
     candles.setMarkers(markers);
     legend(el, chart, [
-      { series: candles, name: "", colour: "#333", last: bars[bars.length - 1], text: (v) => "O " + money(v.open) + " H " + money(v.high) + " L " + money(v.low) + " C " + money(v.close) },
+      { series: candles, fills: fills, name: "", colour: "#333", last: bars[bars.length - 1], text: (v) => "O " + money(v.open) + " H " + money(v.high) + " L " + money(v.low) + " C " + money(v.close) },
       { series: volume, name: "vol", colour: "#0a66c2", last: vols[vols.length - 1], text: (v) => Math.round(v.value).toLocaleString("en-US") },
       { series: trail, name: "stop", colour: "#e67e22", last: stopData[stopData.length - 1], text: (v) => money(v.value) },
     ]);
@@ -250,7 +259,7 @@
     state.charts["price-" + p.symbol] = {
       chart: chart, points: bars.length, ohlc: ohlc, volume: vols.length,
       markers: markers.length, stop: stopData.filter((x) => x.value !== undefined).length,
-      reasons: markers.filter((m) => /\(.+\)$/.test(m.text)).length,
+      reasons: Array.from(fills.values()).flat().filter((t) => /\(.+\)$/.test(t)).length,
     };
   }
 

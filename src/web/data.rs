@@ -104,7 +104,8 @@ pub fn add_stored_bars(prices: &mut [PriceView], store: &crate::store::Store, tf
 }
 
 /// Why an order was sent, in words, from its client order id (`ClientOrderId::derive`'s tag): the
-/// trailing stop, the kill switch, a flatten, a protective sell, an adopted order, or the model.
+/// trailing stop, the kill switch, a flatten, a protective sell, an adopted order, or the model (the
+/// strategy's orders).
 pub fn order_reason(client_order_id: &str) -> String {
     if client_order_id.starts_with("x-") {
         return "adopted from the broker".into();
@@ -114,7 +115,7 @@ pub fn order_reason(client_order_id: &str) -> String {
         Some("killsw") => "kill switch".into(),
         Some("flatten") => "flatten".into(),
         Some("sell") => "protective sell".into(),
-        Some(strategy) => format!("model ({strategy})"),
+        Some(_) => "model".into(),
         None => "placed outside tradebot".into(),
     }
 }

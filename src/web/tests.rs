@@ -304,7 +304,7 @@ fn the_book_shows_entry_prices_unrealised_pnl_trades_and_marked_prices() {
         t: (0..5).map(|i| t0 + chrono::Duration::days(i)).collect(),
         close: vec![160.0, 158.0, 157.0, 155.0, 200.0],
         fills: vec![
-            FillMark { t: t0, buy: true, qty: 5.0, price: 160.0, reason: "model (ppo)".into() },
+            FillMark { t: t0, buy: true, qty: 5.0, price: 160.0, reason: "model".into() },
             FillMark {
                 t: t0 + chrono::Duration::days(3),
                 buy: false,
