@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv optuna build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu gpu-kit gpu-check install chromium systemd-tools
+.PHONY: all venv optuna chart-assets build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu gpu-kit gpu-check install chromium systemd-tools
 
 all: build
 
@@ -30,7 +30,26 @@ $(STAMP):
 		"torch==$(TORCH_VERSION)" "onnxruntime==$(ORT_VERSION)" onnx numpy
 	touch "$(STAMP)"
 
-build: venv
+# The dashboard's charting library: TradingView Lightweight Charts (Apache-2.0), the standalone build that
+# the PyPI package lightweight-charts ships (its wheel, pinned by hash; nothing else of it is used), put in
+# assets/vendor/ (not committed) and bundled into the binary by build.rs. Without it the dashboard says
+# that its charts are unavailable and how to get them.
+CHARTS_PYPI_VERSION := 2.1
+CHARTS_WHEEL_SHA256 := 4c5598fd57ac7569c3fed733727e2033190ca2f6e2460223d27e0926be7bff4f
+CHARTS_JS := assets/vendor/lightweight-charts.js
+chart-assets: $(CHARTS_JS)
+$(CHARTS_JS): | $(STAMP)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	echo "lightweight-charts==$(CHARTS_PYPI_VERSION) --hash=sha256:$(CHARTS_WHEEL_SHA256)" > "$$tmp/req.txt" && \
+	"$(PYENV)/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
+		-r "$$tmp/req.txt" -d "$$tmp" && \
+	"$(PYENV)/bin/python" -c 'import sys, zipfile, glob; \
+		js = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]).read("lightweight_charts/js/lightweight-charts.js"); \
+		assert b"TradingView Lightweight Charts" in js and b"Apache License 2.0" in js, "not the expected library"; \
+		open(sys.argv[2] + ".part", "wb").write(js)' "$$tmp" "$@" && \
+	mv "$@.part" "$@" && echo "chart-assets: $@ (TradingView Lightweight Charts, from PyPI lightweight-charts $(CHARTS_PYPI_VERSION))"
+
+build: venv chart-assets
 	$(CARGO_ENV) $(CARGO) build --release
 
 run: build
@@ -69,7 +88,7 @@ optuna: venv
 		"$(PYENV)/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$(OPTUNA_VERSION)"
 
 # CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs).
-test: venv optuna chromium systemd-tools check-inference-only lint
+test: venv chart-assets optuna chromium systemd-tools check-inference-only lint
 	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
 	@if nvidia-smi -L >/dev/null 2>&1; then $(MAKE) test-gpu; \
 	else echo "no NVIDIA GPU: the CUDA tests (feature gpu-tests) were not built; \`make test-gpu\` runs them on a GPU"; fi

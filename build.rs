@@ -1,6 +1,7 @@
 //! Records where libtorch and the project's Python venv are, so the binary runs without
 //! LD_LIBRARY_PATH: an rpath to libtorch's lib directory (when the `train` feature links it), and the
-//! venv path for finding ONNX Runtime at run time. Also compiles the environment kernel for the CPU.
+//! venv path for finding ONNX Runtime at run time. Also compiles the environment kernel for the CPU, and
+//! bundles the dashboard's charting library (`make chart-assets` fetches it) when it is there.
 
 use std::path::PathBuf;
 
@@ -10,6 +11,7 @@ fn main() {
     kernel("src/env/kernel/env_step.c", "tradebot_env_kernel");
     // GAE's reverse scan (rl::ppo::gae), the same way.
     kernel("src/rl/ppo/gae.c", "tradebot_gae_kernel");
+    charts();
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-env-changed=TRADEBOT_PYENV");
     if let Some(venv) = std::env::var_os("TRADEBOT_PYENV") {
@@ -39,4 +41,32 @@ fn kernel(file: &str, lib: &str) {
         .extra_warnings(true)
         .warnings_into_errors(true)
         .compile(lib);
+}
+
+/// The dashboard's charting library, `assets/vendor/lightweight-charts.js` (TradingView Lightweight
+/// Charts, Apache-2.0, put there by `make chart-assets` from PyPI), copied into OUT_DIR for
+/// `include_str!`. Without it the build goes on with an empty file: the dashboard then says that the
+/// charts are unavailable and how to get them.
+fn charts() {
+    let dir = PathBuf::from("assets/vendor");
+    let file = dir.join("lightweight-charts.js");
+    // The folder is tracked (its .gitignore), so this sees the file appear.
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("lightweight-charts.js");
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) if t.contains("TradingView Lightweight Charts") => t,
+        Ok(_) => {
+            panic!("{} is not TradingView Lightweight Charts: delete it and run `make chart-assets`", file.display())
+        }
+        Err(_) => {
+            println!(
+                "cargo:warning=no {}: the dashboard is built without charts (run `make chart-assets`, then build again)",
+                file.display()
+            );
+            String::new()
+        }
+    };
+    if std::fs::read_to_string(&out).ok().as_deref() != Some(text.as_str()) {
+        std::fs::write(&out, text).expect("writing the charting library into OUT_DIR");
+    }
 }

@@ -273,6 +273,32 @@ fn get(port: u16, path: &str) -> (u16, String) {
     (code, body)
 }
 
+/// Equal JSON, numbers compared by value (so 759 and 759.0 are equal).
+fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_json(p, q)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// GET `path` with the dashboard token as a bearer: (status code, body).
+fn get_with(port: u16, path: &str, token: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
 /// The `data-value` of the element with `id`, or of the `td.{class}` in the row of `symbol`.
 fn data_value(dom: &str, anchor: &str) -> f64 {
     let at = dom.find(anchor).unwrap_or_else(|| panic!("{anchor} not in the DOM"));
@@ -377,9 +403,24 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
         assert!(body.contains(needle), "{needle} missing:\n{body}");
     }
 
-    // No token, no dashboard.
+    // A replay's feed is connected, in /metrics as in the status.
+    assert_eq!(status["feed"]["connected"], true, "{status}");
+    assert_eq!(value("tradebot_feed_connected"), Some(1.0), "{body}");
+
+    // No token, no dashboard; the API refuses in JSON.
     assert_eq!(get(port, "/").0, 401);
     assert_eq!(get(port, "/?token=wrong-token-wrong-token").0, 401);
+    let (code, refusal) = get(port, "/api/v1/status");
+    assert_eq!(code, 401);
+    let refusal: serde_json::Value = serde_json::from_str(&refusal).expect("a JSON refusal");
+    assert_eq!(refusal["status"], 401, "{refusal}");
+    // The API's figures are the status's (`?token=` works on the API too).
+    let (code, api) = get(port, &format!("/api/v1/status?token={token}"));
+    assert_eq!(code, 200, "{api}");
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let now = tradebot(&["status", "--config", cfg_s, "--json"]);
+    let now: serde_json::Value = serde_json::from_slice(&now.stdout).unwrap();
+    assert_eq!(api, now, "the API's status is not `tradebot status --json`'s");
 
     // The dashboard in a real browser: its numbers are the status's.
     let url = format!("http://127.0.0.1:{port}/?token={token}");
@@ -395,6 +436,7 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     let dom = browser(&["--dump-dom"]);
     let dom = String::from_utf8_lossy(&dom.stdout).to_string();
     assert!(dom.contains("<h1>tradebot</h1>"), "no dashboard in the DOM:\n{dom}");
+    assert!(!dom.contains("http-equiv=\"refresh\""), "the page reloads itself");
     for (id, key) in [("id=\"equity\"", "equity"), ("id=\"cash\"", "cash"), ("id=\"pnl-today\"", "pnl_today")] {
         assert!(
             close(data_value(&dom, id), status[key].as_f64().unwrap()),
@@ -421,7 +463,7 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
         assert!(dom.contains(needle), "{needle} not on the page");
     }
     // The book: what the fills hold (first in, first out) is what the order manager holds, at an entry
-    // price whose unrealised P&L the row shows; closed trades and each symbol's chart with its fills.
+    // price whose unrealised P&L the row shows; closed trades.
     let by_symbol = &dom[dom.find("id=\"by-symbol\"").expect("no per-symbol table")..];
     for p in positions {
         let row = format!("data-symbol=\"{}\"", p["symbol"].as_str().unwrap());
@@ -434,29 +476,107 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     }
     let trades = &dom[dom.find("id=\"trades\"").expect("no closed trades")..];
     assert!(trades.contains("class=\"pnl"), "no closed trade listed");
-    for s in ["AAPL", "MSFT", "IBM"] {
-        let chart = &dom[dom.find(&format!("id=\"price-{s}\"")).unwrap_or_else(|| panic!("no price chart of {s}"))..];
-        // Time runs left to right: the chart ends at the symbol's last bar.
-        let last_day = &status["feed"]["last_bar"][s].as_str().unwrap()[..10];
-        let end = &chart[..chart.find("</svg>").unwrap()];
-        assert!(end.contains(&format!("text-anchor=\"end\">{last_day}<")), "{s}: the chart does not end at {last_day}");
-    }
-    assert!(dom.contains("class=\"buy\"") && dom.contains("class=\"sell\""), "no fills marked on the charts");
 
-    // A screenshot, kept as an artifact.
+    // The page in a browser driven over DevTools: it is never reloaded (a marker set in it survives), and
+    // a half-filled Promote form survives three updates from the event stream.
+    let cdp = common::cdp::Browser::open(chromium, &dir.path().join("chromium-cdp"), &url);
+    let ready = "new Promise(done => { const go = () => { const sel = document.querySelector('#control-promote select'); \
+        if (window.tradebot && window.tradebot.updates > 0 && sel && sel.options.length > 1) { \
+        window.__marker = 'set before the updates'; \
+        const opts = Array.from(sel.options).slice(1); sel.value = (opts.find(o => o.text.includes('(candidate)')) || opts[0]).value; \
+        done(JSON.stringify({ id: sel.value, updates: window.tradebot.updates })); } else { setTimeout(go, 100); } }; go(); })";
+    let first: serde_json::Value = serde_json::from_str(cdp.eval(ready).as_str().unwrap()).unwrap();
+    let chosen = first["id"].as_str().unwrap().to_string();
+    let wait = format!(
+        "new Promise(done => {{ const go = () => {{ if (window.tradebot.updates >= {} + 3) {{ \
+        const sel = document.querySelector('#control-promote select'); \
+        done(JSON.stringify({{ marker: window.__marker || null, id: sel.value, updates: window.tradebot.updates }})); \
+        }} else {{ setTimeout(go, 100); }} }}; go(); }})",
+        first["updates"]
+    );
+    let after: serde_json::Value = serde_json::from_str(cdp.eval(&wait).as_str().unwrap()).unwrap();
+    assert_eq!(after["marker"], "set before the updates", "the page was reloaded: {after}");
+    assert_eq!(after["id"], chosen.as_str(), "the update changed the Promote form's choice: {after}");
+    // Its figures are still the status's, pushed by the stream.
+    let pushed = cdp.eval("JSON.stringify(window.tradebot.data.status)");
+    let pushed: serde_json::Value = serde_json::from_str(pushed.as_str().unwrap()).unwrap();
+    let now = tradebot(&["status", "--config", cfg_s, "--json"]);
+    let now: serde_json::Value = serde_json::from_slice(&now.stdout).unwrap();
+    for key in ["equity", "cash", "pnl_today", "positions", "open_orders", "risk", "feed"] {
+        // JavaScript writes 759.0 as 759: numbers are compared as numbers.
+        assert!(
+            same_json(&pushed[key], &now[key]),
+            "{key}: pushed to the page {} vs `status --json` {}",
+            pushed[key],
+            now[key]
+        );
+    }
+    // Every chart has its data: candles with volume per symbol, a marker for each of the store's fills
+    // on it (each with its order's reason), the equity and drawdown lines, the training curves.
+    let drawn = cdp.eval(
+        "JSON.stringify(Object.fromEntries(Object.entries(window.tradebot.charts).map(([k, v]) => \
+         [k, { points: v.points, ohlc: v.ohlc, volume: v.volume, markers: v.markers, reasons: v.reasons }])))",
+    );
+    let drawn: serde_json::Value = serde_json::from_str(drawn.as_str().unwrap()).unwrap();
+    let (code, book) = get_with(port, "/api/v1/dashboard", token);
+    assert_eq!(code, 200);
+    let book: serde_json::Value = serde_json::from_str(&book).unwrap();
+    assert!(drawn["equity-chart"]["points"].as_u64().unwrap() > 10, "{drawn}");
+    assert!(drawn["drawdown-chart"]["points"].as_u64().unwrap() > 10, "{drawn}");
+    let mut markers = 0;
+    for p in book["prices"].as_array().unwrap() {
+        let s = p["symbol"].as_str().unwrap();
+        let c = &drawn[format!("price-{s}")];
+        let bars = p["t"].as_array().unwrap().len() as u64;
+        assert!(bars > 10 && c["points"] == bars && c["ohlc"] == true && c["volume"] == bars, "{s}: {c}");
+        let fills = p["fills"].as_array().unwrap().len() as u64;
+        assert_eq!(c["markers"], fills, "{s}: a marker per fill");
+        assert_eq!(c["reasons"], fills, "{s}: every marker says why");
+        markers += fills;
+    }
+    assert!(markers > 0, "no fill marked on any chart: {drawn}");
+    assert!(
+        drawn.as_object().unwrap().iter().any(|(k, v)| k.starts_with("train-") && v["points"].as_u64() >= Some(2)),
+        "no training curve drawn: {drawn}"
+    );
+    // Then the form is completed and promotes: the answer is shown in the page, which is still the same.
+    let promote = "new Promise(done => { const f = document.getElementById('control-promote'); \
+        f.querySelector('input[name=confirm]').checked = true; f.querySelector('button').click(); \
+        const go = () => { const o = f.querySelector('.outcome'); \
+        if (o.textContent && o.textContent !== '…') { done(JSON.stringify({ text: o.textContent, ok: o.classList.contains('ok'), marker: window.__marker })); } \
+        else { setTimeout(go, 100); } }; go(); })";
+    let promoted: serde_json::Value = serde_json::from_str(cdp.eval(promote).as_str().unwrap()).unwrap();
+    assert_eq!(promoted["ok"], true, "{promoted}");
+    assert!(promoted["text"].as_str().unwrap().starts_with(&format!("{chosen} is the ")), "{promoted}");
+    assert_eq!(promoted["marker"], "set before the updates", "the promote reloaded the page");
+    assert!(log_text().contains("audit: dashboard promote"), "no audit line:\n{}", log_text());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let state = cdp.eval(&format!(
+            "(() => {{ const r = document.querySelector('#models tr[data-id=\"{chosen}\"] .state'); return r ? r.textContent : ''; }})()"
+        ));
+        if state == "champion" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{chosen} is not shown as champion: {state}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Screenshots at a desktop's width and a phone's, into docs/ (the README shows them) and kept as
+    // artifacts.
     let shots = root().join("target/artifacts");
     std::fs::create_dir_all(&shots).unwrap();
-    let shot = shots.join("dashboard.png");
-    let _ = std::fs::remove_file(&shot);
-    let o = browser(&[&format!("--screenshot={}", shot.display()), "--window-size=1280,2000", "--hide-scrollbars"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let png = std::fs::read(&shot).unwrap();
-    assert!(png.len() > 10_000 && png.starts_with(b"\x89PNG"), "not a screenshot: {} bytes", png.len());
+    for width in [1400, 420] {
+        let png = cdp.screenshot(width, 9000);
+        assert!(png.len() > 10_000 && png.starts_with(b"\x89PNG"), "not a screenshot: {} bytes", png.len());
+        std::fs::write(shots.join(format!("dashboard-{width}.png")), &png).unwrap();
+        std::fs::write(root().join(format!("docs/dashboard-{width}.png")), &png).unwrap();
+    }
+    drop(cdp);
 
-    // A control clicked in the browser changes the daemon's state: Pause, through the page's form (the
-    // script answers first and clicks a moment later: the click leaves the page).
+    // A control clicked in the browser changes the daemon's state: Pause, through the page's form (posted
+    // by the page's script; the script answers first and clicks a moment later).
     assert!(dom.contains("id=\"control-pause\"") && dom.contains("id=\"control-flatten\""), "no controls");
-    let cdp = common::cdp::Browser::open(chromium, &dir.path().join("chromium-cdp"), &url);
+    let cdp = common::cdp::Browser::open(chromium, &dir.path().join("chromium-cdp2"), &url);
     let click = "new Promise(done => { const go = () => { const b = document.querySelector('#control-pause button'); \
         if (b) { setTimeout(() => b.click(), 50); done('clicked'); } else { setTimeout(go, 100); } }; go(); })";
     assert_eq!(cdp.eval(click), "clicked");
@@ -491,7 +611,7 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     loop {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        write!(s, "GET /api/dashboard HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n").unwrap();
+        write!(s, "GET /api/v1/dashboard HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n").unwrap();
         let mut raw = String::new();
         s.read_to_string(&mut raw).unwrap();
         if raw.contains("audit: dashboard resume refused: the form's CSRF token is missing or wrong") {
@@ -922,7 +1042,7 @@ fn eleven_hundred_idle_dashboard_connections_leave_the_control_socket_and_the_da
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         write!(
             s,
-            "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+            "GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
         )
         .unwrap();
         let mut raw = String::new();

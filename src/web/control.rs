@@ -3,14 +3,16 @@
 //! another origin cannot know it and a page from an earlier session is refused), the dashboard token
 //! itself (cookie or bearer), and for flatten and promote a ticked confirmation. The request goes to the
 //! daemon's host exactly as the control socket's do (`tradebot pause`, ...); each one is written to the
-//! log as an audit line naming the action.
+//! log as an audit line naming the action. Answers are JSON (the page posts with `fetch` and shows the
+//! message beside the form); a body that is not a form is 415, with what to send.
 
-use super::{WebState, authorised, refused, same};
+use super::WebState;
+use super::auth::{json_error, same};
 use crate::control::{Request, Response as ControlResponse};
 use crate::models::ModelKind;
 use axum::extract::{Form, Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Json, Response};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -45,47 +47,46 @@ fn request(action: &str, form: &HashMap<String, String>) -> Result<Request, Stri
     }
 }
 
-/// A short page with the outcome, going back to the dashboard.
-fn page(code: StatusCode, title: &str, message: &str) -> Response {
-    let body = format!(
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2; url=/"><title>tradebot: {t}</title></head><body><h1 id="outcome">{t}</h1><p id="message">{m}</p><p><a href="/">back to the dashboard</a></p></body></html>"#,
-        t = super::svg::esc(title),
-        m = super::svg::esc(message)
-    );
-    (code, Html(body)).into_response()
+/// The outcome as JSON: `{"ok": true, "message": ...}`, or the error (`auth::json_error`).
+fn answer(code: StatusCode, message: &str) -> Response {
+    if code.is_success() {
+        return (code, Json(serde_json::json!({ "ok": true, "message": message }))).into_response();
+    }
+    json_error(code, message)
 }
 
 pub(super) async fn post(
     State(s): State<WebState>,
     Path(action): Path<String>,
-    headers: HeaderMap,
     form: Result<Form<HashMap<String, String>>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    if !authorised(&s, &headers) {
-        return refused();
-    }
     let form = match form {
         Ok(Form(f)) => f,
-        Err(e) => return page(StatusCode::BAD_REQUEST, "not done", &format!("not a form: {e}")),
+        Err(axum::extract::rejection::FormRejection::InvalidFormContentType(_)) => {
+            return answer(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "send the control as a form: Content-Type: application/x-www-form-urlencoded, with csrf=...",
+            );
+        }
+        Err(e) => return answer(StatusCode::BAD_REQUEST, &format!("the form does not read: {}", e.body_text())),
     };
     if !form.get("csrf").is_some_and(|c| same(c.as_bytes(), s.csrf.expose().as_bytes())) {
         log::warn!("audit: dashboard {action} refused: the form's CSRF token is missing or wrong");
-        return page(
+        return answer(
             StatusCode::FORBIDDEN,
-            "refused",
             "the form's CSRF token is missing or stale: reload the dashboard and try again",
         );
     }
     let req = match request(&action, &form) {
         Ok(r) => r,
-        Err(e) => return page(StatusCode::BAD_REQUEST, "not done", &e),
+        Err(e) => return answer(StatusCode::BAD_REQUEST, &e),
     };
     let Some(calls) = s.control.clone() else {
-        return page(StatusCode::SERVICE_UNAVAILABLE, "not done", "this server has no daemon to control");
+        return answer(StatusCode::SERVICE_UNAVAILABLE, "this server has no daemon to control");
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     if calls.send((req.clone(), tx)).await.is_err() {
-        return page(StatusCode::SERVICE_UNAVAILABLE, "not done", "the daemon is stopping");
+        return answer(StatusCode::SERVICE_UNAVAILABLE, "the daemon is stopping");
     }
     match tokio::time::timeout(Duration::from_secs(30), rx).await {
         Ok(Ok(resp)) => {
@@ -93,13 +94,13 @@ pub(super) async fn post(
             crate::control::audit("dashboard", &req, &resp);
             match resp {
                 ControlResponse { ok: true, message, .. } => {
-                    page(StatusCode::OK, "done", &message.unwrap_or_else(|| "done".into()))
+                    answer(StatusCode::OK, &message.unwrap_or_else(|| "done".into()))
                 }
                 ControlResponse { error, .. } => {
-                    page(StatusCode::CONFLICT, "not done", &error.unwrap_or_else(|| "refused".into()))
+                    answer(StatusCode::CONFLICT, &error.unwrap_or_else(|| "refused".into()))
                 }
             }
         }
-        _ => page(StatusCode::GATEWAY_TIMEOUT, "not done", "the daemon did not answer within 30 s"),
+        _ => answer(StatusCode::GATEWAY_TIMEOUT, "the daemon did not answer within 30 s"),
     }
 }

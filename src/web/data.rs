@@ -34,6 +34,13 @@ pub struct DashboardData {
     /// The latest hyper-parameter searches, most recent first (the search page).
     #[serde(default)]
     pub studies: Vec<crate::retrain::study::StudyRecord>,
+    /// The trailing stop: the fraction below the high-water mark since entry at which a holding is sold
+    /// (0 = off). The price charts draw its line.
+    #[serde(default)]
+    pub trailing_stop: f64,
+    /// The bars' timeframe ("1Day", "1Min", ...): the charts show dates for daily bars, seconds otherwise.
+    #[serde(default)]
+    pub timeframe: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -58,6 +65,59 @@ pub struct PriceView {
     pub t: Vec<DateTime<Utc>>,
     pub close: Vec<f64>,
     pub fills: Vec<FillMark>,
+    /// The stored bars' open, high, low and volume at each `t` (a bar not in the store: the close, and 0
+    /// volume); empty when no bar was read.
+    #[serde(default)]
+    pub open: Vec<f64>,
+    #[serde(default)]
+    pub high: Vec<f64>,
+    #[serde(default)]
+    pub low: Vec<f64>,
+    #[serde(default)]
+    pub volume: Vec<f64>,
+}
+
+impl PriceView {
+    /// Fills `open`, `high`, `low` and `volume` from `bars` (any order; those at no `t` are ignored).
+    pub fn add_bars(&mut self, bars: &[crate::domain::Bar]) {
+        let at: BTreeMap<DateTime<Utc>, &crate::domain::Bar> = bars.iter().map(|b| (b.t, b)).collect();
+        let pick = |f: fn(&crate::domain::Bar) -> f64, none: &dyn Fn(usize) -> f64| -> Vec<f64> {
+            self.t.iter().enumerate().map(|(i, t)| at.get(t).map_or_else(|| none(i), |b| f(b))).collect()
+        };
+        let close = |i: usize| self.close[i];
+        let (open, high, low) = (pick(|b| b.o, &close), pick(|b| b.h, &close), pick(|b| b.l, &close));
+        let volume = pick(|b| b.v, &|_| 0.0);
+        (self.open, self.high, self.low, self.volume) = (open, high, low, volume);
+    }
+}
+
+/// Each view's OHLCV from `store`'s bars of `tf` over its span (a store that does not read: closes only).
+pub fn add_stored_bars(prices: &mut [PriceView], store: &crate::store::Store, tf: crate::domain::Timeframe) {
+    for p in prices.iter_mut() {
+        let (Some(from), Some(to)) = (p.t.first().copied(), p.t.last().copied()) else { continue };
+        let Ok(symbol) = crate::domain::Symbol::new(&p.symbol) else { continue };
+        match store.bars(&symbol, tf, from, to) {
+            Ok(bars) => p.add_bars(&bars),
+            Err(e) => log::debug!("dashboard: cannot read the bars of {}: {e}", p.symbol),
+        }
+    }
+}
+
+/// Why an order was sent, in words, from its client order id (`ClientOrderId::derive`'s tag): the
+/// trailing stop, the kill switch, a flatten, a protective sell, an adopted order, or the model (the
+/// strategy's orders).
+pub fn order_reason(client_order_id: &str) -> String {
+    if client_order_id.starts_with("x-") {
+        return "adopted from the broker".into();
+    }
+    match client_order_id.strip_prefix("tb-").and_then(|r| r.split('-').next()) {
+        Some("stop") => "trailing stop".into(),
+        Some("killsw") => "kill switch".into(),
+        Some("flatten") => "flatten".into(),
+        Some("sell") => "protective sell".into(),
+        Some(_) => "model".into(),
+        None => "placed outside tradebot".into(),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +126,9 @@ pub struct FillMark {
     pub buy: bool,
     pub qty: f64,
     pub price: f64,
+    /// Why its order was sent (`order_reason`).
+    #[serde(default)]
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,9 +5,9 @@ use crate::web::data::{EquityPoint, TrainingView};
 use chrono::{TimeZone, Utc};
 use std::os::unix::fs::PermissionsExt;
 
-const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+pub(super) const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
-fn data() -> DashboardData {
+pub(super) fn data() -> DashboardData {
     let t0 = Utc.with_ymd_and_hms(2010, 1, 4, 21, 0, 0).unwrap();
     DashboardData {
         status: StatusReport {
@@ -45,7 +45,7 @@ fn data() -> DashboardData {
     }
 }
 
-async fn start(loopback: bool) -> (String, CancellationToken) {
+pub(super) async fn start(loopback: bool) -> (String, CancellationToken) {
     let state =
         WebState::new(Arc::new(Metrics::new()), Arc::new(SharedData::new(data())), Secret::new(TOKEN), loopback);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -55,7 +55,7 @@ async fn start(loopback: bool) -> (String, CancellationToken) {
     (url, stop)
 }
 
-fn client() -> reqwest::Client {
+pub(super) fn client() -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
 }
 
@@ -68,9 +68,11 @@ async fn the_dashboard_needs_the_token() {
         c.get(format!("{url}/")).bearer_auth("wrong-token-wrong-token"),
         c.get(format!("{url}/")).header("Cookie", "tradebot_token=nope"),
         c.get(format!("{url}/?token=nope")),
-        c.get(format!("{url}/api/status")),
-        c.get(format!("{url}/api/dashboard")),
+        c.get(format!("{url}/api/v1/status")),
+        c.get(format!("{url}/api/v1/dashboard")),
+        c.get(format!("{url}/api/v1/events")),
         c.get(format!("{url}/search")),
+        c.get(format!("{url}/search?token=nope")),
     ] {
         let r = req.send().await.unwrap();
         assert_eq!(r.status(), 401);
@@ -84,7 +86,7 @@ async fn the_dashboard_needs_the_token() {
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
     let pair = cookie.split(';').next().unwrap().to_string();
     let html = c.get(format!("{url}/")).header("Cookie", pair).send().await.unwrap().text().await.unwrap();
-    assert!(html.contains(r#"id="equity" data-value="123456.78">123456.78<"#), "{html}");
+    assert!(html.contains(r#"id="equity" data-value="123456.78">$123,456.78<"#), "{html}");
     assert!(
         html.contains(r#"<tr data-symbol="AAPL">"#)
             && html.contains("equity-chart")
@@ -101,7 +103,7 @@ async fn the_dashboard_needs_the_token() {
     let search = c.get(format!("{url}/search")).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap();
     assert!(search.contains("Hyper-parameter searches") && search.contains("none yet"), "{search}");
     let st: StatusReport =
-        c.get(format!("{url}/api/status")).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
+        c.get(format!("{url}/api/v1/status")).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
     assert_eq!(st, data().status);
     stop.cancel();
 }
@@ -162,17 +164,17 @@ fn stale_and_down_symbols_are_shown_and_counted() {
     let mut d = data();
     let stale = |s: &str, bars, down| StaleSymbol { symbol: s.into(), bars, down };
     d.status.feed.stale = vec![stale("IBM", 1, false), stale("QUIET", 5, true)];
-    let html = page::render(&d, 5, None);
+    let html = page::render(&d, None);
     assert!(html.contains(r#"id="stale""#) && html.contains("IBM stale (1 bars), QUIET down (5 bars)"), "{html}");
-    assert!(!page::render(&data(), 5, None).contains(r#"id="stale""#), "nothing shown when every symbol has bars");
+    assert!(!page::render(&data(), None).contains(r#"id="stale""#), "nothing shown when every symbol has bars");
     let m = crate::metrics::Metrics::new();
     m.observe_status(&d.status);
     assert_eq!((m.stale_symbols.get(), m.down_symbols.get()), (2, 1));
 }
 
 /// A web server whose controls reach a channel the test answers for the daemon.
-async fn start_with_control() -> (String, CancellationToken, tokio::sync::mpsc::Receiver<crate::control::server::Call>)
-{
+pub(super) async fn start_with_control()
+-> (String, CancellationToken, tokio::sync::mpsc::Receiver<crate::control::server::Call>) {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let state = WebState::new(Arc::new(Metrics::new()), Arc::new(SharedData::new(data())), Secret::new(TOKEN), true)
         .with_control(tx);
@@ -184,7 +186,7 @@ async fn start_with_control() -> (String, CancellationToken, tokio::sync::mpsc::
 }
 
 /// The CSRF token in the page's forms.
-fn csrf_of(html: &str) -> String {
+pub(super) fn csrf_of(html: &str) -> String {
     let at = html.find(r#"name="csrf" value=""#).expect("a form with the CSRF token") + r#"name="csrf" value=""#.len();
     html[at..at + html[at..].find('"').unwrap()].to_string()
 }
@@ -231,12 +233,15 @@ async fn controls_need_the_token_the_csrf_token_and_for_flatten_a_confirmation()
     });
     let r = post("pause", format!("csrf={csrf}")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    assert!(r.text().await.unwrap().contains("paused: no new orders until resume"));
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v, serde_json::json!({ "ok": true, "message": "paused: no new orders until resume" }));
     let r = post("promote", format!("csrf={csrf}&id=ppo-abc&confirm=yes")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let r = post("rollback", format!("csrf={csrf}&kind=lstm")).send().await.unwrap();
     assert_eq!(r.status(), 409);
-    assert!(r.text().await.unwrap().contains("no previous lstm champion"));
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["status"], 409);
+    assert!(v["error"].as_str().unwrap().contains("no previous lstm champion"), "{v}");
     let seen = answer.await.unwrap();
     assert_eq!(seen[0], crate::control::Request::Pause);
     assert_eq!(seen[1], crate::control::Request::Promote { id: "ppo-abc".into(), reason: "dashboard: by hand".into() });
@@ -256,12 +261,12 @@ fn warnings_and_errors_are_listed_most_recent_first() {
         message: message.into(),
     };
     let mut d = data();
-    assert!(page::render(&d, 5, None).contains("none since the daemon started"));
+    assert!(page::render(&d, None).contains("none since the daemon started"));
     d.logs = vec![
         line("WARN", "market feed lost: reset <by peer>", 0),
         line("ERROR", "the new LSTM champion does not load", 5),
     ];
-    let html = page::render(&d, 5, None);
+    let html = page::render(&d, None);
     let (first, second) = (html.find("does not load").unwrap(), html.find("market feed lost").unwrap());
     assert!(first < second, "most recent first");
     assert!(html.contains("reset &lt;by peer&gt;"), "messages are escaped");
@@ -299,18 +304,28 @@ fn the_book_shows_entry_prices_unrealised_pnl_trades_and_marked_prices() {
         t: (0..5).map(|i| t0 + chrono::Duration::days(i)).collect(),
         close: vec![160.0, 158.0, 157.0, 155.0, 200.0],
         fills: vec![
-            FillMark { t: t0, buy: true, qty: 5.0, price: 160.0 },
-            FillMark { t: t0 + chrono::Duration::days(3), buy: false, qty: 5.0, price: 155.0 },
+            FillMark { t: t0, buy: true, qty: 5.0, price: 160.0, reason: "model".into() },
+            FillMark {
+                t: t0 + chrono::Duration::days(3),
+                buy: false,
+                qty: 5.0,
+                price: 155.0,
+                reason: "trailing stop".into(),
+            },
         ],
+        ..Default::default()
     }];
-    let html = page::render(&d, 5, None);
+    let html = page::render(&d, None);
     // The position row: entry 150, unrealised (200 - 150) × 12.
     let row = &html[html.find(r#"<tr data-symbol="AAPL"><td>AAPL</td><td class="qty""#).unwrap()..];
-    assert!(row.contains(r#"class="entry" data-value="150""#) && row.contains(r#"data-value="600">600.00"#), "{row}");
+    assert!(row.contains(r#"class="entry" data-value="150""#) && row.contains(r#"data-value="600">$600.00"#), "{row}");
     assert!(html.contains(r#"id="by-symbol""#) && html.contains(">25.0%<"), "one of four trades won");
     assert!(html.contains(r#"class="pnl bad" data-value="-25.79""#), "the losing trade");
-    assert!(html.contains(r#"id="price-AAPL""#));
-    assert_eq!(html.matches(r#"class="buy""#).count() + html.matches(r#"class="sell""#).count(), 2);
+    // The price chart's data goes to the page's script: both fills, with their reasons.
+    let first = &html[html.find(r#"<script id="first-data" type="application/json">"#).unwrap()..];
+    let json = &first[first.find('>').unwrap() + 1..first.find("</script>").unwrap()];
+    let shipped: DashboardData = serde_json::from_str(json).unwrap();
+    assert_eq!(shipped.prices, d.prices);
 }
 
 #[test]
@@ -325,7 +340,7 @@ fn training_runs_are_labelled_curves_with_their_final_numbers_and_the_gate() {
     run.metrics = [("mean_return".to_string(), 0.15), ("updates".to_string(), 13.0)].into_iter().collect();
     run.gate = Some(("no lead over the champion".into(), "candidate +3.1% (Sharpe 0.40)".into()));
     d.training = vec![run];
-    let html = page::render(&d, 5, None);
+    let html = page::render(&d, None);
     let run = &html[html.find(r#"data-id="ppo-run-7""#).unwrap()..];
     assert!(run.contains("<h4>return by update</h4>") && run.contains(r#"id="train-ppo-run-7-return""#), "{run}");
     assert!(!run.contains("train-ppo-run-7-single"), "a one-point curve is not drawn");
@@ -416,7 +431,7 @@ async fn a_connection_that_sends_no_request_head_in_time_is_closed() {
         assert!(t >= Duration::from_millis(900) && t < Duration::from_secs(5), "closed after {t:?}");
     }
     // A request sent in time is answered.
-    let r = client().get(format!("http://{addr}/api/status")).bearer_auth(TOKEN).send().await.unwrap();
+    let r = client().get(format!("http://{addr}/api/v1/status")).bearer_auth(TOKEN).send().await.unwrap();
     assert_eq!(r.status(), 200);
     stop.cancel();
 }
@@ -437,7 +452,7 @@ async fn connections_above_the_cap_are_closed_at_once_and_service_resumes_when_t
     // The slots come back as the idle connections go.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
-        match client().get(format!("http://{addr}/api/status")).bearer_auth(TOKEN).send().await {
+        match client().get(format!("http://{addr}/api/v1/status")).bearer_auth(TOKEN).send().await {
             Ok(r) if r.status() == 200 => break,
             other => assert!(std::time::Instant::now() < deadline, "no answer after the idle ones left: {other:?}"),
         }

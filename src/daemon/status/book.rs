@@ -90,6 +90,7 @@ fn price_views(decisions: &TypedTree<DecisionRecord>, view: &EngineView, fills: 
                     buy: f.side == crate::domain::Side::Buy,
                     qty: f.qty.to_f64().unwrap_or(0.0),
                     price: f.price.to_f64().unwrap_or(0.0),
+                    reason: crate::web::data::order_reason(f.client_order_id.as_str()),
                 })
                 .collect();
             PriceView {
@@ -97,6 +98,7 @@ fn price_views(decisions: &TypedTree<DecisionRecord>, view: &EngineView, fills: 
                 t: points.iter().map(|p| p.0).collect(),
                 close: points.iter().map(|p| p.1).collect(),
                 fills: marks,
+                ..Default::default()
             }
         })
         .collect()

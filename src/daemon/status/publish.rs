@@ -29,6 +29,10 @@ impl<P: RunPipeline> Host<P> {
     pub fn publish(&self, view: &EngineView, account: Option<&Store>) {
         let st = self.status(view);
         self.metrics.observe_status(&st);
+        // A replay's feed is the store, always connected (as the status says); live, the stream sets it.
+        if self.config.feed.kind != crate::config::FeedKind::Alpaca {
+            self.metrics.feed_connected.set(1);
+        }
         if let Err(e) = super::offline::keep_published(&self.store, &st, crate::clock::now()) {
             log::warn!("status: cannot keep the status for `tradebot status` while stopped: {e}");
         }
@@ -44,7 +48,8 @@ impl<P: RunPipeline> Host<P> {
             match cached.as_ref() {
                 Some((at, book, studies)) if at.elapsed() < BOOK_EVERY => (book.clone(), studies.clone()),
                 _ => {
-                    let book = super::book::book(account, decisions.as_ref(), view, self.config.env.exec.fee_bps);
+                    let mut book = super::book::book(account, decisions.as_ref(), view, self.config.env.exec.fee_bps);
+                    crate::web::data::add_stored_bars(&mut book.prices, &self.store, self.config.market.timeframe);
                     let studies = crate::retrain::study::recent(&self.store, 3).unwrap_or_default();
                     *cached = Some((std::time::Instant::now(), book.clone(), studies.clone()));
                     (book, studies)
@@ -63,6 +68,8 @@ impl<P: RunPipeline> Host<P> {
             training,
             logs: crate::logging::recent(),
             studies,
+            trailing_stop: self.config.env.exec.trailing_stop,
+            timeframe: self.config.market.timeframe.to_string(),
         });
     }
 
