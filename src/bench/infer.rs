@@ -12,10 +12,13 @@
 //! `--export DIR` writes the ONNX file and the observations (`obs.bin`, f32 little-endian, `obs_dim`
 //! wide) so `benches/peers/ort_python.py` can time onnxruntime's Python API on the same work.
 
-use crate::backtest::session::SimSession;
+use crate::backtest::session::{SessionHooks, SimSession};
+use crate::backtest::sim::SimVenue;
 use crate::config::Config;
 use crate::domain::Timeframe;
 use crate::engine::StrategyMode;
+use crate::engine::{Command, Engine};
+use crate::live::drive::{Flow, Hooks, Moment};
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use crate::onnx::mlp::{MlpPolicy, ObsNorm};
 use crate::onnx::{Activation, Dense};
@@ -134,29 +137,16 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     'outer: loop {
         let account = Store::in_memory().context("opening the bench's account in memory")?;
         let mut session = SimSession::open(config, StrategyMode::Ppo, &account, (Some(load()?), None), bars[0][0].t)?;
-        for d in 0..days {
-            session.fill(&bars, d, f64::NAN)?;
-            let started = Instant::now();
-            let mut sent = 0;
-            for b in &bars {
-                sent += session.decide(&b[d]);
-            }
-            let took = started.elapsed();
-            if d < warm {
-                continue;
-            }
-            orders += sent;
-            lat.push(took.as_nanos() as f64 / 1e3);
-            if sent == 0 {
-                quiet.push(took.as_nanos() as f64 / 1e3);
-            }
-            let obs = session.engine().observation();
-            if seen_obs.len() < 1000 * obs.len() {
-                seen_obs.extend_from_slice(obs);
-            }
-            if lat.len() >= b.decisions {
-                break 'outer;
-            }
+        let mut timing = Timing { warm, wanted: b.decisions - lat.len(), flushes: None, ..Timing::default() };
+        let flow = session.drive(&bars, &[], &mut timing)?;
+        orders += timing.orders;
+        lat.extend(timing.lat);
+        quiet.extend(timing.quiet);
+        if seen_obs.len() < 1000 * obs_len {
+            seen_obs.extend(timing.obs);
+        }
+        if flow == Flow::Stop || lat.len() >= b.decisions || days == 0 {
+            break 'outer;
         }
     }
     // The same decisions over an account on disk, as the live engine writes them: the flushes apart.
@@ -240,23 +230,10 @@ fn durable_pass(
     {
         let account = Store::open(&dir).context("opening the bench's account on disk")?;
         let mut session = SimSession::open(config, StrategyMode::Ppo, &account, (Some(policy), None), bars[0][0].t)?;
-        for d in 0..bars.first().map_or(0, |b| b.len()) {
-            session.fill(bars, d, f64::NAN)?;
-            let before = account.durable_flushes();
-            let started = Instant::now();
-            for b in bars {
-                session.decide(&b[d]);
-            }
-            let took = started.elapsed();
-            if d < warm {
-                continue;
-            }
-            out.lat.push(took.as_nanos() as f64 / 1e3);
-            out.flushes.push(account.durable_flushes() - before);
-            if out.lat.len() >= closes {
-                break;
-            }
-        }
+        let mut timing = Timing { warm, wanted: closes, flushes: Some((account.clone(), 0)), ..Timing::default() };
+        session.drive(bars, &[], &mut timing)?;
+        out.lat = timing.lat;
+        out.flushes = timing.durable;
     }
     remove_account(&dir)?;
     Ok(out)
@@ -270,3 +247,53 @@ fn remove_account(dir: &std::path::Path) -> anyhow::Result<()> {
         _ => Ok(()),
     }
 }
+
+/// The bench's view of the run loop: each moment's decision time (its bars through the engine) from bar
+/// `warm` on, until `wanted` are timed; with an account on disk (`flushes`), the durable flushes of each.
+#[derive(Default)]
+struct Timing {
+    warm: usize,
+    wanted: usize,
+    took: std::time::Duration,
+    sent: usize,
+    orders: usize,
+    lat: Vec<f64>,
+    quiet: Vec<f64>,
+    obs: Vec<f32>,
+    flushes: Option<(Store, u64)>,
+    durable: Vec<u64>,
+}
+
+impl<'a> Hooks<Engine, SimVenue<'a>> for Timing {
+    fn on_close(&mut self, _: &mut Engine, _: &SimVenue<'a>, _: &Moment) {
+        (self.took, self.sent) = (std::time::Duration::ZERO, 0);
+        if let Some((account, before)) = self.flushes.as_mut() {
+            *before = account.durable_flushes();
+        }
+    }
+
+    fn on_bar(&mut self, _: &mut Engine, _: &crate::domain::Bar, orders: usize, took: std::time::Duration) {
+        self.took += took;
+        self.sent += orders;
+    }
+
+    fn after_moment(&mut self, core: &mut Engine, _: &SimVenue<'a>, m: &Moment) -> (Vec<Command>, Flow) {
+        if m.index < self.warm {
+            return (Vec::new(), Flow::Go);
+        }
+        let us = self.took.as_nanos() as f64 / 1e3;
+        self.orders += self.sent;
+        self.lat.push(us);
+        if self.sent == 0 {
+            self.quiet.push(us);
+        }
+        if let Some((account, before)) = &self.flushes {
+            self.durable.push(account.durable_flushes() - before);
+        } else if self.obs.len() < 1000 * core.observation().len().max(1) {
+            self.obs.extend_from_slice(core.observation());
+        }
+        (Vec::new(), if self.lat.len() >= self.wanted { Flow::Stop } else { Flow::Go })
+    }
+}
+
+impl SessionHooks<'_> for Timing {}
