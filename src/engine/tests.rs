@@ -426,3 +426,18 @@ fn a_refusal_is_said_at_info_once_a_day_across_engines_and_at_debug_in_a_gate_ba
     assert!(count(Info) <= 1, "{:#?}", log.lines());
     assert_eq!(count(Info) + count(Debug), 9, "{:#?}", log.lines());
 }
+
+/// The engine's time is the clock it was built with, with or without the risk checks: a flatten is
+/// stamped with the clock's time, not the last bar's, and never the wall clock's.
+#[test]
+fn the_engine_reads_the_clock_it_was_built_with_not_the_last_bar_or_the_wall() {
+    let mut r = rig(StrategyMode::Ppo, None);
+    r.engine.process(snapshot(100_000));
+    for d in 0..3 {
+        feed(&mut r.engine, &r.bars, d);
+    }
+    let at = r.bars[0][0].t - chrono::Duration::days(400);
+    r.clock.set(at);
+    r.engine.process(Event::Control(Control::Flatten));
+    assert_eq!(r.engine.flatten_outcome().map(|o| o.at), Some(at));
+}

@@ -164,3 +164,88 @@ where
     }
     Ok(Flow::Go)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Clock, Control};
+
+    /// A core that writes down what it hears, with the clock's time.
+    struct Log(ManualClock, Vec<String>);
+
+    impl Core for Log {
+        fn process(&mut self, ev: Event) -> Vec<Command> {
+            let what = match ev {
+                Event::Bar(b) => format!("bar {}", b.symbol),
+                Event::Reconciled(_) => "reconciled".into(),
+                Event::Control(_) => "control".into(),
+                _ => "other".into(),
+            };
+            self.1.push(format!("{} {what}", self.0.now().timestamp()));
+            Vec::new()
+        }
+    }
+
+    struct Answering;
+
+    impl CommandSink for Answering {
+        fn offer(&mut self, _: Command) -> Result<(), Refused> {
+            Ok(())
+        }
+        fn wait(&mut self, _: Command) -> Result<(), Command> {
+            Ok(())
+        }
+    }
+
+    impl Venue for Answering {
+        type Error = ();
+        fn close(&mut self, _: &Moment) -> Result<Vec<Event>, ()> {
+            Ok(vec![Event::Reconciled(Box::default())])
+        }
+    }
+
+    /// Stops after moment 1; the owner's turn sends a control after each moment.
+    struct StopAfterOne;
+
+    impl Hooks<Log, Answering> for StopAfterOne {
+        fn after_moment(&mut self, core: &mut Log, _: &Answering, m: &Moment) -> (Vec<Command>, Flow) {
+            core.process(Event::Control(Control::Pause));
+            (Vec::new(), if m.index == 1 { Flow::Stop } else { Flow::Go })
+        }
+    }
+
+    fn moment(index: usize, secs: i64) -> Result<Moment, ()> {
+        let t = DateTime::from_timestamp(secs, 0).unwrap();
+        let bar = |s: &str| Bar {
+            symbol: crate::domain::Symbol::new(s).unwrap(),
+            timeframe: crate::domain::Timeframe::DAY1,
+            t,
+            o: 1.0,
+            h: 1.0,
+            l: 1.0,
+            c: 1.0,
+            v: 1.0,
+        };
+        Ok(Moment { index, t, bars: vec![bar("AAPL"), bar("MSFT")] })
+    }
+
+    #[test]
+    fn each_moment_moves_the_clock_then_the_broker_answers_then_the_bars_then_the_owner_and_a_stop_ends_it() {
+        let clock = ManualClock::new(DateTime::from_timestamp(0, 0).unwrap());
+        let mut core = Log(clock.clone(), Vec::new());
+        let moments = vec![moment(0, 100), moment(1, 200), moment(2, 300)];
+        let flow = run(&mut core, &clock, &mut Answering, moments, &mut StopAfterOne).unwrap();
+        assert_eq!(flow, Flow::Stop);
+        let want = [
+            "100 reconciled",
+            "100 bar AAPL",
+            "100 bar MSFT",
+            "100 control",
+            "200 reconciled",
+            "200 bar AAPL",
+            "200 bar MSFT",
+            "200 control",
+        ];
+        assert_eq!(core.1, want, "moment 2 is never stepped");
+    }
+}
