@@ -43,26 +43,7 @@ const WARM_UP_BARS: i64 = 600;
 /// Runs on `rt` until `shutdown` is cancelled (by a signal, the caller, or a fatal feed error).
 pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &CancellationToken) -> anyhow::Result<()> {
     let scripted = config.strategy.mode == StrategyMode::Scripted;
-    if config.mode == Mode::Live && scripted {
-        bail!(
-            "{}: strategy.mode = \"scripted\" is an order-path harness that never trades real money: set a model strategy (ppo, lstm, ensemble) or mode = \"paper\"",
-            config.source.display()
-        );
-    }
-    if let Some(sim) = crate::clock::simulated() {
-        if config.mode == Mode::Live {
-            bail!(
-                "{} is set: a simulated clock is for paper trading against `tradebot fake-alpaca --market`; unset it to trade real money",
-                crate::clock::ENV
-            );
-        }
-        log::warn!(
-            "tradebot run: on a simulated clock ({}={sim}): {} minutes per second from {}",
-            crate::clock::ENV,
-            sim.speed,
-            sim.sim
-        );
-    }
+    refuse_unsafe(config, scripted)?;
     let creds = Credentials::load().map_err(|e| anyhow!(e))?.context(
         "feed.kind / broker.kind = \"alpaca\" needs APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment",
     )?;
@@ -74,39 +55,11 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
     let host = if scripted { None } else { Some(super::start::start_host(config, &store, rt, shutdown)?) };
     // The engine's bars: `market.timeframe` (the scripted harness trades each minute).
     let tf = if scripted { Timeframe::MIN1 } else { config.market.timeframe };
-    // `tradebot::run` listens for the signals and cancels `shutdown`: the runner does not listen again.
-    let cfg = RunnerConfig {
-        broker_timeout: config.alpaca.request_timeout * 4,
-        // An order POST in flight at SIGTERM is awaited (up to broker_timeout) and its answer recorded.
-        shutdown_deadline: config.alpaca.request_timeout * 4 + std::time::Duration::from_secs(10),
-        handle_signals: false,
-        max_order_age: config.risk.max_bar_age,
-        bar_length: std::time::Duration::from_secs(tf.seconds().unsigned_abs()),
-        ..RunnerConfig::default()
-    };
+    let cfg = runner_config(config, tf);
     let result = rt.block_on(async {
         let rest =
             RestClient::new(RestConfig::from_config(&config.alpaca, &creds)).context("building the REST client")?;
-        let backoff = crate::alpaca::backoff::Backoff::STREAM;
-        let account = account_at_start(&rest, config.alpaca.start_retry, backoff, shutdown)
-            .await
-            .context("reading the Alpaca account: check the API keys and alpaca.trading_url")?;
-        log::warn!(
-            "tradebot run: trading the Alpaca {} account {} at {} (status {}, cash {}, equity {})",
-            if config.mode == Mode::Live { "LIVE (real money)" } else { "paper" },
-            account.id,
-            config.alpaca.trading_url,
-            account.status,
-            account.cash.round_dp(2),
-            account.equity.round_dp(2)
-        );
-        if account.blocked {
-            bail!(
-                "Alpaca account {} is blocked for trading (status {}): see Alpaca's dashboard",
-                account.id,
-                account.status
-            );
-        }
+        check_account(&rest, config, shutdown).await?;
         let oms_cfg = OmsConfig { lost_after: config.broker.lost_after };
         let oms = Oms::open(&store, Box::new(SystemClock), oms_cfg).context("opening the order manager")?;
         // Every minute stored; the first backfill starts after the last stored one.
@@ -142,6 +95,70 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
     result?;
     flushed?;
     log::info!("tradebot run: stopped cleanly");
+    Ok(())
+}
+
+/// A live account is never traded by the scripted harness nor on a simulated clock.
+fn refuse_unsafe(config: &Config, scripted: bool) -> anyhow::Result<()> {
+    if config.mode == Mode::Live && scripted {
+        bail!(
+            "{}: strategy.mode = \"scripted\" is an order-path harness that never trades real money: set a model strategy (ppo, lstm, ensemble) or mode = \"paper\"",
+            config.source.display()
+        );
+    }
+    if let Some(sim) = crate::clock::simulated() {
+        if config.mode == Mode::Live {
+            bail!(
+                "{} is set: a simulated clock is for paper trading against `tradebot fake-alpaca --market`; unset it to trade real money",
+                crate::clock::ENV
+            );
+        }
+        log::warn!(
+            "tradebot run: on a simulated clock ({}={sim}): {} minutes per second from {}",
+            crate::clock::ENV,
+            sim.speed,
+            sim.sim
+        );
+    }
+    Ok(())
+}
+
+/// The runner's settings for Alpaca: its request timeout bounds every broker call and the shutdown.
+/// `tradebot::run` listens for the signals and cancels `shutdown`: the runner does not listen again.
+fn runner_config(config: &Config, tf: Timeframe) -> RunnerConfig {
+    RunnerConfig {
+        broker_timeout: config.alpaca.request_timeout * 4,
+        // An order POST in flight at SIGTERM is awaited (up to broker_timeout) and its answer recorded.
+        shutdown_deadline: config.alpaca.request_timeout * 4 + std::time::Duration::from_secs(10),
+        handle_signals: false,
+        max_order_age: config.risk.max_bar_age,
+        bar_length: std::time::Duration::from_secs(tf.seconds().unsigned_abs()),
+        ..RunnerConfig::default()
+    }
+}
+
+/// The account we are about to trade, logged (paper or LIVE); a blocked one is refused.
+async fn check_account(rest: &RestClient, config: &Config, shutdown: &CancellationToken) -> anyhow::Result<()> {
+    let backoff = crate::alpaca::backoff::Backoff::STREAM;
+    let account = account_at_start(rest, config.alpaca.start_retry, backoff, shutdown)
+        .await
+        .context("reading the Alpaca account: check the API keys and alpaca.trading_url")?;
+    log::warn!(
+        "tradebot run: trading the Alpaca {} account {} at {} (status {}, cash {}, equity {})",
+        if config.mode == Mode::Live { "LIVE (real money)" } else { "paper" },
+        account.id,
+        config.alpaca.trading_url,
+        account.status,
+        account.cash.round_dp(2),
+        account.equity.round_dp(2)
+    );
+    if account.blocked {
+        bail!(
+            "Alpaca account {} is blocked for trading (status {}): see Alpaca's dashboard",
+            account.id,
+            account.status
+        );
+    }
     Ok(())
 }
 
