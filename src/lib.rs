@@ -25,8 +25,8 @@
 //!    (seeded initialisation on libtorch's global generator, feature `train`), [`out`] (every command's
 //!    stdout: a closed pipe ends quietly, a failed write is an error, never a panic).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
-//!    batch), [`onnx`] (our ONNX writer and reference forwards), [`feed`] (the `MarketFeed` trait and its
-//!    events).
+//!    batch), [`onnx`] (our ONNX writer and reference forwards), [`feed`] (the `MarketFeed` trait, its
+//!    events and the bar `Aggregator`).
 //! 2. [`env`] (the vectorized trading environment, its execution rule and C kernel), [`models`]
 //!    (manifests, the content-hashed registry, promote/rollback).
 //! 3. [`config`]: the TOML file parsed once into checked values.
@@ -39,7 +39,8 @@
 //! 8. [`broker`]: the `Broker` trait, Alpaca's and the simulated one.
 //! 9. [`engine`]: `Engine::process(Event) -> Vec<Command>`, one synchronous core for live, paper, replay
 //!    and backtest.
-//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread).
+//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread)
+//!     and `live::drive`, its command handling and the one synchronous loop of replays, backtests and the gate.
 //! 11. [`backtest`]: the one evaluator (`backtest::session`) and its metrics.
 //! 12. [`retrain`] (the pipeline, the gate, records), 13. [`training`] (`tradebot train` jobs).
 //! 14. [`web`] (`/metrics` and the dashboard), 15. [`daemon`] (`tradebot::run`: the runtime, signals,

@@ -2,7 +2,8 @@
 //! buy-and-hold's.
 //!
 //! ```text
-//!  Store bars (aligned over the symbols) ─► sim::simulate(Engine + SimBroker) ─► equity curve
+//!  Store bars (aligned over the symbols) ─► SimSession (Engine + SimBroker through `live::drive::run`,
+//!     the one loop of replays, backtests and the gate) ─► equity curve
 //!     ─► metrics::metrics (strategy, buy-and-hold) ─► BacktestReport; curve into the `equity` tree
 //! ```
 //!
@@ -19,8 +20,8 @@ pub mod session;
 pub mod sim;
 
 pub use metrics::{Activity, Metrics, metrics};
-pub use session::{EquityPoint, Models, SimSession};
-pub use sim::{SimRun, SimRunError, simulate};
+pub use session::{EquityPoint, Models, SessionHooks, SimSession, simulate};
+pub use sim::{SimRun, SimRunError, SimVenue};
 
 use crate::config::Config;
 use crate::domain::{Bar, Symbol, Timeframe};

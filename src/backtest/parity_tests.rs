@@ -82,9 +82,9 @@ fn parity(action: crate::env::ActionSpace, exec: ExecParams) -> u64 {
         reconcile_every: 0,
     };
     let policy = PpoPolicy::load(&reg, &ModelSel::Champion, &pl, SessionOptions::default()).unwrap();
-    let mut engine = Engine::new(cfg, &scratch, oms, Some(policy), None).unwrap();
-    let mut sim = SimBroker::new(env_cfg.initial_cash, exec);
-    let run = simulate(&mut engine, &clock, &mut sim, &bars, start).unwrap();
+    let engine = Engine::new(cfg, &scratch, oms, (Some(policy), None), Box::new(clock.clone())).unwrap();
+    let sim = SimBroker::new(env_cfg.initial_cash, exec);
+    let (run, engine) = simulate(engine, &clock, sim, &bars, start).unwrap();
 
     assert_eq!(run.curve.len(), env_curve.len());
     for (i, ((t, bt), en)) in run.curve.iter().zip(&env_curve).enumerate() {

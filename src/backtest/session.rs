@@ -15,12 +15,12 @@
 //! first bar it can trade on (`warm-up - 1`).
 
 use super::metrics::Activity;
-use super::sim::{SimRunError, deliver, fill_pending};
+use super::sim::{SimRun, SimRunError, SimVenue, moments};
 use crate::broker::SimBroker;
 use crate::config::Config;
-use crate::domain::{Bar, OrderStatus, Symbol};
-use crate::engine::Core;
-use crate::engine::{Command, Engine, EngineConfig, EngineRisk, Event, ManualClock, ProbSource, StrategyMode};
+use crate::domain::Bar;
+use crate::engine::{Command, Engine, EngineConfig, EngineRisk, ManualClock, ProbSource, StrategyMode};
+use crate::live::drive::{self, Flow, Hooks, Moment};
 use crate::oms::{Oms, OmsConfig};
 use crate::policy::PpoPolicy;
 use crate::risk::RiskChecks;
@@ -80,11 +80,66 @@ pub struct SimSession {
     engine: Engine,
     clock: ManualClock,
     sim: SimBroker,
-    activity: Activity,
+    /// The fills' activity (the exposure is the recorder's).
+    fills: Activity,
+    rec: Recorder,
+}
+
+/// What a session records as the loop runs: the curve from the first tradable bar, the exposure, the
+/// refusals.
+struct Recorder {
     record_from: usize,
     curve: Vec<EquityPoint>,
+    exposure_sum: f64,
     refusals: BTreeMap<&'static str, usize>,
-    fresh_refusals: Vec<&'static str>,
+}
+
+/// What the owner of a session sees of its loop (`live::drive::Hooks`), and each order risk refused.
+pub trait SessionHooks<'a>: Hooks<Engine, SimVenue<'a>> {
+    fn refused(&mut self, _code: &'static str) {}
+}
+
+impl SessionHooks<'_> for () {}
+
+/// The recorder's hooks, then the owner's.
+struct Recording<'r, H> {
+    rec: &'r mut Recorder,
+    buy_hold: &'r [f64],
+    owner: &'r mut H,
+}
+
+impl<'a, H: SessionHooks<'a>> Hooks<Engine, SimVenue<'a>> for Recording<'_, H> {
+    fn on_close(&mut self, core: &mut Engine, venue: &SimVenue<'a>, m: &Moment) {
+        let rec = &mut *self.rec;
+        if m.index >= rec.record_from {
+            let (equity, cash) = (venue.sim.equity(), venue.sim.cash());
+            if equity > 0.0 {
+                rec.exposure_sum += (equity - cash) / equity;
+            }
+            let buy_hold = buy_hold_at(self.buy_hold, rec.record_from, m.index);
+            let (trades, fees) = (venue.activity.trades, venue.activity.fees);
+            rec.curve.push(EquityPoint { t: m.t, equity, cash, buy_hold, trades, fees });
+        }
+        self.owner.on_close(core, venue, m);
+    }
+
+    fn on_bar(&mut self, core: &mut Engine, bar: &Bar, orders: usize, took: std::time::Duration) {
+        for (_, code) in core.take_refusals() {
+            *self.rec.refusals.entry(code).or_default() += 1;
+            self.owner.refused(code);
+        }
+        self.owner.on_bar(core, bar, orders, took);
+    }
+
+    fn after_moment(&mut self, core: &mut Engine, venue: &SimVenue<'a>, m: &Moment) -> (Vec<Command>, Flow) {
+        self.owner.after_moment(core, venue, m)
+    }
+}
+
+/// Buy-and-hold's equity at bar `d`, from its curve `bh` (which starts at bar `from`). Before that bar:
+/// not a number (nothing is recorded there).
+fn buy_hold_at(bh: &[f64], from: usize, d: usize) -> f64 {
+    bh.get(d.saturating_sub(from)).copied().unwrap_or(f64::NAN)
 }
 
 impl SimSession {
@@ -112,112 +167,57 @@ impl SimSession {
             max_order_notional: config.risk.max_order_notional,
             reconcile_every: 0,
         };
-        let risk = EngineRisk {
-            checks,
-            clock: Box::new(clock.clone()),
-            timeframe: config.market.timeframe,
-            assets: Default::default(),
-        };
-        let engine = Engine::new(cfg, account, oms, models.0, models.1)
+        let risk = EngineRisk { checks, timeframe: config.market.timeframe, assets: Default::default() };
+        let engine = Engine::new(cfg, account, oms, models, Box::new(clock.clone()))
             .map_err(|e| SessionError::Engine(e.to_string()))?
             .with_risk(risk);
-        Ok(SimSession {
-            engine,
-            clock,
-            sim: SimBroker::new(initial_cash(config), env.exec),
-            activity: Activity::default(),
-            record_from: first_traded_bar(config, mode),
-            curve: Vec::new(),
-            refusals: BTreeMap::new(),
-            fresh_refusals: Vec::new(),
-        })
+        let sim = SimBroker::new(initial_cash(config), env.exec);
+        Ok(SimSession::with(engine, clock, sim, first_traded_bar(config, mode)))
     }
 
-    /// Bar `d` of `bars` (one aligned vector per symbol, the config's order): the clock moves to it, the
-    /// orders of bar `d-1` fill at its closes, and the broker's view reaches the engine. Records the
-    /// account from the first tradable bar on, beside `buy_hold` (its equity at this bar). Returns the
-    /// broker's answer to each order (for metrics).
-    pub fn fill(&mut self, bars: &[Vec<Bar>], d: usize, buy_hold: f64) -> Result<Vec<OrderStatus>, SimRunError> {
-        let days = bars.first().map_or(0, |b| b.len());
-        let t = bars[0][d].t;
-        for b in bars {
-            if b.len() != days || b[d].t != t {
-                let got = b.get(d).map_or(t, |x| x.t);
-                let (symbol, first) = (b[0].symbol.clone(), bars[0][0].symbol.clone());
-                return Err(SimRunError::Misaligned { day: d, symbol, got, first, want: t });
-            }
-        }
-        self.clock.set(t);
-        let prices: Vec<(Symbol, f64)> = bars.iter().map(|b| (b[d].symbol.clone(), f64::from(b[d].c as f32))).collect();
-        let snap = fill_pending(&mut self.sim, &prices, t, &mut self.activity)?;
-        let statuses = snap.orders.iter().map(|o| o.status).collect();
-        deliver(&mut self.engine, snap, t);
-        if d >= self.record_from {
-            let (equity, cash) = (self.sim.equity(), self.sim.cash());
-            if equity > 0.0 {
-                self.activity.exposure_sum += (equity - cash) / equity;
-            }
-            self.curve.push(EquityPoint {
-                t,
-                equity,
-                cash,
-                buy_hold,
-                trades: self.activity.trades,
-                fees: self.activity.fees,
-            });
-        }
-        Ok(statuses)
+    /// A session over a built `engine` (on `clock`) and broker, recording from bar `record_from`.
+    fn with(engine: Engine, clock: ManualClock, sim: SimBroker, record_from: usize) -> SimSession {
+        let rec = Recorder { record_from, curve: Vec::new(), exposure_sum: 0.0, refusals: BTreeMap::new() };
+        SimSession { engine, clock, sim, fills: Activity::default(), rec }
     }
 
-    /// Bar `d` of one symbol through the engine; its orders wait for the next bar. Returns how many.
-    pub fn decide(&mut self, bar: &Bar) -> usize {
-        let cmds = self.engine.process(Event::Bar(bar.clone()));
-        for (_, code) in self.engine.take_refusals() {
-            *self.refusals.entry(code).or_default() += 1;
-            self.fresh_refusals.push(code);
-        }
-        self.submit(cmds)
+    /// Every bar of `bars` (one aligned vector per symbol, the config's order) through the one run loop
+    /// (`live::drive::run`) with the simulated broker: at each bar the orders of the bar before fill at its
+    /// closes and the broker's view reaches the engine, the account is recorded from the first tradable
+    /// bar on beside `buy_hold` (buy-and-hold's curve from that bar), then the bars go through the engine.
+    /// `hooks` see every step and have their turn between bars. Returns `Flow::Stop` when they stopped it.
+    pub fn drive<'s, H: SessionHooks<'s>>(
+        &'s mut self,
+        bars: &[Vec<Bar>],
+        buy_hold: &[f64],
+        hooks: &mut H,
+    ) -> Result<Flow, SimRunError> {
+        let mut venue = SimVenue { sim: &mut self.sim, activity: &mut self.fills, statuses: Vec::new() };
+        let mut recording = Recording { rec: &mut self.rec, buy_hold, owner: hooks };
+        drive::run(&mut self.engine, &self.clock, &mut venue, moments(bars), &mut recording)
     }
 
     /// Orders risk refused since the session began, by reason code.
     pub fn refusals(&self) -> &BTreeMap<&'static str, usize> {
-        &self.refusals
+        &self.rec.refusals
     }
 
-    /// The refusals since the last call (for the daemon's metrics).
-    pub fn take_fresh_refusals(&mut self) -> Vec<&'static str> {
-        std::mem::take(&mut self.fresh_refusals)
-    }
-
-    /// Orders among `cmds` go to the simulated broker for the next bar. Returns how many.
+    /// `cmds` (the core's answer to the owner's control calls) to the simulated broker, through the run
+    /// loop's command handling. Returns how many orders it took.
     pub fn submit(&mut self, cmds: Vec<Command>) -> usize {
-        let before = self.sim.pending();
-        for c in cmds {
-            if let Command::Submit(o) = c {
-                self.sim.queue(o);
-            }
-        }
-        self.sim.pending() - before
+        let mut venue = SimVenue { sim: &mut self.sim, activity: &mut self.fills, statuses: Vec::new() };
+        drive::dispatch(&mut self.engine, cmds, &mut venue)
+    }
+
+    /// Every bar of `bars` through the loop (`drive`), with no hooks of the owner's; `bh` is
+    /// buy-and-hold's curve from the first tradable bar on.
+    pub fn run(&mut self, bars: &[Vec<Bar>], bh: &[f64]) -> Result<(), SimRunError> {
+        self.drive(bars, bh, &mut ()).map(|_| ())
     }
 
     /// Buy-and-hold's equity at bar `d`, from its curve `bh` (which starts at the first tradable bar).
-    /// Before that bar: its first value (flat).
     pub fn buy_hold_at(&self, bh: &[f64], d: usize) -> f64 {
-        bh.get(d.saturating_sub(self.record_from)).copied().unwrap_or(f64::NAN)
-    }
-
-    /// Every bar of `bars` through `fill` and `decide`; `bh` is buy-and-hold's curve from the first
-    /// tradable bar on.
-    pub fn run(&mut self, bars: &[Vec<Bar>], bh: &[f64]) -> Result<(), SimRunError> {
-        let days = bars.first().map_or(0, |b| b.len());
-        for d in 0..days {
-            let b = self.buy_hold_at(bh, d);
-            self.fill(bars, d, b)?;
-            for b in bars {
-                self.decide(&b[d]);
-            }
-        }
-        Ok(())
+        buy_hold_at(bh, self.rec.record_from, d)
     }
 
     pub fn engine(&self) -> &Engine {
@@ -237,25 +237,42 @@ impl SimSession {
         (self.sim.equity(), self.sim.cash())
     }
 
+    /// The fills' activity, and the exposure summed over the recorded bars.
     pub fn activity(&self) -> Activity {
-        self.activity
+        Activity { exposure_sum: self.rec.exposure_sum, ..self.fills }
     }
 
     pub fn curve(&self) -> &[EquityPoint] {
-        &self.curve
+        &self.rec.curve
     }
 
     /// The recorded curve as (time, equity), for `metrics`.
     pub fn equity_curve(&self) -> Vec<(DateTime<Utc>, f64)> {
-        self.curve.iter().map(|p| (p.t, p.equity)).collect()
+        self.rec.curve.iter().map(|p| (p.t, p.equity)).collect()
     }
 
     pub fn into_curve(self) -> Vec<EquityPoint> {
-        self.curve
+        self.rec.curve
     }
 
     /// The first bar recorded (the first the engine can trade on).
     pub fn record_from(&self) -> usize {
-        self.record_from
+        self.rec.record_from
     }
+}
+
+/// `engine` (built on `clock`) over `bars` with the simulated broker `sim`, through the same loop as every
+/// session, recording the curve from bar `start` on (the env parity check builds its own engine).
+pub fn simulate(
+    engine: Engine,
+    clock: &ManualClock,
+    sim: SimBroker,
+    bars: &[Vec<Bar>],
+    start: usize,
+) -> Result<(SimRun, Engine), SimRunError> {
+    let mut session = SimSession::with(engine, clock.clone(), sim, start);
+    session.run(bars, &[])?;
+    let curve = session.rec.curve.iter().map(|p| (p.t, p.equity)).collect();
+    let cash = session.rec.curve.iter().map(|p| p.cash).collect();
+    Ok((SimRun { curve, cash, activity: session.activity() }, session.engine))
 }

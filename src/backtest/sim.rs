@@ -1,14 +1,15 @@
-//! The backtest loop: the Engine over aligned stored bars with the `SimBroker`. Orders decided on bar t
-//! fill at bar t+1's close through the shared execution rule, exactly as the env steps. After each bar's
-//! fills the broker's view (orders with their fills, positions, cash) reaches the engine as a
-//! reconciliation, as a live broker's would; then the bar itself. Prices are the env's (closes as f32).
+//! The simulated broker as the run loop's venue (`live::drive::Venue`): it takes the engine's orders, and
+//! at each moment's close fills what it holds through the shared execution rule, exactly as the env
+//! steps, and answers as a live broker would: the trade updates, then its snapshot as a reconciliation.
+//! Orders decided on bar t fill at bar t+1's close. Prices are the env's (closes as f32). `moments` turns
+//! aligned stored bars into the loop's moments.
 
 use super::metrics::Activity;
 use crate::broker::{SimBroker, SimError};
 use crate::domain::{Bar, OrderStatus, Symbol};
 use crate::domain::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
-use crate::engine::Core;
-use crate::engine::{BrokerSnapshot, Command, Engine, Event, ManualClock};
+use crate::engine::{BrokerSnapshot, Command, Event};
+use crate::live::drive::{CommandSink, Moment, Refused, Venue};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
@@ -29,18 +30,11 @@ pub enum SimRunError {
     Misaligned { day: usize, symbol: Symbol, got: DateTime<Utc>, first: Symbol, want: DateTime<Utc> },
 }
 
-/// Runs `engine` over `bars` (one aligned vector per symbol, the engine's symbol order), recording the
-/// curve from bar `start` on.
-pub fn simulate(
-    engine: &mut Engine,
-    clock: &ManualClock,
-    sim: &mut SimBroker,
-    bars: &[Vec<Bar>],
-    start: usize,
-) -> Result<SimRun, SimRunError> {
+/// The moments of `bars` (one aligned vector per symbol, the engine's symbol order): bar `d` of every
+/// symbol at once; an error where the symbols' bars do not line up.
+pub fn moments(bars: &[Vec<Bar>]) -> impl Iterator<Item = Result<Moment, SimRunError>> + '_ {
     let days = bars.first().map_or(0, |b| b.len());
-    let mut run = SimRun::default();
-    for d in 0..days {
+    (0..days).map(move |d| {
         let t = bars[0][d].t;
         for b in bars {
             if b.len() != days || b[d].t != t {
@@ -49,27 +43,44 @@ pub fn simulate(
                 return Err(SimRunError::Misaligned { day: d, symbol, got, first, want: t });
             }
         }
-        clock.set(t);
-        let prices: Vec<(Symbol, f64)> = bars.iter().map(|b| (b[d].symbol.clone(), f64::from(b[d].c as f32))).collect();
-        let snap = fill_pending(sim, &prices, t, &mut run.activity)?;
-        deliver(engine, snap, t);
-        if d >= start {
-            let eq = sim.equity();
-            run.curve.push((t, eq));
-            run.cash.push(sim.cash());
-            if eq > 0.0 {
-                run.activity.exposure_sum += (eq - sim.cash()) / eq;
-            }
+        Ok(Moment { index: d, t, bars: bars.iter().map(|b| b[d].clone()).collect() })
+    })
+}
+
+/// The simulated broker and the fills' activity, as the loop's venue.
+pub struct SimVenue<'a> {
+    pub sim: &'a mut SimBroker,
+    pub activity: &'a mut Activity,
+    /// Each order's status at the last close (for the daemon's metrics).
+    pub statuses: Vec<OrderStatus>,
+}
+
+impl CommandSink for SimVenue<'_> {
+    /// Orders wait for the next close. A cancel or a reconciliation asks nothing of the simulated
+    /// broker: its day orders all close at the next bar, and it answers every close with its snapshot.
+    fn offer(&mut self, c: Command) -> Result<(), Refused> {
+        if let Command::Submit(o) = c {
+            self.sim.queue(o);
         }
-        for b in bars {
-            for c in engine.process(Event::Bar(b[d].clone())) {
-                if let Command::Submit(o) = c {
-                    sim.queue(o);
-                }
-            }
-        }
+        Ok(())
     }
-    Ok(run)
+
+    fn wait(&mut self, c: Command) -> Result<(), Command> {
+        self.offer(c).map_err(|r| match r {
+            Refused::Closed(c) | Refused::Full(c) => c,
+        })
+    }
+}
+
+impl Venue for SimVenue<'_> {
+    type Error = SimRunError;
+
+    fn close(&mut self, m: &Moment) -> Result<Vec<Event>, SimRunError> {
+        let prices: Vec<(Symbol, f64)> = m.bars.iter().map(|b| (b.symbol.clone(), f64::from(b.c as f32))).collect();
+        let snap = fill_pending(self.sim, &prices, m.t, self.activity)?;
+        self.statuses = snap.orders.iter().map(|o| o.status).collect();
+        Ok(answer(snap, m.t))
+    }
 }
 
 /// One step of the simulated broker: the orders it holds (decided on the previous bar) fill at these
@@ -89,16 +100,17 @@ pub fn fill_pending(
     }
     Ok(snap)
 }
+
 /// The broker's trade updates for each order of `snap` (as Alpaca's trade_updates stream would send
 /// them), then the snapshot itself as a reconciliation, which then finds nothing to adopt.
-pub fn deliver(engine: &mut Engine, snap: BrokerSnapshot, t: DateTime<Utc>) {
+pub fn answer(snap: BrokerSnapshot, t: DateTime<Utc>) -> Vec<Event> {
+    let mut events = Vec::new();
     for o in &snap.orders {
         let held = snap.positions.iter().find(|(s, _)| *s == o.symbol).map_or(Decimal::ZERO, |p| p.1);
-        for u in trade_updates(o, held, t) {
-            engine.process(Event::Order(Box::new(u)));
-        }
+        events.extend(trade_updates(o, held, t).into_iter().map(|u| Event::Order(Box::new(u))));
     }
-    engine.process(Event::Reconciled(Box::new(snap)));
+    events.push(Event::Reconciled(Box::new(snap)));
+    events
 }
 
 /// What Alpaca's trade_updates would say about a simulated day order: a fill (partial, then the rest

@@ -12,10 +12,13 @@
 //! `--export DIR` writes the ONNX file and the observations (`obs.bin`, f32 little-endian, `obs_dim`
 //! wide) so `benches/peers/ort_python.py` can time onnxruntime's Python API on the same work.
 
-use crate::backtest::session::SimSession;
+use crate::backtest::session::{SessionHooks, SimSession};
+use crate::backtest::sim::SimVenue;
 use crate::config::Config;
 use crate::domain::Timeframe;
 use crate::engine::StrategyMode;
+use crate::engine::{Command, Engine};
+use crate::live::drive::{Flow, Hooks, Moment};
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use crate::onnx::mlp::{MlpPolicy, ObsNorm};
 use crate::onnx::{Activation, Dense};
@@ -109,68 +112,18 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     }
     let pl = Pipeline::new(&config.features, &symbols, config.market.timeframe).with_action(config.env.action);
     let opts = SessionOptions { intra_threads: b.threads };
-    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    let sel = ModelSel::parse(b.model.as_deref());
-    let synthetic_model = matches!(sel, ModelSel::Champion) && reg.champion(ModelKind::Ppo)?.is_none();
-    let (manifest, bytes) = if synthetic_model {
-        synthetic(&pl, &config.ppo.hidden, config.ppo.activation)
-    } else {
-        let id = PpoPolicy::load(&reg, &sel, &pl, opts)?.id().to_string();
-        reg.load(&id)?
-    };
+    let (manifest, bytes) = model(config, &b, &pl, opts)?;
     let load = || PpoPolicy::from_parts(manifest.clone(), &bytes, &pl, opts);
     let model_id = manifest.id.clone();
-    let mut act = vec![0.0f32; symbols.len()];
-    let mut lat = Vec::with_capacity(b.decisions);
-    let mut infer_only = Vec::with_capacity(b.decisions);
-    // Decisions that sent no order: no order record is written (`oms`), the rest of the path is.
-    let mut quiet = Vec::new();
-    let mut seen_obs: Vec<f32> = Vec::new();
-    let mut orders = 0usize;
     let obs_len = PpoPolicy::obs_dim_for(&pl);
-    // The engine's account (orders, kill switch, decisions): a store in memory, begun afresh for each pass,
-    // so that the figure is the engine's compute, with no file written and no flush.
-    // One pass over the bars per fresh account; passes repeat until enough decisions are timed.
-    'outer: loop {
-        let account = Store::in_memory().context("opening the bench's account in memory")?;
-        let mut session = SimSession::open(config, StrategyMode::Ppo, &account, (Some(load()?), None), bars[0][0].t)?;
-        for d in 0..days {
-            session.fill(&bars, d, f64::NAN)?;
-            let started = Instant::now();
-            let mut sent = 0;
-            for b in &bars {
-                sent += session.decide(&b[d]);
-            }
-            let took = started.elapsed();
-            if d < warm {
-                continue;
-            }
-            orders += sent;
-            lat.push(took.as_nanos() as f64 / 1e3);
-            if sent == 0 {
-                quiet.push(took.as_nanos() as f64 / 1e3);
-            }
-            let obs = session.engine().observation();
-            if seen_obs.len() < 1000 * obs.len() {
-                seen_obs.extend_from_slice(obs);
-            }
-            if lat.len() >= b.decisions {
-                break 'outer;
-            }
-        }
-    }
+    let mem = memory_passes(config, &bars, warm, &load, b.decisions)?;
+    let (mut lat, mut quiet, seen_obs, orders) = (mem.lat, mem.quiet, mem.obs, mem.orders);
     // The same decisions over an account on disk, as the live engine writes them: the flushes apart.
     let durable = durable_pass(config, &bars, warm, load()?, b.decisions)?;
     let flush_mean = durable.flushes.iter().sum::<u64>() as f64 / durable.flushes.len().max(1) as f64;
     let flush_max = durable.flushes.iter().copied().max().unwrap_or(0);
     let mut durable_lat = durable.lat;
-    // Inference alone, as the Python peer times it: one call after another over the engine's observations.
-    let mut inference = load()?;
-    for obs in seen_obs.chunks(obs_len).cycle().take(b.decisions) {
-        let t = Instant::now();
-        inference.act_into(obs, &mut act)?;
-        infer_only.push(t.elapsed().as_nanos() as f64 / 1e3);
-    }
+    let mut infer_only = inference_alone(&mut load()?, &seen_obs, obs_len, b.decisions, symbols.len())?;
     let pct = |v: &mut Vec<f64>, p: f64| {
         v.sort_by(f64::total_cmp);
         if v.is_empty() { f64::NAN } else { v[((v.len() - 1) as f64 * p).round() as usize] }
@@ -180,10 +133,7 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     let (q50, q99) = (pct(&mut quiet, 0.50), pct(&mut quiet, 0.99));
     let (d50, d99) = (pct(&mut durable_lat, 0.50), pct(&mut durable_lat, 0.99));
     if let Some(dir) = &b.export {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        std::fs::write(dir.join("model.onnx"), &bytes).context("writing model.onnx")?;
-        let raw: Vec<u8> = seen_obs.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(dir.join("obs.bin"), raw).context("writing obs.bin")?;
+        export(dir, &bytes, &seen_obs)?;
     }
     let a = symbols.len();
     if b.json {
@@ -219,6 +169,76 @@ pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The model to time: the selected one, or a synthetic one of the config's shape when there is no
+/// champion to take.
+fn model(config: &Config, b: &InferBench, pl: &Pipeline, opts: SessionOptions) -> anyhow::Result<(Manifest, Vec<u8>)> {
+    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    let sel = ModelSel::parse(b.model.as_deref());
+    if matches!(sel, ModelSel::Champion) && reg.champion(ModelKind::Ppo)?.is_none() {
+        return Ok(synthetic(pl, &config.ppo.hidden, config.ppo.activation));
+    }
+    let id = PpoPolicy::load(&reg, &sel, pl, opts)?.id().to_string();
+    Ok(reg.load(&id)?)
+}
+
+/// Inference alone, as the Python peer times it: one call after another over the engine's observations
+/// (`n` calls, in µs).
+fn inference_alone(
+    policy: &mut PpoPolicy,
+    seen_obs: &[f32],
+    obs_len: usize,
+    n: usize,
+    assets: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let mut act = vec![0.0f32; assets];
+    let mut out = Vec::with_capacity(n);
+    for obs in seen_obs.chunks(obs_len).cycle().take(n) {
+        let t = Instant::now();
+        policy.act_into(obs, &mut act)?;
+        out.push(t.elapsed().as_nanos() as f64 / 1e3);
+    }
+    Ok(out)
+}
+
+/// `--export`: the model and the observations it was timed on, for the Python peer.
+fn export(dir: &std::path::Path, bytes: &[u8], seen_obs: &[f32]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(dir.join("model.onnx"), bytes).context("writing model.onnx")?;
+    let raw: Vec<u8> = seen_obs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(dir.join("obs.bin"), raw).context("writing obs.bin")?;
+    Ok(())
+}
+
+/// The decisions timed over accounts in memory (orders, kill switch, decisions: a store begun afresh for
+/// each pass, so that the figure is the engine's compute, with no file written and no flush). Passes over
+/// the bars repeat until `decisions` are timed; decisions that sent no order (no order record written,
+/// the rest of the path is) are also kept apart.
+fn memory_passes(
+    config: &Config,
+    bars: &[Vec<crate::domain::Bar>],
+    warm: usize,
+    load: &dyn Fn() -> Result<PpoPolicy, crate::policy::PolicyError>,
+    decisions: usize,
+) -> anyhow::Result<Timing> {
+    let mut all = Timing::default();
+    loop {
+        let account = Store::in_memory().context("opening the bench's account in memory")?;
+        let mut session = SimSession::open(config, StrategyMode::Ppo, &account, (Some(load()?), None), bars[0][0].t)?;
+        let mut timing = Timing { warm, wanted: decisions - all.lat.len(), flushes: None, ..Timing::default() };
+        let flow = session.drive(bars, &[], &mut timing)?;
+        all.orders += timing.orders;
+        all.lat.extend(timing.lat);
+        all.quiet.extend(timing.quiet);
+        let obs_len = session.engine().observation().len().max(1);
+        if all.obs.len() < 1000 * obs_len {
+            all.obs.extend(timing.obs);
+        }
+        if flow == Flow::Stop || all.lat.len() >= decisions || bars.first().is_none_or(|b| b.is_empty()) {
+            return Ok(all);
+        }
+    }
+}
+
 /// The decisions of one pass over an account on disk: each close's time and its durable flushes.
 struct Durable {
     lat: Vec<f64>,
@@ -240,23 +260,10 @@ fn durable_pass(
     {
         let account = Store::open(&dir).context("opening the bench's account on disk")?;
         let mut session = SimSession::open(config, StrategyMode::Ppo, &account, (Some(policy), None), bars[0][0].t)?;
-        for d in 0..bars.first().map_or(0, |b| b.len()) {
-            session.fill(bars, d, f64::NAN)?;
-            let before = account.durable_flushes();
-            let started = Instant::now();
-            for b in bars {
-                session.decide(&b[d]);
-            }
-            let took = started.elapsed();
-            if d < warm {
-                continue;
-            }
-            out.lat.push(took.as_nanos() as f64 / 1e3);
-            out.flushes.push(account.durable_flushes() - before);
-            if out.lat.len() >= closes {
-                break;
-            }
-        }
+        let mut timing = Timing { warm, wanted: closes, flushes: Some((account.clone(), 0)), ..Timing::default() };
+        session.drive(bars, &[], &mut timing)?;
+        out.lat = timing.lat;
+        out.flushes = timing.durable;
     }
     remove_account(&dir)?;
     Ok(out)
@@ -270,3 +277,53 @@ fn remove_account(dir: &std::path::Path) -> anyhow::Result<()> {
         _ => Ok(()),
     }
 }
+
+/// The bench's view of the run loop: each moment's decision time (its bars through the engine) from bar
+/// `warm` on, until `wanted` are timed; with an account on disk (`flushes`), the durable flushes of each.
+#[derive(Default)]
+struct Timing {
+    warm: usize,
+    wanted: usize,
+    took: std::time::Duration,
+    sent: usize,
+    orders: usize,
+    lat: Vec<f64>,
+    quiet: Vec<f64>,
+    obs: Vec<f32>,
+    flushes: Option<(Store, u64)>,
+    durable: Vec<u64>,
+}
+
+impl<'a> Hooks<Engine, SimVenue<'a>> for Timing {
+    fn on_close(&mut self, _: &mut Engine, _: &SimVenue<'a>, _: &Moment) {
+        (self.took, self.sent) = (std::time::Duration::ZERO, 0);
+        if let Some((account, before)) = self.flushes.as_mut() {
+            *before = account.durable_flushes();
+        }
+    }
+
+    fn on_bar(&mut self, _: &mut Engine, _: &crate::domain::Bar, orders: usize, took: std::time::Duration) {
+        self.took += took;
+        self.sent += orders;
+    }
+
+    fn after_moment(&mut self, core: &mut Engine, _: &SimVenue<'a>, m: &Moment) -> (Vec<Command>, Flow) {
+        if m.index < self.warm {
+            return (Vec::new(), Flow::Go);
+        }
+        let us = self.took.as_nanos() as f64 / 1e3;
+        self.orders += self.sent;
+        self.lat.push(us);
+        if self.sent == 0 {
+            self.quiet.push(us);
+        }
+        if let Some((account, before)) = &self.flushes {
+            self.durable.push(account.durable_flushes() - before);
+        } else if self.obs.len() < 1000 * core.observation().len().max(1) {
+            self.obs.extend_from_slice(core.observation());
+        }
+        (Vec::new(), if self.lat.len() >= self.wanted { Flow::Stop } else { Flow::Go })
+    }
+}
+
+impl SessionHooks<'_> for Timing {}

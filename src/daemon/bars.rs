@@ -1,7 +1,7 @@
 //! The live bar path between the market-data feed and the engine.
 //!
 //! Every minute bar the feed delivers (streamed or backfilled over REST) is written to the store as it
-//! arrives, and aggregated into `market.timeframe` (`alpaca::feed::Aggregator`: exchange-clock buckets,
+//! arrives, and aggregated into `market.timeframe` (`feed::Aggregator`: exchange-clock buckets,
 //! a stock's day closing at the session close); the engine sees only closed bars of that timeframe,
 //! each also stored, and every minute as `FeedEvent::Mark` (for the daily loss limit and the stops, which
 //! watch prices between two bars of the timeframe). A bucket closes on its last minute, on a later bucket's first minute, or
@@ -15,8 +15,8 @@
 //! (rebuilt, so a restart mid-bucket loses none), and the last stored bar of the timeframe (never
 //! emitted twice).
 
-use crate::alpaca::feed::Aggregator;
 use crate::domain::{Bar, Symbol, Timeframe};
+use crate::feed::Aggregator;
 use crate::feed::{FeedError, FeedEvent, MarketFeed};
 use crate::store::Store;
 use chrono::{DateTime, Duration, Utc};

@@ -9,6 +9,7 @@
 pub use super::link::{Account, EngineLink, EngineView};
 use super::models::load_swap;
 use super::notify::Notifier;
+use super::report::Reporter;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
 use crate::config::Config;
 use crate::control::server::Call;
@@ -51,7 +52,8 @@ pub struct Host<P: RunPipeline> {
     pub progress: Option<mpsc::UnboundedReceiver<Progress>>,
     /// The control socket's requests (`control::server::serve`).
     pub calls: Option<mpsc::Receiver<Call>>,
-    pub notifier: Notifier,
+    /// Metrics and systemd, as the trading side reports them (`daemon::report`).
+    pub report: Reporter,
     /// Set by SIGHUP: reload what can be reloaded at the next `poll`.
     pub hangup: Arc<AtomicBool>,
     pub live: Live,
@@ -104,12 +106,12 @@ impl<P: RunPipeline> Host<P> {
             config,
             store,
             registry,
-            metrics,
+            metrics: metrics.clone(),
             dashboard,
             retrainer,
             progress,
             calls,
-            notifier,
+            report: Reporter::new(metrics.clone(), notifier),
             hangup: Arc::new(AtomicBool::new(false)),
             live,
             retrains: Vec::new(),
@@ -126,7 +128,7 @@ impl<P: RunPipeline> Host<P> {
 
     /// A bar reached the engine (counted for status and metrics).
     pub fn saw_bar(&mut self, bar: &Bar) {
-        self.metrics.bar(bar.symbol.as_str());
+        self.report.bar(bar);
         self.live.bars_received += 1;
         self.live.last_bar.insert(bar.symbol.to_string(), bar.t);
     }
@@ -147,7 +149,7 @@ impl<P: RunPipeline> Host<P> {
 
     pub fn set_activity(&mut self, activity: impl Into<String>) {
         self.live.activity = activity.into();
-        self.notifier.status(&self.live.activity);
+        self.report.status(&self.live.activity);
     }
 
     /// Retrain progress and outcomes (a promoted model goes to the engine), the control socket's requests

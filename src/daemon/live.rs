@@ -12,29 +12,27 @@
 //! `strategy.mode = "scripted"` drives `live::ScriptedCore` instead (it buys one unit of each symbol on
 //! each bar): an order-path harness for a paper account, refused in live mode.
 
+use super::live_core::{CountingFeed, LiveCore, Notifying};
 use crate::alpaca::feed::{AlpacaFeed, StreamConfig};
 use crate::alpaca::rest::{GetAccount, GetAsset, RestClient, RestConfig};
 use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
 use crate::config::{Config, Credentials, Mode};
 use crate::daemon::bars::LiveBars;
-use crate::daemon::chores::TradingView;
-use crate::daemon::host::{Account, EngineView};
 use crate::daemon::notify::Notifier;
+use crate::daemon::report::Reporter;
 use crate::domain::{Qty, Timeframe};
-use crate::engine::{Command, Engine, EngineConfig, EngineRisk, Event, StrategyMode, SystemClock};
-use crate::feed::{FeedError, FeedEvent, MarketFeed};
-use crate::live::{Core, RunnerConfig, ScriptedCore};
+use crate::engine::{Engine, EngineConfig, EngineRisk, StrategyMode, SystemClock};
+use crate::live::{RunnerConfig, ScriptedCore};
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
 use crate::risk::{AssetRules, RiskChecks};
 use crate::store::Store;
 use anyhow::{Context, anyhow, bail};
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use rust_decimal::Decimal;
 use std::collections::HashMap;
-use std::time::Instant;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Ticks between periodic reconciliations (one tick a second).
@@ -45,26 +43,7 @@ const WARM_UP_BARS: i64 = 600;
 /// Runs on `rt` until `shutdown` is cancelled (by a signal, the caller, or a fatal feed error).
 pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &CancellationToken) -> anyhow::Result<()> {
     let scripted = config.strategy.mode == StrategyMode::Scripted;
-    if config.mode == Mode::Live && scripted {
-        bail!(
-            "{}: strategy.mode = \"scripted\" is an order-path harness that never trades real money: set a model strategy (ppo, lstm, ensemble) or mode = \"paper\"",
-            config.source.display()
-        );
-    }
-    if let Some(sim) = crate::clock::simulated() {
-        if config.mode == Mode::Live {
-            bail!(
-                "{} is set: a simulated clock is for paper trading against `tradebot fake-alpaca --market`; unset it to trade real money",
-                crate::clock::ENV
-            );
-        }
-        log::warn!(
-            "tradebot run: on a simulated clock ({}={sim}): {} minutes per second from {}",
-            crate::clock::ENV,
-            sim.speed,
-            sim.sim
-        );
-    }
+    refuse_unsafe(config, scripted)?;
     let creds = Credentials::load().map_err(|e| anyhow!(e))?.context(
         "feed.kind / broker.kind = \"alpaca\" needs APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment",
     )?;
@@ -76,34 +55,11 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
     let host = if scripted { None } else { Some(super::start::start_host(config, &store, rt, shutdown)?) };
     // The engine's bars: `market.timeframe` (the scripted harness trades each minute).
     let tf = if scripted { Timeframe::MIN1 } else { config.market.timeframe };
-    // `tradebot::run` listens for the signals and cancels `shutdown`: the runner does not listen again.
-    let cfg = RunnerConfig {
-        broker_timeout: config.alpaca.request_timeout * 4,
-        // An order POST in flight at SIGTERM is awaited (up to broker_timeout) and its answer recorded.
-        shutdown_deadline: config.alpaca.request_timeout * 4 + std::time::Duration::from_secs(10),
-        handle_signals: false,
-        max_order_age: config.risk.max_bar_age,
-        bar_length: std::time::Duration::from_secs(tf.seconds().unsigned_abs()),
-        ..RunnerConfig::default()
-    };
+    let cfg = runner_config(config, tf);
     let result = rt.block_on(async {
-        let rest = RestClient::new(RestConfig::from_config(&config.alpaca, &creds)).context("building the REST client")?;
-        let backoff = crate::alpaca::backoff::Backoff::STREAM;
-        let account = account_at_start(&rest, config.alpaca.start_retry, backoff, shutdown)
-            .await
-            .context("reading the Alpaca account: check the API keys and alpaca.trading_url")?;
-        log::warn!(
-            "tradebot run: trading the Alpaca {} account {} at {} (status {}, cash {}, equity {})",
-            if config.mode == Mode::Live { "LIVE (real money)" } else { "paper" },
-            account.id,
-            config.alpaca.trading_url,
-            account.status,
-            account.cash.round_dp(2),
-            account.equity.round_dp(2)
-        );
-        if account.blocked {
-            bail!("Alpaca account {} is blocked for trading (status {}): see Alpaca's dashboard", account.id, account.status);
-        }
+        let rest =
+            RestClient::new(RestConfig::from_config(&config.alpaca, &creds)).context("building the REST client")?;
+        check_account(&rest, config, shutdown).await?;
         let oms_cfg = OmsConfig { lost_after: config.broker.lost_after };
         let oms = Oms::open(&store, Box::new(SystemClock), oms_cfg).context("opening the order manager")?;
         // Every minute stored; the first backfill starts after the last stored one.
@@ -126,74 +82,13 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
         let feed = AlpacaFeed::start(feed_cfg, rest.clone());
         let updates = TradeUpdates::start(UpdatesConfig::from_config(config, &creds));
         let broker = AlpacaBroker::new(rest.clone());
+        let edges = Edges { rest, bars, feed, updates, broker, cfg };
         if scripted {
-            let qty = Qty::new(Decimal::ONE).context("order quantity")?;
-            let core = ScriptedCore::new(oms, qty, config.risk.max_order_notional, RECONCILE_EVERY_TICKS);
-            log::warn!("tradebot run: strategy.mode = \"scripted\": buying 1 unit of each symbol on each bar (an order-path harness, not a strategy)");
-            let core = Notifying { core, notifier: Notifier::from_env(), ready: false };
-            let feed = bars.over(feed);
-            let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await.context("running")?;
-            if let Some(reason) = end.fatal {
-                return Err(crate::live::RunError::Fatal(reason).into());
-            }
+            run_scripted(config, oms, host.as_ref().map(|h| h.metrics.clone()), edges, shutdown).await
         } else {
-            let Some(mut host) = host else { bail!("internal: no daemon host for the engine") };
-            let stocks = config.market.symbols.iter().any(|s| !s.is_crypto());
-            host.retrainer.set_calendar(stocks.then(|| calendar.clone()));
-            let slot = crate::daemon::calendar::CalendarSlot::default();
-            let (every, retry) = (crate::daemon::calendar::REFRESH_EVERY, crate::daemon::calendar::RETRY_EVERY);
-            let periods = (crate::clock::wall_span(every), crate::clock::wall_span(retry));
-            let refresh = crate::daemon::calendar::refresh_daily(
-                rest.clone(),
-                store.clone(),
-                calendar.clone(),
-                slot.clone(),
-                periods,
-                shutdown.clone(),
-            );
-            tokio::spawn(refresh);
-            let engine = engine(config, &store, &host.registry, &rest, oms, calendar).await?;
-            let metrics = host.metrics.clone();
-            let feed = bars.over(CountingFeed { inner: feed, metrics: metrics.clone(), connects: 0 });
-            let (inbox_tx, inbox) = mpsc::channel(256);
-            let core = LiveCore {
-                engine,
-                metrics,
-                notifier: Notifier::from_env(),
-                views: watch::Sender::new(TradingView::default()),
-                inbox: Some(inbox),
-                ready: false,
-                bars_received: 0,
-                last_bar: Default::default(),
-            };
-            core.views.send_replace(core.view());
-            // Status, retrains, controls and the dashboard beside the trading thread, until the run ends.
-            let chores_stop = shutdown.child_token();
-            let chores = super::chores::spawn(
-                host,
-                core.views.subscribe(),
-                super::chores::Inbox(inbox_tx),
-                slot,
-                store.clone(),
-                chores_stop.clone(),
-            )
-            .context("starting the daemon's chores thread")?;
-            let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await;
-            chores_stop.cancel();
-            // The host (its retrainer stops a running child when dropped) comes back when the thread ends.
-            if tokio::task::spawn_blocking(move || chores.join()).await.map_or(true, |r| r.is_err()) {
-                log::error!("tradebot run: the chores thread panicked");
-            }
-            let end = end.context("running")?;
-            if config.broker.cancel_on_shutdown {
-                cancel_open_orders(&rest, end.core.engine.oms(), cfg.broker_timeout).await;
-            }
-            if let Some(reason) = end.fatal {
-                // Exit EX_FATAL (75): systemd restarts the daemon, which reconnects and reconciles.
-                return Err(crate::live::RunError::Fatal(reason).into());
-            }
+            let Some(host) = host else { bail!("internal: no daemon host for the engine") };
+            run_engine(config, &store, oms, calendar, host, edges, shutdown).await
         }
-        anyhow::Ok(())
     });
     // Flushed on every way out, an error's included.
     let flushed = store.flush().context("flushing the store");
@@ -201,6 +96,159 @@ pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Cancellatio
     flushed?;
     log::info!("tradebot run: stopped cleanly");
     Ok(())
+}
+
+/// A live account is never traded by the scripted harness nor on a simulated clock.
+fn refuse_unsafe(config: &Config, scripted: bool) -> anyhow::Result<()> {
+    if config.mode == Mode::Live && scripted {
+        bail!(
+            "{}: strategy.mode = \"scripted\" is an order-path harness that never trades real money: set a model strategy (ppo, lstm, ensemble) or mode = \"paper\"",
+            config.source.display()
+        );
+    }
+    if let Some(sim) = crate::clock::simulated() {
+        if config.mode == Mode::Live {
+            bail!(
+                "{} is set: a simulated clock is for paper trading against `tradebot fake-alpaca --market`; unset it to trade real money",
+                crate::clock::ENV
+            );
+        }
+        log::warn!(
+            "tradebot run: on a simulated clock ({}={sim}): {} minutes per second from {}",
+            crate::clock::ENV,
+            sim.speed,
+            sim.sim
+        );
+    }
+    Ok(())
+}
+
+/// The runner's settings for Alpaca: its request timeout bounds every broker call and the shutdown.
+/// `tradebot::run` listens for the signals and cancels `shutdown`: the runner does not listen again.
+fn runner_config(config: &Config, tf: Timeframe) -> RunnerConfig {
+    RunnerConfig {
+        broker_timeout: config.alpaca.request_timeout * 4,
+        // An order POST in flight at SIGTERM is awaited (up to broker_timeout) and its answer recorded.
+        shutdown_deadline: config.alpaca.request_timeout * 4 + std::time::Duration::from_secs(10),
+        handle_signals: false,
+        max_order_age: config.risk.max_bar_age,
+        bar_length: std::time::Duration::from_secs(tf.seconds().unsigned_abs()),
+        ..RunnerConfig::default()
+    }
+}
+
+/// The account we are about to trade, logged (paper or LIVE); a blocked one is refused.
+async fn check_account(rest: &RestClient, config: &Config, shutdown: &CancellationToken) -> anyhow::Result<()> {
+    let backoff = crate::alpaca::backoff::Backoff::STREAM;
+    let account = account_at_start(rest, config.alpaca.start_retry, backoff, shutdown)
+        .await
+        .context("reading the Alpaca account: check the API keys and alpaca.trading_url")?;
+    log::warn!(
+        "tradebot run: trading the Alpaca {} account {} at {} (status {}, cash {}, equity {})",
+        if config.mode == Mode::Live { "LIVE (real money)" } else { "paper" },
+        account.id,
+        config.alpaca.trading_url,
+        account.status,
+        account.cash.round_dp(2),
+        account.equity.round_dp(2)
+    );
+    if account.blocked {
+        bail!(
+            "Alpaca account {} is blocked for trading (status {}): see Alpaca's dashboard",
+            account.id,
+            account.status
+        );
+    }
+    Ok(())
+}
+
+/// What the core trades through: Alpaca's REST client, the bar path over its stream, its trade updates
+/// and its broker, with the runner's settings.
+struct Edges {
+    rest: RestClient,
+    bars: LiveBars<()>,
+    feed: AlpacaFeed,
+    updates: TradeUpdates,
+    broker: AlpacaBroker,
+    cfg: RunnerConfig,
+}
+
+/// The scripted harness on the live runner (one unit of each symbol bought on each bar).
+async fn run_scripted(
+    config: &Config,
+    oms: Oms,
+    metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    edges: Edges,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let Edges { bars, feed, updates, broker, cfg, .. } = edges;
+    let qty = Qty::new(Decimal::ONE).context("order quantity")?;
+    let core = ScriptedCore::new(oms, qty, config.risk.max_order_notional, RECONCILE_EVERY_TICKS);
+    log::warn!(
+        "tradebot run: strategy.mode = \"scripted\": buying 1 unit of each symbol on each bar (an order-path harness, not a strategy)"
+    );
+    let metrics = metrics.unwrap_or_else(|| std::sync::Arc::new(crate::metrics::Metrics::new()));
+    let core = Notifying::new(core, Reporter::new(metrics, Notifier::from_env()));
+    let end =
+        crate::live::run(core, bars.over(feed), updates, broker, cfg, shutdown.clone()).await.context("running")?;
+    match end.fatal {
+        Some(reason) => Err(crate::live::RunError::Fatal(reason).into()),
+        None => Ok(()),
+    }
+}
+
+/// The engine on the live runner, with the host's chores (status, retrains, controls, the dashboard) on a
+/// thread beside the trading thread, until the run ends.
+async fn run_engine(
+    config: &Config,
+    store: &Store,
+    oms: Oms,
+    calendar: crate::calendar::Calendar,
+    mut host: super::host::Host<crate::retrain::RetrainPipeline>,
+    edges: Edges,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let Edges { rest, bars, feed, updates, broker, cfg } = edges;
+    let stocks = config.market.symbols.iter().any(|s| !s.is_crypto());
+    host.retrainer.set_calendar(stocks.then(|| calendar.clone()));
+    let slot = crate::daemon::calendar::CalendarSlot::default();
+    let (every, retry) = (crate::daemon::calendar::REFRESH_EVERY, crate::daemon::calendar::RETRY_EVERY);
+    let periods = (crate::clock::wall_span(every), crate::clock::wall_span(retry));
+    let refresh = crate::daemon::calendar::refresh_daily(
+        rest.clone(),
+        store.clone(),
+        calendar.clone(),
+        slot.clone(),
+        periods,
+        shutdown.clone(),
+    );
+    tokio::spawn(refresh);
+    let engine = engine(config, store, &host.registry, &rest, oms, calendar).await?;
+    let metrics = host.metrics.clone();
+    let feed = bars.over(CountingFeed::new(feed, metrics.clone()));
+    let (inbox_tx, inbox) = mpsc::channel(256);
+    let core = LiveCore::new(engine, Reporter::new(metrics, Notifier::from_env()), inbox);
+    // Status, retrains, controls and the dashboard beside the trading thread, until the run ends.
+    let chores_stop = shutdown.child_token();
+    let views = core.views();
+    let chores =
+        super::chores::spawn(host, views, super::chores::Inbox(inbox_tx), slot, store.clone(), chores_stop.clone())
+            .context("starting the daemon's chores thread")?;
+    let end = crate::live::run(core, feed, updates, broker, cfg, shutdown.clone()).await;
+    chores_stop.cancel();
+    // The host (its retrainer stops a running child when dropped) comes back when the thread ends.
+    if tokio::task::spawn_blocking(move || chores.join()).await.map_or(true, |r| r.is_err()) {
+        log::error!("tradebot run: the chores thread panicked");
+    }
+    let end = end.context("running")?;
+    if config.broker.cancel_on_shutdown {
+        cancel_open_orders(&rest, end.core.engine(), cfg.broker_timeout).await;
+    }
+    match end.fatal {
+        // Exit EX_FATAL (75): systemd restarts the daemon, which reconnects and reconciles.
+        Some(reason) => Err(crate::live::RunError::Fatal(reason).into()),
+        None => Ok(()),
+    }
 }
 
 /// The engine for the live runner: champions, risk checks with Alpaca's asset rules, warm-up on stored bars.
@@ -234,9 +282,9 @@ async fn engine(
         reconcile_every: RECONCILE_EVERY_TICKS,
     };
     let tf = config.market.timeframe;
-    let mut engine = Engine::new(cfg, store, oms, policy, probs)
+    let mut engine = Engine::new(cfg, store, oms, (policy, probs), Box::new(SystemClock))
         .context("building the engine")?
-        .with_risk(EngineRisk { checks, clock: Box::new(SystemClock), timeframe: tf, assets })
+        .with_risk(EngineRisk { checks, timeframe: tf, assets })
         .with_gap_guard()
         .with_audit()
         .with_max_stale_bars(config.market.max_stale_bars);
@@ -260,124 +308,10 @@ async fn engine(
     Ok(engine)
 }
 
-/// A core that tells systemd it is ready after its first reconciliation and pings the watchdog as it
-/// works.
-struct Notifying<C: Core> {
-    core: C,
-    notifier: Notifier,
-    ready: bool,
-}
-
-impl<C: Core> Core for Notifying<C> {
-    fn process(&mut self, ev: Event) -> Vec<Command> {
-        let reconciled = matches!(ev, Event::Reconciled(_));
-        let out = self.core.process(ev);
-        if reconciled && !self.ready {
-            self.ready = true;
-            self.notifier.ready("reconciled with the broker; trading");
-        }
-        self.notifier.watchdog();
-        out
-    }
-}
-
-/// The engine on the live runner: it only trades. Per event it counts into the metrics and pings the
-/// systemd watchdog; after it, it leaves a view of the engine for the chores (`daemon::chores`), whose
-/// controls, models and limits come back through its inbox as events. `READY=1` after the first
-/// reconciliation.
-struct LiveCore {
-    engine: Engine,
-    metrics: std::sync::Arc<crate::metrics::Metrics>,
-    notifier: Notifier,
-    views: watch::Sender<TradingView>,
-    inbox: Option<mpsc::Receiver<Event>>,
-    ready: bool,
-    bars_received: u64,
-    last_bar: std::collections::BTreeMap<String, DateTime<Utc>>,
-}
-
-impl LiveCore {
-    fn view(&self) -> TradingView {
-        let account = Account { equity: self.engine.equity(), cash: self.engine.cash() };
-        TradingView {
-            engine: EngineView::of(&self.engine, account),
-            ready: self.ready,
-            bars_received: self.bars_received,
-            last_bar: self.last_bar.clone(),
-        }
-    }
-}
-
-impl Core for LiveCore {
-    fn process(&mut self, ev: Event) -> Vec<Command> {
-        let reconciled = matches!(ev, Event::Reconciled(_));
-        if let Event::Order(u) = &ev {
-            self.metrics.order(&format!("{:?}", u.kind).to_lowercase());
-        }
-        let out = match ev {
-            Event::Bar(b) => {
-                self.metrics.bar(b.symbol.as_str());
-                self.bars_received += 1;
-                self.last_bar.insert(b.symbol.to_string(), b.t);
-                let started = Instant::now();
-                let out = self.engine.process(Event::Bar(b));
-                self.metrics.decision_latency.observe(started.elapsed().as_secs_f64());
-                out
-            }
-            ev => self.engine.process(ev),
-        };
-        for (_, reason) in self.engine.take_refusals() {
-            self.metrics.reject(reason);
-        }
-        if reconciled && !self.ready {
-            self.ready = true;
-            self.notifier.ready("reconciled with the broker; trading");
-        }
-        for c in &out {
-            if matches!(c, Command::Submit(_)) {
-                self.metrics.order("new");
-            }
-        }
-        self.views.send_replace(self.view());
-        self.notifier.watchdog();
-        out
-    }
-
-    fn inbox(&mut self) -> Option<mpsc::Receiver<Event>> {
-        self.inbox.take()
-    }
-}
-
-/// The feed, keeping `feed_connected` and counting its reconnects and backfilled bars into the metrics (`feed_reconnects`,
-/// `backfilled_bars`; the status report reads the same counter).
-struct CountingFeed<F> {
-    inner: F,
-    metrics: std::sync::Arc<crate::metrics::Metrics>,
-    connects: u64,
-}
-
-impl<F: MarketFeed + Send> MarketFeed for CountingFeed<F> {
-    async fn next(&mut self) -> Result<FeedEvent, FeedError> {
-        let ev = self.inner.next().await;
-        match &ev {
-            Ok(FeedEvent::Disconnected { .. }) | Err(_) => _ = self.metrics.feed_connected.set(0),
-            Ok(FeedEvent::Connected { .. }) => _ = self.metrics.feed_connected.set(1),
-            _ => {}
-        }
-        if let Ok(FeedEvent::Connected { backfilled }) = &ev {
-            if self.connects > 0 {
-                self.metrics.feed_reconnects.inc();
-            }
-            self.connects += 1;
-            self.metrics.backfilled_bars.inc_by(*backfilled as u64);
-        }
-        ev
-    }
-}
-
 /// `broker.cancel_on_shutdown`: asks the broker to cancel every order the OMS still holds open, each
 /// within `timeout`; failures are logged (the next start's reconciliation sees what the broker did).
-async fn cancel_open_orders(rest: &RestClient, oms: &Oms, timeout: std::time::Duration) {
+async fn cancel_open_orders(rest: &RestClient, engine: &Engine, timeout: std::time::Duration) {
+    let oms = engine.oms();
     let mut broker = AlpacaBroker::new(rest.clone());
     // Ours only: an order placed by hand (adopted at reconciliation) is the user's to cancel.
     let open: Vec<_> = oms.open_orders().filter(|o| !o.adopted).map(|o| o.client_order_id.clone()).collect();

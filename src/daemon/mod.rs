@@ -1,8 +1,9 @@
 //! The daemon: `tradebot::run` (`run`) builds the runtime, owns shutdown and the signals, and starts what
 //! runs around the engine (`host`: registry, control socket, `/metrics`, dashboard, retrainer, status);
 //! then a driver moves bars from the feed to the engine and orders from the engine to the broker:
-//! `replay` (stored bars, the SimBroker, simulated time) or `live` (Alpaca's feed and broker through the
-//! live runner; `bars` stores every minute and hands the engine closed bars of `market.timeframe`;
+//! `replay` (stored bars, the SimBroker, simulated time, through the one run loop `live::drive::run` with
+//! `replay_hooks`) or `live` (Alpaca's feed and broker through the live runner, `live_core` the cores on
+//! its trading thread; `report` carries metrics and systemd for both; `bars` stores every minute and hands the engine closed bars of `market.timeframe`;
 //! `calendar` reads the exchange calendar; `models` loads the champions and new ones; live, `chores` runs
 //! the host on a thread of its own beside the trading thread). Also systemd notifications (`notify`), scheduled retraining in the background (`retrainer`),
 //! and the status (`status`: the report and the dashboard, the book, the alerts the host watches for, and
@@ -14,9 +15,12 @@ pub mod chores;
 pub mod host;
 pub mod link;
 pub mod live;
+mod live_core;
 pub mod models;
 pub mod notify;
 pub mod replay;
+mod replay_hooks;
+pub mod report;
 pub mod retrainer;
 pub mod run;
 pub mod start;

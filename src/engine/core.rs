@@ -104,6 +104,9 @@ pub struct Engine {
     pub(super) protect_failures: super::protect_state::ProtectFailures,
     /// Whether each new fill is logged at INFO (the audit trail of a live run).
     pub(super) audit: bool,
+    /// The engine's time, given when it is built: the wall clock live, the bar clock (moved by the
+    /// session's loop) in replays, backtests and tests. There is no other source of "now".
+    pub(super) clock: Box<dyn super::Clock>,
 }
 
 /// A bar opening below 0.55 or above 1.8 times the previous close: almost always a split, a reverse split
@@ -111,13 +114,12 @@ pub struct Engine {
 /// money for nothing, so the symbol is paused and the log says why.
 pub(super) const PRICE_GAP: (f64, f64) = (0.55, 1.8);
 
-/// The full risk checks (`risk::RiskChecks`) and what they need from outside the engine: the clock (for
-/// stale bars and market hours), the timeframe, and the broker's asset rules (symbols absent from the map
+/// The full risk checks (`risk::RiskChecks`) and what they need from outside the engine: the timeframe
+/// and the broker's asset rules (stale bars and market hours are judged on the engine's clock) (symbols absent from the map
 /// are assumed tradable, fractionable, no minimum). Without them the engine checks only the order
 /// notional, the execution rule of the env (backtests, where parity with the env is the point).
 pub struct EngineRisk {
     pub checks: RiskChecks,
-    pub clock: Box<dyn super::Clock>,
     pub timeframe: Timeframe,
     pub assets: HashMap<Symbol, AssetRules>,
 }
@@ -131,12 +133,14 @@ pub enum EngineError {
 }
 
 impl Engine {
+    /// The engine on its account `store` and `oms`, with its models and its `clock` (the only time it
+    /// reads: the wall clock live, a `ManualClock` the session moves bar by bar elsewhere).
     pub fn new(
         cfg: EngineConfig,
         store: &Store,
         oms: Oms,
-        policy: Option<PpoPolicy>,
-        probs: Option<Box<dyn ProbSource>>,
+        (policy, probs): (Option<PpoPolicy>, Option<Box<dyn ProbSource>>),
+        clock: Box<dyn super::Clock>,
     ) -> Result<Engine, EngineError> {
         let mode = cfg.strategy.mode;
         if mode == StrategyMode::Scripted {
@@ -173,6 +177,7 @@ impl Engine {
             flatten_outcome: None,
             protect_failures: Default::default(),
             audit: false,
+            clock,
             cfg,
             oms,
             policy,
@@ -487,9 +492,5 @@ impl Engine {
                 StrategyMode::Scripted => None,
             })
             .collect())
-    }
-
-    pub(super) fn now(&self) -> DateTime<Utc> {
-        self.last.iter().flatten().map(|b| b.t).max().unwrap_or_else(Utc::now)
     }
 }

@@ -194,8 +194,8 @@ fn fractional_quantities_are_rounded_down_to_nine_decimals() {
 fn a_split_sized_gap_pauses_the_symbol_instead_of_firing_its_stop() {
     let exec = ExecParams { max_trade: 20.0, trailing_stop: 0.05, cooldown_bars: 3, ..ExecParams::default() };
     let (r, clock, w) = ready(&exec);
-    let super::tests::Rig { _dir, store, engine, bars } = r;
-    let mut r = super::tests::Rig { _dir, store, engine: engine.with_gap_guard(), bars };
+    let super::tests::Rig { _dir, store, engine, bars, clock: rig_clock } = r;
+    let mut r = super::tests::Rig { _dir, store, engine: engine.with_gap_guard(), bars, clock: rig_clock };
     let aapl = Symbol::new("AAPL").unwrap();
     let snap = BrokerSnapshot {
         cash: Decimal::from(98_500),

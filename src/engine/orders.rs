@@ -104,7 +104,7 @@ impl Engine {
             // Ages count from the bar's close: a 15Min bar is fresh when its bucket closes.
             bar_time: req.bar_time + chrono::Duration::seconds(r.timeframe.seconds()),
             timeframe: r.timeframe,
-            now: r.clock.now(),
+            now: self.clock.now(),
             inputs_finite: self.obs.iter().all(|v| v.is_finite()),
             assets: &r.assets,
         };

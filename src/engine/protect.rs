@@ -30,9 +30,9 @@ const RETRY_FIRST: Duration = Duration::seconds(5);
 const RETRY_MAX: Duration = Duration::minutes(5);
 
 impl Engine {
-    /// The clock's time (the bar clock in backtests without risk checks).
+    /// The engine's clock's time (given when it was built).
     pub(super) fn clock_now(&self) -> DateTime<Utc> {
-        self.risk.as_ref().map_or_else(|| self.now(), |r| r.clock.now())
+        self.clock.now()
     }
 
     /// The freshest price of symbol `k`: its last mark when that is not older than its last bar, else the

@@ -67,6 +67,8 @@ pub(super) struct Rig {
     pub(super) store: Store,
     pub(super) engine: Engine,
     pub(super) bars: Vec<Vec<Bar>>,
+    /// The engine's clock, at the first bar; tests move it.
+    pub(super) clock: ManualClock,
 }
 
 pub(super) fn rig(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>) -> Rig {
@@ -89,6 +91,8 @@ fn rig_on(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>, with_policy: bool, i
     let clock = ManualClock::new(DateTime::from_timestamp(1_000_000_000, 0).unwrap());
     let oms = Oms::open(&store, Box::new(clock), OmsConfig::default()).unwrap();
     let spec = FeatureSpec::default();
+    let bars = bars(&pl.symbols, spec.warmup() + 3);
+    let clock = ManualClock::new(bars[0][0].t);
     let cfg = EngineConfig {
         strategy: StrategyConfig { mode, lstm_position_pct: 0.004, ..Default::default() },
         symbols: pl.symbols.clone(),
@@ -99,9 +103,9 @@ fn rig_on(mode: StrategyMode, probs: Option<Vec<[f32; 3]>>, with_policy: bool, i
         reconcile_every: 0,
     };
     let probs = probs.map(|p| Box::new(FakeProbs(p, pl.symbols.clone())) as Box<dyn ProbSource>);
-    let engine = Engine::new(cfg, &store, oms, with_policy.then_some(policy), probs).unwrap();
-    let bars = bars(&pl.symbols, spec.warmup() + 3);
-    Rig { _dir: dir, store, engine, bars }
+    let engine =
+        Engine::new(cfg, &store, oms, (with_policy.then_some(policy), probs), Box::new(clock.clone())).unwrap();
+    Rig { _dir: dir, store, engine, bars, clock }
 }
 
 pub(super) fn feed(e: &mut Engine, bars: &[Vec<Bar>], d: usize) -> Vec<Command> {
@@ -242,8 +246,8 @@ fn lstm_and_ensemble_modes_follow_the_probabilities() {
         },
         &r.store,
         Oms::open(&r.store, Box::new(SystemClock), OmsConfig::default()).unwrap(),
-        None,
-        None,
+        (None, None),
+        Box::new(SystemClock),
     );
     assert!(matches!(e, Err(EngineError::Missing { .. })));
 }
@@ -288,14 +292,12 @@ pub(super) fn risk_cfg(max_order_notional: &str) -> crate::config::RiskConfig {
     }
 }
 
-/// The rig's engine with the full risk checks on a clock the test moves.
+/// The rig's engine with the full risk checks, on the rig's clock (at the first bar; the test moves it).
 pub(super) fn with_risk(r: Rig, cfg: &crate::config::RiskConfig, exec: &ExecParams) -> (Rig, ManualClock) {
-    let clock = ManualClock::new(r.bars[0][0].t);
     let checks = crate::risk::RiskChecks::open(cfg, exec, &r.store).unwrap();
-    let Rig { _dir, store, engine, bars } = r;
-    let risk =
-        EngineRisk { checks, clock: Box::new(clock.clone()), timeframe: Timeframe::DAY1, assets: Default::default() };
-    (Rig { _dir, store, engine: engine.with_risk(risk), bars }, clock)
+    let Rig { _dir, store, engine, bars, clock } = r;
+    let risk = EngineRisk { checks, timeframe: Timeframe::DAY1, assets: Default::default() };
+    (Rig { _dir, store, engine: engine.with_risk(risk), bars, clock: clock.clone() }, clock)
 }
 
 #[test]
@@ -423,4 +425,19 @@ fn a_refusal_is_said_at_info_once_a_day_across_engines_and_at_debug_in_a_gate_ba
     // AAPL's max_order_notional today: once at INFO at most (none when another test said it first).
     assert!(count(Info) <= 1, "{:#?}", log.lines());
     assert_eq!(count(Info) + count(Debug), 9, "{:#?}", log.lines());
+}
+
+/// The engine's time is the clock it was built with, with or without the risk checks: a flatten is
+/// stamped with the clock's time, not the last bar's, and never the wall clock's.
+#[test]
+fn the_engine_reads_the_clock_it_was_built_with_not_the_last_bar_or_the_wall() {
+    let mut r = rig(StrategyMode::Ppo, None);
+    r.engine.process(snapshot(100_000));
+    for d in 0..3 {
+        feed(&mut r.engine, &r.bars, d);
+    }
+    let at = r.bars[0][0].t - chrono::Duration::days(400);
+    r.clock.set(at);
+    r.engine.process(Event::Control(Control::Flatten));
+    assert_eq!(r.engine.flatten_outcome().map(|o| o.at), Some(at));
 }

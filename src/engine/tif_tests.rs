@@ -43,15 +43,18 @@ fn crypto_rig() -> Rig {
         max_order_notional: rust_decimal::Decimal::from(1_000_000),
         reconcile_every: 0,
     };
-    let engine = Engine::new(cfg, &store, oms, Some(policy), None).unwrap();
+    // The rig's clock, set to its first bar below (as `with_risk` expects).
+    let bar_clock = ManualClock::new(DateTime::from_timestamp(1_000_000_000, 0).unwrap());
+    let engine = Engine::new(cfg, &store, oms, (Some(policy), None), Box::new(bar_clock.clone())).unwrap();
     // The stock rig's bars, renamed: the same prices and times.
-    let bars = rig(StrategyMode::Ppo, None)
+    let bars: Vec<Vec<crate::domain::Bar>> = rig(StrategyMode::Ppo, None)
         .bars
         .into_iter()
         .zip(&pl.symbols)
         .map(|(v, s)| v.into_iter().map(|b| crate::domain::Bar { symbol: s.clone(), ..b }).collect())
         .collect();
-    Rig { _dir: dir, store, engine, bars }
+    bar_clock.set(bars[0][0].t);
+    Rig { _dir: dir, store, engine, bars, clock: bar_clock }
 }
 
 /// Warms `r` up, reconciles, and returns the first decision's orders (the clock on each bar).

@@ -15,6 +15,10 @@
 //!     Cancel → broker.cancel;  Reconcile → broker.snapshot → Event::Reconciled (retried until it works)
 //! ```
 //!
+//! The core thread's command handling (`drive::handle`) is the one the replays, backtests and the gate
+//! run through too (`drive::run`, a synchronous loop over stored bars with a simulated broker): live adds
+//! only the async edges drawn above.
+//!
 //! The runner starts with one `Command::Reconcile` of its own, so the core (its OMS) hears the broker's
 //! view before anything else. Every broker call has a timeout. A blocking core never stalls the reactor.
 //!
@@ -28,6 +32,7 @@
 //! `broker_timeout`.
 
 mod commands;
+pub mod drive;
 mod scripted;
 mod tasks;
 #[cfg(test)]
@@ -196,47 +201,33 @@ where
     }
 }
 
-/// The core thread: events in, commands out, until every event sender is gone.
+/// The core thread: events in, commands out (through the command handling the simulated sessions share,
+/// `drive::handle`), until every event sender is gone.
 fn core_loop<C: Core>(mut core: C, mut events: mpsc::Receiver<Event>, commands: mpsc::Sender<Command>) -> C {
-    use mpsc::error::TrySendError;
+    let mut sink = QueueSink(commands);
     while let Some(ev) = events.blocking_recv() {
-        let mut out = core.process(ev);
-        while !out.is_empty() {
-            let mut more = Vec::new();
-            for c in out {
-                match commands.try_send(c) {
-                    Ok(()) => {}
-                    // The command task has stopped (shutdown): an order that will not be sent is recorded so.
-                    Err(TrySendError::Closed(Command::Submit(o))) => {
-                        log::info!("runner: order {} not sent: shutting down", o.client_order_id);
-                        more.extend(core.process(Event::NotSent { client_order_id: o.client_order_id.clone() }));
-                    }
-                    Err(TrySendError::Full(c)) => {
-                        // The broker is slower than the orders (its rate limit, or no answer within the
-                        // timeout): the core waits for room rather than dropping anything, so orders go out
-                        // at the pace the broker takes them (each is checked for staleness at its turn).
-                        if let Command::Submit(o) = &c {
-                            log::warn!(
-                                "runner: the command queue is full ({} waiting for the broker); order {} waits for room",
-                                commands.max_capacity(),
-                                o.client_order_id
-                            );
-                        }
-                        let id = if let Command::Submit(o) = &c { Some(o.client_order_id.clone()) } else { None };
-                        if commands.blocking_send(c).is_err() {
-                            log::debug!("runner: command dropped, the command task has stopped");
-                            if let Some(id) = id {
-                                more.extend(core.process(Event::NotSent { client_order_id: id }));
-                            }
-                        }
-                    }
-                    Err(TrySendError::Closed(_)) => {
-                        log::debug!("runner: command dropped, the command task has stopped")
-                    }
-                }
-            }
-            out = more;
-        }
+        drive::handle(&mut core, ev, &mut sink);
     }
     core
+}
+
+/// The command task's queue as the core's sink.
+struct QueueSink(mpsc::Sender<Command>);
+
+impl drive::CommandSink for QueueSink {
+    fn offer(&mut self, c: Command) -> Result<(), drive::Refused> {
+        use mpsc::error::TrySendError;
+        self.0.try_send(c).map_err(|e| match e {
+            TrySendError::Closed(c) => drive::Refused::Closed(c),
+            TrySendError::Full(c) => drive::Refused::Full(c),
+        })
+    }
+
+    fn wait(&mut self, c: Command) -> Result<(), Command> {
+        self.0.blocking_send(c).map_err(|e| e.0)
+    }
+
+    fn capacity(&self) -> usize {
+        self.0.max_capacity()
+    }
 }

@@ -7,13 +7,11 @@
 //! [`BarGate`] so the consumer sees every minute bar exactly once and in time order per symbol, whether
 //! it came from the stream or the backfill.
 
-mod aggregate;
 mod gate;
 mod session;
 #[cfg(test)]
 mod tests;
 
-pub use aggregate::{AggregateError, Aggregator};
 pub use gate::BarGate;
 
 use crate::alpaca::backoff::Backoff;

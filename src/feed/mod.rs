@@ -1,7 +1,12 @@
 //! Market data as the trading core takes it, whatever its source: the [`MarketFeed`] trait, the
 //! counterpart of the brokers' `Broker` trait on the way in. Alpaca's stream (`alpaca::feed::AlpacaFeed`), the daemon's bar path
 //! (`daemon::bars::LiveBars`) and the test doubles implement it; Alpaca's own message types stop at its
-//! adapter.
+//! adapter. Bar aggregation into the configured timeframe ([`Aggregator`]) lives here too: it serves any
+//! minute-bar source (`daemon::bars`), not Alpaca's adapter alone.
+
+mod aggregate;
+
+pub use aggregate::{AggregateError, Aggregator};
 
 use crate::domain::{Bar, Symbol};
 use chrono::{DateTime, Utc};
