@@ -62,11 +62,13 @@ systemd-tools:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; fi; }
 
-# Optuna (PyPI) in the venv, for the test that loads `tradebot tune`'s journal export with Optuna's own storage.
+# Optuna (PyPI) in the venv, for the test that loads `tradebot tune`'s journal export with Optuna's own storage,
+# and grpcio for Optuna's gRPC storage proxy (tests/tune_cluster.rs: workers on one study through the proxy).
 OPTUNA_VERSION := 4.6.0
+GRPCIO_VERSION := 1.76.0
 optuna: venv
-	@"$(PYENV)/bin/python" -c 'import optuna; assert optuna.__version__ == "$(OPTUNA_VERSION)"' 2>/dev/null || \
-		"$(PYENV)/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$(OPTUNA_VERSION)"
+	@"$(PYENV)/bin/python" -c 'import optuna, grpc; assert optuna.__version__ == "$(OPTUNA_VERSION)" and grpc.__version__ == "$(GRPCIO_VERSION)"' 2>/dev/null || \
+		"$(PYENV)/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$(OPTUNA_VERSION)" "grpcio==$(GRPCIO_VERSION)"
 
 # CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs).
 test: venv optuna chromium systemd-tools check-inference-only lint
