@@ -24,25 +24,28 @@ fn peer() -> PathBuf {
     common::root().join("scripts/optuna_peer.py")
 }
 
-/// Optuna's gRPC proxy over the SQLite file `db` on `port`, answering.
+/// Optuna's gRPC proxy over the storage `db` (an SQLAlchemy URL) on `port`, answering.
 struct Proxy {
     child: Child,
     port: u16,
-    db: PathBuf,
+    db: String,
 }
 
 impl Proxy {
-    fn start(db: &Path, port: u16) -> Proxy {
+    fn sqlite(file: &Path) -> Proxy {
+        Proxy::start(&format!("sqlite:///{}", file.display()), free_port())
+    }
+
+    fn start(db: &str, port: u16) -> Proxy {
         let check = Command::new(python()).args(["-c", "import optuna, grpc"]).output();
         match check {
             Ok(o) if o.status.success() => {}
             Ok(o) => panic!("the venv's Python lacks optuna or grpcio (`make optuna`): {}", text(&o)),
             Err(e) => panic!("{}: {e} (`make venv optuna`)", python().display()),
         }
-        let url = format!("sqlite:///{}", db.display());
         let child = Command::new(python())
             .arg(peer())
-            .args(["proxy", &port.to_string(), &url])
+            .args(["proxy", &port.to_string(), db])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -52,7 +55,7 @@ impl Proxy {
             assert!(Instant::now() < deadline, "Optuna's gRPC proxy did not listen on {port} within 60s");
             std::thread::sleep(Duration::from_millis(100));
         }
-        Proxy { child, port, db: db.to_path_buf() }
+        Proxy { child, port, db: db.to_string() }
     }
 
     fn url(&self) -> String {
@@ -111,8 +114,18 @@ fn config(dir: &Path, budget_steps: u64) -> PathBuf {
 fn worker(cfg: &Path, url: &str, study: &str, trials: usize) -> Child {
     let cfg = cfg.to_str().unwrap();
     command(&[
-        "tune", "ppo", "--config", cfg, "--storage", url, "--study", study, "--trials", &trials.to_string(),
-        "--heartbeat-grace", "4s",
+        "tune",
+        "ppo",
+        "--config",
+        cfg,
+        "--storage",
+        url,
+        "--study",
+        study,
+        "--trials",
+        &trials.to_string(),
+        "--heartbeat-grace",
+        "4s",
     ])
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
@@ -133,28 +146,105 @@ fn finished(c: Child, who: &str) -> String {
     text(&o)
 }
 
+/// PostgreSQL from Debian's package on a temporary data directory and a free loopback port (run as the
+/// `postgres` user where the test runs as root, which PostgreSQL refuses).
+struct Postgres {
+    dir: PathBuf,
+    port: u16,
+}
+
+const PGBIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl Postgres {
+    fn start(dir: &Path) -> Postgres {
+        let data = dir.join("pg");
+        std::fs::create_dir_all(&data).unwrap();
+        let root = nix::unistd::Uid::effective().is_root();
+        let pg = |tool: &str, args: &[&str]| {
+            let bin = format!("{PGBIN}/{tool}");
+            assert!(
+                Path::new(&bin).exists(),
+                "no {bin}: install Debian's postgresql package (apt-get install postgresql)"
+            );
+            let mut c = if root { Command::new("runuser") } else { Command::new(&bin) };
+            if root {
+                c.args(["-u", "postgres", "--", &bin]);
+            }
+            let o = c.args(args).output().unwrap();
+            assert!(o.status.success(), "{tool} {args:?}: {}", text(&o));
+        };
+        if root {
+            use std::os::unix::fs::PermissionsExt;
+            // The test's temporary directory is the test user's alone: PostgreSQL's user must pass through it.
+            if let Some(parent) = dir.parent() {
+                std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+            for d in [dir, data.as_path()] {
+                let o = Command::new("chown").arg("postgres").arg(d).output().unwrap();
+                assert!(o.status.success(), "{}", text(&o));
+            }
+        }
+        let port = free_port();
+        let d = data.to_str().unwrap();
+        pg("initdb", &["-D", d, "-U", "optuna", "--auth=trust"]);
+        let opts = format!("-p {port} -k {d} -c listen_addresses=127.0.0.1");
+        pg("pg_ctl", &["-D", d, "-l", &format!("{d}/server.log"), "-w", "-o", &opts, "start"]);
+        let pgport = port.to_string();
+        pg("createdb", &["-h", "127.0.0.1", "-p", &pgport, "-U", "optuna", "optuna"]);
+        let o = Command::new(python()).args(["-c", "import psycopg2"]).output().unwrap();
+        assert!(o.status.success(), "the venv lacks psycopg2 (`make optuna`): {}", text(&o));
+        Postgres { dir: data, port }
+    }
+
+    fn url(&self) -> String {
+        format!("postgresql+psycopg2://optuna@127.0.0.1:{}/optuna", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let d = self.dir.to_str().unwrap();
+        let bin = format!("{PGBIN}/pg_ctl");
+        let _ = if nix::unistd::Uid::effective().is_root() {
+            Command::new("runuser").args(["-u", "postgres", "--", &bin, "-D", d, "-m", "fast", "stop"]).output()
+        } else {
+            Command::new(&bin).args(["-D", d, "-m", "fast", "stop"]).output()
+        };
+    }
+}
+
 #[test]
 fn two_tradebot_workers_and_a_python_worker_share_a_study_through_a_proxy_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mut proxy = Proxy::start(&dir.path().join("optuna.db"), free_port());
+    let proxy = Proxy::sqlite(&dir.path().join("optuna.db"));
+    shared_search(dir.path(), proxy);
+}
+
+#[test]
+fn the_same_search_on_postgresql() {
+    let dir = tempfile::tempdir().unwrap();
+    let pg = Postgres::start(&dir.path().join("db"));
+    let proxy = Proxy::start(&pg.url(), free_port());
+    shared_search(dir.path(), proxy);
+}
+
+/// Two tradebot workers and a Python worker on one study through `proxy`, restarted mid-search.
+fn shared_search(dir: &Path, mut proxy: Proxy) {
     let url = proxy.url();
-    let (a, b) = (config(&dir.path().join("a"), 576), config(&dir.path().join("b"), 576));
+    let (a, b) = (config(&dir.join("a"), 576), config(&dir.join("b"), 576));
     let trials = 10;
     let wa = worker(&a, &url, "mixed", trials);
     let wb = worker(&b, &url, "mixed", trials);
-    let py = Command::new(python())
-        .arg(peer())
-        .args(["worker", &proxy.port.to_string(), "mixed", "3"])
-        .output()
-        .unwrap();
+    let py =
+        Command::new(python()).arg(peer()).args(["worker", &proxy.port.to_string(), "mixed", "3"]).output().unwrap();
     assert!(py.status.success(), "the Python worker failed: {}", text(&py));
     // The proxy restarts while the tradebot workers search: both wait it out.
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let study = dump(proxy.port, "mixed");
-        let ours = study["trials"].as_array().map_or(0, |t| {
-            t.iter().filter(|t| t["system_attrs"]["tradebot:worker"].is_string()).count()
-        });
+        let ours = study["trials"]
+            .as_array()
+            .map_or(0, |t| t.iter().filter(|t| t["system_attrs"]["tradebot:worker"].is_string()).count());
         if ours >= 2 {
             break;
         }
@@ -209,16 +299,13 @@ fn two_tradebot_workers_and_a_python_worker_share_a_study_through_a_proxy_restar
     assert!(o.status.success() && text(&o).contains("mixed"), "{}", text(&o));
     // Each worker registered its best trial's model where it trained; one of them saw the proxy go away.
     assert!(la.contains("registered as candidate") && lb.contains("registered as candidate"), "{la}\n{lb}");
-    assert!(
-        format!("{la}{lb}").contains("answers again"),
-        "no worker logged waiting out the restart:\n{la}\n{lb}"
-    );
+    assert!(format!("{la}{lb}").contains("answers again"), "no worker logged waiting out the restart:\n{la}\n{lb}");
 }
 
 #[test]
 fn a_killed_workers_trial_is_failed_by_the_other_and_the_study_finishes() {
     let dir = tempfile::tempdir().unwrap();
-    let proxy = Proxy::start(&dir.path().join("optuna.db"), free_port());
+    let proxy = Proxy::sqlite(&dir.path().join("optuna.db"));
     let url = proxy.url();
     // A long trial for the worker to be killed in; the other's trials are short.
     let (a, b) = (config(&dir.path().join("a"), 40_000), config(&dir.path().join("b"), 576));
@@ -248,7 +335,7 @@ fn a_killed_workers_trial_is_failed_by_the_other_and_the_study_finishes() {
 #[test]
 fn a_study_with_another_search_space_is_refused_naming_the_difference() {
     let dir = tempfile::tempdir().unwrap();
-    let proxy = Proxy::start(&dir.path().join("optuna.db"), free_port());
+    let proxy = Proxy::sqlite(&dir.path().join("optuna.db"));
     // A Python study whose learning_rate is a linear range.
     let script = "import sys, optuna\n\
         from optuna.storages import GrpcStorageProxy\n\

@@ -400,7 +400,12 @@ pub(super) fn split(
 }
 
 /// The best trial's model: exported, checked against ONNX Runtime, registered as a candidate.
-pub(super) fn register(config: &crate::config::Config, shared: &Shared, t: &Trial, ran: &Ran) -> anyhow::Result<String> {
+pub(super) fn register(
+    config: &crate::config::Config,
+    shared: &Shared,
+    t: &Trial,
+    ran: &Ran,
+) -> anyhow::Result<String> {
     let checked = train_ppo::export_checked(&t.ppo, &t.config)?;
     let mut c = t.config.clone();
     c.state_dir = config.state_dir.clone();

@@ -150,7 +150,12 @@ impl Client {
     }
 
     /// Sets a study's system attribute to `value` (JSON).
-    pub fn set_study_system_attr(&self, study_id: i64, key: &str, value: &serde_json::Value) -> Result<(), StorageError> {
+    pub fn set_study_system_attr(
+        &self,
+        study_id: i64,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), StorageError> {
         let req = m::StudyAttributeRequest { study_id, key: key.into(), value: value.to_string() };
         self.call::<_, m::Empty>(method::SET_STUDY_SYSTEM_ATTRIBUTE, req).map(|_| ())
     }
@@ -170,7 +175,10 @@ impl Client {
 
     pub fn trial(&self, trial_id: i64) -> Result<m::Trial, StorageError> {
         let r: m::TrialReply = self.call(method::GET_TRIAL, m::TrialIdMessage { trial_id })?;
-        r.trial.ok_or_else(|| StorageError::Malformed { what: format!("trial {trial_id}"), why: "no trial in the answer".into() })
+        r.trial.ok_or_else(|| StorageError::Malformed {
+            what: format!("trial {trial_id}"),
+            why: "no trial in the answer".into(),
+        })
     }
 
     /// Creates a running trial (started now, with `system_attrs` as JSON values and a fresh token); returns it

@@ -139,7 +139,8 @@ pub fn trial_record(t: &m::Trial) -> TrialRecord {
     }
     let mut steps: Vec<(&i64, &f64)> = t.intermediate_values.iter().collect();
     steps.sort_by_key(|(s, _)| **s);
-    let mut curve: Vec<RungValue> = steps.into_iter().map(|(s, v)| RungValue { steps: (*s).max(0) as u64, value: *v }).collect();
+    let mut curve: Vec<RungValue> =
+        steps.into_iter().map(|(s, v)| RungValue { steps: (*s).max(0) as u64, value: *v }).collect();
     if t.state == state::COMPLETE
         && let Some(&v) = t.values.first()
         && curve.last().is_none_or(|r| r.value != v)
@@ -197,7 +198,8 @@ mod tests {
         // As Python writes them.
         let py = r#"{"name": "CategoricalDistribution", "attributes": {"choices": [8, 16]}}"#;
         assert_eq!(dist_from_json(py).unwrap(), Dist::Choice { values: vec![8.0, 16.0] });
-        let stepped = r#"{"name": "FloatDistribution", "attributes": {"low": 0, "high": 1, "log": false, "step": 0.1}}"#;
+        let stepped =
+            r#"{"name": "FloatDistribution", "attributes": {"low": 0, "high": 1, "log": false, "step": 0.1}}"#;
         assert!(dist_from_json(stepped).unwrap_err().contains("step"));
         let d = Dist::Choice { values: vec![8.0, 16.0] };
         assert_eq!((internal(&d, 16.0), external(&d, 1.0)), (1.0, 16.0));
@@ -226,7 +228,10 @@ mod tests {
             ..Default::default()
         };
         let why = space_conflicts(&ours, None, &[t]).join("; ");
-        assert!(why.contains("learning_rate is log 0.0001..0.003 here but linear 0..1 in the study's trial 4"), "{why}");
+        assert!(
+            why.contains("learning_rate is log 0.0001..0.003 here but linear 0..1 in the study's trial 4"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -250,7 +255,12 @@ mod tests {
         assert_eq!(r.curve.iter().map(|c| (c.steps, c.value)).collect::<Vec<_>>(), [(64, 0.1), (192, 0.4), (192, 0.9)]);
         assert_eq!(r.metrics.get("sharpe"), Some(&0.5));
         assert_eq!(r.started_at.to_rfc3339(), "2026-11-26T10:00:00.250+00:00");
-        let all = [t(0, state::COMPLETE, Some(0.5)), t(1, state::PRUNED, None), t(2, state::COMPLETE, Some(0.7)), t(3, state::COMPLETE, Some(0.7))];
+        let all = [
+            t(0, state::COMPLETE, Some(0.5)),
+            t(1, state::PRUNED, None),
+            t(2, state::COMPLETE, Some(0.7)),
+            t(3, state::COMPLETE, Some(0.7)),
+        ];
         assert_eq!(best(&all).map(|b| b.number), Some(2));
     }
 }

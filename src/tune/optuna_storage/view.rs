@@ -37,7 +37,10 @@ pub fn show(url: &str, name: &str, tune: &TuneConfig) -> Result<StudyRecord, Sto
         return Err(StorageError::NotFound {
             url: url.into(),
             call: "study".into(),
-            detail: format!("no study {name:?} (there are: {}): `tradebot tune list --storage {url}`", names.join(", ")),
+            detail: format!(
+                "no study {name:?} (there are: {}): `tradebot tune list --storage {url}`",
+                names.join(", ")
+            ),
         });
     };
     let trials = client.trials(s.study_id)?;
@@ -103,4 +106,3 @@ pub fn record_of(name: &str, tune: &TuneConfig, all: &[m::Trial]) -> StudyRecord
         error: None,
     }
 }
-

@@ -64,10 +64,8 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
             std::thread::sleep(beat(cluster.grace));
             continue;
         }
-        let created = client.create_trial(
-            study_id,
-            &[(HEARTBEAT_ATTR, json!(unix_now())), (WORKER_ATTR, json!(me))],
-        )?;
+        let created =
+            client.create_trial(study_id, &[(HEARTBEAT_ATTR, json!(unix_now())), (WORKER_ATTR, json!(me))])?;
         let number = created.number.max(0) as usize;
         let record = record_of(&cluster.study, &tune, &all);
         let params = study::propose(&tune, &record, number);
@@ -114,7 +112,11 @@ fn join(client: &Client, name: &str, tune: &TuneConfig) -> anyhow::Result<i64> {
         None => match client.create_study(name)? {
             Some(id) => {
                 client.set_study_system_attr(id, FORMAT_ATTR, &json!(FORMAT))?;
-                client.set_study_system_attr(id, SPACE_ATTR, &Value::String(mapping::space_attr(&space).to_string()))?;
+                client.set_study_system_attr(
+                    id,
+                    SPACE_ATTR,
+                    &Value::String(mapping::space_attr(&space).to_string()),
+                )?;
                 client.set_study_system_attr(id, SETTINGS_ATTR, &settings(tune))?;
                 log::info!("study {name} created in the Optuna storage {}", client.url);
                 return Ok(id);
@@ -233,7 +235,9 @@ fn run_trial(
             Verdict::Complete => {
                 log::info!("trial {number} complete: {} {value:.3}", tune.metric.as_str());
                 if !client.finish(id, state::COMPLETE, Some(value))? {
-                    log::warn!("trial {number} had been ended by another worker (its heartbeat was late?): its value is not counted");
+                    log::warn!(
+                        "trial {number} had been ended by another worker (its heartbeat was late?): its value is not counted"
+                    );
                     return Ok(None);
                 }
                 t.rec.state = TrialState::Complete;
