@@ -125,7 +125,7 @@ fn worker(cfg: &Path, url: &str, study: &str, trials: usize) -> Child {
         "--trials",
         &trials.to_string(),
         "--heartbeat-grace",
-        "4s",
+        "8s",
     ])
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
@@ -155,11 +155,17 @@ struct Postgres {
 
 const PGBIN: &str = "/usr/lib/postgresql/15/bin";
 
+/// Whether the test runs as root (`/proc/self` belongs to the process's effective user).
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
 impl Postgres {
     fn start(dir: &Path) -> Postgres {
         let data = dir.join("pg");
         std::fs::create_dir_all(&data).unwrap();
-        let root = nix::unistd::Uid::effective().is_root();
+        let root = is_root();
         let pg = |tool: &str, args: &[&str]| {
             let bin = format!("{PGBIN}/{tool}");
             assert!(
@@ -205,7 +211,7 @@ impl Drop for Postgres {
     fn drop(&mut self) {
         let d = self.dir.to_str().unwrap();
         let bin = format!("{PGBIN}/pg_ctl");
-        let _ = if nix::unistd::Uid::effective().is_root() {
+        let _ = if is_root() {
             Command::new("runuser").args(["-u", "postgres", "--", &bin, "-D", d, "-m", "fast", "stop"]).output()
         } else {
             Command::new(&bin).args(["-D", d, "-m", "fast", "stop"]).output()

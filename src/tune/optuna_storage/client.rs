@@ -20,6 +20,8 @@ pub struct Client {
     pub url: String,
     /// How long a call waits for an unreachable proxy before giving up.
     pub patience: Duration,
+    /// When (Unix seconds) the proxy last answered again after being unreachable.
+    back_at: std::sync::Mutex<Option<f64>>,
 }
 
 impl Client {
@@ -46,7 +48,7 @@ impl Client {
             let _in = rt.enter();
             endpoint.connect_lazy()
         };
-        Ok(Client { rt, channel, url: url.into(), patience: Duration::from_secs(120) })
+        Ok(Client { rt, channel, url: url.into(), patience: Duration::from_secs(120), back_at: Default::default() })
     }
 
     /// One call, once.
@@ -88,6 +90,9 @@ impl Client {
                 Ok(r) => {
                     if warned {
                         log::info!("Optuna storage {} answers again", self.url);
+                        if let Ok(mut b) = self.back_at.lock() {
+                            *b = Some(super::unix_now());
+                        }
                     }
                     return Ok(r);
                 }
@@ -105,7 +110,10 @@ impl Client {
                     wait = (wait * 2).min(Duration::from_secs(2));
                     retried = true;
                 }
-                Err(s) => return Err(StorageError::from_status(&self.url, call_name(path), s, started.elapsed())),
+                Err(s) => {
+                    let away = retryable(&s);
+                    return Err(StorageError::from_status(&self.url, call_name(path), s, away, started.elapsed()));
+                }
             }
         }
     }
@@ -116,6 +124,12 @@ impl Client {
         R: prost::Message + Default + Send + Sync + 'static,
     {
         self.call_with(path, req, |_| None)
+    }
+
+    /// When (Unix seconds) the proxy last answered again after being unreachable: no heartbeat could be
+    /// written while it was away, so none is judged late from before then.
+    pub fn back_at(&self) -> Option<f64> {
+        self.back_at.lock().ok().and_then(|b| *b)
     }
 
     /// The study's id, or `None` where no study has that name.
@@ -278,4 +292,36 @@ fn retryable(s: &tonic::Status) -> bool {
 
 fn call_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_storage_url_must_be_grpc_host_port() {
+        for (url, why) in [
+            ("http://127.0.0.1:13000", "it must start with grpc://"),
+            ("grpc://127.0.0.1", "it must name a port"),
+            ("grpc://127.0.0.1:port", "with a port number"),
+        ] {
+            let e = Client::new(url).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains(url) && e.contains(why), "{url}: {e}");
+        }
+        assert!(Client::new("grpc://127.0.0.1:13000/").is_ok());
+    }
+
+    /// Nothing listening: the call retries for its patience, then says where it looked and what to check.
+    #[test]
+    fn an_unreachable_proxy_is_waited_for_then_named() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap();
+        let mut c = Client::new(&format!("grpc://127.0.0.1:{port}")).unwrap();
+        c.patience = Duration::from_millis(600);
+        let started = Instant::now();
+        let e = c.study_id("s").unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(600), "gave up after {:?}", started.elapsed());
+        assert!(matches!(e, StorageError::Unreachable { .. }), "{e:?}");
+        let e = e.to_string();
+        assert!(e.contains(&format!("grpc://127.0.0.1:{port}")) && e.contains("is the proxy running"), "{e}");
+    }
 }

@@ -54,15 +54,22 @@ pub enum StorageError {
 }
 
 impl StorageError {
-    fn from_status(url: &str, call: &str, s: tonic::Status, waited: std::time::Duration) -> StorageError {
+    /// The error for a refusal `s`; `away`: the proxy could not be reached (after `waited`).
+    fn from_status(url: &str, call: &str, s: tonic::Status, away: bool, waited: std::time::Duration) -> StorageError {
         let (url, call, detail) = (url.to_string(), call.to_string(), s.message().to_string());
         match s.code() {
+            _ if away => StorageError::Unreachable { url, call, waited_s: waited.as_secs(), detail },
             tonic::Code::NotFound => StorageError::NotFound { url, call, detail },
             tonic::Code::AlreadyExists => StorageError::AlreadyExists { url, call, detail },
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => {
+            tonic::Code::DeadlineExceeded => {
                 StorageError::Unreachable { url, call, waited_s: waited.as_secs(), detail }
             }
             code => StorageError::Refused { url, call, code, detail },
         }
     }
+}
+
+/// Now, in Unix seconds (a heartbeat's clock).
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }

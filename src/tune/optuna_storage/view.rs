@@ -1,6 +1,6 @@
 //! A study in Optuna's storage as our record, for `tradebot tune list|show --storage URL`: its trials read
 //! with [`mapping::trial_record`], the best trial as Optuna names it, the candidate registered from it
-//! where a tradebot worker trained it (its `model_id` user attribute).
+//! where a tradebot worker trained it (the study's `tradebot:model:N` system attribute).
 
 use super::messages as m;
 use super::{Client, StorageError, mapping};
@@ -10,6 +10,8 @@ use serde_json::Value;
 
 /// The study system attribute with the search's settings (metric, rungs, sampler, trials).
 pub const SETTINGS_ATTR: &str = "tradebot:settings";
+/// `tradebot:model:N`: the study system attribute naming the candidate registered from trial N.
+pub const MODEL_ATTR_PREFIX: &str = "tradebot:model:";
 
 /// Every study in the storage, most recent first.
 pub fn list(url: &str, tune: &TuneConfig) -> Result<Vec<StudyRecord>, StorageError> {
@@ -49,6 +51,10 @@ pub fn show(url: &str, name: &str, tune: &TuneConfig) -> Result<StudyRecord, Sto
 
 /// The record with the settings the study was created with, where a tradebot worker created it.
 fn with_settings(mut r: StudyRecord, attrs: &std::collections::HashMap<String, String>) -> StudyRecord {
+    r.model_id = r
+        .best
+        .and_then(|n| attrs.get(&format!("{MODEL_ATTR_PREFIX}{n}")))
+        .and_then(|s| serde_json::from_str::<String>(s).ok());
     let Some(v) = attrs.get(SETTINGS_ATTR).and_then(|s| serde_json::from_str::<Value>(s).ok()) else {
         r.metric = "value".into();
         r.sampler = "optuna".into();
@@ -100,9 +106,7 @@ pub fn record_of(name: &str, tune: &TuneConfig, all: &[m::Trial]) -> StudyRecord
         ended_at: None,
         best: best.map(|b| b.number.max(0) as usize),
         trials,
-        model_id: best
-            .and_then(|b| b.user_attributes.get("model_id"))
-            .and_then(|s| serde_json::from_str::<String>(s).ok()),
+        model_id: None,
         error: None,
     }
 }

@@ -11,8 +11,8 @@ use super::super::study::{self, Outcome};
 use super::super::trial::{Shared, Trial};
 use super::super::{Cluster, TuneJob, space};
 use super::messages::{self as m, state};
-use super::view::{SETTINGS_ATTR, record_of};
-use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping};
+use super::view::{MODEL_ATTR_PREFIX, SETTINGS_ATTR, record_of};
+use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping, unix_now};
 use crate::config::{Config, SamplerKind, TuneConfig};
 use crate::retrain::study::TrialState;
 use crate::training::device::{self, DeviceRequest};
@@ -72,7 +72,17 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         let beating = Heartbeat::start(client.clone(), created.trial_id, beat(cluster.grace));
         let done = run_trial(&client, &config, &shared, &tune, &rungs, (study_id, &created), params);
         beating.stop();
-        match done? {
+        let done = match done {
+            Err(e) if ended_elsewhere(&e) => {
+                log::warn!(
+                    "trial {} was ended by another worker (its heartbeat was late?): {e:#}; its result is not counted",
+                    created.number
+                );
+                None
+            }
+            other => other?,
+        };
+        match done {
             Some((value, t)) if best.as_ref().is_none_or(|(b, _, _)| value > *b) => {
                 best = Some((value, t, created.trial_id))
             }
@@ -85,7 +95,7 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
     if let Some(path) = &job.optuna_journal {
         super::super::journal::write(&record, path)?;
     }
-    let Some((_, winner, trial_id)) = best else {
+    let Some((_, winner, _)) = best else {
         bail!(
             "study {}: no trial of this worker completed (see each trial's state and error: `tradebot tune show {} --storage {}`)",
             cluster.study,
@@ -94,7 +104,9 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         );
     };
     let model_id = study::register(&config, &shared, &winner, &ran)?;
-    client.set_user_attr(trial_id, "model_id", &json!(model_id))?;
+    // A finished trial takes no attributes: the study keeps which candidate came from it.
+    let key = format!("{MODEL_ATTR_PREFIX}{}", winner.rec.number);
+    client.set_study_system_attr(study_id, &key, &json!(model_id))?;
     log::info!(
         "study {}: this worker's best trial {} registered as candidate {model_id}",
         cluster.study,
@@ -249,6 +261,14 @@ fn run_trial(
     Ok(None)
 }
 
+/// The storage refused an update because the trial had ended (another worker failed it).
+fn ended_elsewhere(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<StorageError>(),
+        Some(StorageError::Refused { code: tonic::Code::FailedPrecondition, .. })
+    )
+}
+
 /// Fails other tradebot workers' running trials whose heartbeat is older than `grace`.
 fn fail_stale(client: &Client, all: &[m::Trial], me: &str, grace: Duration) -> anyhow::Result<()> {
     let now = unix_now();
@@ -257,7 +277,9 @@ fn fail_stale(client: &Client, all: &[m::Trial], me: &str, grace: Duration) -> a
             continue;
         };
         let worker = t.system_attributes.get(WORKER_ATTR).and_then(|s| serde_json::from_str::<String>(s).ok());
-        if worker.as_deref() == Some(me) || now - beat <= grace.as_secs_f64() {
+        // A storage outage stops every heartbeat: a trial's lateness counts from the storage's return.
+        let since = beat.max(client.back_at().unwrap_or(0.0));
+        if worker.as_deref() == Some(me) || now - since <= grace.as_secs_f64() {
             continue;
         }
         let who = worker.unwrap_or_else(|| "?".into());
@@ -277,10 +299,6 @@ fn fail_stale(client: &Client, all: &[m::Trial], me: &str, grace: Duration) -> a
 /// How often a running trial's heartbeat is written: six times per grace, at least once a second.
 fn beat(grace: Duration) -> Duration {
     (grace / 6).max(Duration::from_secs(1))
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// `host-pid`: which worker runs a trial.
