@@ -227,7 +227,10 @@ fn ppo(a: TuneArgs) -> anyhow::Result<ExitCode> {
     let (s, model_id) = tune::tune_ppo(job)?;
     if !a.json {
         err!("{}", tune::table(&s));
-        outln!("{model_id}")?;
+        // A worker on a shared study whose trials were all pruned registers nothing.
+        if !model_id.is_empty() {
+            outln!("{model_id}")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -96,12 +96,20 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         super::super::journal::write(&record, path)?;
     }
     let Some((_, winner, _)) = best else {
-        bail!(
-            "study {}: no trial of this worker completed (see each trial's state and error: `tradebot tune show {} --storage {}`)",
-            cluster.study,
-            cluster.study,
-            cluster.url
+        let Some(b) = record.best else {
+            bail!(
+                "study {}: no trial completed (see each trial's state and error: `tradebot tune show {} --storage {}`)",
+                cluster.study,
+                cluster.study,
+                cluster.url
+            );
+        };
+        // Every trial of this worker was pruned or failed: the study's best is another worker's.
+        log::info!(
+            "study {}: no trial of this worker completed, so it registers no candidate; the study's best is trial {b}",
+            cluster.study
         );
+        return Ok(Outcome { study: record, model_id: String::new(), ran });
     };
     let model_id = study::register(&config, &shared, &winner, &ran)?;
     // A finished trial takes no attributes: the study keeps which candidate came from it.
