@@ -322,8 +322,8 @@ fn a_killed_workers_trial_is_failed_by_the_other_and_the_study_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let proxy = Proxy::sqlite(&dir.path().join("optuna.db"));
     let url = proxy.url();
-    // A long trial for the worker to be killed in; the other's trials are short.
-    let (a, b) = (config(&dir.path().join("a"), 40_000), config(&dir.path().join("b"), 576));
+    // A long trial for the worker to be killed in; the other's trials end at their one rung (complete).
+    let (a, b) = (config(&dir.path().join("a"), 40_000), config(&dir.path().join("b"), 64));
     let mut wa = worker(&a, &url, "killed", 4);
     let deadline = Instant::now() + Duration::from_secs(300);
     let victim = loop {
