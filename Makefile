@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv optuna chart-assets build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu gpu-kit gpu-check install chromium systemd-tools
+.PHONY: all venv optuna chart-assets search-cluster build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu gpu-kit gpu-check install chromium systemd-tools
 
 all: build
 
@@ -81,11 +81,21 @@ systemd-tools:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; fi; }
 
-# Optuna (PyPI) in the venv, for the test that loads `tradebot tune`'s journal export with Optuna's own storage.
+# Optuna (PyPI) in the venv, for the test that loads `tradebot tune`'s journal export with Optuna's own storage,
+# grpcio for Optuna's gRPC storage proxy and psycopg2 for its PostgreSQL storage (tests/tune_cluster.rs: workers on
+# one study through the proxy, over SQLite and over PostgreSQL).
 OPTUNA_VERSION := 4.6.0
+GRPCIO_VERSION := 1.76.0
+PSYCOPG2_VERSION := 2.9.11
 optuna: venv
-	@"$(PYENV)/bin/python" -c 'import optuna; assert optuna.__version__ == "$(OPTUNA_VERSION)"' 2>/dev/null || \
-		"$(PYENV)/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$(OPTUNA_VERSION)"
+	@"$(PYENV)/bin/python" -c 'import optuna, grpc, psycopg2; assert optuna.__version__ == "$(OPTUNA_VERSION)" and grpc.__version__ == "$(GRPCIO_VERSION)" and psycopg2.__version__.startswith("$(PSYCOPG2_VERSION) ")' 2>/dev/null || \
+		"$(PYENV)/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$(OPTUNA_VERSION)" "grpcio==$(GRPCIO_VERSION)" "psycopg2-binary==$(PSYCOPG2_VERSION)"
+
+# A search cluster on this box to try (scripts/search-cluster.sh): PostgreSQL from Debian's package on a temporary
+# data directory, Optuna's gRPC proxy over it, two tradebot workers and one Python worker, optuna-dashboard where
+# installed; it prints where to look.
+search-cluster: build optuna
+	PYENV="$(PYENV)" scripts/search-cluster.sh
 
 # CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs).
 test: venv chart-assets optuna chromium systemd-tools check-inference-only lint

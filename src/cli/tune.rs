@@ -21,6 +21,9 @@ pub enum TuneCmd {
         /// The studies as a JSON array instead of the table.
         #[arg(long)]
         json: bool,
+        /// The studies in Optuna's storage at grpc://host:port (its gRPC proxy) instead of the store.
+        #[arg(long)]
+        storage: Option<String>,
     },
     /// One study's trials (`latest` for the most recent).
     Show {
@@ -36,6 +39,9 @@ pub enum TuneCmd {
         /// Also write the study as an Optuna journal file (for `optuna-dashboard FILE`).
         #[arg(long)]
         optuna_journal: Option<PathBuf>,
+        /// The study in Optuna's storage at grpc://host:port (its gRPC proxy) instead of the store.
+        #[arg(long)]
+        storage: Option<String>,
     },
 }
 
@@ -75,6 +81,16 @@ pub struct TuneArgs {
     /// JSON lines on stdout: the study after each wave, then done (or error).
     #[arg(long)]
     pub json: bool,
+    /// Join a study in Optuna's storage through its gRPC proxy (grpc://host:port) as one worker among
+    /// others, tradebot's or Python Optuna's (with --study).
+    #[arg(long, requires = "study")]
+    pub storage: Option<String>,
+    /// The study's name in --storage: created if it does not exist, joined if it does.
+    #[arg(long, requires = "storage")]
+    pub study: Option<String>,
+    /// With --storage: another tradebot worker's running trial whose heartbeat is older than this is failed.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub heartbeat_grace: Duration,
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -105,7 +121,26 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         TuneCmd::Ppo(a) => ppo(a),
-        TuneCmd::List { config, json } => {
+        TuneCmd::List { storage: Some(url), json, config } => {
+            let config = load_config(config)?;
+            let all = tune::optuna_storage::view::list(&url, &config.tune)?;
+            if json {
+                outln!("{}", serde_json::to_string(&all)?)?;
+            } else if all.is_empty() {
+                outln!("no studies in {url}: run `tradebot tune ppo --storage {url} --study NAME`")?;
+            } else {
+                for s in &all {
+                    outln!("{}", list_line(s))?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TuneCmd::Show { study: name, config, json, optuna_journal, storage: Some(url) } => {
+            let config = load_config(config)?;
+            let s = tune::optuna_storage::view::show(&url, &name, &config.tune)?;
+            show(&s, json, optuna_journal)
+        }
+        TuneCmd::List { config, json, storage: None } => {
             let config = load_config(config)?;
             let store = super::read_store(&config)?;
             let all = study::list(&store)?;
@@ -115,39 +150,50 @@ pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
                 outln!("no studies yet: run `tradebot tune ppo`")?;
             } else {
                 for s in &all {
-                    let best = s
-                        .best_trial()
-                        .and_then(|b| b.value().map(|v| format!("best {} {v:.3} (trial {})", s.metric, b.number)));
-                    outln!(
-                        "{}  {} trials  {}  {}  {}",
-                        s.name,
-                        s.trials.len(),
-                        best.unwrap_or_else(|| "no value yet".into()),
-                        s.model_id.as_deref().unwrap_or("-"),
-                        s.trigger
-                    )?;
+                    outln!("{}", list_line(s))?;
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
-        TuneCmd::Show { study: name, config, json, optuna_journal } => {
+        TuneCmd::Show { study: name, config, json, optuna_journal, storage: None } => {
             let config = load_config(config)?;
             let store = super::read_store(&config)?;
             let Some(s) = study::find(&store, &name)? else {
                 bail!("no study {name:?} in {}: `tradebot tune list` shows them", config.state_dir.display());
             };
-            if let Some(path) = optuna_journal {
-                tune::journal::write(&s, &path)?;
-                errln!("Optuna journal written to {}", path.display());
-            }
-            if json {
-                outln!("{}", serde_json::to_string(&s)?)?;
-            } else {
-                out!("{}", tune::table(&s))?;
-            }
-            Ok(ExitCode::SUCCESS)
+            show(&s, json, optuna_journal)
         }
     }
+}
+
+fn show(s: &study::StudyRecord, json: bool, optuna_journal: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    if let Some(path) = optuna_journal {
+        tune::journal::write(s, &path)?;
+        errln!("Optuna journal written to {}", path.display());
+    }
+    if json {
+        outln!("{}", serde_json::to_string(s)?)?;
+    } else {
+        out!("{}", tune::table(s))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A study in `tune list`: its name, trials, best value, candidate and trigger.
+fn list_line(s: &study::StudyRecord) -> String {
+    let best = s
+        .best
+        .and_then(|n| s.trials.iter().find(|t| t.number == n))
+        .or_else(|| s.best_trial())
+        .and_then(|b| b.value().map(|v| format!("best {} {v:.3} (trial {})", s.metric, b.number)));
+    format!(
+        "{}  {} trials  {}  {}  {}",
+        s.name,
+        s.trials.len(),
+        best.unwrap_or_else(|| "no value yet".into()),
+        s.model_id.as_deref().unwrap_or("-"),
+        s.trigger
+    )
 }
 
 fn ppo(a: TuneArgs) -> anyhow::Result<ExitCode> {
@@ -172,12 +218,19 @@ fn ppo(a: TuneArgs) -> anyhow::Result<ExitCode> {
         data: a.data,
         json: a.json,
         optuna_journal: a.optuna_journal,
+        cluster: match (a.storage, a.study) {
+            (Some(url), Some(study)) => Some(tune::Cluster { url, study, grace: a.heartbeat_grace }),
+            _ => None,
+        },
         trigger: trigger.into(),
     };
     let (s, model_id) = tune::tune_ppo(job)?;
     if !a.json {
         err!("{}", tune::table(&s));
-        outln!("{model_id}")?;
+        // A worker on a shared study whose trials were all pruned registers nothing.
+        if !model_id.is_empty() {
+            outln!("{model_id}")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -29,7 +29,7 @@ fn state(s: TrialState) -> u8 {
 }
 
 /// Optuna's JSON for a distribution (`distribution_to_json`: a string holding name and attributes).
-fn distribution(d: &Dist) -> String {
+pub(super) fn distribution(d: &Dist) -> String {
     let v = match d {
         Dist::Log { low, high } => {
             json!({"name": "FloatDistribution", "attributes": {"low": low, "high": high, "log": true, "step": null}})

@@ -8,12 +8,14 @@
 //! - `trial`, `study`: trials trained side by side and judged by the engine's backtest on the validation
 //!   days; the best one's model registered as a candidate (feature `train`).
 //! - [`journal`]: the study as an Optuna journal file, for `optuna-dashboard`.
+//! - [`optuna_storage`]: a search on Optuna's own storage (its gRPC proxy), beside other workers.
 //!
 //! The study's record (`retrain::study`) is in the store's `studies` tree; `tradebot tune list|show`
 //! read it, and the dashboard's search page draws it.
 
 pub mod asha;
 pub mod journal;
+pub mod optuna_storage;
 #[cfg(feature = "train")]
 mod population;
 pub mod space;
@@ -29,6 +31,16 @@ use crate::config::Config;
 use crate::retrain::study::StudyRecord;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// Where a worker of a search on Optuna's storage searches.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// `grpc://host:port`: Optuna's gRPC storage proxy.
+    pub url: String,
+    pub study: String,
+    /// A tradebot worker's running trial whose heartbeat is older than this is failed by the others.
+    pub grace: Duration,
+}
 
 /// `tradebot tune ppo`.
 #[derive(Debug, Clone)]
@@ -52,6 +64,8 @@ pub struct TuneJob {
     /// JSON lines on stdout (the retrain child's protocol): the study after each wave, then done.
     pub json: bool,
     pub optuna_journal: Option<PathBuf>,
+    /// `--storage grpc://host:port --study NAME`: this process is one worker on a study in Optuna's storage.
+    pub cluster: Option<Cluster>,
     /// What started it ("command line", "retrain").
     pub trigger: String,
 }
@@ -70,7 +84,10 @@ pub fn tune_ppo(job: TuneJob) -> anyhow::Result<(StudyRecord, String)> {
 #[cfg(feature = "train")]
 fn run(job: TuneJob) -> anyhow::Result<(StudyRecord, String)> {
     let json = job.json;
-    let out = study::run(job)?;
+    let out = match job.cluster.clone() {
+        Some(c) => optuna_storage::worker::run(job, &c)?,
+        None => study::run(job)?,
+    };
     if json {
         let best = out.study.best.and_then(|n| out.study.trials.iter().find(|t| t.number == n));
         let metrics = best.map(|t| t.metrics.clone()).unwrap_or_default();

@@ -309,12 +309,12 @@ fn population_mode(job: &TuneJob, config: &crate::config::Config, device: tch::D
     true
 }
 
-fn cores() -> usize {
+pub(super) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The next trial's parameters: random, or TPE over the trials judged so far, best first.
-fn propose(tune: &crate::config::TuneConfig, study: &StudyRecord, number: usize) -> space::Params {
+pub(super) fn propose(tune: &crate::config::TuneConfig, study: &StudyRecord, number: usize) -> space::Params {
     let space = tune.space();
     match tune.sampler {
         SamplerKind::Random => space::random(&space, tune.seed, number),
@@ -328,7 +328,7 @@ fn propose(tune: &crate::config::TuneConfig, study: &StudyRecord, number: usize)
 }
 
 /// Whether `a` ranks above `b`: further along, then a higher value, then the lower number.
-fn better(a: &TrialRecord, b: &TrialRecord) -> bool {
+pub(super) fn better(a: &TrialRecord, b: &TrialRecord) -> bool {
     let (ka, kb) = (a.rank_key(), b.rank_key());
     ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(b.number.cmp(&a.number)).is_gt()
 }
@@ -400,7 +400,12 @@ pub(super) fn split(
 }
 
 /// The best trial's model: exported, checked against ONNX Runtime, registered as a candidate.
-fn register(config: &crate::config::Config, shared: &Shared, t: &Trial, ran: &Ran) -> anyhow::Result<String> {
+pub(super) fn register(
+    config: &crate::config::Config,
+    shared: &Shared,
+    t: &Trial,
+    ran: &Ran,
+) -> anyhow::Result<String> {
     let checked = train_ppo::export_checked(&t.ppo, &t.config)?;
     let mut c = t.config.clone();
     c.state_dir = config.state_dir.clone();

@@ -1,0 +1,112 @@
+//! A study in Optuna's storage as our record, for `tradebot tune list|show --storage URL`: its trials read
+//! with [`mapping::trial_record`], the best trial as Optuna names it, the candidate registered from it
+//! where a tradebot worker trained it (the study's `tradebot:model:N` system attribute).
+
+use super::messages as m;
+use super::{Client, StorageError, mapping};
+use crate::config::{SamplerKind, TuneConfig};
+use crate::retrain::study::StudyRecord;
+use serde_json::Value;
+
+/// The study system attribute with the search's settings (metric, rungs, sampler, trials).
+pub const SETTINGS_ATTR: &str = "tradebot:settings";
+/// `tradebot:model:N`: the study system attribute naming the candidate registered from trial N.
+pub const MODEL_ATTR_PREFIX: &str = "tradebot:model:";
+
+/// Every study in the storage, most recent first.
+pub fn list(url: &str, tune: &TuneConfig) -> Result<Vec<StudyRecord>, StorageError> {
+    let client = Client::new(url)?;
+    let mut out = Vec::new();
+    for s in client.studies()? {
+        let trials = client.trials(s.study_id)?;
+        out.push(with_settings(record_of(&s.study_name, tune, &trials), &s.system_attributes));
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// The study named `name` (`latest`: the most recently created).
+pub fn show(url: &str, name: &str, tune: &TuneConfig) -> Result<StudyRecord, StorageError> {
+    let client = Client::new(url)?;
+    let studies = client.studies()?;
+    let found = if name == "latest" {
+        studies.iter().max_by_key(|s| s.study_id)
+    } else {
+        studies.iter().find(|s| s.study_name == name)
+    };
+    let Some(s) = found else {
+        let names: Vec<&str> = studies.iter().map(|s| s.study_name.as_str()).collect();
+        return Err(StorageError::NotFound {
+            url: url.into(),
+            call: "study".into(),
+            detail: format!(
+                "no study {name:?} (there are: {}): `tradebot tune list --storage {url}`",
+                names.join(", ")
+            ),
+        });
+    };
+    let trials = client.trials(s.study_id)?;
+    Ok(with_settings(record_of(&s.study_name, tune, &trials), &s.system_attributes))
+}
+
+/// The record with the settings the study was created with, where a tradebot worker created it.
+fn with_settings(mut r: StudyRecord, attrs: &std::collections::HashMap<String, String>) -> StudyRecord {
+    r.model_id = r
+        .best
+        .and_then(|n| attrs.get(&format!("{MODEL_ATTR_PREFIX}{n}")))
+        .and_then(|s| serde_json::from_str::<String>(s).ok());
+    let Some(v) = attrs.get(SETTINGS_ATTR).and_then(|s| serde_json::from_str::<Value>(s).ok()) else {
+        r.metric = "value".into();
+        r.sampler = "optuna".into();
+        return r;
+    };
+    if let Some(x) = v["metric"].as_str() {
+        r.metric = x.into();
+    }
+    if let Some(x) = v["sampler"].as_str() {
+        r.sampler = x.into();
+    }
+    if let Some(x) = v["seed"].as_u64() {
+        r.seed = x;
+    }
+    if let Some(x) = v["trials"].as_u64() {
+        r.trials_planned = x as usize;
+    }
+    if let Some(x) = v["reduction"].as_u64() {
+        r.reduction = x;
+    }
+    if let Some(x) = v["rungs"].as_array() {
+        r.rungs = x.iter().filter_map(Value::as_u64).collect();
+    }
+    r
+}
+
+/// The study as our record, from the storage's trials.
+pub fn record_of(name: &str, tune: &TuneConfig, all: &[m::Trial]) -> StudyRecord {
+    let best = mapping::best(all);
+    let mut trials: Vec<_> = all.iter().map(mapping::trial_record).collect();
+    trials.sort_by_key(|t| t.number);
+    StudyRecord {
+        name: name.into(),
+        trigger: "Optuna storage".into(),
+        sampler: match tune.sampler {
+            SamplerKind::Random => "random".into(),
+            SamplerKind::Tpe => "tpe".into(),
+        },
+        seed: tune.seed,
+        metric: tune.metric.as_str().into(),
+        space: tune.space(),
+        rungs: tune.rungs(),
+        reduction: tune.reduction,
+        parallel: 1,
+        trials_planned: tune.trials,
+        validation_from: None,
+        validation_to: None,
+        started_at: trials.first().map_or_else(crate::clock::now, |t| t.started_at),
+        ended_at: None,
+        best: best.map(|b| b.number.max(0) as usize),
+        trials,
+        model_id: None,
+        error: None,
+    }
+}
