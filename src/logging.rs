@@ -1,5 +1,6 @@
-//! Logging through the `log` facade: to the systemd journal (with structured fields such as `SYMBOL`,
-//! `ORDER_ID`, `MODEL_ID` from `log`'s key-values) when stderr is connected to the journal, otherwise a
+//! Logging through the `log` facade: to the systemd journal (with structured fields from `log`'s
+//! key-values: `SYMBOL` and `ORDER_ID` on each order sent or not accepted, `MODEL_ID` on a promotion, a
+//! rollback and a retrain's outcome) when stderr is connected to the journal, otherwise a
 //! readable stderr logger. The level comes from the config; `RUST_LOG`, when set, overrides it. The last
 //! `RECENT_MAX` lines at WARN and above are also kept in memory (`recent`) for the dashboard.
 

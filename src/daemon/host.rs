@@ -298,7 +298,7 @@ impl<P: RunPipeline> Host<P> {
                 },
                 Request::Promote { id, reason } => match self.registry.promote(&id, &reason) {
                     Ok(m) => {
-                        log::info!("models: {} promoted to {} champion by hand ({reason})", m.id, m.kind.as_str());
+                        log::info!(model_id = m.id.as_str(); "models: {} promoted to {} champion by hand ({reason})", m.id, m.kind.as_str());
                         self.swap(engine, m.kind, &m.id);
                         Response::done(format!(
                             "{} is the {} champion; trading with it from the next bar",
@@ -310,7 +310,7 @@ impl<P: RunPipeline> Host<P> {
                 },
                 Request::Rollback { kind, reason } => match self.registry.rollback(kind, &reason) {
                     Ok(m) => {
-                        log::info!("models: rolled back to {} as {} champion ({reason})", m.id, kind.as_str());
+                        log::info!(model_id = m.id.as_str(); "models: rolled back to {} as {} champion ({reason})", m.id, kind.as_str());
                         self.swap(engine, kind, &m.id);
                         Response::done(format!("rolled back: {} is the {} champion again", m.id, kind.as_str()))
                     }

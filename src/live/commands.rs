@@ -67,6 +67,7 @@ async fn submit<B: Broker>(
     events: &mpsc::Sender<Event>,
 ) -> Event {
     let id = o.client_order_id.clone();
+    let symbol = o.symbol.to_string();
     let protective = o.why.is_protective();
     // The audit trail: one line per order sent, and its outcome.
     let line = format!(
@@ -98,11 +99,12 @@ async fn submit<B: Broker>(
     }
     match tokio::time::timeout(cfg.broker_timeout, broker.submit(o)).await {
         Ok(Ok(order)) => {
-            log::info!("order sent: {line}: accepted as {} ({})", order.id, order.status);
+            // The journal's SYMBOL and ORDER_ID fields (`logging`).
+            log::info!(symbol = symbol.as_str(), order_id = id.to_string().as_str(); "order sent: {line}: accepted as {} ({})", order.id, order.status);
             Event::Order(Box::new(answer_as_update(order)))
         }
         Ok(Err(e)) => {
-            log::warn!("order not accepted: {line}: {e}");
+            log::warn!(symbol = symbol.as_str(), order_id = id.to_string().as_str(); "order not accepted: {line}: {e}");
             Event::SubmitFailed { client_order_id: id, reason: e.to_string(), retriable: e.retriable() }
         }
         Err(_) => failed(id, &BrokerError::Ambiguous(format!("no answer within {:?}", cfg.broker_timeout))),

@@ -320,7 +320,10 @@ impl RetrainPipeline {
             RunOutcome::Failed | RunOutcome::Interrupted => {
                 log::warn!("retrain {}: {}; the champion keeps trading", r.id, r.reason())
             }
-            o => log::info!("retrain {}: {} ({})", r.id, o.as_str(), r.reason()),
+            o => {
+                let model = r.candidate.as_deref().unwrap_or("");
+                log::info!(model_id = model; "retrain {}: {} ({})", r.id, o.as_str(), r.reason())
+            }
         }
         if let Err(e) = record::save(&self.store, &r) {
             log::error!("retrain {}: cannot store its record: {e}", r.id);

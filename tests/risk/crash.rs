@@ -456,6 +456,9 @@ fn crash_rounds(core: Core, kills: usize) {
                 orders.iter().any(|o| l.contains(&format!("client id {},", o.client_order_id))),
                 "seed {seed}: a line for an order the broker does not have: {l}"
             );
+            // The journal's structured fields (`log`'s key-values, written after the line on stderr).
+            let id = l.split("client id ").nth(1).and_then(|r| r.split(',').next()).unwrap_or("");
+            assert!(l.contains(&format!(" order_id={id}")) && l.contains(" symbol="), "seed {seed}: no fields: {l}");
         }
         assert!(all.lines().any(|l| l.contains("fill: ") && l.contains(" at ")), "seed {seed}: no fill line:\n{all}");
     }
