@@ -239,7 +239,7 @@ fn bench_ppo_states_its_configuration_and_refuses_bad_arguments() {
     let (runs, secs) = (v["runs"].as_u64().unwrap(), v["seconds"].as_f64().unwrap());
     assert!(runs > 1 && secs >= 0.5, "a run of 64 steps was not lengthened to 0.5 s: {v}");
     assert_eq!(v["env_steps"].as_u64(), Some(64 * runs), "{v}");
-    let o = tradebot(&["bench", "ppo", "--min-seconds", "-1"]);
+    let o = tradebot(&["bench", "ppo", "--min-seconds=-1"]);
     assert!(!o.status.success() && text(&o).contains("--min-seconds -1"), "{}", text(&o));
     let o = tradebot(&["bench", "ppo", "--steps", "0"]);
     assert!(!o.status.success() && text(&o).contains("at least 1"), "{}", text(&o));
