@@ -174,10 +174,23 @@ fn bench_env_prints_throughput_as_json_and_refuses_bad_arguments() {
         let o = tradebot(&args, &[]);
         assert!(o.status.success(), "{}", text(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!((v["envs"].as_u64(), v["assets"].as_u64(), v["steps"].as_u64()), (Some(3), Some(4), Some(50)));
+        // 50 steps take microseconds: they are run again until 0.5 s have passed (--min-seconds).
+        let steps = v["steps"].as_u64().unwrap();
+        assert_eq!((v["envs"].as_u64(), v["assets"].as_u64(), steps % 50), (Some(3), Some(4), 0), "{v}");
+        assert!(steps > 50 && v["seconds"].as_f64().unwrap() >= 0.5, "not lengthened to 0.5 s: {v}");
         let env_rate = v["env_steps_per_s"].as_f64().unwrap();
         assert!(env_rate.is_finite() && env_rate > 0.0, "{v}");
     }
+    let o = tradebot(
+        &[
+            &["bench", "env", "--steps", "50", "--days", "40", "--episode-len", "20"][..],
+            &["--min-seconds", "0", "--json"],
+        ]
+        .concat(),
+        &[],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["steps"].as_u64(), Some(50), "--min-seconds 0 times --steps once: {v}");
     let o = tradebot(&["bench", "env", "--device", "tpu"], &[]);
     assert!(!o.status.success());
     assert!(text(&o).contains("--device \"tpu\": must be cpu or cuda"), "{}", text(&o));

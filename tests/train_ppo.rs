@@ -210,11 +210,17 @@ fn bench_ppo_states_its_configuration_and_refuses_bad_arguments() {
         "1",
         "--hidden",
         "8,8",
+        "--min-seconds",
+        "0",
         "--json",
     ]);
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((v["updates"].as_u64(), v["env_steps"].as_u64()), (Some(2), Some(64)), "{v}");
+    assert_eq!(
+        (v["updates"].as_u64(), v["runs"].as_u64(), v["env_steps"].as_u64()),
+        (Some(2), Some(1), Some(64)),
+        "{v}"
+    );
     assert_eq!(v["hidden"], serde_json::json!([8, 8]));
     assert_eq!(v["obs_dim"], 1 + 2 * 2, "cash, then holding and one feature per asset");
     let (rate, secs) = (v["env_steps_per_s"].as_f64().unwrap(), v["seconds"].as_f64().unwrap());
@@ -224,6 +230,16 @@ fn bench_ppo_states_its_configuration_and_refuses_bad_arguments() {
         (Some("VecEnv"), Some("cpu")),
         "on the CPU: VecEnv unless asked"
     );
+    // A run shorter than --min-seconds is repeated from fresh weights until that much training time has passed.
+    let args = ["bench", "ppo", "--assets", "2", "--days", "60", "--steps", "64", "--n-steps", "32"];
+    let o = tradebot(&[&args[..], &["--batch-size", "16", "--epochs", "1", "--hidden", "8,8", "--json"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (runs, secs) = (v["runs"].as_u64().unwrap(), v["seconds"].as_f64().unwrap());
+    assert!(runs > 1 && secs >= 0.5, "a run of 64 steps was not lengthened to 0.5 s: {v}");
+    assert_eq!(v["env_steps"].as_u64(), Some(64 * runs), "{v}");
+    let o = tradebot(&["bench", "ppo", "--min-seconds=-1"]);
+    assert!(!o.status.success() && text(&o).contains("--min-seconds -1"), "{}", text(&o));
     let o = tradebot(&["bench", "ppo", "--steps", "0"]);
     assert!(!o.status.success() && text(&o).contains("at least 1"), "{}", text(&o));
     // The env kernel (the GPU's env) runs on CPU tensors too, with the libtorch trainer CUDA runs.

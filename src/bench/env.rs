@@ -45,11 +45,17 @@ pub struct EnvBench {
     /// The figures as one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// On the CPU, --steps is run again (the same actions, the envs carrying on) until this many seconds
+    /// have passed, so that a fast run's figure is not a few milliseconds of timer noise.
+    #[arg(long, default_value_t = 0.5)]
+    pub min_seconds: f64,
 }
 
 struct Timing {
     backend: &'static str,
     seconds: f64,
+    /// Steps of every env timed (a multiple of --steps on the CPU backends).
+    steps: usize,
 }
 
 fn config(b: &EnvBench) -> EnvConfig {
@@ -99,13 +105,17 @@ fn time_host_steps(
     let n = b.envs * b.assets;
     let mut out = Step::default();
     let t0 = Instant::now();
-    for s in 0..b.steps {
-        let k = s % 64;
-        step(&acts[k * n..(k + 1) * n], &mut out)?;
+    let mut done = 0;
+    while done == 0 || t0.elapsed().as_secs_f64() < b.min_seconds {
+        for s in 0..b.steps {
+            let k = (done + s) % 64;
+            step(&acts[k * n..(k + 1) * n], &mut out)?;
+        }
+        done += b.steps;
     }
     let seconds = t0.elapsed().as_secs_f64();
     std::hint::black_box(&out);
-    Ok(Timing { backend, seconds })
+    Ok(Timing { backend, seconds, steps: done })
 }
 
 /// The kernel's CPU build (`CpuKernelEnv`), or with `cuda` its CUDA build (`TensorKernelEnv`), the actions
@@ -140,7 +150,7 @@ fn run_kernel_cuda(b: &EnvBench, panel: &Panel) -> anyhow::Result<Timing> {
     let seconds = t0.elapsed().as_secs_f64();
     let (_, episodes) = env.take_returns()?;
     std::hint::black_box(episodes);
-    Ok(Timing { backend: "kernel-cuda", seconds })
+    Ok(Timing { backend: "kernel-cuda", seconds, steps: b.steps })
 }
 
 #[cfg(not(feature = "train"))]
@@ -175,7 +185,7 @@ fn run_tch(b: &EnvBench, panel: &Panel, cuda: bool) -> anyhow::Result<Timing> {
         std::hint::black_box(&step.reward);
     }
     sync();
-    Ok(Timing { backend: "tch", seconds: t0.elapsed().as_secs_f64() })
+    Ok(Timing { backend: "tch", seconds: t0.elapsed().as_secs_f64(), steps: b.steps })
 }
 
 #[cfg(not(feature = "train"))]
@@ -186,6 +196,9 @@ fn run_tch(_: &EnvBench, _: &Panel, _: bool) -> anyhow::Result<Timing> {
 pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
     if b.envs == 0 || b.assets == 0 || b.steps == 0 {
         bail!("--envs, --assets and --steps must be at least 1");
+    }
+    if !(0.0..=3600.0).contains(&b.min_seconds) {
+        bail!("--min-seconds {}: must be between 0 and 3600 (0 times --steps once)", b.min_seconds);
     }
     let cuda = match b.device.as_str() {
         "cpu" => false,
@@ -201,7 +214,7 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
         "tch" => run_tch(&b, &panel, cuda)?,
         other => bail!("--backend {other:?}: must be rust, kernel or tch"),
     };
-    let env_steps = (b.steps * b.envs) as f64 / t.seconds;
+    let env_steps = (t.steps * b.envs) as f64 / t.seconds;
     let asset_steps = env_steps * b.assets as f64;
     if b.json {
         outln!(
@@ -209,7 +222,7 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
             serde_json::json!({
                 "backend": t.backend, "device": if cuda { "cuda:0" } else { "cpu" },
                 "env": match t.backend { "rust" => "VecEnv", "tch" => "TchEnv", _ => "kernel" }, "threads": b.threads, "finrl_rules": b.finrl, "envs": b.envs,
-                "assets": b.assets, "steps": b.steps, "seconds": t.seconds,
+                "assets": b.assets, "steps": t.steps, "seconds": t.seconds,
                 "env_steps_per_s": env_steps, "asset_steps_per_s": asset_steps,
             })
         )?;
@@ -220,7 +233,7 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
             b.device,
             b.envs,
             b.assets,
-            b.steps,
+            t.steps,
             t.seconds,
             env_steps,
             asset_steps

@@ -56,6 +56,10 @@ pub struct PpoBench {
     /// The figures as one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// The whole run (--steps from fresh weights, the same seed) is repeated until this many seconds of
+    /// training have passed, so that a fast run's figure is not timer noise; the rate is over all runs.
+    #[arg(long, default_value_t = 0.5)]
+    pub min_seconds: f64,
 }
 
 #[cfg(feature = "train")]
@@ -72,6 +76,9 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     if b.envs == 0 || b.assets == 0 || b.steps == 0 || b.days < 3 {
         bail!("--envs, --assets and --steps must be at least 1, --days at least 3");
     }
+    if !(0.0..=3600.0).contains(&b.min_seconds) {
+        bail!("--min-seconds {}: must be between 0 and 3600 (0 runs --steps once)", b.min_seconds);
+    }
     let device = match b.device.as_str() {
         "cpu" | "cuda" => crate::training::pick_device(&b.device)?,
         other => bail!("--device {other:?}: must be cpu or cuda"),
@@ -82,7 +89,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         other => bail!("--cpu-backend {other:?}: must be native or libtorch"),
     };
     tch::set_num_threads(b.threads.max(1));
-    let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
+    let panel = Arc::new(Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?);
     let env_cfg = EnvConfig { n_envs: b.envs, ..finrl_env_config(b.days, b.seed) };
     let kernel = match b.env.as_str() {
         "auto" => device.is_cuda(),
@@ -90,11 +97,13 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         "vec" => false,
         other => bail!("--env {other:?}: must be auto, kernel or vec"),
     };
-    let mut env: Box<dyn BatchEnv + Send> = if kernel {
-        let cfg = EnvConfig { accounting: Accounting::Standard, ..env_cfg };
-        Box::new(KernelTradingEnv::new(&cfg, &panel, device).context("starting the env kernel (or use --env vec)")?)
-    } else {
-        Box::new(TradingEnv::new(env_cfg, Arc::new(panel))?)
+    let make_env = || -> anyhow::Result<Box<dyn BatchEnv + Send>> {
+        Ok(if kernel {
+            let cfg = EnvConfig { accounting: Accounting::Standard, ..env_cfg.clone() };
+            Box::new(KernelTradingEnv::new(&cfg, &panel, device).context("starting the env kernel (or use --env vec)")?)
+        } else {
+            Box::new(TradingEnv::new(env_cfg.clone(), panel.clone())?)
+        })
     };
     let env_name = if kernel { EnvBackend::Kernel } else { EnvBackend::VecEnv }.as_str();
     let device_name = crate::training::device_name(device);
@@ -108,18 +117,27 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         mixed_precision: b.mixed_precision,
         ..Default::default()
     };
-    let mut ppo = Ppo::new(cfg, env.obs_dim(), env.act_dim(), device)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(b.threads.max(1) as usize)
         .build()
         .context("starting the training threads")?;
-    let t0 = Instant::now();
-    pool.install(|| ppo.train(&mut *env, b.steps, |_| true))?;
-    if device.is_cuda() {
-        tch::Cuda::synchronize(0);
-    }
-    let seconds = t0.elapsed().as_secs_f64();
-    let rate = ppo.env_steps as f64 / seconds;
+    let (mut seconds, mut runs, mut env_steps) = (0.0, 0u64, 0u64);
+    let (env, ppo) = loop {
+        let mut env = make_env()?;
+        let mut ppo = Ppo::new(cfg.clone(), env.obs_dim(), env.act_dim(), device)?;
+        let t0 = Instant::now();
+        pool.install(|| ppo.train(&mut *env, b.steps, |_| true))?;
+        if device.is_cuda() {
+            tch::Cuda::synchronize(0);
+        }
+        seconds += t0.elapsed().as_secs_f64();
+        runs += 1;
+        env_steps += ppo.env_steps;
+        if seconds >= b.min_seconds {
+            break (env, ppo);
+        }
+    };
+    let rate = env_steps as f64 / seconds;
     if b.json {
         outln!(
             "{}",
@@ -128,12 +146,12 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
                 "mixed_precision": b.mixed_precision, "threads": b.threads, "envs": b.envs,
                 "assets": b.assets, "obs_dim": env.obs_dim(), "hidden": b.hidden, "n_steps": b.n_steps,
                 "batch_size": b.batch_size, "epochs": b.epochs, "updates": ppo.updates,
-                "env_steps": ppo.env_steps, "seconds": seconds, "env_steps_per_s": rate,
+                "runs": runs, "env_steps": env_steps, "seconds": seconds, "env_steps_per_s": rate,
             })
         )?;
     } else {
         outln!(
-            "PPO on {} ({}, {env_name} env, {} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates, {} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
+            "PPO on {} ({}, {env_name} env, {} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates per run, {runs} runs, {env_steps} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
             device_name,
             ppo.backend(),
             b.threads,
@@ -145,7 +163,6 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
             b.batch_size,
             b.epochs,
             ppo.updates,
-            ppo.env_steps
         )?;
     }
     Ok(ExitCode::SUCCESS)

@@ -12,6 +12,24 @@ const ROWS: usize = 64;
 /// the blocks are spread.
 const ELEMS: usize = 16_384;
 
+/// Fewer rows than this go through [`dot`] in a forward pass instead of a GEMM (the GEMM's tiles are 8
+/// rows high): a rollout's one env, or a few.
+const SMALL: usize = 8;
+
+/// `a·b` in eight lanes (so that it vectorises), then the lanes pairwise and the tail in order.
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail = ca.remainder().iter().zip(cb.remainder());
+    let mut acc = [0f32; 8];
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    tail.fold(s, |s, (x, y)| s + x * y)
+}
+
 /// `c = alpha * a·b + beta * c`, with `c`'s rows in blocks of [`ROWS`] spread over rayon's current pool
 /// once there are two blocks or more. Whether it blocks depends on the shape alone, never on the threads,
 /// and each row is computed by the same kernel over the same `k` loop in any block: the result is the same
@@ -130,11 +148,20 @@ pub(super) fn forward(params: &[f32], tower: &[Dense], act: Activation, x: &[f32
         let input: &[f32] = if i == 0 { x } else { &before[i - 1] };
         let y = &mut rest[0];
         y.clear();
-        for _ in 0..n {
-            y.extend_from_slice(&params[d.b..d.b + d.out]);
+        let (weight, bias) = (&params[d.w..d.w + d.out * d.input], &params[d.b..d.b + d.out]);
+        if n < SMALL {
+            // A rollout's few rows: dot products straight off the weights' rows. A GEMM would pack the
+            // weights and compute whole 8-row tiles for each call, several times this work.
+            for row in input[..n * d.input].chunks_exact(d.input) {
+                y.extend(weight.chunks_exact(d.input).zip(bias).map(|(w, b)| b + dot(row, w)));
+            }
+        } else {
+            for _ in 0..n {
+                y.extend_from_slice(bias);
+            }
+            let w = view(weight, d.out, d.input);
+            gemm(1.0, &view(input, n, d.input), &w.t(), 1.0, &mut view_mut(y, n, d.out));
         }
-        let w = view(&params[d.w..], d.out, d.input);
-        gemm(1.0, &view(input, n, d.input), &w.t(), 1.0, &mut view_mut(y, n, d.out));
         if i + 1 < tower.len() {
             let f = |y: &mut [f32]| match act {
                 Activation::Tanh => tanh_slice(y),
@@ -228,6 +255,30 @@ mod tests {
             assert_eq!(bits(&got), bits(&want), "{threads} threads");
             assert_eq!(bits(&got_t), bits(&want_t), "{threads} threads, transposed operand");
         }
+    }
+
+    /// The forward pass of a few rows (dot products) against the GEMM's for the same rows within a larger
+    /// batch: the same values to f32 rounding, for every row count below and at the switch.
+    #[test]
+    fn a_forward_pass_of_few_rows_agrees_with_the_gemms() {
+        use crate::onnx::Activation;
+        let layout = super::Layout::new(61, 30, &[64, 64]);
+        let mut rng = crate::env::rng::SplitMix64::new(4);
+        let params: Vec<f32> = (0..layout.len).map(|_| (rng.next_f64() * 0.4 - 0.2) as f32).collect();
+        let x: Vec<f32> = (0..16 * 61).map(|_| (rng.next_f64() * 4.0 - 2.0) as f32).collect();
+        let mut big = super::Acts::default();
+        super::forward(&params, &layout.actor, Activation::Tanh, &x, 16, &mut big);
+        let want = big.0.last().unwrap();
+        for n in 1..=super::SMALL {
+            let mut small = super::Acts::default();
+            super::forward(&params, &layout.actor, Activation::Tanh, &x[..n * 61], n, &mut small);
+            let got = small.0.last().unwrap();
+            assert_eq!(got.len(), n * 30);
+            let worst = got.iter().zip(want).map(|(g, w)| (g - w).abs()).fold(0.0, f32::max);
+            assert!(worst < 1e-5, "{n} rows: worst difference {worst}");
+            assert!(got.iter().any(|g| g.abs() > 1e-2), "outputs all ~0: a weak test");
+        }
+        assert_eq!(super::dot(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]), 32.0, "the tail alone");
     }
 
     #[test]
