@@ -806,3 +806,35 @@ fn errors_name_the_thing_once_and_backtest_windows_say_the_fix() {
         ]
     );
 }
+
+/// Issue 37: `backtest --report` writes one self-contained page whose numbers are the backtest's own (its
+/// JSON embedded as `--json` prints it, the figures table formatted from it), and `--trades` the fills.
+#[test]
+fn backtest_writes_a_tear_sheet_with_its_own_numbers_and_the_fills_as_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_in(dir.path(), "", "");
+    let (page, csv) = (dir.path().join("report.html"), dir.path().join("trades.csv"));
+    let args = ["backtest", "--from", "2012-01-03", "--to", "2012-06-29", "--json", "--config", cfg.to_str().unwrap()];
+    let o =
+        tradebot(&[&args[..], &["--report", page.to_str().unwrap(), "--trades", csv.to_str().unwrap()]].concat(), &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let start = html.find("<script type=\"application/json\" id=\"report\">").expect("the report's JSON is embedded");
+    let body = &html[start..];
+    let body = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
+    let embedded: serde_json::Value = serde_json::from_str(&body.replace("<\\/", "</")).unwrap();
+    assert_eq!(embedded, printed, "the page carries the backtest's own numbers");
+    let total = printed["strategy"]["total_return"].as_f64().unwrap();
+    assert!(html.contains(&format!("<tr><th>total return</th><td>{:.2}%</td>", total * 100.0)), "the figures table");
+    for part in ["<svg", "id=\"months\"", "id=\"symbols\"", "id=\"trades\"", "Rolling Sharpe"] {
+        assert!(html.contains(part), "the page lacks {part}");
+    }
+    assert!(!html.contains("<script src") && !html.contains("<link") && !html.contains("<img"), "self-contained");
+    let rows: Vec<String> = std::fs::read_to_string(&csv).unwrap().lines().map(str::to_string).collect();
+    assert_eq!(rows[0], "time,symbol,side,qty,price,notional,client_order_id");
+    let trades = printed["strategy"]["trades"].as_u64().unwrap() as usize;
+    assert!(trades > 0, "the demo window trades");
+    assert_eq!(rows.len() - 1, trades, "one CSV row per fill the backtest counted");
+    assert!(rows[1..].iter().all(|r| r.split(',').count() == 7 && r.contains(",tb-")), "{rows:?}");
+}

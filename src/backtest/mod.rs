@@ -18,6 +18,7 @@ mod parity_tests;
 mod replay_parity_tests;
 pub mod session;
 pub mod sim;
+pub mod tearsheet;
 
 pub use metrics::{Activity, Metrics, metrics};
 pub use session::{EquityPoint, Models, SessionHooks, SimSession, simulate};
@@ -73,6 +74,9 @@ pub struct BacktestReport {
     pub refusals: std::collections::BTreeMap<&'static str, usize>,
     #[serde(skip)]
     pub curve: Vec<EquityPoint>,
+    /// The account's fills in time order (`--trades`, `--report`).
+    #[serde(skip)]
+    pub fills: Vec<crate::oms::FillRecord>,
 }
 
 /// Bars per year for annualising (252 trading days; intraday timeframes scale from 6.5-hour sessions).
@@ -253,6 +257,8 @@ pub struct Evaluation {
     pub refusals: std::collections::BTreeMap<&'static str, usize>,
     pub strategy: Metrics,
     pub buy_hold: Metrics,
+    /// The account's fills, in time order (`evaluate`; empty from `summarise`).
+    pub fills: Vec<crate::oms::FillRecord>,
 }
 
 impl Evaluation {
@@ -298,7 +304,11 @@ pub(crate) fn evaluate_on(
     let exec = config.env.exec;
     let (bh, bh_act) = buy_and_hold(bars, start, session::initial_cash(config), &exec);
     session.run(bars, &bh)?;
-    Ok(summarise(config, &session, bh_act))
+    let mut ev = summarise(config, &session, bh_act);
+    let fills = account.tree::<crate::oms::FillRecord>(TreeName::Fills).and_then(|t| t.scan_prefix(b""));
+    ev.fills = fills.map_err(|e| BacktestError::Scratch(e.to_string()))?.into_iter().map(|(_, f)| f).collect();
+    ev.fills.sort_by_key(|f| f.time);
+    Ok(ev)
 }
 
 /// The metrics of a session's curve and of its buy-and-hold line (the replay's summary, too).
@@ -311,6 +321,7 @@ pub fn summarise(config: &Config, session: &SimSession, bh_act: Activity) -> Eva
         strategy: metrics(&session.equity_curve(), ppy, session.activity()),
         buy_hold: metrics(&bh, ppy, bh_act),
         curve,
+        fills: Vec::new(),
     }
 }
 
@@ -367,6 +378,7 @@ pub fn run_subject(
         buy_hold: ev.buy_hold,
         refusals: ev.refusals,
         curve: ev.curve,
+        fills: ev.fills,
     })
 }
 

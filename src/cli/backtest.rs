@@ -38,6 +38,14 @@ pub struct BacktestArgs {
     /// Write the equity curve (time, equity, cash, buy_hold) to this CSV file.
     #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Write a tear sheet to this HTML file: one self-contained page with the equity against buy-and-hold
+    /// and cash, the drawdown, the monthly returns, the rolling Sharpe, per-symbol figures, the trades and
+    /// the config, with the report's JSON embedded.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
+    /// Write the fills to this CSV file (time, symbol, side, qty, price, notional, client_order_id).
+    #[arg(long, value_name = "FILE.csv")]
+    pub trades: Option<PathBuf>,
 }
 
 pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
@@ -62,6 +70,16 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     let report = backtest::run_subject(&config, &store, &reg, &subject, from, to)?;
     if let Some(path) = &a.csv {
         backtest::write_csv(path, &report.curve).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.trades {
+        std::fs::write(path, backtest::tearsheet::trades_csv(&report.fills))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.report {
+        let json = serde_json::to_string(&report)?;
+        let ppy = backtest::periods_per_year(config.market.timeframe);
+        let page = backtest::tearsheet::html(&report, &json, &config.to_toml(), config.env.exec.fee_bps, ppy);
+        std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
         outln!("{}", serde_json::to_string(&report)?)?;
