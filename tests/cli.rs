@@ -813,6 +813,8 @@ fn errors_name_the_thing_once_and_backtest_windows_say_the_fix() {
 fn backtest_writes_a_tear_sheet_with_its_own_numbers_and_the_fills_as_csv() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_in(dir.path(), "", "");
+    let o = tradebot(&["models", "seed", "--config", cfg.to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", text(&o));
     let (page, csv) = (dir.path().join("report.html"), dir.path().join("trades.csv"));
     let args = ["backtest", "--from", "2012-01-03", "--to", "2012-06-29", "--json", "--config", cfg.to_str().unwrap()];
     let o =

@@ -245,7 +245,11 @@ fn bench_ppo_states_its_configuration_and_refuses_bad_arguments() {
     // The env kernel (the GPU's env) runs on CPU tensors too, with the libtorch trainer CUDA runs.
     let args = ["bench", "ppo", "--assets", "2", "--days", "60", "--steps", "64", "--n-steps", "32"];
     let o = tradebot(
-        &[&args[..], &["--batch-size", "16", "--env", "kernel", "--cpu-backend", "libtorch", "--json"]].concat(),
+        &[
+            &args[..],
+            &["--batch-size", "16", "--env", "kernel", "--cpu-backend", "libtorch", "--min-seconds", "0", "--json"],
+        ]
+        .concat(),
     );
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

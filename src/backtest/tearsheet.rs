@@ -85,7 +85,7 @@ fn usd(x: f64) -> String {
     let whole = (cents / 100).to_string();
     let mut grouped = String::new();
     for (i, c) in whole.chars().enumerate() {
-        if i > 0 && (whole.len() - i) % 3 == 0 {
+        if i > 0 && (whole.len() - i).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(c);
@@ -246,9 +246,9 @@ pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64
         );
     }
     h.push_str("</table>");
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<h2>Configuration</h2><pre>{}</pre><script type=\"application/json\" id=\"report\">{}</script></body></html>\n",
+        "<h2>Configuration</h2><pre>{}</pre><script type=\"application/json\" id=\"report\">{}</script></body></html>",
         esc(config),
         json.replace("</", "<\\/")
     );
@@ -324,7 +324,14 @@ mod tests {
     use chrono::{TimeZone, Utc};
 
     fn point(y: i32, m: u32, d: u32, equity: f64) -> EquityPoint {
-        EquityPoint { t: Utc.with_ymd_and_hms(y, m, d, 21, 0, 0).unwrap(), equity, cash: 0.0, buy_hold: 100.0 }
+        EquityPoint {
+            t: Utc.with_ymd_and_hms(y, m, d, 21, 0, 0).unwrap(),
+            equity,
+            cash: 0.0,
+            buy_hold: 100.0,
+            trades: 0,
+            fees: 0.0,
+        }
     }
 
     #[test]
