@@ -41,38 +41,39 @@ open(sys.argv[1], "w").write(s)
 EOF
 }
 now() { date +%s.%N; }
+load() { cut -d' ' -f1 /proc/loadavg; }
 for c in single a b; do config "$WORK/$c.toml" "$WORK/$c"; done
 run=(tune ppo --trials "$TRIALS" --budget-steps "$BUDGET_STEPS" --device cpu)
 
 echo "one process: $TRIALS trials of $BUDGET_STEPS steps, 2 at a time ($TB)"
-t0=$(now)
+l0=$(load); t0=$(now)
 "$TB" "${run[@]}" --config "$WORK/single.toml" --parallel 2 --threads 2 >"$WORK/single.log" 2>&1 ||
     { tail -n 5 "$WORK/single.log"; exit 1; }
-t1=$(now)
+t1=$(now); l1=$(load)
 single_done=$(grep -c ' complete ' <("$TB" tune show latest --config "$WORK/single.toml") || true)
 
 echo "two workers through Optuna's gRPC proxy over SQLite on 127.0.0.1:$PORT"
 "$PY" scripts/optuna_peer.py proxy "$PORT" "sqlite:///$WORK/optuna.db" >"$WORK/proxy.log" 2>&1 & pids+=($!)
 for _ in $(seq 150); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.2; done
 (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null || { cat "$WORK/proxy.log"; echo "the proxy did not start"; exit 1; }
-t2=$(now)
+l2=$(load); t2=$(now)
 for w in a b; do
     "$TB" "${run[@]}" --config "$WORK/$w.toml" --storage "grpc://127.0.0.1:$PORT" --study bench \
         >"$WORK/worker-$w.log" 2>&1 & pids+=($!)
 done
 status=0
 for p in "${pids[@]:1:2}"; do wait "$p" || status=1; done
-t3=$(now)
+t3=$(now); l3=$(load)
 [ $status = 0 ] || { tail -n 5 "$WORK"/worker-*.log; exit 1; }
 cluster_done=$("$PY" -W ignore scripts/optuna_peer.py dump "$PORT" bench |
     "$PY" -c 'import json, sys; print(sum(t["state"] == "COMPLETE" for t in json.load(sys.stdin)["trials"]))')
 
-"$PY" - "$single_done" "$t0" "$t1" "$cluster_done" "$t2" "$t3" "$WORK" <<'EOF'
+"$PY" - "$single_done" "$t0" "$t1" "$cluster_done" "$t2" "$t3" "$WORK" "$l0 -> $l1" "$l2 -> $l3" <<'EOF'
 import re, sys
-n1, a, b, n2, c, d, work = sys.argv[1:]
+n1, a, b, n2, c, d, work, l1, l2 = sys.argv[1:]
 s_rate, c_rate = int(n1) / (float(b) - float(a)) * 3600, int(n2) / (float(d) - float(c)) * 3600
-print(f"one process: {n1} trials complete in {float(b) - float(a):.1f}s: {s_rate:,.0f} trials/hour")
-print(f"two workers: {n2} trials complete in {float(d) - float(c):.1f}s: {c_rate:,.0f} trials/hour")
+print(f"one process: {n1} trials complete in {float(b) - float(a):.1f}s: {s_rate:,.0f} trials/hour (load average {l1})")
+print(f"two workers: {n2} trials complete in {float(d) - float(c):.1f}s: {c_rate:,.0f} trials/hour (load average {l2})")
 for w in "ab":
     m = re.search(r"this worker's \d+ trials took.*", open(f"{work}/worker-{w}.log").read())
     print(f"worker {w}: {m.group(0) if m else 'no storage share logged (a tradebot without it?)'}")

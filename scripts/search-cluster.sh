@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make search-cluster`: a search cluster on this box to try: PostgreSQL (Debian's package) on a temporary data
 # directory, Optuna's gRPC storage proxy over it, two tradebot workers and one Python Optuna worker on loopback,
-# and optuna-dashboard where it is installed. Prints where to look; Ctrl-C (or the workers' end) stops it all.
+# and optuna-dashboard where it is installed. Prints where to look; once the workers end, the study stays up
+# (HOLD seconds, or until Ctrl-C on a terminal), then it all stops.
 # On several machines: the proxy on one (listening on an address the others reach), `tradebot tune ppo
 # --storage grpc://HOST:PORT --study NAME` on each (README, "A study shared with Optuna").
 set -euo pipefail
@@ -63,4 +64,12 @@ echo "the study:   $TB tune show $STUDY --config $WORK/a.toml --storage $URL"
 status=0
 for p in "${workers[@]}"; do wait "$p" || status=1; done
 "$TB" tune show "$STUDY" --config "$WORK/a.toml" --storage "$URL" || status=1
+# The study stays up to look at: HOLD seconds, or until Ctrl-C on a terminal.
+if [ -n "${HOLD:-}" ]; then
+    echo "the study is done: the dashboard and the storage stay up for ${HOLD}s"
+    sleep "$HOLD"
+elif [ -t 0 ]; then
+    echo "the study is done: the dashboard and the storage stay up until Ctrl-C"
+    wait || true
+fi
 exit $status
