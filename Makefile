@@ -94,7 +94,8 @@ optuna: venv
 # A search cluster on this box to try (scripts/search-cluster.sh): PostgreSQL from Debian's package on a temporary
 # data directory, Optuna's gRPC proxy over it, two tradebot workers and one Python worker, and optuna-dashboard
 # (PyPI, pinned; installed into the venv here, not for `make test`); it prints where to look. TB=path: another
-# tradebot binary (no release build then); TRIALS, BUDGET_STEPS: the study's size.
+# tradebot binary (no release build then); TRIALS, BUDGET_STEPS: the study's size; it stays up after the workers
+# end until Ctrl-C (HOLD=N: N seconds).
 OPTUNA_DASHBOARD_VERSION := 0.21.0
 TB ?=
 search-cluster: optuna $(if $(TB),,build)
