@@ -114,3 +114,35 @@ pub fn record_of(name: &str, tune: &TuneConfig, all: &[m::Trial]) -> StudyRecord
         error,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::messages::state;
+    use super::*;
+
+    /// A complete trial with `value`; `ours`: run by a tradebot worker (its worker attribute).
+    fn trial(number: i64, value: f64, ours: bool) -> m::Trial {
+        let mut t = m::Trial {
+            trial_id: number + 10,
+            number,
+            state: state::COMPLETE,
+            values: vec![value],
+            ..Default::default()
+        };
+        if ours {
+            t.system_attributes.insert(WORKER_ATTR.into(), "\"host-1\"".into());
+        }
+        t
+    }
+
+    #[test]
+    fn a_best_trial_no_tradebot_worker_ran_is_said_to_have_no_candidate() {
+        let tune = TuneConfig::default();
+        let r = record_of("s", &tune, &[trial(0, 0.5, true), trial(1, 0.9, false)]);
+        assert_eq!(r.best, Some(1));
+        let table = crate::tune::table(&r);
+        assert!(table.contains("trial 1, is not a tradebot worker's") && !table.contains("under way"), "{table}");
+        let r = record_of("s", &tune, &[trial(0, 0.5, true), trial(1, 0.4, false)]);
+        assert_eq!((r.best, r.error), (Some(0), None));
+    }
+}
