@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv optuna chart-assets search-cluster build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-gpu gpu-kit gpu-check install chromium systemd-tools
+.PHONY: all venv optuna chart-assets search-cluster build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-cluster bench-gpu gpu-kit gpu-check install chromium systemd-tools
 
 all: build
 
@@ -92,10 +92,22 @@ optuna: venv
 		"$(PYENV)/bin/python" -m pip install --quiet --disable-pip-version-check "optuna==$(OPTUNA_VERSION)" "grpcio==$(GRPCIO_VERSION)" "psycopg2-binary==$(PSYCOPG2_VERSION)"
 
 # A search cluster on this box to try (scripts/search-cluster.sh): PostgreSQL from Debian's package on a temporary
-# data directory, Optuna's gRPC proxy over it, two tradebot workers and one Python worker, optuna-dashboard where
-# installed; it prints where to look.
-search-cluster: build optuna
-	PYENV="$(PYENV)" scripts/search-cluster.sh
+# data directory, Optuna's gRPC proxy over it, two tradebot workers and one Python worker, and optuna-dashboard
+# (PyPI, pinned; installed into the venv here, not for `make test`); it prints where to look. TB=path: another
+# tradebot binary (no release build then); TRIALS, BUDGET_STEPS: the study's size; it stays up after the workers
+# end until Ctrl-C (HOLD=N: N seconds).
+OPTUNA_DASHBOARD_VERSION := 0.21.0
+TB ?=
+search-cluster: optuna $(if $(TB),,build)
+	@"$(PYENV)/bin/python" -c 'import optuna_dashboard as d; assert d.__version__ == "$(OPTUNA_DASHBOARD_VERSION)"' 2>/dev/null || \
+		"$(PYENV)/bin/python" -m pip install --quiet --disable-pip-version-check "optuna-dashboard==$(OPTUNA_DASHBOARD_VERSION)"
+	PYENV="$(PYENV)" TB="$(or $(TB),./target/release/tradebot)" scripts/search-cluster.sh
+
+# The same search in one process (2 trials at a time) and by two tradebot workers through Optuna's gRPC proxy
+# over SQLite (benches/cluster.sh), one after the other: trials/hour of each, the ratio (target >= 0.9) and each
+# worker's storage share of its trials' wall time. TB=path: another tradebot binary (no release build then).
+bench-cluster: optuna $(if $(TB),,build)
+	PYENV="$(PYENV)" TB="$(or $(TB),./target/release/tradebot)" benches/cluster.sh
 
 # CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs).
 test: venv chart-assets optuna chromium systemd-tools check-inference-only lint

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make search-cluster`: a search cluster on this box to try: PostgreSQL (Debian's package) on a temporary data
 # directory, Optuna's gRPC storage proxy over it, two tradebot workers and one Python Optuna worker on loopback,
-# and optuna-dashboard where it is installed. Prints where to look; Ctrl-C (or the workers' end) stops it all.
+# and optuna-dashboard where it is installed. Prints where to look; once the workers end, the study stays up
+# (HOLD seconds, or until Ctrl-C on a terminal), then it all stops.
 # On several machines: the proxy on one (listening on an address the others reach), `tradebot tune ppo
 # --storage grpc://HOST:PORT --study NAME` on each (README, "A study shared with Optuna").
 set -euo pipefail
@@ -34,7 +35,8 @@ as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg/server.log" -w \
 as_pg "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U optuna optuna
 DB="postgresql+psycopg2://optuna@127.0.0.1:$PGPORT/optuna"
 "$PY" scripts/optuna_peer.py proxy "$PROXY_PORT" "$DB" >"$WORK/proxy.log" 2>&1 & pids+=($!)
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PROXY_PORT") 2>/dev/null && break; sleep 0.2; done
+for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$PROXY_PORT") 2>/dev/null && break; sleep 0.2; done
+(exec 3<>"/dev/tcp/127.0.0.1/$PROXY_PORT") 2>/dev/null || { cat "$WORK/proxy.log"; echo "Optuna's proxy did not start in 60s"; exit 1; }
 URL="grpc://127.0.0.1:$PROXY_PORT"
 for w in a b; do
     sed "s#^state_dir = \"./var\"#state_dir = \"$WORK/$w\"#" config/tradebot.toml >"$WORK/$w.toml"
@@ -42,12 +44,19 @@ for w in a b; do
         --budget-steps "${BUDGET_STEPS:-16384}" >"$WORK/worker-$w.log" 2>&1 & pids+=($!)
 done
 workers=("${pids[@]:1:2}")
+# The Python worker joins once a tradebot worker has created the study (with tradebot's settings and space).
+for _ in $(seq 300); do
+    grep -qs "study $STUDY \(created\|joined\)" "$WORK"/worker-*.log && break
+    for p in "${workers[@]}"; do kill -0 "$p" 2>/dev/null || { tail -n 5 "$WORK"/worker-*.log; exit 1; }; done
+    sleep 0.2
+done
 "$PY" scripts/optuna_peer.py worker "$PROXY_PORT" "$STUDY" 3 >"$WORK/python.log" 2>&1 & pids+=($!)
-if "$PY" -c 'import optuna_dashboard' 2>/dev/null; then
-    "$PY" -m optuna_dashboard "$DB" --port "$DASH_PORT" >"$WORK/dashboard.log" 2>&1 & pids+=($!)
-    echo "dashboard:   http://127.0.0.1:$DASH_PORT"
+DASH="${PYENV}/bin/optuna-dashboard"
+if [ -x "$DASH" ]; then
+    "$DASH" "$DB" --host 127.0.0.1 --port "$DASH_PORT" >"$WORK/dashboard.log" 2>&1 & pids+=($!)
+    echo "dashboard:   http://127.0.0.1:$DASH_PORT (optuna-dashboard over the database; its log: $WORK/dashboard.log)"
 else
-    echo "dashboard:   not installed (\`$PY -m pip install optuna-dashboard\`, then run \`make search-cluster\` again)"
+    echo "dashboard:   not installed (\`make search-cluster\` installs optuna-dashboard, or \`$PY -m pip install optuna-dashboard\`)"
 fi
 echo "storage:     $DB (PostgreSQL in $WORK/pg), through Optuna's gRPC proxy at $URL"
 echo "workers:     tail -f $WORK/worker-a.log $WORK/worker-b.log $WORK/python.log"
@@ -55,4 +64,12 @@ echo "the study:   $TB tune show $STUDY --config $WORK/a.toml --storage $URL"
 status=0
 for p in "${workers[@]}"; do wait "$p" || status=1; done
 "$TB" tune show "$STUDY" --config "$WORK/a.toml" --storage "$URL" || status=1
+# The study stays up to look at: HOLD seconds, or until Ctrl-C on a terminal.
+if [ -n "${HOLD:-}" ]; then
+    echo "the study is done: the dashboard and the storage stay up for ${HOLD}s"
+    sleep "$HOLD"
+elif [ -t 0 ]; then
+    echo "the study is done: the dashboard and the storage stay up until Ctrl-C"
+    wait || true
+fi
 exit $status

@@ -6,9 +6,29 @@
 
 use super::StorageError;
 use super::messages::{self as m, method};
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
+
+thread_local! {
+    /// This thread's time in storage calls (their backoff included) and its calls: [`waited_here`].
+    static WAITED: Cell<(Duration, u64)> = const { Cell::new((Duration::ZERO, 0)) };
+}
+
+/// The time this thread has spent waiting on the storage (calls and their backoff while the proxy is
+/// away) and the calls it made, since it started: a worker's trials measure their storage share with it,
+/// apart from the heartbeat's thread, whose writes no trial waits for.
+pub fn waited_here() -> (Duration, u64) {
+    WAITED.with(Cell::get)
+}
+
+fn count_wait(d: Duration, calls: u64) {
+    WAITED.with(|w| {
+        let (t, n) = w.get();
+        w.set((t + d, n + calls));
+    });
+}
 
 /// The system attribute that names a trial's creator (a random token per trial).
 pub const TOKEN_ATTR: &str = "tradebot:token";
@@ -57,13 +77,16 @@ impl Client {
         Q: prost::Message + Send + Sync + 'static,
         R: prost::Message + Default + Send + Sync + 'static,
     {
+        let started = Instant::now();
         let mut grpc = tonic::client::Grpc::new(self.channel.clone());
-        self.rt.block_on(async move {
+        let r = self.rt.block_on(async move {
             grpc.ready().await.map_err(|e| tonic::Status::unavailable(e.to_string()))?;
             let codec = tonic_prost::ProstCodec::<Q, R>::default();
             let path = tonic::codegen::http::uri::PathAndQuery::from_static(path);
             grpc.unary(tonic::Request::new(req), path, codec).await.map(tonic::Response::into_inner)
-        })
+        });
+        count_wait(started.elapsed(), 1);
+        r
     }
 
     /// One call, retried with backoff while the proxy is unreachable. `again` runs before each retry (after
@@ -107,6 +130,7 @@ impl Client {
                         warned = true;
                     }
                     std::thread::sleep(wait);
+                    count_wait(wait, 0);
                     wait = (wait * 2).min(Duration::from_secs(2));
                     retried = true;
                 }
@@ -323,5 +347,28 @@ mod tests {
         assert!(matches!(e, StorageError::Unreachable { .. }), "{e:?}");
         let e = e.to_string();
         assert!(e.contains(&format!("grpc://127.0.0.1:{port}")) && e.contains("is the proxy running"), "{e}");
+    }
+
+    /// A thread's storage calls and backoff are counted for that thread alone (the heartbeat's thread
+    /// does not add to a trial's storage share).
+    #[test]
+    fn time_waiting_on_the_storage_is_counted_per_thread() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap();
+        let mut c = Client::new(&format!("grpc://127.0.0.1:{port}")).unwrap();
+        c.patience = Duration::from_millis(300);
+        let c = std::sync::Arc::new(c);
+        let before = waited_here();
+        let other = std::thread::spawn({
+            let c = c.clone();
+            move || {
+                let started = Instant::now();
+                let _ = c.study_id("s");
+                (started.elapsed(), waited_here())
+            }
+        });
+        let (took, (waited, calls)) = other.join().unwrap();
+        assert!(calls >= 2, "{calls} calls counted: the first try and at least one retry");
+        assert!(waited >= Duration::from_millis(300) && waited <= took, "waited {waited:?} of {took:?}");
+        assert_eq!(waited_here(), before, "another thread's calls were counted here");
     }
 }

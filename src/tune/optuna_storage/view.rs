@@ -3,7 +3,7 @@
 //! where a tradebot worker trained it (the study's `tradebot:model:N` system attribute).
 
 use super::messages as m;
-use super::{Client, StorageError, mapping};
+use super::{Client, StorageError, WORKER_ATTR, mapping};
 use crate::config::{SamplerKind, TuneConfig};
 use crate::retrain::study::StudyRecord;
 use serde_json::Value;
@@ -84,6 +84,10 @@ fn with_settings(mut r: StudyRecord, attrs: &std::collections::HashMap<String, S
 /// The study as our record, from the storage's trials.
 pub fn record_of(name: &str, tune: &TuneConfig, all: &[m::Trial]) -> StudyRecord {
     let best = mapping::best(all);
+    // A best trial that no tradebot worker ran (a Python worker's) has no candidate: said, not "under way".
+    let error = best.filter(|b| !b.system_attributes.contains_key(WORKER_ATTR)).map(|b| {
+        format!("the study's best, trial {}, is not a tradebot worker's: no candidate is registered from it", b.number)
+    });
     let mut trials: Vec<_> = all.iter().map(mapping::trial_record).collect();
     trials.sort_by_key(|t| t.number);
     StudyRecord {
@@ -107,6 +111,38 @@ pub fn record_of(name: &str, tune: &TuneConfig, all: &[m::Trial]) -> StudyRecord
         best: best.map(|b| b.number.max(0) as usize),
         trials,
         model_id: None,
-        error: None,
+        error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::messages::state;
+    use super::*;
+
+    /// A complete trial with `value`; `ours`: run by a tradebot worker (its worker attribute).
+    fn trial(number: i64, value: f64, ours: bool) -> m::Trial {
+        let mut t = m::Trial {
+            trial_id: number + 10,
+            number,
+            state: state::COMPLETE,
+            values: vec![value],
+            ..Default::default()
+        };
+        if ours {
+            t.system_attributes.insert(WORKER_ATTR.into(), "\"host-1\"".into());
+        }
+        t
+    }
+
+    #[test]
+    fn a_best_trial_no_tradebot_worker_ran_is_said_to_have_no_candidate() {
+        let tune = TuneConfig::default();
+        let r = record_of("s", &tune, &[trial(0, 0.5, true), trial(1, 0.9, false)]);
+        assert_eq!(r.best, Some(1));
+        let table = crate::tune::table(&r);
+        assert!(table.contains("trial 1, is not a tradebot worker's") && !table.contains("under way"), "{table}");
+        let r = record_of("s", &tune, &[trial(0, 0.5, true), trial(1, 0.4, false)]);
+        assert_eq!((r.best, r.error), (Some(0), None));
     }
 }

@@ -10,6 +10,7 @@ use super::super::asha::{Asha, Verdict};
 use super::super::study::{self, Outcome};
 use super::super::trial::{Shared, Trial};
 use super::super::{Cluster, TuneJob, space};
+use super::client::waited_here;
 use super::messages::{self as m, state};
 use super::view::{MODEL_ATTR_PREFIX, SETTINGS_ATTR, record_of};
 use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping, unix_now};
@@ -21,7 +22,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Runs this worker's share of the study; returns the study as the storage holds it at the end and the
 /// candidate registered from this worker's best trial.
@@ -53,15 +54,18 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
     );
     let rungs = tune.rungs();
     let mut best: Option<(f64, Trial, i64)> = None;
+    let mut share = StorageShare::default();
     loop {
+        let (started, waited) = (Instant::now(), waited_here());
         let all = client.trials(study_id)?;
         fail_stale(&client, &all, &me, cluster.grace)?;
         if all.len() >= tune.trials {
-            // Others' last trials: wait for them, failing those whose worker died.
+            // Others' last trials: wait for them, failing those whose worker died; looked at each second, so
+            // that this worker ends soon after the study's last trial (not up to a heartbeat's period later).
             if !all.iter().any(|t| t.state == state::RUNNING && t.system_attributes.contains_key(HEARTBEAT_ATTR)) {
                 break;
             }
-            std::thread::sleep(beat(cluster.grace));
+            std::thread::sleep(Duration::from_secs(1));
             continue;
         }
         let created =
@@ -72,6 +76,7 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         let beating = Heartbeat::start(client.clone(), created.trial_id, beat(cluster.grace));
         let done = run_trial(&client, &config, &shared, &tune, &rungs, (study_id, &created), params);
         beating.stop();
+        share.add(created.number, started, waited);
         let done = match done {
             Err(e) if ended_elsewhere(&e) => {
                 log::warn!(
@@ -89,6 +94,7 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
             _ => {}
         }
     }
+    share.log(&cluster.study);
     let all = client.trials(study_id)?;
     let mut record = record_of(&cluster.study, &tune, &all);
     record.ended_at = Some(crate::clock::now());
@@ -105,6 +111,9 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
             );
         };
         // Every trial of this worker was pruned or failed: the study's best is another worker's.
+        if record.error.is_none() {
+            record.error = Some(format!("the study's best, trial {b}, is another worker's"));
+        }
         log::info!(
             "study {}: no trial of this worker completed, so it registers no candidate; the study's best is trial {b}",
             cluster.study
@@ -120,7 +129,17 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         cluster.study,
         winner.rec.number
     );
-    record.model_id = Some(model_id.clone());
+    // The record's candidate is the study's best trial's: where another worker's trial is the best, say whose.
+    match record.best {
+        Some(b) if b == winner.rec.number => record.model_id = Some(model_id.clone()),
+        Some(b) if record.error.is_none() => {
+            record.error = Some(format!(
+                "the study's best, trial {b}, is another tradebot worker's (its candidate is where that worker runs); this worker's best, trial {}, is candidate {model_id}",
+                winner.rec.number
+            ))
+        }
+        _ => {}
+    }
     Ok(Outcome { study: record, model_id, ran })
 }
 
@@ -176,6 +195,10 @@ fn join(client: &Client, name: &str, tune: &TuneConfig) -> anyhow::Result<i64> {
     if stored.is_none() {
         client.set_study_system_attr(id, SPACE_ATTR, &Value::String(mapping::space_attr(&space).to_string()))?;
         client.set_study_system_attr(id, FORMAT_ATTR, &json!(FORMAT))?;
+    }
+    // A study another client created (a Python worker first): `tune show` reads the metric and rungs from here.
+    if !attrs.contains_key(SETTINGS_ATTR) {
+        client.set_study_system_attr(id, SETTINGS_ATTR, &settings(tune))?;
     }
     log::info!("study {name} joined in the Optuna storage {} ({} trials so far)", client.url, trials.len());
     Ok(id)
@@ -307,6 +330,47 @@ fn fail_stale(client: &Client, all: &[m::Trial], me: &str, grace: Duration) -> a
 /// How often a running trial's heartbeat is written: six times per grace, at least once a second.
 fn beat(grace: Duration) -> Duration {
     (grace / 6).max(Duration::from_secs(1))
+}
+
+/// The storage's share of this worker's trials: their wall time (from reading the study before the trial
+/// to its end in the storage) and the part of it spent waiting on storage calls (the heartbeat's thread apart).
+#[derive(Default)]
+struct StorageShare {
+    trials: usize,
+    wall: Duration,
+    storage: Duration,
+    calls: u64,
+}
+
+impl StorageShare {
+    fn add(&mut self, number: i64, started: Instant, (waited, calls): (Duration, u64)) {
+        let (wall, (now, now_calls)) = (started.elapsed(), waited_here());
+        let (storage, calls) = (now.saturating_sub(waited), now_calls - calls);
+        log::debug!("trial {number}: {:.2}s, {:.0} ms of it in {calls} storage calls", wall.as_secs_f64(), ms(storage));
+        self.trials += 1;
+        self.wall += wall;
+        self.storage += storage;
+        self.calls += calls;
+    }
+
+    fn log(&self, study: &str) {
+        if self.trials == 0 {
+            return;
+        }
+        let wall = self.wall.as_secs_f64();
+        log::info!(
+            "study {study}: this worker's {} trials took {wall:.1}s, {:.2}s of it waiting on the storage ({:.1}% of a trial's wall time; {} calls, {:.1} ms a call)",
+            self.trials,
+            self.storage.as_secs_f64(),
+            100.0 * self.storage.as_secs_f64() / wall.max(1e-9),
+            self.calls,
+            ms(self.storage) / self.calls.max(1) as f64
+        );
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// `host-pid`: which worker runs a trial.
