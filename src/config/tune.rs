@@ -33,6 +33,16 @@ pub enum SamplerKind {
     Tpe,
 }
 
+impl SamplerKind {
+    /// Its name in the config and in a study record: `random` or `tpe`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SamplerKind::Random => "random",
+            SamplerKind::Tpe => "tpe",
+        }
+    }
+}
+
 /// The validation figure trials are ranked by (higher is better).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

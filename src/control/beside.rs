@@ -46,16 +46,7 @@ pub fn snapshot_store(state_dir: &Path) -> Result<Option<Store>, BesideError> {
 /// `Store::open_read_only`, and beside a running daemon (the store locked) its read snapshot instead.
 /// The lock's error stands where no daemon answers.
 pub fn open_to_read(state_dir: &Path) -> anyhow::Result<Store> {
-    match Store::open_read_only(state_dir) {
-        Err(locked @ StoreError::Locked { .. }) => match snapshot_store(state_dir)? {
-            Some(store) => {
-                log::debug!("store: the daemon holds {}; reading its snapshot", state_dir.display());
-                Ok(store)
-            }
-            None => Err(locked.into()),
-        },
-        other => Ok(other?),
-    }
+    or_snapshot(state_dir, Store::open_read_only(state_dir))
 }
 
 /// `Store::open` for a command that works on the bars without keeping what it writes (`backtest`,
@@ -63,10 +54,15 @@ pub fn open_to_read(state_dir: &Path) -> anyhow::Result<Store> {
 /// imported for the run) go to a private copy and are lost. The lock's error stands where no daemon
 /// answers.
 pub fn open_or_snapshot(state_dir: &Path) -> anyhow::Result<Store> {
-    match Store::open(state_dir) {
+    or_snapshot(state_dir, Store::open(state_dir))
+}
+
+/// `opened`, or where it is the lock's error, the read snapshot of the daemon running on `state_dir`.
+fn or_snapshot(state_dir: &Path, opened: Result<Store, StoreError>) -> anyhow::Result<Store> {
+    match opened {
         Err(locked @ StoreError::Locked { .. }) => match snapshot_store(state_dir)? {
             Some(store) => {
-                log::info!("store: the running daemon holds {}; working on its read snapshot", state_dir.display());
+                log::info!("store: the running daemon holds {}; reading its snapshot", state_dir.display());
                 Ok(store)
             }
             None => Err(locked.into()),

@@ -86,10 +86,7 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     let mut study = StudyRecord {
         name: format!("tune-{}", started.format("%Y%m%d-%H%M%S-%3f")),
         trigger: job.trigger.clone(),
-        sampler: match tune.sampler {
-            SamplerKind::Random => "random".into(),
-            SamplerKind::Tpe => "tpe".into(),
-        },
+        sampler: tune.sampler.as_str().into(),
         seed: tune.seed,
         metric: tune.metric.as_str().into(),
         space: tune.space(),

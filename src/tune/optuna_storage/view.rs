@@ -4,7 +4,7 @@
 
 use super::messages as m;
 use super::{Client, StorageError, WORKER_ATTR, mapping};
-use crate::config::{SamplerKind, TuneConfig};
+use crate::config::TuneConfig;
 use crate::retrain::study::StudyRecord;
 use serde_json::Value;
 
@@ -93,10 +93,7 @@ pub fn record_of(name: &str, tune: &TuneConfig, all: &[m::Trial]) -> StudyRecord
     StudyRecord {
         name: name.into(),
         trigger: "Optuna storage".into(),
-        sampler: match tune.sampler {
-            SamplerKind::Random => "random".into(),
-            SamplerKind::Tpe => "tpe".into(),
-        },
+        sampler: tune.sampler.as_str().into(),
         seed: tune.seed,
         metric: tune.metric.as_str().into(),
         space: tune.space(),

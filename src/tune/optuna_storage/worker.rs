@@ -14,7 +14,7 @@ use super::client::waited_here;
 use super::messages::{self as m, state};
 use super::view::{MODEL_ATTR_PREFIX, SETTINGS_ATTR, record_of};
 use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping, unix_now};
-use crate::config::{Config, SamplerKind, TuneConfig};
+use crate::config::{Config, TuneConfig};
 use crate::retrain::study::TrialState;
 use crate::training::device::{self, DeviceRequest};
 use crate::training::ppo as train_ppo;
@@ -208,7 +208,7 @@ fn settings(tune: &TuneConfig) -> Value {
     json!({
         "metric": tune.metric.as_str(), "rungs": tune.rungs(), "reduction": tune.reduction, "seed": tune.seed,
         "trials": tune.trials,
-        "sampler": match tune.sampler { SamplerKind::Random => "random", SamplerKind::Tpe => "tpe" },
+        "sampler": tune.sampler.as_str(),
     })
 }
 
