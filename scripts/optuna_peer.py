@@ -46,7 +46,7 @@ def dump(port, study_name):
         best = {"number": study.best_trial.number, "value": study.best_value}
     except ValueError:
         best = None
-    print(json.dumps({"trials": trials, "best": best}))
+    print(json.dumps({"trials": trials, "best": best, "system_attrs": study.system_attrs}))
 
 
 if __name__ == "__main__":

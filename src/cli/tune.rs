@@ -62,7 +62,7 @@ pub struct TuneArgs {
     /// Stop after this long: 90s, 45m, 2h. Trials still training then end as stopped.
     #[arg(long, value_parser = parse_duration)]
     pub time_budget: Option<Duration>,
-    /// CPU threads (default: every core, at most --parallel).
+    /// CPU threads (default: every core, at most --parallel; a worker on --storage: 1, its trials being one at a time).
     #[arg(long)]
     pub threads: Option<usize>,
     /// auto | cpu | cuda

@@ -11,12 +11,13 @@ use super::super::study::{self, Outcome};
 use super::super::trial::{Shared, Trial};
 use super::super::{Cluster, TuneJob, space};
 use super::client::waited_here;
+use super::holdout;
 use super::messages::{self as m, state};
 use super::view::{MODEL_ATTR_PREFIX, SETTINGS_ATTR, record_of};
 use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping, unix_now};
 use crate::config::{Config, TuneConfig};
 use crate::retrain::study::TrialState;
-use crate::training::device::{self, DeviceRequest};
+use crate::training::device::{self, DeviceRequest, Ran};
 use crate::training::ppo as train_ppo;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -53,55 +54,35 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         cluster.grace.as_secs()
     );
     let rungs = tune.rungs();
-    let mut best: Option<(f64, Trial, i64)> = None;
-    let mut share = StorageShare::default();
-    loop {
-        let (started, waited) = (Instant::now(), waited_here());
-        let all = client.trials(study_id)?;
-        fail_stale(&client, &all, &me, cluster.grace)?;
-        if all.len() >= tune.trials {
-            // Others' last trials: wait for them, failing those whose worker died; looked at each second, so
-            // that this worker ends soon after the study's last trial (not up to a heartbeat's period later).
-            if !all.iter().any(|t| t.state == state::RUNNING && t.system_attributes.contains_key(HEARTBEAT_ATTR)) {
-                break;
-            }
-            std::thread::sleep(Duration::from_secs(1));
-            continue;
+    let holdout = match holdout::no_holdout(&config) {
+        Some(why) => {
+            log::info!("{why}");
+            None
         }
-        let created =
-            client.create_trial(study_id, &[(HEARTBEAT_ATTR, json!(unix_now())), (WORKER_ATTR, json!(me))])?;
-        let number = created.number.max(0) as usize;
-        let record = record_of(&cluster.study, &tune, &all);
-        let params = study::propose(&tune, &record, number);
-        let beating = Heartbeat::start(client.clone(), created.trial_id, beat(cluster.grace));
-        let done = run_trial(&client, &config, &shared, &tune, &rungs, (study_id, &created), params);
-        beating.stop();
-        share.add(created.number, started, waited);
-        let done = match done {
-            Err(e) if ended_elsewhere(&e) => {
-                log::warn!(
-                    "trial {} was ended by another worker (its heartbeat was late?): {e:#}; its result is not counted",
-                    created.number
-                );
-                None
-            }
-            other => other?,
-        };
-        match done {
-            Some((value, t)) if best.as_ref().is_none_or(|(b, _, _)| value > *b) => {
-                best = Some((value, t, created.trial_id))
-            }
-            _ => {}
-        }
-    }
-    share.log(&cluster.study);
+        None => Some(holdout::HoldoutGate::open(&config).context("the promotion gate on the holdout")?),
+    };
+    let search = Search {
+        client: &client,
+        config: &config,
+        shared: &shared,
+        tune: &tune,
+        rungs: &rungs,
+        gate: holdout.as_ref(),
+        ran: &ran,
+    };
+    // This worker's threads: the native trainer's and the env's parallel loops run on this pool, not on
+    // rayon's global one (every core), so that workers beside each other on one machine do not each spread
+    // a trial over every core.
+    let threads = job.threads.unwrap_or(1).max(1);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+    let best = pool.install(|| trials(&search, study_id, cluster, &me))?;
     let all = client.trials(study_id)?;
     let mut record = record_of(&cluster.study, &tune, &all);
     record.ended_at = Some(crate::clock::now());
     if let Some(path) = &job.optuna_journal {
         super::super::journal::write(&record, path)?;
     }
-    let Some((_, winner, _)) = best else {
+    let Some((_, winner)) = best else {
         let Some(b) = record.best else {
             bail!(
                 "study {}: no trial completed (see each trial's state and error: `tradebot tune show {} --storage {}`)",
@@ -141,6 +122,52 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         _ => {}
     }
     Ok(Outcome { study: record, model_id, ran })
+}
+
+/// Trains this worker's trials until the study holds `tune.trials` and none of them runs; its best.
+fn trials(s: &Search, study_id: i64, cluster: &Cluster, me: &str) -> anyhow::Result<Option<(f64, Trial)>> {
+    let client: &Client = s.client;
+    let mut best: Option<(f64, Trial)> = None;
+    let mut share = StorageShare::default();
+    loop {
+        let (started, waited) = (Instant::now(), waited_here());
+        let all = client.trials(study_id)?;
+        fail_stale(client, &all, me, cluster.grace)?;
+        if all.len() >= s.tune.trials {
+            // Others' last trials: wait for them, failing those whose worker died; looked at each second, so
+            // that this worker ends soon after the study's last trial (not up to a heartbeat's period later).
+            if !all.iter().any(|t| t.state == state::RUNNING && t.system_attributes.contains_key(HEARTBEAT_ATTR)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+            continue;
+        }
+        let created =
+            client.create_trial(study_id, &[(HEARTBEAT_ATTR, json!(unix_now())), (WORKER_ATTR, json!(me))])?;
+        let number = created.number.max(0) as usize;
+        let record = record_of(&cluster.study, s.tune, &all);
+        let params = study::propose(s.tune, &record, number);
+        let beating = Heartbeat::start(s.client.clone(), created.trial_id, beat(cluster.grace));
+        let done = run_trial(s, (study_id, &created), params);
+        beating.stop();
+        share.add(created.number, started, waited);
+        let done = match done {
+            Err(e) if ended_elsewhere(&e) => {
+                log::warn!(
+                    "trial {} was ended by another worker (its heartbeat was late?): {e:#}; its result is not counted",
+                    created.number
+                );
+                None
+            }
+            other => other?,
+        };
+        match done {
+            Some((value, t)) if best.as_ref().is_none_or(|(b, _)| value > *b) => best = Some((value, t)),
+            _ => {}
+        }
+    }
+    share.log(&cluster.study);
+    Ok(best)
 }
 
 /// The study's id, created (maximising, with our space) or joined (its space checked against ours).
@@ -212,16 +239,25 @@ fn settings(tune: &TuneConfig) -> Value {
     })
 }
 
+/// What every trial of this worker shares.
+struct Search<'a> {
+    client: &'a Arc<Client>,
+    config: &'a Config,
+    shared: &'a Shared,
+    tune: &'a TuneConfig,
+    rungs: &'a [u64],
+    /// The promotion gate on the holdout, where `[train]` has one.
+    gate: Option<&'a holdout::HoldoutGate>,
+    ran: &'a Ran,
+}
+
 /// Trains one trial to its end; its value and weights where it completed.
 fn run_trial(
-    client: &Client,
-    config: &Config,
-    shared: &Shared,
-    tune: &TuneConfig,
-    rungs: &[u64],
+    s: &Search,
     (study_id, created): (i64, &m::Trial),
     params: space::Params,
 ) -> anyhow::Result<Option<(f64, Trial)>> {
+    let (client, config, shared, tune, rungs) = (s.client, s.config, s.shared, s.tune, s.rungs);
     let (id, number) = (created.trial_id, created.number.max(0) as usize);
     let space = tune.space();
     for (name, x) in &params {
@@ -276,6 +312,9 @@ fn run_trial(
                 return Ok(None);
             }
             Verdict::Complete => {
+                if let Some(g) = s.gate {
+                    judge(client, g, (id, number), &t, s)?;
+                }
                 log::info!("trial {number} complete: {} {value:.3}", tune.metric.as_str());
                 if !client.finish(id, state::COMPLETE, Some(value))? {
                     log::warn!(
@@ -290,6 +329,37 @@ fn run_trial(
     }
     client.finish(id, state::COMPLETE, t.rec.value())?;
     Ok(None)
+}
+
+/// The gate's decision on trial `number`'s model, in its user attributes (before it completes: a finished
+/// trial takes none). A model the gate cannot judge says why there; the trial completes all the same.
+fn judge(
+    client: &Client,
+    g: &holdout::HoldoutGate,
+    (id, number): (i64, usize),
+    t: &Trial,
+    s: &Search,
+) -> anyhow::Result<()> {
+    match g.judge(t, s.shared, s.ran) {
+        Ok((figures, decision)) => {
+            log::info!(
+                "trial {number} on the holdout: Sharpe {:.3}, return {:.2}%, {} trades; the gate would {}: {}",
+                figures.sharpe,
+                100.0 * figures.total_return,
+                figures.trades,
+                if decision.promote { "promote it" } else { "keep the champion" },
+                decision.reason
+            );
+            for (k, v) in g.attrs(&figures, &decision) {
+                client.set_user_attr(id, k, &v)?;
+            }
+        }
+        Err(e) => {
+            log::warn!("trial {number}: the gate could not judge its model on the holdout: {e:#}");
+            client.set_user_attr(id, "gate", &json!({ "error": format!("{e:#}") }))?;
+        }
+    }
+    Ok(())
 }
 
 /// The storage refused an update because the trial had ended (another worker failed it).
