@@ -37,6 +37,11 @@ impl Proxy {
     }
 
     fn start(db: &str, port: u16) -> Proxy {
+        Proxy::run("proxy", db, port)
+    }
+
+    /// The proxy of `optuna_peer.py MODE` (`proxy`, or `lossy-proxy`: it loses its first trial creation's answer).
+    fn run(mode: &str, db: &str, port: u16) -> Proxy {
         let check = Command::new(python()).args(["-c", "import optuna, grpc"]).output();
         match check {
             Ok(o) if o.status.success() => {}
@@ -45,7 +50,7 @@ impl Proxy {
         }
         let child = Command::new(python())
             .arg(peer())
-            .args(["proxy", &port.to_string(), db])
+            .args([mode, &port.to_string(), db])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -393,6 +398,21 @@ fn killed_worker(dir: &Path, proxy: &Proxy) {
     assert!(t["user_attrs"]["error"].as_str().unwrap().contains("no heartbeat"), "{t}");
     assert!(all.iter().all(|t| t["state"] != "RUNNING"), "{study}");
     assert!(lb.contains(&format!("trial {victim} failed")), "{lb}");
+}
+
+#[test]
+fn a_trial_whose_creation_answer_was_lost_is_found_by_its_token_not_made_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:///{}", dir.path().join("optuna.db").display());
+    let proxy = Proxy::run("lossy-proxy", &db, free_port());
+    let cfg = config(&dir.path().join("a"), 64);
+    let log = finished(worker(&cfg, &proxy.url(), "lossy", 3), "the worker");
+    assert!(log.contains("was created before the storage went away: kept, not created again"), "{log}");
+    let study = dump(proxy.port, "lossy");
+    let all = study["trials"].as_array().unwrap();
+    let numbers: Vec<u64> = all.iter().map(|t| t["number"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, [0, 1, 2], "one trial per creation, the lost answer's included: {study}");
+    assert!(all.iter().all(|t| ["COMPLETE", "PRUNED", "FAIL"].contains(&t["state"].as_str().unwrap())), "{study}");
 }
 
 #[test]
