@@ -322,15 +322,17 @@ fn shared_search(dir: &Path, proxy: &mut Proxy) {
         assert!(gate["promote"].is_boolean() && gate["champion"].is_null(), "{t}");
         assert!(!gate["reason"].as_str().unwrap_or_default().is_empty(), "{t}");
     }
-    let models: Vec<(u64, &str)> = study["system_attrs"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix("tradebot:model:")?.parse().ok()?, v.as_str()?)))
-        .collect();
+    // Each worker's best so far was registered as it completed and names its candidate; the study names
+    // each worker's last (its best); each candidate's holdout figures are `tradebot backtest`'s.
+    let models: Vec<(&Value, &str)> =
+        ours.iter().filter_map(|t| Some((*t, t["user_attrs"]["model_id"].as_str()?))).collect();
     assert!(!models.is_empty(), "no worker registered a candidate: {study}");
-    for (n, id) in models {
-        let t = all.iter().find(|t| t["number"] == n).unwrap();
+    for (k, v) in study["system_attrs"].as_object().unwrap() {
+        let Some(n) = k.strip_prefix("tradebot:model:").and_then(|n| n.parse::<u64>().ok()) else { continue };
+        let t = all.iter().find(|t| t["number"].as_u64() == Some(n)).unwrap();
+        assert_eq!(&t["user_attrs"]["model_id"], v, "{t}");
+    }
+    for (t, id) in models {
         let shown = [&a, &b].iter().find_map(|cfg| {
             let o = tradebot(&[
                 "backtest",

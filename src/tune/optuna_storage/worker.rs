@@ -16,7 +16,6 @@ use super::messages::{self as m, state};
 use super::view::{MODEL_ATTR_PREFIX, SETTINGS_ATTR, record_of};
 use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping, unix_now};
 use crate::config::{Config, TuneConfig};
-use crate::retrain::study::TrialState;
 use crate::training::device::{self, DeviceRequest, Ran};
 use crate::training::ppo as train_ppo;
 use anyhow::{Context, bail};
@@ -82,7 +81,7 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
     if let Some(path) = &job.optuna_journal {
         super::super::journal::write(&record, path)?;
     }
-    let Some((_, winner)) = best else {
+    let Some((_, winner, model_id)) = best else {
         let Some(b) = record.best else {
             bail!(
                 "study {}: no trial completed (see each trial's state and error: `tradebot tune show {} --storage {}`)",
@@ -101,22 +100,17 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome { study: record, model_id: String::new(), ran });
     };
-    let model_id = study::register(&config, &shared, &winner, &ran)?;
-    // A finished trial takes no attributes: the study keeps which candidate came from it.
-    let key = format!("{MODEL_ATTR_PREFIX}{}", winner.rec.number);
+    // The study names each worker's candidate too (`tune show --storage` reads the best trial's).
+    let key = format!("{MODEL_ATTR_PREFIX}{winner}");
     client.set_study_system_attr(study_id, &key, &json!(model_id))?;
-    log::info!(
-        "study {}: this worker's best trial {} registered as candidate {model_id}",
-        cluster.study,
-        winner.rec.number
-    );
+    log::info!("study {}: this worker's best trial {} registered as candidate {model_id}", cluster.study, winner);
     // The record's candidate is the study's best trial's: where another worker's trial is the best, say whose.
     match record.best {
-        Some(b) if b == winner.rec.number => record.model_id = Some(model_id.clone()),
+        Some(b) if b == winner => record.model_id = Some(model_id.clone()),
         Some(b) if record.error.is_none() => {
             record.error = Some(format!(
                 "the study's best, trial {b}, is another tradebot worker's (its candidate is where that worker runs); this worker's best, trial {}, is candidate {model_id}",
-                winner.rec.number
+                winner
             ))
         }
         _ => {}
@@ -124,10 +118,11 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
     Ok(Outcome { study: record, model_id, ran })
 }
 
-/// Trains this worker's trials until the study holds `tune.trials` and none of them runs; its best.
-fn trials(s: &Search, study_id: i64, cluster: &Cluster, me: &str) -> anyhow::Result<Option<(f64, Trial)>> {
+/// Trains this worker's trials until the study holds `tune.trials` and none of them runs; its best (value,
+/// number and the candidate registered from it).
+fn trials(s: &Search, study_id: i64, cluster: &Cluster, me: &str) -> anyhow::Result<Option<(f64, usize, String)>> {
     let client: &Client = s.client;
-    let mut best: Option<(f64, Trial)> = None;
+    let mut best: Option<(f64, usize, String)> = None;
     let mut share = StorageShare::default();
     loop {
         let (started, waited) = (Instant::now(), waited_here());
@@ -148,7 +143,7 @@ fn trials(s: &Search, study_id: i64, cluster: &Cluster, me: &str) -> anyhow::Res
         let record = record_of(&cluster.study, s.tune, &all);
         let params = study::propose(s.tune, &record, number);
         let beating = Heartbeat::start(s.client.clone(), created.trial_id, beat(cluster.grace));
-        let done = run_trial(s, (study_id, &created), params);
+        let done = run_trial(s, (study_id, &created), params, best.as_ref().map(|(v, _, _)| *v));
         beating.stop();
         share.add(created.number, started, waited);
         let done = match done {
@@ -161,9 +156,8 @@ fn trials(s: &Search, study_id: i64, cluster: &Cluster, me: &str) -> anyhow::Res
             }
             other => other?,
         };
-        match done {
-            Some((value, t)) if best.as_ref().is_none_or(|(b, _)| value > *b) => best = Some((value, t)),
-            _ => {}
+        if let Some((value, Some(model))) = done {
+            best = Some((value, number, model));
         }
     }
     share.log(&cluster.study);
@@ -256,7 +250,8 @@ fn run_trial(
     s: &Search,
     (study_id, created): (i64, &m::Trial),
     params: space::Params,
-) -> anyhow::Result<Option<(f64, Trial)>> {
+    best: Option<f64>,
+) -> anyhow::Result<Option<(f64, Option<String>)>> {
     let (client, config, shared, tune, rungs) = (s.client, s.config, s.shared, s.tune, s.rungs);
     let (id, number) = (created.trial_id, created.number.max(0) as usize);
     let space = tune.space();
@@ -315,6 +310,15 @@ fn run_trial(
                 if let Some(g) = s.gate {
                     judge(client, g, (id, number), &t, s)?;
                 }
+                // This worker's best so far is registered now, so that the trial names its candidate (a
+                // finished trial takes no attributes); the last one registered is the worker's best.
+                let model = if best.is_none_or(|b| value > b) {
+                    let m = study::register(config, shared, &t, s.ran)?;
+                    client.set_user_attr(id, "model_id", &json!(m))?;
+                    Some(m)
+                } else {
+                    None
+                };
                 log::info!("trial {number} complete: {} {value:.3}", tune.metric.as_str());
                 if !client.finish(id, state::COMPLETE, Some(value))? {
                     log::warn!(
@@ -322,8 +326,7 @@ fn run_trial(
                     );
                     return Ok(None);
                 }
-                t.rec.state = TrialState::Complete;
-                return Ok(Some((value, t)));
+                return Ok(Some((value, model)));
             }
         }
     }
