@@ -16,7 +16,7 @@ use super::view::{MODEL_ATTR_PREFIX, SETTINGS_ATTR, record_of};
 use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping, unix_now};
 use crate::config::{Config, TuneConfig};
 use crate::retrain::study::TrialState;
-use crate::training::device::{self, DeviceRequest};
+use crate::training::device;
 use crate::training::ppo as train_ppo;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -36,7 +36,7 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
     tune.validate().map_err(anyhow::Error::msg)?;
     let client = Arc::new(Client::new(&cluster.url)?);
     let study_id = join(&client, &cluster.study, &tune)?;
-    let requested: DeviceRequest = job.device.parse().map_err(anyhow::Error::msg)?;
+    let requested = job.device;
     let device = device::resolve(requested)?;
     let mut shared = study::split(&config, &tune, job.data.as_deref(), device, job.time_budget)?;
     let (_, device, ran) = train_ppo::training_env(&config.env, shared.panel.clone(), device, requested)?;
@@ -250,7 +250,7 @@ fn run_trial(
             }
             Some(Err(e)) => {
                 log::warn!("trial {number} failed: {e}");
-                client.set_user_attr(id, "error", &json!(e))?;
+                client.set_user_attr(id, "error", &json!(e.to_string()))?;
                 client.finish(id, state::FAIL, None)?;
                 return Ok(None);
             }
