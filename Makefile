@@ -68,6 +68,7 @@ check-inference-only: venv
 # on machines without a GPU: one pass covers the default build and them.
 lint: venv
 	$(PYTHON) scripts/check-imports.py
+	$(PYTHON) scripts/check-sizes.py
 	$(CARGO) fmt --check
 	$(CARGO_ENV) $(CARGO) clippy --all-targets --features gpu-tests -- -D warnings
 

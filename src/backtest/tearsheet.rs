@@ -178,6 +178,44 @@ pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64
         esc(&r.model_id),
         r.bars
     );
+    h.push_str(&figures_table(r));
+    let n = r.curve.len();
+    let dates = (from.as_str(), to.as_str());
+    let eq = |f: fn(&EquityPoint) -> f64| r.curve.iter().map(f).collect::<Vec<f64>>();
+    h.push_str(&chart(
+        "Equity against buy-and-hold and cash",
+        n,
+        &[
+            ("strategy", "#1f6feb", eq(|p| p.equity)),
+            ("buy & hold", "#999", eq(|p| p.buy_hold)),
+            ("cash", "#2da44e", eq(|p| p.cash)),
+        ],
+        dates,
+        usd,
+    ));
+    h.push_str(&chart("Drawdown", n, &[("strategy", "#cf222e", drawdown(&r.curve))], dates, pct));
+    h.push_str(&chart(
+        &format!("Rolling Sharpe ratio ({ROLLING} bars)"),
+        n,
+        &[("strategy", "#8250df", rolling_sharpe(&r.curve, ROLLING, ppy))],
+        dates,
+        |v| format!("{v:.2}"),
+    ));
+    h.push_str(&months_table(&monthly_returns(&r.curve)));
+    h.push_str(&symbols_table(&r.fills, fee_bps));
+    h.push_str(&trades_table(r));
+    let _ = writeln!(
+        h,
+        "<h2>Configuration</h2><pre>{}</pre><script type=\"application/json\" id=\"report\">{}</script></body></html>",
+        esc(config),
+        json.replace("</", "<\\/")
+    );
+    h
+}
+
+/// The figures of the strategy, buy-and-hold and cash, side by side.
+fn figures_table(r: &BacktestReport) -> String {
+    let mut h = String::new();
     let cash = super::Metrics::default();
     h.push_str(
         "<h2>Figures</h2><table id=\"figures\"><tr><th></th><th>strategy</th><th>buy &amp; hold</th><th>cash</th></tr>",
@@ -204,30 +242,12 @@ pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64
         );
     }
     h.push_str("</table>");
-    let n = r.curve.len();
-    let dates = (from.as_str(), to.as_str());
-    let eq = |f: fn(&EquityPoint) -> f64| r.curve.iter().map(f).collect::<Vec<f64>>();
-    h.push_str(&chart(
-        "Equity against buy-and-hold and cash",
-        n,
-        &[
-            ("strategy", "#1f6feb", eq(|p| p.equity)),
-            ("buy & hold", "#999", eq(|p| p.buy_hold)),
-            ("cash", "#2da44e", eq(|p| p.cash)),
-        ],
-        dates,
-        usd,
-    ));
-    h.push_str(&chart("Drawdown", n, &[("strategy", "#cf222e", drawdown(&r.curve))], dates, pct));
-    h.push_str(&chart(
-        &format!("Rolling Sharpe ratio ({ROLLING} bars)"),
-        n,
-        &[("strategy", "#8250df", rolling_sharpe(&r.curve, ROLLING, ppy))],
-        dates,
-        |v| format!("{v:.2}"),
-    ));
-    h.push_str(&months_table(&monthly_returns(&r.curve)));
-    h.push_str(&symbols_table(&r.fills, fee_bps));
+    h
+}
+
+/// Every fill, in order.
+fn trades_table(r: &BacktestReport) -> String {
+    let mut h = String::new();
     let _ = write!(
         h,
         "<h2>Trades ({} fills)</h2><table id=\"trades\"><tr><th>time</th><th>symbol</th><th>side</th><th>qty</th><th>price</th><th>order</th></tr>",
@@ -246,12 +266,6 @@ pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64
         );
     }
     h.push_str("</table>");
-    let _ = writeln!(
-        h,
-        "<h2>Configuration</h2><pre>{}</pre><script type=\"application/json\" id=\"report\">{}</script></body></html>",
-        esc(config),
-        json.replace("</", "<\\/")
-    );
     h
 }
 

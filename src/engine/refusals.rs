@@ -4,7 +4,7 @@
 //! `at_debug`: their refusals are said at DEBUG only and leave the day's INFO lines to the engine that
 //! trades. Every refusal is still counted and stored with its decision.
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -28,14 +28,33 @@ pub fn at_debug<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// The level to say a refusal of `symbol` for `reason` at, now.
-pub(super) fn level(symbol: &str, reason: &'static str) -> log::Level {
+/// The level to say a refusal of `symbol` for `reason` at, at `now` by the engine's clock (a replay's
+/// day is its simulated one, not the wall clock's).
+pub(super) fn level(symbol: &str, reason: &'static str, now: DateTime<Utc>) -> log::Level {
     if QUIET.with(Cell::get) {
         return log::Level::Debug;
     }
-    let day = crate::clock::now().with_timezone(&chrono_tz::America::New_York).date_naive();
+    let day = now.with_timezone(&chrono_tz::America::New_York).date_naive();
     let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
     // Earlier days are done with.
     said.retain(|(_, _, d)| *d >= day);
     if said.insert((symbol.to_string(), reason, day)) { log::Level::Info } else { log::Level::Debug }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    /// The day is the engine's (a replay's simulated day), not the wall clock's: the same refusal is said
+    /// at INFO once on each simulated day, at DEBUG again on that day.
+    #[test]
+    fn a_refusal_is_said_once_per_day_of_the_engines_clock() {
+        let day = |d: u32| Utc.with_ymd_and_hms(2011, 3, d, 15, 0, 0).unwrap();
+        let (sym, why) = ("REFUSALS-TEST", "max_position");
+        assert_eq!(level(sym, why, day(1)), log::Level::Info);
+        assert_eq!(level(sym, why, day(1)), log::Level::Debug);
+        assert_eq!(level(sym, why, day(2)), log::Level::Info, "the next simulated day says it again");
+        assert_eq!(at_debug(|| level("REFUSALS-TEST-2", why, day(3))), log::Level::Debug);
+    }
 }

@@ -10,34 +10,40 @@ use ort::value::TensorRef;
 
 pub const OBS_INPUT: &str = "obs";
 
+/// Why a PPO model's action space does not suit the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionSpaceError {
+    #[error(
+        "its manifest's action space {value} is not one this tradebot knows ({reason}): retrain it with this tradebot"
+    )]
+    Unknown { value: String, reason: String },
+    #[error(
+        "it was trained in the {model} action space, the config's env.action_space is \"{config}\": set env.action_space = \"{model}\" or retrain the model with this config (`tradebot train ppo`)"
+    )]
+    Differs { model: &'static str, config: &'static str },
+}
+
 /// The action space a PPO model was trained in (`params.env.action`; share counts for a model whose
 /// manifest predates the choice), or why it cannot be read.
-pub fn manifest_action_space(m: &Manifest) -> Result<ActionSpace, String> {
+pub fn manifest_action_space(m: &Manifest) -> Result<ActionSpace, ActionSpaceError> {
     match m.params.get("env").and_then(|e| e.get("action")) {
         None => Ok(ActionSpace::Shares),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-            format!(
-                "its manifest's action space {v} is not one this tradebot knows ({e}): retrain it with this tradebot"
-            )
-        }),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| ActionSpaceError::Unknown { value: v.to_string(), reason: e.to_string() }),
     }
 }
 
 /// Refuses a model whose action space differs from the config's `env.action_space`, naming both. The
 /// kind must match (what the model's outputs mean); the band and the cap are the config's, applied when
 /// trading.
-pub fn check_action_space(m: &Manifest, config: &ActionSpace) -> Result<(), String> {
+pub fn check_action_space(m: &Manifest, config: &ActionSpace) -> Result<(), ActionSpaceError> {
     let model = manifest_action_space(m)?;
     if model.name() != config.name() {
-        return Err(format!(
-            "it was trained in the {} action space, the config's env.action_space is \"{}\": set env.action_space = \"{}\" or retrain the model with this config (`tradebot train ppo`)",
-            model.name(),
-            config.name(),
-            model.name()
-        ));
+        return Err(ActionSpaceError::Differs { model: model.name(), config: config.name() });
     }
     Ok(())
 }
+
 pub const ACTION_OUTPUT: &str = "action";
 
 pub struct PpoPolicy {
@@ -92,7 +98,7 @@ impl PpoPolicy {
             });
         }
         check_action_space(&m, &pipeline.action)
-            .map_err(|reason| PolicyError::Contract { id: m.id.clone(), reason })?;
+            .map_err(|e| PolicyError::Contract { id: m.id.clone(), reason: e.to_string() })?;
         let session = session(&m, bytes, opts)?;
         let mut p = PpoPolicy {
             manifest: m,

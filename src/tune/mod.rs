@@ -18,6 +18,7 @@ pub mod journal;
 pub mod optuna_storage;
 #[cfg(feature = "train")]
 mod population;
+mod ranking;
 pub mod space;
 #[cfg(feature = "train")]
 mod study;
@@ -26,6 +27,7 @@ mod tests;
 pub mod tpe;
 #[cfg(feature = "train")]
 mod trial;
+mod waves;
 
 use crate::config::Config;
 use crate::retrain::study::StudyRecord;
@@ -48,7 +50,7 @@ pub struct TuneJob {
     pub config: Config,
     /// auto | cpu | cuda[:N] (`training::device`; on CUDA, trials of one shape train as populations; others one
     /// at a time).
-    pub device: String,
+    pub device: crate::training::device::DeviceRequest,
     /// Overrides tune.trials, tune.parallel, tune.budget_steps.
     pub trials: Option<usize>,
     pub parallel: Option<usize>,

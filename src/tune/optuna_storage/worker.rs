@@ -16,7 +16,7 @@ use super::messages::{self as m, state};
 use super::view::{MODEL_ATTR_PREFIX, SETTINGS_ATTR, record_of};
 use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping, unix_now};
 use crate::config::{Config, TuneConfig};
-use crate::training::device::{self, DeviceRequest, Ran};
+use crate::training::device::{self, Ran};
 use crate::training::ppo as train_ppo;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -36,7 +36,7 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
     tune.validate().map_err(anyhow::Error::msg)?;
     let client = Arc::new(Client::new(&cluster.url)?);
     let study_id = join(&client, &cluster.study, &tune)?;
-    let requested: DeviceRequest = job.device.parse().map_err(anyhow::Error::msg)?;
+    let requested = job.device;
     let device = device::resolve(requested)?;
     let mut shared = study::split(&config, &tune, job.data.as_deref(), device, job.time_budget)?;
     let (_, device, ran) = train_ppo::training_env(&config.env, shared.panel.clone(), device, requested)?;
@@ -281,7 +281,7 @@ fn run_trial(
             }
             Some(Err(e)) => {
                 log::warn!("trial {number} failed: {e}");
-                client.set_user_attr(id, "error", &json!(e))?;
+                client.set_user_attr(id, "error", &json!(e.to_string()))?;
                 client.finish(id, state::FAIL, None)?;
                 return Ok(None);
             }
@@ -306,32 +306,42 @@ fn run_trial(
                 client.finish(id, state::PRUNED, None)?;
                 return Ok(None);
             }
-            Verdict::Complete => {
-                if let Some(g) = s.gate {
-                    judge(client, g, (id, number), &t, s)?;
-                }
-                // This worker's best so far is registered now, so that the trial names its candidate (a
-                // finished trial takes no attributes); the last one registered is the worker's best.
-                let model = if best.is_none_or(|b| value > b) {
-                    let m = study::register(config, shared, &t, s.ran)?;
-                    client.set_user_attr(id, "model_id", &json!(m))?;
-                    Some(m)
-                } else {
-                    None
-                };
-                log::info!("trial {number} complete: {} {value:.3}", tune.metric.as_str());
-                if !client.finish(id, state::COMPLETE, Some(value))? {
-                    log::warn!(
-                        "trial {number} had been ended by another worker (its heartbeat was late?): its value is not counted"
-                    );
-                    return Ok(None);
-                }
-                return Ok(Some((value, model)));
-            }
+            Verdict::Complete => return complete(s, (id, number), &t, value, best),
         }
     }
     client.finish(id, state::COMPLETE, t.rec.value())?;
     Ok(None)
+}
+
+/// Completes trial `number` with `value`: the gate's decision on its model first, and where it beats this
+/// worker's `best`, its model registered now, so that the trial names its candidate (a finished trial takes
+/// no attributes; the last one registered is the worker's best). Its value and candidate, where counted.
+fn complete(
+    s: &Search,
+    (id, number): (i64, usize),
+    t: &Trial,
+    value: f64,
+    best: Option<f64>,
+) -> anyhow::Result<Option<(f64, Option<String>)>> {
+    let client: &Client = s.client;
+    if let Some(g) = s.gate {
+        judge(client, g, (id, number), t, s)?;
+    }
+    let model = if best.is_none_or(|b| value > b) {
+        let m = study::register(s.config, s.shared, t, s.ran)?;
+        client.set_user_attr(id, "model_id", &json!(m))?;
+        Some(m)
+    } else {
+        None
+    };
+    log::info!("trial {number} complete: {} {value:.3}", s.tune.metric.as_str());
+    if !client.finish(id, state::COMPLETE, Some(value))? {
+        log::warn!(
+            "trial {number} had been ended by another worker (its heartbeat was late?): its value is not counted"
+        );
+        return Ok(None);
+    }
+    Ok(Some((value, model)))
 }
 
 /// The gate's decision on trial `number`'s model, in its user attributes (before it completes: a finished
