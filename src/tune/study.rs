@@ -71,7 +71,18 @@ pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
                 None
             }
         },
-        (None, None) => Some(Store::open(&config.state_dir).context("opening the store to record the study")?),
+        // Beside a running daemon (it holds the store) the bars came from its read snapshot; the study
+        // cannot be stored: said once, kept with --json or --optuna-journal.
+        (None, None) => match Store::open(&config.state_dir) {
+            Ok(s) => Some(s),
+            Err(e @ crate::store::StoreError::Locked { .. }) => {
+                log::warn!(
+                    "the study will not be stored ({e}); searching on the running daemon's snapshot of the bars all the same: keep it with --json or --optuna-journal"
+                );
+                None
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("opening the store to record the study")),
+        },
     };
     let threads = if device.is_cuda() { 1 } else { job.threads.unwrap_or_else(cores).clamp(1, tune.parallel) };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
