@@ -1134,14 +1134,19 @@ fn read_commands_beside_a_running_daemon_answer_as_with_it_stopped_and_promote_g
     let embedded: serde_json::Value =
         serde_json::from_str(&page[at..at + page[at..].find("</script>").unwrap()]).unwrap();
     assert_eq!(embedded, report, "the tear sheet's numbers are the JSON's");
-    assert!(page.contains("<h1>The replay account, 2012-"), "{}", &page[..page.len().min(600)]);
+    let day = |k: &str| report[k].as_str().unwrap()[..10].to_string();
+    let heading = format!("<h1>The replay account, {} to {}</h1>", day("from"), day("to"));
+    assert!(page.contains(&heading), "{heading} in {}", &page[..page.len().min(900)]);
     let csv_rows = std::fs::read_to_string(&csv).unwrap().lines().count() - 1;
     assert_eq!(csv_rows as u64, report["fills"].as_u64().unwrap(), "a CSV row for each fill");
     assert!(report["fills"].as_u64().unwrap() > 0 && report["bars"].as_u64().unwrap() > 100, "{report}");
-    // State changes go through the daemon too: the kill switch (not tripped in this replay) and an import.
+    // State changes go through the daemon too: the kill switch (the demo replay trips it in January 2013),
+    // cleared by the engine itself (a second clear finds nothing), and an import.
+    let o = tradebot(&["risk", "clear", "--config", c]);
+    assert!(o.status.success() && text(&o).contains("kill switch cleared by "), "{}", text(&o));
+    assert!(text(&o).contains("(it tripped at 2013-") && text(&o).contains("(by the running daemon)"), "{}", text(&o));
     let o = tradebot(&["risk", "clear", "--config", c]);
     assert!(o.status.success() && text(&o).contains("was not tripped; nothing to clear"), "{}", text(&o));
-    assert!(text(&o).contains("(by the running daemon)"), "{}", text(&o));
     let bars = dir.path().join("aapl-2030.csv");
     std::fs::write(
         &bars,
@@ -1154,7 +1159,8 @@ fn read_commands_beside_a_running_daemon_answer_as_with_it_stopped_and_promote_g
     let o = tradebot(&["data", "show", "AAPL", "--from", "2030-01-01", "--to", "2030-01-31", "--json", "--config", c]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2, "the imported bars, read beside:\n{}", text(&o));
     let log = log_text();
-    assert!(log.contains("audit: control socket risk clear: kill switch was not tripped"), "{log}");
+    assert!(log.contains("audit: control socket risk clear: kill switch cleared by "), "{log}");
+    assert!(log.contains("risk: kill switch cleared by "), "the engine cleared it:\n{log}");
     assert!(log.contains("audit: control socket data import: 2 new bars"), "{log}");
     // Training reads the bars from a snapshot too, and registers its candidate beside the daemon.
     let o = tradebot(&["train", "ppo", "--config", c, "--device", "cpu", "--steps", "256", "--json"]);
