@@ -523,6 +523,14 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     let book: serde_json::Value = serde_json::from_str(&book).unwrap();
     assert!(drawn["equity-chart"]["points"].as_u64().unwrap() > 10, "{drawn}");
     assert!(drawn["drawdown-chart"]["points"].as_u64().unwrap() > 10, "{drawn}");
+    // No blank band beside a curve: a line chart nobody zoomed shows from its first point to its last.
+    for id in ["equity-chart", "drawdown-chart"] {
+        let js = format!("JSON.stringify(window.tradebot.charts['{id}'].chart.timeScale().getVisibleLogicalRange())");
+        let r: serde_json::Value = serde_json::from_str(cdp.eval(&js).as_str().unwrap()).unwrap();
+        let n = drawn[id]["points"].as_f64().unwrap();
+        let (from, to) = (r["from"].as_f64().unwrap(), r["to"].as_f64().unwrap());
+        assert!(from > -1.0 && to < n, "{id}: {from}..{to} shown of {n} points: a blank band beside the curve");
+    }
     let mut markers = 0;
     for p in book["prices"].as_array().unwrap() {
         let s = p["symbol"].as_str().unwrap();
