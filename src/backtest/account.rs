@@ -25,9 +25,9 @@ pub enum AccountError {
         source: StoreError,
     },
     #[error(
-        "the {account} account in {dir} has no decisions from {from} to {to} ({stored}): pick days it traded, or run the daemon first"
+        "the {account} account in {dir} has no decisions {span} ({stored}): pick days it traded, or run the daemon first"
     )]
-    Empty { account: String, dir: String, from: String, to: String, stored: String },
+    Empty { account: String, dir: String, span: String, stored: String },
 }
 
 /// What `tradebot report --json` prints and its tear sheet embeds: the period, the fills (how many, their
@@ -143,7 +143,15 @@ pub fn report(
             (Some(a), Some(z)) => format!("its decisions run from {} to {}", day(a), day(z)),
             _ => "it has none".to_string(),
         };
-        return Err(AccountError::Empty { account: kind, dir, from: day(from), to: day(to), stored });
+        // The open ends of `data::day_window` (years 1800 and 2300) are not days anyone asked for.
+        use chrono::Datelike;
+        let span = match (from.year() > 1800, to.year() < 2300) {
+            (true, true) => format!("from {} to {}", day(from), day(to)),
+            (true, false) => format!("from {} on", day(from)),
+            (false, true) => format!("up to {}", day(to)),
+            (false, false) => "at all".to_string(),
+        };
+        return Err(AccountError::Empty { account: kind, dir, span, stored });
     }
     let fills_tree = store.tree::<FillRecord>(TreeName::Fills).map_err(failed)?;
     let mut fills: Vec<FillRecord> = fills_tree
@@ -311,6 +319,10 @@ pub(crate) mod tests {
         // A period without decisions names what is stored.
         let (from, to) = crate::data::day_window(chrono::NaiveDate::from_ymd_opt(2013, 1, 1), None);
         let e = report(&config, &store, from, to).unwrap_err().to_string();
-        assert!(e.contains("no decisions from 2013-01-01") && e.contains("run from 2012-03-01 to 2012-03-05"), "{e}");
+        assert!(
+            e.contains("no decisions from 2013-01-01 on (its decisions")
+                && e.contains("run from 2012-03-01 to 2012-03-05"),
+            "{e}"
+        );
     }
 }

@@ -78,7 +78,7 @@ type Row = (&'static str, fn(&crate::backtest::Metrics) -> String);
 fn print_report(r: &AccountReport) -> Result<(), OutError> {
     let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
     outln!("the {} account, {} to {}: {} bars, {} fills", r.account, day(r.from), day(r.to), r.bars, r.fills)?;
-    outln!("traded {}, fees {}", crate::domain::money(r.notional), crate::domain::money(r.fees))?;
+    outln!("traded ${}, fees ${}", crate::domain::money(r.notional), crate::domain::money(r.fees))?;
     outln!("models: {}", if r.models.is_empty() { "none".to_string() } else { r.models.join(", ") })?;
     outln!("{:<14} {:>12} {:>12}", "", "account", "buy&hold")?;
     let rows: [Row; 6] = [
