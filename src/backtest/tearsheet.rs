@@ -15,6 +15,26 @@ use std::fmt::Write as _;
 /// Bars in the rolling Sharpe window (a quarter of daily bars).
 pub const ROLLING: usize = 63;
 
+/// Where the last backtest's tear sheet is kept for the dashboard (`/report/backtest`), under the state
+/// directory.
+pub const LAST_BACKTEST: &str = "reports/backtest-latest.html";
+
+/// Keeps a copy of a backtest's tear sheet as `state_dir/LAST_BACKTEST` for the dashboard. Best effort:
+/// a state directory this user may not write keeps the previous one (a DEBUG line says why).
+pub fn keep_latest(state_dir: &std::path::Path, page: &str) {
+    let path = state_dir.join(LAST_BACKTEST);
+    let tmp = path.with_extension("html.tmp");
+    let kept = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&tmp, page))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = kept {
+        log::debug!("backtest: the dashboard keeps its previous tear sheet: cannot write {}: {e}", path.display());
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
 /// The fills as CSV, one row each: `time,symbol,side,qty,price,notional,client_order_id`.
 pub fn trades_csv(fills: &[FillRecord]) -> String {
     let mut out = String::from("time,symbol,side,qty,price,notional,client_order_id\n");
@@ -162,21 +182,43 @@ fn pct(x: f64) -> String {
     format!("{:.2}%", x * 100.0)
 }
 
+/// What a tear sheet is of, in words: the page's title, its heading and the sentence under it.
+pub struct Heading {
+    pub title: String,
+    pub heading: String,
+    pub lead: String,
+}
+
 /// The tear sheet of `r`: `json` is the report as `--json` prints it, `config` the effective config it
 /// ran with, `fee_bps` the broker's fee (the round trips' fees), `ppy` bars per year.
 pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64) -> String {
     let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
     let (from, to) = (day(r.from), day(r.to));
     let mode = format!("{:?}", r.mode).to_lowercase();
+    let head = Heading {
+        title: format!("tradebot backtest {} {from} to {to}", r.model_id),
+        heading: format!("Backtest of {} ({mode})", r.model_id),
+        lead: format!(
+            "{} bars, {from} to {to}; full risk checks and the simulated broker, as the replay daemon trades.",
+            r.bars
+        ),
+    };
+    sheet(&head, r, json, config, fee_bps, ppy)
+}
+
+/// A tear sheet of `r` under `head`: a backtest's (`html`) or an account's own history (`tradebot
+/// report`, `backtest::account`).
+pub fn sheet(head: &Heading, r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64) -> String {
+    let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
+    let (from, to) = (day(r.from), day(r.to));
     let mut h = String::new();
     let _ = write!(
         h,
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
-         <title>tradebot backtest {} {from} to {to}</title><style>{CSS}</style></head><body>\
-         <h1>Backtest of {} ({mode})</h1><p>{} bars, {from} to {to}; full risk checks and the simulated broker, as the replay daemon trades.</p>",
-        esc(&r.model_id),
-        esc(&r.model_id),
-        r.bars
+         <title>{}</title><style>{CSS}</style></head><body><h1>{}</h1><p>{}</p>",
+        esc(&head.title),
+        esc(&head.heading),
+        esc(&head.lead)
     );
     h.push_str(&figures_table(r));
     let n = r.curve.len();

@@ -79,7 +79,9 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
         let json = serde_json::to_string(&report)?;
         let ppy = backtest::periods_per_year(config.market.timeframe);
         let page = backtest::tearsheet::html(&report, &json, &config.to_toml(), config.env.exec.fee_bps, ppy);
-        std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, &page).with_context(|| format!("writing {}", path.display()))?;
+        // The dashboard links the last one (`/report/backtest`).
+        backtest::tearsheet::keep_latest(&config.state_dir, &page);
     }
     if a.json {
         outln!("{}", serde_json::to_string(&report)?)?;

@@ -10,6 +10,7 @@ mod doctor_gpu;
 mod fake;
 mod fetch;
 mod models;
+mod report;
 mod retrain;
 mod risk;
 mod status;
@@ -75,10 +76,14 @@ pub enum Command {
     Bench(BenchCmd),
     /// Run the engine over stored bars with the simulated broker; metrics against buy-and-hold.
     Backtest(backtest::BacktestArgs),
+    /// The paper or live account's own history over a period (a replay's too): its figures beside
+    /// buy-and-hold, a tear sheet (--report) and its fills (--trades), from the store; beside a running
+    /// daemon, from its read snapshot.
+    Report(report::ReportArgs),
     /// Run a fake Alpaca server (trading and data REST, both WebSockets) on 127.0.0.1 for local testing,
     /// with `--market` a seeded synthetic market on its stream and REST history.
     FakeAlpaca(fake::FakeArgs),
-    /// The kill switch: show it, or clear it after a trip (the daemon must be stopped).
+    /// The kill switch: show it, or clear it after a trip (through the running daemon, if one runs).
     #[command(subcommand)]
     Risk(RiskCmd),
     /// Retrain now: asks the running daemon, or runs the retrain pipeline in the foreground when none runs.
@@ -294,6 +299,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Train(TrainCmd::Lstm(a)) => train::lstm(a),
         Command::Bench(BenchCmd::Infer(b)) => crate::bench::infer::infer(&load_config(b.config.clone())?, b),
         Command::Backtest(a) => backtest::run(a),
+        Command::Report(a) => report::run(a),
         Command::Bench(BenchCmd::Tune(b)) => crate::bench::tune::tune(b),
         Command::Bench(BenchCmd::Gpu(b)) => crate::bench::gpu::gpu(b),
         Command::Tune(cmd) => tune::run(cmd),

@@ -119,7 +119,8 @@ pub enum RiskCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Clear a tripped kill switch; who cleared it and when goes to the log.
+    /// Clear a tripped kill switch; who cleared it and when goes to the log. A running daemon clears it
+    /// (its engine trades again from the next bar); with none, the store is changed here.
     Clear {
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
@@ -167,7 +168,8 @@ pub enum ConfigCmd {
 #[derive(Debug, Subcommand)]
 pub enum DataCmd {
     /// Load bars (CSV or JSON lines, plain or .gz) into the store; CSV is split-adjusted from the
-    /// adjusted close.
+    /// adjusted close. A running daemon imports the file itself (it must be able to read it); with none,
+    /// the store is changed here.
     ///
     /// CSV layouts: Ticker,Date,Open,High,Low,Close,Volume[,Adj Close] (many symbols), or
     /// Date,Open,High,Low,Close,Volume[,Adj Close] in any order with --symbol (Yahoo Finance's download).

@@ -10,6 +10,7 @@ pub use super::link::{Account, EngineLink, EngineView};
 use super::models::load_swap;
 use super::notify::Notifier;
 use super::report::Reporter;
+use super::requests;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
 use crate::config::Config;
 use crate::control::server::Call;
@@ -44,6 +45,9 @@ pub struct Host<P: RunPipeline> {
     pub config: Config,
     /// The main store: bars, retrain records.
     pub store: Store,
+    /// The engine's account store (orders, fills, decisions, kill switch): a replay's `state_dir/replay`,
+    /// live the main store; set by the driver once open (`None` until then).
+    pub account: Option<Store>,
     pub registry: Registry,
     pub metrics: Arc<Metrics>,
     pub dashboard: Arc<SharedData>,
@@ -105,6 +109,7 @@ impl<P: RunPipeline> Host<P> {
         Host {
             config,
             store,
+            account: None,
             registry,
             metrics: metrics.clone(),
             dashboard,
@@ -247,6 +252,11 @@ impl<P: RunPipeline> Host<P> {
         }
         for (req, reply) in calls {
             let resp = match req {
+                // A snapshot, an import, a kill switch clear: answered there (some from threads of their own).
+                req @ (Request::Snapshot { .. } | Request::Import { .. } | Request::RiskClear { .. }) => {
+                    requests::serve(req, reply, &self.store, self.account.as_ref(), engine, clock.now());
+                    continue;
+                }
                 Request::Status => Response::status(self.status(view)),
                 Request::Pause => {
                     engine.send(Event::Control(Control::Pause));
@@ -287,10 +297,6 @@ impl<P: RunPipeline> Host<P> {
                         Response::done(format!("rolled back: {} is the {} champion again", m.id, kind.as_str()))
                     }
                     Err(e) => Response::error(e.to_string()),
-                },
-                Request::Snapshot => match self.store.snapshot() {
-                    Ok(path) => Response::snapshot(path),
-                    Err(e) => Response::error(format!("cannot take a read snapshot of the store: {e}")),
                 },
             };
             let _ = reply.send(resp);

@@ -80,7 +80,9 @@ pub fn start_host(
         if let Some(w) = config.web.remote_warning() {
             log::warn!("{w}");
         }
-        let state = WebState::new(metrics.clone(), dashboard.clone(), token, loopback).with_control(calls_tx.clone());
+        let state = WebState::new(metrics.clone(), dashboard.clone(), token, loopback)
+            .with_control(calls_tx.clone())
+            .with_reports(config.clone());
         let limits = crate::web::listen::Limits::from_config(&config.web);
         rt.spawn(crate::web::serve(listener, state, limits, shutdown.clone()));
     }

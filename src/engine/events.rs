@@ -247,6 +247,13 @@ impl Engine {
                     r.set_calendar(*c);
                 }
             }
+            Update::ClearKill { who, at } => {
+                if let Some(r) = self.risk_mut()
+                    && let Err(e) = r.clear_kill(&who, at)
+                {
+                    log::error!("engine: the kill switch could not be cleared ({who}): {e}; it stays tripped");
+                }
+            }
         }
     }
 }

@@ -20,7 +20,7 @@ use crate::retrain::study::StudyRecord;
 use crate::store::Store;
 use crate::training::device::{self, Ran};
 use crate::training::{self, ppo as train_ppo};
-use anyhow::{Context, bail};
+use anyhow::bail;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -104,7 +104,18 @@ fn study_store(job: &TuneJob, config: &Config, snapshot: bool) -> anyhow::Result
                 None
             }
         },
-        (None, false) => Some(Store::open(&config.state_dir).context("opening the store to record the study")?),
+        // Beside a running daemon (it holds the store) the bars came from its read snapshot; the study
+        // cannot be stored: said once, kept with --json or --optuna-journal.
+        (None, false) => match Store::open(&config.state_dir) {
+            Ok(s) => Some(s),
+            Err(e @ crate::store::StoreError::Locked { .. }) => {
+                log::warn!(
+                    "the study will not be stored ({e}); searching on the running daemon's snapshot of the bars all the same: keep it with --json or --optuna-journal"
+                );
+                None
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("opening the store to record the study")),
+        },
     })
 }
 
