@@ -9,8 +9,13 @@ use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-/// The (symbol, reason, New York day) refusals said at INFO.
-static SAID: Mutex<BTreeSet<(String, &'static str, NaiveDate)>> = Mutex::new(BTreeSet::new());
+/// The (New York day, symbol, reason) refusals said at INFO, oldest day first.
+static SAID: Mutex<BTreeSet<(NaiveDate, String, &'static str)>> = Mutex::new(BTreeSet::new());
+
+/// How many said refusals are remembered; past it the oldest days are forgotten. Engines of one process
+/// may run on different clocks (a replay beside a backtest of another period), so a day is not dropped
+/// because another engine's clock is later.
+const REMEMBERED: usize = 4096;
 
 thread_local! {
     static QUIET: Cell<bool> = const { Cell::new(false) };
@@ -36,9 +41,11 @@ pub(super) fn level(symbol: &str, reason: &'static str, now: DateTime<Utc>) -> l
     }
     let day = now.with_timezone(&chrono_tz::America::New_York).date_naive();
     let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
-    // Earlier days are done with.
-    said.retain(|(_, _, d)| *d >= day);
-    if said.insert((symbol.to_string(), reason, day)) { log::Level::Info } else { log::Level::Debug }
+    let new = said.insert((day, symbol.to_string(), reason));
+    while said.len() > REMEMBERED {
+        said.pop_first();
+    }
+    if new { log::Level::Info } else { log::Level::Debug }
 }
 
 #[cfg(test)]
