@@ -17,6 +17,8 @@ pub mod client;
 mod holdout;
 pub mod mapping;
 pub mod messages;
+#[cfg(feature = "train")]
+mod share;
 pub mod view;
 #[cfg(feature = "train")]
 pub(super) mod worker;

@@ -13,6 +13,7 @@ use super::super::{Cluster, TuneJob, space};
 use super::client::waited_here;
 use super::holdout;
 use super::messages::{self as m, state};
+use super::share::StorageShare;
 use super::view::{MODEL_ATTR_PREFIX, SETTINGS_ATTR, record_of};
 use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping, unix_now};
 use crate::config::{Config, TuneConfig};
@@ -75,8 +76,22 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
     let threads = job.threads.unwrap_or(1).max(1);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
     let best = pool.install(|| trials(&search, study_id, cluster, &me))?;
+    ended(&client, study_id, cluster, &tune, &job, best, ran)
+}
+
+/// The study as the storage holds it once this worker is done, with this worker's candidate (named in the
+/// study's system attributes) or why it has none.
+fn ended(
+    client: &Client,
+    study_id: i64,
+    cluster: &Cluster,
+    tune: &TuneConfig,
+    job: &TuneJob,
+    best: Option<(f64, usize, String)>,
+    ran: Ran,
+) -> anyhow::Result<Outcome> {
     let all = client.trials(study_id)?;
-    let mut record = record_of(&cluster.study, &tune, &all);
+    let mut record = record_of(&cluster.study, tune, &all);
     record.ended_at = Some(crate::clock::now());
     if let Some(path) = &job.optuna_journal {
         super::super::journal::write(&record, path)?;
@@ -413,47 +428,6 @@ fn fail_stale(client: &Client, all: &[m::Trial], me: &str, grace: Duration) -> a
 /// How often a running trial's heartbeat is written: six times per grace, at least once a second.
 fn beat(grace: Duration) -> Duration {
     (grace / 6).max(Duration::from_secs(1))
-}
-
-/// The storage's share of this worker's trials: their wall time (from reading the study before the trial
-/// to its end in the storage) and the part of it spent waiting on storage calls (the heartbeat's thread apart).
-#[derive(Default)]
-struct StorageShare {
-    trials: usize,
-    wall: Duration,
-    storage: Duration,
-    calls: u64,
-}
-
-impl StorageShare {
-    fn add(&mut self, number: i64, started: Instant, (waited, calls): (Duration, u64)) {
-        let (wall, (now, now_calls)) = (started.elapsed(), waited_here());
-        let (storage, calls) = (now.saturating_sub(waited), now_calls - calls);
-        log::debug!("trial {number}: {:.2}s, {:.0} ms of it in {calls} storage calls", wall.as_secs_f64(), ms(storage));
-        self.trials += 1;
-        self.wall += wall;
-        self.storage += storage;
-        self.calls += calls;
-    }
-
-    fn log(&self, study: &str) {
-        if self.trials == 0 {
-            return;
-        }
-        let wall = self.wall.as_secs_f64();
-        log::info!(
-            "study {study}: this worker's {} trials took {wall:.1}s, {:.2}s of it waiting on the storage ({:.1}% of a trial's wall time; {} calls, {:.1} ms a call)",
-            self.trials,
-            self.storage.as_secs_f64(),
-            100.0 * self.storage.as_secs_f64() / wall.max(1e-9),
-            self.calls,
-            ms(self.storage) / self.calls.max(1) as f64
-        );
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// `host-pid`: which worker runs a trial.
