@@ -18,6 +18,7 @@ pub mod journal;
 pub mod optuna_storage;
 #[cfg(feature = "train")]
 mod population;
+#[cfg(feature = "train")]
 mod ranking;
 pub mod space;
 #[cfg(feature = "train")]
@@ -27,6 +28,7 @@ mod tests;
 pub mod tpe;
 #[cfg(feature = "train")]
 mod trial;
+#[cfg(feature = "train")]
 mod waves;
 
 use crate::config::Config;
