@@ -109,16 +109,11 @@ impl StrategyArg {
 }
 
 /// A report line: its label and how to format it from a `Metrics`.
-type Row = (&'static str, fn(&Metrics) -> String);
+pub(super) type Row = (&'static str, fn(&Metrics) -> String);
 
-fn print_report(r: &BacktestReport) -> Result<(), OutError> {
-    let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
-    let mode = format!("{:?}", r.mode).to_lowercase();
-    outln!("backtest of {} ({mode}) over {} bars, {} to {}", r.model_id, r.bars, day(r.from), day(r.to))?;
-    outln!("(full risk checks and the SimBroker, as the replay daemon trades)")?;
-    outln!("{:<14} {:>12} {:>12} {:>12}", "", "strategy", "buy&hold", "cash")?;
-    let cash = Metrics::default();
-    let rows: [Row; 9] = [
+/// The table's lines: a label and how to format it from a `Metrics` (`backtest` and `report` print the same).
+pub(super) fn metric_rows() -> [Row; 9] {
+    [
         ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
         ("CAGR", |m| format!("{:.2}%", m.cagr * 100.0)),
         ("Sharpe", |m| format!("{:.3}", m.sharpe)),
@@ -128,7 +123,16 @@ fn print_report(r: &BacktestReport) -> Result<(), OutError> {
         ("trades", |m| m.trades.to_string()),
         ("fees", |m| format!("{:.2}", m.fees)),
         ("exposure", |m| format!("{:.1}%", m.exposure * 100.0)),
-    ];
+    ]
+}
+
+fn print_report(r: &BacktestReport) -> Result<(), OutError> {
+    let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
+    outln!("backtest of {} ({}) over {} bars, {} to {}", r.model_id, r.mode, r.bars, day(r.from), day(r.to))?;
+    outln!("(full risk checks and the SimBroker, as the replay daemon trades)")?;
+    outln!("{:<14} {:>12} {:>12} {:>12}", "", "strategy", "buy&hold", "cash")?;
+    let cash = Metrics::default();
+    let rows = metric_rows();
     for (name, f) in rows {
         outln!("{:<14} {:>12} {:>12} {:>12}", name, f(&r.strategy), f(&r.buy_hold), f(&cash))?;
     }

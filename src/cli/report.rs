@@ -72,23 +72,13 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A line of the table: its label and how to format it from a `Metrics`.
-type Row = (&'static str, fn(&crate::backtest::Metrics) -> String);
-
 fn print_report(r: &AccountReport) -> Result<(), OutError> {
     let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
     outln!("the {} account, {} to {}: {} bars, {} fills", r.account, day(r.from), day(r.to), r.bars, r.fills)?;
     outln!("traded ${}, fees ${}", crate::domain::money(r.notional), crate::domain::money(r.fees))?;
     outln!("models: {}", if r.models.is_empty() { "none".to_string() } else { r.models.join(", ") })?;
     outln!("{:<14} {:>12} {:>12}", "", "account", "buy&hold")?;
-    let rows: [Row; 6] = [
-        ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
-        ("CAGR", |m| format!("{:.2}%", m.cagr * 100.0)),
-        ("Sharpe", |m| format!("{:.3}", m.sharpe)),
-        ("Sortino", |m| format!("{:.3}", m.sortino)),
-        ("max drawdown", |m| format!("{:.2}%", m.max_drawdown * 100.0)),
-        ("exposure", |m| format!("{:.1}%", m.exposure * 100.0)),
-    ];
+    let rows = super::backtest::metric_rows();
     for (name, f) in rows {
         outln!("{:<14} {:>12} {:>12}", name, f(&r.strategy), f(&r.buy_hold))?;
     }
