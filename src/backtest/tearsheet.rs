@@ -194,7 +194,7 @@ pub struct Heading {
 pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64) -> String {
     let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
     let (from, to) = (day(r.from), day(r.to));
-    let mode = format!("{:?}", r.mode).to_lowercase();
+    let mode = r.mode;
     let head = Heading {
         title: format!("tradebot backtest {} {from} to {to}", r.model_id),
         heading: format!("Backtest of {} ({mode})", r.model_id),

@@ -66,7 +66,7 @@ fn list(reg: &Registry, json: bool) -> anyhow::Result<ExitCode> {
                 "{:<22} {:<5} {:<10} {:<20} {}",
                 m.id,
                 m.kind.as_str(),
-                format!("{:?}", m.state).to_lowercase(),
+                m.state.as_str().to_string(),
                 m.created_at.format("%Y-%m-%d %H:%M:%S"),
                 metrics.join(" ")
             )?;

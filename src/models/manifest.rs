@@ -46,6 +46,17 @@ pub enum ModelState {
     Retired,
 }
 
+impl ModelState {
+    /// `candidate`, `champion` or `retired`, as the manifest and the status report name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelState::Candidate => "candidate",
+            ModelState::Champion => "champion",
+            ModelState::Retired => "retired",
+        }
+    }
+}
+
 /// A named tensor and its shape; `-1` is the batch dimension.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorSpec {
