@@ -1,5 +1,6 @@
 //! LSTM classifier hyper-parameters (`[lstm]`): always built, so that a config parses without the `train` feature.
 
+use super::TrainConfig;
 use super::checker::Invalid;
 use crate::onnx::Activation;
 use chrono::NaiveDate;
@@ -64,8 +65,9 @@ pub struct LstmConfig {
     /// Fewest entries into a position a cut-off pair needs on the validation split to be chosen (at most:
     /// a small validation split asks for one entry per `ENTRY_PER_SAMPLES` of its samples, at least 1).
     pub cutoff_min_entries: usize,
-    /// Days of stored bars before the end of the `[train]` range the LSTM may learn from: its range is
-    /// `[train]`'s, reaching back this far when that is longer (as far as the store holds bars).
+    /// Days of stored bars before the end of a rolling `[train]` window the LSTM may learn from: its range
+    /// is the window's, reaching back this far when that is longer (as far as the store holds bars).
+    /// Fixed `[train]` dates are kept as they are.
     pub history_days: u32,
     /// Pooled labelled samples the LSTM's window is sized for: with fewer at the configured window,
     /// `slow_len`, then `slow_factor`, then `horizon` are shrunk step by step (to their `min_` bounds)
@@ -129,11 +131,12 @@ impl LstmConfig {
         }
     }
 
-    /// The first day the LSTM learns from: `train_from`, or `history_days` days before `train_end` when
-    /// that is earlier (`None`: from the first stored bar).
-    pub fn history_from(&self, train_from: Option<NaiveDate>, train_end: Option<NaiveDate>) -> Option<NaiveDate> {
-        let from = train_from?;
-        let Some(end) = train_end else { return Some(from) };
+    /// The first day the LSTM learns from, for `[train]` as configured and as `resolved` on the day: a
+    /// rolling window's start, or `history_days` days before its end when that is earlier; fixed dates'
+    /// `from` as it is (`None`: from the first stored bar).
+    pub fn history_from(&self, configured: &TrainConfig, resolved: &TrainConfig) -> Option<NaiveDate> {
+        let from = resolved.from?;
+        let (Some(_), Some(end)) = (configured.rolling, resolved.train_end()) else { return Some(from) };
         let back = end.checked_sub_days(chrono::Days::new(u64::from(self.history_days.saturating_sub(1))));
         Some(back.map_or(from, |b| b.min(from)))
     }

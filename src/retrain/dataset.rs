@@ -43,7 +43,7 @@ impl PipelineSpec {
         }
         let train = self.train.resolve(now.date_naive());
         let lstm = crate::config::LstmConfig { history_days: self.lstm_history_days, ..Default::default() };
-        (crate::data::day_window(lstm.history_from(train.from, train.train_end()), None).0.min(from), to)
+        (crate::data::day_window(lstm.history_from(&self.train, &train), None).0.min(from), to)
     }
 }
 

@@ -19,6 +19,7 @@ use crate::lstm::train::LstmTrainer;
 use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
 use crate::out::outln;
 use anyhow::{Context, bail};
+use chrono::NaiveDate;
 use serde_json::json;
 use std::collections::BTreeMap;
 use tch::{Device, Kind, Tensor};
@@ -45,12 +46,11 @@ pub(crate) struct Pooled {
     pub next_return: Vec<f64>,
 }
 
-/// Each configured symbol's bars (in `market.symbols` order) over the LSTM's range (`[train]`'s, back to
-/// `lstm.history_days` before its end), from the store or from the dataset snapshot named by
+/// Each configured symbol's bars (in `market.symbols` order) from `first_day` to the end of `[train]`
+/// (resolved), from the store or from the dataset snapshot named by
 /// `$TRADEBOT_TRAIN_SNAPSHOT` (the daemon's retrain, which holds the store's lock).
-pub(crate) fn bars_from_env(config: &Config) -> anyhow::Result<Vec<Vec<Bar>>> {
-    let train_end = config.train.train_end();
-    let (from, to) = crate::data::day_window(config.lstm.history_from(config.train.from, train_end), train_end);
+pub(crate) fn bars_from_env(config: &Config, first_day: Option<NaiveDate>) -> anyhow::Result<Vec<Vec<Bar>>> {
+    let (from, to) = crate::data::day_window(first_day, config.train.train_end());
     if let Some(path) = std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV) {
         let path = std::path::PathBuf::from(path);
         let snap = crate::data::snapshot::Snapshot::read(&path)
@@ -124,11 +124,13 @@ pub(crate) fn pooled_dataset(config: &Config, w: &WindowSpec, series: &[Vec<Bar>
     Pooled { spec: s, times, symbol, next_return }
 }
 
-/// The config of the job: `[train]`'s dates resolved, the retrain's seed and `--epochs` applied.
-fn job_config(args: &LstmJob) -> anyhow::Result<(Config, LstmConfig)> {
+/// The config of the job: `[train]`'s dates resolved, the retrain's seed and `--epochs` applied; and the
+/// first day of its data (`LstmConfig::history_from`).
+fn job_config(args: &LstmJob) -> anyhow::Result<(Config, LstmConfig, Option<NaiveDate>)> {
     let mut config = args.config.clone();
     // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF), before a replay, or today.
     config.train = config.train_dates().map_err(anyhow::Error::msg)?;
+    let first_day = config.lstm.history_from(&args.config.train, &config.train);
     let mut cfg = config.lstm.clone();
     if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
         log::info!("seed {seed} (the retrain's, in place of lstm.seed)");
@@ -140,7 +142,7 @@ fn job_config(args: &LstmJob) -> anyhow::Result<(Config, LstmConfig)> {
         }
         cfg.max_epochs = e;
     }
-    Ok((config, cfg))
+    Ok((config, cfg, first_day))
 }
 
 /// The window sized to the bars (`lstm_sizing::size`), said once when it is not the configured one, or
@@ -181,9 +183,9 @@ fn not_enough(cfg: &LstmConfig, series: &[Vec<Bar>], samples: usize, need: usize
 }
 
 fn train(args: LstmJob) -> anyhow::Result<String> {
-    let (config, cfg) = job_config(&args)?;
+    let (config, cfg, first_day) = job_config(&args)?;
     let device = pick_device(&args.device)?;
-    let series = bars_from_env(&config)?;
+    let series = bars_from_env(&config, first_day)?;
     let w = sized_window(&config, &cfg, &series)?;
     let pooled = pooled_dataset(&config, &w, &series);
     let split = windows::time_split(&pooled.times, TRAIN_FRAC, VALID_FRAC, w.horizon);

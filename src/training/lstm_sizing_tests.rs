@@ -2,6 +2,7 @@
 //! not-enough-data message.
 
 use super::*;
+use crate::config::TrainConfig;
 use crate::features::tests::real_bars;
 
 /// Three symbols of 413 bars (600 calendar days of day bars). With the default features (warm-up 50)
@@ -58,12 +59,22 @@ fn the_counted_samples_are_the_batch_windows_labelled_ones() {
 fn the_history_reaches_back_and_the_entries_asked_follow_the_split() {
     let d = |y, m, day| chrono::NaiveDate::from_ymd_opt(y, m, day);
     let cfg = LstmConfig { history_days: 3650, ..LstmConfig::default() };
-    // A 600-day window ending 2011-08-31 reaches back ten years.
-    assert_eq!(cfg.history_from(d(2010, 1, 9), d(2011, 8, 31)), d(2001, 9, 3));
-    // A window longer than the history keeps its start; an open start stays open.
+    let rolling = TrainConfig {
+        rolling: Some(crate::config::Rolling { window_days: 600, holdout_days: 60 }),
+        from: None,
+        to: None,
+        holdout_from: None,
+        holdout_to: None,
+        checkpoint_every: 10,
+    };
+    let on = rolling.resolve(d(2011, 8, 31).unwrap());
+    assert_eq!((on.from, on.train_end()), (d(2009, 11, 10), d(2011, 7, 2)));
+    // A 600-day rolling window reaches back ten years from its end.
+    assert_eq!(cfg.history_from(&rolling, &on), d(2001, 7, 5));
+    // A window longer than the history keeps its start; fixed dates are kept as they are.
     let short = LstmConfig { history_days: 30, ..cfg.clone() };
-    assert_eq!(short.history_from(d(2010, 1, 9), d(2011, 8, 31)), d(2010, 1, 9));
-    assert_eq!(cfg.history_from(None, d(2011, 8, 31)), None);
+    assert_eq!(short.history_from(&rolling, &on), d(2009, 11, 10));
+    assert_eq!(cfg.history_from(&on, &on), d(2009, 11, 10));
     // 20 entries asked of a large split; one per 50 samples of a small one; at least one.
     assert_eq!(cfg.min_entries(5000), 20);
     assert_eq!(cfg.min_entries(180), 3);
