@@ -117,3 +117,29 @@ impl ProbSource for LstmProbs {
         Some(self.window)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::{FeatureRef, ModelKind};
+
+    #[test]
+    fn a_model_is_read_with_the_windows_its_manifest_names_else_the_configured_ones() {
+        let configured = crate::config::LstmConfig::default().window_spec();
+        let mut m = Manifest::draft(
+            ModelKind::Lstm,
+            FeatureRef { version: 1, names: vec![] },
+            vec![],
+            vec![],
+            vec![],
+            Timeframe::DAY1,
+        );
+        assert_eq!(model_window(&m, configured), configured, "an older manifest without the keys");
+        for (k, v) in [("fast_len", 30), ("slow_len", 2), ("slow_factor", 2), ("horizon", 2)] {
+            m.params.insert(k.into(), serde_json::json!(v));
+        }
+        let sized = WindowSpec { slow_len: 2, slow_factor: 2, horizon: 2, ..configured };
+        assert_eq!(model_window(&m, configured), sized);
+        assert_eq!(shapes(&FeatureSpec::default(), &sized).slow_len, 2);
+    }
+}

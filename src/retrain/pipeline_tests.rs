@@ -197,6 +197,11 @@ fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
     assert!(to > crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2012, 6, 22).unwrap()));
     let later = s.window(now + chrono::Duration::days(7));
     assert_eq!(later.0 - from, chrono::Duration::days(7), "a week later the window moved a week");
+    // An LSTM's data reaches back lstm.history_days (here 365) before the training end, 2012-06-22.
+    s.lstm_history_days = 365;
+    assert_eq!(s.data_window(ModelKind::Ppo, now), (from, to));
+    let lstm_from = crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2011, 6, 24).unwrap());
+    assert_eq!(s.data_window(ModelKind::Lstm, now), (lstm_from, to));
     let seed = crate::config::retrain_seed(now.date_naive());
     let child = s.child_spec(crate::models::ModelKind::Ppo, std::path::Path::new("/tmp/x"), now, seed);
     assert!(
