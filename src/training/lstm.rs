@@ -116,7 +116,7 @@ pub(crate) fn pooled_dataset(config: &Config, w: &WindowSpec, series: &[Vec<Bar>
             });
             n += 1;
         }
-        log::debug!("{sym}: {} bars, {n} labelled samples", bars.len());
+        log::info!("{sym}: {} bars, {n} labelled samples", bars.len());
         s.fast.extend(sw.fast);
         s.slow.extend(sw.slow);
         s.context.extend(sw.context);

@@ -88,3 +88,16 @@ fn not_enough_data_names_the_count_the_need_and_the_fix() {
     assert!(m.starts_with("not enough data for the LSTM: 141 labelled samples (47 per symbol over 420 days), need 300: import more history (`tradebot data import"), "{m}");
     assert!(m.contains("lstm.min_slow_len"), "{m}");
 }
+
+#[test]
+fn the_sizing_keys_are_checked_with_the_fix_in_words() {
+    let bad = |cfg: LstmConfig| cfg.validate().unwrap_err().to_string();
+    let d = LstmConfig::default();
+    assert!(d.validate().is_ok());
+    let m = bad(LstmConfig { min_slow_factor: 1, ..d.clone() });
+    assert!(m.contains("lstm.min_slow_factor must be at least 2"), "{m}");
+    let m = bad(LstmConfig { history_days: 0, ..d.clone() });
+    assert!(m.contains("lstm.history_days must be in [1, 36500]"), "{m}");
+    let m = bad(LstmConfig { min_horizon: 0, ..d });
+    assert!(m.contains("lstm.min_slow_len and lstm.min_horizon must be at least 1"), "{m}");
+}
