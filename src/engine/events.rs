@@ -219,6 +219,15 @@ impl Engine {
             Update::Model(swap) => match swap.take() {
                 Some(LoadedModel::Ppo(p)) => self.set_policy(p),
                 Some(LoadedModel::Lstm { policy, features, window }) => match self.probs_mut() {
+                    // A model sized to other windows (`training::lstm_sizing`) cannot read the ones built.
+                    Some(src) if src.lstm_window().is_some_and(|w| w != window) => {
+                        log::info!(
+                            "engine: LSTM model {} → {}, whose windows differ: it trades once they fill from the next bars",
+                            src.model_id(),
+                            policy.id()
+                        );
+                        self.set_probs(Box::new(LstmProbs::new(*policy, features, window)));
+                    }
                     Some(src) => {
                         let from = src.model_id();
                         let to = policy.id().to_string();

@@ -33,6 +33,10 @@ pub trait ProbSource: Send {
     fn set_lstm(&mut self, _policy: crate::policy::LstmPolicy) -> bool {
         false
     }
+    /// The windows an LSTM model's source builds (`None`: not an LSTM model's).
+    fn lstm_window(&self) -> Option<crate::features::windows::WindowSpec> {
+        None
+    }
 }
 
 /// A wanted trade for one symbol.

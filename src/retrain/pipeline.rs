@@ -168,7 +168,9 @@ impl RetrainPipeline {
             Some(Ok(())) => r = working,
             Some(Err(f)) => {
                 r = working;
-                r.outcome = RunOutcome::Failed;
+                // Too little data is no fault of the run: skipped, with how much there is and the fix.
+                r.outcome =
+                    if f.code == record::NOT_ENOUGH_DATA_CODE { RunOutcome::Skipped } else { RunOutcome::Failed };
                 r.failure = Some(f);
             }
             None => {
@@ -185,7 +187,7 @@ impl RetrainPipeline {
         guard.run = None;
         r.ended_at = crate::clock::now();
         match r.outcome {
-            RunOutcome::Failed | RunOutcome::Interrupted => {
+            RunOutcome::Failed | RunOutcome::Interrupted | RunOutcome::Skipped => {
                 log::warn!("retrain {}: {}; the champion keeps trading", r.id, r.reason())
             }
             o => {
@@ -279,6 +281,9 @@ impl RetrainPipeline {
             ChildOutcome::Done { model_id, metrics } => {
                 r.train_metrics = metrics;
                 Ok(model_id)
+            }
+            ChildOutcome::Failed(child::ChildFailure::Reported(m)) if m.starts_with(record::NOT_ENOUGH_DATA) => {
+                Err(Failure { stage: "train".into(), code: record::NOT_ENOUGH_DATA_CODE.into(), message: m })
             }
             ChildOutcome::Failed(f) => {
                 Err(Failure { stage: "train".into(), code: f.code().into(), message: f.to_string() })

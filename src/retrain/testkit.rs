@@ -89,6 +89,7 @@ pub fn spec(state: &Path, script: &str, budget: Duration) -> PipelineSpec {
             checkpoint_every: 10,
         },
         retrain: retrain_config(budget),
+        lstm_history_days: 3650,
     }
 }
 

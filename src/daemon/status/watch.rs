@@ -103,7 +103,7 @@ impl<P: RunPipeline> Host<P> {
                 AlertKind::Kept,
                 format!("retrain {kind}: {champion} kept, {candidate} refused: {}. {numbers}", r.reason()),
             ),
-            RunOutcome::Failed | RunOutcome::Interrupted => (
+            RunOutcome::Failed | RunOutcome::Interrupted | RunOutcome::Skipped => (
                 AlertKind::RetrainFailed,
                 format!("retrain {kind} {}: {}; {champion} keeps trading", r.outcome.as_str(), r.reason()),
             ),
