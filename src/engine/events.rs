@@ -3,10 +3,10 @@
 //! holdings), submit failures, ticks and controls; and the daily loss limit on a bar's equity (live, also
 //! after every fill and snapshot: `protect::mark_account`).
 
-use super::contract::{LoadedModel, Update};
 use super::core::Engine;
 use super::lstm_source::LstmProbs;
 use super::{Command, Control, Event};
+use crate::contract::{LoadedModel, Update};
 use crate::domain::{OrderUpdate, Symbol};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;

@@ -2,7 +2,8 @@
 //! [-1, 1], observation normalisation inside the graph), as the PPO model contract defines it.
 
 use super::{ModelSel, Pipeline, PolicyError, SessionOptions, fetch, session};
-use crate::env::{ActionSpace, ExecParams};
+use crate::env::ActionSpace;
+use crate::exec::ExecParams;
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::Tensor;
