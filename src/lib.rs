@@ -68,6 +68,8 @@ pub mod engine;
 pub mod env;
 pub mod features;
 pub mod feed;
+/// The fuzz targets' entry points: feature `testkit` (`fuzz/` enables it) or the crate's own tests.
+#[cfg(any(test, feature = "testkit"))]
 pub mod fuzzing;
 #[cfg(feature = "train")]
 pub mod gpu;
