@@ -19,8 +19,8 @@ from pathlib import Path
 
 LAYERS = [
     ["alloc", "logging", "native", "gpu", "domain", "calendar", "clock", "schedule", "optim", "readback", "autocast", "seeded", "out"],
-    ["store", "features", "onnx", "feed"],
-    ["env", "models"],
+    ["store", "features", "onnx"],
+    ["env", "models", "feed"],
     ["config"],
     ["data", "policy", "control", "alpaca", "alerts"],
     ["fuzzing"],

@@ -3,8 +3,10 @@
 //! A bar's route, from the feed to the broker (no step passes through `cli`):
 //!
 //! ```text
-//!  Alpaca stream (minutes) ─► daemon::bars (stored, aggregated to market.timeframe; NoBar for a quiet symbol)
-//!  Alpaca stream / replay ─► daemon::{live, replay} ─► Event::{Bar, NoBar} ─► engine::Engine::process
+//!  Alpaca stream (minutes) ─► feed::LiveBars (stored, aggregated to market.timeframe; NoBar for a quiet symbol)
+//!      ─► live runner (live::engine_core::LiveCore on the trading thread) ─► Event::{Bar, NoBar}
+//!  replay: stored bars ─► live::drive::run (daemon::replay drives it) ─► Event::Bar
+//!      ─► engine::Engine::process
 //!      features ─► policy (ONNX Runtime) ─► engine::strategy ─► risk::RiskChecks ─► oms::Oms
 //!      ─► Command::Submit(RiskApproved<OrderRequest>) ─► live runner ─► broker::{AlpacaBroker, SimBroker}
 //!  trade_updates / snapshots ─► Event::{Order, Reconciled} ─► oms (fills once, positions, reconciliation)
@@ -25,10 +27,10 @@
 //!    (seeded initialisation on libtorch's global generator, feature `train`), [`out`] (every command's
 //!    stdout: a closed pipe ends quietly, a failed write is an error, never a panic).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
-//!    batch), [`onnx`] (our ONNX writer and reference forwards), [`feed`] (the `MarketFeed` trait, its
-//!    events and the bar `Aggregator`).
+//!    batch), [`onnx`] (our ONNX writer and reference forwards).
 //! 2. [`env`] (the vectorized trading environment, its execution rule and C kernel), [`models`]
-//!    (manifests, the content-hashed registry, promote/rollback).
+//!    (manifests, the content-hashed registry, promote/rollback), [`feed`] (the `MarketFeed` trait, its
+//!    events, the bar `Aggregator`, and `LiveBars`: every minute stored, aggregated to the timeframe).
 //! 3. [`config`]: the TOML file parsed once into checked values.
 //! 4. [`data`] (CSV import, aligned panels), [`policy`] (ONNX Runtime sessions), [`control`] (the control
 //!    socket and the status report), [`alpaca`] (wire types, REST, streams, the fake Alpaca), [`alerts`]
@@ -39,8 +41,10 @@
 //! 8. [`broker`]: the `Broker` trait, Alpaca's and the simulated one.
 //! 9. [`engine`]: `Engine::process(Event) -> Vec<Command>`, one synchronous core for live, paper, replay
 //!    and backtest.
-//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread)
-//!     and `live::drive`, its command handling and the one synchronous loop of replays, backtests and the gate.
+//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread:
+//!     `engine_core::LiveCore`, which reports through `report::Reporter`, metrics and systemd, and leaves a
+//!     `view::TradingView` for the daemon's chores) and `live::drive`, its command handling and the one
+//!     synchronous loop of replays, backtests and the gate.
 //! 11. [`backtest`]: the one evaluator (`backtest::session`) and its metrics, the tear sheets, and the
 //!     account's own history (`backtest::account`, `tradebot report`).
 //! 12. [`retrain`] (the pipeline, the gate, records), 13. [`training`] (`tradebot train` jobs).

@@ -5,9 +5,9 @@
 //! `daemon::live`) use it; it uses neither.
 
 use super::host::{Host, HostParts};
-use super::notify::Notifier;
 use super::retrainer::Retrainer;
 use crate::config::{Config, ConfigError, FeedKind, Mode};
+use crate::live::notify::Notifier;
 use crate::metrics::Metrics;
 use crate::models::Registry;
 use crate::retrain::holdout::holdout_evaluator;

@@ -7,9 +7,9 @@ use super::state::Watched;
 use crate::alerts::{Alert, AlertKind};
 use crate::config::FeedKind;
 use crate::daemon::host::Host;
-use crate::daemon::link::EngineView;
 use crate::daemon::retrainer::RunPipeline;
 use crate::domain::money;
+use crate::live::view::EngineView;
 use crate::retrain::{RunOutcome, RunRecord};
 use chrono::{DateTime, NaiveDate, Utc};
 
