@@ -73,6 +73,8 @@ pub mod env;
 pub mod exec;
 pub mod features;
 pub mod feed;
+/// The fuzz targets' entry points: feature `testkit` (`fuzz/` enables it) or the crate's own tests.
+#[cfg(any(test, feature = "testkit"))]
 pub mod fuzzing;
 /// The GPU tests that belong to no single module (feature `gpu-tests`: `make test-gpu`).
 #[cfg(all(test, feature = "gpu-tests", feature = "train"))]

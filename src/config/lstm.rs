@@ -82,7 +82,7 @@ pub struct LstmConfig {
 }
 
 /// A validation split asks for at most one entry per this many of its samples (`cutoff_min_entries` caps it).
-pub const ENTRY_PER_SAMPLES: usize = 50;
+pub(crate) const ENTRY_PER_SAMPLES: usize = 50;
 
 impl Default for LstmConfig {
     fn default() -> Self {

@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 /// How long a failing `tradebot run` waits for its last alert before it exits.
-pub const FATAL_ALERT_WAIT: Duration = Duration::from_secs(5);
+pub(super) const FATAL_ALERT_WAIT: Duration = Duration::from_secs(5);
 
 /// The alert a failing `tradebot run` sends before it exits: the error and its causes, to every
 /// `[notify]` target (none configured: nothing), on a runtime of its own, waiting at most
 /// `FATAL_ALERT_WAIT` for the deliveries. An exit that systemd does not restart (a bad config, refused
 /// keys, an unusable state directory, a damaged store) reaches a person this way.
-pub fn alert_fatal(config: &crate::config::Config, mode: &str, error: &anyhow::Error) {
+pub(super) fn alert_fatal(config: &crate::config::Config, mode: &str, error: &anyhow::Error) {
     use crate::alerts::{Alert, AlertKind, Delivery, deliver, targets};
     let targets = match targets(&config.notify, |k| std::env::var(k).ok()) {
         Ok(t) if t.is_empty() => return,

@@ -71,7 +71,7 @@ pub fn start_host(
         rt.handle(),
         shutdown.clone(),
     )
-    .map_err(|e| problem(config, &e))?;
+    .map_err(|e| problem(config, &e.to_string()))?;
     if config.web.enabled {
         let token = resolve_token(&config.web, &config.state_dir, |k| std::env::var(k).ok())
             .map_err(|e| problem(config, &e.to_string()))?;
