@@ -16,7 +16,7 @@ pub enum ModelsCmd {
     },
     /// One model's manifest (its ONNX file's hash is verified).
     Show {
-        /// The model's id, as `models list` shows it (e.g. ppo-4840de6a1780e0c0).
+        /// The model's id, as `models list` shows it (e.g. ppo-fee6be4c55483f7a).
         id: String,
         /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
         #[arg(long, short)]
@@ -24,7 +24,7 @@ pub enum ModelsCmd {
     },
     /// Make a model the champion of its kind by hand; the previous champion is retired.
     Promote {
-        /// The model's id, as `models list` shows it (e.g. ppo-4840de6a1780e0c0).
+        /// The model's id, as `models list` shows it (e.g. ppo-fee6be4c55483f7a).
         id: String,
         /// Why, as the registry's history records it.
         #[arg(long, default_value = "manual promotion")]

@@ -34,7 +34,7 @@ pub struct RetrainConfig {
 /// A candidate replaces the champion only if, on the holdout, in the same backtest, its lead is real with
 /// `confidence` (paired block bootstrap of per-bar returns), it beats the champion's Sharpe ratio by
 /// `min_sharpe_margin`, stays within `max_drawdown`, trades at least `min_trades` times, and trails
-/// buy-and-hold's return by at most `max_buy_hold_shortfall`. `folds`: the holdout's consecutive folds
+/// buy-and-hold's return by at most `max_buy_hold_shortfall` (or the champion's own shortfall, when larger). `folds`: the holdout's consecutive folds
 /// whose returns each decision shows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GateConfig {

@@ -2,7 +2,8 @@
 //! the same backtest, its lead over the champion is unlikely to be noise (a paired block bootstrap of the
 //! per-bar return differences, `retrain::noise`, at `confidence`), it beats the champion's Sharpe ratio by
 //! the configured margin, keeps its maximum drawdown within the cap, trades at least the minimum number of
-//! times, and does not trail buy-and-hold by more than `max_buy_hold_shortfall`. With no champion, it must
+//! times, and does not trail buy-and-hold by more than `max_buy_hold_shortfall` (or than the champion
+//! does, when the champion trails it by more). With no champion, it must
 //! beat both baselines (cash and buy-and-hold) by the same bootstrap test. The decision and its numbers
 //! (per-fold returns of the holdout's K folds, the confidences) are kept, whichever way it goes.
 
@@ -118,14 +119,14 @@ fn bounds(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateConfig)
         let why = format!("candidate traded {} times, fewer than the minimum {}", candidate.trades, cfg.min_trades);
         return Err(Refused(why));
     }
-    if candidate.buy_hold_return.is_finite()
-        && candidate.total_return < candidate.buy_hold_return - cfg.max_buy_hold_shortfall
-    {
+    let allowed = allowed_shortfall(candidate, champion, cfg);
+    if candidate.buy_hold_return.is_finite() && candidate.total_return < candidate.buy_hold_return - allowed {
         let why = format!(
-            "candidate return {:.1}% trails buy-and-hold's {:.1}% by more than {:.1} points",
+            "candidate return {:.1}% trails buy-and-hold's {:.1}% by more than {:.1} points{}",
             candidate.total_return * 100.0,
             candidate.buy_hold_return * 100.0,
-            cfg.max_buy_hold_shortfall * 100.0
+            allowed * 100.0,
+            if allowed > cfg.max_buy_hold_shortfall { " (the champion's own shortfall)" } else { "" }
         );
         return Err(Refused(why));
     }
@@ -142,6 +143,18 @@ fn bounds(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateConfig)
         return Err(Refused(why));
     }
     Ok(())
+}
+
+/// How far the candidate may trail buy-and-hold: `max_buy_hold_shortfall`, or the champion's own shortfall
+/// on the same holdout when that is larger. The bound keeps out a model that does worse than holding; a
+/// champion already trailing by more is not a reason to refuse a candidate that trails by less (it still
+/// has to beat the champion by the Sharpe margin, with the required confidence).
+fn allowed_shortfall(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateConfig) -> f64 {
+    let champion_shortfall = champion
+        .map(|c| candidate.buy_hold_return - c.total_return)
+        .filter(|s| s.is_finite())
+        .unwrap_or(f64::NEG_INFINITY);
+    cfg.max_buy_hold_shortfall.max(champion_shortfall)
 }
 
 /// The bootstrap confidence of the candidate's lead over each reference it must beat (the champion; or
@@ -318,6 +331,32 @@ mod tests {
         assert!(d.numbers["confidence_vs_champion"] > 0.99);
         assert!(d.numbers.contains_key("fold4_candidate_return") && d.numbers.contains_key("fold1_champion_return"));
         assert_eq!(d.numbers["champion_sharpe"], champ.sharpe);
+    }
+
+    #[test]
+    fn a_champion_trailing_buy_and_hold_by_more_widens_the_shortfall_bound_to_its_own() {
+        let mut champ = g(normal(1, 250, 0.0005, 0.01), 20);
+        let mut cand = g(plus(&champ.returns, &normal(2, 250, 0.002, 0.002)), 20);
+        // Buy-and-hold made 10 points more than the candidate on the same holdout, more still than the champion.
+        let bh = cand.total_return + 0.10;
+        cand.buy_hold_return = bh;
+        champ.buy_hold_return = bh;
+        assert!(bh - champ.total_return > 0.10);
+        let d = decide(&cand, Some(&champ), &cfg());
+        assert!(d.promote, "{}", d.reason);
+        // Alone (no champion), or against a champion within the bound, the 5 points hold.
+        let near = GateInput { total_return: bh - 0.01, ..champ.clone() };
+        let d = decide(&cand, Some(&near), &cfg());
+        assert!(
+            !d.promote && d.reason.contains("trails buy-and-hold's") && d.reason.contains("by more than 5.0 points"),
+            "{}",
+            d.reason
+        );
+        // A candidate that trails by more than the champion does is refused for it, naming the champion's bound.
+        let d = decide(&champ, Some(&cand), &cfg());
+        assert!(!d.promote);
+        let d = decide(&GateInput { total_return: champ.total_return - 0.05, ..champ.clone() }, Some(&champ), &cfg());
+        assert!(d.reason.contains("(the champion's own shortfall)"), "{}", d.reason);
     }
 
     #[test]

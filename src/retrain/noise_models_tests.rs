@@ -8,7 +8,6 @@ use super::holdout::holdout_evaluator;
 use crate::config::Config;
 use crate::data::{ImportOptions, import_csv};
 use crate::domain::{Symbol, Timeframe};
-use crate::env::EnvConfig;
 use crate::models::{ModelKind, Registry};
 use crate::policy::Pipeline;
 use crate::policy::tests::{random_ppo, register_ppo};
@@ -55,7 +54,8 @@ fn random_policies_are_never_promoted_over_the_shipped_champion_or_the_baselines
     let lax = crate::config::GateConfig { confidence: 0.0, max_buy_hold_shortfall: 10.0, ..cfg.clone() };
     let (mut traded, mut promoted, mut lax_promoted) = (0, Vec::new(), 0);
     for seed in 1..=12u64 {
-        let id = register_ppo(&reg, &pl, &random_ppo(&pl, seed), &EnvConfig::default()).id;
+        // In the config's action space (the demo's: target weights), as the shipped champion.
+        let id = register_ppo(&reg, &pl, &random_ppo(&pl, seed), &config.env).id;
         let cand = eval.evaluate_at(&id, as_of).unwrap();
         traded += usize::from(cand.trades >= cfg.min_trades);
         for (vs, champion) in [("the champion", Some(&champ)), ("no champion", None)] {
