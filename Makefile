@@ -136,43 +136,31 @@ bench-cluster: optuna $(if $(TB),,build)
 
 # `make test` is one graph run TEST_JOBS steps at a time (cargo shares make's job slots): the downloads (venv,
 # then chart-assets and optuna; test-tools' apt) go on beside the compiles; check-inference-only needs no
-# venv and starts at once; lint's clippy and the test build start when the venv is there; the tests run
-# when all of it is done. Any step's failure fails `make test`, with its message and make naming the step.
+# venv and starts at once; lint's clippy and the test build follow when the venv is there; the tests run
+# when all of it is done. The cargo steps take turns (cargo locks the target directory; one directory, so
+# that build scripts such as torch-sys's C++ wrapper are compiled once). Any step's failure fails
+# `make test`, with its message and make naming the step.
 TEST_JOBS ?= 4
-# Every integration-test binary by name (tests/NAME.rs, tests/NAME/main.rs).
-TEST_BINS := $(sort $(basename $(notdir $(wildcard tests/*.rs))) $(patsubst tests/%/main.rs,%,$(wildcard tests/*/main.rs)))
-# Run beside the others: it spends its time waiting on its simulated clock, not on the CPU.
-BACKGROUND_TEST := soak
-BACKGROUND_LOG := target/$(BACKGROUND_TEST)-test.log
 
 test:
 	@+$(MAKE) --no-print-directory -j$(TEST_JOBS) test-run
 	@if nvidia-smi -L >/dev/null 2>&1; then $(MAKE) test-gpu; \
 	else echo "no NVIDIA GPU: the CUDA tests (feature gpu-tests) were not built; \`make test-gpu\` runs them on a GPU"; fi
 
-# The tests that need a CUDA GPU, and only them: compiled with the feature `gpu-tests` (which `make test`,
-# run by CI without a GPU, leaves off), each in a `gpu_tests` module; each fails without a GPU.
-GPU_TEST_FILTER := gpu_tests::
-
 # The steps of `make test` (see above).
 test-build: venv chart-assets
 	+$(CARGO_ENV) $(CARGO) test --all-targets --no-run
 
-# CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs). The same binaries as
-# `cargo test --all-targets`: BACKGROUND_TEST's run directly (as cargo runs it: from the repository root,
-# CARGO_MANIFEST_DIR set) beside `cargo test` of all the others; its output follows theirs.
+# CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs). The test binaries run one
+# after another, as before: tests/soak.rs run beside the others (its daemon needs little CPU but needs it on
+# time, its fake publishing on a simulated clock) failed both times it was tried on the loaded build machine,
+# the others at nice 10 or not (benches/RESULTS.md, "Build time").
 test-run: test-build lint check-inference-only optuna test-tools
-	@bg=$$($(CARGO_ENV) $(CARGO) test --test $(BACKGROUND_TEST) --no-run --message-format=json | \
-		$(PYTHON) -c 'import json, sys; print(*[m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")])'); \
-	if [ ! -x "$$bg" ]; then echo "make test: no test binary for tests/$(BACKGROUND_TEST).rs from \`cargo test --test $(BACKGROUND_TEST) --no-run\`"; exit 1; fi; \
-	echo "make test: tests/$(BACKGROUND_TEST).rs runs beside the other tests; its output ($(BACKGROUND_LOG)) follows theirs"; \
-	CI=1 CARGO_MANIFEST_DIR="$(CURDIR)" "$$bg" >$(BACKGROUND_LOG) 2>&1 & bg_pid=$$!; \
-	CI=1 $(CARGO_ENV) $(CARGO) test --lib --bins $(addprefix --test ,$(filter-out $(BACKGROUND_TEST),$(TEST_BINS))); rest=$$?; \
-	wait $$bg_pid; bg_rc=$$?; \
-	echo "---- tests/$(BACKGROUND_TEST).rs ($(BACKGROUND_LOG)) ----"; cat $(BACKGROUND_LOG); \
-	if [ $$rest -ne 0 ]; then echo "make test: the tests run by cargo failed (exit $$rest): see above"; fi; \
-	if [ $$bg_rc -ne 0 ]; then echo "make test: tests/$(BACKGROUND_TEST).rs failed (exit $$bg_rc): see its output just above"; fi; \
-	[ $$rest -eq 0 ] && [ $$bg_rc -eq 0 ]
+	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
+
+# The tests that need a CUDA GPU, and only them: compiled with the feature `gpu-tests` (which `make test`,
+# run by CI without a GPU, leaves off), each in a `gpu_tests` module; each fails without a GPU.
+GPU_TEST_FILTER := gpu_tests::
 test-gpu: venv
 	$(CARGO_ENV) $(CARGO) test --features gpu-tests --lib -- $(GPU_TEST_FILTER)
 
