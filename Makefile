@@ -153,7 +153,7 @@ test-build: venv chart-assets
 
 # CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs). The test binaries run one
 # after another, as before: tests/soak.rs run beside the others (its daemon needs little CPU but needs it on
-# time, its fake publishing on a simulated clock) failed both times it was tried on the loaded build machine,
+# time, its fake publishing on a simulated clock) failed all three times it was tried on the build machine,
 # the others at nice 10 or not (benches/RESULTS.md, "Build time").
 test-run: test-build lint check-inference-only optuna test-tools
 	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
