@@ -15,7 +15,7 @@ CARGO ?= cargo
 # Evaluated in each recipe's shell, after the venv exists.
 CARGO_ENV = TRADEBOT_PYENV=$(PYENV) LIBTORCH="$$(ls -d $(PYENV)/lib/python3*/site-packages/torch | head -n1)"
 
-.PHONY: all venv optuna chart-assets search-cluster build run test test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-cluster bench-gpu gpu-kit gpu-check install chromium systemd-tools
+.PHONY: all venv optuna chart-assets search-cluster build release-deps run test test-build test-run test-tools test-gpu lint fmt check-inference-only clean bench-env bench-ppo bench-lstm bench-infer bench-tune bench-cluster bench-gpu gpu-kit gpu-check install chromium systemd-tools
 
 all: build
 
@@ -49,17 +49,29 @@ $(CHARTS_JS): | $(STAMP)
 		open(sys.argv[2] + ".part", "wb").write(js)' "$$tmp" "$@" && \
 	mv "$@.part" "$@" && echo "chart-assets: $@ (TradingView Lightweight Charts, from PyPI lightweight-charts $(CHARTS_PYPI_VERSION))"
 
-build: venv chart-assets
-	$(CARGO_ENV) $(CARGO) build --release
+# On a fresh machine (no venv yet) the dependencies that do not need libtorch are compiled while pip downloads
+# it (release-deps, beside venv): only torch-sys, tch and the crate are left for after. Where the venv exists
+# that step is skipped, since it would rerun torch-sys's build script without LIBTORCH.
+build:
+	@+$(MAKE) --no-print-directory -j3 venv chart-assets $(if $(wildcard $(STAMP)),,release-deps)
+	+$(CARGO_ENV) $(CARGO) build --release
+
+# Everything `cargo build --release` compiles that does not depend on torch-sys, with LIBTORCH unset: torch-sys's
+# build script fails (expected: no libtorch yet) and --keep-going builds the rest. Its log is
+# target/release-deps.log; any real error shows again in the build that follows.
+release-deps:
+	@mkdir -p target && echo "release-deps: the dependencies that need no libtorch, built while the venv installs (log: target/release-deps.log)"
+	+@env -u LIBTORCH TRADEBOT_PYENV=$(PYENV) $(CARGO) build --release --keep-going >target/release-deps.log 2>&1 || true
 
 run: build
 	./target/release/tradebot run --config config/tradebot.toml
 
 # The inference-only daemon (`--no-default-features`) passes clippy, and libtorch (torch-sys) is not in its
 # dependency graph, so it cannot link it. A check, not a build: the test build below compiles the crate once
-# more, so a second debug binary is not compiled and linked only to be read with ldd.
-check-inference-only: venv
-	$(CARGO_ENV) $(CARGO) clippy --no-default-features --lib --bins -- -D warnings
+# more, so a second debug binary is not compiled and linked only to be read with ldd. It needs no venv
+# (ONNX Runtime is loaded at run time), so `make test` runs it while the venv downloads.
+check-inference-only:
+	+TRADEBOT_PYENV=$(PYENV) $(CARGO) clippy --no-default-features --lib --bins -- -D warnings
 	@if $(CARGO) tree --no-default-features -e normal,build -i torch-sys >/dev/null 2>&1; then \
 		echo "the inference-only build depends on torch-sys (libtorch): see \`cargo tree --no-default-features -i torch-sys\`"; exit 1; fi
 	@echo "inference-only build: clippy clean, no libtorch (torch-sys) in its dependency graph"
@@ -70,19 +82,29 @@ lint: venv
 	$(PYTHON) scripts/check-imports.py
 	$(PYTHON) scripts/check-sizes.py
 	$(CARGO) fmt --check
-	$(CARGO_ENV) $(CARGO) clippy --all-targets --features gpu-tests -- -D warnings
+	+$(CARGO_ENV) $(CARGO) clippy --all-targets --features gpu-tests -- -D warnings
 
-# Headless Chromium for the dashboard's browser test (Debian's package; needs root or sudo once).
+# Debian packages the tests run (never build) with, installed as root or through sudo, once: $(1) is the list.
+APT_INSTALL = if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1); \
+	else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1); fi
+HAVE_CHROMIUM = command -v chromium >/dev/null 2>&1
+HAVE_SYSTEMD_TOOLS = command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1
+# tests/tune_cluster.rs's PostgreSQL (Debian 12's postgresql, version 15).
+HAVE_POSTGRESQL = test -x /usr/lib/postgresql/15/bin/initdb
+
+# Headless Chromium for the dashboard's browser test (Debian's package).
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi; }
+	@$(HAVE_CHROMIUM) || { $(call APT_INSTALL,chromium); }
 
-# systemd-analyze and systemd-sysusers for tests/systemd.rs (Debian's systemd package; needs root or sudo once).
+# systemd-analyze and systemd-sysusers for tests/systemd.rs (Debian's systemd package).
 systemd-tools:
-	@command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || { \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd; fi; }
+	@$(HAVE_SYSTEMD_TOOLS) || { $(call APT_INSTALL,systemd); }
+
+# What `make test` installs with apt, in one apt-get run (two at once would wait on dpkg's lock).
+test-tools:
+	@pkgs=""; $(HAVE_CHROMIUM) || pkgs="chromium"; $(HAVE_SYSTEMD_TOOLS) || pkgs="$$pkgs systemd"; \
+	$(HAVE_POSTGRESQL) || pkgs="$$pkgs postgresql"; \
+	if [ -n "$$pkgs" ]; then echo "test-tools: installing Debian's$$pkgs"; $(call APT_INSTALL,$$pkgs); fi
 
 # Optuna (PyPI) in the venv, for the test that loads `tradebot tune`'s journal export with Optuna's own storage,
 # grpcio for Optuna's gRPC storage proxy and psycopg2 for its PostgreSQL storage (tests/tune_cluster.rs: workers on
@@ -112,11 +134,29 @@ search-cluster: optuna $(if $(TB),,build)
 bench-cluster: optuna $(if $(TB),,build)
 	PYENV="$(PYENV)" TB="$(or $(TB),./target/release/tradebot)" benches/cluster.sh
 
-# CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs).
-test: venv chart-assets optuna chromium systemd-tools check-inference-only lint
-	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
+# `make test` is one graph run TEST_JOBS steps at a time (cargo shares make's job slots): the downloads (venv,
+# then chart-assets and optuna; test-tools' apt) go on beside the compiles; check-inference-only needs no
+# venv and starts at once; lint's clippy and the test build follow when the venv is there; the tests run
+# when all of it is done. The cargo steps take turns (cargo locks the target directory; one directory, so
+# that build scripts such as torch-sys's C++ wrapper are compiled once). Any step's failure fails
+# `make test`, with its message and make naming the step.
+TEST_JOBS ?= 4
+
+test:
+	@+$(MAKE) --no-print-directory -j$(TEST_JOBS) test-run
 	@if nvidia-smi -L >/dev/null 2>&1; then $(MAKE) test-gpu; \
 	else echo "no NVIDIA GPU: the CUDA tests (feature gpu-tests) were not built; \`make test-gpu\` runs them on a GPU"; fi
+
+# The steps of `make test` (see above).
+test-build: venv chart-assets
+	+$(CARGO_ENV) $(CARGO) test --all-targets --no-run
+
+# CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs). The test binaries run one
+# after another, as before: tests/soak.rs run beside the others (its daemon needs little CPU but needs it on
+# time, its fake publishing on a simulated clock) failed all three times it was tried on the build machine,
+# the others at nice 10 or not (benches/RESULTS.md, "Build time").
+test-run: test-build lint check-inference-only optuna test-tools
+	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
 
 # The tests that need a CUDA GPU, and only them: compiled with the feature `gpu-tests` (which `make test`,
 # run by CI without a GPU, leaves off), each in a `gpu_tests` module; each fails without a GPU.
