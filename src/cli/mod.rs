@@ -261,6 +261,9 @@ pub enum RiskCmd {
 pub enum TrainCmd {
     /// PPO on the trading environment over the [train] range; exports ONNX, registers a candidate.
     Ppo(train::PpoArgs),
+    /// SAC on the same environment (twin critics, tuned entropy); exports its actor to ONNX, registers a
+    /// candidate policy served like PPO's.
+    Sac(train::SacArgs),
     /// The LSTM direction classifier (fast, slow and context windows; early stopping on validation MCC).
     Lstm(train::LstmArgs),
 }
@@ -502,6 +505,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),
         Command::Bench(BenchCmd::Lstm(b)) => crate::bench::lstm::run(b),
         Command::Train(TrainCmd::Lstm(a)) => train::lstm(a),
+        Command::Train(TrainCmd::Sac(a)) => train::sac(a),
         Command::Bench(BenchCmd::Infer(b)) => crate::bench::infer::infer(&load_config(b.config.clone())?, b),
         Command::Backtest(a) => backtest::run(a),
         Command::Bench(BenchCmd::Tune(b)) => crate::bench::tune::tune(b),

@@ -15,6 +15,7 @@ mod ppo;
 mod raw;
 mod retrain;
 mod risk;
+mod sac;
 mod secret;
 mod strategy;
 mod train;
@@ -29,6 +30,7 @@ pub use ppo::{CpuBackend, PpoConfig};
 pub use raw::RawConfig;
 pub use retrain::{GateConfig, RetrainConfig};
 pub use risk::{BrokerConfig, RiskConfig};
+pub use sac::SacConfig;
 pub use secret::Secret;
 pub use strategy::{DEFAULT_CUTOFF, StrategyConfig, StrategyMode};
 pub use train::{AS_OF_ENV, Rolling, SEED_ENV, TrainConfig, retrain_seed, seed_from_env};
@@ -123,6 +125,8 @@ pub struct Config {
     pub env: crate::env::EnvConfig,
     pub train: TrainConfig,
     pub ppo: PpoConfig,
+    /// `[sac]`: soft actor-critic (`tradebot train sac`, `retrain.algorithms`).
+    pub sac: SacConfig,
     pub lstm: LstmConfig,
     pub retrain: RetrainConfig,
     pub web: WebConfig,
@@ -393,6 +397,10 @@ impl Config {
         if let Err(e) = ppo.validate() {
             c.problem(e);
         }
+        let sac = raw.sac;
+        if let Err(e) = sac.validate() {
+            c.problem(e);
+        }
         let mut retrain = c.retrain(raw.retrain);
         retrain.gate.objective = env.reward.objective();
         let web = c.web(raw.web);
@@ -441,6 +449,7 @@ impl Config {
                 env,
                 train,
                 ppo,
+                sac,
                 lstm,
                 retrain,
                 web,
@@ -462,7 +471,7 @@ impl Config {
 }
 
 /// `key = value` within [lo, hi], or the problem naming the key, the value and the range (the sections
-/// that check themselves: `[ppo]`, `[lstm]`, `[tune]`).
+/// that check themselves: `[ppo]`, `[sac]`, `[lstm]`, `[tune]`).
 pub(crate) fn within(key: &str, value: u64, lo: u64, hi: u64) -> Result<(), String> {
     if (lo..=hi).contains(&value) {
         Ok(())

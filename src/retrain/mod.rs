@@ -17,4 +17,4 @@ pub mod study;
 pub(crate) mod testkit;
 
 pub use pipeline::{EvalError, Evaluator, PipelineSpec, Progress, RetrainPipeline, Trigger};
-pub use record::{RunOutcome, RunRecord};
+pub use record::{CandidateRecord, RunOutcome, RunRecord};

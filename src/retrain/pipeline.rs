@@ -15,7 +15,7 @@ use super::study;
 use crate::config::{Config, RetrainConfig, TrainConfig};
 use crate::data::snapshot::Snapshot;
 use crate::domain::{Symbol, Timeframe};
-use crate::models::{ModelKind, Registry};
+use crate::models::{Algorithm, ModelKind, Registry};
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -132,13 +132,36 @@ impl PipelineSpec {
         })
     }
 
-    fn child_spec(&self, kind: ModelKind, snapshot: &std::path::Path, as_of: DateTime<Utc>, seed: u64) -> ChildSpec {
+    /// The policy algorithms a retrain of `kind` trains a candidate of (`retrain.algorithms` for the
+    /// policy; the LSTM is one model).
+    fn algorithms(&self, kind: ModelKind) -> Vec<Algorithm> {
+        match kind {
+            ModelKind::Ppo if !self.retrain.algorithms.is_empty() => self.retrain.algorithms.clone(),
+            _ => vec![Algorithm::Ppo],
+        }
+    }
+
+    fn child_spec(
+        &self,
+        kind: ModelKind,
+        algorithm: Algorithm,
+        snapshot: &std::path::Path,
+        as_of: DateTime<Utc>,
+        seed: u64,
+    ) -> ChildSpec {
         let mut args = self.program_args.clone();
-        let search = kind == ModelKind::Ppo && self.retrain.tune;
-        args.extend([if search { "tune" } else { "train" }.into(), kind.as_str().into(), "--config".into()]);
+        let sac = kind == ModelKind::Ppo && algorithm == Algorithm::Sac;
+        let search = kind == ModelKind::Ppo && self.retrain.tune && !sac;
+        let name = if sac { algorithm.as_str() } else { kind.as_str() };
+        args.extend([if search { "tune" } else { "train" }.into(), name.into(), "--config".into()]);
         args.push(self.config_file.clone().into_os_string());
         args.push("--json".into());
         match kind {
+            ModelKind::Ppo if sac => {
+                if let Some(n) = self.retrain.sac_steps {
+                    args.extend(["--steps".into(), n.to_string().into()]);
+                }
+            }
             ModelKind::Ppo if search => {
                 // The search stops with time to spare for registering its best trial before the child's
                 // budget kills it; each trial trains at most ppo_steps (else tune.budget_steps).
@@ -282,6 +305,7 @@ impl RetrainPipeline {
             candidate_metrics: None,
             champion_metrics: None,
             decision: None,
+            candidates: Vec::new(),
         };
         log::info!("retrain {}: started ({}, clock {})", r.id, r.trigger, r.clock_time);
         if let Err(e) = record::save(&self.store, &RunRecord { outcome: RunOutcome::Running, ..r.clone() }) {
@@ -368,93 +392,14 @@ impl RetrainPipeline {
             log::info!("retrain {}: training on {} bars, {first} to {last}, seed {seed}", r.id, snap.bars);
         }
         progress(Progress::Snapshot { kind, bars: snap.bars });
-        let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path), r.clock_time, seed);
+        let path = PathBuf::from(&snap.path);
         r.snapshot = Some(snap);
-
-        let mut curves = BTreeMap::new();
-        let mut trained_on = None;
-        let outcome = child::run(&spec, |line| {
-            if line.get("event").and_then(|e| e.as_str()) == Some("done") {
-                trained_on = record::TrainedOn::of_line(line);
-            }
-            // A search (`retrain.tune`) reports its study whole: stored, not passed on as progress.
-            if line.get("event").and_then(|e| e.as_str()) == Some("study") {
-                match serde_json::from_value::<study::StudyRecord>(line["study"].clone()) {
-                    Ok(s) => {
-                        if let Err(e) = study::save(&self.store, &s) {
-                            log::warn!("retrain {}: cannot store the search's study {}: {e}", r.id, s.name);
-                        }
-                    }
-                    Err(e) => log::warn!("retrain {}: the search reported a study that does not parse: {e}", r.id),
-                }
-                return;
-            }
-            record::add_to_curves(&mut curves, line);
-            progress(Progress::Training { kind, line: line.clone() })
-        })
-        .await;
-        r.curves = curves;
-        if let Some(on) = &trained_on {
-            log::info!(
-                "retrain {}: the child trained on {} ({} env; asked for {})",
-                r.id,
-                on.device,
-                on.env,
-                on.requested
-            );
+        let mut trained = Vec::new();
+        for algorithm in self.spec.algorithms(kind) {
+            let t = self.train_one(r, algorithm, &path, seed, &registry, progress).await;
+            trained.push((algorithm, t));
         }
-        r.trained_on = trained_on;
-        let candidate = match outcome {
-            ChildOutcome::Done { model_id, metrics } => {
-                r.train_metrics = metrics;
-                model_id
-            }
-            ChildOutcome::Failed(f) => {
-                return Err(Failure { stage: "train".into(), code: code(&f).into(), message: f.to_string() });
-            }
-        };
-        r.candidate = Some(candidate.clone());
-        let (manifest, _) = registry.load(&candidate).map_err(fail("registry", "registry"))?;
-        if manifest.kind != kind {
-            return Err(Failure {
-                stage: "registry".into(),
-                code: "wrong_kind".into(),
-                message: format!(
-                    "the child reported {candidate}, a {} model, for a {} retrain",
-                    manifest.kind.as_str(),
-                    kind.as_str()
-                ),
-            });
-        }
-
-        progress(Progress::Evaluating { kind, candidate: candidate.clone() });
-        let champion = r.champion_before.clone();
-        let ev = self.evaluator.clone();
-        let id = candidate.clone();
-        let as_of = r.clock_time;
-        let (cand, champ) = tokio::task::spawn_blocking(move || -> Result<_, EvalError> {
-            ev.check(&id)?;
-            let cand = ev.evaluate_at(&id, as_of)?;
-            let champ = champion.map(|c| ev.evaluate_at(&c, as_of)).transpose()?;
-            Ok((cand, champ))
-        })
-        .await
-        .map_err(|e| Failure { stage: "evaluate".into(), code: "panic".into(), message: e.to_string() })?
-        .map_err(fail("evaluate", "evaluate"))?;
-        let decision = gate::decide(&cand, champ.as_ref(), &self.spec.retrain.gate);
-        // The record keeps the figures; the per-bar returns are summarised in the decision's numbers.
-        r.candidate_metrics = Some(cand.summary());
-        r.champion_metrics = champ.map(|c| c.summary());
-        r.outcome = if decision.promote { RunOutcome::Promoted } else { RunOutcome::Kept };
-        let reason = decision.reason.clone();
-        r.decision = Some(decision);
-        if r.outcome == RunOutcome::Promoted {
-            let m = registry
-                .promote(&candidate, &format!("retrain {}: {reason}", r.id))
-                .map_err(fail("promote", "promote"))?;
-            r.champion_after = Some(m.id);
-        }
-        Ok(())
+        self.judge(r, trained, &registry, progress).await
     }
 
     /// Writes the training window to `state_dir/retrain/<run id>.safetensors`, off the reactor.
@@ -515,6 +460,9 @@ pub fn code(f: &ChildFailure) -> &'static str {
         ChildFailure::NoModel => "no_model",
     }
 }
+
+#[path = "ensemble.rs"]
+mod ensemble;
 
 #[cfg(test)]
 #[path = "pipeline_tests.rs"]
