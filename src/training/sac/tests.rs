@@ -31,7 +31,8 @@ fn the_sac_onnx_export_equals_tch_within_1e_5_and_serves_through_the_policy_path
     // The plain-Rust reference of the exported graph agrees with tch too.
     let d = sac.export_policy().unwrap().obs_dim();
     let obs: Vec<f32> = (0..d).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
-    let want = Vec::<f32>::try_from(sac.act_deterministic(&Tensor::from_slice(&obs).view([1, d as i64]))).unwrap();
+    let want = sac.act_deterministic(&Tensor::from_slice(&obs).view([1, d as i64]));
+    let want = Vec::<f32>::try_from(want.reshape([-1])).unwrap();
     let reference = sac.export_policy().unwrap().forward(&obs);
     assert!(want.iter().zip(&reference).all(|(w, r)| (w - r).abs() < 1e-5), "{want:?} vs {reference:?}");
     assert!(want.iter().all(|w| w.abs() < 1.0) && want.iter().any(|w| w.abs() > 1e-3), "tanh of a live head: {want:?}");
