@@ -55,17 +55,20 @@ build: venv chart-assets
 run: build
 	./target/release/tradebot run --config config/tradebot.toml
 
-# An inference-only build links no libtorch. Built first: the test build below relinks the default binary.
+# The inference-only daemon (`--no-default-features`) passes clippy, and libtorch (torch-sys) is not in its
+# dependency graph, so it cannot link it. A check, not a build: the test build below compiles the crate once
+# more, so a second debug binary is not compiled and linked only to be read with ldd.
 check-inference-only: venv
-	$(CARGO_ENV) $(CARGO) build --no-default-features --bin tradebot
-	@bin=$${CARGO_TARGET_DIR:-target}/debug/tradebot; test -x "$$bin" || { echo "no $$bin: the inference-only build was not found"; exit 1; }; \
-	if ldd "$$bin" | grep -q torch; then echo "inference-only build links libtorch"; exit 1; fi
-	@echo "inference-only build: no libtorch linked"
+	$(CARGO_ENV) $(CARGO) clippy --no-default-features --lib --bins -- -D warnings
+	@if $(CARGO) tree --no-default-features -e normal,build -i torch-sys >/dev/null 2>&1; then \
+		echo "the inference-only build depends on torch-sys (libtorch): see \`cargo tree --no-default-features -i torch-sys\`"; exit 1; fi
+	@echo "inference-only build: clippy clean, no libtorch (torch-sys) in its dependency graph"
 
 # Clippy with the GPU tests compiled in (feature `gpu-tests` only adds tests), so that they cannot rot
 # on machines without a GPU: one pass covers the default build and them.
 lint: venv
 	$(PYTHON) scripts/check-imports.py
+	$(PYTHON) scripts/check-sizes.py
 	$(CARGO) fmt --check
 	$(CARGO_ENV) $(CARGO) clippy --all-targets --features gpu-tests -- -D warnings
 

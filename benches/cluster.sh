@@ -2,7 +2,7 @@
 # `make bench-cluster`: the same search run twice, one after the other on this machine: in one process
 # (`tradebot tune ppo --parallel 2 --threads 2`: two trials training at once, one libtorch thread each) and
 # by two tradebot workers through Optuna's gRPC storage proxy over SQLite (`--storage`, one trial at a time
-# each, one libtorch thread each): the same trials (random sampler, the same seed: trial n draws the same
+# each, on one thread each: `--threads` defaults to 1 for a worker): the same trials (random sampler, the same seed: trial n draws the same
 # parameters on both sides), the same cores. Prints trials per hour of each, the ratio (target: >= 0.9) and
 # each worker's storage share (its time in storage calls over its trials' wall time, as the worker logs it).
 #

@@ -5,6 +5,9 @@
   optuna_peer.py worker PORT STUDY N      a Python Optuna worker: N trials of a tiny objective (TPE); creates
                                           the study (maximising) if it does not exist
   optuna_peer.py dump PORT STUDY          the study as Optuna reads it, one JSON object on stdout
+  optuna_peer.py lossy-proxy PORT DB_URL  the proxy, except that it makes the first trial it is asked to create
+                                          and then answers UNAVAILABLE, as a proxy killed after committing would
+                                          (tests/tune_cluster.rs: the worker must find that trial by its token)
 """
 import json
 import sys
@@ -18,6 +21,32 @@ def proxy(port, db_url):
     storage = optuna.storages.get_storage(db_url)
     print(f"Optuna gRPC storage proxy on 127.0.0.1:{port} over {db_url}", flush=True)
     optuna.storages.run_grpc_proxy_server(storage, host="127.0.0.1", port=int(port))
+
+
+def lossy_proxy(port, db_url):
+    # Optuna's own servicer (4.6, pinned by the Makefile), with the first CreateNewTrial's answer lost.
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+    from optuna.storages._grpc import servicer
+    from optuna.storages._grpc.auto_generated import api_pb2_grpc
+
+    class Lossy(servicer.OptunaStorageProxyService):
+        lost = False
+
+        def CreateNewTrial(self, request, context):
+            answer = super().CreateNewTrial(request, context)
+            if not Lossy.lost:
+                Lossy.lost = True
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the answer was lost (lossy-proxy)")
+            return answer
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=10))
+    api_pb2_grpc.add_StorageServiceServicer_to_server(Lossy(optuna.storages.get_storage(db_url)), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    print(f"lossy Optuna gRPC storage proxy on 127.0.0.1:{port} over {db_url}", flush=True)
+    server.wait_for_termination()
 
 
 def worker(port, study_name, n):
@@ -46,11 +75,11 @@ def dump(port, study_name):
         best = {"number": study.best_trial.number, "value": study.best_value}
     except ValueError:
         best = None
-    print(json.dumps({"trials": trials, "best": best}))
+    print(json.dumps({"trials": trials, "best": best, "system_attrs": study.system_attrs}))
 
 
 if __name__ == "__main__":
-    cmds = {"proxy": proxy, "worker": worker, "dump": dump}
+    cmds = {"proxy": proxy, "lossy-proxy": lossy_proxy, "worker": worker, "dump": dump}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](*sys.argv[2:])

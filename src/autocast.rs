@@ -19,22 +19,29 @@ const HALF: i8 = 5;
 const FLOAT: i8 = 6;
 const BFLOAT16: i8 = 15;
 
-fn lookup(name: &CStr) -> Result<*mut libc::c_void, String> {
+/// Why autocast's type cannot be set or read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AutocastError {
+    #[error("libtorch has no {0} (another libtorch version?)")]
+    NoSymbol(String),
+    #[error("autocast runs in bfloat16 or float16, not {0:?}")]
+    Kind(Kind),
+    #[error("autocast's CUDA type is libtorch scalar type {0}")]
+    Unknown(i8),
+}
+
+fn lookup(name: &CStr) -> Result<*mut libc::c_void, AutocastError> {
     // SAFETY: dlsym with a valid NUL-terminated name in the process's global scope, where libtorch is loaded.
     let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-    if f.is_null() {
-        Err(format!("libtorch has no {} (another libtorch version?)", name.to_string_lossy()))
-    } else {
-        Ok(f)
-    }
+    if f.is_null() { Err(AutocastError::NoSymbol(name.to_string_lossy().into_owned())) } else { Ok(f) }
 }
 
 /// Sets autocast's type on CUDA for this thread (`Kind::BFloat16` or `Kind::Half`).
-pub fn set_cuda_dtype(kind: Kind) -> Result<(), String> {
+pub fn set_cuda_dtype(kind: Kind) -> Result<(), AutocastError> {
     let code = match kind {
         Kind::BFloat16 => BFLOAT16,
         Kind::Half => HALF,
-        other => return Err(format!("autocast runs in bfloat16 or float16, not {other:?}")),
+        other => return Err(AutocastError::Kind(other)),
     };
     let f = lookup(SET)?;
     // SAFETY: `f` is `void at::autocast::set_autocast_dtype(c10::DeviceType, c10::ScalarType)`, both
@@ -54,7 +61,7 @@ pub fn bfloat16_on_this_thread() {
 }
 
 /// Autocast's type on CUDA for this thread.
-pub fn cuda_dtype() -> Result<Kind, String> {
+pub fn cuda_dtype() -> Result<Kind, AutocastError> {
     let f = lookup(GET)?;
     // SAFETY: `f` is `c10::ScalarType at::autocast::get_autocast_dtype(c10::DeviceType)`: an int8_t-backed
     // enum in and out.
@@ -64,7 +71,7 @@ pub fn cuda_dtype() -> Result<Kind, String> {
         BFLOAT16 => Ok(Kind::BFloat16),
         HALF => Ok(Kind::Half),
         FLOAT => Ok(Kind::Float),
-        other => Err(format!("autocast's CUDA type is libtorch scalar type {other}")),
+        other => Err(AutocastError::Unknown(other)),
     }
 }
 
@@ -83,7 +90,7 @@ mod tests {
             std::thread::spawn(|| assert_eq!(cuda_dtype().unwrap(), Kind::Half, "another thread")).join().unwrap();
             set_cuda_dtype(Kind::Half).unwrap();
             assert_eq!(cuda_dtype().unwrap(), Kind::Half);
-            assert!(set_cuda_dtype(Kind::Float).unwrap_err().contains("bfloat16 or float16"));
+            assert!(set_cuda_dtype(Kind::Float).unwrap_err().to_string().contains("bfloat16 or float16"));
         })
         .join()
         .unwrap();

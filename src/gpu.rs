@@ -14,7 +14,28 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nvml_map::{CudaIds, NvmlGpu};
+use nvml_map::{CudaIds, MatchError, NvmlGpu};
+
+/// Why a GPU cannot be read through NVML.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GpuError {
+    #[error("NVML (the NVIDIA driver's libnvidia-ml) is not available: {0}")]
+    NoNvml(String),
+    #[error("NVML cannot count the GPUs: {0}")]
+    Count(String),
+    #[error("NVML has no GPU {index}: {reason}")]
+    NoGpu { index: u32, reason: String },
+    #[error("NVML: {0}")]
+    Match(#[from] MatchError),
+    #[error("NVML GPU index {0} out of range")]
+    Index(usize),
+    #[error("NVML cannot read GPU {index}'s memory: {reason}")]
+    Memory { index: u32, reason: String },
+    #[error("cannot start the GPU sampling thread: {0}")]
+    Thread(String),
+    #[error("the GPU sampling thread ended before it started")]
+    ThreadEnded,
+}
 
 /// CUDA device `ordinal`'s own UUID and PCI bus id, read from the driver (no context is created); `None`
 /// without a driver or such a device.
@@ -38,11 +59,11 @@ fn cuda_ids(ordinal: usize) -> Option<CudaIds> {
 }
 
 /// The GPUs NVML lists, with their UUIDs, bus ids, names and MIG instances.
-fn nvml_gpus(nvml: &nvml_wrapper::Nvml) -> Result<Vec<NvmlGpu>, String> {
-    let n = nvml.device_count().map_err(|e| format!("NVML cannot count the GPUs: {e}"))?;
+fn nvml_gpus(nvml: &nvml_wrapper::Nvml) -> Result<Vec<NvmlGpu>, GpuError> {
+    let n = nvml.device_count().map_err(|e| GpuError::Count(e.to_string()))?;
     (0..n)
         .map(|i| {
-            let d = nvml.device_by_index(i).map_err(|e| format!("NVML has no GPU {i}: {e}"))?;
+            let d = nvml.device_by_index(i).map_err(|e| GpuError::NoGpu { index: i, reason: e.to_string() })?;
             let mig_uuids = (0..8).map_while(|m| d.mig_device_by_index(m).ok()?.uuid().ok()).collect();
             Ok(NvmlGpu {
                 uuid: d.uuid().unwrap_or_default(),
@@ -56,7 +77,7 @@ fn nvml_gpus(nvml: &nvml_wrapper::Nvml) -> Result<Vec<NvmlGpu>, String> {
 
 /// The NVML index of CUDA device `cuda_ordinal`: by its own UUID or PCI bus id, else by
 /// `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER` as CUDA reads them.
-fn nvml_index_in(nvml: &nvml_wrapper::Nvml, cuda_ordinal: usize) -> Result<u32, String> {
+fn nvml_index_in(nvml: &nvml_wrapper::Nvml, cuda_ordinal: usize) -> Result<u32, GpuError> {
     let gpus = nvml_gpus(nvml)?;
     let by_ids = cuda_ids(cuda_ordinal).and_then(|ids| nvml_map::match_by_ids(&ids, &gpus));
     let index = match by_ids {
@@ -68,21 +89,20 @@ fn nvml_index_in(nvml: &nvml_wrapper::Nvml, cuda_ordinal: usize) -> Result<u32, 
                 var("CUDA_VISIBLE_DEVICES").as_deref(),
                 var("CUDA_DEVICE_ORDER").as_deref(),
                 &gpus,
-            )
-            .map_err(|e| format!("NVML: {e}"))?
+            )?
         }
     };
     log::debug!("NVML: cuda:{cuda_ordinal} is NVML GPU {index} ({})", gpus[index].pci_bus_id);
-    u32::try_from(index).map_err(|_| format!("NVML GPU index {index} out of range"))
+    u32::try_from(index).map_err(|_| GpuError::Index(index))
 }
 
 /// NVML itself, or why not.
-fn nvml() -> Result<nvml_wrapper::Nvml, String> {
-    nvml_wrapper::Nvml::init().map_err(|e| format!("NVML (the NVIDIA driver's libnvidia-ml) is not available: {e}"))
+fn nvml() -> Result<nvml_wrapper::Nvml, GpuError> {
+    nvml_wrapper::Nvml::init().map_err(|e| GpuError::NoNvml(e.to_string()))
 }
 
 /// The NVML index of CUDA device `cuda_ordinal` (see `nvml_index_in`).
-pub fn nvml_index(cuda_ordinal: usize) -> Result<u32, String> {
+pub fn nvml_index(cuda_ordinal: usize) -> Result<u32, GpuError> {
     nvml_index_in(&nvml()?, cuda_ordinal)
 }
 
@@ -149,8 +169,8 @@ pub struct GpuSampler {
 impl GpuSampler {
     /// Starts sampling the GPU of CUDA device `cuda_ordinal` every `interval`; an error (no driver, no
     /// such GPU) says why.
-    pub fn start(cuda_ordinal: usize, interval: Duration) -> Result<GpuSampler, String> {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    pub fn start(cuda_ordinal: usize, interval: Duration) -> Result<GpuSampler, GpuError> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), GpuError>>();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let recent = Arc::new(Mutex::new(Vec::new()));
@@ -165,9 +185,9 @@ impl GpuSampler {
                         return Vec::new();
                     }
                 };
-                let device = match nvml_index_in(&nvml, cuda_ordinal)
-                    .and_then(|i| nvml.device_by_index(i).map_err(|e| format!("NVML has no GPU {i}: {e}")))
-                {
+                let device = match nvml_index_in(&nvml, cuda_ordinal).and_then(|i| {
+                    nvml.device_by_index(i).map_err(|e| GpuError::NoGpu { index: i, reason: e.to_string() })
+                }) {
                     Ok(d) => d,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -189,14 +209,14 @@ impl GpuSampler {
                 }
                 samples
             })
-            .map_err(|e| format!("cannot start the GPU sampling thread: {e}"))?;
+            .map_err(|e| GpuError::Thread(e.to_string()))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(GpuSampler { stop, thread: Some(thread), recent }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
             }
-            Err(_) => Err("the GPU sampling thread ended before it started".into()),
+            Err(_) => Err(GpuError::ThreadEnded),
         }
     }
 
@@ -222,11 +242,11 @@ impl Drop for GpuSampler {
 }
 
 /// The total memory in MiB of CUDA device `cuda_ordinal`'s GPU, by NVML.
-pub fn total_memory_mb(cuda_ordinal: usize) -> Result<u64, String> {
+pub fn total_memory_mb(cuda_ordinal: usize) -> Result<u64, GpuError> {
     let nvml = nvml()?;
     let index = nvml_index_in(&nvml, cuda_ordinal)?;
-    let device = nvml.device_by_index(index).map_err(|e| format!("NVML has no GPU {index}: {e}"))?;
-    let info = device.memory_info().map_err(|e| format!("NVML cannot read GPU {index}'s memory: {e}"))?;
+    let device = nvml.device_by_index(index).map_err(|e| GpuError::NoGpu { index, reason: e.to_string() })?;
+    let info = device.memory_info().map_err(|e| GpuError::Memory { index, reason: e.to_string() })?;
     Ok(info.total / (1024 * 1024))
 }
 
@@ -290,7 +310,7 @@ mod tests {
                 assert!(s.stop().samples >= 1);
             }
             Err(e) => {
-                assert!(e.contains("NVML"), "{e}");
+                assert!(e.to_string().contains("NVML"), "{e}");
                 assert!(!std::path::Path::new("/dev/nvidiactl").exists(), "a driver is present but NVML failed: {e}");
             }
         }

@@ -41,7 +41,8 @@
 //!    and backtest.
 //! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread)
 //!     and `live::drive`, its command handling and the one synchronous loop of replays, backtests and the gate.
-//! 11. [`backtest`]: the one evaluator (`backtest::session`) and its metrics.
+//! 11. [`backtest`]: the one evaluator (`backtest::session`) and its metrics, the tear sheets, and the
+//!     account's own history (`backtest::account`, `tradebot report`).
 //! 12. [`retrain`] (the pipeline, the gate, records), 13. [`training`] (`tradebot train` jobs).
 //! 14. [`web`] (`/metrics` and the dashboard), 15. [`daemon`] (`tradebot::run`: the runtime, signals,
 //!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,

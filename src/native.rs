@@ -96,20 +96,20 @@ pub struct OnnxRuntime {
     pub env: ort::environment::Environment,
 }
 
-static ORT: OnceLock<Result<OnnxRuntime, String>> = OnceLock::new();
+static ORT: OnceLock<Result<OnnxRuntime, NativeError>> = OnceLock::new();
 
 /// Loads ONNX Runtime once per process. Later calls return the first result (ONNX Runtime cannot be
 /// swapped inside a process).
 pub fn init_onnxruntime(configured: Option<&Path>) -> Result<&'static OnnxRuntime, NativeError> {
     let r = ORT.get_or_init(|| {
-        let path = find_onnxruntime(configured).map_err(|e| e.to_string())?;
-        let fail = |reason: String| NativeError::OrtLoad { path: path.display().to_string(), reason }.to_string();
+        let path = find_onnxruntime(configured)?;
+        let fail = |reason: String| NativeError::OrtLoad { path: path.display().to_string(), reason };
         let builder = ort::init_from(&path).map_err(|e| fail(e.to_string()))?;
         let env = builder.with_name("tradebot").build().map_err(|e| fail(e.to_string()))?;
         log::debug!("ONNX Runtime loaded from {}", path.display());
         Ok(OnnxRuntime { path, env })
     });
-    r.as_ref().map_err(|e| NativeError::Earlier(e.clone()))
+    r.as_ref().map_err(|e| NativeError::Earlier(e.to_string()))
 }
 
 /// Loads libtorch's CUDA backend. The linker drops `libtorch_cuda.so` under `--as-needed` because no

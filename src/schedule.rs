@@ -18,6 +18,8 @@ pub enum ScheduleError {
     Cron { spec: String, reason: String },
     #[error("time zone {0:?} is not an IANA zone name such as \"America/New_York\"")]
     Zone(String),
+    #[error("day of week {0} is out of range 0-7")]
+    DayOfWeek(usize),
 }
 
 #[derive(Debug, Clone)]
@@ -44,7 +46,7 @@ impl Schedule {
         if fields.len() != 5 {
             return Err(err(format!("{} fields", fields.len())));
         }
-        let dow = day_of_week_names(fields[4]).map_err(err)?;
+        let dow = day_of_week_names(fields[4]).map_err(|e| err(e.to_string()))?;
         // The crate's form: seconds first, year last.
         let full = format!("0 {} {} {} {} {dow} *", fields[0], fields[1], fields[2], fields[3]);
         let cron = cron::Schedule::from_str(&full).map_err(|e| err(e.to_string()))?;
@@ -80,7 +82,7 @@ impl Schedule {
 }
 
 /// Standard cron numbers the days 0-7 from Sunday; the crate numbers them 1-7. Numbers become names.
-fn day_of_week_names(field: &str) -> Result<String, String> {
+fn day_of_week_names(field: &str) -> Result<String, ScheduleError> {
     const NAMES: [&str; 8] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
     let (body, step) = match field.split_once('/') {
         Some((b, s)) => (b, Some(s)),
@@ -97,7 +99,7 @@ fn day_of_week_names(field: &str) -> Result<String, String> {
             }
             match part.parse::<usize>() {
                 Ok(n) if n < NAMES.len() => out.push_str(NAMES[n]),
-                Ok(n) => return Err(format!("day of week {n} is out of range 0-7")),
+                Ok(n) => return Err(ScheduleError::DayOfWeek(n)),
                 Err(_) => out.push_str(part),
             }
         }

@@ -523,6 +523,14 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
     let book: serde_json::Value = serde_json::from_str(&book).unwrap();
     assert!(drawn["equity-chart"]["points"].as_u64().unwrap() > 10, "{drawn}");
     assert!(drawn["drawdown-chart"]["points"].as_u64().unwrap() > 10, "{drawn}");
+    // No blank band beside a curve: a line chart nobody zoomed shows from its first point to its last.
+    for id in ["equity-chart", "drawdown-chart"] {
+        let js = format!("JSON.stringify(window.tradebot.charts['{id}'].chart.timeScale().getVisibleLogicalRange())");
+        let r: serde_json::Value = serde_json::from_str(cdp.eval(&js).as_str().unwrap()).unwrap();
+        let n = drawn[id]["points"].as_f64().unwrap();
+        let (from, to) = (r["from"].as_f64().unwrap(), r["to"].as_f64().unwrap());
+        assert!(from > -1.0 && to < n, "{id}: {from}..{to} shown of {n} points: a blank band beside the curve");
+    }
     let mut markers = 0;
     for p in book["prices"].as_array().unwrap() {
         let s = p["symbol"].as_str().unwrap();
@@ -1065,8 +1073,9 @@ fn eleven_hundred_idle_dashboard_connections_leave_the_control_socket_and_the_da
 }
 
 /// Issue 37: the commands that read the store answer beside a running daemon (here a lingering replay)
-/// exactly as they answer with it stopped: the daemon gives each a read snapshot of its store. `train`
-/// works on such a snapshot, and `models promote` goes through the daemon, which swaps its champion.
+/// exactly as they answer with it stopped: the daemon gives each a read snapshot of its store (`report`
+/// one of its account store, equal to the fills stored). `train` and `tune` work on such a snapshot;
+/// `models promote`, `risk clear` and `data import` go through the daemon, which applies them.
 #[test]
 fn read_commands_beside_a_running_daemon_answer_as_with_it_stopped_and_promote_goes_through_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -1075,6 +1084,11 @@ fn read_commands_beside_a_running_daemon_answer_as_with_it_stopped_and_promote_g
         "enabled = false",
     );
     let cfg = config_in(dir.path(), None, &[no_retrain]);
+    // A small search space, for the `tune ppo` below (the replay does not use it).
+    let space = "\n[tune.space]\nn_steps = { kind = \"choice\", values = [16, 32] }\n\
+                 batch_size = { kind = \"choice\", values = [256, 512] }\nn_epochs = { kind = \"int\", low = 1, high = 2 }\n\
+                 width = { kind = \"choice\", values = [16, 32] }\n";
+    std::fs::write(&cfg, std::fs::read_to_string(&cfg).unwrap() + space).unwrap();
     let c = cfg.to_str().unwrap();
     let log_path = dir.path().join("run.log");
     let log_text = || std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -1090,12 +1104,18 @@ fn read_commands_beside_a_running_daemon_answer_as_with_it_stopped_and_promote_g
         assert!(Instant::now() < deadline, "the replay did not finish in time:\n{}", log_text());
         std::thread::sleep(Duration::from_millis(300));
     }
-    let reads: [&[&str]; 5] = [
+    // A search runs on the daemon's snapshot of the bars too (its study is not stored: the daemon holds
+    // the store); its candidate is registered before the reads below.
+    let o = tradebot(&["tune", "ppo", "--config", c, "--trials", "2", "--parallel", "2", "--budget-steps", "256"]);
+    assert!(o.status.success(), "tune beside the daemon:\n{}", text(&o));
+    assert!(text(&o).contains("the study will not be stored"), "{}", text(&o));
+    let reads: [&[&str]; 6] = [
         &["data", "show", "AAPL", "--from", "2012-03-01", "--to", "2012-03-09"],
         &["risk", "status"],
         &["tune", "list"],
         &["models", "list", "--json"],
         &["backtest", "--from", "2012-01-03", "--to", "2012-03-30", "--json"],
+        &["report", "--json"],
     ];
     let run_all = || -> Vec<String> {
         reads
@@ -1108,6 +1128,48 @@ fn read_commands_beside_a_running_daemon_answer_as_with_it_stopped_and_promote_g
             .collect()
     };
     let beside = run_all();
+    // The account's report as a tear sheet and its fills as CSV, beside the daemon: the page embeds the
+    // JSON `report --json` prints.
+    let (sheet, csv) = (dir.path().join("account.html"), dir.path().join("fills.csv"));
+    let args = ["report", "--config", c, "--json"];
+    let files = ["--report", sheet.to_str().unwrap(), "--trades", csv.to_str().unwrap()];
+    let o = tradebot(&[&args[..], &files[..]].concat());
+    assert!(o.status.success(), "report beside the daemon:\n{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let page = std::fs::read_to_string(&sheet).unwrap();
+    let open = r#"<script type="application/json" id="report">"#;
+    let at = page.find(open).unwrap() + open.len();
+    let embedded: serde_json::Value =
+        serde_json::from_str(&page[at..at + page[at..].find("</script>").unwrap()]).unwrap();
+    assert_eq!(embedded, report, "the tear sheet's numbers are the JSON's");
+    let day = |k: &str| report[k].as_str().unwrap()[..10].to_string();
+    let heading = format!("<h1>The replay account, {} to {}</h1>", day("from"), day("to"));
+    assert!(page.contains(&heading), "{heading} in {}", &page[..page.len().min(900)]);
+    let csv_rows = std::fs::read_to_string(&csv).unwrap().lines().count() - 1;
+    assert_eq!(csv_rows as u64, report["fills"].as_u64().unwrap(), "a CSV row for each fill");
+    assert!(report["fills"].as_u64().unwrap() > 0 && report["bars"].as_u64().unwrap() > 100, "{report}");
+    // State changes go through the daemon too: the kill switch (the demo replay trips it in January 2013),
+    // cleared by the engine itself (a second clear finds nothing), and an import.
+    let o = tradebot(&["risk", "clear", "--config", c]);
+    assert!(o.status.success() && text(&o).contains("kill switch cleared by "), "{}", text(&o));
+    assert!(text(&o).contains("(it tripped at 2013-") && text(&o).contains("(by the running daemon)"), "{}", text(&o));
+    let o = tradebot(&["risk", "clear", "--config", c]);
+    assert!(o.status.success() && text(&o).contains("was not tripped; nothing to clear"), "{}", text(&o));
+    let bars = dir.path().join("aapl-2030.csv");
+    std::fs::write(
+        &bars,
+        "Date,Open,High,Low,Close,Volume\n2030-01-02,10,11,9,10.5,1000\n2030-01-03,10.5,12,10,11.5,2000\n",
+    )
+    .unwrap();
+    let o = tradebot(&["data", "import", bars.to_str().unwrap(), "--symbol", "AAPL", "--config", c]);
+    assert!(o.status.success() && text(&o).contains("2 new bars stored in"), "{}", text(&o));
+    assert!(text(&o).contains("(by the running daemon)"), "{}", text(&o));
+    let o = tradebot(&["data", "show", "AAPL", "--from", "2030-01-01", "--to", "2030-01-31", "--json", "--config", c]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2, "the imported bars, read beside:\n{}", text(&o));
+    let log = log_text();
+    assert!(log.contains("audit: control socket risk clear: kill switch cleared by "), "{log}");
+    assert!(log.contains("risk: kill switch cleared by "), "the engine cleared it:\n{log}");
+    assert!(log.contains("audit: control socket data import: 2 new bars"), "{log}");
     // Training reads the bars from a snapshot too, and registers its candidate beside the daemon.
     let o = tradebot(&["train", "ppo", "--config", c, "--device", "cpu", "--steps", "256", "--json"]);
     assert!(o.status.success(), "train beside the daemon:\n{}", text(&o));
@@ -1125,12 +1187,22 @@ fn read_commands_beside_a_running_daemon_answer_as_with_it_stopped_and_promote_g
     assert!(o.status.success() && text(&o).contains("(by the running daemon)"), "{}", text(&o));
     let st = control_status(&sock).unwrap();
     assert_ne!(st["status"]["models"]["ppo"], trained.as_str(), "{st}");
-    let snapshots = dir.path().join("state/snapshots");
-    let left = std::fs::read_dir(&snapshots).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(left, 0, "every reader removed its snapshot");
+    for snapshots in ["state/snapshots", "state/replay/snapshots"] {
+        let left = std::fs::read_dir(dir.path().join(snapshots)).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(left, 0, "every reader removed its snapshot ({snapshots})");
+    }
 
     common::signal(child.id(), Signal::SIGTERM);
     assert!(child.wait().unwrap().success(), "{}", log_text());
+    // The report is the account's fills as stored: their count, notional and fees (at the demo's 10 bps).
+    let account = tradebot::store::Store::open_read_only(&dir.path().join("state/replay")).unwrap();
+    let fills = account.tree::<tradebot::oms::FillRecord>(tradebot::store::TreeName::Fills).unwrap();
+    let fills: Vec<_> = fills.scan_prefix(b"").unwrap().into_iter().map(|(_, f)| f).collect();
+    let notional: f64 = fills.iter().map(|f| (f.qty * f.price).to_string().parse::<f64>().unwrap()).sum();
+    assert_eq!(report["fills"].as_u64(), Some(fills.len() as u64), "{report}");
+    assert!((report["notional"].as_f64().unwrap() - notional).abs() < 1e-6 * notional, "{report} vs {notional}");
+    assert!((report["fees"].as_f64().unwrap() - notional * 10.0 / 10_000.0).abs() < 1e-6 * notional, "{report}");
+    drop(account);
     let stopped = run_all();
     for ((args, a), b) in reads.iter().zip(&beside).zip(&stopped) {
         // models list differs only by the model trained and promoted in between.

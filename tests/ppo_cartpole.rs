@@ -35,7 +35,7 @@ fn evaluate(p: &Ppo, seed: u64) -> f64 {
     let mut returns = Vec::new();
     for _ in 0..(MAX_STEPS + 1) {
         let a: Tensor = p.act_deterministic(&obs);
-        let st = tradebot::rl::BatchEnv::step(&mut env, &a);
+        let st = tradebot::rl::BatchEnv::step(&mut env, &a).expect("the policy gives one action per env");
         returns.extend(st.finished);
         obs = st.obs;
         if returns.len() >= 20 {
@@ -123,7 +123,7 @@ mod sac {
         let mut obs = tradebot::rl::BatchEnv::reset(&mut env);
         let mut returns = Vec::new();
         for _ in 0..MAX_STEPS {
-            let st = tradebot::rl::BatchEnv::step(&mut env, &sac.act_deterministic(&obs));
+            let st = tradebot::rl::BatchEnv::step(&mut env, &sac.act_deterministic(&obs)).unwrap();
             returns.extend(st.finished);
             obs = st.obs;
         }

@@ -37,6 +37,11 @@ impl Proxy {
     }
 
     fn start(db: &str, port: u16) -> Proxy {
+        Proxy::run("proxy", db, port)
+    }
+
+    /// The proxy of `optuna_peer.py MODE` (`proxy`, or `lossy-proxy`: it loses its first trial creation's answer).
+    fn run(mode: &str, db: &str, port: u16) -> Proxy {
         let check = Command::new(python()).args(["-c", "import optuna, grpc"]).output();
         match check {
             Ok(o) if o.status.success() => {}
@@ -45,7 +50,7 @@ impl Proxy {
         }
         let child = Command::new(python())
             .arg(peer())
-            .args(["proxy", &port.to_string(), db])
+            .args([mode, &port.to_string(), db])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -87,7 +92,10 @@ fn config(dir: &Path, budget_steps: u64) -> PathBuf {
     let mut s = demo_config(dir);
     for (a, b) in [
         ("[env]\n", "[env]\nn_envs = 4\nepisode_len = 40\n"),
-        ("window_days = 3650\nholdout_days = 365", "from = \"2005-01-01\"\nto = \"2007-06-30\""),
+        (
+            "window_days = 3650\nholdout_days = 365",
+            "from = \"2005-01-01\"\nto = \"2007-06-30\"\nholdout_from = \"2007-07-01\"\nholdout_to = \"2007-12-31\"",
+        ),
     ] {
         assert!(s.contains(a), "the demo config lost {a:?}");
         s = s.replacen(a, b, 1);
@@ -231,25 +239,27 @@ impl Drop for Postgres {
 #[test]
 fn two_tradebot_workers_and_a_python_worker_share_a_study_through_a_proxy_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let proxy = Proxy::sqlite(&dir.path().join("optuna.db"));
-    shared_search(dir.path(), proxy);
+    let mut proxy = Proxy::sqlite(&dir.path().join("optuna.db"));
+    shared_search(dir.path(), &mut proxy);
 }
 
+/// The same suite (the shared search through a restart, then a killed worker) over PostgreSQL.
 #[test]
 fn the_same_search_on_postgresql() {
     let dir = tempfile::tempdir().unwrap();
     let pg = Postgres::start(&dir.path().join("db"));
-    let proxy = Proxy::start(&pg.url(), free_port());
-    shared_search(dir.path(), proxy);
+    let mut proxy = Proxy::start(&pg.url(), free_port());
+    shared_search(dir.path(), &mut proxy);
+    killed_worker(dir.path(), &proxy);
 }
 
 /// Two tradebot workers and a Python worker on one study through `proxy`, restarted mid-search.
-fn shared_search(dir: &Path, mut proxy: Proxy) {
+fn shared_search(dir: &Path, proxy: &mut Proxy) {
     let url = proxy.url();
     let (a, b) = (config(&dir.join("a"), 576), config(&dir.join("b"), 576));
-    let trials = 10;
-    let wa = worker(&a, &url, "mixed", trials);
-    let wb = worker(&b, &url, "mixed", trials);
+    // Enough trials that the tradebot workers are still searching when the Python worker's 3 have ended.
+    let trials = 40;
+    let (mut wa, mut wb) = (worker(&a, &url, "mixed", trials), worker(&b, &url, "mixed", trials));
     let py =
         Command::new(python()).arg(peer()).args(["worker", &proxy.port.to_string(), "mixed", "3"]).output().unwrap();
     assert!(py.status.success(), "the Python worker failed: {}", text(&py));
@@ -266,6 +276,8 @@ fn shared_search(dir: &Path, mut proxy: Proxy) {
         assert!(Instant::now() < deadline, "the tradebot workers created no 2 trials in 300s: {study}");
         std::thread::sleep(Duration::from_millis(300));
     }
+    let running = |w: &mut Child| w.try_wait().unwrap().is_none();
+    assert!(running(&mut wa) && running(&mut wb), "a tradebot worker ended before the proxy's restart: too few trials");
     proxy.restart();
     let (la, lb) = (finished(wa, "worker a"), finished(wb, "worker b"));
     let study = dump(proxy.port, "mixed");
@@ -303,6 +315,44 @@ fn shared_search(dir: &Path, mut proxy: Proxy) {
             assert!(t["value"].is_number(), "{t}");
         }
     }
+    // Each completed tradebot trial carries the gate's decision on the holdout (no champion on these fresh
+    // machines), and the holdout's figures are the backtest's of the candidate registered from it.
+    for t in ours.iter().filter(|t| t["state"] == "COMPLETE") {
+        let gate = &t["user_attrs"]["gate"];
+        assert!(gate["promote"].is_boolean() && gate["champion"].is_null(), "{t}");
+        assert!(!gate["reason"].as_str().unwrap_or_default().is_empty(), "{t}");
+    }
+    // Each worker's best so far was registered as it completed and names its candidate; the study names
+    // each worker's last (its best); each candidate's holdout figures are `tradebot backtest`'s.
+    let models: Vec<(&Value, &str)> =
+        ours.iter().filter_map(|t| Some((*t, t["user_attrs"]["model_id"].as_str()?))).collect();
+    assert!(!models.is_empty(), "no worker registered a candidate: {study}");
+    for (k, v) in study["system_attrs"].as_object().unwrap() {
+        let Some(n) = k.strip_prefix("tradebot:model:").and_then(|n| n.parse::<u64>().ok()) else { continue };
+        let t = all.iter().find(|t| t["number"].as_u64() == Some(n)).unwrap();
+        assert_eq!(&t["user_attrs"]["model_id"], v, "{t}");
+    }
+    for (t, id) in models {
+        let shown = [&a, &b].iter().find_map(|cfg| {
+            let o = tradebot(&[
+                "backtest",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--model",
+                id,
+                "--from",
+                "2007-07-01",
+                "--to",
+                "2007-12-31",
+                "--json",
+            ]);
+            o.status.success().then(|| serde_json::from_slice::<Value>(&o.stdout).unwrap())
+        });
+        let shown = shown.unwrap_or_else(|| panic!("candidate {id} backtests in neither worker's state"));
+        assert_eq!(t["user_attrs"]["holdout_trades"], shown["strategy"]["trades"], "{t}\n{shown}");
+        let (r, s) = (t["user_attrs"]["holdout_return"].as_f64().unwrap(), shown["strategy"]["total_return"].as_f64());
+        assert!((r - s.unwrap()).abs() < 1e-9, "{t}\n{shown}");
+    }
     // The best trial, by tradebot and by Optuna.
     let best = study["best"]["number"].as_u64().expect("a best trial");
     let o = tradebot(&["tune", "show", "mixed", "--config", a.to_str().unwrap(), "--storage", &url, "--json"]);
@@ -321,9 +371,14 @@ fn shared_search(dir: &Path, mut proxy: Proxy) {
 fn a_killed_workers_trial_is_failed_by_the_other_and_the_study_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let proxy = Proxy::sqlite(&dir.path().join("optuna.db"));
+    killed_worker(dir.path(), &proxy);
+}
+
+/// A worker killed mid-trial on `proxy`'s storage: its trial is failed by the other and the study finishes.
+fn killed_worker(dir: &Path, proxy: &Proxy) {
     let url = proxy.url();
     // A long trial for the worker to be killed in; the other's trials end at their one rung (complete).
-    let (a, b) = (config(&dir.path().join("a"), 40_000), config(&dir.path().join("b"), 64));
+    let (a, b) = (config(&dir.join("killed-a"), 40_000), config(&dir.join("killed-b"), 64));
     let mut wa = worker(&a, &url, "killed", 4);
     let deadline = Instant::now() + Duration::from_secs(300);
     let victim = loop {
@@ -345,6 +400,21 @@ fn a_killed_workers_trial_is_failed_by_the_other_and_the_study_finishes() {
     assert!(t["user_attrs"]["error"].as_str().unwrap().contains("no heartbeat"), "{t}");
     assert!(all.iter().all(|t| t["state"] != "RUNNING"), "{study}");
     assert!(lb.contains(&format!("trial {victim} failed")), "{lb}");
+}
+
+#[test]
+fn a_trial_whose_creation_answer_was_lost_is_found_by_its_token_not_made_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:///{}", dir.path().join("optuna.db").display());
+    let proxy = Proxy::run("lossy-proxy", &db, free_port());
+    let cfg = config(&dir.path().join("a"), 64);
+    let log = finished(worker(&cfg, &proxy.url(), "lossy", 3), "the worker");
+    assert!(log.contains("was created before the storage went away: kept, not created again"), "{log}");
+    let study = dump(proxy.port, "lossy");
+    let all = study["trials"].as_array().unwrap();
+    let numbers: Vec<u64> = all.iter().map(|t| t["number"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, [0, 1, 2], "one trial per creation, the lost answer's included: {study}");
+    assert!(all.iter().all(|t| ["COMPLETE", "PRUNED", "FAIL"].contains(&t["state"].as_str().unwrap())), "{study}");
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! trading state; only the equity curve is written to the real store (`equity` tree, keyed
 //! `backtest/<model id>/<time>`).
 
+pub mod account;
 pub mod metrics;
 #[cfg(test)]
 mod parity_tests;

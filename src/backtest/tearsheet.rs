@@ -15,6 +15,26 @@ use std::fmt::Write as _;
 /// Bars in the rolling Sharpe window (a quarter of daily bars).
 pub const ROLLING: usize = 63;
 
+/// Where the last backtest's tear sheet is kept for the dashboard (`/report/backtest`), under the state
+/// directory.
+pub const LAST_BACKTEST: &str = "reports/backtest-latest.html";
+
+/// Keeps a copy of a backtest's tear sheet as `state_dir/LAST_BACKTEST` for the dashboard. Best effort:
+/// a state directory this user may not write keeps the previous one (a DEBUG line says why).
+pub fn keep_latest(state_dir: &std::path::Path, page: &str) {
+    let path = state_dir.join(LAST_BACKTEST);
+    let tmp = path.with_extension("html.tmp");
+    let kept = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&tmp, page))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = kept {
+        log::debug!("backtest: the dashboard keeps its previous tear sheet: cannot write {}: {e}", path.display());
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
 /// The fills as CSV, one row each: `time,symbol,side,qty,price,notional,client_order_id`.
 pub fn trades_csv(fills: &[FillRecord]) -> String {
     let mut out = String::from("time,symbol,side,qty,price,notional,client_order_id\n");
@@ -162,22 +182,82 @@ fn pct(x: f64) -> String {
     format!("{:.2}%", x * 100.0)
 }
 
+/// What a tear sheet is of, in words: the page's title, its heading and the sentence under it.
+pub struct Heading {
+    pub title: String,
+    pub heading: String,
+    pub lead: String,
+}
+
 /// The tear sheet of `r`: `json` is the report as `--json` prints it, `config` the effective config it
 /// ran with, `fee_bps` the broker's fee (the round trips' fees), `ppy` bars per year.
 pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64) -> String {
     let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
     let (from, to) = (day(r.from), day(r.to));
-    let mode = format!("{:?}", r.mode).to_lowercase();
+    let mode = r.mode;
+    let head = Heading {
+        title: format!("tradebot backtest {} {from} to {to}", r.model_id),
+        heading: format!("Backtest of {} ({mode})", r.model_id),
+        lead: format!(
+            "{} bars, {from} to {to}; full risk checks and the simulated broker, as the replay daemon trades.",
+            r.bars
+        ),
+    };
+    sheet(&head, r, json, config, fee_bps, ppy)
+}
+
+/// A tear sheet of `r` under `head`: a backtest's (`html`) or an account's own history (`tradebot
+/// report`, `backtest::account`).
+pub fn sheet(head: &Heading, r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64) -> String {
+    let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
+    let (from, to) = (day(r.from), day(r.to));
     let mut h = String::new();
     let _ = write!(
         h,
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
-         <title>tradebot backtest {} {from} to {to}</title><style>{CSS}</style></head><body>\
-         <h1>Backtest of {} ({mode})</h1><p>{} bars, {from} to {to}; full risk checks and the simulated broker, as the replay daemon trades.</p>",
-        esc(&r.model_id),
-        esc(&r.model_id),
-        r.bars
+         <title>{}</title><style>{CSS}</style></head><body><h1>{}</h1><p>{}</p>",
+        esc(&head.title),
+        esc(&head.heading),
+        esc(&head.lead)
     );
+    h.push_str(&figures_table(r));
+    let n = r.curve.len();
+    let dates = (from.as_str(), to.as_str());
+    let eq = |f: fn(&EquityPoint) -> f64| r.curve.iter().map(f).collect::<Vec<f64>>();
+    h.push_str(&chart(
+        "Equity against buy-and-hold and cash",
+        n,
+        &[
+            ("strategy", "#1f6feb", eq(|p| p.equity)),
+            ("buy & hold", "#999", eq(|p| p.buy_hold)),
+            ("cash", "#2da44e", eq(|p| p.cash)),
+        ],
+        dates,
+        usd,
+    ));
+    h.push_str(&chart("Drawdown", n, &[("strategy", "#cf222e", drawdown(&r.curve))], dates, pct));
+    h.push_str(&chart(
+        &format!("Rolling Sharpe ratio ({ROLLING} bars)"),
+        n,
+        &[("strategy", "#8250df", rolling_sharpe(&r.curve, ROLLING, ppy))],
+        dates,
+        |v| format!("{v:.2}"),
+    ));
+    h.push_str(&months_table(&monthly_returns(&r.curve)));
+    h.push_str(&symbols_table(&r.fills, fee_bps));
+    h.push_str(&trades_table(r));
+    let _ = writeln!(
+        h,
+        "<h2>Configuration</h2><pre>{}</pre><script type=\"application/json\" id=\"report\">{}</script></body></html>",
+        esc(config),
+        json.replace("</", "<\\/")
+    );
+    h
+}
+
+/// The figures of the strategy, buy-and-hold and cash, side by side.
+fn figures_table(r: &BacktestReport) -> String {
+    let mut h = String::new();
     let cash = super::Metrics::default();
     h.push_str(
         "<h2>Figures</h2><table id=\"figures\"><tr><th></th><th>strategy</th><th>buy &amp; hold</th><th>cash</th></tr>",
@@ -204,30 +284,12 @@ pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64
         );
     }
     h.push_str("</table>");
-    let n = r.curve.len();
-    let dates = (from.as_str(), to.as_str());
-    let eq = |f: fn(&EquityPoint) -> f64| r.curve.iter().map(f).collect::<Vec<f64>>();
-    h.push_str(&chart(
-        "Equity against buy-and-hold and cash",
-        n,
-        &[
-            ("strategy", "#1f6feb", eq(|p| p.equity)),
-            ("buy & hold", "#999", eq(|p| p.buy_hold)),
-            ("cash", "#2da44e", eq(|p| p.cash)),
-        ],
-        dates,
-        usd,
-    ));
-    h.push_str(&chart("Drawdown", n, &[("strategy", "#cf222e", drawdown(&r.curve))], dates, pct));
-    h.push_str(&chart(
-        &format!("Rolling Sharpe ratio ({ROLLING} bars)"),
-        n,
-        &[("strategy", "#8250df", rolling_sharpe(&r.curve, ROLLING, ppy))],
-        dates,
-        |v| format!("{v:.2}"),
-    ));
-    h.push_str(&months_table(&monthly_returns(&r.curve)));
-    h.push_str(&symbols_table(&r.fills, fee_bps));
+    h
+}
+
+/// Every fill, in order.
+fn trades_table(r: &BacktestReport) -> String {
+    let mut h = String::new();
     let _ = write!(
         h,
         "<h2>Trades ({} fills)</h2><table id=\"trades\"><tr><th>time</th><th>symbol</th><th>side</th><th>qty</th><th>price</th><th>order</th></tr>",
@@ -246,12 +308,6 @@ pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64
         );
     }
     h.push_str("</table>");
-    let _ = writeln!(
-        h,
-        "<h2>Configuration</h2><pre>{}</pre><script type=\"application/json\" id=\"report\">{}</script></body></html>",
-        esc(config),
-        json.replace("</", "<\\/")
-    );
     h
 }
 

@@ -131,7 +131,7 @@ fn measure(name: &str, command: &str, mut cmd: std::process::Command) -> anyhow:
 fn peers(b: &GpuBench, ours: &[serde_json::Value]) -> anyhow::Result<Vec<serde_json::Value>> {
     use super::gpu_peers;
     let site = match &b.wheelhouse {
-        Some(w) => Some(gpu_peers::install(&b.python, w).map_err(anyhow::Error::msg)?),
+        Some(w) => Some(gpu_peers::install(&b.python, w)?),
         None => None,
     };
     let mut rows = Vec::new();

@@ -64,9 +64,21 @@ pub fn plan(quick: bool, lstm_data: &Path) -> Vec<Peer> {
     out
 }
 
+/// Why the peers' wheels could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("cannot run {python}: {source}")]
+    Run { python: String, source: std::io::Error },
+    #[error(
+        "installing the peers' wheels from {} failed (run `make gpu-kit` where PyPI is reachable): {stderr}",
+        wheelhouse.display()
+    )]
+    Pip { wheelhouse: PathBuf, stderr: String },
+}
+
 /// Installs [`WHEELS`] from `wheelhouse` into `wheelhouse/site` (once) for `python`; returns that folder,
 /// for `PYTHONPATH`.
-pub fn install(python: &str, wheelhouse: &Path) -> Result<PathBuf, String> {
+pub fn install(python: &str, wheelhouse: &Path) -> Result<PathBuf, InstallError> {
     let site = wheelhouse.join("site");
     if site.join("stable_baselines3").is_dir() {
         return Ok(site);
@@ -78,13 +90,10 @@ pub fn install(python: &str, wheelhouse: &Path) -> Result<PathBuf, String> {
         .arg(&site)
         .args(WHEELS)
         .output()
-        .map_err(|e| format!("cannot run {python}: {e}"))?;
+        .map_err(|source| InstallError::Run { python: python.to_string(), source })?;
     if !out.status.success() {
-        return Err(format!(
-            "installing the peers' wheels from {} failed (run `make gpu-kit` where PyPI is reachable): {}",
-            wheelhouse.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(InstallError::Pip { wheelhouse: wheelhouse.to_path_buf(), stderr });
     }
     Ok(site)
 }
@@ -165,7 +174,7 @@ mod tests {
     fn an_incomplete_wheelhouse_is_refused_with_the_fix() {
         let dir = tempfile::tempdir().unwrap();
         let python = crate::native::pyenv_python();
-        let err = install(&python.to_string_lossy(), dir.path()).unwrap_err();
+        let err = install(&python.to_string_lossy(), dir.path()).unwrap_err().to_string();
         assert!(err.contains("make gpu-kit"), "{err}");
     }
 }

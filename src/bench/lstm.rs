@@ -75,7 +75,8 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
         head_hidden: vec![32],
         batch_size: b.batch,
         max_epochs: b.epochs + 1,
-        patience: usize::MAX,
+        // Never stops early: more epochs without improvement than it runs (lstm.patience's bounds).
+        patience: (b.epochs + 1).min(100_000),
         ..Default::default()
     };
     let dims = NetDims {

@@ -66,28 +66,14 @@ pub struct PpoBench {
 pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     use crate::env::{Accounting, EnvConfig, Panel};
     use crate::rl::BatchEnv;
-    use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};
+    use crate::rl::ppo::{Ppo, PpoConfig};
     use crate::rl::trading::{KernelTradingEnv, TradingEnv};
     use crate::training::device::EnvBackend;
     use anyhow::Context;
     use std::sync::Arc;
     use std::time::Instant;
 
-    if b.envs == 0 || b.assets == 0 || b.steps == 0 || b.days < 3 {
-        bail!("--envs, --assets and --steps must be at least 1, --days at least 3");
-    }
-    if !(0.0..=3600.0).contains(&b.min_seconds) {
-        bail!("--min-seconds {}: must be between 0 and 3600 (0 runs --steps once)", b.min_seconds);
-    }
-    let device = match b.device.as_str() {
-        "cpu" | "cuda" => crate::training::pick_device(&b.device)?,
-        other => bail!("--device {other:?}: must be cpu or cuda"),
-    };
-    let cpu_backend = match b.cpu_backend.as_str() {
-        "native" => CpuBackend::Native,
-        "libtorch" => CpuBackend::Libtorch,
-        other => bail!("--cpu-backend {other:?}: must be native or libtorch"),
-    };
+    let (device, cpu_backend) = checked(&b)?;
     tch::set_num_threads(b.threads.max(1));
     let panel = Arc::new(Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?);
     let env_cfg = EnvConfig { n_envs: b.envs, ..finrl_env_config(b.days, b.seed) };
@@ -137,6 +123,41 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
             break (env, ppo);
         }
     };
+    report(&b, (&*env, &ppo), (device_name, env_name), (runs, env_steps, seconds))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The bench's options checked, and its device and CPU backend.
+#[cfg(feature = "train")]
+fn checked(b: &PpoBench) -> anyhow::Result<(tch::Device, crate::rl::ppo::CpuBackend)> {
+    use crate::rl::ppo::CpuBackend;
+    if b.envs == 0 || b.assets == 0 || b.steps == 0 || b.days < 3 {
+        bail!("--envs, --assets and --steps must be at least 1, --days at least 3");
+    }
+    if !(0.0..=3600.0).contains(&b.min_seconds) {
+        bail!("--min-seconds {}: must be between 0 and 3600 (0 runs --steps once)", b.min_seconds);
+    }
+    let device = match b.device.as_str() {
+        "cpu" => crate::training::pick_device(&crate::training::device::DeviceRequest::Cpu)?,
+        "cuda" => crate::training::pick_device(&crate::training::device::DeviceRequest::Cuda(0))?,
+        other => bail!("--device {other:?}: must be cpu or cuda"),
+    };
+    let cpu_backend = match b.cpu_backend.as_str() {
+        "native" => CpuBackend::Native,
+        "libtorch" => CpuBackend::Libtorch,
+        other => bail!("--cpu-backend {other:?}: must be native or libtorch"),
+    };
+    Ok((device, cpu_backend))
+}
+
+/// The figures: one JSON object, or a line for people.
+#[cfg(feature = "train")]
+fn report(
+    b: &PpoBench,
+    (env, ppo): (&dyn crate::rl::BatchEnv, &crate::rl::ppo::Ppo),
+    (device_name, env_name): (String, &str),
+    (runs, env_steps, seconds): (u64, u64, f64),
+) -> anyhow::Result<()> {
     let rate = env_steps as f64 / seconds;
     if b.json {
         outln!(
@@ -165,7 +186,7 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
             ppo.updates,
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// One env over `days` days by FinRL's numpy env's rules (the peers' env): its cash, trade size, minimum

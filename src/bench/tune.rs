@@ -77,7 +77,6 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
     use crate::rl::BatchEnv as _;
     use crate::rl::ppo::{CpuBackend, Ppo, PpoConfig};
     use crate::rl::trading::TradingEnv;
-    use crate::training::device::EnvBackend;
     use crate::tune::space::{random, trial_seed};
     use std::sync::Arc;
 
@@ -126,6 +125,14 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
         trials.push((env, ppo, None::<f64>));
     }
     let run = if b.population { population(&b, &panel, cohort)? } else { threads(&b, &mut trials)? };
+    report(&b, &params, &run)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The figures: one JSON object, or a line for people.
+#[cfg(feature = "train")]
+fn report(b: &TuneBench, params: &[crate::tune::space::Params], run: &Run) -> anyhow::Result<()> {
+    use crate::training::device::EnvBackend;
     let env = if b.population { EnvBackend::Kernel } else { EnvBackend::VecEnv };
     let per_hour = b.trials as f64 / run.seconds * 3600.0;
     let seconds = run.seconds;
@@ -154,7 +161,7 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
             b.assets
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 #[cfg(feature = "train")]
@@ -210,7 +217,7 @@ fn population(
     use crate::rl::ppo::population::Population;
     use anyhow::Context;
     use std::time::Instant;
-    let device = crate::training::pick_device(&b.device)?;
+    let device = crate::training::pick_device(&b.device.parse()?)?;
     if !device.is_cuda() {
         tch::set_num_threads(b.parallel.max(1) as i32);
     }

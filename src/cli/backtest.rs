@@ -79,7 +79,9 @@ pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
         let json = serde_json::to_string(&report)?;
         let ppy = backtest::periods_per_year(config.market.timeframe);
         let page = backtest::tearsheet::html(&report, &json, &config.to_toml(), config.env.exec.fee_bps, ppy);
-        std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, &page).with_context(|| format!("writing {}", path.display()))?;
+        // The dashboard links the last one (`/report/backtest`).
+        backtest::tearsheet::keep_latest(&config.state_dir, &page);
     }
     if a.json {
         outln!("{}", serde_json::to_string(&report)?)?;
@@ -107,16 +109,11 @@ impl StrategyArg {
 }
 
 /// A report line: its label and how to format it from a `Metrics`.
-type Row = (&'static str, fn(&Metrics) -> String);
+pub(super) type Row = (&'static str, fn(&Metrics) -> String);
 
-fn print_report(r: &BacktestReport) -> Result<(), OutError> {
-    let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
-    let mode = format!("{:?}", r.mode).to_lowercase();
-    outln!("backtest of {} ({mode}) over {} bars, {} to {}", r.model_id, r.bars, day(r.from), day(r.to))?;
-    outln!("(full risk checks and the SimBroker, as the replay daemon trades)")?;
-    outln!("{:<14} {:>12} {:>12} {:>12}", "", "strategy", "buy&hold", "cash")?;
-    let cash = Metrics::default();
-    let rows: [Row; 9] = [
+/// The table's lines: a label and how to format it from a `Metrics` (`backtest` and `report` print the same).
+pub(super) fn metric_rows() -> [Row; 9] {
+    [
         ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
         ("CAGR", |m| format!("{:.2}%", m.cagr * 100.0)),
         ("Sharpe", |m| format!("{:.3}", m.sharpe)),
@@ -126,7 +123,16 @@ fn print_report(r: &BacktestReport) -> Result<(), OutError> {
         ("trades", |m| m.trades.to_string()),
         ("fees", |m| format!("{:.2}", m.fees)),
         ("exposure", |m| format!("{:.1}%", m.exposure * 100.0)),
-    ];
+    ]
+}
+
+fn print_report(r: &BacktestReport) -> Result<(), OutError> {
+    let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
+    outln!("backtest of {} ({}) over {} bars, {} to {}", r.model_id, r.mode, r.bars, day(r.from), day(r.to))?;
+    outln!("(full risk checks and the SimBroker, as the replay daemon trades)")?;
+    outln!("{:<14} {:>12} {:>12} {:>12}", "", "strategy", "buy&hold", "cash")?;
+    let cash = Metrics::default();
+    let rows = metric_rows();
     for (name, f) in rows {
         outln!("{:<14} {:>12} {:>12} {:>12}", name, f(&r.strategy), f(&r.buy_hold), f(&cash))?;
     }

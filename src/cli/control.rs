@@ -1,5 +1,7 @@
 //! `tradebot pause|resume|flatten`: asks the running daemon over its control socket. With no daemon there
-//! is nothing to pause or flatten: a clear error, exit 1.
+//! is nothing to pause or flatten: a clear error, exit 1. `ask_daemon`: the same question for the
+//! commands that change the store through a running daemon and work on the store themselves without one
+//! (`risk clear`, `data import`).
 
 use super::load_config;
 use crate::control::{Request, client, socket_path};
@@ -33,6 +35,22 @@ pub fn run(config: Option<PathBuf>, req: Request) -> anyhow::Result<ExitCode> {
         return wait_for_flatten(&socket, before);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `req` answered by the daemon running on the config's state directory; `None` where none runs. A
+/// refusal is an error that gives the daemon's reason.
+pub(super) fn ask_daemon(
+    config: &crate::config::Config,
+    req: &Request,
+    timeout: Duration,
+) -> anyhow::Result<Option<crate::control::Response>> {
+    let socket = socket_path(&config.state_dir);
+    match client::request(&socket, req, timeout) {
+        Err(client::ClientError::NotRunning(_)) => Ok(None),
+        Err(e) => Err(e).context("asking the running daemon"),
+        Ok(r) if r.ok => Ok(Some(r)),
+        Ok(r) => anyhow::bail!("the running daemon refused: {}", r.error.as_deref().unwrap_or("no reason given")),
+    }
 }
 
 /// How long `tradebot flatten` waits for the engine's outcome (the sells sent, the cancels confirmed).

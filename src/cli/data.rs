@@ -1,7 +1,11 @@
-//! `tradebot data import` and `tradebot data show`.
+//! `tradebot data import` (through the running daemon when one runs) and `tradebot data show`.
 
+use super::control::ask_daemon;
 use super::{DataCmd, EX_DATAERR, load_config};
-use crate::data::{ImportOptions, daily_bar_time, import_file};
+use crate::control::server::LONG_ANSWER_TIMEOUT;
+use crate::control::{ImportSummary, Request};
+use crate::daemon::requests::{import_options, import_summary};
+use crate::data::{daily_bar_time, import_file};
 use crate::domain::{Symbol, Timeframe};
 use crate::out::{err, errln, outln};
 use crate::store::Store;
@@ -18,31 +22,23 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
         DataCmd::Fetch(args) => super::fetch::run(args),
         DataCmd::Import { file, symbols, symbol, timeframe, date_format, config } => {
             let config = load_config(config)?;
-            let opts = ImportOptions {
-                symbols: symbols.iter().map(|s| Symbol::new(s)).collect::<Result<_, _>>().context("--symbols")?,
-                symbol: symbol.as_deref().map(Symbol::new).transpose().context("--symbol")?,
-                timeframe: Timeframe::parse(&timeframe).context("--timeframe")?,
-                date_format,
+            let opts = import_options(&symbols, symbol.as_deref(), &timeframe, date_format.clone())?;
+            // A running daemon reads the file itself, from where this command was started.
+            let path = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+            let req = Request::Import { file: path, symbols, symbol, timeframe, date_format };
+            let (summary, by) = match ask_daemon(&config, &req, LONG_ANSWER_TIMEOUT)? {
+                Some(r) => {
+                    let s = r.import.ok_or_else(|| anyhow!("the running daemon did not say what it imported"))?;
+                    (s, " (by the running daemon)")
+                }
+                None => {
+                    let store = Store::open(&config.state_dir).context("opening the store")?;
+                    let r = import_file(&store, &file, &opts)?;
+                    store.flush()?;
+                    (import_summary(&r, store.dir()), "")
+                }
             };
-            let store = Store::open(&config.state_dir).context("opening the store")?;
-            let r = import_file(&store, &file, &opts)?;
-            store.flush()?;
-            outln!("read {} as {}", file.display(), r.format)?;
-            for (sym, n) in &r.rows {
-                outln!("{sym}: {n} bars")?;
-            }
-            outln!("{} new bars stored in {}", r.new_bars, store.dir().display())?;
-            if r.filtered > 0 {
-                outln!("{} rows of other symbols skipped (--symbols)", r.filtered)?;
-            }
-            if r.empty > 0 {
-                outln!("{} rows without prices (null) skipped", r.empty)?;
-            }
-            if r.bad.is_empty() {
-                return Ok(ExitCode::SUCCESS);
-            }
-            err!("{}", bad_rows(&file.display().to_string(), &r));
-            Ok(ExitCode::from(EX_DATAERR))
+            print_import(&file.display().to_string(), &summary, by)
         }
         DataCmd::Show { symbol, from, to, timeframe, json, config } => {
             let config = load_config(config)?;
@@ -87,14 +83,35 @@ pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// What an import read and stored (`by`: who imported, when not this command), and its bad rows:
+/// exit `EX_DATAERR` when there are any.
+fn print_import(file: &str, r: &ImportSummary, by: &str) -> anyhow::Result<ExitCode> {
+    outln!("read {file} as {}", r.format)?;
+    for (sym, n) in &r.rows {
+        outln!("{sym}: {n} bars")?;
+    }
+    outln!("{} new bars stored in {}{by}", r.new_bars, r.store)?;
+    if r.filtered > 0 {
+        outln!("{} rows of other symbols skipped (--symbols)", r.filtered)?;
+    }
+    if r.empty > 0 {
+        outln!("{} rows without prices (null) skipped", r.empty)?;
+    }
+    if r.bad.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    err!("{}", bad_rows(file, r));
+    Ok(ExitCode::from(EX_DATAERR))
+}
+
 /// Shown bad rows before the rest are summed up.
 const BAD_ROWS_SHOWN: usize = 10;
 
 /// The bad rows of an import: the first ten with their lines, how many more, and what was stored.
-fn bad_rows(file: &str, r: &crate::data::ImportReport) -> String {
+fn bad_rows(file: &str, r: &ImportSummary) -> String {
     let mut o = String::new();
-    for b in r.bad.iter().take(BAD_ROWS_SHOWN) {
-        o.push_str(&format!("{file}:{}: {}\n", b.line, b.reason));
+    for (line, reason) in r.bad.iter().take(BAD_ROWS_SHOWN) {
+        o.push_str(&format!("{file}:{line}: {reason}\n"));
     }
     if r.bad.len() > BAD_ROWS_SHOWN {
         o.push_str(&format!("{file}: ... and {} more bad rows\n", r.bad.len() - BAD_ROWS_SHOWN));
@@ -118,17 +135,17 @@ fn bad_rows(file: &str, r: &crate::data::ImportReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{BadRow, ImportReport};
 
     #[test]
     fn many_bad_rows_are_summed_up_and_say_what_was_stored() {
-        let bad = (0..25).map(|i| BadRow { line: i + 2, reason: "date \"x\" is none of".into() }).collect();
-        let r = ImportReport { bad, ..Default::default() };
+        let bad = (0..25).map(|i| (i + 2, "date \"x\" is none of".to_string())).collect();
+        let r = ImportSummary { bad, ..Default::default() };
         let text = bad_rows("f.csv", &r);
         assert_eq!(text.lines().count(), 12, "{text}");
         assert!(text.contains("f.csv:2: ") && text.contains("... and 15 more bad rows"), "{text}");
         assert!(text.contains("no row was imported"), "{text}");
-        let r = ImportReport { rows: [("AAPL".to_string(), 7)].into(), bad: r.bad[..1].to_vec(), ..Default::default() };
+        let r =
+            ImportSummary { rows: [("AAPL".to_string(), 7)].into(), bad: r.bad[..1].to_vec(), ..Default::default() };
         assert!(bad_rows("f.csv", &r).contains("1 bad rows not imported; the 7 good rows were imported"));
     }
 }

@@ -65,7 +65,7 @@ pub fn check() -> GpuReport {
         }
         Err(why) => {
             r.lines.push(("cuda driver:", format!("not found: {why}")));
-            r.fail(GpuProblem::NoGpu(why));
+            r.fail(GpuProblem::NoGpu(why.to_string()));
             Vec::new()
         }
     };

@@ -50,18 +50,7 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
     // SIGTERM, SIGINT or SIGHUP stop the run: the child is killed, the run recorded as interrupted.
     let cancel = CancellationToken::new();
     let signal = rt.block_on(async { on_signal(cancel.clone()) }).context("installing the signal handlers")?;
-    // The retrain's clock: now, or the end of the stored bars when they end earlier (an offline replay's
-    // store), so that a rolling `[train]` window ends where the data does.
-    let now = crate::clock::now();
-    let tf = config.market.timeframe;
-    let ends: Vec<_> = config.market.symbols.iter().filter_map(|s| store.last_bar_time(s, tf).ok().flatten()).collect();
-    let clock_time = match ends.iter().min() {
-        Some(end) if *end < now && ends.len() == config.market.symbols.len() => {
-            log::info!("the stored {tf} bars end at {end}: retraining as of then");
-            *end
-        }
-        _ => now,
-    };
+    let clock_time = clock_time(&config, &store);
     let mut failed = false;
     // Progress that stdout refused: the runs go on (a model half trained helps no one), the error ends the command.
     let mut unwritten = None;
@@ -96,6 +85,21 @@ pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow:
         outln!("(retrain.enabled = false: the daemon would not retrain on its schedule)")?;
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// The retrain's clock: now, or the end of the stored bars when they end earlier (an offline replay's
+/// store), so that a rolling `[train]` window ends where the data does.
+fn clock_time(config: &crate::config::Config, store: &Store) -> chrono::DateTime<chrono::Utc> {
+    let now = crate::clock::now();
+    let tf = config.market.timeframe;
+    let ends: Vec<_> = config.market.symbols.iter().filter_map(|s| store.last_bar_time(s, tf).ok().flatten()).collect();
+    match ends.iter().min() {
+        Some(end) if *end < now && ends.len() == config.market.symbols.len() => {
+            log::info!("the stored {tf} bars end at {end}: retraining as of then");
+            *end
+        }
+        _ => now,
+    }
 }
 
 /// Cancels `cancel` at the first SIGTERM, SIGINT or SIGHUP; the cell names it and its exit code (128 + n).

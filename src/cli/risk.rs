@@ -1,6 +1,7 @@
-//! `tradebot risk status|clear --config F`: the kill switch as stored in the state directory. Both open the
-//! store, so they need the daemon stopped (a running daemon holds the store's lock; the error says so).
-//! `clear` logs and prints who cleared it and when.
+//! `tradebot risk status|clear --config F`: the kill switch as stored in the state directory. `status`
+//! reads the store (beside a running daemon, its read snapshot); `clear` goes through the running daemon,
+//! whose engine forgets the switch before its next bar, or with none running clears it in the store.
+//! Either way it logs and prints who cleared it and when.
 
 use super::RiskCmd;
 use crate::config::Config;
@@ -52,7 +53,7 @@ fn print_kill(kill: Option<&KillSwitchState>) -> Result<(), OutError> {
             outln!("kill switch: TRIPPED at {} (trading day {})", k.tripped_at, k.day)?;
             outln!("  why: {}", k.reason)?;
             outln!("  equity {} against {} at the open; action {:?}", k.equity, k.open_equity, k.action)?;
-            outln!("  clear it with: tradebot risk clear --config FILE (daemon stopped)")?;
+            outln!("  clear it with: tradebot risk clear --config FILE")?;
         }
     }
     Ok(())
@@ -85,8 +86,13 @@ fn who() -> String {
 }
 
 fn clear(config: &Config) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&config.state_dir).context("opening the store")?;
     let who = who();
+    let req = crate::control::Request::RiskClear { who: who.clone() };
+    if let Some(r) = super::control::ask_daemon(config, &req, std::time::Duration::from_secs(35))? {
+        outln!("{} (by the running daemon)", r.message.as_deref().unwrap_or("done"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = Store::open(&config.state_dir).context("opening the store")?;
     let now = crate::clock::now();
     match clear_kill_switch(&store, &who, now).context("clearing the kill switch")? {
         Some(k) => {

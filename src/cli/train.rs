@@ -2,6 +2,7 @@
 //! the job speaks the retrain child's JSON lines (`retrain::child`), a config error included.
 
 use super::load_config;
+use crate::training::device::DeviceRequest;
 use crate::training::{self, LstmJob, PpoJob, SacJob};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,8 +13,8 @@ pub struct PpoArgs {
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// auto (CUDA when usable, else CPU) | cpu | cuda
-    #[arg(long, default_value = "auto")]
-    pub device: String,
+    #[arg(long, default_value = "auto", value_parser = DeviceRequest::parse_arg)]
+    pub device: DeviceRequest,
     /// Environment steps to train for (default: retrain.ppo_steps, else 200000).
     #[arg(long)]
     pub steps: Option<u64>,
@@ -57,8 +58,8 @@ pub struct LstmArgs {
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// auto (CUDA when usable) | cpu | cuda
-    #[arg(long, default_value = "auto")]
-    pub device: String,
+    #[arg(long, default_value = "auto", value_parser = DeviceRequest::parse_arg)]
+    pub device: DeviceRequest,
     /// Overrides lstm.max_epochs.
     #[arg(long)]
     pub epochs: Option<usize>,

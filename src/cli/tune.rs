@@ -3,6 +3,7 @@
 use super::load_config;
 use crate::out::{err, errln, out, outln};
 use crate::retrain::study;
+use crate::training::device::DeviceRequest;
 use crate::tune::{self, TuneJob};
 use anyhow::bail;
 use std::path::PathBuf;
@@ -62,12 +63,12 @@ pub struct TuneArgs {
     /// Stop after this long: 90s, 45m, 2h. Trials still training then end as stopped.
     #[arg(long, value_parser = parse_duration)]
     pub time_budget: Option<Duration>,
-    /// CPU threads (default: every core, at most --parallel).
+    /// CPU threads (default: every core, at most --parallel; a worker on --storage: 1, its trials being one at a time).
     #[arg(long)]
     pub threads: Option<usize>,
     /// auto | cpu | cuda
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, default_value = "cpu", value_parser = DeviceRequest::parse_arg)]
+    pub device: DeviceRequest,
     /// Train the trials of one shape as one population (stacked weights, one env kernel launch, batched
     /// matmuls): on | off. Default: on with CUDA, off on the CPU (where trials spread over the cores).
     #[arg(long, value_parser = parse_on_off)]

@@ -25,9 +25,18 @@ fn whole(v: Value) -> Value {
     }
 }
 
-pub(super) fn to_toml(c: &Config) -> Result<String, String> {
-    let Value::Table(mut root) = Value::try_from(c).map_err(|e| e.to_string())? else {
-        return Err("the configuration is not a table".into());
+/// Why the effective configuration could not be written as TOML.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RenderError {
+    #[error(transparent)]
+    Toml(#[from] toml::ser::Error),
+    #[error("the configuration is not a table")]
+    NotATable,
+}
+
+pub(super) fn to_toml(c: &Config) -> Result<String, RenderError> {
+    let Value::Table(mut root) = Value::try_from(c)? else {
+        return Err(RenderError::NotATable);
     };
     root.remove("source");
     if let Some(Value::String(level)) = root.get_mut("log_level") {
@@ -78,7 +87,7 @@ pub(super) fn to_toml(c: &Config) -> Result<String, String> {
         r.insert("schedule".into(), Value::String(c.retrain.schedule.spec().to_string()));
         r.insert("timezone".into(), Value::String(c.retrain.schedule.zone().to_string()));
     }
-    toml::to_string_pretty(&Value::Table(root)).map_err(|e| e.to_string())
+    Ok(toml::to_string_pretty(&Value::Table(root))?)
 }
 
 #[cfg(test)]

@@ -4,16 +4,17 @@
 //! (`Config::to_toml`), so they cannot drift from what the parser takes.
 
 use super::RawConfig;
+use super::checker::Invalid;
 use toml::Value;
 
 /// `text` deserialized, or one problem in words.
-pub(super) fn deserialize(text: &str) -> Result<RawConfig, String> {
-    let de = toml::Deserializer::parse(text).map_err(|e| e.to_string().trim_end().to_string())?;
+pub(super) fn deserialize(text: &str) -> Result<RawConfig, Invalid> {
+    let de = toml::Deserializer::parse(text).map_err(|e| Invalid::Value(e.to_string().trim_end().to_string()))?;
     serde_path_to_error::deserialize::<_, RawConfig>(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let line = inner.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        explain(&path, inner.message(), line)
+        Invalid::Value(explain(&path, inner.message(), line))
     })
 }
 

@@ -1,5 +1,6 @@
 //! LSTM classifier hyper-parameters (`[lstm]`): always built, so that a config parses without the `train` feature.
 
+use super::checker::Invalid;
 use crate::onnx::Activation;
 use serde::{Deserialize, Serialize};
 
@@ -105,7 +106,7 @@ impl LstmConfig {
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         let checks = [
             (
                 "lstm.fast_hidden and lstm.slow_hidden must be at least 1",
@@ -148,7 +149,7 @@ impl LstmConfig {
             ),
         ];
         if let Some((m, _)) = checks.iter().find(|(_, ok)| !ok) {
-            return Err(m.to_string());
+            return Err(Invalid::Value(m.to_string()));
         }
         let widest = [self.fast_hidden, self.slow_hidden]
             .iter()

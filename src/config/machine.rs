@@ -29,11 +29,22 @@ pub fn machine_problems(c: &Config) -> Vec<String> {
     problems
 }
 
+/// Why a state directory cannot be written.
+#[derive(Debug, thiserror::Error)]
+enum Unwritable {
+    #[error("exists and is not a directory")]
+    NotADirectory,
+    #[error("not writable ({0})")]
+    Denied(std::io::Error),
+    #[error("does not exist, and its parent {} is {why}", parent.display())]
+    Parent { parent: std::path::PathBuf, why: Box<Unwritable> },
+}
+
 /// Whether `dir` is a writable directory, or does not exist yet below a writable one.
-fn writable(dir: &Path) -> Result<(), String> {
+fn writable(dir: &Path) -> Result<(), Unwritable> {
     if dir.exists() {
         if !dir.is_dir() {
-            return Err("exists and is not a directory".into());
+            return Err(Unwritable::NotADirectory);
         }
         let probe = dir.join(format!(".tradebot-write-check-{}", std::process::id()));
         return match std::fs::write(&probe, b"") {
@@ -41,7 +52,7 @@ fn writable(dir: &Path) -> Result<(), String> {
                 let _ = std::fs::remove_file(&probe);
                 Ok(())
             }
-            Err(e) => Err(format!("not writable ({e})")),
+            Err(e) => Err(Unwritable::Denied(e)),
         };
     }
     let mut parent = dir.parent();
@@ -50,7 +61,7 @@ fn writable(dir: &Path) -> Result<(), String> {
             return writable(Path::new("."));
         }
         if p.exists() {
-            return writable(p).map_err(|e| format!("does not exist, and its parent {} is {e}", p.display()));
+            return writable(p).map_err(|why| Unwritable::Parent { parent: p.to_path_buf(), why: Box::new(why) });
         }
         parent = p.parent();
     }

@@ -1,6 +1,7 @@
 //! PPO hyper-parameters (`[ppo]`). Every value comes from here (and from the config file through it); the trainer
 //! has no constants of its own.
 
+use super::checker::Invalid;
 use crate::onnx::Activation;
 use serde::{Deserialize, Serialize};
 
@@ -91,7 +92,7 @@ impl PpoConfig {
     }
 
     /// Checks ranges; the message names the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         let checks: [(&str, bool); 12] = [
             ("ppo.hidden: every size must be at least 1", self.hidden.iter().all(|h| *h >= 1)),
             ("ppo.n_steps must be at least 1", self.n_steps >= 1),
@@ -107,7 +108,7 @@ impl PpoConfig {
             ("ppo.obs_clip must be above 0", self.obs_clip > 0.0),
         ];
         if let Some((msg, _)) = checks.iter().find(|(_, ok)| !ok) {
-            return Err(msg.to_string());
+            return Err(Invalid::Value(msg.to_string()));
         }
         // Sizes: a network, a rollout and a batch that fit a machine.
         let width = self.hidden.iter().copied().max().unwrap_or(1).max(1) as u64;

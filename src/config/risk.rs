@@ -9,7 +9,7 @@ use std::time::Duration;
 
 const DAY: u64 = 86_400;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BrokerConfig {
     pub kind: BrokerKind,
     pub initial_cash: Decimal,
@@ -24,7 +24,7 @@ pub struct BrokerConfig {
     pub lost_after: Duration,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RiskConfig {
     pub max_position_pct: f64,
     pub max_gross_exposure_pct: f64,

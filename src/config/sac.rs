@@ -1,6 +1,7 @@
 //! SAC hyper-parameters (`[sac]`): soft actor-critic beside PPO on the same vectorized environment. Every
 //! value comes from here (and from the config file through it); the trainer has no constants of its own.
 
+use super::checker::Invalid;
 use crate::onnx::Activation;
 use serde::{Deserialize, Serialize};
 
@@ -62,7 +63,7 @@ impl Default for SacConfig {
 
 impl SacConfig {
     /// Checks ranges; the message names the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         let lr = |v: f64| v > 0.0 && v < 1.0;
         let checks: [(&str, bool); 9] = [
             ("sac.hidden: every size must be at least 1", self.hidden.iter().all(|h| *h >= 1)),
@@ -76,7 +77,7 @@ impl SacConfig {
             ("sac.obs_clip must be above 0", self.obs_clip > 0.0),
         ];
         if let Some((msg, _)) = checks.iter().find(|(_, ok)| !ok) {
-            return Err(msg.to_string());
+            return Err(Invalid::Value(msg.to_string()));
         }
         let width = self.hidden.iter().copied().max().unwrap_or(1).max(1) as u64;
         super::within("sac.hidden (widest layer)", width, 1, 65_536)?;
@@ -85,10 +86,10 @@ impl SacConfig {
         super::within("sac.batch_size", self.batch_size as u64, 1, 1 << 20)?;
         super::within("sac.updates_per_step", self.updates_per_step as u64, 1, 1_000)?;
         if self.batch_size > self.buffer_size {
-            return Err(format!(
+            return Err(Invalid::Value(format!(
                 "sac.batch_size = {} is above sac.buffer_size = {}: a batch is drawn from the buffer; lower it or grow the buffer",
                 self.batch_size, self.buffer_size
-            ));
+            )));
         }
         Ok(())
     }

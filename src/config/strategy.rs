@@ -1,6 +1,7 @@
 //! The `[strategy]` section: which strategy turns model outputs into trades (`engine::strategy` does the
 //! turning), its thresholds and its name in client order ids.
 
+use super::checker::Invalid;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -82,7 +83,7 @@ impl Default for StrategyConfig {
 impl StrategyConfig {
     /// Thresholds are probabilities in (0, 1]; the LSTM size is finite and positive; the name is usable
     /// in a client order id.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         for (k, v) in [
             ("up_threshold", self.up_threshold),
             ("down_threshold", self.down_threshold),
@@ -91,25 +92,25 @@ impl StrategyConfig {
             if let Some(v) = v
                 && !(v > 0.0 && v <= 1.0)
             {
-                return Err(format!("strategy.{k} = {v}: use a probability in (0, 1], e.g. 0.5"));
+                return Err(Invalid::Value(format!("strategy.{k} = {v}: use a probability in (0, 1], e.g. 0.5")));
             }
         }
         if let Some(q) = self.lstm_qty {
-            return Err(format!(
+            return Err(Invalid::Value(format!(
                 "strategy.lstm_qty = {q}: the LSTM now sizes by notional; replace it with lstm_position_pct (the fraction of equity held per symbol when long, e.g. 0.25)"
-            ));
+            )));
         }
         if !(self.lstm_position_pct.is_finite() && self.lstm_position_pct > 0.0 && self.lstm_position_pct <= 1.0) {
-            return Err(format!(
+            return Err(Invalid::Value(format!(
                 "strategy.lstm_position_pct = {}: use a fraction of equity in (0, 1], e.g. 0.25",
                 self.lstm_position_pct
-            ));
+            )));
         }
         if !self.name.chars().any(|c| c.is_ascii_alphanumeric()) {
-            return Err(format!(
+            return Err(Invalid::Value(format!(
                 "strategy.name = {:?}: use letters or digits (it goes into client order ids)",
                 self.name
-            ));
+            )));
         }
         Ok(())
     }

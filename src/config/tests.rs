@@ -1,4 +1,6 @@
 use super::*;
+use crate::domain::Timeframe;
+use chrono::NaiveDate;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
     Config::parse(Path::new("config/x.toml"), text)

@@ -2,6 +2,7 @@
 //! that the promotion gate backtests on), and how often they checkpoint.
 
 use super::Checker;
+use super::checker::Invalid;
 use super::raw::RawTrain;
 use chrono::{Datelike, NaiveDate};
 use serde::Serialize;
@@ -48,13 +49,11 @@ pub fn retrain_seed(as_of: NaiveDate) -> u64 {
 }
 
 /// `$TRADEBOT_TRAIN_SEED`, when set; a malformed value is an error naming the variable.
-pub fn seed_from_env() -> Result<Option<u64>, String> {
+pub fn seed_from_env() -> Result<Option<u64>, Invalid> {
     match std::env::var(SEED_ENV) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|e| format!("{SEED_ENV}={v:?} is not a seed (a whole number: {e}); unset it or fix it")),
+        Ok(v) => v.trim().parse().map(Some).map_err(|e| {
+            Invalid::Value(format!("{SEED_ENV}={v:?} is not a seed (a whole number: {e}); unset it or fix it"))
+        }),
         Err(_) => Ok(None),
     }
 }
@@ -80,10 +79,11 @@ impl TrainConfig {
 
     /// `resolve` on the day named by `$TRADEBOT_TRAIN_AS_OF`, else on `fallback`. A malformed value is an
     /// error naming the variable.
-    pub fn resolve_from_env(&self, fallback: NaiveDate) -> Result<TrainConfig, String> {
+    pub fn resolve_from_env(&self, fallback: NaiveDate) -> Result<TrainConfig, Invalid> {
         let as_of = match std::env::var(AS_OF_ENV) {
-            Ok(v) => NaiveDate::parse_from_str(v.trim(), "%Y-%m-%d")
-                .map_err(|e| format!("{AS_OF_ENV}={v:?} is not a YYYY-MM-DD date ({e}); unset it or fix it"))?,
+            Ok(v) => NaiveDate::parse_from_str(v.trim(), "%Y-%m-%d").map_err(|e| {
+                Invalid::Value(format!("{AS_OF_ENV}={v:?} is not a YYYY-MM-DD date ({e}); unset it or fix it"))
+            })?,
             Err(_) => fallback,
         };
         Ok(self.resolve(as_of))

@@ -2,6 +2,7 @@
 //! searches PPO's hyper-parameters: the sampler and its seed, the validation metric and the days held out
 //! for it, the trial budget and its rungs for early stopping, and the search space (`[tune.space]`).
 
+use super::checker::Invalid;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -77,7 +78,7 @@ pub enum Dist {
 }
 
 impl Dist {
-    fn check(&self, name: &str) -> Result<(), String> {
+    fn check(&self, name: &str) -> Result<(), Invalid> {
         let bad = match self {
             Dist::Log { low, high } if !(*low > 0.0 && low < high && high.is_finite()) => {
                 Some(format!("a log range needs 0 < low < high, got [{low}, {high}]"))
@@ -94,7 +95,7 @@ impl Dist {
             _ => None,
         };
         match bad {
-            Some(why) => Err(format!("tune.space.{name}: {why}")),
+            Some(why) => Err(Invalid::Value(format!("tune.space.{name}: {why}"))),
             None => Ok(()),
         }
     }
@@ -173,10 +174,13 @@ impl TuneConfig {
     }
 
     /// Checks ranges and names; the message names the key and the fix.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         for (name, dist) in &self.space {
             if !TUNABLE.contains(&name.as_str()) {
-                return Err(format!("tune.space.{name}: not a tunable parameter; use one of {}", TUNABLE.join(", ")));
+                return Err(Invalid::Value(format!(
+                    "tune.space.{name}: not a tunable parameter; use one of {}",
+                    TUNABLE.join(", ")
+                )));
             }
             dist.check(name)?;
         }
@@ -192,7 +196,7 @@ impl TuneConfig {
             ("tune.validation_days must be at least 20 (a backtest needs bars to rank on)", self.validation_days >= 20),
         ];
         if let Some((msg, _)) = checks.iter().find(|(_, ok)| !ok) {
-            return Err(msg.to_string());
+            return Err(Invalid::Value(msg.to_string()));
         }
         super::within("tune.trials", self.trials as u64, 1, 100_000)?;
         super::within("tune.parallel", self.parallel as u64, 1, 256)?;

@@ -9,7 +9,7 @@ pub mod protocol;
 pub mod report;
 pub mod server;
 
-pub use protocol::{Request, Response, audit};
+pub use protocol::{ImportSummary, Request, Response, audit};
 pub use report::StatusReport;
 
 use std::path::{Path, PathBuf};

@@ -29,7 +29,30 @@ pub enum Request {
     },
     /// A consistent copy of the store for a command that reads beside the running daemon
     /// (`Store::snapshot`): the answer's `path` is the copy's directory, which the reader removes.
-    Snapshot,
+    /// `account`: the copy of the engine's account store (a replay's `state_dir/replay`; live, the main
+    /// store) instead of the main one.
+    Snapshot {
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        account: bool,
+    },
+    /// Clear a tripped kill switch (`tradebot risk clear`): the engine forgets it and trades again from
+    /// the next bar. `who`: the person clearing, for the log.
+    #[serde(rename = "risk_clear")]
+    RiskClear {
+        who: String,
+    },
+    /// Load bars from a file into the store (`tradebot data import`); `file` is absolute, readable by the
+    /// daemon. The answer's `import` says what was read and stored.
+    Import {
+        file: std::path::PathBuf,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        symbols: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        symbol: Option<String>,
+        timeframe: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        date_format: Option<String>,
+    },
 }
 
 impl Request {
@@ -43,7 +66,9 @@ impl Request {
             Request::Flatten => "flatten",
             Request::Promote { .. } => "promote",
             Request::Rollback { .. } => "rollback",
-            Request::Snapshot => "snapshot",
+            Request::Snapshot { .. } => "snapshot",
+            Request::RiskClear { .. } => "risk clear",
+            Request::Import { .. } => "data import",
         }
     }
 }
@@ -52,7 +77,7 @@ impl Request {
 /// "control socket", "dashboard"): what was asked and the answer, at INFO when done, WARN when refused.
 /// Status and snapshot requests, which change nothing, are not audited.
 pub fn audit(channel: &str, req: &Request, resp: &Response) {
-    if matches!(req, Request::Status | Request::Snapshot) {
+    if matches!(req, Request::Status | Request::Snapshot { .. }) {
         return;
     }
     let name = req.name();
@@ -75,23 +100,57 @@ pub struct Response {
     /// `snapshot`: the directory of the copy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<std::path::PathBuf>,
+    /// `import`: what the import read and stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import: Option<ImportSummary>,
+}
+
+/// What a `data import` read and stored, as the daemon answers it (and as the command prints it when it
+/// imports itself).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ImportSummary {
+    /// The format read, in words.
+    pub format: String,
+    /// Rows read per symbol (imported or already present).
+    pub rows: std::collections::BTreeMap<String, usize>,
+    /// Bars that were not in the store before.
+    pub new_bars: usize,
+    /// Rows of symbols not asked for (`--symbols`), skipped.
+    pub filtered: usize,
+    /// Rows without prices, skipped.
+    pub empty: usize,
+    /// The rows not imported: (line, why).
+    pub bad: Vec<(u64, String)>,
+    /// The import stopped: its first rows all failed.
+    pub stopped: bool,
+    /// The store's directory.
+    pub store: String,
 }
 
 impl Response {
     pub fn done(message: impl Into<String>) -> Response {
-        Response { ok: true, status: None, message: Some(message.into()), error: None, path: None }
+        Response { ok: true, message: Some(message.into()), ..Response::empty() }
     }
 
     pub fn status(s: StatusReport) -> Response {
-        Response { ok: true, status: Some(Box::new(s)), message: None, error: None, path: None }
+        Response { ok: true, status: Some(Box::new(s)), ..Response::empty() }
     }
 
     pub fn snapshot(path: std::path::PathBuf) -> Response {
-        Response { ok: true, status: None, message: None, error: None, path: Some(path) }
+        Response { ok: true, path: Some(path), ..Response::empty() }
     }
 
     pub fn error(e: impl Into<String>) -> Response {
-        Response { ok: false, status: None, message: None, error: Some(e.into()), path: None }
+        Response { ok: false, error: Some(e.into()), ..Response::empty() }
+    }
+
+    pub fn imported(message: impl Into<String>, import: ImportSummary) -> Response {
+        Response { ok: true, message: Some(message.into()), import: Some(import), ..Response::empty() }
+    }
+
+    fn empty() -> Response {
+        Response { ok: false, status: None, message: None, error: None, path: None, import: None }
     }
 }
 
@@ -110,5 +169,26 @@ mod tests {
         // A report written before `version` existed, with fields missing, still reads (as version 0).
         let old: StatusReport = serde_json::from_str(r#"{"mode":"paper","equity":5.0,"models":{"ppo":"p"}}"#).unwrap();
         assert_eq!((old.version, old.equity, old.models.ppo.as_deref()), (0, 5.0, Some("p")));
+    }
+
+    /// Issue 37: a reader of the account asks for its snapshot; an older reader's plain snapshot request
+    /// still means the main store; `risk clear` and `data import` reach the daemon by name.
+    #[test]
+    fn snapshot_risk_clear_and_import_requests_read_and_write_as_documented() {
+        let plain: Request = serde_json::from_str(r#"{"cmd":"snapshot"}"#).unwrap();
+        assert_eq!(plain, Request::Snapshot { account: false });
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"cmd":"snapshot"}"#);
+        let account = Request::Snapshot { account: true };
+        assert_eq!(serde_json::to_string(&account).unwrap(), r#"{"cmd":"snapshot","account":true}"#);
+        let clear: Request = serde_json::from_str(r#"{"cmd":"risk_clear","who":"ana"}"#).unwrap();
+        assert_eq!(clear, Request::RiskClear { who: "ana".into() });
+        let line = r#"{"cmd":"import","file":"/tmp/a.csv","symbol":"AAPL","timeframe":"1Day"}"#;
+        let import: Request = serde_json::from_str(line).unwrap();
+        assert_eq!(serde_json::to_string(&import).unwrap(), line);
+        assert_eq!((clear.name(), import.name()), ("risk clear", "data import"));
+        assert!(
+            serde_json::from_str::<Request>(r#"{"cmd":"import","file":"/tmp/a.csv"}"#).is_err(),
+            "timeframe needed"
+        );
     }
 }

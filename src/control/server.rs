@@ -17,6 +17,17 @@ const MAX_LINE: u64 = 64 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// The engine answers between two bars; a retrain request only starts the run.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+/// A snapshot (a copy of every tree) and an import (a whole file) are done off the engine's thread and
+/// take as long as the store or the file is large.
+pub const LONG_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long the engine's answer to `req` may take.
+pub fn answer_timeout(req: &Request) -> Duration {
+    match req {
+        Request::Snapshot { .. } | Request::Import { .. } => LONG_ANSWER_TIMEOUT,
+        _ => ANSWER_TIMEOUT,
+    }
+}
 
 /// Binds the socket with mode 0600. A stale socket file (no daemon behind it) is replaced; a live one is
 /// an error naming it, since it means another daemon runs on this state directory.
@@ -90,7 +101,7 @@ async fn answer(line: &str, calls: &mpsc::Sender<Call>) -> Response {
         Ok(r) => r,
         Err(e) => {
             return Response::error(format!(
-                "bad request {line:?}: {e}; send one JSON object per line, e.g. {{\"cmd\":\"status\"}} (status, retrain, pause, resume, flatten)"
+                "bad request {line:?}: {e}; send one JSON object per line, e.g. {{\"cmd\":\"status\"}} (status, retrain, pause, resume, flatten, promote, rollback, snapshot, risk_clear, import)"
             ));
         }
     };
@@ -98,14 +109,15 @@ async fn answer(line: &str, calls: &mpsc::Sender<Call>) -> Response {
     if calls.send((request.clone(), tx)).await.is_err() {
         return Response::error("the daemon is shutting down");
     }
-    match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
+    let wait = answer_timeout(&request);
+    match tokio::time::timeout(wait, rx).await {
         Ok(Ok(r)) => {
             // The same audit line as the dashboard's controls (`control::audit`).
             super::audit("control socket", &request, &r);
             r
         }
         Ok(Err(_)) => Response::error("the daemon dropped the request (shutting down?)"),
-        Err(_) => Response::error(format!("no answer from the engine within {}s", ANSWER_TIMEOUT.as_secs())),
+        Err(_) => Response::error(format!("no answer from the engine within {}s", wait.as_secs())),
     }
 }
 

@@ -94,6 +94,7 @@ pub fn spawn<P: RunPipeline + Send + 'static>(
     account: Store,
     stop: CancellationToken,
 ) -> std::io::Result<std::thread::JoinHandle<Host<P>>> {
+    host.account = Some(account.clone());
     std::thread::Builder::new().name("tradebot-chores".into()).spawn(move || {
         let stocks = host.config.market.symbols.iter().any(|s| !s.is_crypto());
         let mut curve = Curve::default();

@@ -35,6 +35,11 @@ fn next(rx: &mut mpsc::Receiver<Event>) -> Event {
     }
 }
 
+/// The day of the bar in the test's CSV, as stored.
+fn csv_day() -> chrono::DateTime<chrono::Utc> {
+    crate::data::daily_bar_time(chrono::NaiveDate::from_ymd_opt(2030, 1, 2).unwrap())
+}
+
 fn call(calls: &mpsc::Sender<Call>, req: Request) -> Response {
     let (tx, rx) = oneshot::channel();
     calls.blocking_send((req, tx)).unwrap();
@@ -88,6 +93,44 @@ fn controls_become_events_status_comes_from_the_view_and_a_model_arrives_as_an_e
         assert!(Instant::now() < deadline, "the dashboard never showed the view");
         std::thread::sleep(Duration::from_millis(20));
     }
+
+    // Issue 37: `risk clear` reaches the engine as an update when the account's kill switch is tripped,
+    // and says so when it is not; snapshots and an import are answered from threads of their own.
+    let r = call(&calls_tx, Request::RiskClear { who: "ana".into() });
+    assert!(r.ok && r.message.as_deref().unwrap_or("").contains("was not tripped"), "{r:?}");
+    let mut loss = crate::risk::DailyLoss::open(&store, 0.05, crate::config::KillSwitchAction::Halt).unwrap();
+    loss.trip(crate::clock::now(), "tripped by the test", rust_decimal::Decimal::ONE_HUNDRED).unwrap();
+    let r = call(&calls_tx, Request::RiskClear { who: "ana".into() });
+    assert!(r.message.as_deref().unwrap_or("").starts_with("kill switch cleared by ana"), "{r:?}");
+    let Event::Update(Update::ClearKill { who, .. }) = next(&mut inbox) else { panic!("not a kill switch clear") };
+    assert_eq!(who, "ana");
+    for account in [false, true] {
+        let snap = call(&calls_tx, Request::Snapshot { account }).path.expect("a snapshot's directory");
+        let read = crate::store::snapshot::open_snapshot(&snap).unwrap();
+        assert!(crate::risk::stored_state(&read).unwrap().0.is_some(), "the engine clears it, not the host");
+        drop(read);
+        assert!(!snap.exists(), "the reader removed its snapshot");
+    }
+    let csv = dir.path().join("bars.csv");
+    std::fs::write(&csv, "Date,Open,High,Low,Close,Volume\n2030-01-02,10,11,9,10.5,1000\n").unwrap();
+    let import = |file: std::path::PathBuf| Request::Import {
+        file,
+        symbols: Vec::new(),
+        symbol: Some("AAPL".into()),
+        timeframe: "1Day".into(),
+        date_format: None,
+    };
+    let r = call(&calls_tx, import(csv.clone()));
+    assert_eq!(r.import.as_ref().map(|i| (i.new_bars, i.rows.get("AAPL").copied())), Some((1, Some(1))), "{r:?}");
+    assert_eq!(
+        store
+            .bars(&crate::domain::Symbol::new("AAPL").unwrap(), crate::domain::Timeframe::DAY1, csv_day(), csv_day())
+            .unwrap()
+            .len(),
+        1
+    );
+    let r = call(&calls_tx, import("bars.csv".into()));
+    assert!(!r.ok && r.error.as_deref().unwrap_or("").contains("absolute path"), "{r:?}");
 
     // A promoted model is loaded off the trading thread and arrives once, as an event.
     let reg = Registry::open(&dir.path().join("models")).unwrap();

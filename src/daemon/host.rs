@@ -10,6 +10,7 @@ pub use super::link::{Account, EngineLink, EngineView};
 use super::models::load_swap;
 use super::notify::Notifier;
 use super::report::Reporter;
+use super::requests;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
 use crate::config::Config;
 use crate::control::server::Call;
@@ -44,6 +45,9 @@ pub struct Host<P: RunPipeline> {
     pub config: Config,
     /// The main store: bars, retrain records.
     pub store: Store,
+    /// The engine's account store (orders, fills, decisions, kill switch): a replay's `state_dir/replay`,
+    /// live the main store; set by the driver once open (`None` until then).
+    pub account: Option<Store>,
     pub registry: Registry,
     pub metrics: Arc<Metrics>,
     pub dashboard: Arc<SharedData>,
@@ -105,6 +109,7 @@ impl<P: RunPipeline> Host<P> {
         Host {
             config,
             store,
+            account: None,
             registry,
             metrics: metrics.clone(),
             dashboard,
@@ -179,46 +184,18 @@ impl<P: RunPipeline> Host<P> {
                 return;
             }
         };
-        let json = |c: &Config| serde_json::to_value(c).unwrap_or_default();
-        let (old_v, new_v) = (json(&self.config), json(&new));
-        let mut refused: Vec<String> = Vec::new();
+        let reload = self.config.reload(&new);
+        let refused = reload.refused;
         let mut applied: Vec<&str> = Vec::new();
-        if let (Some(o), Some(n)) = (old_v.as_object(), new_v.as_object()) {
-            for (k, v) in n {
-                if o.get(k) != Some(v) && k != "risk" && k != "retrain" {
-                    refused.push(format!("[{k}]"));
-                }
-            }
-        }
-        let (old_r, new_r) = (&self.config.risk, &new.risk);
-        if old_v["risk"] != new_v["risk"] {
-            if old_r.daily_loss_limit_pct != new_r.daily_loss_limit_pct || old_r.kill_switch != new_r.kill_switch {
-                refused.push("risk.daily_loss_limit_pct / risk.kill_switch".into());
-            }
-            let mut risk = new_r.clone();
-            risk.daily_loss_limit_pct = old_r.daily_loss_limit_pct;
-            risk.kill_switch = old_r.kill_switch;
+        if let Some(risk) = reload.risk {
             engine.send(Event::Update(Update::Limits(Box::new(crate::risk::Limits::from_config(&risk)))));
             self.config.risk = risk;
             applied.push("risk limits");
         }
-        let without_schedule = |v: &serde_json::Value| {
-            let mut v = v.clone();
-            if let Some(o) = v.as_object_mut() {
-                for k in ["schedule", "timezone", "enabled"] {
-                    o.remove(k);
-                }
-            }
-            v
-        };
-        if without_schedule(&old_v["retrain"]) != without_schedule(&new_v["retrain"]) {
-            refused.push("[retrain] budgets and gate".into());
-        }
-        let (old_t, new_t) = (&self.config.retrain, &new.retrain);
-        if old_t.enabled != new_t.enabled || old_v["retrain"]["schedule"] != new_v["retrain"]["schedule"] {
-            self.retrainer.set_schedule(new_t.schedule.clone(), new_t.enabled);
-            self.config.retrain.schedule = new_t.schedule.clone();
-            self.config.retrain.enabled = new_t.enabled;
+        if let Some((schedule, enabled)) = reload.schedule {
+            self.retrainer.set_schedule(schedule.clone(), enabled);
+            self.config.retrain.schedule = schedule;
+            self.config.retrain.enabled = enabled;
             applied.push("retrain schedule");
         }
         if applied.is_empty() && refused.is_empty() {
@@ -275,6 +252,11 @@ impl<P: RunPipeline> Host<P> {
         }
         for (req, reply) in calls {
             let resp = match req {
+                // A snapshot, an import, a kill switch clear: answered there (some from threads of their own).
+                req @ (Request::Snapshot { .. } | Request::Import { .. } | Request::RiskClear { .. }) => {
+                    requests::serve(req, reply, &self.store, self.account.as_ref(), engine, clock.now());
+                    continue;
+                }
                 Request::Status => Response::status(self.status(view)),
                 Request::Pause => {
                     engine.send(Event::Control(Control::Pause));
@@ -315,10 +297,6 @@ impl<P: RunPipeline> Host<P> {
                         Response::done(format!("rolled back: {} is the {} champion again", m.id, kind.as_str()))
                     }
                     Err(e) => Response::error(e.to_string()),
-                },
-                Request::Snapshot => match self.store.snapshot() {
-                    Ok(path) => Response::snapshot(path),
-                    Err(e) => Response::error(format!("cannot take a read snapshot of the store: {e}")),
                 },
             };
             let _ = reply.send(resp);

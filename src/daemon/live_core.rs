@@ -91,7 +91,7 @@ impl Core for LiveCore {
     fn process(&mut self, ev: Event) -> Vec<Command> {
         let reconciled = matches!(ev, Event::Reconciled(_));
         if let Event::Order(u) = &ev {
-            self.report.order(&format!("{:?}", u.kind).to_lowercase());
+            self.report.order(u.kind.as_str());
         }
         let out = match ev {
             Event::Bar(b) => {

@@ -21,6 +21,7 @@ pub mod notify;
 pub mod replay;
 mod replay_hooks;
 pub mod report;
+pub mod requests;
 pub mod retrainer;
 pub mod run;
 pub mod start;

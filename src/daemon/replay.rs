@@ -116,6 +116,7 @@ pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummar
     let (bars, window_start) = replay_bars(&host, &config)?;
     let days = bars[0].len();
     let account = fresh_account(&config)?;
+    host.account = Some(account.clone());
     let models = load_models(&config, &host.registry)?;
     // The one evaluator's session (`backtest::session`): what `tradebot backtest` and the gate step too.
     let mut sim = SimSession::open(&config, mode, &account, models, bars[0][0].t).context("starting the replay")?;

@@ -1,5 +1,6 @@
-//! The daemon's retrainer: asked at every bar with the engine's clock whether the `[retrain]` schedule
-//! fired since the last bar (so a replay retrains in simulated time), it starts the retrain pipeline on a
+//! The daemon's retrainer: asked between bars with the engine's clock (`on_clock`: the host's chores
+//! thread live, `daemon/replay_hooks.rs` after each moment of a replay) whether the `[retrain]` schedule
+//! fired since it last looked (so a replay retrains in simulated time), it starts the retrain pipeline on a
 //! background task, never more than one run at a time, and hands each run's record back as a
 //! `RetrainEvent` the engine reads between two bars (a new champion → the engine hot-swaps its policy).
 //! The control socket's `retrain` request starts a run the same way. Training itself is a child process,
@@ -131,8 +132,8 @@ impl<P: RunPipeline> Retrainer<P> {
         self.enabled.then(|| self.last_check.and_then(|t| self.schedule.next_after(t))).flatten()
     }
 
-    /// Called at every bar (or tick): starts a run when a fire time of the schedule passed since the
-    /// previous call. The first call only sets the baseline. A fire time that passes while a run is under
+    /// Called between bars with the engine's clock: starts a run when a fire time of the schedule passed
+    /// since the previous call. The first call only sets the baseline. A fire time that passes while a run is under
     /// way is skipped (logged), and the next one tries again. Returns whether a run started.
     pub fn on_clock(&mut self, clock: &dyn Clock) -> bool {
         let now = clock.now();

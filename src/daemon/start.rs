@@ -80,7 +80,9 @@ pub fn start_host(
         if let Some(w) = config.web.remote_warning() {
             log::warn!("{w}");
         }
-        let state = WebState::new(metrics.clone(), dashboard.clone(), token, loopback).with_control(calls_tx.clone());
+        let state = WebState::new(metrics.clone(), dashboard.clone(), token, loopback)
+            .with_control(calls_tx.clone())
+            .with_reports(config.clone());
         let limits = crate::web::listen::Limits::from_config(&config.web);
         rt.spawn(crate::web::serve(listener, state, limits, shutdown.clone()));
     }
@@ -166,12 +168,14 @@ pub fn seed_shipped(registry: &Registry, config: &Config) -> anyhow::Result<()> 
 
 /// Whether a model was trained for this configuration: the manifest check the engine applies at load
 /// (features, symbols, timeframe), without the input shapes, which follow from those.
-pub fn fits(m: &crate::models::Manifest, config: &Config) -> Result<(), String> {
+pub fn fits(m: &crate::models::Manifest, config: &Config) -> Result<(), crate::models::Misfit> {
+    use crate::models::Misfit;
     let features =
         crate::models::FeatureRef { version: crate::features::FEATURE_VERSION, names: config.features.names() };
-    m.check_inputs(&features, &[], &config.market.symbols, config.market.timeframe).map_err(|e| e.to_string())?;
+    m.check_inputs(&features, &[], &config.market.symbols, config.market.timeframe)
+        .map_err(|e| Misfit(e.to_string()))?;
     if m.kind == crate::models::ModelKind::Ppo {
-        crate::policy::check_action_space(m, &config.env.action).map_err(|e| format!("model {}: {e}", m.id))?;
+        crate::policy::check_action_space(m, &config.env.action).map_err(|e| Misfit(format!("model {}: {e}", m.id)))?;
     }
     Ok(())
 }

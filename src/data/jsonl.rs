@@ -4,7 +4,7 @@
 //! what Alpaca's bars endpoint holds per symbol. Without `"S"` the file's symbol comes from `--symbol`. A key
 //! outside these, a missing price or a bad line is a bad row with its line number, as in a CSV.
 
-use super::{BadRow, FIRST_ROWS_ALL_BAD, ImportError, ImportOptions, ImportReport};
+use super::{BadRow, FIRST_ROWS_ALL_BAD, ImportError, ImportOptions, ImportReport, RowError};
 use crate::domain::{Bar, Symbol};
 use crate::store::Store;
 use chrono::{DateTime, Utc};
@@ -56,7 +56,7 @@ pub fn import(
         let bar = match parse(&text, opts) {
             Ok(b) => b,
             Err(reason) => {
-                report.bad.push(BadRow { line, reason });
+                report.bad.push(BadRow { line, reason: reason.to_string() });
                 continue;
             }
         };
@@ -75,14 +75,14 @@ pub fn import(
     Ok(report)
 }
 
-fn parse(text: &str, opts: &ImportOptions) -> Result<Bar, String> {
-    let l: Line = serde_json::from_str(text).map_err(|e| format!("not a bar: {e}"))?;
+fn parse(text: &str, opts: &ImportOptions) -> Result<Bar, RowError> {
+    let l: Line = serde_json::from_str(text).map_err(|e| RowError::NotABar(e.to_string()))?;
     let symbol = match (&l.symbol, &opts.symbol) {
         (_, Some(s)) => s.clone(),
-        (Some(s), None) => Symbol::new(s).map_err(|e| e.to_string())?,
-        (None, None) => return Err("no \"S\" (symbol) in the line: name the file's symbol with --symbol SYMBOL".into()),
+        (Some(s), None) => Symbol::new(s)?,
+        (None, None) => return Err(RowError::NoSymbolInLine),
     };
-    Bar::new(symbol, opts.timeframe, l.t, l.o, l.h, l.l, l.c, l.v).map_err(|e| e.to_string())
+    Ok(Bar::new(symbol, opts.timeframe, l.t, l.o, l.h, l.l, l.c, l.v)?)
 }
 
 #[cfg(test)]

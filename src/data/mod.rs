@@ -43,6 +43,31 @@ pub enum ImportError {
     Store(#[from] StoreError),
 }
 
+/// Why one row of a file is not a bar (the import reports it with its line and goes on).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RowError {
+    #[error("{0} is missing")]
+    Missing(&'static str),
+    #[error("{name} {value:?} is not a number")]
+    NotANumber { name: &'static str, value: String },
+    #[error("{name} is {value}")]
+    NotFinite { name: &'static str, value: String },
+    #[error("date {0:?} is none of YYYY-MM-DD, M/D/YYYY, YYYY/MM/DD or an RFC 3339 timestamp (see --date-format)")]
+    Date(String),
+    #[error("no symbol")]
+    NoSymbol,
+    #[error("no \"S\" (symbol) in the line: name the file's symbol with --symbol SYMBOL")]
+    NoSymbolInLine,
+    #[error("adj close {adj} and close {close} must both be above zero")]
+    Adjustment { adj: f64, close: f64 },
+    #[error("not a bar: {0}")]
+    NotABar(String),
+    #[error(transparent)]
+    Symbol(#[from] crate::domain::SymbolError),
+    #[error(transparent)]
+    Bar(#[from] crate::domain::BarError),
+}
+
 /// A row that was not imported, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BadRow {
@@ -153,22 +178,20 @@ pub fn day_window(from: Option<NaiveDate>, to: Option<NaiveDate>) -> (DateTime<U
     (first, last)
 }
 
-fn parse_time(s: &str, custom: Option<&str>) -> Result<DateTime<Utc>, String> {
+fn parse_time(s: &str, custom: Option<&str>) -> Result<DateTime<Utc>, RowError> {
     let s = s.trim();
     for format in custom.into_iter().chain(["%Y-%m-%d", "%m/%d/%Y", "%Y/%m/%d"]) {
         if let Ok(d) = NaiveDate::parse_from_str(s, format) {
             return Ok(daily_bar_time(d));
         }
     }
-    DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).map_err(|_| {
-        format!("date {s:?} is none of YYYY-MM-DD, M/D/YYYY, YYYY/MM/DD or an RFC 3339 timestamp (see --date-format)")
-    })
+    DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).map_err(|_| RowError::Date(s.to_string()))
 }
 
-fn number(rec: &csv::StringRecord, idx: usize, name: &str) -> Result<f64, String> {
-    let s = rec.get(idx).ok_or_else(|| format!("{name} is missing"))?.trim();
-    let x: f64 = s.parse().map_err(|_| format!("{name} {s:?} is not a number"))?;
-    if x.is_finite() { Ok(x) } else { Err(format!("{name} is {s}")) }
+fn number(rec: &csv::StringRecord, idx: usize, name: &'static str) -> Result<f64, RowError> {
+    let s = rec.get(idx).ok_or(RowError::Missing(name))?.trim();
+    let x: f64 = s.parse().map_err(|_| RowError::NotANumber { name, value: s.to_string() })?;
+    if x.is_finite() { Ok(x) } else { Err(RowError::NotFinite { name, value: s.to_string() }) }
 }
 
 /// Imports a file of bars into the store, JSON lines or CSV by its first character (see the module's
@@ -266,20 +289,20 @@ pub fn import_csv(store: &Store, path: &Path, opts: &ImportOptions) -> Result<Im
                     batch.clear();
                 }
             }
-            Err(reason) => report.bad.push(BadRow { line, reason }),
+            Err(reason) => report.bad.push(BadRow { line, reason: reason.to_string() }),
         }
     }
     report.new_bars += store.put_bars(&batch)?;
     Ok(report)
 }
 
-fn parse_row(rec: &csv::StringRecord, c: &Columns, opts: &ImportOptions) -> Result<Bar, String> {
+fn parse_row(rec: &csv::StringRecord, c: &Columns, opts: &ImportOptions) -> Result<Bar, RowError> {
     let symbol = match (c.ticker, &opts.symbol) {
         (_, Some(s)) => s.clone(),
-        (Some(i), None) => Symbol::new(rec.get(i).unwrap_or("")).map_err(|e| e.to_string())?,
-        (None, None) => return Err("no symbol".into()),
+        (Some(i), None) => Symbol::new(rec.get(i).unwrap_or(""))?,
+        (None, None) => return Err(RowError::NoSymbol),
     };
-    let t = parse_time(rec.get(c.date).ok_or("date is missing")?, opts.date_format.as_deref())?;
+    let t = parse_time(rec.get(c.date).ok_or(RowError::Missing("date"))?, opts.date_format.as_deref())?;
     let (o, h, l, cl, v) = (
         number(rec, c.open, "open")?,
         number(rec, c.high, "high")?,
@@ -291,14 +314,13 @@ fn parse_row(rec: &csv::StringRecord, c: &Columns, opts: &ImportOptions) -> Resu
         Some(i) if rec.get(i).is_some_and(|s| !s.trim().is_empty()) => {
             let adj = number(rec, i, "adj close")?;
             if adj <= 0.0 || cl <= 0.0 {
-                return Err(format!("adj close {adj} and close {cl} must both be above zero"));
+                return Err(RowError::Adjustment { adj, close: cl });
             }
             adj / cl
         }
         _ => 1.0,
     };
-    Bar::new(symbol, opts.timeframe, t, o * factor, h * factor, l * factor, cl * factor, v / factor)
-        .map_err(|e| e.to_string())
+    Ok(Bar::new(symbol, opts.timeframe, t, o * factor, h * factor, l * factor, cl * factor, v / factor)?)
 }
 
 #[cfg(test)]

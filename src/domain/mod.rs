@@ -18,7 +18,7 @@ pub use money::{MoneyError, Price, Qty};
 pub use number::{count, duration_words, figure, money, money_dec};
 pub use order::{OrderEvent, OrderStatus, TransitionError};
 pub use request::{OrderRequest, OrderTif, OrderWhy};
-pub use symbol::{Symbol, SymbolError, symbol_list};
+pub use symbol::{SpellingError, Symbol, SymbolError, symbol_list};
 pub use timeframe::{Timeframe, TimeframeError};
 pub use update::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 

@@ -19,6 +19,19 @@ pub enum SymbolError {
     BadChar(String),
 }
 
+/// A symbol that is valid but not written as Alpaca writes its asset class; the message is the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpellingError {
+    #[error("crypto symbols are written {base}/{quote} (Alpaca's pair naming): write \"{base}/{quote}\"")]
+    CryptoDash { base: String, quote: String },
+    #[error(
+        "Alpaca writes a stock's share class with a dot: write \"{0}\"; crypto pairs are written BASE/QUOTE, e.g. \"BTC/USD\""
+    )]
+    ShareClass(String),
+    #[error("crypto pairs are written BASE/QUOTE with the quote one of {}, e.g. \"BTC/USD\"", CRYPTO_QUOTES.join(", "))]
+    CryptoPair,
+}
+
 /// The quote currencies of Alpaca's crypto pairs (`BTC/USD`, `ETH/BTC`, `SOL/USDT`).
 const CRYPTO_QUOTES: [&str; 4] = ["USD", "USDT", "USDC", "BTC"];
 
@@ -53,28 +66,20 @@ impl Symbol {
     /// `BASE/QUOTE` (`BTC/USD`, not `BTC-USD` or `BTC/USD/X`), stocks with a dot before a share class
     /// (`BRK.B`, not `BRK-B`). Checked where a person writes symbols (the config); stored bars keep
     /// whatever their source called them.
-    pub fn alpaca_spelling(&self) -> Result<(), String> {
+    pub fn alpaca_spelling(&self) -> Result<(), SpellingError> {
         let s = self.0.as_str();
         let quote_of = |q: &str| CRYPTO_QUOTES.contains(&q);
         if let Some((base, quote)) = s.split_once('-') {
             let alnum = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_alphanumeric());
             if quote_of(quote) && alnum(base) {
-                return Err(format!(
-                    "crypto symbols are written {base}/{quote} (Alpaca's pair naming): write \"{base}/{quote}\""
-                ));
+                return Err(SpellingError::CryptoDash { base: base.to_string(), quote: quote.to_string() });
             }
-            let fixed = s.replace('-', ".");
-            return Err(format!(
-                "Alpaca writes a stock's share class with a dot: write \"{fixed}\"; crypto pairs are written BASE/QUOTE, e.g. \"BTC/USD\""
-            ));
+            return Err(SpellingError::ShareClass(s.replace('-', ".")));
         }
         if let Some((base, quote)) = s.split_once('/') {
             let letters = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_alphanumeric());
             if !letters(base) || !quote_of(quote) {
-                return Err(format!(
-                    "crypto pairs are written BASE/QUOTE with the quote one of {}, e.g. \"BTC/USD\"",
-                    CRYPTO_QUOTES.join(", ")
-                ));
+                return Err(SpellingError::CryptoPair);
             }
         }
         Ok(())

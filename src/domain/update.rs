@@ -29,6 +29,33 @@ pub enum UpdateKind {
     Restated,
 }
 
+impl UpdateKind {
+    /// The event's name as Alpaca's trade_updates stream spells it (`partial_fill`, `done_for_day`): the
+    /// `status` label of `tradebot_orders_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpdateKind::New => "new",
+            UpdateKind::Fill => "fill",
+            UpdateKind::PartialFill => "partial_fill",
+            UpdateKind::Canceled => "canceled",
+            UpdateKind::Expired => "expired",
+            UpdateKind::DoneForDay => "done_for_day",
+            UpdateKind::Replaced => "replaced",
+            UpdateKind::Accepted => "accepted",
+            UpdateKind::Rejected => "rejected",
+            UpdateKind::PendingNew => "pending_new",
+            UpdateKind::Stopped => "stopped",
+            UpdateKind::PendingCancel => "pending_cancel",
+            UpdateKind::PendingReplace => "pending_replace",
+            UpdateKind::Calculated => "calculated",
+            UpdateKind::Suspended => "suspended",
+            UpdateKind::OrderReplaceRejected => "order_replace_rejected",
+            UpdateKind::OrderCancelRejected => "order_cancel_rejected",
+            UpdateKind::Restated => "restated",
+        }
+    }
+}
+
 /// An order as the broker reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrokerOrder {

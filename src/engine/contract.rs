@@ -123,6 +123,9 @@ pub enum Update {
     Limits(Box<crate::risk::Limits>),
     /// A refreshed exchange calendar, for the trading-hours check.
     Calendar(Box<crate::calendar::Calendar>),
+    /// A person cleared the tripped kill switch (`tradebot risk clear` beside the daemon): forgotten on
+    /// disk and in memory, orders allowed again from the next bar.
+    ClearKill { who: String, at: chrono::DateTime<chrono::Utc> },
 }
 
 /// A loaded model on its way to the engine.

@@ -7,7 +7,7 @@ use super::contract::{LoadedModel, Update};
 use super::core::Engine;
 use super::lstm_source::LstmProbs;
 use super::{Command, Control, Event};
-use crate::domain::Symbol;
+use crate::domain::{OrderUpdate, Symbol};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
@@ -123,35 +123,7 @@ impl Engine {
             Event::Bar(b) => self.on_bar(b),
             Event::Mark(b) => self.on_mark(b),
             Event::NoBar { symbol, t } => self.on_no_bar(&symbol, t),
-            Event::Order(u) => {
-                if let Some(id) = &u.order.client_order_id {
-                    let refused = matches!(
-                        u.order.status,
-                        crate::domain::OrderStatus::Rejected
-                            | crate::domain::OrderStatus::Canceled
-                            | crate::domain::OrderStatus::Expired
-                    );
-                    self.flatten_answer(
-                        id,
-                        refused.then(|| format!("the broker reports it {}", u.order.broker_status)),
-                    );
-                }
-                // Only the fills the OMS takes (a duplicate event is not counted twice) move cash and stops.
-                let mut changes = Vec::new();
-                let cmds = self.oms_call(|oms| {
-                    oms.on_update(&u).map(|c| {
-                        changes = c;
-                        Vec::new()
-                    })
-                });
-                self.on_fills(&changes);
-                let mut cmds = cmds;
-                if !changes.is_empty() {
-                    cmds.extend(self.mark_account());
-                }
-                cmds.extend(self.release_pending());
-                cmds
-            }
+            Event::Order(u) => self.on_order(&u),
             Event::Reconciled(snap) => {
                 let mut cmds = self.oms_call(|oms| oms.reconcile(&snap).map(|_| Vec::new()));
                 self.on_snapshot(&snap);
@@ -171,16 +143,7 @@ impl Engine {
                 self.flatten_answer(&client_order_id, Some("not sent: the daemon is shutting down".into()));
                 self.oms_call(|oms| oms.on_not_sent(&client_order_id))
             }
-            Event::Tick => {
-                self.ticks += 1;
-                let every = self.cfg.reconcile_every;
-                let mut cmds = self.release_pending();
-                cmds.extend(self.retry_kill_flatten());
-                if every > 0 && self.ticks.is_multiple_of(every) {
-                    cmds.push(self.oms.request_reconcile());
-                }
-                cmds
-            }
+            Event::Tick => self.on_tick(),
             Event::Control(Control::Pause) => {
                 self.paused = true;
                 Vec::new()
@@ -204,6 +167,48 @@ impl Engine {
                 Vec::new()
             }
         }
+    }
+
+    /// An order update from the broker: a flatten's answer, the fills the OMS takes (a duplicate event is
+    /// not counted twice) moving cash and stops, then orders held for it released.
+    fn on_order(&mut self, u: &OrderUpdate) -> Vec<Command> {
+        if let Some(id) = &u.order.client_order_id {
+            let refused = matches!(
+                u.order.status,
+                crate::domain::OrderStatus::Rejected
+                    | crate::domain::OrderStatus::Canceled
+                    | crate::domain::OrderStatus::Expired
+            );
+            self.flatten_answer(id, refused.then(|| format!("the broker reports it {}", u.order.broker_status)));
+        }
+        // Only the fills the OMS takes (a duplicate event is not counted twice) move cash and stops.
+        let mut changes = Vec::new();
+        let cmds = self.oms_call(|oms| {
+            oms.on_update(u).map(|c| {
+                changes = c;
+                Vec::new()
+            })
+        });
+        self.on_fills(&changes);
+        let mut cmds = cmds;
+        if !changes.is_empty() {
+            cmds.extend(self.mark_account());
+        }
+        cmds.extend(self.release_pending());
+        cmds
+    }
+
+    /// A tick: held orders released, a kill switch's flatten retried, a reconciliation asked for every
+    /// `reconcile_every` ticks.
+    fn on_tick(&mut self) -> Vec<Command> {
+        self.ticks += 1;
+        let every = self.cfg.reconcile_every;
+        let mut cmds = self.release_pending();
+        cmds.extend(self.retry_kill_flatten());
+        if every > 0 && self.ticks.is_multiple_of(every) {
+            cmds.push(self.oms.request_reconcile());
+        }
+        cmds
     }
 }
 
@@ -240,6 +245,13 @@ impl Engine {
             Update::Calendar(c) => {
                 if let Some(r) = self.risk_mut() {
                     r.set_calendar(*c);
+                }
+            }
+            Update::ClearKill { who, at } => {
+                if let Some(r) = self.risk_mut()
+                    && let Err(e) = r.clear_kill(&who, at)
+                {
+                    log::error!("engine: the kill switch could not be cleared ({who}): {e}; it stays tripped");
                 }
             }
         }

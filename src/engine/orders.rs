@@ -61,8 +61,8 @@ impl Engine {
         let approved = match self.approve(req) {
             Ok(a) => a,
             Err((code, e)) => {
-                // At INFO once a day per symbol and reason in the whole process (`refusals`), else DEBUG.
-                match super::refusals::level(symbol.as_str(), code) {
+                // At INFO when a refusal of this symbol for this reason begins (`refusals`), else DEBUG.
+                match super::refusals::level(symbol.as_str(), code, self.clock.now()) {
                     log::Level::Info => {
                         log::info!("engine: risk refused: {e} (again today for {symbol} and {code}: at debug)")
                     }

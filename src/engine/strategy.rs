@@ -165,13 +165,14 @@ mod tests {
         assert!(want0 > 0.0, "{t:?}");
         assert_eq!(got, vec![Some(Want { side: Side::Buy, qty: want0 }), None]);
         assert!(StrategyConfig { up_threshold: Some(1.5), ..Default::default() }.validate().is_err());
-        let old = StrategyConfig { lstm_qty: Some(10.0), ..Default::default() }.validate().unwrap_err();
+        let old = StrategyConfig { lstm_qty: Some(10.0), ..Default::default() }.validate().unwrap_err().to_string();
         assert!(old.contains("lstm_position_pct"), "{old}");
         assert!(StrategyConfig { lstm_position_pct: 1.5, ..Default::default() }.validate().is_err());
         assert!(
             StrategyConfig { name: "--".into(), ..Default::default() }
                 .validate()
                 .unwrap_err()
+                .to_string()
                 .contains("strategy.name")
         );
     }

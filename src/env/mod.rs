@@ -15,9 +15,11 @@
 //! - [`reward`]: the rewards (equity change, log return against a benchmark, differential Sharpe) and
 //!   what the gate counts as better with each.
 
+mod config;
 pub mod exec;
 pub mod finrl;
 pub mod kernel;
+mod one_env;
 pub mod panel;
 pub mod reward;
 pub mod rng;
@@ -26,12 +28,13 @@ mod tch_env;
 mod vec_env;
 pub mod weights;
 
+pub use config::{Accounting, EnvConfig, EnvError};
 pub use exec::{ExecParams, Fill, Position};
 pub use panel::{Panel, PanelError};
 pub use reward::{Benchmark, Objective, Reward};
 #[cfg(feature = "train")]
 pub use tch_env::{TchEnv, TchStep};
-pub use vec_env::{Accounting, EnvConfig, EnvError, Step, VecEnv};
+pub use vec_env::{Step, VecEnv};
 pub use weights::ActionSpace;
 
 #[cfg(test)]

@@ -7,10 +7,10 @@
 //! two agree bit for bit. Episode starts come from the same seeded generator. All envs start together and
 //! episodes have a fixed length, so they also finish together: `done` is one flag per step.
 
+use super::config::{Accounting, EnvConfig, EnvError};
 use super::exec::ExecParams;
 use super::panel::Panel;
 use super::rng::SplitMix64;
-use super::vec_env::{Accounting, EnvConfig, EnvError};
 use tch::{Device, Kind, Tensor};
 
 pub struct TchEnv {

@@ -165,7 +165,7 @@ fn bad_window_keys_are_refused_by_name() {
         (LstmConfig { down_threshold: 0.0, up_threshold: 0.0, ..ok.clone() }, "lstm.down_threshold"),
     ];
     for (c, key) in cases {
-        let e = c.validate().expect_err(key);
+        let e = c.validate().expect_err(key).to_string();
         assert!(e.contains(key), "{e}");
     }
 }

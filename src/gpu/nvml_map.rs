@@ -68,6 +68,19 @@ pub fn match_by_ids(cuda: &CudaIds, nvml: &[NvmlGpu]) -> Option<usize> {
     })
 }
 
+/// Why CUDA device `ordinal` cannot be matched to an NVML GPU by CUDA's order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MatchError {
+    #[error(
+        "cannot tell which GPU {0} is: CUDA lists these different GPUs fastest first, an order NVML does not know; set CUDA_DEVICE_ORDER=PCI_BUS_ID"
+    )]
+    FastestFirst(String),
+    #[error("there is no cuda:{ordinal}: NVML lists {count} GPUs")]
+    NoDevice { ordinal: usize, count: usize },
+    #[error("there is no cuda:{ordinal}: CUDA_VISIBLE_DEVICES={visible:?} lets {passed} of NVML's GPUs through")]
+    NotVisible { ordinal: usize, visible: String, passed: usize },
+}
+
 /// The NVML index of CUDA device `ordinal` from `CUDA_VISIBLE_DEVICES` (`visible`; integers, `GPU-<uuid>`
 /// or a unique prefix of one, `MIG-<uuid>`; CUDA stops reading the list at the first entry it cannot
 /// use) and `CUDA_DEVICE_ORDER` (`order`). An integer counts in CUDA's enumeration order: PCI bus order
@@ -78,26 +91,19 @@ pub fn match_by_order(
     visible: Option<&str>,
     order: Option<&str>,
     nvml: &[NvmlGpu],
-) -> Result<usize, String> {
+) -> Result<usize, MatchError> {
     let mut pci_order: Vec<usize> = (0..nvml.len()).collect();
     pci_order.sort_by_key(|&i| pci_key(&nvml[i].pci_bus_id));
     let pci_bus_order = order.is_some_and(|o| o.trim() == "PCI_BUS_ID");
     let one_model = nvml.windows(2).all(|w| w[0].name == w[1].name);
-    let enumerated = |what: &str| -> Result<&[usize], String> {
-        if pci_bus_order || one_model {
-            Ok(&pci_order)
-        } else {
-            Err(format!(
-                "cannot tell which GPU {what} is: CUDA lists these different GPUs fastest first, an order NVML does \
-                 not know; set CUDA_DEVICE_ORDER=PCI_BUS_ID"
-            ))
-        }
+    let enumerated = |what: &str| -> Result<&[usize], MatchError> {
+        if pci_bus_order || one_model { Ok(&pci_order) } else { Err(MatchError::FastestFirst(what.to_string())) }
     };
     let Some(visible) = visible else {
         return enumerated(&format!("cuda:{ordinal}"))?
             .get(ordinal)
             .copied()
-            .ok_or_else(|| format!("there is no cuda:{ordinal}: NVML lists {} GPUs", nvml.len()));
+            .ok_or(MatchError::NoDevice { ordinal, count: nvml.len() });
     };
     let mut listed = Vec::new();
     for entry in visible.split(',').map(str::trim) {
@@ -118,11 +124,10 @@ pub fn match_by_order(
             _ => break,
         }
     }
-    listed.get(ordinal).copied().ok_or_else(|| {
-        format!(
-            "there is no cuda:{ordinal}: CUDA_VISIBLE_DEVICES={visible:?} lets {} of NVML's GPUs through",
-            listed.len()
-        )
+    listed.get(ordinal).copied().ok_or_else(|| MatchError::NotVisible {
+        ordinal,
+        visible: visible.to_string(),
+        passed: listed.len(),
     })
 }
 
@@ -189,18 +194,18 @@ mod tests {
         assert_eq!(at(1, Some("GPU-ab33,1")), Ok(1));
         assert_eq!(at(0, Some("MIG-22220001-1111-2222-3333-444444444444")), Ok(2));
         // CUDA stops at the first entry it cannot use: an ambiguous prefix, an unknown index, a name.
-        assert!(at(0, Some("GPU-ab,1")).unwrap_err().contains("lets 0 of NVML's GPUs through"));
+        assert!(at(0, Some("GPU-ab,1")).unwrap_err().to_string().contains("lets 0 of NVML's GPUs through"));
         assert_eq!(at(0, Some("1,7,2")), Ok(1));
-        assert!(at(1, Some("1,7,2")).unwrap_err().contains("there is no cuda:1"));
+        assert!(at(1, Some("1,7,2")).unwrap_err().to_string().contains("there is no cuda:1"));
         assert!(at(0, Some("")).is_err(), "an empty list hides every GPU");
-        assert!(at(4, None).unwrap_err().contains("NVML lists 4 GPUs"));
+        assert!(at(4, None).unwrap_err().to_string().contains("NVML lists 4 GPUs"));
     }
 
     #[test]
     fn the_fastest_first_order_is_known_only_for_one_model_or_by_pci_bus_order() {
         let mut m = machine();
         m[1].name = "RTX 4080".into();
-        let err = match_by_order(0, None, None, &m).unwrap_err();
+        let err = match_by_order(0, None, None, &m).unwrap_err().to_string();
         assert!(err.contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"), "{err}");
         assert!(match_by_order(0, Some("1"), Some("FASTEST_FIRST"), &m).is_err());
         assert_eq!(match_by_order(1, None, Some("PCI_BUS_ID"), &m), Ok(1));

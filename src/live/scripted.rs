@@ -1,7 +1,8 @@
-//! `ScriptedCore`: a stand-in trading core for the runner until the engine lands, and the core of the
-//! crash test. It is not a strategy: on every bar it buys a fixed quantity of the bar's symbol, with the
-//! deterministic client_order_id of that decision (strategy "script", symbol, bar time, 0), through the
-//! OMS, which it embeds; everything else (updates, reconciliations, reconnects, failures) goes to the OMS.
+//! `ScriptedCore`: a scripted trading core for the live runner's tests and the core of the crash test
+//! (the daemon trades with `engine::Engine`). It is not a strategy: on every bar it buys a fixed quantity
+//! of the bar's symbol, with the deterministic client_order_id of that decision (strategy "script", symbol,
+//! bar time, 0), through the OMS, which it embeds; everything else (updates, reconciliations, reconnects,
+//! failures) goes to the OMS.
 
 use super::Core;
 use crate::domain::{ClientOrderId, OrderRequest, Qty, Side};

@@ -15,7 +15,7 @@ use tch::{Device, Kind, Tensor, nn};
 #[derive(Debug, thiserror::Error)]
 pub enum LstmError {
     #[error("invalid LSTM configuration: {0}")]
-    Config(String),
+    Config(crate::config::Invalid),
     #[error("the training split is empty")]
     EmptyTrain,
     #[error("training diverged: the loss is not finite at epoch {0}")]

@@ -22,13 +22,18 @@ impl ModelKind {
     }
 }
 
+/// A model kind that is neither `ppo` nor `lstm`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("model kind {0:?}: use ppo or lstm")]
+pub struct UnknownKind(pub String);
+
 impl std::str::FromStr for ModelKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownKind;
+    fn from_str(s: &str) -> Result<Self, UnknownKind> {
         match s {
             "ppo" => Ok(ModelKind::Ppo),
             "lstm" => Ok(ModelKind::Lstm),
-            _ => Err(format!("model kind {s:?}: use ppo or lstm")),
+            _ => Err(UnknownKind(s.to_string())),
         }
     }
 }
@@ -73,6 +78,17 @@ pub enum ModelState {
     Candidate,
     Champion,
     Retired,
+}
+
+impl ModelState {
+    /// `candidate`, `champion` or `retired`, as the manifest and the status report name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelState::Candidate => "candidate",
+            ModelState::Champion => "champion",
+            ModelState::Retired => "retired",
+        }
+    }
 }
 
 /// A named tensor and its shape; `-1` is the batch dimension.

@@ -7,7 +7,7 @@ pub mod seed;
 
 pub use manifest::{Algorithm, FeatureRef, Manifest, MismatchError, ModelKind, ModelState, TensorSpec};
 pub use registry::{Registry, RegistryError};
-pub use seed::SeedReport;
+pub use seed::{Misfit, SeedReport};
 
 #[cfg(test)]
 mod tests;

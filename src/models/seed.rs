@@ -7,6 +7,18 @@ use super::manifest::{Manifest, ModelKind, ModelState};
 use super::registry::{MANIFEST_FILE, ONNX_FILE, Registry, RegistryError, sha256_hex};
 use std::path::Path;
 
+/// Why a shipped model does not fit the configuration (its features, symbols, timeframe or action
+/// space): it is imported, not crowned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Misfit(pub String);
+
+impl From<&str> for Misfit {
+    fn from(why: &str) -> Misfit {
+        Misfit(why.to_string())
+    }
+}
+
 /// What `seed_from` did.
 #[derive(Debug, Default)]
 pub struct SeedReport {
@@ -61,7 +73,7 @@ impl Registry {
     pub fn seed_fitting(
         &self,
         dir: &Path,
-        fit: &dyn Fn(&Manifest) -> Result<(), String>,
+        fit: &dyn Fn(&Manifest) -> Result<(), Misfit>,
     ) -> Result<SeedReport, RegistryError> {
         let mut report = SeedReport::default();
         let entries = match std::fs::read_dir(dir) {
@@ -109,7 +121,7 @@ impl Registry {
             for m in shipped.iter().map(|(m, _)| m).filter(|m| m.kind == kind) {
                 match fit(m) {
                     Ok(()) => of_kind.push(m),
-                    Err(why) => report.not_applicable.push((m.id.clone(), why)),
+                    Err(why) => report.not_applicable.push((m.id.clone(), why.to_string())),
                 }
             }
             let pick = of_kind.iter().rev().find(|m| m.state == ModelState::Champion).or(of_kind.last());

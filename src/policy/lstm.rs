@@ -5,9 +5,8 @@
 
 use super::{ModelSel, Pipeline, PolicyError, SessionOptions, fetch, session};
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
-use ndarray::{Array2, Array3};
-use ort::session::Session;
-use ort::value::TensorRef;
+use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
+use ort::value::Tensor;
 
 pub const FAST_INPUT: &str = "x_fast";
 pub const SLOW_INPUT: &str = "x_slow";
@@ -38,9 +37,13 @@ impl LstmShapes {
 pub struct LstmPolicy {
     manifest: Manifest,
     session: Session,
-    fast: Array3<f32>,
-    slow: Array3<f32>,
-    context: Array2<f32>,
+    /// The three inputs in the graph's input order, each one ONNX Runtime value made at load whose data
+    /// each call rewrites in place.
+    inputs: [Tensor<f32>; 3],
+    /// Where `x_fast`, `x_slow` and `x_context` are in `inputs`.
+    at: [usize; 3],
+    /// Runs with the `probs` output `[1, 3]` made at load, written in place by each call.
+    run: RunOptions<HasSelectedOutputs>,
 }
 
 impl std::fmt::Debug for LstmPolicy {
@@ -77,14 +80,30 @@ impl LstmPolicy {
             });
         }
         let session = session(&m, bytes, opts)?;
-        let mut p = LstmPolicy {
-            manifest: m,
-            session,
-            fast: Array3::zeros((1, shapes.fast_len, shapes.n_fast)),
-            slow: Array3::zeros((1, shapes.slow_len, shapes.n_slow)),
-            context: Array2::zeros((1, shapes.n_context)),
-        };
-        let (f, s, c) = (p.fast.len(), p.slow.len(), p.context.len());
+        let fail = |e: String| PolicyError::Session { id: m.id.clone(), reason: e };
+        let names = [FAST_INPUT, SLOW_INPUT, CONTEXT_INPUT];
+        let shapes_of = [
+            vec![1, shapes.fast_len, shapes.n_fast],
+            vec![1, shapes.slow_len, shapes.n_slow],
+            vec![1, shapes.n_context],
+        ];
+        // `session` checked that the graph's inputs are exactly these three names; they are kept in its order.
+        let (mut inputs, mut at) = (Vec::with_capacity(3), [0usize; 3]);
+        for (g, input) in session.inputs().iter().enumerate() {
+            let Some(k) = names.iter().position(|n| *n == input.name()) else {
+                return Err(fail(format!("its graph has an input {} that is not one of {names:?}", input.name())));
+            };
+            at[k] = g;
+            let n = shapes_of[k].iter().product();
+            inputs.push(Tensor::from_array((shapes_of[k].clone(), vec![0.0f32; n])).map_err(|e| fail(e.to_string()))?);
+        }
+        let inputs: [Tensor<f32>; 3] =
+            inputs.try_into().map_err(|_| fail(format!("its graph does not have the three inputs {names:?}")))?;
+        let probs = Tensor::from_array(([1usize, 3], vec![0.0f32; 3])).map_err(|e| fail(e.to_string()))?;
+        let outputs = OutputSelector::no_default().with(PROBS_OUTPUT).preallocate(PROBS_OUTPUT, probs);
+        let run = RunOptions::new().map_err(|e| fail(e.to_string()))?.with_outputs(outputs);
+        let mut p = LstmPolicy { manifest: m, session, inputs, at, run };
+        let (f, s, c) = (shapes.fast_len * shapes.n_fast, shapes.slow_len * shapes.n_slow, shapes.n_context);
         p.probs(&vec![0.0; f], &vec![0.0; s], &vec![0.0; c])?;
         log::info!("policy: loaded LSTM model {}, warm-up done", p.manifest.id);
         Ok(p)
@@ -98,18 +117,23 @@ impl LstmPolicy {
         &self.manifest.id
     }
 
-    /// One sample (row-major windows) in, [P(down), P(flat), P(up)] out.
+    /// One sample (row-major windows) in, [P(down), P(flat), P(up)] out; the windows are copied into the
+    /// input values made at load and the probabilities read from the output value made at load.
     pub fn probs(&mut self, x_fast: &[f32], x_slow: &[f32], x_context: &[f32]) -> Result<[f32; 3], PolicyError> {
-        let id = self.manifest.id.clone();
-        copy_in(&id, FAST_INPUT, x_fast, self.fast.as_slice_mut())?;
-        copy_in(&id, SLOW_INPUT, x_slow, self.slow.as_slice_mut())?;
-        copy_in(&id, CONTEXT_INPUT, x_context, self.context.as_slice_mut())?;
+        let id = &self.manifest.id;
         let fail = |e: ort::Error| PolicyError::Inference { id: id.clone(), reason: e.to_string() };
-        let f = TensorRef::from_array_view(self.fast.view()).map_err(fail)?;
-        let s = TensorRef::from_array_view(self.slow.view()).map_err(fail)?;
-        let c = TensorRef::from_array_view(self.context.view()).map_err(fail)?;
-        let res = self.session.run(ort::inputs![FAST_INPUT => f, SLOW_INPUT => s, CONTEXT_INPUT => c]).map_err(fail)?;
-        let (_, y) = res[PROBS_OUTPUT].try_extract_tensor::<f32>().map_err(fail)?;
+        for (k, (name, src)) in
+            [(FAST_INPUT, x_fast), (SLOW_INPUT, x_slow), (CONTEXT_INPUT, x_context)].into_iter().enumerate()
+        {
+            let dst = self.inputs[self.at[k]].try_extract_tensor_mut::<f32>().map_err(fail)?.1;
+            copy_in(id, name, src, dst)?;
+        }
+        let [a, b, c] = &self.inputs;
+        let res = self.session.run_with_options(ort::inputs![a, b, c], &self.run).map_err(fail)?;
+        let y = match res.get(PROBS_OUTPUT) {
+            Some(v) => v.try_extract_tensor::<f32>().map_err(fail)?.1,
+            None => &[][..],
+        };
         let out: [f32; 3] = y.try_into().map_err(|_| PolicyError::InputLen {
             id: id.clone(),
             name: PROBS_OUTPUT,
@@ -117,18 +141,16 @@ impl LstmPolicy {
             want: 3,
         })?;
         if out.iter().any(|v| !v.is_finite()) {
-            return Err(PolicyError::NotFinite { id, output: out.to_vec() });
+            return Err(PolicyError::NotFinite { id: id.clone(), output: out.to_vec() });
         }
         Ok(out)
     }
 }
 
-fn copy_in(id: &str, name: &'static str, src: &[f32], dst: Option<&mut [f32]>) -> Result<(), PolicyError> {
-    match dst {
-        Some(d) if d.len() == src.len() => {
-            d.copy_from_slice(src);
-            Ok(())
-        }
-        d => Err(PolicyError::InputLen { id: id.to_string(), name, got: src.len(), want: d.map_or(0, |d| d.len()) }),
+fn copy_in(id: &str, name: &'static str, src: &[f32], dst: &mut [f32]) -> Result<(), PolicyError> {
+    if dst.len() != src.len() {
+        return Err(PolicyError::InputLen { id: id.to_string(), name, got: src.len(), want: dst.len() });
     }
+    dst.copy_from_slice(src);
+    Ok(())
 }

@@ -22,7 +22,7 @@ mod ppo;
 pub(crate) mod tests;
 
 pub use lstm::{LstmPolicy, LstmShapes};
-pub use ppo::{PpoPolicy, check_action_space, manifest_action_space};
+pub use ppo::{ActionSpaceError, PpoPolicy, check_action_space, manifest_action_space};
 
 use crate::domain::{Symbol, Timeframe};
 use crate::env::ActionSpace;

@@ -6,46 +6,57 @@
 use super::{ModelSel, Pipeline, PolicyError, SessionOptions, fetch, session};
 use crate::env::{ActionSpace, ExecParams};
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
-use ndarray::Array2;
-use ort::session::Session;
-use ort::value::TensorRef;
+use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
+use ort::value::Tensor;
 
 pub const OBS_INPUT: &str = "obs";
 
+/// Why a PPO model's action space does not suit the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionSpaceError {
+    #[error(
+        "its manifest's action space {value} is not one this tradebot knows ({reason}): retrain it with this tradebot"
+    )]
+    Unknown { value: String, reason: String },
+    #[error(
+        "it was trained in the {model} action space, the config's env.action_space is \"{config}\": set env.action_space = \"{model}\" or retrain the model with this config (`tradebot train ppo`)"
+    )]
+    Differs { model: &'static str, config: &'static str },
+}
+
 /// The action space a PPO model was trained in (`params.env.action`; share counts for a model whose
 /// manifest predates the choice), or why it cannot be read.
-pub fn manifest_action_space(m: &Manifest) -> Result<ActionSpace, String> {
+pub fn manifest_action_space(m: &Manifest) -> Result<ActionSpace, ActionSpaceError> {
     match m.params.get("env").and_then(|e| e.get("action")) {
         None => Ok(ActionSpace::Shares),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-            format!(
-                "its manifest's action space {v} is not one this tradebot knows ({e}): retrain it with this tradebot"
-            )
-        }),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| ActionSpaceError::Unknown { value: v.to_string(), reason: e.to_string() }),
     }
 }
 
 /// Refuses a model whose action space differs from the config's `env.action_space`, naming both. The
 /// kind must match (what the model's outputs mean); the band and the cap are the config's, applied when
 /// trading.
-pub fn check_action_space(m: &Manifest, config: &ActionSpace) -> Result<(), String> {
+pub fn check_action_space(m: &Manifest, config: &ActionSpace) -> Result<(), ActionSpaceError> {
     let model = manifest_action_space(m)?;
     if model.name() != config.name() {
-        return Err(format!(
-            "it was trained in the {} action space, the config's env.action_space is \"{}\": set env.action_space = \"{}\" or retrain the model with this config (`tradebot train ppo`)",
-            model.name(),
-            config.name(),
-            model.name()
-        ));
+        return Err(ActionSpaceError::Differs { model: model.name(), config: config.name() });
     }
     Ok(())
 }
+
 pub const ACTION_OUTPUT: &str = "action";
 
 pub struct PpoPolicy {
     manifest: Manifest,
     session: Session,
-    obs: Array2<f32>,
+    /// The observation row `[1, obs_dim]`: one ONNX Runtime value made at load, its data rewritten in
+    /// place by each call (no value created per call).
+    obs: Tensor<f32>,
+    obs_dim: usize,
+    /// Runs with the action output `[1, n_assets]` made at load: ONNX Runtime writes each call's actions
+    /// into it, so a call allocates no output value and reads no type information back.
+    run: RunOptions<HasSelectedOutputs>,
     n_assets: usize,
     /// The config's action space (the model's kind, checked at load; the config's band and cap).
     action: ActionSpace,
@@ -94,15 +105,15 @@ impl PpoPolicy {
             });
         }
         check_action_space(&m, &pipeline.action)
-            .map_err(|reason| PolicyError::Contract { id: m.id.clone(), reason })?;
+            .map_err(|e| PolicyError::Contract { id: m.id.clone(), reason: e.to_string() })?;
         let session = session(&m, bytes, opts)?;
-        let mut p = PpoPolicy {
-            manifest: m,
-            session,
-            obs: Array2::zeros((1, d as usize)),
-            n_assets: a,
-            action: pipeline.action,
-        };
+        let fail = |e: ort::Error| PolicyError::Session { id: m.id.clone(), reason: e.to_string() };
+        let obs = Tensor::from_array(([1usize, d as usize], vec![0.0f32; d as usize])).map_err(fail)?;
+        let action_out = Tensor::from_array(([1usize, a], vec![0.0f32; a])).map_err(fail)?;
+        let outputs = OutputSelector::no_default().with(ACTION_OUTPUT).preallocate(ACTION_OUTPUT, action_out);
+        let run = RunOptions::new().map_err(fail)?.with_outputs(outputs);
+        let mut p =
+            PpoPolicy { manifest: m, session, obs, obs_dim: d as usize, run, n_assets: a, action: pipeline.action };
         let zeros = vec![0.0f32; d as usize];
         let mut out = vec![0.0f32; a];
         p.act_into(&zeros, &mut out)?;
@@ -120,7 +131,7 @@ impl PpoPolicy {
     }
 
     pub fn obs_dim(&self) -> usize {
-        self.obs.ncols()
+        self.obs_dim
     }
 
     pub fn n_assets(&self) -> usize {
@@ -148,16 +159,13 @@ impl PpoPolicy {
         Ok(out)
     }
 
-    /// As `act`, writing into `out` (`n_assets` long); no allocation besides ONNX Runtime's own.
+    /// As `act`, writing into `out` (`n_assets` long): the observation is copied into the input value made
+    /// at load and the actions read from the output value made at load; ONNX Runtime's own bookkeeping is
+    /// the only allocation.
     pub fn act_into(&mut self, obs: &[f32], out: &mut [f32]) -> Result<(), PolicyError> {
         let id = &self.manifest.id;
-        if obs.len() != self.obs.ncols() {
-            return Err(PolicyError::InputLen {
-                id: id.clone(),
-                name: OBS_INPUT,
-                got: obs.len(),
-                want: self.obs.ncols(),
-            });
+        if obs.len() != self.obs_dim {
+            return Err(PolicyError::InputLen { id: id.clone(), name: OBS_INPUT, got: obs.len(), want: self.obs_dim });
         }
         if out.len() != self.n_assets {
             return Err(PolicyError::InputLen {
@@ -167,13 +175,13 @@ impl PpoPolicy {
                 want: self.n_assets,
             });
         }
-        if let Some(row) = self.obs.as_slice_mut() {
-            row.copy_from_slice(obs);
-        }
         let fail = |e: ort::Error| PolicyError::Inference { id: id.clone(), reason: e.to_string() };
-        let input = TensorRef::from_array_view(self.obs.view()).map_err(fail)?;
-        let res = self.session.run(ort::inputs![OBS_INPUT => input]).map_err(fail)?;
-        let (_, y) = res[ACTION_OUTPUT].try_extract_tensor::<f32>().map_err(fail)?;
+        self.obs.try_extract_tensor_mut::<f32>().map_err(fail)?.1.copy_from_slice(obs);
+        let res = self.session.run_with_options(ort::inputs![&self.obs], &self.run).map_err(fail)?;
+        let y = match res.get(ACTION_OUTPUT) {
+            Some(v) => v.try_extract_tensor::<f32>().map_err(fail)?.1,
+            None => &[][..],
+        };
         if y.len() != out.len() {
             return Err(PolicyError::InputLen { id: id.clone(), name: ACTION_OUTPUT, got: y.len(), want: out.len() });
         }

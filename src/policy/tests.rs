@@ -195,3 +195,84 @@ fn a_model_of_another_action_space_is_refused_naming_both() {
     bare.params.clear();
     assert_eq!(manifest_action_space(&bare), Ok(crate::env::ActionSpace::Shares));
 }
+
+/// Counts the calling thread's heap allocations (Rust's; ONNX Runtime's C++ ones go to `malloc` directly),
+/// for the no-allocation check below. Only in this crate's unit tests; it forwards to the system allocator.
+// A global allocator is an `unsafe` trait: there is no safe way to count allocations.
+#[allow(unsafe_code)]
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub struct Counting;
+
+    // SAFETY: every call forwards to `System` unchanged; the counter is a const-initialised thread local
+    // (no allocation, no destructor).
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            ALLOCS.with(|c| c.set(c.get() + 1));
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            ALLOCS.with(|c| c.set(c.get() + 1));
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            ALLOCS.with(|c| c.set(c.get() + 1));
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// Heap allocations made on this thread so far.
+    pub fn allocations() -> u64 {
+        ALLOCS.with(Cell::get)
+    }
+}
+
+/// A call reuses the input and output values made at load: it makes no heap allocation of its own (one
+/// used to make both values and read the output's type information back, 10 or so allocations a call),
+/// and its actions are bit for bit those of a plain `run` on a session of the same options.
+#[test]
+fn a_call_allocates_nothing_and_gives_the_same_bits_as_a_plain_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let pl = pipeline(&["AAPL", "MSFT", "IBM"]);
+    let mlp = random_ppo(&pl, 11);
+    register_ppo(&reg, &pl, &mlp, &EnvConfig::default());
+    let mut p = PpoPolicy::load(&reg, &ModelSel::Champion, &pl, SessionOptions::default()).unwrap();
+    let mut rng = Rng(5);
+    let rows: Vec<Vec<f32>> = (0..50).map(|_| (0..p.obs_dim()).map(|_| rng.next(3.0)).collect()).collect();
+    let mut out = vec![0.0f32; 3];
+    let mut got = Vec::with_capacity(rows.len() * 3);
+    let before = counting::allocations();
+    for r in &rows {
+        p.act_into(r, &mut out).unwrap();
+        got.extend_from_slice(&out);
+    }
+    let made = counting::allocations() - before;
+    assert_eq!(made, 0, "heap allocations in {} calls", rows.len());
+
+    let bytes = mlp.to_onnx("obs", "action", &[]).unwrap();
+    let (m, _) = fetch(&reg, &ModelSel::Champion, ModelKind::Ppo).unwrap();
+    let mut plain = session(&m, &bytes, SessionOptions::default()).unwrap();
+    for (r, g) in rows.iter().zip(got.chunks(3)) {
+        let x = ndarray::Array2::from_shape_vec((1, r.len()), r.clone()).unwrap();
+        let input = ort::value::TensorRef::from_array_view(x.view()).unwrap();
+        let res = plain.run(ort::inputs!["obs" => input]).unwrap();
+        let want = res["action"].try_extract_tensor::<f32>().unwrap().1.to_vec();
+        assert_eq!(
+            g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+    }
+}

@@ -144,31 +144,27 @@ pub enum ChildFailure {
     NoModel,
 }
 
+impl ChildFailure {
+    /// The stable code of the failure, for records and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ChildFailure::Spawn { .. } => "spawn",
+            ChildFailure::Timeout(_) => "timeout",
+            ChildFailure::GpuMemory { .. } => "gpu_memory",
+            ChildFailure::Memory { .. } => "memory",
+            ChildFailure::Reported(_) => "reported",
+            ChildFailure::Crashed { .. } => "crash",
+            ChildFailure::NoModel => "no_model",
+        }
+    }
+}
+
 /// Runs the child to its end. `on_line` sees every JSON line (progress for status and the dashboard).
 /// Cancellation-safe: dropping the future kills the child (`kill_on_drop`).
 pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutcome {
-    let mut child = match Command::new(&spec.program)
-        .args(&spec.args)
-        // A cleared environment plus an allowlist: no Alpaca keys, no credentials directory, no web token.
-        .env_clear()
-        .envs(child_env(std::env::vars_os()))
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .env(PARENT_PID_ENV, std::process::id().to_string())
-        // Its own process group: a terminal's Ctrl-C reaches only us, and we kill the whole group.
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-    {
+    let mut child = match spawn(spec) {
         Ok(c) => c,
-        Err(e) => {
-            return ChildOutcome::Failed(ChildFailure::Spawn {
-                program: spec.program.display().to_string(),
-                reason: e.to_string(),
-            });
-        }
+        Err(f) => return ChildOutcome::Failed(f),
     };
     let pid = child.id();
     let _group = GroupKill(pid);
@@ -184,13 +180,77 @@ pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutc
     let Some(stdout) = child.stdout.take() else {
         return ChildOutcome::Failed(ChildFailure::Crashed { status: "no stdout".into(), last: None });
     };
-    let mut lines = BufReader::new(stdout).lines();
     let deadline = tokio::time::Instant::now() + spec.time_budget;
+    let mut seen = Seen::default();
+    if let Some(f) = watch(spec, pid, stdout, deadline, &mut seen, &mut on_line).await {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        return ChildOutcome::Failed(f);
+    }
+    let Seen { done, reported, last } = seen;
+    let status = match tokio::time::timeout_at(deadline, child.wait()).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return ChildOutcome::Failed(ChildFailure::Crashed { status: e.to_string(), last }),
+        Err(_) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return ChildOutcome::Failed(ChildFailure::Timeout(spec.time_budget));
+        }
+    };
+    if let Some(msg) = reported {
+        return ChildOutcome::Failed(ChildFailure::Reported(msg));
+    }
+    if !status.success() {
+        return ChildOutcome::Failed(ChildFailure::Crashed { status: status.to_string(), last });
+    }
+    match done.as_ref().and_then(|d| d.get("model_id")).and_then(Value::as_str) {
+        Some(id) => ChildOutcome::Done { model_id: id.to_string(), metrics: metrics_of(done.as_ref()) },
+        None => ChildOutcome::Failed(ChildFailure::NoModel),
+    }
+}
+
+/// The child started with its environment and its own process group, its output piped.
+fn spawn(spec: &ChildSpec) -> Result<tokio::process::Child, ChildFailure> {
+    Command::new(&spec.program)
+        .args(&spec.args)
+        // A cleared environment plus an allowlist: no Alpaca keys, no credentials directory, no web token.
+        .env_clear()
+        .envs(child_env(std::env::vars_os()))
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .env(PARENT_PID_ENV, std::process::id().to_string())
+        // Its own process group: a terminal's Ctrl-C reaches only us, and we kill the whole group.
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ChildFailure::Spawn { program: spec.program.display().to_string(), reason: e.to_string() })
+}
+
+/// What the child said on its stdout: its `done` line, the message of its `error` line, its last line.
+#[derive(Default)]
+struct Seen {
+    done: Option<Value>,
+    reported: Option<String>,
+    last: Option<String>,
+}
+
+/// Reads the child's JSON lines into `seen` (each passed to `on_line`) until its stdout closes (`None`),
+/// or the failure that ends it: past its time budget, over its memory or GPU-memory budget.
+async fn watch(
+    spec: &ChildSpec,
+    pid: Option<u32>,
+    stdout: tokio::process::ChildStdout,
+    deadline: tokio::time::Instant,
+    seen: &mut Seen,
+    on_line: &mut impl FnMut(&Value),
+) -> Option<ChildFailure> {
+    let mut lines = BufReader::new(stdout).lines();
     // Resident memory twice a second (a /proc read); GPU memory every two seconds (it runs nvidia-smi).
     let mut memory_check = tokio::time::interval(Duration::from_millis(500));
     let mut gpu_check = tokio::time::interval(Duration::from_secs(2));
-    let (mut done, mut reported, mut last) = (None, None, None);
-    let failure = loop {
+    loop {
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => break Some(ChildFailure::Timeout(spec.time_budget)),
             _ = memory_check.tick(), if spec.memory_mb > 0 => {
@@ -215,42 +275,18 @@ pub async fn run(spec: &ChildSpec, mut on_line: impl FnMut(&Value)) -> ChildOutc
                         Ok(v) => {
                             on_line(&v);
                             match v.get("event").and_then(Value::as_str) {
-                                Some("done") => done = Some(v),
-                                Some("error") => reported = v.get("message").and_then(Value::as_str).map(str::to_string),
+                                Some("done") => seen.done = Some(v),
+                                Some("error") => seen.reported = v.get("message").and_then(Value::as_str).map(str::to_string),
                                 _ => {}
                             }
                         }
                         Err(_) => log::info!("train (not JSON): {l}"),
                     }
-                    last = Some(l);
+                    seen.last = Some(l);
                 }
                 Ok(None) | Err(_) => break None,
             },
         }
-    };
-    if let Some(f) = failure {
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-        return ChildOutcome::Failed(f);
-    }
-    let status = match tokio::time::timeout_at(deadline, child.wait()).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return ChildOutcome::Failed(ChildFailure::Crashed { status: e.to_string(), last }),
-        Err(_) => {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-            return ChildOutcome::Failed(ChildFailure::Timeout(spec.time_budget));
-        }
-    };
-    if let Some(msg) = reported {
-        return ChildOutcome::Failed(ChildFailure::Reported(msg));
-    }
-    if !status.success() {
-        return ChildOutcome::Failed(ChildFailure::Crashed { status: status.to_string(), last });
-    }
-    match done.as_ref().and_then(|d| d.get("model_id")).and_then(Value::as_str) {
-        Some(id) => ChildOutcome::Done { model_id: id.to_string(), metrics: metrics_of(done.as_ref()) },
-        None => ChildOutcome::Failed(ChildFailure::NoModel),
     }
 }
 

@@ -83,7 +83,7 @@ impl RetrainPipeline {
         match outcome {
             ChildOutcome::Done { model_id, metrics } => (t.model_id, t.train_metrics) = (model_id, metrics),
             ChildOutcome::Failed(f) => {
-                let failure = Failure { stage: "train".into(), code: code(&f).into(), message: f.to_string() };
+                let failure = Failure { stage: "train".into(), code: f.code().into(), message: f.to_string() };
                 return Err((failure, Some(Box::new(t))));
             }
         }

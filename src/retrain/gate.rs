@@ -50,6 +50,22 @@ pub struct GateDecision {
 
 /// `champion = None` (no model yet): the candidate must beat cash and buy-and-hold by the bootstrap test.
 pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateConfig) -> GateDecision {
+    let mut numbers = numbers_of(candidate, champion, cfg);
+    let passed = bounds(candidate, champion, cfg)
+        .and_then(|()| leads(candidate, champion, cfg, &mut numbers))
+        .and_then(|()| verdict(candidate, champion, cfg, &numbers));
+    match passed {
+        Ok(reason) => GateDecision { promote: true, reason, numbers },
+        Err(Refused(reason)) => GateDecision { promote: false, reason, numbers },
+    }
+}
+
+/// Why the gate keeps the champion: the first check the candidate failed.
+struct Refused(String);
+
+/// The figures every decision keeps: the candidate's, buy-and-hold's, the champion's, the settings, and
+/// the per-fold returns.
+fn numbers_of(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateConfig) -> BTreeMap<String, f64> {
     let mut numbers = BTreeMap::from([
         ("candidate_sharpe".to_string(), candidate.sharpe),
         ("candidate_max_drawdown".to_string(), candidate.max_drawdown),
@@ -77,17 +93,18 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
             numbers.insert(format!("fold{}_champion_return", i + 1), *r);
         }
     }
-    let fail = |reason: String, numbers: &BTreeMap<String, f64>| GateDecision {
-        promote: false,
-        reason,
-        numbers: numbers.clone(),
-    };
+    numbers
+}
+
+/// The candidate's own bounds: finite figures, the drawdown cap, the trade minimum, the shortfall to
+/// buy-and-hold and, without a champion and for a Sharpe-trained model, buy-and-hold's Sharpe.
+fn bounds(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateConfig) -> Result<(), Refused> {
     if !(candidate.sharpe.is_finite() && candidate.max_drawdown.is_finite()) {
         let why = format!(
             "candidate backtest is not finite (Sharpe {}, drawdown {})",
             candidate.sharpe, candidate.max_drawdown
         );
-        return fail(why, &numbers);
+        return Err(Refused(why));
     }
     if candidate.max_drawdown > cfg.max_drawdown {
         let why = format!(
@@ -95,11 +112,11 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
             candidate.max_drawdown * 100.0,
             cfg.max_drawdown * 100.0
         );
-        return fail(why, &numbers);
+        return Err(Refused(why));
     }
     if candidate.trades < cfg.min_trades {
         let why = format!("candidate traded {} times, fewer than the minimum {}", candidate.trades, cfg.min_trades);
-        return fail(why, &numbers);
+        return Err(Refused(why));
     }
     if candidate.buy_hold_return.is_finite()
         && candidate.total_return < candidate.buy_hold_return - cfg.max_buy_hold_shortfall
@@ -110,7 +127,7 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
             candidate.buy_hold_return * 100.0,
             cfg.max_buy_hold_shortfall * 100.0
         );
-        return fail(why, &numbers);
+        return Err(Refused(why));
     }
     // Without a champion, "better" is the training reward's (`env.reward`): a Sharpe-trained candidate
     // must beat buy-and-hold's Sharpe, a return-trained one buy-and-hold's per-bar returns (below).
@@ -122,9 +139,19 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
             "candidate Sharpe {:.3} does not beat buy-and-hold's {:.3} by the margin {:.3} (env.reward = differential-sharpe)",
             candidate.sharpe, candidate.buy_hold_sharpe, cfg.min_sharpe_margin
         );
-        return fail(why, &numbers);
+        return Err(Refused(why));
     }
-    // The bootstrap confidence of the candidate's lead over each reference it must beat.
+    Ok(())
+}
+
+/// The bootstrap confidence of the candidate's lead over each reference it must beat (the champion; or
+/// cash, and buy-and-hold for a return-trained model), each kept in `numbers`.
+fn leads(
+    candidate: &GateInput,
+    champion: Option<&GateInput>,
+    cfg: &GateConfig,
+    numbers: &mut BTreeMap<String, f64>,
+) -> Result<(), Refused> {
     let cash = vec![0.0; candidate.returns.len()];
     let refs: Vec<(&str, &[f64])> = match (champion, cfg.objective) {
         (Some(c), _) => vec![("champion", &c.returns)],
@@ -138,7 +165,7 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
                 candidate.returns.len(),
                 r.len()
             );
-            return fail(why, &numbers);
+            return Err(Refused(why));
         };
         numbers.insert(format!("confidence_vs_{name}"), conf);
         if conf < cfg.confidence {
@@ -147,10 +174,20 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
                 conf * 100.0,
                 cfg.confidence * 100.0
             );
-            return fail(why, &numbers);
+            return Err(Refused(why));
         }
     }
-    let reason = match champion {
+    Ok(())
+}
+
+/// The promotion's reason; with a champion, the candidate must also beat its Sharpe by the margin.
+fn verdict(
+    candidate: &GateInput,
+    champion: Option<&GateInput>,
+    cfg: &GateConfig,
+    numbers: &BTreeMap<String, f64>,
+) -> Result<String, Refused> {
+    Ok(match champion {
         None if cfg.objective == Objective::Sharpe => format!(
             "no champion yet; candidate Sharpe {:.3} beats buy-and-hold's {:.3} by at least {:.3} and cash with {:.0}% confidence, within the drawdown cap and the trade minimum",
             candidate.sharpe,
@@ -170,7 +207,7 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
                     "candidate Sharpe {:.3} does not beat the champion's {:.3} by the margin {:.3}",
                     candidate.sharpe, c.sharpe, cfg.min_sharpe_margin
                 );
-                return fail(why, &numbers);
+                return Err(Refused(why));
             }
             format!(
                 "candidate Sharpe {:.3} beats the champion's {:.3} by at least {:.3}, a lead {:.0}% likely real",
@@ -180,8 +217,7 @@ pub fn decide(candidate: &GateInput, champion: Option<&GateInput>, cfg: &GateCon
                 numbers.get("confidence_vs_champion").copied().unwrap_or(f64::NAN) * 100.0
             )
         }
-    };
-    GateDecision { promote: true, reason, numbers }
+    })
 }
 
 /// A decision's numbers in one line for people: the holdout returns and Sharpe ratios of the candidate,

@@ -2,6 +2,7 @@
 //! touches the champion and is recorded; a gate pass promotes; a gate fail keeps the champion and says why.
 
 use super::*;
+use crate::config::TrainConfig;
 use crate::retrain::record;
 use crate::retrain::testkit::{FakeEvaluator, done_line, registry_with_champion, spec, store_with_bars};
 use chrono::{NaiveDate, TimeZone};

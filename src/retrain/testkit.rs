@@ -2,7 +2,8 @@
 //! `/bin/sh -c` script standing in for `tradebot train`), and a fake evaluator with canned figures.
 
 use super::gate::GateInput;
-use super::pipeline::{EvalError, Evaluator, PipelineSpec};
+use super::pipeline::{EvalError, Evaluator};
+use super::spec::PipelineSpec;
 use crate::config::{GateConfig, RetrainConfig, TrainConfig};
 use crate::domain::{Bar, Symbol, Timeframe};
 use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};

@@ -106,6 +106,11 @@ impl RiskChecks {
         self.loss.on_equity(now, equity)
     }
 
+    /// Clears a tripped kill switch (on disk and here): `DailyLoss::clear`.
+    pub fn clear_kill(&mut self, who: &str, now: DateTime<Utc>) -> Result<Option<KillSwitchState>, RiskError> {
+        self.loss.clear(who, now)
+    }
+
     /// Trips the kill switch by hand, persisted.
     pub fn trip(&mut self, now: DateTime<Utc>, reason: &str, equity: Decimal) -> Result<KillSwitchState, RiskError> {
         self.loss.trip(now, reason, equity)

@@ -165,6 +165,17 @@ impl DailyLoss {
         Ok(Some(state))
     }
 
+    /// Clears the switch as `clear` does on disk (`tradebot risk clear` beside the running daemon), and
+    /// forgets it here too, with the day's reference and the last figure: the limit counts again from
+    /// the next figure. Returns the state that was cleared.
+    pub fn clear(&mut self, who: &str, now: DateTime<Utc>) -> Result<Option<KillSwitchState>, RiskError> {
+        let was = clear(&self.store, who, now)?;
+        self.tripped = None;
+        self.day_open = None;
+        self.last = None;
+        Ok(was)
+    }
+
     /// Trips the switch by hand (e.g. an operator or a fatal condition), persisted like a loss trip.
     pub fn trip(&mut self, now: DateTime<Utc>, reason: &str, equity: Decimal) -> Result<KillSwitchState, RiskError> {
         if let Some(k) = &self.tripped {

@@ -384,6 +384,27 @@ fn the_kill_switch_trips_exactly_at_the_limit_and_stays_tripped_across_a_reopen(
     assert_eq!(reason(rc.check(req("AAPL", Side::Buy, "1", 100.0), &c.get())), "kill_switch");
 }
 
+/// Issue 37: `risk clear` beside the running daemon clears the engine's own checks, on disk and in
+/// memory, without a restart: orders pass again and the limit counts from the next figure.
+#[test]
+fn a_kill_switch_cleared_in_a_running_engine_lets_orders_through_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut rc) = open_checks(dir.path(), &cfg(), &ExecParams::default());
+    assert!(rc.on_equity(ny(9, 30), d("100000")).unwrap().is_none());
+    assert!(rc.on_equity(ny(10, 0), d("94000")).unwrap().is_some(), "6% down trips");
+    assert_eq!(reason(rc.check(req("AAPL", Side::Buy, "1", 100.0), &Ctx::new().get())), "kill_switch");
+    let cleared = rc.clear_kill("tester", ny(10, 30)).unwrap().expect("was tripped");
+    assert_eq!(cleared.tripped_at, ny(10, 0));
+    assert!(rc.kill_switch().is_none());
+    assert_eq!(stored_state(&store).unwrap(), (None, None), "cleared on disk too");
+    assert_eq!(reason(rc.check(req("AAPL", Side::Buy, "1", 100.0), &Ctx::new().get())), "approved");
+    // The same loss does not trip it again: the day's reference is the next figure.
+    assert!(rc.on_equity(ny(10, 31), d("94000")).unwrap().is_none());
+    assert!(rc.on_equity(ny(10, 32), d("89300")).unwrap().is_some(), "5% below 94,000");
+    assert_eq!(rc.clear_kill("tester", ny(11, 0)).unwrap().map(|k| k.tripped_at), Some(ny(10, 32)));
+    assert_eq!(rc.clear_kill("tester", ny(11, 1)).unwrap(), None, "nothing left to clear");
+}
+
 #[test]
 fn a_new_trading_day_takes_a_new_opening_equity() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@
 //! at 500 steps; reward is 1 per step. Reset draws every state variable uniformly from [-0.05, 0.05].
 //! The action is continuous here (the PPO policy is Gaussian): a value above 0 pushes right.
 
-use super::{BatchEnv, HostStep, Step};
+use super::{BatchEnv, HostStep, Step, StepError};
 use crate::env::rng::SplitMix64;
 use tch::{Device, Kind, Tensor};
 
@@ -121,16 +121,15 @@ impl BatchEnv for CartPole {
         self.obs()
     }
 
-    fn step(&mut self, actions: &Tensor) -> Step {
+    fn step(&mut self, actions: &Tensor) -> Result<Step, StepError> {
         let n = self.state.len();
-        let a: Vec<f32> = match Vec::<f32>::try_from(actions.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]))
-        {
-            Ok(v) if v.len() == n => v,
-            _ => vec![0.0; n],
-        };
+        let a = Vec::<f32>::try_from(actions.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?)?;
+        if a.len() != n {
+            return Err(StepError::ActionCount { got: a.len(), want: n, envs: n, act_dim: 1 });
+        }
         let (mut reward, mut done, mut finished) = (Vec::new(), Vec::new(), Vec::new());
         self.advance(&a, &mut reward, &mut done, &mut finished);
-        Step { obs: self.obs(), reward: Tensor::from_slice(&reward), done: Tensor::from_slice(&done), finished }
+        Ok(Step { obs: self.obs(), reward: Tensor::from_slice(&reward), done: Tensor::from_slice(&done), finished })
     }
 
     fn reset_host(&mut self, obs: &mut Vec<f32>) -> Result<(), tch::TchError> {
@@ -141,16 +140,13 @@ impl BatchEnv for CartPole {
         Ok(())
     }
 
-    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), tch::TchError> {
-        let zeros;
-        let a = if actions.len() == self.state.len() {
-            actions
-        } else {
-            zeros = vec![0.0; self.state.len()];
-            &zeros
-        };
+    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), StepError> {
+        let n = self.state.len();
+        if actions.len() != n {
+            return Err(StepError::ActionCount { got: actions.len(), want: n, envs: n, act_dim: 1 });
+        }
         out.finished.clear();
-        self.advance(a, &mut out.reward, &mut out.done, &mut out.finished);
+        self.advance(actions, &mut out.reward, &mut out.done, &mut out.finished);
         self.obs_into(&mut out.obs);
         Ok(())
     }
@@ -176,7 +172,7 @@ mod tests {
         let mut env = CartPole::new(3, 1);
         let mut lens = Vec::new();
         for _ in 0..200 {
-            let st = env.step(&Tensor::from_slice(&[1.0f32, 1.0, 1.0]));
+            let st = env.step(&Tensor::from_slice(&[1.0f32, 1.0, 1.0])).unwrap();
             lens.extend(st.finished);
             assert_eq!(st.obs.size(), [3, 4]);
         }
@@ -194,7 +190,7 @@ mod tests {
         for _ in 0..MAX_STEPS {
             let [_, x_dot, theta, theta_dot] = env.state[0];
             let push = theta + 0.5 * theta_dot + 0.01 * x_dot > 0.0;
-            let st = env.step(&Tensor::from_slice(&[if push { 1.0f32 } else { -1.0 }]));
+            let st = env.step(&Tensor::from_slice(&[if push { 1.0f32 } else { -1.0 }])).unwrap();
             if let Some(r) = st.finished.first() {
                 assert_eq!(*r, 500.0);
                 return;

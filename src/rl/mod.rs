@@ -21,6 +21,26 @@ pub mod trading;
 
 use tch::{Device, TchError, Tensor};
 
+/// Why a step of the environments failed; the trainer stops with it.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The policy gave a number of actions other than `num_envs × act_dim`.
+    #[error("the policy gave {got} actions; the env takes {want} ({envs} envs × {act_dim})")]
+    ActionCount { got: usize, want: usize, envs: usize, act_dim: usize },
+    #[error("the policy gave actions of shape {got:?}; the env takes {want:?}")]
+    ActionShape { got: Vec<i64>, want: [i64; 2] },
+    #[error("the trading env's step failed: {0}")]
+    Env(#[from] crate::env::EnvError),
+    #[error("the env kernel could not take the policy's actions: {0}")]
+    SetActions(crate::env::kernel::KernelEnvError),
+    #[error("the env kernel's step failed: {0}")]
+    Kernel(crate::env::kernel::KernelEnvError),
+    #[error("could not read the episode returns back from the device: {0}")]
+    Returns(crate::env::kernel::KernelEnvError),
+    #[error(transparent)]
+    Torch(#[from] TchError),
+}
+
 /// One step of all environments.
 pub struct Step {
     /// `[E, obs_dim]` observations after the step (after an automatic reset where an episode ended).
@@ -54,18 +74,14 @@ pub trait BatchEnv {
     fn device(&self) -> Device;
     /// Resets every environment; returns `[E, obs_dim]`.
     fn reset(&mut self) -> Tensor;
-    /// Applies `actions` `[E, act_dim]` (unbounded; the environment clips or maps them).
-    fn step(&mut self, actions: &Tensor) -> Step;
+    /// Applies `actions` `[E, act_dim]` (unbounded; the environment clips or maps them). Actions of
+    /// another count or shape are an error, as is a step the environment could not take.
+    fn step(&mut self, actions: &Tensor) -> Result<Step, StepError>;
 
     /// Environments that sum their finished episodes' returns on the device (reporting none in
     /// `Step::finished`) return `(sum, count)` since the last call, one read, once per rollout.
-    fn take_returns(&mut self) -> Option<(f64, f64)> {
-        None
-    }
-
-    /// A failure `step` could not report (a kernel launch that failed), checked once per rollout.
-    fn take_error(&mut self) -> Option<String> {
-        None
+    fn take_returns(&mut self) -> Result<Option<(f64, f64)>, StepError> {
+        Ok(None)
     }
 
     /// `reset` into host memory `[E * obs_dim]`. Host environments override it to skip the tensor.
@@ -76,10 +92,15 @@ pub trait BatchEnv {
     }
 
     /// `step` with host memory in and out: `actions` is `[E * act_dim]`. Host environments override it
-    /// to skip the tensors. Fails where the step's tensors cannot be read back (a device fault, named).
-    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), TchError> {
-        let shape = [self.num_envs() as i64, self.act_dim() as i64];
-        let step = self.step(&Tensor::f_from_slice(actions)?.f_view(shape)?.f_to_device(self.device())?);
+    /// to skip the tensors. Fails as `step` does, and where the step's tensors cannot be read back (a
+    /// device fault, named).
+    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), StepError> {
+        let (envs, act_dim) = (self.num_envs(), self.act_dim());
+        if actions.len() != envs * act_dim {
+            return Err(StepError::ActionCount { got: actions.len(), want: envs * act_dim, envs, act_dim });
+        }
+        let shape = [envs as i64, act_dim as i64];
+        let step = self.step(&Tensor::f_from_slice(actions)?.f_view(shape)?.f_to_device(self.device())?)?;
         out.obs = crate::readback::f32s(&step.obs)?;
         out.reward = crate::readback::f32s(&step.reward)?;
         out.done = crate::readback::f32s(&step.done)?;

@@ -8,7 +8,7 @@
 //! angle from [-pi, pi] and the velocity from [-1, 1]. Observation: `[cos angle, sin angle, velocity]`.
 //! A random policy scores about -1,200 an episode; a swing-up and balance about -150.
 
-use super::{BatchEnv, HostStep, Step};
+use super::{BatchEnv, HostStep, Step, StepError};
 use crate::env::rng::SplitMix64;
 use std::f64::consts::PI;
 use tch::{Device, Kind, Tensor};
@@ -122,12 +122,15 @@ impl BatchEnv for Pendulum {
         self.obs()
     }
 
-    fn step(&mut self, actions: &Tensor) -> Step {
-        let flat = actions.to_device(Device::Cpu).to_kind(Kind::Float).reshape([-1]);
-        let a = Vec::<f32>::try_from(flat).unwrap_or_default();
+    fn step(&mut self, actions: &Tensor) -> Result<Step, StepError> {
+        let n = self.state.len();
+        let a = Vec::<f32>::try_from(actions.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?)?;
+        if a.len() != n {
+            return Err(StepError::ActionCount { got: a.len(), want: n, envs: n, act_dim: 1 });
+        }
         let (mut reward, mut done, mut finished) = (Vec::new(), Vec::new(), Vec::new());
         self.advance(&a, &mut reward, &mut done, &mut finished);
-        Step { obs: self.obs(), reward: Tensor::from_slice(&reward), done: Tensor::from_slice(&done), finished }
+        Ok(Step { obs: self.obs(), reward: Tensor::from_slice(&reward), done: Tensor::from_slice(&done), finished })
     }
 
     fn reset_host(&mut self, obs: &mut Vec<f32>) -> Result<(), tch::TchError> {
@@ -138,7 +141,11 @@ impl BatchEnv for Pendulum {
         Ok(())
     }
 
-    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), tch::TchError> {
+    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), StepError> {
+        let n = self.state.len();
+        if actions.len() != n {
+            return Err(StepError::ActionCount { got: actions.len(), want: n, envs: n, act_dim: 1 });
+        }
         out.finished.clear();
         self.advance(actions, &mut out.reward, &mut out.done, &mut out.finished);
         self.obs_into(&mut out.obs);
@@ -178,8 +185,8 @@ mod tests {
         let mut finished = Vec::new();
         for t in 0..MAX_STEPS {
             // 5.0 and NaN act as 1.0 and 0.0.
-            let st = env.step(&Tensor::from_slice(&[5.0f32, f32::NAN]));
-            let tw = twin.step(&Tensor::from_slice(&[1.0f32, 0.0]));
+            let st = env.step(&Tensor::from_slice(&[5.0f32, f32::NAN])).unwrap();
+            let tw = twin.step(&Tensor::from_slice(&[1.0f32, 0.0])).unwrap();
             assert_eq!(Vec::<f32>::try_from(st.reward).unwrap(), Vec::<f32>::try_from(tw.reward).unwrap());
             let done = Vec::<f32>::try_from(st.done).unwrap();
             assert_eq!(done, if t + 1 == MAX_STEPS { vec![1.0, 1.0] } else { vec![0.0, 0.0] }, "step {t}");

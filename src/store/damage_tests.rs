@@ -2,6 +2,8 @@
 //! and never a silent open; backups put it back.
 
 use super::*;
+use crate::domain::{Bar, Symbol, Timeframe};
+use chrono::Utc;
 use serde_json::{Value, json};
 
 const ORDERS: usize = 3000;

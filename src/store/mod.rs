@@ -35,13 +35,16 @@
 //! **Schema.** The schema version is stored at open; a database written by a newer tradebot is refused.
 
 pub mod backup;
+mod bars;
 pub mod check;
 mod disk;
+mod error;
 mod group;
 mod guard;
 pub mod keys;
 mod leftovers;
 mod memory;
+pub use error::StoreError;
 pub use group::Group;
 pub use memory::flushes_on_this_thread;
 mod readonly;
@@ -49,12 +52,11 @@ mod restore_kill;
 mod scratch;
 pub mod sentinel;
 pub mod snapshot;
+mod typed;
+pub use typed::TypedTree;
 
-use crate::domain::{Bar, Symbol, Timeframe};
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sled::Transactional;
 use std::fs::File;
 use std::io::Write;
 use std::marker::PhantomData;
@@ -83,79 +85,6 @@ static CACHE_MB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 /// Sets sled's page cache size (MiB) for the stores this process opens from now on (`[store] cache_mb`).
 pub fn set_cache_mb(mb: u64) {
     CACHE_MB.store(mb.max(1), std::sync::atomic::Ordering::Relaxed);
-}
-
-const RECOVERY: &str = "tradebot did not use it. To recover: stop tradebot; `tradebot store check --config FILE` says \
-what is wrong; `tradebot store restore --config FILE` puts back the newest backup (taken before each retrain, \
-under <state_dir>/backups; orders and positions since then are re-adopted from the broker at the next start); \
-or, to accept the database as it is now, `tradebot store reseal --config FILE`";
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error(
-        "the store at {dir} is in use by another tradebot process{holder}: stop it first (systemctl stop tradebot), or ask it with `tradebot status`"
-    )]
-    Locked { dir: PathBuf, holder: String },
-    #[error(
-        "the store at {dir} has schema version {found}, newer than this tradebot understands ({supported}): upgrade tradebot, or point state_dir at another directory"
-    )]
-    NewerSchema { dir: PathBuf, found: u32, supported: u32 },
-    #[error("cannot create or open the store directory {dir}: {source}")]
-    Dir { dir: PathBuf, source: std::io::Error },
-    #[error("store database error: {0}")]
-    Db(#[from] sled::Error),
-    #[error("the store at {dir} cannot be read ({detail}); {RECOVERY}", RECOVERY = RECOVERY)]
-    Unreadable { dir: PathBuf, detail: String },
-    #[error(
-        "the store at {dir} was rolled back: the database has written {db_seq} critical records but its sentinel \
-         saw {sentinel_seq} (a truncated or replaced database); {RECOVERY}", RECOVERY = RECOVERY
-    )]
-    RolledBack { dir: PathBuf, db_seq: u64, sentinel_seq: u64 },
-    #[error("the store at {dir} is damaged: {detail}; {RECOVERY}", RECOVERY = RECOVERY)]
-    Damaged { dir: PathBuf, detail: String },
-    #[error(
-        "the store at {dir} has no readable sentinel ({SENTINEL}) but has written {db_seq} critical records: it may \
-         be a copy or a rolled-back database; {RECOVERY}", SENTINEL = sentinel::SENTINEL_FILE, RECOVERY = RECOVERY
-    )]
-    NoSentinel { dir: PathBuf, db_seq: u64 },
-    #[error("cannot write the store's sentinel {path}: {source}")]
-    Sentinel { path: PathBuf, source: std::io::Error },
-    #[error(
-        "the disk holding the store at {dir} is full ({free} free): tradebot stopped (the store is not \
-         damaged); free some space there (old backups under {dir}/backups, logs), then start again ({detail})"
-    )]
-    DiskFull { dir: PathBuf, free: String, detail: String },
-    #[error(
-        "no room in {dir} for a private copy of the database ({free} free; the database takes {size}): the \
-         store is untouched; free some space there, or point TMPDIR at a disk with room ({detail})"
-    )]
-    NoRoomForCopy { dir: PathBuf, free: String, size: String, detail: String },
-    #[error("backup {path}: {detail}")]
-    Backup { path: PathBuf, detail: String },
-    #[error("corrupt record in tree {tree}: {reason}")]
-    Corrupt { tree: &'static str, reason: String },
-    #[error("cannot encode a record for tree {tree}: {reason}")]
-    Encode { tree: &'static str, reason: String },
-}
-
-impl StoreError {
-    /// A store refused because it is damaged or behind its sentinel (exit `EX_STORE`).
-    pub fn is_damage(&self) -> bool {
-        matches!(
-            self,
-            StoreError::Unreadable { .. }
-                | StoreError::RolledBack { .. }
-                | StoreError::Damaged { .. }
-                | StoreError::NoSentinel { .. }
-                | StoreError::Corrupt { .. }
-        )
-    }
-
-    /// A start refused because the disk is full, or a read-only command's copy of the database finding no
-    /// room in the temporary directory (exit `EX_DISK_FULL`).
-    pub fn is_disk_full(&self) -> bool {
-        matches!(self, StoreError::DiskFull { .. } | StoreError::NoRoomForCopy { .. })
-    }
 }
 
 /// The typed trees. `Orders`, `Fills`, `Kv` and `Runs` are critical (flushed and sealed on every write).
@@ -300,57 +229,6 @@ impl Store {
         Ok(self.db.open_tree(name.as_str())?)
     }
 
-    /// Writes bars (an existing bar at the same symbol, timeframe and time is replaced). Returns how
-    /// many were new.
-    pub fn put_bars(&self, bars: &[Bar]) -> Result<usize, StoreError> {
-        let tree = self.raw_tree(TreeName::Bars)?;
-        let mut new = 0;
-        let mut batch = sled::Batch::default();
-        for b in bars {
-            let k = keys::bar_key(&b.symbol, b.timeframe, b.t);
-            if !tree.contains_key(&k).map_err(self.on_write())? {
-                new += 1;
-            }
-            batch.insert(k, encode_bar(b).to_vec());
-        }
-        tree.apply_batch(batch).map_err(self.on_write())?;
-        Ok(new)
-    }
-
-    /// Bars of one symbol and timeframe with `from <= t <= to`, in time order.
-    pub fn bars(
-        &self,
-        symbol: &Symbol,
-        tf: Timeframe,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<Vec<Bar>, StoreError> {
-        let tree = self.raw_tree(TreeName::Bars)?;
-        let lo = keys::bar_key(symbol, tf, from);
-        let hi = keys::bar_key(symbol, tf, to);
-        tree.range(lo..=hi).map(|kv| decode_bar_entry(kv?)).collect()
-    }
-
-    /// The time of the newest stored bar, if any.
-    pub fn last_bar_time(&self, symbol: &Symbol, tf: Timeframe) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let tree = self.raw_tree(TreeName::Bars)?;
-        match tree.scan_prefix(keys::bar_prefix(symbol, tf)).next_back() {
-            Some(kv) => Ok(Some(decode_bar_entry(kv?)?.t)),
-            None => Ok(None),
-        }
-    }
-
-    /// Number of stored bars of one symbol and timeframe.
-    pub fn bar_count(&self, symbol: &Symbol, tf: Timeframe) -> Result<usize, StoreError> {
-        let tree = self.raw_tree(TreeName::Bars)?;
-        let mut n = 0;
-        for kv in tree.scan_prefix(keys::bar_prefix(symbol, tf)) {
-            kv?;
-            n += 1;
-        }
-        Ok(n)
-    }
-
     /// Flushes every tree to disk. Called at shutdown. A store in memory has nothing to flush.
     pub fn flush(&self) -> Result<(), StoreError> {
         if self.durability.in_memory() {
@@ -365,142 +243,6 @@ impl Store {
     fn on_write(&self) -> impl Fn(sled::Error) -> StoreError + '_ {
         |e| disk::classify(&self.dir, StoreError::Db(e))
     }
-}
-
-/// One tree with JSON values of type `V`.
-pub struct TypedTree<V> {
-    tree: sled::Tree,
-    db: sled::Db,
-    seal: Seal,
-    /// The state directory, named when the disk is full.
-    dir: PathBuf,
-    durability: memory::Durability,
-    name: TreeName,
-    _v: PhantomData<fn() -> V>,
-}
-
-impl<V: Serialize + DeserializeOwned> TypedTree<V> {
-    /// Inserts or replaces. On a durable tree (orders, fills) the write is on disk when this returns.
-    pub fn insert(&self, key: &[u8], v: &V) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(v)
-            .map_err(|e| StoreError::Encode { tree: self.name.as_str(), reason: e.to_string() })?;
-        if self.name.durable() {
-            return self.write_sealed(key, Some(bytes));
-        }
-        self.tree.insert(key, bytes).map_err(self.on_write())?;
-        Ok(())
-    }
-
-    pub fn get(&self, key: &[u8]) -> Result<Option<V>, StoreError> {
-        self.tree.get(key)?.map(|b| self.decode(&b)).transpose()
-    }
-
-    pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
-        if self.name.durable() {
-            return self.write_sealed(key, None);
-        }
-        self.tree.remove(key).map_err(self.on_write())?;
-        Ok(())
-    }
-
-    /// A sled error of a write: `StoreError::DiskFull` (naming the directory) when the disk is full.
-    fn on_write(&self) -> impl Fn(sled::Error) -> StoreError + '_ {
-        |e| disk::classify(&self.dir, StoreError::Db(e))
-    }
-
-    /// A critical write: the record and the next write sequence in one sled transaction, flushed, then
-    /// the sentinel. Critical writes are serialised by the sentinel's lock. In memory: the same
-    /// transaction and sequence, neither flushed nor sealed in a file.
-    fn write_sealed(&self, key: &[u8], value: Option<Vec<u8>>) -> Result<(), StoreError> {
-        let mut seal = lock_seal(&self.seal);
-        let seq = seal.mark.seq + 1;
-        let meta: &sled::Tree = &self.db;
-        (meta, &self.tree)
-            .transaction(|(meta, tree)| {
-                meta.insert(SEQ_KEY, &seq.to_be_bytes())?;
-                match &value {
-                    Some(v) => tree.insert(key, v.as_slice())?,
-                    None => tree.remove(key)?,
-                };
-                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
-            })
-            .map_err(|e| match e {
-                sled::transaction::TransactionError::Storage(e) => self.on_write()(e),
-                sled::transaction::TransactionError::Abort(()) => {
-                    StoreError::Encode { tree: self.name.as_str(), reason: "transaction aborted".into() }
-                }
-            })?;
-        if self.durability.in_memory() {
-            seal.mark.seq = seq;
-            return Ok(());
-        }
-        // In a group on this thread, the group's commit flushes and seals it (`group`).
-        let deferred = group::defer(&self.seal);
-        if !deferred {
-            self.db.flush().map_err(self.on_write())?;
-            self.durability.count_flush();
-        }
-        seal.mark.seq = seq;
-        seal.mark.last.insert(self.name.as_str().to_string(), sentinel::LastWrite::new(key, value.as_deref()));
-        if deferred {
-            return Ok(());
-        }
-        let path = seal.file_path().to_path_buf();
-        seal.write().map_err(|source| disk::classify(&self.dir, StoreError::Sentinel { path, source }))
-    }
-
-    /// All entries with `lo <= key <= hi`, in key order.
-    pub fn range(&self, lo: &[u8], hi: &[u8]) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
-        self.tree.range(lo..=hi).map(|kv| self.entry(kv?)).collect()
-    }
-
-    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
-        self.tree.scan_prefix(prefix).map(|kv| self.entry(kv?)).collect()
-    }
-
-    pub fn last(&self) -> Result<Option<(Vec<u8>, V)>, StoreError> {
-        self.tree.last()?.map(|kv| self.entry(kv)).transpose()
-    }
-
-    /// The `n` entries with the largest keys, largest first, without reading the rest of the tree.
-    pub fn last_n(&self, n: usize) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
-        self.tree.iter().rev().take(n).map(|kv| self.entry(kv?)).collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.tree.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tree.is_empty()
-    }
-
-    fn entry(&self, (k, v): (sled::IVec, sled::IVec)) -> Result<(Vec<u8>, V), StoreError> {
-        Ok((k.to_vec(), self.decode(&v)?))
-    }
-
-    fn decode(&self, b: &[u8]) -> Result<V, StoreError> {
-        serde_json::from_slice(b).map_err(|e| StoreError::Corrupt { tree: self.name.as_str(), reason: e.to_string() })
-    }
-}
-
-/// Bars are stored compactly: o, h, l, c, v as little-endian f64 (40 bytes).
-fn encode_bar(b: &Bar) -> [u8; 40] {
-    let mut out = [0u8; 40];
-    for (i, x) in [b.o, b.h, b.l, b.c, b.v].into_iter().enumerate() {
-        out[i * 8..i * 8 + 8].copy_from_slice(&x.to_le_bytes());
-    }
-    out
-}
-
-fn decode_bar_entry((k, v): (sled::IVec, sled::IVec)) -> Result<Bar, StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt { tree: "bars", reason };
-    let (symbol, tf, t) = keys::parse_bar_key(&k).ok_or_else(|| corrupt(format!("bad key {:?}", k.as_ref())))?;
-    if v.len() != 40 {
-        return Err(corrupt(format!("{symbol} {t}: value has {} bytes, expected 40", v.len())));
-    }
-    let f = |i: usize| f64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-    Bar::new(symbol.clone(), tf, t, f(0), f(1), f(2), f(3), f(4)).map_err(|e| corrupt(format!("{symbol} {t}: {e}")))
 }
 
 fn lock_seal(seal: &Seal) -> std::sync::MutexGuard<'_, sentinel::Sentinel> {

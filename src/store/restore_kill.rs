@@ -15,22 +15,33 @@ pub const KILL_SWITCH_KEY: &[u8] = b"risk.kill_switch";
 /// The stored kill switch: its raw record when tripped.
 pub(super) type Kill = Option<Vec<u8>>;
 
+/// Why the replaced database's kill switch could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unreadable {
+    #[error("cannot make a private copy: {0}")]
+    Scratch(StoreError),
+    #[error("cannot copy it: {0}")]
+    Copy(std::io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// The kill switch of the database under `state_dir`, read from a private copy (the database may be
 /// damaged: that is often why it is replaced; sled's recovery must not change it). `Err`: unreadable.
-pub(super) fn read_current(state_dir: &Path) -> Result<Kill, String> {
+pub(super) fn read_current(state_dir: &Path) -> Result<Kill, Unreadable> {
     let src = state_dir.join(DB_DIR);
     if !src.is_dir() {
         return Ok(None);
     }
-    let scratch = Scratch::new(state_dir).map_err(|e| format!("cannot make a private copy: {e}"))?;
+    let scratch = Scratch::new(state_dir).map_err(Unreadable::Scratch)?;
     let copy = scratch.path().join(DB_DIR);
-    check::copy_dir(&src, &copy).map_err(|e| format!("cannot copy it: {e}"))?;
+    check::copy_dir(&src, &copy).map_err(Unreadable::Copy)?;
     leftovers::clear_db(&copy);
     let r = guard::guarded(state_dir, || {
         let db = open_db(&copy)?;
         Ok(db.open_tree(TreeName::Kv.as_str())?.get(KILL_SWITCH_KEY)?.map(|v| v.to_vec()))
     });
-    r.map_err(|e: StoreError| e.to_string())
+    r.map_err(|e: StoreError| Unreadable::Store(e))
 }
 
 /// The kill switch in the backup's trees.
@@ -41,7 +52,7 @@ pub(super) fn in_backup(trees: &super::Trees) -> Kill {
 
 /// Decides the restored store's kill switch from the backup's and the replaced database's; returns the
 /// record to write over the backup's (if any) and the sentence that says what happened (`None`: both agree).
-pub(super) fn decide(backup: &Kill, replaced: &Result<Kill, String>) -> (Option<Vec<u8>>, Option<String>) {
+pub(super) fn decide(backup: &Kill, replaced: &Result<Kill, Unreadable>) -> (Option<Vec<u8>>, Option<String>) {
     let replaced = match replaced {
         Ok(k) => k,
         Err(why) => {

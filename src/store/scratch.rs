@@ -7,25 +7,43 @@ use super::{DB_DIR, LOCK_FILE, StoreError, disk};
 use std::fs::File;
 use std::path::Path;
 
-/// A private directory in the system's temporary directory, removed when dropped.
-pub(super) struct Scratch(tempfile::TempDir);
+/// A private directory, removed when dropped: one made in the system's temporary directory, or one a
+/// reader was handed as its own (a read snapshot opened in place, `snapshot::open_snapshot`).
+pub(super) enum Scratch {
+    Temp(tempfile::TempDir),
+    Adopted(std::path::PathBuf),
+}
 
 impl Scratch {
     /// A new private directory for a copy of the database under `state_dir`.
     pub(super) fn new(state_dir: &Path) -> Result<Scratch, StoreError> {
         let tmp = std::env::temp_dir();
-        tempfile::Builder::new().prefix("tradebot-readonly-").tempdir_in(&tmp).map(Scratch).map_err(|source| {
+        tempfile::Builder::new().prefix("tradebot-readonly-").tempdir_in(&tmp).map(Scratch::Temp).map_err(|source| {
             disk::classify_copy(&tmp, &state_dir.join(DB_DIR), StoreError::Dir { dir: tmp.clone(), source })
         })
     }
 
     pub(super) fn path(&self) -> &Path {
-        self.0.path()
+        match self {
+            Scratch::Temp(t) => t.path(),
+            Scratch::Adopted(p) => p,
+        }
     }
 
-    /// The temporary directory it is in (what `TMPDIR` names).
+    /// The directory it is in (for a temporary one, what `TMPDIR` names).
     pub(super) fn parent(&self) -> &Path {
-        self.0.path().parent().unwrap_or(self.0.path())
+        self.path().parent().unwrap_or(self.path())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Scratch::Adopted(p) = self
+            && let Err(e) = std::fs::remove_dir_all(&*p)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            log::debug!("store: {} left for the daemon to remove: {e}", p.display());
+        }
     }
 }
 

@@ -3,11 +3,13 @@
 //! (control socket, `snapshot`) for a copy of every tree, written under `<state_dir>/snapshots/` as a
 //! database of its own with its sentinel, and opens that copy read-only. The critical trees are copied
 //! under the sentinel's lock, as `backup` copies them: the orders, fills and kill switch in a snapshot
-//! are one consistent moment. A snapshot is the reader's to remove; those left behind (a reader killed
-//! before it removed its own) are removed by the next snapshot once older than `STALE`.
+//! are one consistent moment. A snapshot is the reader's: it opens it in place, locked while open
+//! (`open_snapshot`), and removes it when done; those left behind (a reader killed before it removed its
+//! own) are removed by the next snapshot once older than `STALE` and not locked.
 
+use super::scratch::Scratch;
 use super::sentinel::Sentinel;
-use super::{DB_DIR, Store, StoreError, TreeName, lock_seal, open_db};
+use super::{DB_DIR, LOCK_FILE, Store, StoreError, TreeName, lock_seal, open_db};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -59,13 +61,38 @@ impl Store {
 }
 
 /// Removes the snapshot directories under `root` older than `age` (by modification time); a directory
-/// that cannot be read or removed is left for the next time.
+/// that cannot be read or removed is left for the next time, and so is one a reader has open in place
+/// (its lock held: `open_snapshot`), however long it works.
 fn remove_stale(root: &Path, age: Duration) {
     let Ok(entries) = std::fs::read_dir(root) else { return };
     for e in entries.flatten() {
         let old = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|d| d > age);
-        if old && let Err(err) = std::fs::remove_dir_all(e.path()) {
+        let in_use = || std::fs::File::open(e.path().join(LOCK_FILE)).is_ok_and(|f| f.try_lock().is_err());
+        if old
+            && !in_use()
+            && let Err(err) = std::fs::remove_dir_all(e.path())
+        {
             log::warn!("store: cannot remove the old read snapshot {}: {err}", e.path().display());
+        }
+    }
+}
+
+/// Opens a read snapshot the daemon took for this reader (`Store::snapshot`) in place: it is the
+/// reader's own, so no second copy is made. While open it is locked (the next snapshot's clean-up leaves
+/// it alone); it is removed when the last clone of the store is dropped. Writes go to the snapshot and are
+/// lost with it. Where it cannot be opened in place (a reader that may not write the state directory),
+/// it is copied as `Store::open_read_only` copies, and removed at once where it can be.
+pub fn open_snapshot(dir: &Path) -> Result<Store, StoreError> {
+    match Store::open(dir) {
+        Ok(mut store) => {
+            store._scratch = Some(std::sync::Arc::new(Scratch::Adopted(dir.to_path_buf())));
+            Ok(store)
+        }
+        Err(e) => {
+            log::debug!("store: the read snapshot {} is read from a copy: {e}", dir.display());
+            let opened = Store::open_read_only(dir);
+            release(dir);
+            opened
         }
     }
 }
@@ -106,6 +133,34 @@ mod tests {
         assert_eq!(read.write_seq(), 1, "the copy's sentinel agrees with its database");
         release(&snap);
         assert!(!snap.exists(), "the reader removes the snapshot it opened");
+    }
+
+    /// The reader opens its snapshot where the daemon wrote it (no second copy), and while it works there
+    /// the clean-up of later snapshots leaves it alone; dropping the store removes it.
+    #[test]
+    fn a_snapshot_is_opened_in_place_kept_while_open_and_removed_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let orders: TypedTree<String> = store.tree(TreeName::Orders).unwrap();
+        orders.insert(b"tb-ppo-AAPL-1-0", &"filled".to_string()).unwrap();
+        let snap = store.snapshot().unwrap();
+        let read = open_snapshot(&snap).unwrap();
+        assert_eq!(read.dir(), snap.as_path(), "opened in place, not copied elsewhere");
+        let got: TypedTree<String> = read.tree(TreeName::Orders).unwrap();
+        assert_eq!(got.get(b"tb-ppo-AAPL-1-0").unwrap().as_deref(), Some("filled"));
+        std::thread::sleep(Duration::from_millis(20));
+        remove_stale(&dir.path().join(SNAPSHOT_DIR), Duration::from_millis(10));
+        assert!(snap.join(DB_DIR).is_dir(), "a snapshot open in place is not cleaned up under its reader");
+        let again = read.clone();
+        drop(read);
+        assert!(snap.exists(), "removed with the last clone only");
+        drop((got, again));
+        assert!(!snap.exists(), "the reader's snapshot is removed when it is done");
+        // One never opened (its reader killed first) is cleaned up once old.
+        let left = store.snapshot().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        remove_stale(&dir.path().join(SNAPSHOT_DIR), Duration::from_millis(10));
+        assert!(!left.exists(), "a stale snapshot nobody has open is removed");
     }
 
     #[test]

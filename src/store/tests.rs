@@ -1,5 +1,7 @@
 use super::*;
+use crate::domain::{Bar, Symbol, Timeframe};
 use chrono::TimeZone;
+use chrono::Utc;
 
 fn bar(sym: &str, day: u32, c: f64) -> Bar {
     let t = Utc.with_ymd_and_hms(2020, 1, day, 5, 0, 0).unwrap();

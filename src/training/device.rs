@@ -18,11 +18,16 @@ pub enum DeviceRequest {
     Auto,
 }
 
-impl FromStr for DeviceRequest {
-    type Err = String;
+/// A `--device` that is none of `auto`, `cpu`, `cuda`, `cuda:N`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--device {0:?}: must be auto, cpu, cuda or cuda:N (N a CUDA device index, 0, 1, ...)")]
+pub struct BadDevice(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("--device {s:?}: must be auto, cpu, cuda or cuda:N (N a CUDA device index, 0, 1, ...)");
+impl FromStr for DeviceRequest {
+    type Err = BadDevice;
+
+    fn from_str(s: &str) -> Result<Self, BadDevice> {
+        let bad = || BadDevice(s.to_string());
         match s.trim().to_ascii_lowercase().as_str() {
             "cpu" => Ok(DeviceRequest::Cpu),
             "auto" => Ok(DeviceRequest::Auto),
@@ -36,6 +41,12 @@ impl FromStr for DeviceRequest {
 }
 
 impl DeviceRequest {
+    /// `--device` parsed for clap (`value_parser`): the command line's one parse of the device, the
+    /// error naming what is accepted.
+    pub fn parse_arg(s: &str) -> Result<DeviceRequest, BadDevice> {
+        s.parse()
+    }
+
     /// The request for exactly `d`: a device already settled (a search's trials hold to the study's).
     #[cfg(feature = "train")]
     pub fn exact(d: tch::Device) -> DeviceRequest {
@@ -127,7 +138,7 @@ pub fn resolve(req: DeviceRequest) -> anyhow::Result<tch::Device> {
 pub fn cuda_unusable(n: usize) -> Option<String> {
     if !crate::native::load_torch_cuda() {
         return Some(match crate::env::kernel::probe::driver() {
-            Err(why) => why,
+            Err(why) => why.to_string(),
             Ok(d) if d.devices.is_empty() => {
                 format!("the CUDA driver (CUDA {}.{}) sees no device{}", d.cuda_version.0, d.cuda_version.1, visible())
             }
@@ -164,7 +175,7 @@ mod tests {
         }
         assert_eq!(DeviceRequest::Cuda(0).to_string(), "cuda:0");
         for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", ""] {
-            let e = bad.parse::<DeviceRequest>().unwrap_err();
+            let e = bad.parse::<DeviceRequest>().unwrap_err().to_string();
             assert!(e.contains("must be auto, cpu, cuda or cuda:N"), "{bad}: {e}");
         }
     }

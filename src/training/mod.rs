@@ -51,7 +51,7 @@ pub fn whole_updates(steps: u64, n_envs: usize, n_steps: usize) -> (u64, u64, Op
 pub struct PpoJob {
     pub config: Config,
     /// auto (CUDA when usable, else the CPU, said once) | cpu | cuda[:N] (the env kernel on that GPU, or an error)
-    pub device: String,
+    pub device: device::DeviceRequest,
     /// Environment steps to train for (default: retrain.ppo_steps, else `ppo::DEFAULT_STEPS`).
     pub steps: Option<u64>,
     /// Continue from the latest checkpoint under state_dir/checkpoints/ppo.
@@ -84,7 +84,7 @@ pub struct SacJob {
 pub struct LstmJob {
     pub config: Config,
     /// auto (CUDA when usable, else the CPU, said once) | cpu | cuda[:N] (that GPU, or an error)
-    pub device: String,
+    pub device: device::DeviceRequest,
     /// Overrides lstm.max_epochs.
     pub epochs: Option<usize>,
     /// Continue from the checkpoint in state_dir/checkpoints/lstm/.
@@ -196,8 +196,8 @@ pub fn device_name(d: tch::Device) -> String {
 /// The torch device a job asks for (`device::DeviceRequest`: `cpu`, `cuda[:N]`, refused with the reason
 /// when that CUDA device is not usable, or `auto`, which falls back to the CPU with one WARN).
 #[cfg(feature = "train")]
-pub fn pick_device(s: &str) -> anyhow::Result<tch::Device> {
-    device::resolve(s.parse().map_err(anyhow::Error::msg)?)
+pub fn pick_device(request: &device::DeviceRequest) -> anyhow::Result<tch::Device> {
+    device::resolve(*request)
 }
 
 #[cfg(test)]

@@ -166,7 +166,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         config.ppo.seed = seed;
         config.env.seed = seed;
     }
-    let requested: DeviceRequest = args.device.parse().map_err(anyhow::Error::msg)?;
+    let requested = args.device;
     let device = device::resolve(requested)?;
     // The daemon's retrain names its snapshot in the environment (it holds the store's lock).
     let snapshot = args
@@ -189,18 +189,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     }
     let ckpt_dir = config.state_dir.join("checkpoints").join("ppo");
     if args.resume {
-        let Some((path, meta)) = checkpoint::latest(&ckpt_dir)? else {
-            bail!("--resume: no checkpoint in {}; train once without --resume", ckpt_dir.display());
-        };
-        ppo.load_weights(&path.join(checkpoint::WEIGHTS)).with_context(|| {
-            format!(
-                "checkpoint {} does not fit this config (network or observation size changed?): train without --resume",
-                path.display()
-            )
-        })?;
-        ppo.updates = meta.updates;
-        ppo.env_steps = meta.env_steps;
-        log::info!("resuming from {} (update {}, {} env steps)", path.display(), meta.updates, meta.env_steps);
+        resume(&mut ppo, &ckpt_dir)?;
     }
     let every = config.train.checkpoint_every as u64;
     let progress = PpoProgress::new(args.json, total_updates, total_updates * per_update, ppo.env_steps)
@@ -245,6 +234,23 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         outln!("{}", manifest.id)?;
     }
     Ok(manifest.id)
+}
+
+/// The newest checkpoint in `ckpt_dir` loaded into `ppo`, its update and step counts included (`--resume`).
+fn resume(ppo: &mut Ppo, ckpt_dir: &std::path::Path) -> anyhow::Result<()> {
+    let Some((path, meta)) = checkpoint::latest(ckpt_dir)? else {
+        bail!("--resume: no checkpoint in {}; train once without --resume", ckpt_dir.display());
+    };
+    ppo.load_weights(&path.join(checkpoint::WEIGHTS)).with_context(|| {
+        format!(
+            "checkpoint {} does not fit this config (network or observation size changed?): train without --resume",
+            path.display()
+        )
+    })?;
+    ppo.updates = meta.updates;
+    ppo.env_steps = meta.env_steps;
+    log::info!("resuming from {} (update {}, {} env steps)", path.display(), meta.updates, meta.env_steps);
+    Ok(())
 }
 
 /// The policy as ONNX bytes, refused unless ONNX Runtime's forward matches tch's on 1,000 random

@@ -18,6 +18,8 @@ pub mod journal;
 pub mod optuna_storage;
 #[cfg(feature = "train")]
 mod population;
+#[cfg(feature = "train")]
+mod ranking;
 pub mod space;
 #[cfg(feature = "train")]
 mod study;
@@ -26,6 +28,8 @@ mod tests;
 pub mod tpe;
 #[cfg(feature = "train")]
 mod trial;
+#[cfg(feature = "train")]
+mod waves;
 
 use crate::config::Config;
 use crate::retrain::study::StudyRecord;
@@ -48,7 +52,7 @@ pub struct TuneJob {
     pub config: Config,
     /// auto | cpu | cuda[:N] (`training::device`; on CUDA, trials of one shape train as populations; others one
     /// at a time).
-    pub device: String,
+    pub device: crate::training::device::DeviceRequest,
     /// Overrides tune.trials, tune.parallel, tune.budget_steps.
     pub trials: Option<usize>,
     pub parallel: Option<usize>,

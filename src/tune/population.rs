@@ -5,7 +5,7 @@
 //! trial back into its own trainer and judges it by its own validation backtest. Trials the search stops
 //! leave the group (`keep`); new trials form new groups.
 
-use super::trial::{Shared, Trial};
+use super::trial::{Shared, Trial, TrialFailure};
 use crate::env::kernel::TensorKernelEnv;
 use crate::rl::ppo::population::Population;
 use rayon::prelude::*;
@@ -67,11 +67,11 @@ impl Group {
         if self.pop.updates.first().is_some_and(|&u| u >= stop_at) {
             for t in &mut self.members {
                 let known = t.rec.curve.last().filter(|r| r.steps == t.ppo.env_steps).map(|r| r.value);
-                t.outcome = Some(known.ok_or_else(|| "the rung's value was never judged".to_string()));
+                t.outcome = Some(known.ok_or(TrialFailure::NeverJudged));
             }
             return;
         }
-        let mut failed: Vec<Option<String>> = vec![None; self.members.len()];
+        let mut failed: Vec<Option<TrialFailure>> = vec![None; self.members.len()];
         let mut late = false;
         while self.pop.updates.first().is_some_and(|&u| u < stop_at) && !late {
             let lrs: Vec<f64> = self
@@ -89,14 +89,14 @@ impl Group {
                         match o {
                             Ok(s) => t.last = Some(s),
                             Err(e) => {
-                                f.get_or_insert_with(|| format!("training failed: {e}"));
+                                f.get_or_insert_with(|| TrialFailure::Training(e.to_string()));
                             }
                         }
                     }
                 }
                 Err(e) => {
                     for t in &mut self.members {
-                        t.outcome = Some(Err(format!("the population's training failed: {e}")));
+                        t.outcome = Some(Err(TrialFailure::Population(e.to_string())));
                     }
                     return;
                 }
@@ -108,7 +108,7 @@ impl Group {
         for (k, t) in self.members.iter_mut().enumerate() {
             t.seconds += seconds;
             if let Err(e) = self.pop.write_back(k, &mut t.ppo) {
-                failed[k].get_or_insert_with(|| format!("copying the trial out of its population failed: {e}"));
+                failed[k].get_or_insert_with(|| TrialFailure::WriteBack(e.to_string()));
             }
         }
         if late && !reached {
@@ -118,7 +118,7 @@ impl Group {
             self.members.par_iter_mut().zip(failed).for_each(|(t, f)| {
                 t.outcome = Some(match f {
                     Some(e) => Err(e),
-                    None => t.validate(shared).map_err(|e| format!("validation backtest failed: {e:#}")),
+                    None => t.validate(shared).map_err(|e| TrialFailure::Validation(format!("{e:#}"))),
                 });
             })
         });

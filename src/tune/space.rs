@@ -1,7 +1,7 @@
 //! The search space: a trial's parameters as numbers by name, drawn from `[tune.space]`'s ranges and
 //! applied to a copy of the config (`[ppo]` and `[env]`), and each trial's seed.
 
-use crate::config::{Config, Dist};
+use crate::config::{Config, Dist, Invalid};
 use crate::env::rng::SplitMix64;
 use std::collections::BTreeMap;
 
@@ -73,17 +73,17 @@ pub fn random(space: &BTreeMap<String, Dist>, seed: u64, number: usize) -> Param
     space.iter().map(|(name, d)| (name.clone(), uniform(d, &mut rng))).collect()
 }
 
-fn whole(name: &str, x: f64) -> Result<usize, String> {
+fn whole(name: &str, x: f64) -> Result<usize, Invalid> {
     if x.is_finite() && x >= 0.0 && x.fract() == 0.0 && x <= 1e9 {
         Ok(x as usize)
     } else {
-        Err(format!("tune.space.{name}: {x} is not a whole number"))
+        Err(Invalid::Value(format!("tune.space.{name}: {x} is not a whole number")))
     }
 }
 
 /// `base` with the trial's parameters and seed in `[ppo]` and `[env]`; refused (naming the key) when the
 /// result is not a valid config.
-pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, String> {
+pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, Invalid> {
     let mut c = base.clone();
     let (mut width, mut depth) = (c.ppo.hidden.first().copied().unwrap_or(64), c.ppo.hidden.len().max(1));
     for (name, &x) in params {
@@ -101,7 +101,7 @@ pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, String
             "reward_scale" => c.env.reward_scale = x,
             "trailing_stop" => c.env.exec.trailing_stop = x,
             "cooldown" => c.env.exec.cooldown_bars = whole(name, x)? as u32,
-            other => return Err(format!("tune.space.{other}: not a tunable parameter")),
+            other => return Err(Invalid::Value(format!("tune.space.{other}: not a tunable parameter"))),
         }
     }
     if params.contains_key("width") || params.contains_key("depth") {
@@ -111,7 +111,7 @@ pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, String
     c.env.seed = seed;
     c.ppo.validate()?;
     if !(0.0..1.0).contains(&c.env.exec.trailing_stop) || c.env.reward_scale <= 0.0 {
-        return Err("tune.space: trailing_stop must be in [0, 1) and reward_scale above 0".into());
+        return Err(Invalid::Value("tune.space: trailing_stop must be in [0, 1) and reward_scale above 0".into()));
     }
     Ok(c)
 }

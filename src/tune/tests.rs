@@ -58,7 +58,7 @@ fn random_draws_stay_in_the_space_and_apply_to_the_config() {
 fn a_bad_space_is_refused_with_the_key() {
     let bad = |name: &str, d: Dist| {
         let t = TuneConfig { space: BTreeMap::from([(name.to_string(), d)]), ..Default::default() };
-        t.validate().unwrap_err()
+        t.validate().unwrap_err().to_string()
     };
     assert!(bad("momentum", Dist::Linear { low: 0.0, high: 1.0 }).contains("tune.space.momentum: not a tunable"));
     assert!(bad("learning_rate", Dist::Log { low: 0.0, high: 1.0 }).contains("0 < low < high"));

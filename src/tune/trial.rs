@@ -30,6 +30,32 @@ pub struct Shared {
     pub deadline: Option<Instant>,
 }
 
+/// Why a trial failed at a rung (its record keeps the message).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TrialFailure {
+    /// Its parameters make no valid configuration.
+    #[error(transparent)]
+    Refused(crate::config::Invalid),
+    /// Its environment could not start.
+    #[error("{0}")]
+    Env(String),
+    /// Its trainer could not be built.
+    #[error("{0}")]
+    Trainer(String),
+    #[error("the rung's value was never judged")]
+    NeverJudged,
+    #[error("a trial of a population cannot train on its own")]
+    NotAlone,
+    #[error("training failed: {0}")]
+    Training(String),
+    #[error("the population's training failed: {0}")]
+    Population(String),
+    #[error("copying the trial out of its population failed: {0}")]
+    WriteBack(String),
+    #[error("validation backtest failed: {0}")]
+    Validation(String),
+}
+
 /// A trial in training.
 pub struct Trial {
     pub rec: TrialRecord,
@@ -44,7 +70,7 @@ pub struct Trial {
     pub last: Option<UpdateStats>,
     pub seconds: f64,
     /// The outcome of the last `advance`: the rung's value, or why the trial failed.
-    pub outcome: Option<Result<f64, String>>,
+    pub outcome: Option<Result<f64, TrialFailure>>,
 }
 
 impl Trial {
@@ -72,7 +98,7 @@ impl Trial {
             ended_at: None,
             error: None,
         };
-        let built = space::apply(base, &params, rec.seed).and_then(|mut config| {
+        let built = space::apply(base, &params, rec.seed).map_err(TrialFailure::Refused).and_then(|mut config| {
             // Trials train side by side on the CPU: the plain-Rust trainer, whose generator is its own. A
             // population's trial only holds its weights between rungs: no plain-Rust copy of them.
             config.ppo.cpu_backend =
@@ -91,12 +117,13 @@ impl Trial {
                     let exact = DeviceRequest::exact(shared.device);
                     let (env, _, _) =
                         training::ppo::training_env(&config.env, shared.panel.clone(), shared.device, exact)
-                            .map_err(|e| format!("{e:#}"))?;
+                            .map_err(|e| TrialFailure::Env(format!("{e:#}")))?;
                     let dims = (env.obs_dim(), env.act_dim(), env.num_envs());
                     (Some(env), dims)
                 }
             };
-            let ppo = Ppo::new(config.ppo.clone(), dims.0, dims.1, shared.device).map_err(|e| e.to_string())?;
+            let ppo = Ppo::new(config.ppo.clone(), dims.0, dims.1, shared.device)
+                .map_err(|e| TrialFailure::Trainer(e.to_string()))?;
             Ok((config, env, kernel, ppo, dims.2))
         });
         match built {
@@ -118,7 +145,7 @@ impl Trial {
             }
             Err(e) => {
                 rec.state = TrialState::Failed;
-                rec.error = Some(e);
+                rec.error = Some(e.to_string());
                 rec.ended_at = Some(crate::clock::now());
                 Err(Box::new(rec))
             }
@@ -144,7 +171,7 @@ impl Trial {
             return;
         }
         let Some(env) = self.env.as_mut() else {
-            self.outcome = Some(Err("a trial of a population cannot train on its own".into()));
+            self.outcome = Some(Err(TrialFailure::NotAlone));
             return;
         };
         let mut last = None;
@@ -163,13 +190,13 @@ impl Trial {
         }
         self.seconds += started.elapsed().as_secs_f64();
         if let Err(e) = trained {
-            self.outcome = Some(Err(format!("training failed: {e}")));
+            self.outcome = Some(Err(TrialFailure::Training(e.to_string())));
             return;
         }
         if late && self.ppo.updates < stop_at {
             return;
         }
-        self.outcome = Some(self.validate(shared).map_err(|e| format!("validation backtest failed: {e:#}")));
+        self.outcome = Some(self.validate(shared).map_err(|e| TrialFailure::Validation(format!("{e:#}"))));
     }
 
     /// The engine's backtest of the policy as it is now over the validation days.

@@ -39,6 +39,16 @@ pub(super) async fn dashboard(State(s): State<WebState>) -> Response {
     }
 }
 
+/// The search page's studies as its page renders them (`search::studies`): what its script puts in place
+/// when the event stream's studies change.
+pub(super) async fn search(State(s): State<WebState>) -> Response {
+    let source = s.source.clone();
+    match tokio::task::spawn_blocking(move || super::search::studies(&source.snapshot().studies)).await {
+        Ok(html) => Json(serde_json::json!({ "version": 1, "html": html })).into_response(),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("rendering the searches failed: {e}")),
+    }
+}
+
 /// One update as an SSE event (`None` when the snapshot could not be taken or serialised).
 async fn update(s: &WebState, seq: u64) -> Option<Event> {
     let source = s.source.clone();
@@ -75,8 +85,10 @@ pub(super) async fn events(State(s): State<WebState>) -> Response {
 /// An unknown address: JSON under `/api/` and `/control/`, a short text otherwise.
 pub(super) async fn not_found(uri: Uri) -> Response {
     if super::auth::is_api(uri.path()) {
-        let msg =
-            format!("no such endpoint: {} (the API is /api/v1/status, /api/v1/dashboard, /api/v1/events)", uri.path());
+        let msg = format!(
+            "no such endpoint: {} (the API is /api/v1/status, /api/v1/dashboard, /api/v1/events, /api/v1/search)",
+            uri.path()
+        );
         return json_error(StatusCode::NOT_FOUND, &msg);
     }
     (StatusCode::NOT_FOUND, "not found: the dashboard is at /").into_response()

@@ -49,7 +49,16 @@
       grid: { vertLines: { color: "#f0f0f0" }, horzLines: { color: "#f0f0f0" } },
       crosshair: { mode: LWC.CrosshairMode.Normal },
       rightPriceScale: { borderColor: "#ccc" },
-      timeScale: { borderColor: "#ccc", timeVisible: !daily, secondsVisible: !daily, tickMarkFormatter: tick },
+      // Both edges fixed: the first and last points stay at the chart's edges, never a blank band
+      // beside them (a chart drawn while narrow, or a range kept from fewer points).
+      timeScale: {
+        borderColor: "#ccc",
+        timeVisible: !daily,
+        secondsVisible: !daily,
+        tickMarkFormatter: tick,
+        fixLeftEdge: true,
+        fixRightEdge: true,
+      },
       localization: { priceFormatter: priceFormatter, timeFormatter: timeFormatter || timeText },
       handleScroll: true,
       handleScale: true,
@@ -82,9 +91,11 @@
     show(null);
   }
 
-  // A chart's container, emptied for a new drawing; the range the person zoomed or panned to is kept in
-  // `ranges` and put back by `showRange`.
+  // A chart's container, emptied for a new drawing; the range the person zoomed or panned to (a wheel, a
+  // drag or a touch on the chart) is kept in `ranges` and put back by `showRange`; a chart nobody touched
+  // shows all its points again.
   const ranges = {};
+  const touched = {};
   function chartIn(id, parent, cls) {
     let el = document.getElementById(id);
     if (!el) {
@@ -92,9 +103,10 @@
       el.id = id;
       el.className = cls;
       parent.appendChild(el);
+      for (const ev of ["wheel", "mousedown", "touchstart"]) el.addEventListener(ev, () => (touched[id] = true), { passive: true });
     }
     const old = state.charts[id];
-    if (old && el.contains(old.chart.chartElement())) ranges[id] = old.chart.timeScale().getVisibleLogicalRange();
+    if (old && touched[id] && el.contains(old.chart.chartElement())) ranges[id] = old.chart.timeScale().getVisibleLogicalRange();
     else delete ranges[id];
     if (old) old.chart.remove();
     el.querySelectorAll(".legend").forEach((n) => n.remove());

@@ -3,10 +3,13 @@
 //!
 //! ```text
 //!  GET /                      the dashboard: loaded once, then updated by the event stream
-//!  GET /search                the hyper-parameter searches
+//!  GET /search                the hyper-parameter searches (updated from the event stream too)
+//!  GET /report?from=&to=      the account's own history over a period, as a tear sheet (`reports`)
+//!  GET /report/backtest       the last `tradebot backtest --report` tear sheet
 //!  GET /api/v1/status         the StatusReport as JSON (what `tradebot status --json` prints)
 //!  GET /api/v1/dashboard      everything the page shows, as JSON
 //!  GET /api/v1/events         server-sent events: an `update` every 2 s (`api`)
+//!  GET /api/v1/search         the search page's studies, rendered (fetched when the stream's change)
 //!  POST /api/v1/control/{action}, /control/{action}
 //!                             pause, resume, flatten, retrain, promote, rollback: a form with the CSRF
 //!                             token (`control`), answered in JSON, each an audit line in the log
@@ -33,6 +36,7 @@ pub mod data;
 pub mod format;
 pub mod listen;
 pub mod page;
+pub mod reports;
 pub mod search;
 pub mod svg;
 mod tables;
@@ -74,6 +78,8 @@ pub struct WebState {
     stop: CancellationToken,
     /// The daemon's host, as the control socket reaches it: the dashboard's controls (none without).
     control: Option<tokio::sync::mpsc::Sender<crate::control::server::Call>>,
+    /// The account report and the last backtest's tear sheet (none without a daemon's config).
+    reports: Option<reports::Reports>,
 }
 
 impl WebState {
@@ -90,12 +96,19 @@ impl WebState {
             push_every: std::time::Duration::from_secs(2),
             stop: CancellationToken::new(),
             control: None,
+            reports: None,
         }
     }
 
     /// The CSRF token the pages of this session carry in their forms.
     pub fn csrf_token(&self) -> &str {
         self.csrf.expose()
+    }
+
+    /// The report pages (`/report`, `/report/backtest`), for a daemon running with `config`.
+    pub fn with_reports(mut self, config: crate::config::Config) -> Self {
+        self.reports = Some(reports::Reports { config: Arc::new(config) });
+        self
     }
 
     /// The dashboard's controls send their requests here.
@@ -169,8 +182,16 @@ async fn metrics(State(s): State<WebState>) -> Response {
 async fn dashboard(State(s): State<WebState>) -> Response {
     let source = s.source.clone();
     let csrf = s.control.is_some().then(|| s.csrf.expose().to_string());
+    let state_dir = s.reports.as_ref().map(|r| r.config.state_dir.clone());
     // Reading the store and rendering are CPU work: off the reactor.
-    match tokio::task::spawn_blocking(move || page::render(&source.snapshot(), csrf.as_deref())).await {
+    let render = move || {
+        let links = page::Links {
+            account: state_dir.is_some(),
+            backtest: state_dir.as_deref().and_then(reports::last_backtest_at),
+        };
+        page::render_with(&source.snapshot(), csrf.as_deref(), &links)
+    };
+    match tokio::task::spawn_blocking(render).await {
         Ok(html) => Html(html).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("rendering failed: {e}")).into_response(),
     }
@@ -178,8 +199,8 @@ async fn dashboard(State(s): State<WebState>) -> Response {
 
 /// The hyper-parameter searches (`web::search`).
 async fn search_page(State(s): State<WebState>) -> Response {
-    let (source, refresh) = (s.source.clone(), s.push_every.as_secs().max(1) as u32);
-    match tokio::task::spawn_blocking(move || search::render(&source.snapshot().studies, refresh)).await {
+    let source = s.source.clone();
+    match tokio::task::spawn_blocking(move || search::render(&source.snapshot().studies)).await {
         Ok(html) => Html(html).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("rendering failed: {e}")).into_response(),
     }
@@ -194,6 +215,9 @@ pub fn router(state: WebState) -> Router {
         .route("/api/v1/status", get(api::status))
         .route("/api/v1/dashboard", get(api::dashboard))
         .route("/api/v1/events", get(api::events))
+        .route("/api/v1/search", get(api::search))
+        .route("/report", get(reports::account_report))
+        .route("/report/backtest", get(reports::last_backtest))
         .route("/api/v1/control/{action}", control.clone())
         .route("/control/{action}", control)
         .fallback(api::not_found)
@@ -230,5 +254,7 @@ pub async fn serve(
 
 #[cfg(test)]
 mod api_tests;
+#[cfg(test)]
+mod reports_tests;
 #[cfg(test)]
 mod tests;

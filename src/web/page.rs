@@ -47,8 +47,21 @@ pub fn sections(d: &DashboardData) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// What the page links besides its own sections: the account report (`/report`, with a daemon behind the
+/// dashboard) and the last backtest's tear sheet (`/report/backtest`, when one was written; when).
+#[derive(Debug, Clone, Default)]
+pub struct Links {
+    pub account: bool,
+    pub backtest: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 /// The page; with `csrf`, the controls (their forms carry it).
 pub fn render(d: &DashboardData, csrf: Option<&str>) -> String {
+    render_with(d, csrf, &Links::default())
+}
+
+/// The page with its report links (`Links`).
+pub fn render_with(d: &DashboardData, csrf: Option<&str>, links: &Links) -> String {
     let mut o = String::with_capacity(64 * 1024);
     let _ = write!(
         o,
@@ -62,6 +75,7 @@ pub fn render(d: &DashboardData, csrf: Option<&str>) -> String {
     if let Some(csrf) = csrf {
         controls_section(&mut o, d, csrf);
     }
+    reports_section(&mut o, links);
     o.push_str(r#"<section id="equity-section"><h2>Equity against buy-and-hold and cash</h2>"#);
     sec(&mut o, "returns");
     if !super::assets::charts_bundled() {
@@ -179,6 +193,30 @@ fn controls_section(o: &mut String, d: &DashboardData, csrf: &str) {
     o.push_str(&form("promote", &(models + &confirm("trade with it from the next bar")), "Promote"));
     o.push_str(&form("rollback", &kinds(false), "Roll back"));
     o.push_str("</div></section>");
+}
+
+/// The reports, rendered once like the controls: a period form for the account report and the last
+/// backtest's tear sheet. Nothing without a daemon behind the dashboard.
+fn reports_section(o: &mut String, links: &Links) {
+    if !links.account {
+        return;
+    }
+    o.push_str(
+        r#"<section id="reports"><h2>Reports</h2><form id="report-form" method="get" action="/report"><label>from <input type="date" name="from"></label> <label>to <input type="date" name="to"></label> <button type="submit">Account report</button></form>"#,
+    );
+    match links.backtest {
+        Some(at) => {
+            let _ = write!(
+                o,
+                r#"<p><a id="backtest-report" href="/report/backtest">The last backtest's tear sheet</a> (written {})</p>"#,
+                at.format("%Y-%m-%d %H:%M:%S UTC")
+            );
+        }
+        None => o.push_str(
+            r#"<p id="no-backtest">No backtest tear sheet yet: <code>tradebot backtest --report FILE.html</code> keeps one here.</p>"#,
+        ),
+    }
+    o.push_str("</section>");
 }
 
 /// The returns since the first point, and the deepest drawdown (the charts beside them draw both).

@@ -59,21 +59,51 @@ pub fn importance(s: &StudyRecord) -> Vec<(String, f64)> {
     out
 }
 
-pub fn render(studies: &[StudyRecord], refresh_secs: u32) -> String {
+/// The page: rendered once; its script puts the studies in place again (`/api/v1/search`) whenever the
+/// dashboard's event stream carries different ones, so the page never reloads itself.
+pub fn render(studies: &[StudyRecord]) -> String {
     let mut o = String::with_capacity(16 * 1024);
     let _ = write!(
         o,
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="{refresh_secs}"><title>tradebot · search</title><style>{STYLE}</style></head><body><header><h1>tradebot</h1><a href="/">dashboard</a></header>"#
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>tradebot · search</title><style>{STYLE}</style></head><body><header><h1>tradebot</h1><a href="/">dashboard</a><span id="live" class="live" title="updates from the daemon">●</span></header><div id="studies">{}</div><script>{SEARCH_JS}</script></body></html>"#,
+        self::studies(studies)
     );
+    o
+}
+
+/// The studies as the page shows them (what `/api/v1/search` answers).
+pub fn studies(studies: &[StudyRecord]) -> String {
+    let mut o = String::new();
     if studies.is_empty() {
         o.push_str("<section><h2>Hyper-parameter searches</h2><p>none yet: <code>tradebot tune ppo</code>, or <code>retrain.tune = true</code></p></section>");
     }
     for s in studies {
         study(&mut o, s);
     }
-    o.push_str("</body></html>");
     o
 }
+
+/// The search page's script: on each update of the dashboard's event stream whose studies differ from
+/// the last ones seen, the studies' HTML is fetched and put in place.
+const SEARCH_JS: &str = r#"(() => {
+  let last = null;
+  const live = document.getElementById("live");
+  const events = new EventSource("/api/v1/events");
+  events.addEventListener("update", async (ev) => {
+    if (live) live.className = "live on";
+    let key;
+    try { key = JSON.stringify(JSON.parse(ev.data).data.studies || []); } catch (e) { return; }
+    if (key === last) return;
+    const first = last === null;
+    last = key;
+    const r = await fetch("/api/v1/search", { credentials: "same-origin" });
+    if (!r.ok) return;
+    const j = await r.json();
+    const box = document.getElementById("studies");
+    if (box && (!first || box.innerHTML !== j.html)) box.innerHTML = j.html;
+  });
+  events.onerror = () => { if (live) live.className = "live off"; };
+})();"#;
 
 fn study(o: &mut String, s: &StudyRecord) {
     let _ = write!(
@@ -208,7 +238,7 @@ mod tests {
         assert_eq!(imp[0].0, "learning_rate");
         assert!((imp[0].1 - 1.0).abs() < 1e-12, "{imp:?}");
         assert!(imp[1].0 == "gamma" && imp[1].1.abs() < 0.9, "{imp:?}");
-        let html = render(std::slice::from_ref(&s), 5);
+        let html = render(std::slice::from_ref(&s));
         assert!(html.contains("best: trial <b>3</b>, candidate ppo-abc"), "{html}");
         assert!(html.contains(r#"id="best-tune-1""#), "the best-so-far chart");
         assert_eq!(html.matches(r#"<tr class="trial "#).count(), 4);

@@ -2,14 +2,15 @@
 //! protocol of `shared/alpaca-protocol.md`, with its own account (`book`), a bar store for the data REST
 //! API and the streams, a log of what clients sent, and faults on demand.
 //!
-//! - `rest`: trading REST and data REST (bars with `next_page_token`), behind a gate that checks keys,
-//!   logs every request and injects queued [`Fault`]s.
+//! - `rest`: trading REST and data REST (`bars`: bars with `next_page_token`), behind a gate that checks
+//!   keys, logs every request and injects queued [`Fault`]s.
 //! - `market_ws`: the market-data stream (`/v2/{iex,sip,test}`, `/v1beta3/crypto/us`).
 //! - `updates_ws`: the trade_updates stream (`/stream`).
 //! - `market`: a seeded synthetic market (minute bars on the fake's clock, orders filling at the next bar).
 //! - `rules`: Alpaca's order rules the book applies to every new order (time in force per asset class,
 //!   crypto quantity steps and minimums, wash-trade prevention), with Alpaca's status codes and messages.
 
+mod bars;
 mod book;
 mod market;
 mod market_ws;
@@ -28,6 +29,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use url::Url;
+
+/// An Alpaca error response: the status and the JSON body `{"code", "message"}`.
+fn error(status: u16, code: Option<i64>, message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let s = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+    (s, axum::Json(crate::alpaca::wire::rest::ErrorBody { code, message: message.into() })).into_response()
+}
 
 pub const KEY_ID: &str = "PKFAKEKEYID";
 pub const SECRET_KEY: &str = "fakesecretkey";

@@ -173,6 +173,7 @@ fn every_trade_update_event_maps() {
     for (ev, kind, order_event) in cases {
         let UpdatesItem::Update(u) = update(&format!("updates/event_{ev}.json")) else { panic!("{ev}") };
         assert_eq!((u.kind, u.order_event()), (kind, order_event), "{ev}");
+        assert_eq!(kind.as_str(), ev, "the orders metric's label is Alpaca's name of the event");
         assert_eq!(u.order.raw_client_order_id, "tb-ppo-AAPL-1714573800-0");
         assert!(u.time.is_some(), "{ev}");
     }

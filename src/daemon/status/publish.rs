@@ -199,7 +199,7 @@ fn history(registry: &Registry, store: &Store, live: &Live) -> (Vec<ModelView>, 
                 .map(|m| ModelView {
                     id: m.id,
                     kind: m.kind.as_str().to_string(),
-                    state: format!("{:?}", m.state).to_lowercase(),
+                    state: m.state.as_str().to_string(),
                     created_at: m.created_at,
                     metrics: m.metrics,
                 })

@@ -23,6 +23,12 @@ pub enum KernelEnvError {
     Buffer { name: &'static str, got: String, want: String },
     #[error("{0}")]
     TooLarge(String),
+    /// Tensors handed to a launch whose shapes do not agree (a caller's bug, named with the shapes).
+    #[error("{what} tensors of shapes {shapes}")]
+    Shapes { what: &'static str, shapes: String },
+    /// A read-back from the device with another count of values than asked for.
+    #[error("the {what} came back as {got} values, not {want}")]
+    Readback { what: &'static str, got: usize, want: usize },
     #[error(transparent)]
     Env(#[from] EnvError),
     #[error(transparent)]

@@ -39,8 +39,9 @@ pub use cuda::KernelEnvError;
 #[cfg(feature = "train")]
 pub use tensor::TensorKernelEnv;
 
+use super::config::{Accounting, EnvConfig, EnvError};
 use super::panel::Panel;
-use super::vec_env::{Accounting, EnvConfig, EnvError, Step};
+use super::vec_env::Step;
 use std::sync::Arc;
 
 /// The kernel source, for NVRTC.

@@ -34,31 +34,48 @@ pub fn sm_arch(major: i32, minor: i32) -> String {
     format!("sm_{}", major * 10 + minor)
 }
 
+/// Why a CUBIN built by NVRTC would not run on a device under its driver.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    #[error(
+        "NVRTC is CUDA {nvrtc} but the NVIDIA driver runs CUDA {driver} at most: the code it builds would not load; install an NVIDIA driver for CUDA {}.x or later, or use a PyTorch built for CUDA {}.x (its NVRTC comes with it)",
+        nvrtc.0,
+        driver.0
+    )]
+    DriverTooOld { nvrtc: CudaVersion, driver: CudaVersion },
+    #[error(
+        "NVRTC (CUDA {nvrtc}) cannot build for this GPU (compute capability {}.{}, sm_{arch}; it knows {known}), under the NVIDIA driver for CUDA {driver}: use a PyTorch whose CUDA supports this GPU (its NVRTC comes with it) and a driver for that CUDA",
+        arch / 10,
+        arch % 10
+    )]
+    Arch { nvrtc: CudaVersion, arch: i32, known: String, driver: CudaVersion },
+}
+
+/// Why an NVRTC library cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum OpenError {
+    #[error("cannot load {path}: {why}")]
+    Load { path: String, why: String },
+    #[error("this libnvrtc has no symbol {0}")]
+    Symbol(String),
+    #[error("{path} does not answer {call}")]
+    NoAnswer { path: String, call: &'static str },
+}
+
 /// Whether a CUBIN built by NVRTC `nvrtc` for `sm_{arch}` (`arch` = 10 × major + minor) runs under a driver
 /// for CUDA `driver`, given the architectures that NVRTC knows (`nvrtcGetSupportedArchs`); the error names
 /// both versions and the fix. A CUBIN of a newer minor version of the driver's major runs (CUDA's minor
 /// version compatibility, which holds for machine code, not for PTX); a newer major does not.
-pub fn check_build(driver: CudaVersion, nvrtc: CudaVersion, arch: i32, supported: &[i32]) -> Result<(), String> {
+pub fn check_build(driver: CudaVersion, nvrtc: CudaVersion, arch: i32, supported: &[i32]) -> Result<(), BuildError> {
     if nvrtc.0 > driver.0 {
-        return Err(format!(
-            "NVRTC is CUDA {nvrtc} but the NVIDIA driver runs CUDA {driver} at most: the code it builds would not \
-             load; install an NVIDIA driver for CUDA {}.x or later, or use a PyTorch built for CUDA {}.x (its NVRTC comes \
-             with it)",
-            nvrtc.0, driver.0
-        ));
+        return Err(BuildError::DriverTooOld { nvrtc, driver });
     }
     if !supported.contains(&arch) {
         let known = match (supported.iter().min(), supported.iter().max()) {
             (Some(lo), Some(hi)) => format!("sm_{lo} to sm_{hi}"),
             _ => "no architecture".into(),
         };
-        return Err(format!(
-            "NVRTC (CUDA {nvrtc}) cannot build for this GPU (compute capability {}.{}, sm_{arch}; it knows {known}), \
-             under the NVIDIA driver for CUDA {driver}: use a PyTorch whose CUDA supports this GPU (its NVRTC comes \
-             with it) and a driver for that CUDA",
-            arch / 10,
-            arch % 10
-        ));
+        return Err(BuildError::Arch { nvrtc, arch, known, driver });
     }
     Ok(())
 }
@@ -196,8 +213,9 @@ struct Nvrtc {
 }
 
 /// `dlopen` (global: NVRTC finds its builtins by soname), the handle kept for the life of the process.
-fn dlopen(path: &str) -> Result<*mut c_void, String> {
-    let c = CString::new(path).map_err(|_| format!("cannot load {path}: a NUL byte in the path"))?;
+fn dlopen(path: &str) -> Result<*mut c_void, OpenError> {
+    let load = |why: String| OpenError::Load { path: path.to_string(), why };
+    let c = CString::new(path).map_err(|_| load("a NUL byte in the path".into()))?;
     // SAFETY: a valid NUL-terminated name; the handle is never closed.
     let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
     if !h.is_null() {
@@ -207,18 +225,18 @@ fn dlopen(path: &str) -> Result<*mut c_void, String> {
     let e = unsafe { libc::dlerror() };
     // SAFETY: a non-null dlerror result is a NUL-terminated string, read before any other dl call.
     let why = if e.is_null() { String::new() } else { unsafe { CStr::from_ptr(e) }.to_string_lossy().to_string() };
-    Err(format!("cannot load {path}: {why}"))
+    Err(load(why))
 }
 
 /// Symbol `name` of library `lib` as a function pointer of type `F`.
 ///
 /// # Safety
 /// `F` must be the symbol's true C signature (a function pointer type).
-unsafe fn symbol<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, String> {
+unsafe fn symbol<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, OpenError> {
     // SAFETY: `lib` is a live handle from dlopen and `name` NUL-terminated.
     let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
     if p.is_null() {
-        return Err(format!("this libnvrtc has no symbol {}", name.to_string_lossy()));
+        return Err(OpenError::Symbol(name.to_string_lossy().into_owned()));
     }
     // SAFETY: a non-null symbol address, `F` its signature by the caller's promise; sizes agree (fn pointers).
     Ok(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
@@ -226,7 +244,7 @@ unsafe fn symbol<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, String> {
 
 impl Nvrtc {
     /// Loads `choice` (builtins first) and reads its version and architectures.
-    fn open(choice: &NvrtcChoice) -> Result<Nvrtc, String> {
+    fn open(choice: &NvrtcChoice) -> Result<Nvrtc, OpenError> {
         if let Some(b) = &choice.builtins
             && let Err(e) = dlopen(&b.to_string_lossy())
         {
@@ -248,12 +266,12 @@ impl Nvrtc {
         let (mut major, mut minor, mut n) = (0, 0, 0);
         // SAFETY: valid out-pointers.
         if unsafe { version_fn(&mut major, &mut minor) } != 0 || unsafe { count_fn(&mut n) } != 0 {
-            return Err(format!("{path} does not answer nvrtcVersion"));
+            return Err(OpenError::NoAnswer { path, call: "nvrtcVersion" });
         }
         let mut archs = vec![0; n.max(0) as usize];
         // SAFETY: `archs` holds the `n` ints nvrtcGetSupportedArchs writes.
         if unsafe { archs_fn(archs.as_mut_ptr()) } != 0 {
-            return Err(format!("{path} does not answer nvrtcGetSupportedArchs"));
+            return Err(OpenError::NoAnswer { path, call: "nvrtcGetSupportedArchs" });
         }
         // SAFETY (each lookup): as above.
         unsafe {
@@ -361,7 +379,11 @@ fn nvrtc() -> Result<&'static Nvrtc, KernelEnvError> {
             Some(e) => Err((true, e)),
             None => {
                 // The system's names that did not load are not news; what did load and failed is.
-                let why: Vec<String> = why.into_iter().filter(|w| !w.starts_with("cannot load libnvrtc.so.")).collect();
+                let why: Vec<String> = why
+                    .into_iter()
+                    .filter(|w| !matches!(w, OpenError::Load { path, .. } if path.starts_with("libnvrtc.so.")))
+                    .map(|w| w.to_string())
+                    .collect();
                 let mut looked: Vec<String> = sites.iter().map(|s| format!("{}/nvidia/*/lib", s.display())).collect();
                 looked.push("the system's library path".into());
                 let driver = driver.map(|d| format!("; the driver runs CUDA {d}")).unwrap_or_default();

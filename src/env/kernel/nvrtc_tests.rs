@@ -21,14 +21,14 @@ fn a_build_runs_under_a_driver_of_its_major_version_or_later_for_an_arch_nvrtc_k
     // A CUBIN of a newer minor version loads (minor version compatibility holds for machine code).
     assert_eq!(check_build(CudaVersion(13, 0), CudaVersion(13, 2), 90, &archs), Ok(()));
     // A driver for CUDA 12.8 under torch's CUDA 13 NVRTC: both versions and the fix named.
-    let err = check_build(CudaVersion(12, 8), CudaVersion(13, 0), 90, &archs).unwrap_err();
+    let err = check_build(CudaVersion(12, 8), CudaVersion(13, 0), 90, &archs).unwrap_err().to_string();
     assert!(err.contains("NVRTC is CUDA 13.0") && err.contains("runs CUDA 12.8 at most"), "{err}");
     assert!(
         err.contains("install an NVIDIA driver for CUDA 13.x") && err.contains("PyTorch built for CUDA 12.x"),
         "{err}"
     );
     // A Kepler under CUDA 13, which dropped it.
-    let err = check_build(CudaVersion(13, 0), CudaVersion(13, 0), 35, &archs).unwrap_err();
+    let err = check_build(CudaVersion(13, 0), CudaVersion(13, 0), 35, &archs).unwrap_err().to_string();
     assert!(err.contains("compute capability 3.5, sm_35") && err.contains("it knows sm_75 to sm_121"), "{err}");
     assert!(err.contains("NVRTC (CUDA 13.0)") && err.contains("driver for CUDA 13.0"), "{err}");
 }

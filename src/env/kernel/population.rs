@@ -178,7 +178,7 @@ impl TensorKernelEnv {
         let _ = self.ret_count.f_zero_()?;
         let v = read?;
         if v.len() != 2 * p as usize {
-            return Err(KernelEnvError::Driver(format!("the episode returns came back as {} values", v.len())));
+            return Err(KernelEnvError::Readback { what: "episode returns", got: v.len(), want: 2 * p as usize });
         }
         Ok(v.chunks(2).map(|c| (c[0], c[1])).collect())
     }

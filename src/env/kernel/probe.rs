@@ -21,29 +21,44 @@ pub struct Driver {
     pub devices: Vec<CudaDevice>,
 }
 
+/// Why there is no usable CUDA driver.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DriverError {
+    #[error("no NVIDIA driver: libcuda.so.1 not found (no GPU, or its driver is not installed)")]
+    Missing,
+    #[error("the CUDA driver does not say its version: {0}")]
+    Version(String),
+    #[error("the CUDA driver (CUDA {}.{}) cannot start: {why}", version.0, version.1)]
+    Start { version: (i32, i32), why: String },
+    #[error("the CUDA driver cannot count its devices: {0}")]
+    Count(String),
+    #[error("CUDA device {ordinal}: {why}")]
+    Device { ordinal: i32, why: String },
+}
+
 /// Why there is no usable CUDA driver, or the driver and its devices (which may be none).
-pub fn driver() -> Result<Driver, String> {
+pub fn driver() -> Result<Driver, DriverError> {
     // SAFETY: only tries dlopen on candidate names and closes what it opened.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err("no NVIDIA driver: libcuda.so.1 not found (no GPU, or its driver is not installed)".into());
+        return Err(DriverError::Missing);
     }
     let mut v = 0;
     // SAFETY: the driver library is present (checked above); cuDriverGetVersion writes one int.
     let r = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
     if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
-        return Err(format!("the CUDA driver does not say its version: {r:?}"));
+        return Err(DriverError::Version(format!("{r:?}")));
     }
     let cuda_version = (v / 1000, (v % 1000) / 10);
     use cudarc::driver::result;
-    result::init()
-        .map_err(|e| format!("the CUDA driver (CUDA {}.{}) cannot start: {e}", cuda_version.0, cuda_version.1))?;
-    let count = result::device::get_count().map_err(|e| format!("the CUDA driver cannot count its devices: {e}"))?;
+    result::init().map_err(|e| DriverError::Start { version: cuda_version, why: e.to_string() })?;
+    let count = result::device::get_count().map_err(|e| DriverError::Count(e.to_string()))?;
     let mut devices = Vec::new();
     for ordinal in 0..count.max(0) {
-        let dev = result::device::get(ordinal).map_err(|e| format!("CUDA device {ordinal}: {e}"))?;
+        let device = |e: cudarc::driver::DriverError| DriverError::Device { ordinal, why: e.to_string() };
+        let dev = result::device::get(ordinal).map_err(device)?;
         let attr = |a| {
             // SAFETY: `dev` is a device handle the driver returned; the attribute is read into an int.
-            unsafe { result::device::get_attribute(dev, a) }.map_err(|e| format!("CUDA device {ordinal}: {e}"))
+            unsafe { result::device::get_attribute(dev, a) }.map_err(device)
         };
         use cudarc::driver::sys::CUdevice_attribute as A;
         let cc = (
@@ -51,7 +66,7 @@ pub fn driver() -> Result<Driver, String> {
             attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         // SAFETY: as above; the total memory is read into a usize.
-        let bytes = unsafe { result::device::total_mem(dev) }.map_err(|e| format!("CUDA device {ordinal}: {e}"))?;
+        let bytes = unsafe { result::device::total_mem(dev) }.map_err(device)?;
         let name = result::device::get_name(dev).unwrap_or_else(|_| "(unnamed)".into());
         devices.push(CudaDevice {
             ordinal: ordinal as usize,
@@ -71,8 +86,8 @@ pub struct Nvrtc {
     pub path: Option<PathBuf>,
 }
 
-pub fn nvrtc() -> Result<Nvrtc, String> {
-    let (version, path) = super::nvrtc::loaded().map_err(|e| e.to_string())?;
+pub fn nvrtc() -> Result<Nvrtc, super::KernelEnvError> {
+    let (version, path) = super::nvrtc::loaded()?;
     Ok(Nvrtc { version: (version.0, version.1), path: Some(PathBuf::from(path)) })
 }
 
@@ -100,7 +115,7 @@ mod tests {
     fn the_driver_probe_answers_without_panicking() {
         match driver() {
             Ok(d) => assert!(d.cuda_version.0 >= 10 && d.devices.iter().all(|x| x.compute_capability.0 >= 3), "{d:?}"),
-            Err(e) => assert!(e.contains("driver"), "{e}"),
+            Err(e) => assert!(e.to_string().contains("driver"), "{e}"),
         }
     }
 }

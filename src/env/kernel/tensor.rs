@@ -199,9 +199,7 @@ impl TensorKernelEnv {
         let _ = self.ret_count.f_zero_()?;
         match read?[..] {
             [sum, count] => Ok((sum, count)),
-            ref other => {
-                Err(KernelEnvError::Driver(format!("the episode returns came back as {} values", other.len())))
-            }
+            ref other => Err(KernelEnvError::Readback { what: "episode returns", got: other.len(), want: 2 }),
         }
     }
 

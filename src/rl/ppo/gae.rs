@@ -82,19 +82,17 @@ impl GaeKernel {
         let (t_len, n_envs) = match size[..] {
             [t, e] if values.size() == size && dones.size() == size && last_value.size() == [e] => (t, e),
             _ => {
-                return Err(KernelEnvError::Driver(format!(
-                    "GAE: rollout tensors of shapes {size:?}, {:?}, {:?} and {:?}",
-                    values.size(),
-                    dones.size(),
-                    last_value.size()
-                )));
+                return Err(KernelEnvError::Shapes {
+                    what: "GAE: rollout",
+                    shapes: format!("{size:?}, {:?}, {:?} and {:?}", values.size(), dones.size(), last_value.size()),
+                });
             }
         };
         let (Ok(t), Ok(e)) = (i32::try_from(t_len), i32::try_from(n_envs)) else {
-            return Err(KernelEnvError::Driver(format!("GAE: a rollout of {t_len} x {n_envs} is too large")));
+            return Err(KernelEnvError::TooLarge(format!("GAE: a rollout of {t_len} x {n_envs} is too large")));
         };
         let Some(cells) = t.checked_mul(e) else {
-            return Err(KernelEnvError::Driver(format!("GAE: a rollout of {t_len} x {n_envs} is too large")));
+            return Err(KernelEnvError::TooLarge(format!("GAE: a rollout of {t_len} x {n_envs} is too large")));
         };
         let device = self.device();
         let f32c = |x: &Tensor| x.f_to_kind(Kind::Float)?.f_contiguous();

@@ -18,10 +18,15 @@ mod native;
 mod net;
 pub mod normalizer;
 pub mod population;
+mod stats;
+mod update;
 
 pub use crate::config::{CpuBackend, PpoConfig};
 pub use model::ActorCritic;
 pub use normalizer::RunningNorm;
+pub use stats::UpdateStats;
+use stats::update_stats;
+use update::Rollout;
 
 use super::BatchEnv;
 use crate::onnx::mlp::{MlpPolicy, ObsNorm};
@@ -33,36 +38,22 @@ use tch::{Device, Kind, Tensor, nn};
 pub enum PpoError {
     #[error("invalid PPO configuration: {0}")]
     Config(String),
+    #[error("invalid PPO configuration: {0}")]
+    Invalid(crate::config::Invalid),
     #[error("the environment has {env} {what} but the policy expects {policy}")]
     Shape { what: &'static str, env: usize, policy: usize },
     #[error("training diverged: {0} is not finite at update {1}")]
     Diverged(&'static str, u64),
+    #[error("an update's statistics came back as {values} values, not {expected}")]
+    Readback { values: usize, expected: usize },
     #[error("the training environment failed: {0}")]
     Env(String),
+    #[error("the training environment failed: {0}")]
+    Step(#[from] crate::rl::StepError),
     #[error("{0}; `tradebot doctor` shows the driver, NVRTC and the GPU; or train with --device cpu")]
     Device(String),
     #[error(transparent)]
     Torch(#[from] tch::TchError),
-}
-
-/// What one update did, for progress bars, JSON lines and tests.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct UpdateStats {
-    pub update: u64,
-    pub env_steps: u64,
-    pub steps_per_sec: f64,
-    /// Mean return of the last (up to) 20 finished episodes; for an env that sums returns on the device
-    /// (the env kernel), of the episodes of the last update that finished any.
-    pub mean_return: Option<f64>,
-    pub episodes: u64,
-    pub approx_kl: f64,
-    pub clip_fraction: f64,
-    pub explained_variance: f64,
-    pub policy_loss: f64,
-    pub value_loss: f64,
-    pub entropy: f64,
-    pub learning_rate: f64,
-    pub epochs_run: usize,
 }
 
 pub struct Ppo {
@@ -88,51 +79,9 @@ pub struct Ppo {
     episodes: u64,
 }
 
-/// The rollout of one update, `[T, E, ...]` (a population's `[T, P, E, ...]`), on the training device.
-struct Rollout {
-    obs: Tensor,
-    actions: Tensor,
-    log_probs: Tensor,
-    values: Tensor,
-    rewards: Tensor,
-    dones: Tensor,
-    last_value: Tensor,
-}
-
-use crate::readback::scalar;
-
-/// An update's statistics from the eight values read back after it (the sums over its `batches`
-/// minibatches of the loss, policy loss, value loss, approximate KL and clip fraction; the variance of the
-/// returns and of their residuals; the entropy); a loss that is not finite is reported as divergence at
-/// update `update`.
-fn update_stats(v: &[f64], batches: usize, epochs_run: usize, update: u64) -> Result<UpdateStats, PpoError> {
-    let [loss, pl, vl, kl, cf, var_ret, var_resid, entropy] = v[..] else {
-        return Err(PpoError::Config(format!("the update's statistics came back as {} values, not 8", v.len())));
-    };
-    if !loss.is_finite() {
-        return Err(PpoError::Diverged("loss", update));
-    }
-    let b = batches.max(1) as f64;
-    Ok(UpdateStats {
-        update: 0,
-        env_steps: 0,
-        steps_per_sec: 0.0,
-        mean_return: None,
-        episodes: 0,
-        approx_kl: kl / b,
-        clip_fraction: cf / b,
-        explained_variance: if var_ret > 0.0 { 1.0 - var_resid / var_ret } else { 0.0 },
-        policy_loss: pl / b,
-        value_loss: vl / b,
-        entropy,
-        learning_rate: 0.0,
-        epochs_run,
-    })
-}
-
 impl Ppo {
     pub fn new(cfg: PpoConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Ppo, PpoError> {
-        cfg.validate().map_err(PpoError::Config)?;
+        cfg.validate().map_err(PpoError::Invalid)?;
         let vs = nn::VarStore::new(device);
         let model = crate::seeded::seeded(cfg.seed, || ActorCritic::new(&vs.root(), obs_dim, act_dim, &cfg));
         let norm = RunningNorm::new(&(vs.root() / "obs_norm"), obs_dim, cfg.obs_clip);
@@ -194,7 +143,7 @@ impl Ppo {
         let wide = |t: &Tensor| host(t).map(|v| v.into_iter().map(f64::from).collect::<Vec<f64>>());
         nat.norm.mean = wide(&self.norm.mean)?;
         nat.norm.var = wide(&self.norm.var)?;
-        nat.norm.count = scalar(&self.norm.count)?;
+        nat.norm.count = crate::readback::scalar(&self.norm.count)?;
         self.adam.load_steps()?;
         Ok(())
     }
@@ -298,32 +247,25 @@ impl Ppo {
         }
         while self.updates < end {
             let started = Instant::now();
-            let lr = if self.cfg.anneal_lr {
-                self.cfg.learning_rate * (1.0 - self.updates.saturating_sub(first) as f64 / span)
-            } else {
-                self.cfg.learning_rate
-            };
+            let lr = self.learning_rate(first, span);
             let mut stats = match (self.native.as_mut(), obs.take()) {
                 (Some(nat), _) => {
                     nat.collect(&self.cfg, env, &mut self.recent, &mut self.episodes)?;
                     nat.update(&self.cfg, lr, &mut self.adam.steps, self.updates)?
                 }
                 (None, Some(o)) => {
-                    let (rollout, next_obs) = self.collect(env, o);
+                    let (rollout, next_obs) = self.collect(env, o)?;
                     obs = Some(next_obs);
                     self.update(&rollout, lr)?
                 }
                 (None, None) => {
                     let o = self.observe(&env.reset());
-                    let (rollout, next_obs) = self.collect(env, o);
+                    let (rollout, next_obs) = self.collect(env, o)?;
                     obs = Some(next_obs);
                     self.update(&rollout, lr)?
                 }
             };
-            if let Some(e) = env.take_error() {
-                return Err(PpoError::Env(e));
-            }
-            if let Some((sum, count)) = env.take_returns()
+            if let Some((sum, count)) = env.take_returns()?
                 && count > 0.0
             {
                 self.device_mean = Some(sum / count);
@@ -347,6 +289,16 @@ impl Ppo {
             }
         }
         Ok(())
+    }
+
+    /// The next update's learning rate: annealed linearly over the `span` updates of the schedule that
+    /// began at update `first`, or constant.
+    fn learning_rate(&self, first: u64, span: f64) -> f64 {
+        if self.cfg.anneal_lr {
+            self.cfg.learning_rate * (1.0 - self.updates.saturating_sub(first) as f64 / span)
+        } else {
+            self.cfg.learning_rate
+        }
     }
 
     /// Writes the variables (networks, log-std, observation statistics) to `path`.
@@ -375,139 +327,6 @@ impl Ppo {
         self.adam.load_steps()?;
         self.pull_native()?;
         Ok(())
-    }
-
-    fn collect<E: BatchEnv + ?Sized>(&mut self, env: &mut E, mut obs: Tensor) -> (Rollout, Tensor) {
-        let t_len = self.cfg.n_steps;
-        let (mut o, mut a, mut lp, mut v, mut r, mut d) = (vec![], vec![], vec![], vec![], vec![], vec![]);
-        for _ in 0..t_len {
-            let (action, log_prob, value) = tch::no_grad(|| {
-                tch::autocast(self.amp(), || {
-                    let mean = self.model.mean(&obs).to_kind(Kind::Float);
-                    let action = &mean + self.model.log_std().exp() * mean.randn_like();
-                    let log_prob = self.model.log_prob(&mean, &action);
-                    (action, log_prob, self.model.value(&obs).to_kind(Kind::Float))
-                })
-            });
-            let step = env.step(&action.to_device(env.device()));
-            for ret in &step.finished {
-                self.recent.push_back(*ret);
-                if self.recent.len() > 20 {
-                    self.recent.pop_front();
-                }
-                self.episodes += 1;
-            }
-            o.push(obs);
-            a.push(action);
-            lp.push(log_prob);
-            v.push(value);
-            r.push(step.reward.to_device(self.device()).to_kind(Kind::Float));
-            d.push(step.done.to_device(self.device()).to_kind(Kind::Float));
-            obs = self.observe(&step.obs);
-        }
-        let last_value = tch::no_grad(|| self.model.value(&obs).to_kind(Kind::Float));
-        let rollout = Rollout {
-            obs: Tensor::stack(&o, 0),
-            actions: Tensor::stack(&a, 0),
-            log_probs: Tensor::stack(&lp, 0),
-            values: Tensor::stack(&v, 0),
-            rewards: Tensor::stack(&r, 0),
-            dones: Tensor::stack(&d, 0),
-            last_value,
-        };
-        (rollout, obs)
-    }
-
-    /// GAE(λ): advantages `[T, E]`, computed backwards on the device: one kernel launch on CUDA
-    /// (`gae::GaeKernel`; its failure is the update's error), the tensor ops elsewhere.
-    fn advantages(&self, ro: &Rollout) -> Result<Tensor, PpoError> {
-        let (gamma, lambda) = (self.cfg.gamma, self.cfg.gae_lambda);
-        if let Some(k) = &self.gae {
-            return k
-                .advantages(gamma, lambda, &ro.rewards, &ro.values, &ro.dones, &ro.last_value)
-                .map_err(|e| PpoError::Device(format!("the GAE kernel failed: {e}")));
-        }
-        Ok(gae::gae_ops(gamma, lambda, &ro.rewards, &ro.values, &ro.dones, &ro.last_value))
-    }
-
-    /// The epochs of minibatch steps on one rollout. The statistics are summed on the device and read
-    /// once at the end (with a target KL, each epoch's mean KL is read too): no host read per minibatch.
-    fn update(&mut self, ro: &Rollout, lr: f64) -> Result<UpdateStats, PpoError> {
-        let adv = tch::no_grad(|| self.advantages(ro))?;
-        let returns = &adv + &ro.values;
-        let n = adv.numel() as i64;
-        let flat = |t: &Tensor| t.reshape([n, -1]);
-        let (obs, actions) = (flat(&ro.obs), flat(&ro.actions));
-        let (old_lp, old_v, adv, returns) =
-            (ro.log_probs.reshape([n]), ro.values.reshape([n]), adv.reshape([n]), returns.reshape([n]));
-        let device = self.device();
-        let zero = || Tensor::zeros([] as [i64; 0], (Kind::Double, device));
-        // loss, policy loss, value loss, approximate KL, clip fraction: f64 sums, in minibatch order.
-        let mut sums: [Tensor; 5] = std::array::from_fn(|_| zero());
-        let (mut batches, mut epochs_run) = (0usize, 0);
-        let bs = self.cfg.batch_size.min(n as usize) as i64;
-        'epochs: for _ in 0..self.cfg.n_epochs {
-            epochs_run += 1;
-            let perm = Tensor::randperm(n, (Kind::Int64, self.device()));
-            let (mut epoch_kl, mut epoch_batches) = (zero(), 0);
-            for start in (0..n).step_by(bs as usize) {
-                let idx = perm.narrow(0, start, bs.min(n - start));
-                let pick = |t: &Tensor| t.index_select(0, &idx);
-                let batch = [&obs, &actions, &old_lp, &old_v, &adv, &returns].map(pick);
-                let s = self.tch_minibatch(&batch, lr);
-                for (sum, x) in sums.iter_mut().zip(&s) {
-                    *sum = &*sum + x.to_kind(Kind::Double);
-                }
-                epoch_kl += s[3].to_kind(Kind::Double);
-                batches += 1;
-                epoch_batches += 1;
-            }
-            if let Some(target) = self.cfg.target_kl
-                && scalar(&epoch_kl)? / epoch_batches.max(1) as f64 > 1.5 * target
-            {
-                break 'epochs;
-            }
-        }
-        let tail = tch::no_grad(|| {
-            [returns.var(false), (&returns - &old_v).var(false), self.model.entropy()].map(|t| t.to_kind(Kind::Double))
-        });
-        let all: Vec<Tensor> = sums.iter().chain(&tail).map(Tensor::shallow_clone).collect();
-        let v = crate::readback::f64s(&Tensor::stack(&all, 0))?;
-        update_stats(&v, batches, epochs_run, self.updates + 1)
-    }
-
-    /// One gradient step on a minibatch `[obs, actions, old log-prob, old value, advantage, return]`;
-    /// returns the detached loss, policy loss, value loss, approximate KL and clip fraction, on the device.
-    fn tch_minibatch(&mut self, b: &[Tensor; 6], lr: f64) -> [Tensor; 5] {
-        let [o, a, olp, ov, ad, ret] = b;
-        let mut ad = ad.shallow_clone();
-        if self.cfg.normalize_advantage && ad.numel() > 1 {
-            ad = (&ad - ad.mean(Kind::Float)) / (ad.std(true) + 1e-8);
-        }
-        let (mean, value) = tch::autocast(self.amp(), || (self.model.mean(o), self.model.value(o)));
-        let (mean, value) = (mean.to_kind(Kind::Float), value.to_kind(Kind::Float));
-        let log_ratio = self.model.log_prob(&mean, a) - olp;
-        let ratio = log_ratio.exp();
-        let clip = self.cfg.clip_range;
-        let pg = -(&ratio * &ad).min_other(&(ratio.clamp(1.0 - clip, 1.0 + clip) * &ad)).mean(Kind::Float);
-        let vl = match self.cfg.clip_range_vf {
-            Some(c) => {
-                let clipped = ov + (&value - ov).clamp(-c, c);
-                (&value - ret).square().max_other(&(clipped - ret).square()).mean(Kind::Float) * 0.5
-            }
-            None => (&value - ret).square().mean(Kind::Float) * 0.5,
-        };
-        let entropy = self.model.entropy();
-        let loss = &pg + &vl * self.cfg.vf_coef - &entropy * self.cfg.ent_coef;
-        self.adam.zero_grad();
-        loss.backward();
-        self.adam.clip_grad_norm(self.cfg.max_grad_norm);
-        self.adam.step(lr);
-        tch::no_grad(|| {
-            let kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float);
-            let cf = (&ratio - 1.0).abs().gt(clip).to_kind(Kind::Float).mean(Kind::Float);
-            [loss.detach(), pg.detach(), vl.detach(), kl, cf]
-        })
     }
 
     /// The deterministic policy as plain weights for the ONNX writer, normalisation included.

@@ -257,7 +257,7 @@ fn a_rollout_on_the_kernel_env_reads_nothing_back_and_an_update_reads_twice() {
     let (mut env, mut ppo) = kernel_setup();
     let obs = ppo.observe(&env.reset());
     let before = reads();
-    let (rollout, _) = ppo.collect(&mut env, obs);
+    let (rollout, _) = ppo.collect(&mut env, obs).unwrap();
     assert_eq!(reads() - before, 0, "16 rollout steps read from the device");
     assert_eq!(rollout.rewards.size(), [16, 8]);
     let before = reads();

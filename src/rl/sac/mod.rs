@@ -43,7 +43,7 @@ pub enum SacError {
     #[error("training diverged: {0} is not finite after {1} env steps; lower sac.*_learning_rate or check the rewards")]
     Diverged(&'static str, u64),
     #[error("the training environment failed: {0}")]
-    Env(String),
+    Env(#[from] super::StepError),
     #[error(transparent)]
     Torch(#[from] tch::TchError),
 }
@@ -95,7 +95,7 @@ pub struct Sac {
 
 impl Sac {
     pub fn new(cfg: SacConfig, obs_dim: usize, act_dim: usize, n_envs: usize, device: Device) -> Result<Sac, SacError> {
-        cfg.validate().map_err(SacError::Config)?;
+        cfg.validate().map_err(|e| SacError::Config(e.to_string()))?;
         let cfg_seed = cfg.seed;
         if n_envs > cfg.buffer_size {
             return Err(SacError::Config(format!(
@@ -192,10 +192,7 @@ impl Sac {
         let (mut started, mut since) = (Instant::now(), 0u64);
         while self.env_steps < end {
             let action = self.act(&obs);
-            let step = env.step(&action.to_device(env.device()));
-            if let Some(e) = env.take_error() {
-                return Err(SacError::Env(e));
-            }
+            let step = env.step(&action.to_device(env.device()))?;
             let next = step.obs.to_device(device).to_kind(Kind::Float);
             self.buffer.push(&obs, &action, &step.reward, &next, &step.done);
             if self.cfg.normalize_obs {

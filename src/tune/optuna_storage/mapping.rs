@@ -15,26 +15,35 @@ pub fn distribution_json(d: &Dist) -> String {
     super::super::journal::distribution(d)
 }
 
+/// A distribution of Optuna's that is not one of tradebot's ranges (its JSON, and why).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{json}: {why}")]
+pub struct DistError {
+    pub json: String,
+    pub why: String,
+}
+
 /// A range back from Optuna's distribution JSON; refused (saying what it is) where tradebot has no such range.
-pub fn dist_from_json(s: &str) -> Result<Dist, String> {
-    let v: Value = serde_json::from_str(s).map_err(|e| format!("{s:?} is not a distribution's JSON: {e}"))?;
+pub fn dist_from_json(s: &str) -> Result<Dist, DistError> {
+    let err = |why: String| DistError { json: s.to_string(), why };
+    let v: Value = serde_json::from_str(s).map_err(|e| err(format!("not a distribution's JSON: {e}")))?;
     let a = &v["attributes"];
-    let num = |k: &str| a[k].as_f64().ok_or_else(|| format!("{s}: no number {k}"));
+    let num = |k: &str| a[k].as_f64().ok_or_else(|| err(format!("no number {k}")));
     let log = a["log"].as_bool().unwrap_or(false);
     match v["name"].as_str() {
-        Some("FloatDistribution") if !a["step"].is_null() => Err(format!("{s}: a float range with a step")),
+        Some("FloatDistribution") if !a["step"].is_null() => Err(err("a float range with a step".into())),
         Some("FloatDistribution") if log => Ok(Dist::Log { low: num("low")?, high: num("high")? }),
         Some("FloatDistribution") => Ok(Dist::Linear { low: num("low")?, high: num("high")? }),
         Some("IntDistribution") if log || a["step"].as_i64().unwrap_or(1) != 1 => {
-            Err(format!("{s}: a whole-number range with a log scale or a step"))
+            Err(err("a whole-number range with a log scale or a step".into()))
         }
         Some("IntDistribution") => Ok(Dist::Int { low: num("low")? as i64, high: num("high")? as i64 }),
         Some("CategoricalDistribution") => {
-            let values = a["choices"].as_array().ok_or_else(|| format!("{s}: no choices"))?;
+            let values = a["choices"].as_array().ok_or_else(|| err("no choices".into()))?;
             let values: Option<Vec<f64>> = values.iter().map(Value::as_f64).collect();
-            Ok(Dist::Choice { values: values.ok_or_else(|| format!("{s}: choices that are not numbers"))? })
+            Ok(Dist::Choice { values: values.ok_or_else(|| err("choices that are not numbers".into()))? })
         }
-        _ => Err(format!("{s}: a distribution tradebot does not use")),
+        _ => Err(err("a distribution tradebot does not use".into())),
     }
 }
 
@@ -200,7 +209,7 @@ mod tests {
         assert_eq!(dist_from_json(py).unwrap(), Dist::Choice { values: vec![8.0, 16.0] });
         let stepped =
             r#"{"name": "FloatDistribution", "attributes": {"low": 0, "high": 1, "log": false, "step": 0.1}}"#;
-        assert!(dist_from_json(stepped).unwrap_err().contains("step"));
+        assert!(dist_from_json(stepped).unwrap_err().to_string().contains("step"));
         let d = Dist::Choice { values: vec![8.0, 16.0] };
         assert_eq!((internal(&d, 16.0), external(&d, 1.0)), (1.0, 16.0));
     }

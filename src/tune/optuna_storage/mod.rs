@@ -9,11 +9,16 @@
 //! - `worker` (feature `train`): the search loop of one worker on the shared study: trials numbered by the
 //!   storage, proposed from every trial of the study, judged at their rungs against every worker's values,
 //!   kept alive by a heartbeat, other tradebot workers' dead trials failed.
+//! - `holdout` (feature `train`): the promotion gate on a completed trial's model, in its user attributes.
 //! - [`view`]: a study in the storage as our record (`tradebot tune list|show --storage`).
 
 pub mod client;
+#[cfg(feature = "train")]
+mod holdout;
 pub mod mapping;
 pub mod messages;
+#[cfg(feature = "train")]
+mod share;
 pub mod view;
 #[cfg(feature = "train")]
 pub(super) mod worker;

@@ -11,12 +11,13 @@ use super::super::study::{self, Outcome};
 use super::super::trial::{Shared, Trial};
 use super::super::{Cluster, TuneJob, space};
 use super::client::waited_here;
+use super::holdout;
 use super::messages::{self as m, state};
+use super::share::StorageShare;
 use super::view::{MODEL_ATTR_PREFIX, SETTINGS_ATTR, record_of};
 use super::{Client, FORMAT, FORMAT_ATTR, HEARTBEAT_ATTR, SPACE_ATTR, StorageError, WORKER_ATTR, mapping, unix_now};
 use crate::config::{Config, TuneConfig};
-use crate::retrain::study::TrialState;
-use crate::training::device::{self, DeviceRequest};
+use crate::training::device::{self, Ran};
 use crate::training::ppo as train_ppo;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -36,7 +37,7 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
     tune.validate().map_err(anyhow::Error::msg)?;
     let client = Arc::new(Client::new(&cluster.url)?);
     let study_id = join(&client, &cluster.study, &tune)?;
-    let requested: DeviceRequest = job.device.parse().map_err(anyhow::Error::msg)?;
+    let requested = job.device;
     let device = device::resolve(requested)?;
     let mut shared = study::split(&config, &tune, job.data.as_deref(), device, job.time_budget)?;
     let (_, device, ran) = train_ppo::training_env(&config.env, shared.panel.clone(), device, requested)?;
@@ -53,55 +54,49 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         cluster.grace.as_secs()
     );
     let rungs = tune.rungs();
-    let mut best: Option<(f64, Trial, i64)> = None;
-    let mut share = StorageShare::default();
-    loop {
-        let (started, waited) = (Instant::now(), waited_here());
-        let all = client.trials(study_id)?;
-        fail_stale(&client, &all, &me, cluster.grace)?;
-        if all.len() >= tune.trials {
-            // Others' last trials: wait for them, failing those whose worker died; looked at each second, so
-            // that this worker ends soon after the study's last trial (not up to a heartbeat's period later).
-            if !all.iter().any(|t| t.state == state::RUNNING && t.system_attributes.contains_key(HEARTBEAT_ATTR)) {
-                break;
-            }
-            std::thread::sleep(Duration::from_secs(1));
-            continue;
+    let holdout = match holdout::no_holdout(&config) {
+        Some(why) => {
+            log::info!("{why}");
+            None
         }
-        let created =
-            client.create_trial(study_id, &[(HEARTBEAT_ATTR, json!(unix_now())), (WORKER_ATTR, json!(me))])?;
-        let number = created.number.max(0) as usize;
-        let record = record_of(&cluster.study, &tune, &all);
-        let params = study::propose(&tune, &record, number);
-        let beating = Heartbeat::start(client.clone(), created.trial_id, beat(cluster.grace));
-        let done = run_trial(&client, &config, &shared, &tune, &rungs, (study_id, &created), params);
-        beating.stop();
-        share.add(created.number, started, waited);
-        let done = match done {
-            Err(e) if ended_elsewhere(&e) => {
-                log::warn!(
-                    "trial {} was ended by another worker (its heartbeat was late?): {e:#}; its result is not counted",
-                    created.number
-                );
-                None
-            }
-            other => other?,
-        };
-        match done {
-            Some((value, t)) if best.as_ref().is_none_or(|(b, _, _)| value > *b) => {
-                best = Some((value, t, created.trial_id))
-            }
-            _ => {}
-        }
-    }
-    share.log(&cluster.study);
+        None => Some(holdout::HoldoutGate::open(&config).context("the promotion gate on the holdout")?),
+    };
+    let search = Search {
+        client: &client,
+        config: &config,
+        shared: &shared,
+        tune: &tune,
+        rungs: &rungs,
+        gate: holdout.as_ref(),
+        ran: &ran,
+    };
+    // This worker's threads: the native trainer's and the env's parallel loops run on this pool, not on
+    // rayon's global one (every core), so that workers beside each other on one machine do not each spread
+    // a trial over every core.
+    let threads = job.threads.unwrap_or(1).max(1);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+    let best = pool.install(|| trials(&search, study_id, cluster, &me))?;
+    ended(&client, study_id, cluster, &tune, &job, best, ran)
+}
+
+/// The study as the storage holds it once this worker is done, with this worker's candidate (named in the
+/// study's system attributes) or why it has none.
+fn ended(
+    client: &Client,
+    study_id: i64,
+    cluster: &Cluster,
+    tune: &TuneConfig,
+    job: &TuneJob,
+    best: Option<(f64, usize, String)>,
+    ran: Ran,
+) -> anyhow::Result<Outcome> {
     let all = client.trials(study_id)?;
-    let mut record = record_of(&cluster.study, &tune, &all);
+    let mut record = record_of(&cluster.study, tune, &all);
     record.ended_at = Some(crate::clock::now());
     if let Some(path) = &job.optuna_journal {
         super::super::journal::write(&record, path)?;
     }
-    let Some((_, winner, _)) = best else {
+    let Some((_, winner, model_id)) = best else {
         let Some(b) = record.best else {
             bail!(
                 "study {}: no trial completed (see each trial's state and error: `tradebot tune show {} --storage {}`)",
@@ -120,27 +115,68 @@ pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome { study: record, model_id: String::new(), ran });
     };
-    let model_id = study::register(&config, &shared, &winner, &ran)?;
-    // A finished trial takes no attributes: the study keeps which candidate came from it.
-    let key = format!("{MODEL_ATTR_PREFIX}{}", winner.rec.number);
+    // The study names each worker's candidate too (`tune show --storage` reads the best trial's).
+    let key = format!("{MODEL_ATTR_PREFIX}{winner}");
     client.set_study_system_attr(study_id, &key, &json!(model_id))?;
-    log::info!(
-        "study {}: this worker's best trial {} registered as candidate {model_id}",
-        cluster.study,
-        winner.rec.number
-    );
+    log::info!("study {}: this worker's best trial {} registered as candidate {model_id}", cluster.study, winner);
     // The record's candidate is the study's best trial's: where another worker's trial is the best, say whose.
     match record.best {
-        Some(b) if b == winner.rec.number => record.model_id = Some(model_id.clone()),
+        Some(b) if b == winner => record.model_id = Some(model_id.clone()),
         Some(b) if record.error.is_none() => {
             record.error = Some(format!(
                 "the study's best, trial {b}, is another tradebot worker's (its candidate is where that worker runs); this worker's best, trial {}, is candidate {model_id}",
-                winner.rec.number
+                winner
             ))
         }
         _ => {}
     }
     Ok(Outcome { study: record, model_id, ran })
+}
+
+/// Trains this worker's trials until the study holds `tune.trials` and none of them runs; its best (value,
+/// number and the candidate registered from it).
+fn trials(s: &Search, study_id: i64, cluster: &Cluster, me: &str) -> anyhow::Result<Option<(f64, usize, String)>> {
+    let client: &Client = s.client;
+    let mut best: Option<(f64, usize, String)> = None;
+    let mut share = StorageShare::default();
+    loop {
+        let (started, waited) = (Instant::now(), waited_here());
+        let all = client.trials(study_id)?;
+        fail_stale(client, &all, me, cluster.grace)?;
+        if all.len() >= s.tune.trials {
+            // Others' last trials: wait for them, failing those whose worker died; looked at each second, so
+            // that this worker ends soon after the study's last trial (not up to a heartbeat's period later).
+            if !all.iter().any(|t| t.state == state::RUNNING && t.system_attributes.contains_key(HEARTBEAT_ATTR)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+            continue;
+        }
+        let created =
+            client.create_trial(study_id, &[(HEARTBEAT_ATTR, json!(unix_now())), (WORKER_ATTR, json!(me))])?;
+        let number = created.number.max(0) as usize;
+        let record = record_of(&cluster.study, s.tune, &all);
+        let params = study::propose(s.tune, &record, number);
+        let beating = Heartbeat::start(s.client.clone(), created.trial_id, beat(cluster.grace));
+        let done = run_trial(s, (study_id, &created), params, best.as_ref().map(|(v, _, _)| *v));
+        beating.stop();
+        share.add(created.number, started, waited);
+        let done = match done {
+            Err(e) if ended_elsewhere(&e) => {
+                log::warn!(
+                    "trial {} was ended by another worker (its heartbeat was late?): {e:#}; its result is not counted",
+                    created.number
+                );
+                None
+            }
+            other => other?,
+        };
+        if let Some((value, Some(model))) = done {
+            best = Some((value, number, model));
+        }
+    }
+    share.log(&cluster.study);
+    Ok(best)
 }
 
 /// The study's id, created (maximising, with our space) or joined (its space checked against ours).
@@ -212,16 +248,26 @@ fn settings(tune: &TuneConfig) -> Value {
     })
 }
 
+/// What every trial of this worker shares.
+struct Search<'a> {
+    client: &'a Arc<Client>,
+    config: &'a Config,
+    shared: &'a Shared,
+    tune: &'a TuneConfig,
+    rungs: &'a [u64],
+    /// The promotion gate on the holdout, where `[train]` has one.
+    gate: Option<&'a holdout::HoldoutGate>,
+    ran: &'a Ran,
+}
+
 /// Trains one trial to its end; its value and weights where it completed.
 fn run_trial(
-    client: &Client,
-    config: &Config,
-    shared: &Shared,
-    tune: &TuneConfig,
-    rungs: &[u64],
+    s: &Search,
     (study_id, created): (i64, &m::Trial),
     params: space::Params,
-) -> anyhow::Result<Option<(f64, Trial)>> {
+    best: Option<f64>,
+) -> anyhow::Result<Option<(f64, Option<String>)>> {
+    let (client, config, shared, tune, rungs) = (s.client, s.config, s.shared, s.tune, s.rungs);
     let (id, number) = (created.trial_id, created.number.max(0) as usize);
     let space = tune.space();
     for (name, x) in &params {
@@ -250,7 +296,7 @@ fn run_trial(
             }
             Some(Err(e)) => {
                 log::warn!("trial {number} failed: {e}");
-                client.set_user_attr(id, "error", &json!(e))?;
+                client.set_user_attr(id, "error", &json!(e.to_string()))?;
                 client.finish(id, state::FAIL, None)?;
                 return Ok(None);
             }
@@ -275,21 +321,73 @@ fn run_trial(
                 client.finish(id, state::PRUNED, None)?;
                 return Ok(None);
             }
-            Verdict::Complete => {
-                log::info!("trial {number} complete: {} {value:.3}", tune.metric.as_str());
-                if !client.finish(id, state::COMPLETE, Some(value))? {
-                    log::warn!(
-                        "trial {number} had been ended by another worker (its heartbeat was late?): its value is not counted"
-                    );
-                    return Ok(None);
-                }
-                t.rec.state = TrialState::Complete;
-                return Ok(Some((value, t)));
-            }
+            Verdict::Complete => return complete(s, (id, number), &t, value, best),
         }
     }
     client.finish(id, state::COMPLETE, t.rec.value())?;
     Ok(None)
+}
+
+/// Completes trial `number` with `value`: the gate's decision on its model first, and where it beats this
+/// worker's `best`, its model registered now, so that the trial names its candidate (a finished trial takes
+/// no attributes; the last one registered is the worker's best). Its value and candidate, where counted.
+fn complete(
+    s: &Search,
+    (id, number): (i64, usize),
+    t: &Trial,
+    value: f64,
+    best: Option<f64>,
+) -> anyhow::Result<Option<(f64, Option<String>)>> {
+    let client: &Client = s.client;
+    if let Some(g) = s.gate {
+        judge(client, g, (id, number), t, s)?;
+    }
+    let model = if best.is_none_or(|b| value > b) {
+        let m = study::register(s.config, s.shared, t, s.ran)?;
+        client.set_user_attr(id, "model_id", &json!(m))?;
+        Some(m)
+    } else {
+        None
+    };
+    log::info!("trial {number} complete: {} {value:.3}", s.tune.metric.as_str());
+    if !client.finish(id, state::COMPLETE, Some(value))? {
+        log::warn!(
+            "trial {number} had been ended by another worker (its heartbeat was late?): its value is not counted"
+        );
+        return Ok(None);
+    }
+    Ok(Some((value, model)))
+}
+
+/// The gate's decision on trial `number`'s model, in its user attributes (before it completes: a finished
+/// trial takes none). A model the gate cannot judge says why there; the trial completes all the same.
+fn judge(
+    client: &Client,
+    g: &holdout::HoldoutGate,
+    (id, number): (i64, usize),
+    t: &Trial,
+    s: &Search,
+) -> anyhow::Result<()> {
+    match g.judge(t, s.shared, s.ran) {
+        Ok((figures, decision)) => {
+            log::info!(
+                "trial {number} on the holdout: Sharpe {:.3}, return {:.2}%, {} trades; the gate would {}: {}",
+                figures.sharpe,
+                100.0 * figures.total_return,
+                figures.trades,
+                if decision.promote { "promote it" } else { "keep the champion" },
+                decision.reason
+            );
+            for (k, v) in g.attrs(&figures, &decision) {
+                client.set_user_attr(id, k, &v)?;
+            }
+        }
+        Err(e) => {
+            log::warn!("trial {number}: the gate could not judge its model on the holdout: {e:#}");
+            client.set_user_attr(id, "gate", &json!({ "error": format!("{e:#}") }))?;
+        }
+    }
+    Ok(())
 }
 
 /// The storage refused an update because the trial had ended (another worker failed it).
@@ -330,47 +428,6 @@ fn fail_stale(client: &Client, all: &[m::Trial], me: &str, grace: Duration) -> a
 /// How often a running trial's heartbeat is written: six times per grace, at least once a second.
 fn beat(grace: Duration) -> Duration {
     (grace / 6).max(Duration::from_secs(1))
-}
-
-/// The storage's share of this worker's trials: their wall time (from reading the study before the trial
-/// to its end in the storage) and the part of it spent waiting on storage calls (the heartbeat's thread apart).
-#[derive(Default)]
-struct StorageShare {
-    trials: usize,
-    wall: Duration,
-    storage: Duration,
-    calls: u64,
-}
-
-impl StorageShare {
-    fn add(&mut self, number: i64, started: Instant, (waited, calls): (Duration, u64)) {
-        let (wall, (now, now_calls)) = (started.elapsed(), waited_here());
-        let (storage, calls) = (now.saturating_sub(waited), now_calls - calls);
-        log::debug!("trial {number}: {:.2}s, {:.0} ms of it in {calls} storage calls", wall.as_secs_f64(), ms(storage));
-        self.trials += 1;
-        self.wall += wall;
-        self.storage += storage;
-        self.calls += calls;
-    }
-
-    fn log(&self, study: &str) {
-        if self.trials == 0 {
-            return;
-        }
-        let wall = self.wall.as_secs_f64();
-        log::info!(
-            "study {study}: this worker's {} trials took {wall:.1}s, {:.2}s of it waiting on the storage ({:.1}% of a trial's wall time; {} calls, {:.1} ms a call)",
-            self.trials,
-            self.storage.as_secs_f64(),
-            100.0 * self.storage.as_secs_f64() / wall.max(1e-9),
-            self.calls,
-            ms(self.storage) / self.calls.max(1) as f64
-        );
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// `host-pid`: which worker runs a trial.

@@ -168,7 +168,7 @@ impl Population {
         let all = Tensor::cat(&[&sums, &tail], 1);
         let v = crate::readback::f64s(&all)?;
         if v.len() != 8 * p as usize {
-            return Err(PpoError::Config(format!("the update's statistics came back as {} values", v.len())));
+            return Err(PpoError::Readback { values: v.len(), expected: 8 * p as usize });
         }
         Ok(v.chunks(8)
             .enumerate()

@@ -1,0 +1,37 @@
+//! What a retrain run needs besides the store and the evaluator, read from the configuration once.
+
+use crate::config::{Config, RetrainConfig, TrainConfig};
+use crate::domain::{Symbol, Timeframe};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Everything a run needs besides the store and the evaluator.
+#[derive(Debug, Clone)]
+pub struct PipelineSpec {
+    /// The `tradebot` binary (`std::env::current_exe()`), or a stand-in in tests.
+    pub program: PathBuf,
+    /// Arguments before `train ...` (empty for the binary itself; a wrapper's or a test script's).
+    pub program_args: Vec<OsString>,
+    pub config_file: PathBuf,
+    pub state_dir: PathBuf,
+    pub symbols: Vec<Symbol>,
+    pub timeframe: Timeframe,
+    pub train: TrainConfig,
+    pub retrain: RetrainConfig,
+}
+
+impl PipelineSpec {
+    pub fn from_config(c: &Config) -> std::io::Result<PipelineSpec> {
+        let config_file = std::path::absolute(&c.source)?;
+        Ok(PipelineSpec {
+            program: std::env::current_exe()?,
+            program_args: Vec::new(),
+            config_file,
+            state_dir: c.state_dir.clone(),
+            symbols: c.market.symbols.clone(),
+            timeframe: c.market.timeframe,
+            train: c.train.clone(),
+            retrain: c.retrain.clone(),
+        })
+    }
+}

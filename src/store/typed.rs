@@ -1,0 +1,125 @@
+//! One tree of the store with JSON values of one type; the critical trees' writes sealed by the sentinel.
+
+use super::{SEQ_KEY, Seal, StoreError, TreeName, disk, group, lock_seal, memory, sentinel};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sled::Transactional;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+
+/// One tree with JSON values of type `V`.
+pub struct TypedTree<V> {
+    pub(super) tree: sled::Tree,
+    pub(super) db: sled::Db,
+    pub(super) seal: Seal,
+    /// The state directory, named when the disk is full.
+    pub(super) dir: PathBuf,
+    pub(super) durability: memory::Durability,
+    pub(super) name: TreeName,
+    pub(super) _v: PhantomData<fn() -> V>,
+}
+
+impl<V: Serialize + DeserializeOwned> TypedTree<V> {
+    /// Inserts or replaces. On a durable tree (orders, fills) the write is on disk when this returns.
+    pub fn insert(&self, key: &[u8], v: &V) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(v)
+            .map_err(|e| StoreError::Encode { tree: self.name.as_str(), reason: e.to_string() })?;
+        if self.name.durable() {
+            return self.write_sealed(key, Some(bytes));
+        }
+        self.tree.insert(key, bytes).map_err(self.on_write())?;
+        Ok(())
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<V>, StoreError> {
+        self.tree.get(key)?.map(|b| self.decode(&b)).transpose()
+    }
+
+    pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
+        if self.name.durable() {
+            return self.write_sealed(key, None);
+        }
+        self.tree.remove(key).map_err(self.on_write())?;
+        Ok(())
+    }
+
+    /// A sled error of a write: `StoreError::DiskFull` (naming the directory) when the disk is full.
+    fn on_write(&self) -> impl Fn(sled::Error) -> StoreError + '_ {
+        |e| disk::classify(&self.dir, StoreError::Db(e))
+    }
+
+    /// A critical write: the record and the next write sequence in one sled transaction, flushed, then
+    /// the sentinel. Critical writes are serialised by the sentinel's lock. In memory: the same
+    /// transaction and sequence, neither flushed nor sealed in a file.
+    fn write_sealed(&self, key: &[u8], value: Option<Vec<u8>>) -> Result<(), StoreError> {
+        let mut seal = lock_seal(&self.seal);
+        let seq = seal.mark.seq + 1;
+        let meta: &sled::Tree = &self.db;
+        (meta, &self.tree)
+            .transaction(|(meta, tree)| {
+                meta.insert(SEQ_KEY, &seq.to_be_bytes())?;
+                match &value {
+                    Some(v) => tree.insert(key, v.as_slice())?,
+                    None => tree.remove(key)?,
+                };
+                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                sled::transaction::TransactionError::Storage(e) => self.on_write()(e),
+                sled::transaction::TransactionError::Abort(()) => {
+                    StoreError::Encode { tree: self.name.as_str(), reason: "transaction aborted".into() }
+                }
+            })?;
+        if self.durability.in_memory() {
+            seal.mark.seq = seq;
+            return Ok(());
+        }
+        // In a group on this thread, the group's commit flushes and seals it (`group`).
+        let deferred = group::defer(&self.seal);
+        if !deferred {
+            self.db.flush().map_err(self.on_write())?;
+            self.durability.count_flush();
+        }
+        seal.mark.seq = seq;
+        seal.mark.last.insert(self.name.as_str().to_string(), sentinel::LastWrite::new(key, value.as_deref()));
+        if deferred {
+            return Ok(());
+        }
+        let path = seal.file_path().to_path_buf();
+        seal.write().map_err(|source| disk::classify(&self.dir, StoreError::Sentinel { path, source }))
+    }
+
+    /// All entries with `lo <= key <= hi`, in key order.
+    pub fn range(&self, lo: &[u8], hi: &[u8]) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
+        self.tree.range(lo..=hi).map(|kv| self.entry(kv?)).collect()
+    }
+
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
+        self.tree.scan_prefix(prefix).map(|kv| self.entry(kv?)).collect()
+    }
+
+    pub fn last(&self) -> Result<Option<(Vec<u8>, V)>, StoreError> {
+        self.tree.last()?.map(|kv| self.entry(kv)).transpose()
+    }
+
+    /// The `n` entries with the largest keys, largest first, without reading the rest of the tree.
+    pub fn last_n(&self, n: usize) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
+        self.tree.iter().rev().take(n).map(|kv| self.entry(kv?)).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tree.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
+    fn entry(&self, (k, v): (sled::IVec, sled::IVec)) -> Result<(Vec<u8>, V), StoreError> {
+        Ok((k.to_vec(), self.decode(&v)?))
+    }
+
+    fn decode(&self, b: &[u8]) -> Result<V, StoreError> {
+        serde_json::from_slice(b).map_err(|e| StoreError::Corrupt { tree: self.name.as_str(), reason: e.to_string() })
+    }
+}
