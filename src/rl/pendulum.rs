@@ -70,7 +70,6 @@ impl Pendulum {
         let n = self.state.len();
         reward.clear();
         done.clear();
-        done.resize(n, 0.0);
         for i in 0..n {
             let u = a.get(i).copied().filter(|u| u.is_finite()).unwrap_or(0.0);
             let torque = f64::from(u).clamp(-1.0, 1.0) * MAX_TORQUE;
@@ -78,8 +77,9 @@ impl Pendulum {
             reward.push(r as f32);
             self.steps[i] += 1;
             self.returns[i] += r;
-            if self.steps[i] >= MAX_STEPS {
-                done[i] = 1.0;
+            let ended = self.steps[i] >= MAX_STEPS;
+            done.push(if ended { 1.0 } else { 0.0 });
+            if ended {
                 finished.push(self.returns[i]);
                 self.reset_one(i);
             }
