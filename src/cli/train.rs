@@ -39,8 +39,8 @@ pub struct SacArgs {
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// auto (CUDA when usable, else CPU) | cpu | cuda: where the networks and the replay buffer live
-    #[arg(long, default_value = "auto")]
-    pub device: String,
+    #[arg(long, default_value = "auto", value_parser = DeviceRequest::parse_arg)]
+    pub device: DeviceRequest,
     /// Environment steps to train for (default: retrain.sac_steps, else 100000).
     #[arg(long)]
     pub steps: Option<u64>,

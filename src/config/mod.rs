@@ -47,7 +47,7 @@ pub use sac::SacConfig;
 pub use secret::Secret;
 pub use strategy::{DEFAULT_CUTOFF, StrategyConfig, StrategyMode};
 pub use train::{AS_OF_ENV, Rolling, SEED_ENV, TrainConfig, retrain_seed, seed_from_env};
-pub use tune::{Dist, SamplerKind, TUNABLE, TuneConfig, TuneMetric, default_space};
+pub use tune::{ALGORITHM, Dist, SamplerKind, TUNABLE, TuneConfig, TuneMetric, algorithm_of_code, default_space};
 pub use web::{DEFAULT_HEADER_TIMEOUT_SECS, DEFAULT_MAX_CONNECTIONS, DEFAULT_WEB_LISTEN, WebConfig};
 
 use serde::Serialize;

@@ -70,7 +70,7 @@ pub struct SacJob {
     pub config: Config,
     /// auto (CUDA when usable, else the CPU, said once) | cpu | cuda[:N]: where the networks and the replay
     /// buffer live (the env steps on the CPU).
-    pub device: String,
+    pub device: device::DeviceRequest,
     /// Environment steps to train for (default: retrain.sac_steps, else `sac::DEFAULT_STEPS`).
     pub steps: Option<u64>,
     /// A dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.

@@ -5,7 +5,7 @@
 //! (the engine's policy slot and contract, `obs -> action` in [-1, 1] per symbol, in the configured
 //! action space) with `algorithm = sac` in its manifest.
 
-use super::device::{self, DeviceRequest, EnvBackend, Ran};
+use super::device::{self, EnvBackend, Ran};
 use super::ppo::{PARITY_TOLERANCE, load_data, onnx_forward};
 use super::{SacJob, emit};
 use crate::config::Config;
@@ -37,7 +37,7 @@ pub fn run(args: SacJob) -> anyhow::Result<String> {
         config.sac.seed = seed;
         config.env.seed = seed;
     }
-    let requested: DeviceRequest = args.device.parse().map_err(anyhow::Error::msg)?;
+    let requested = args.device;
     let device = device::resolve(requested)?;
     let snapshot = args
         .data
@@ -127,7 +127,8 @@ pub fn export_checked(sac: &Sac, config: &Config) -> anyhow::Result<(f32, Vec<u8
     Ok((max_diff, bytes))
 }
 
-fn register(
+/// Registers the checked export of `sac` as a candidate policy in `config.state_dir`'s registry.
+pub fn register(
     config: &Config,
     sac: &Sac,
     dates: (NaiveDate, NaiveDate),

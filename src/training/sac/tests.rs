@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::policy::{Pipeline, PpoPolicy, SessionOptions};
+use crate::training::device::DeviceRequest;
 
 fn config(dir: &std::path::Path) -> Config {
     let text = format!("state_dir = {:?}\n[market]\nsymbols = [\"AAPL\", \"MSFT\"]\n", dir.display().to_string());
