@@ -110,7 +110,7 @@ impl Trial {
             .map_err(TrialFailure::Refused)
             .and_then(|(algorithm, config)| match algorithm {
                 Algorithm::Ppo => ppo_parts(config, shared, number, pooled),
-                Algorithm::Sac => sac_parts(config, shared),
+                Algorithm::Sac => sac_parts(config, shared, rungs.last().copied().unwrap_or(0)),
             });
         match built {
             Ok((config, env, kernel, learner, per_update)) => {
@@ -301,10 +301,13 @@ fn ppo_parts(mut config: Config, shared: &Shared, number: usize, pooled: bool) -
 }
 
 /// A SAC trial's parts: `VecEnv` on the host (the env kernel is PPO's), its networks and replay buffer on
-/// the shared device; it trains alone (never in a population), its rungs in env steps.
-fn sac_parts(config: Config, shared: &Shared) -> Result<Parts, TrialFailure> {
+/// the shared device; it trains alone (never in a population), its rungs in env steps. Its buffer holds no
+/// more than the `budget` steps it can train (and a step of its envs): `sac.buffer_size` is allocated whole.
+fn sac_parts(mut config: Config, shared: &Shared, budget: u64) -> Result<Parts, TrialFailure> {
     let env =
         TradingEnv::new(config.env.clone(), shared.panel.clone()).map_err(|e| TrialFailure::Env(e.to_string()))?;
+    let most = usize::try_from(budget).unwrap_or(usize::MAX).saturating_add(env.num_envs());
+    config.sac.buffer_size = config.sac.buffer_size.min(most.max(config.sac.batch_size));
     let sac = Sac::new(config.sac.clone(), env.obs_dim(), env.act_dim(), env.num_envs(), shared.device)
         .map_err(|e| TrialFailure::Trainer(e.to_string()))?;
     let learner = Learner::Sac(Box::new(SacLearner { sac, last: None }));
