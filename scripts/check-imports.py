@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 
 LAYERS = [
-    ["alloc", "logging", "native", "gpu", "domain", "calendar", "clock", "schedule", "optim", "readback", "autocast", "seeded", "out"],
-    ["store", "features", "onnx", "feed"],
-    ["env", "models"],
+    ["alloc", "logging", "native", "domain", "calendar", "clock", "schedule", "out", "ml", "exec"],
+    ["store", "features", "onnx"],
+    ["env", "models", "feed"],
     ["config"],
     ["data", "policy", "control", "alpaca", "alerts"],
     ["fuzzing"],
     ["risk", "rl", "lstm", "metrics"],
-    ["engine::contract"],
+    ["contract"],
     ["oms"],
     ["broker"],
     ["engine"],

@@ -64,7 +64,8 @@ fn onnx_export_of_a_cuda_trained_policy_equals_its_tch_outputs_on_the_cpu() {
 #[test]
 fn nvml_sees_the_gpu_busy_during_a_training_run() {
     cuda();
-    let sampler = crate::gpu::GpuSampler::start(0, Duration::from_millis(20)).unwrap_or_else(|e| panic!("NVML: {e}"));
+    let sampler =
+        crate::ml::gpu::GpuSampler::start(0, Duration::from_millis(20)).unwrap_or_else(|e| panic!("NVML: {e}"));
     let started = Instant::now();
     let (ppo, _) = train_on_cuda(vec![256, 256], |_| started.elapsed() < Duration::from_secs(2));
     let stats = sampler.stop();
@@ -84,8 +85,8 @@ fn bfloat16_autocast_is_within_two_percent_of_float32() {
     let cuda = cuda();
     let cfg = PpoConfig { hidden: vec![2048, 1024, 512], mixed_precision: true, seed: 3, ..Default::default() };
     let ppo = Ppo::new(cfg, 64, 30, cuda).unwrap();
-    crate::autocast::set_cuda_dtype(Kind::BFloat16).unwrap();
-    assert_eq!(crate::autocast::cuda_dtype().unwrap(), Kind::BFloat16);
+    crate::ml::autocast::set_cuda_dtype(Kind::BFloat16).unwrap();
+    assert_eq!(crate::ml::autocast::cuda_dtype().unwrap(), Kind::BFloat16);
     let obs = Tensor::randn([4096, 64], (Kind::Float, cuda));
     let m = &ppo.model;
     let (mean32, value32) = tch::no_grad(|| (m.mean(&obs), m.value(&obs)));
@@ -107,9 +108,9 @@ fn the_lstm_epoch_on_cuda_learns_the_planted_pattern_reading_twice_an_epoch() {
     assert_eq!(ds.device(), cuda);
     let (tr, va, te) = chronological_split(ds.len() as usize, 0.6, 0.2, 5);
     let mut t = LstmTrainer::new(crate::lstm::tests::cfg(), crate::lstm::tests::dims(), cuda).unwrap();
-    let before = crate::readback::reads();
+    let before = crate::ml::readback::reads();
     let hist = t.fit(&ds, &tr, &va, None, |s| s.best_mcc < 0.7).unwrap();
-    assert_eq!(crate::readback::reads() - before, 2 * hist.len() as u64, "reads over {} epochs", hist.len());
+    assert_eq!(crate::ml::readback::reads() - before, 2 * hist.len() as u64, "reads over {} epochs", hist.len());
     assert!(tr.len() / 256 > 40, "too few batches an epoch for the read count to mean anything");
     let (_, conf) = t.evaluate(&ds, &te, None).unwrap();
     assert!(conf.mcc() >= 0.5, "test MCC {} after {} epochs on CUDA", conf.mcc(), hist.len());

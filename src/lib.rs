@@ -3,8 +3,10 @@
 //! A bar's route, from the feed to the broker (no step passes through `cli`):
 //!
 //! ```text
-//!  Alpaca stream (minutes) ─► daemon::bars (stored, aggregated to market.timeframe; NoBar for a quiet symbol)
-//!  Alpaca stream / replay ─► daemon::{live, replay} ─► Event::{Bar, NoBar} ─► engine::Engine::process
+//!  Alpaca stream (minutes) ─► feed::LiveBars (stored, aggregated to market.timeframe; NoBar for a quiet symbol)
+//!      ─► live runner (live::engine_core::LiveCore on the trading thread) ─► Event::{Bar, NoBar}
+//!  replay: stored bars ─► live::drive::run (daemon::replay drives it) ─► Event::Bar
+//!      ─► engine::Engine::process
 //!      features ─► policy (ONNX Runtime) ─► engine::strategy ─► risk::RiskChecks ─► oms::Oms
 //!      ─► Command::Submit(RiskApproved<OrderRequest>) ─► live runner ─► broker::{AlpacaBroker, SimBroker}
 //!  trade_updates / snapshots ─► Event::{Order, Reconciled} ─► oms (fills once, positions, reconciliation)
@@ -20,27 +22,30 @@
 //!    discovery), [`domain`] (symbols, timeframes, bars, decimal money, order ids and lifecycle),
 //!    [`calendar`] (the exchange's trading days and session times), [`clock`] (the wall clock or a
 //!    simulated one shared with the fake Alpaca),
-//!    [`schedule`] (the retrain schedule), [`optim`] (Adam, feature `train`), [`readback`] (counted
-//!    tensor reads into host memory, feature `train`), [`autocast`] (bfloat16 autocast on CUDA, feature `train`), [`seeded`]
-//!    (seeded initialisation on libtorch's global generator, feature `train`), [`out`] (every command's
-//!    stdout: a closed pipe ends quietly, a failed write is an error, never a panic).
+//!    [`schedule`] (the retrain schedule), [`exec`] (the execution rule: positions, the fill rule, fees and
+//!    slippage, stops; the training env, the simulated broker, risk and the engine apply the same one),
+//!    [`ml`] (the trainers' helpers, feature `train`: autocast, NVML and CUDA, Adam, counted read-backs,
+//!    seeding), [`out`] (every command's stdout: a closed pipe ends quietly, a failed write is an error,
+//!    never a panic).
 //! 1. [`store`] (sled, typed trees, one owner), [`features`] (the versioned feature set, streaming and
-//!    batch), [`onnx`] (our ONNX writer and reference forwards), [`feed`] (the `MarketFeed` trait, its
-//!    events and the bar `Aggregator`).
-//! 2. [`env`] (the vectorized trading environment, its execution rule and C kernel), [`models`]
-//!    (manifests, the content-hashed registry, promote/rollback).
+//!    batch), [`onnx`] (our ONNX writer and reference forwards).
+//! 2. [`env`] (the vectorized trading environment and its C kernel), [`models`]
+//!    (manifests, the content-hashed registry, promote/rollback), [`feed`] (the `MarketFeed` trait, its
+//!    events, the bar `Aggregator`, and `LiveBars`: every minute stored, aggregated to the timeframe).
 //! 3. [`config`]: the TOML file parsed once into checked values.
 //! 4. [`data`] (CSV import, aligned panels), [`policy`] (ONNX Runtime sessions), [`control`] (the control
 //!    socket and the status report), [`alpaca`] (wire types, REST, streams, the fake Alpaca), [`alerts`]
 //!    (webhooks, Telegram and Discord, from a queue).
 //! 5. [`risk`] (the checks every order passes, stops, the kill switch), [`metrics`] (Prometheus), [`rl`] and [`lstm`] (training, feature `train`).
-//! 6. `engine::contract`: the events, commands, clock and broker snapshot the engine and its edges share.
+//! 6. [`contract`]: the events, commands, clock and broker snapshot the engine and its edges share.
 //! 7. [`oms`]: the order manager (idempotent submission, fills exactly once, reconciliation).
 //! 8. [`broker`]: the `Broker` trait, Alpaca's and the simulated one.
 //! 9. [`engine`]: `Engine::process(Event) -> Vec<Command>`, one synchronous core for live, paper, replay
 //!    and backtest.
-//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread)
-//!     and `live::drive`, its command handling and the one synchronous loop of replays, backtests and the gate.
+//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread:
+//!     `engine_core::LiveCore`, which reports through `report::Reporter`, metrics and systemd, and leaves a
+//!     `view::TradingView` for the daemon's chores) and `live::drive`, its command handling and the one
+//!     synchronous loop of replays, backtests and the gate.
 //! 11. [`backtest`]: the one evaluator (`backtest::session`) and its metrics, the tear sheets, and the
 //!     account's own history (`backtest::account`, `tradebot report`).
 //! 12. [`retrain`] (the pipeline, the gate, records), 13. [`training`] (`tradebot train` jobs).
@@ -51,8 +56,6 @@
 pub mod alerts;
 pub mod alloc;
 pub mod alpaca;
-#[cfg(feature = "train")]
-pub mod autocast;
 pub mod backtest;
 pub mod bench;
 pub mod broker;
@@ -60,17 +63,19 @@ pub mod calendar;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod contract;
 pub mod control;
 pub mod daemon;
 pub mod data;
 pub mod domain;
 pub mod engine;
 pub mod env;
+pub mod exec;
 pub mod features;
 pub mod feed;
+/// The fuzz targets' entry points: feature `testkit` (`fuzz/` enables it) or the crate's own tests.
+#[cfg(any(test, feature = "testkit"))]
 pub mod fuzzing;
-#[cfg(feature = "train")]
-pub mod gpu;
 /// The GPU tests that belong to no single module (feature `gpu-tests`: `make test-gpu`).
 #[cfg(all(test, feature = "gpu-tests", feature = "train"))]
 mod gpu_tests;
@@ -79,23 +84,19 @@ pub mod logging;
 #[cfg(feature = "train")]
 pub mod lstm;
 pub mod metrics;
+#[cfg(feature = "train")]
+pub mod ml;
 pub mod models;
 pub mod native;
 pub mod oms;
 pub mod onnx;
-#[cfg(feature = "train")]
-pub mod optim;
 pub mod out;
 pub mod policy;
-#[cfg(feature = "train")]
-pub mod readback;
 pub mod retrain;
 pub mod risk;
 #[cfg(feature = "train")]
 pub mod rl;
 pub mod schedule;
-#[cfg(feature = "train")]
-pub mod seeded;
 pub mod store;
 pub mod telegram;
 pub mod training;

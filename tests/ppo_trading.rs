@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 use tradebot::env::rng::SplitMix64;
-use tradebot::env::{self, EnvConfig, ExecParams, Panel};
+use tradebot::env::{self, EnvConfig, Panel};
+use tradebot::exec::ExecParams;
 use tradebot::rl::ppo::{Ppo, PpoConfig};
 use tradebot::rl::trading::TradingEnv;
 

@@ -97,19 +97,64 @@ fn trains_registers_and_onnx_runtime_gives_probabilities() {
     assert!(dir.path().join("state/checkpoints/lstm/best.safetensors").is_file());
 }
 
+/// The number after `before` in `m`.
+fn number_after(m: &str, before: &str) -> usize {
+    let rest = &m[m.find(before).unwrap_or_else(|| panic!("{before:?} in {m}")) + before.len()..];
+    rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap_or_else(|e| panic!("{m}: {e}"))
+}
+
 #[test]
-fn too_few_bars_is_an_error_line_not_a_panic() {
+fn too_little_data_is_one_error_naming_the_samples_the_need_and_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), |s| {
         s.replace(
             "window_days = 3650\nholdout_days = 365",
-            "from = \"2010-09-01\"\nto = \"2010-12-31\"\nholdout_from = \"2011-01-01\"",
+            "from = \"2010-05-01\"\nto = \"2010-12-31\"\nholdout_from = \"2011-01-01\"",
         )
     });
     let (out, lines) = train(&cfg);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let last = lines.last().unwrap();
     assert_eq!(last["event"], "error");
-    assert!(last["message"].as_str().unwrap().contains("too few bars"), "{last}");
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    let m = last["message"].as_str().unwrap();
+    assert!(m.starts_with("not enough data for the LSTM: "), "{m}");
+    let (n, need) = (number_after(m, "LSTM: "), number_after(m, "need "));
+    assert!(n < need && need == 300, "{m}");
+    assert!(m.contains("per symbol over ") && m.contains("tradebot data import"), "{m}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked") && !err.contains("WARN"), "one error, no warnings: {err}");
+    assert!(lines.iter().all(|l| l["event"] != "epoch"), "nothing trained: {lines:?}");
+}
+
+/// The paper walkthrough's retrain: 600 days of the demo's day bars (AAPL, MSFT, IBM) and a 60-day
+/// holdout, the history held to the same 600 days. The configured window leaves 113 samples per symbol;
+/// sized to the data, the candidate carries cut-offs and enters a position on its holdout.
+#[test]
+fn six_hundred_days_of_the_demo_pooled_give_a_candidate_that_trades_its_holdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = demo_config(dir.path())
+        .replace("window_days = 3650\nholdout_days = 365", "window_days = 600\nholdout_days = 60")
+        .replace("[lstm]\n", "[lstm]\nhistory_days = 600\n");
+    let cfg = write_config(dir.path(), &text);
+    let args = ["train", "lstm", "--config", cfg.to_str().unwrap(), "--epochs", "10", "--device", "cpu", "--json"];
+    let out = tradebot(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let done: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let id = done["model_id"].as_str().unwrap();
+    let config = tradebot::config::Config::load(&cfg).unwrap();
+    let reg = Registry::open(&config.state_dir.join("models")).unwrap();
+    let (m, _) = reg.load(id).unwrap();
+    let default = tradebot::config::LstmConfig::default();
+    assert!(m.params.contains_key("prob_up_cutoff"), "cut-offs chosen on validation: {:?}", m.metrics);
+    assert!(m.params["slow_factor"].as_u64().unwrap() < default.slow_factor as u64, "{:?}", m.params);
+    let store = tradebot::store::Store::open(&config.state_dir).unwrap();
+    let ev = tradebot::retrain::holdout::holdout_evaluator(&config, &store);
+    let as_of = chrono::NaiveDate::from_ymd_opt(2011, 8, 31).unwrap().and_hms_opt(23, 0, 0).unwrap().and_utc();
+    ev.check(id).unwrap();
+    let holdout = ev.evaluate_at(id, as_of).unwrap();
+    eprintln!("window {:?}, metrics {:?}, holdout {:?}", m.params, m.metrics, holdout.clone().summary());
+    assert!(holdout.trades >= 1, "the candidate enters a position on its holdout: {:?}", holdout.clone().summary());
+    assert!(err.contains("the LSTM's window is sized to its data"), "{err}");
 }

@@ -28,7 +28,7 @@ pub use sim::{SimRun, SimRunError, SimVenue};
 use crate::config::Config;
 use crate::domain::{Bar, Symbol, Timeframe};
 use crate::engine::{LstmProbs, ProbSource, StrategyMode};
-use crate::env::ExecParams;
+use crate::exec::ExecParams;
 use crate::models::{ModelKind, Registry};
 use crate::policy::{ModelSel, Pipeline, PolicyError, PpoPolicy, SessionOptions};
 use crate::store::{Store, StoreError, TreeName, keys::time_key};

@@ -1,7 +1,8 @@
 //! `tradebot bench env`: steps the vectorized environment on a seeded synthetic panel with random actions
 //! and prints env-steps/s and asset-steps/s (one line of JSON with `--json`).
 
-use crate::env::{Accounting, EnvConfig, ExecParams, Panel, Step, VecEnv, rng::SplitMix64};
+use crate::env::{Accounting, EnvConfig, Panel, Step, VecEnv, rng::SplitMix64};
+use crate::exec::ExecParams;
 use crate::out::outln;
 use anyhow::{Context, bail};
 use std::process::ExitCode;

@@ -109,12 +109,12 @@ pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
 fn measure(name: &str, command: &str, mut cmd: std::process::Command) -> anyhow::Result<serde_json::Value> {
     use anyhow::Context;
     // The measured commands run on cuda:0 (their `--device cuda`), under this process's CUDA_VISIBLE_DEVICES.
-    let sampler = crate::gpu::GpuSampler::start(0, std::time::Duration::from_millis(100));
+    let sampler = crate::ml::gpu::GpuSampler::start(0, std::time::Duration::from_millis(100));
     if let Err(e) = &sampler {
         eprintln!("{name}: GPU busy % not sampled: {e}");
     }
     let out = cmd.output().with_context(|| format!("running {name}"))?;
-    let gpu = sampler.ok().map(crate::gpu::GpuSampler::stop);
+    let gpu = sampler.ok().map(crate::ml::gpu::GpuSampler::stop);
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
     // What ran, as the measurement itself says (`device`, `env`): a figure is never a CPU one under a GPU name.

@@ -192,7 +192,8 @@ fn report(
 /// One env over `days` days by FinRL's numpy env's rules (the peers' env): its cash, trade size, minimum
 /// order, fee, turbulence threshold and float32 accounting, every episode from day 0.
 pub fn finrl_env_config(days: usize, seed: u64) -> crate::env::EnvConfig {
-    use crate::env::{Accounting, EnvConfig, ExecParams};
+    use crate::env::{Accounting, EnvConfig};
+    use crate::exec::ExecParams;
     EnvConfig {
         n_envs: 1,
         episode_len: days.saturating_sub(1),

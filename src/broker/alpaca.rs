@@ -23,8 +23,8 @@ use crate::alpaca::rest::{
     CancelOrder, GetAccount, GetAsset, GetOrderByClientId, ListAssets, ListOrders, ListOrdersQuery, ListPositions,
     NewOrder, OrderFilter, OrderKind, RestClient, RestError, Skipped, TimeInForce,
 };
+use crate::contract::BrokerSnapshot;
 use crate::domain::{ClientOrderId, OrderId, OrderRequest, OrderTif, Symbol};
-use crate::engine::contract::BrokerSnapshot;
 use crate::risk::RiskApproved;
 use chrono::Utc;
 use rust_decimal::Decimal;

@@ -1,7 +1,7 @@
 //! Brokers: where `Command`s from the engine are carried out.
 //!
 //! - `sim`: the local simulated broker, which fills orders with the very execution rule the training
-//!   environment uses (`env::exec`).
+//!   environment uses (`exec`).
 //! - The `Broker` trait: the async edge the live runner talks to (Alpaca paper, Alpaca live, and the
 //!   simulated broker behind it for paper trading without Alpaca). It only takes risk-approved orders.
 
@@ -11,9 +11,9 @@ pub mod sim;
 pub use alpaca::AlpacaBroker;
 pub use sim::{SimBroker, SimError, SimFill, SimOrder};
 
+use crate::contract::BrokerSnapshot;
 use crate::domain::BrokerOrder;
 use crate::domain::{ClientOrderId, OrderRequest};
-use crate::engine::contract::BrokerSnapshot;
 use crate::risk::RiskApproved;
 use std::future::Future;
 

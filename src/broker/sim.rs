@@ -1,5 +1,5 @@
 //! The simulated broker: cash and positions of one local account, filled bar by bar with the shared
-//! execution rule of `env::exec` (stop checks and sells before buys, sells capped at the holding, buys
+//! execution rule of `exec` (stop checks and sells before buys, sells capped at the holding, buys
 //! capped by cash after fees, minimum order size, fee and slippage in basis points, trailing stop,
 //! cooldown after a stop-out).
 //!
@@ -14,7 +14,7 @@
 //! part, the rest canceled) or canceled when the rule dropped it, as the backtest and the replay trade.
 
 use crate::domain::{BrokerOrder, OrderRequest, Side, Symbol};
-use crate::env::{ExecParams, Position, exec};
+use crate::exec::{self, ExecParams, Position};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 

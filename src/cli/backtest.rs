@@ -48,7 +48,7 @@ pub struct BacktestArgs {
     pub trades: Option<PathBuf>,
 }
 
-pub fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(a.config)?;
     crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = crate::control::beside::open_or_snapshot(&config.state_dir).context("opening the store")?;

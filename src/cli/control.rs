@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-pub fn run(config: Option<PathBuf>, req: Request) -> anyhow::Result<ExitCode> {
+pub(super) fn run(config: Option<PathBuf>, req: Request) -> anyhow::Result<ExitCode> {
     let config = load_config(config)?;
     let socket = socket_path(&config.state_dir);
     // A flatten is judged by what the engine did: its outcome's number before, then after.

@@ -17,7 +17,7 @@ fn date(flag: &str, s: &str) -> anyhow::Result<NaiveDate> {
     NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| anyhow!("{flag} {s:?} is not a date: write YYYY-MM-DD"))
 }
 
-pub fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
+pub(super) fn run(cmd: DataCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         DataCmd::Fetch(args) => super::fetch::run(args),
         DataCmd::Import { file, symbols, symbol, timeframe, date_format, config } => {

@@ -9,7 +9,7 @@ use crate::out::outln;
 use anyhow::Context;
 use std::process::ExitCode;
 
-pub fn run(config: Option<Config>, gpu: bool) -> anyhow::Result<ExitCode> {
+pub(super) fn run(config: Option<Config>, gpu: bool) -> anyhow::Result<ExitCode> {
     let venv = crate::native::pyenv_dir();
     match &config {
         Some(c) => outln!("config:        {}", c.source.display())?,

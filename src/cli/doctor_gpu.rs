@@ -9,7 +9,7 @@ use std::fmt;
 /// Why a GPU cannot be used: none at all, or one that the training path cannot use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(not(feature = "train"), allow(dead_code))]
-pub enum GpuProblem {
+pub(super) enum GpuProblem {
     NoGpu(String),
     Unusable(String),
 }
@@ -24,7 +24,7 @@ impl fmt::Display for GpuProblem {
 }
 
 /// The section's lines (label, text) and the first problem found, if any.
-pub struct GpuReport {
+pub(super) struct GpuReport {
     pub lines: Vec<(&'static str, String)>,
     pub problem: Option<GpuProblem>,
 }
@@ -37,13 +37,13 @@ impl GpuReport {
 }
 
 #[cfg(not(feature = "train"))]
-pub fn check() -> GpuReport {
+pub(super) fn check() -> GpuReport {
     let why = "this tradebot was built without the `train` feature (libtorch, CUDA): rebuild with default features";
     GpuReport { lines: vec![("gpu:", format!("not checked: {why}"))], problem: Some(GpuProblem::NoGpu(why.into())) }
 }
 
 #[cfg(feature = "train")]
-pub fn check() -> GpuReport {
+pub(super) fn check() -> GpuReport {
     use crate::env::kernel::probe;
     let mut r = GpuReport { lines: Vec::new(), problem: None };
     let devices = match probe::driver() {

@@ -76,7 +76,7 @@ fn sim_clock(args: &FakeArgs) -> anyhow::Result<Option<SimClock>> {
     Ok(Some(SimClock::starting(start, args.speed.unwrap_or(1.0 / 60.0))?))
 }
 
-pub fn run(args: &FakeArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(args: &FakeArgs) -> anyhow::Result<ExitCode> {
     let symbols: Vec<(String, Decimal)> =
         args.symbols.iter().map(|s| symbol_price(s, args.price)).collect::<anyhow::Result<_>>()?;
     let clock = if args.market { sim_clock(args)? } else { None };

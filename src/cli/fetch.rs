@@ -42,7 +42,7 @@ fn day(flag: &str, s: &str) -> anyhow::Result<NaiveDate> {
     NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| anyhow!("{flag} {s:?} is not a date: write YYYY-MM-DD"))
 }
 
-pub fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args.config)?;
     let creds = Credentials::load()
         .map_err(|e| anyhow!(e))?

@@ -6,7 +6,7 @@ use crate::out::{errln, outln};
 use anyhow::Context;
 use std::process::ExitCode;
 
-pub fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
+pub(super) fn run(cmd: ModelsCmd) -> anyhow::Result<ExitCode> {
     let config_path = match &cmd {
         ModelsCmd::List { config, .. }
         | ModelsCmd::Show { config, .. }

@@ -36,7 +36,7 @@ pub struct ReportArgs {
     pub trades: Option<PathBuf>,
 }
 
-pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(a.config)?;
     if let (Some(f), Some(t)) = (a.from, a.to)
         && f > t

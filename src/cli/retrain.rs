@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-pub fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
+pub(super) fn run(config: Option<PathBuf>, kind: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
     let config = load_config(config)?;
     let kind: Option<ModelKind> = kind.map(|k| k.parse().map_err(anyhow::Error::msg)).transpose()?;
     let socket = socket_path(&config.state_dir);

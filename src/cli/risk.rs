@@ -11,7 +11,7 @@ use crate::store::Store;
 use anyhow::Context;
 use std::process::ExitCode;
 
-pub fn run(cmd: RiskCmd) -> anyhow::Result<ExitCode> {
+pub(super) fn run(cmd: RiskCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         RiskCmd::Status { config, json } => status(&super::load_config(config)?, json),
         RiskCmd::Clear { config } => clear(&super::load_config(config)?),

@@ -18,7 +18,7 @@ macro_rules! w {
     }};
 }
 
-pub fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+pub(super) fn run(config: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     let config = load_config(config)?;
     // A missing state directory: no daemon runs there and there is nothing to read (said, not created).
     super::existing_state_dir(&config)?;

@@ -21,7 +21,7 @@ fn existing_dir(config: Option<PathBuf>, replay: bool) -> anyhow::Result<PathBuf
     Ok(if replay { dir.join("replay") } else { dir.to_path_buf() })
 }
 
-pub fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
+pub(super) fn run(cmd: StoreCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         StoreCmd::Check { config, replay } => {
             let dir = existing_dir(config, replay)?;

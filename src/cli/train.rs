@@ -82,7 +82,7 @@ fn config(path: Option<PathBuf>, json: bool) -> anyhow::Result<crate::config::Co
     })
 }
 
-pub fn ppo(a: PpoArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn ppo(a: PpoArgs) -> anyhow::Result<ExitCode> {
     let config = config(a.config, a.json)?;
     let job = PpoJob {
         config,
@@ -97,13 +97,13 @@ pub fn ppo(a: PpoArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn sac(a: SacArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn sac(a: SacArgs) -> anyhow::Result<ExitCode> {
     let config = config(a.config, a.json)?;
     training::train_sac(SacJob { config, device: a.device, steps: a.steps, data: a.data, json: a.json })?;
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn lstm(a: LstmArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn lstm(a: LstmArgs) -> anyhow::Result<ExitCode> {
     let config = config(a.config, a.json)?;
     let job = LstmJob { config, device: a.device, epochs: a.epochs, resume: a.resume, json: a.json };
     training::train_lstm(job)?;

@@ -103,7 +103,7 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
 }
 
 /// `90s`, `45m`, `2h`, or seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len()));
     let n: f64 = num.trim().parse().map_err(|_| format!("{s:?}: a number and a unit: 90s, 45m, 2h"))?;
@@ -119,7 +119,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-pub fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
+pub(super) fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         TuneCmd::Ppo(a) => ppo(a),
         TuneCmd::List { storage: Some(url), json, config } => {

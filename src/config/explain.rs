@@ -19,7 +19,7 @@ pub(super) fn deserialize(text: &str) -> Result<RawConfig, Invalid> {
 }
 
 /// The closest of `options` to `name`, when it is close enough to be a likely misspelling.
-pub fn closest<'a>(name: &str, options: &[&'a str]) -> Option<&'a str> {
+pub(super) fn closest<'a>(name: &str, options: &[&'a str]) -> Option<&'a str> {
     options
         .iter()
         .map(|o| (strsim::damerau_levenshtein(name, o), *o))

@@ -1,7 +1,9 @@
 //! LSTM classifier hyper-parameters (`[lstm]`): always built, so that a config parses without the `train` feature.
 
+use super::TrainConfig;
 use super::checker::Invalid;
 use crate::onnx::Activation;
+use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
 /// What the LSTM strategy's probability cut-offs maximise on the validation split (`lstm.cutoff_metric`,
@@ -60,9 +62,27 @@ pub struct LstmConfig {
     pub down_threshold: f64,
     /// What the strategy's probability cut-offs, chosen on the validation split, maximise.
     pub cutoff_metric: CutoffMetric,
-    /// Fewest entries into a position a cut-off pair needs on the validation split to be chosen.
+    /// Fewest entries into a position a cut-off pair needs on the validation split to be chosen (at most:
+    /// a small validation split asks for one entry per `ENTRY_PER_SAMPLES` of its samples, at least 1).
     pub cutoff_min_entries: usize,
+    /// Days of stored bars before the end of a rolling `[train]` window the LSTM may learn from: its range
+    /// is the window's, reaching back this far when that is longer (as far as the store holds bars).
+    /// Fixed `[train]` dates are kept as they are.
+    pub history_days: u32,
+    /// Pooled labelled samples the LSTM's window is sized for: with fewer at the configured window,
+    /// `slow_len`, then `slow_factor`, then `horizon` are shrunk step by step (to their `min_` bounds)
+    /// until the samples reach this or the bounds are hit.
+    pub target_samples: usize,
+    /// The smallest `slow_len` the sizing may shrink to (the configured `slow_len` when that is smaller).
+    pub min_slow_len: usize,
+    /// The smallest `slow_factor` the sizing may shrink to.
+    pub min_slow_factor: usize,
+    /// The smallest `horizon` the sizing may shrink to.
+    pub min_horizon: usize,
 }
+
+/// A validation split asks for at most one entry per this many of its samples (`cutoff_min_entries` caps it).
+pub(crate) const ENTRY_PER_SAMPLES: usize = 50;
 
 impl Default for LstmConfig {
     fn default() -> Self {
@@ -89,6 +109,11 @@ impl Default for LstmConfig {
             down_threshold: -0.02,
             cutoff_metric: CutoffMetric::Sharpe,
             cutoff_min_entries: 20,
+            history_days: 3650,
+            target_samples: 1500,
+            min_slow_len: 2,
+            min_slow_factor: 2,
+            min_horizon: 2,
         }
     }
 }
@@ -104,6 +129,22 @@ impl LstmConfig {
             up_threshold: self.up_threshold,
             down_threshold: self.down_threshold,
         }
+    }
+
+    /// The first day the LSTM learns from, for `[train]` as configured and as `resolved` on the day: a
+    /// rolling window's start, or `history_days` days before its end when that is earlier; fixed dates'
+    /// `from` as it is (`None`: from the first stored bar).
+    pub fn history_from(&self, configured: &TrainConfig, resolved: &TrainConfig) -> Option<NaiveDate> {
+        let from = resolved.from?;
+        let (Some(_), Some(end)) = (configured.rolling, resolved.train_end()) else { return Some(from) };
+        let back = end.checked_sub_days(chrono::Days::new(u64::from(self.history_days.saturating_sub(1))));
+        Some(back.map_or(from, |b| b.min(from)))
+    }
+
+    /// The fewest entries the cut-off search asks of a validation split of `samples` samples:
+    /// `cutoff_min_entries`, or one per `ENTRY_PER_SAMPLES` samples when that is fewer, at least 1.
+    pub fn min_entries(&self, samples: usize) -> usize {
+        self.cutoff_min_entries.min(samples / ENTRY_PER_SAMPLES).max(1)
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -147,6 +188,18 @@ impl LstmConfig {
                 "lstm.down_threshold must be below lstm.up_threshold, or no sample is labelled flat",
                 self.down_threshold < self.up_threshold,
             ),
+            (
+                "lstm.history_days must be in [1, 36500]: days of stored bars the LSTM may learn from",
+                (1..=36_500).contains(&self.history_days),
+            ),
+            (
+                "lstm.min_slow_len and lstm.min_horizon must be at least 1",
+                self.min_slow_len >= 1 && self.min_horizon >= 1,
+            ),
+            (
+                "lstm.min_slow_factor must be at least 2: a slow bar aggregates at least 2 fast bars",
+                self.min_slow_factor >= 2,
+            ),
         ];
         if let Some((m, _)) = checks.iter().find(|(_, ok)| !ok) {
             return Err(Invalid::Value(m.to_string()));
@@ -164,6 +217,7 @@ impl LstmConfig {
         super::within("lstm.max_epochs", self.max_epochs as u64, 1, 100_000)?;
         super::within("lstm.patience", self.patience as u64, 1, 100_000)?;
         super::within("lstm.checkpoint_every", self.checkpoint_every as u64, 1, 1_000_000)?;
+        super::within("lstm.target_samples", self.target_samples as u64, 0, 100_000_000)?;
         super::within("lstm.cutoff_min_entries", self.cutoff_min_entries as u64, 0, 1_000_000)
     }
 }

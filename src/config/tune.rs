@@ -159,7 +159,7 @@ impl Default for TuneConfig {
 }
 
 /// An algorithm's code as the search space holds it: its place in `Algorithm::ALL`.
-pub fn code(a: Algorithm) -> f64 {
+pub(super) fn code(a: Algorithm) -> f64 {
     Algorithm::ALL.iter().position(|x| *x == a).unwrap_or(0) as f64
 }
 

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 pub const DEFAULT_WEB_LISTEN: &str = "127.0.0.1:9187";
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 256;
-pub const MAX_CONNECTIONS_LIMIT: u64 = 4096;
+pub(super) const MAX_CONNECTIONS_LIMIT: u64 = 4096;
 pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -9,29 +9,19 @@
 //! from memory), and it takes what this thread sends between two events (`Core::inbox`).
 
 use super::calendar::CalendarSlot;
-use super::host::{EngineLink, EngineView, Host};
+use super::host::{EngineLink, Host};
 use super::retrainer::RunPipeline;
 use crate::domain::Symbol;
 use crate::engine::{Command, Event, LoadedModel, ModelSwap, SystemClock, Update};
+use crate::live::view::TradingView;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// How often the chores run.
 pub const EVERY: Duration = Duration::from_secs(1);
-
-/// What the trading thread leaves for the chores after each event.
-#[derive(Debug, Clone, Default)]
-pub struct TradingView {
-    pub engine: EngineView,
-    /// The first reconciliation is done: the engine trades.
-    pub ready: bool,
-    pub bars_received: u64,
-    pub last_bar: BTreeMap<String, DateTime<Utc>>,
-}
 
 /// The engine's inbox, as the chores' `EngineLink`: every action is an event for the trading thread.
 pub struct Inbox(pub mpsc::Sender<Event>);

@@ -8,10 +8,12 @@ use crate::control::server::Call;
 use crate::control::{Request, Response};
 use crate::engine::Control;
 use crate::env::EnvConfig;
+use crate::live::view::{EngineView, TradingView};
 use crate::models::Registry;
 use crate::policy::tests::{random_ppo, register_ppo};
 use crate::policy::{ModelSel, Pipeline, PpoPolicy, SessionOptions};
 use crate::web::data::DashboardSource;
+use std::collections::BTreeMap;
 use std::time::Instant;
 use tokio::sync::oneshot;
 

@@ -8,8 +8,6 @@
 
 pub use super::link::{Account, EngineLink, EngineView};
 use super::models::load_swap;
-use super::notify::Notifier;
-use super::report::Reporter;
 use super::requests;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
 use crate::config::Config;
@@ -17,6 +15,8 @@ use crate::control::server::Call;
 use crate::control::{Request, Response};
 use crate::domain::Bar;
 use crate::engine::{Clock, Command, Control, Event, Update};
+use crate::live::notify::Notifier;
+use crate::live::report::Reporter;
 use crate::metrics::Metrics;
 use crate::models::Registry;
 use crate::retrain::study::StudyRecord;
@@ -56,7 +56,7 @@ pub struct Host<P: RunPipeline> {
     pub progress: Option<mpsc::UnboundedReceiver<Progress>>,
     /// The control socket's requests (`control::server::serve`).
     pub calls: Option<mpsc::Receiver<Call>>,
-    /// Metrics and systemd, as the trading side reports them (`daemon::report`).
+    /// Metrics and systemd, as the trading side reports them (`live::report`).
     pub report: Reporter,
     /// Set by SIGHUP: reload what can be reloaded at the next `poll`.
     pub hangup: Arc<AtomicBool>,

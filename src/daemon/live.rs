@@ -5,24 +5,24 @@
 //! configured strategy and the registry's champions (seeded from the shipped `models/`), the full risk
 //! checks on the wall clock with Alpaca's asset rules, and the OMS on the store. Before the first
 //! reconciliation the engine is warmed up on the stored bars (features and LSTM windows; no decision).
-//! The feed's minutes pass `daemon::bars`: each is stored, the gap since the last stored one is
+//! The feed's minutes pass `feed::LiveBars`: each is stored, the gap since the last stored one is
 //! backfilled, and the engine gets closed bars of `market.timeframe` (daily bars at the calendar's close).
 //! sd_notify: `READY=1` after the first reconciliation, `WATCHDOG=1` as events are processed.
 //!
 //! `strategy.mode = "scripted"` drives `live::ScriptedCore` instead (it buys one unit of each symbol on
 //! each bar): an order-path harness for a paper account, refused in live mode.
 
-use super::live_core::{CountingFeed, LiveCore, Notifying};
 use crate::alpaca::feed::{AlpacaFeed, StreamConfig};
 use crate::alpaca::rest::{GetAccount, GetAsset, RestClient, RestConfig};
 use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
 use crate::config::{Config, Credentials, Mode};
-use crate::daemon::bars::LiveBars;
-use crate::daemon::notify::Notifier;
-use crate::daemon::report::Reporter;
 use crate::domain::{Qty, Timeframe};
 use crate::engine::{Engine, EngineConfig, EngineRisk, StrategyMode, SystemClock};
+use crate::feed::LiveBars;
+use crate::live::engine_core::{CountingFeed, LiveCore, Notifying};
+use crate::live::notify::Notifier;
+use crate::live::report::Reporter;
 use crate::live::{RunnerConfig, ScriptedCore};
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};

@@ -2,25 +2,23 @@
 //! runs around the engine (`host`: registry, control socket, `/metrics`, dashboard, retrainer, status);
 //! then a driver moves bars from the feed to the engine and orders from the engine to the broker:
 //! `replay` (stored bars, the SimBroker, simulated time, through the one run loop `live::drive::run` with
-//! `replay_hooks`) or `live` (Alpaca's feed and broker through the live runner, `live_core` the cores on
-//! its trading thread; `report` carries metrics and systemd for both; `bars` stores every minute and hands the engine closed bars of `market.timeframe`;
+//! `replay_hooks`) or `live` (Alpaca's feed, `feed::LiveBars` and the broker through the live runner, with
+//! `live::engine_core`'s cores on its trading thread; `live::report` carries metrics and systemd for both;
 //! `calendar` reads the exchange calendar; `models` loads the champions and new ones; live, `chores` runs
-//! the host on a thread of its own beside the trading thread). Also systemd notifications (`notify`), scheduled retraining in the background (`retrainer`),
+//! the host on a thread of its own beside the trading thread). Also the last alert of a failing run
+//! (`fatal`), scheduled retraining in the background (`retrainer`),
 //! and the status (`status`: the report and the dashboard, the book, the alerts the host watches for, and
 //! the status as the state directory tells it without a daemon).
 
-pub mod bars;
 pub mod calendar;
 pub mod chores;
+mod fatal;
 pub mod host;
 pub mod link;
 pub mod live;
-mod live_core;
 pub mod models;
-pub mod notify;
 pub mod replay;
 mod replay_hooks;
-pub mod report;
 pub mod requests;
 pub mod retrainer;
 pub mod run;
@@ -51,6 +49,6 @@ pub(crate) fn test_host(
         retrainer,
         progress: None,
         calls,
-        notifier: notify::Notifier::disabled(),
+        notifier: crate::live::notify::Notifier::disabled(),
     })
 }

@@ -89,10 +89,14 @@ pub fn load_swap(config: &Config, registry: &Registry, kind: ModelKind, id: &str
     let loaded = match kind {
         ModelKind::Ppo => PpoPolicy::load(registry, &sel, &pipeline, SessionOptions::default()).map(LoadedModel::Ppo),
         ModelKind::Lstm => {
-            let window = config.lstm.window_spec();
-            let shapes = crate::engine::lstm_source::shapes(&config.features, &window);
-            LstmPolicy::load(registry, &sel, &pipeline, shapes, SessionOptions::default())
-                .map(|policy| LoadedModel::Lstm { policy: Box::new(policy), features: config.features.clone(), window })
+            // The model's own windows (training may size them below [lstm]'s to its data).
+            crate::policy::fetch(registry, &sel, kind).and_then(|(m, bytes)| {
+                let window = crate::engine::lstm_source::model_window(&m, config.lstm.window_spec());
+                let shapes = crate::engine::lstm_source::shapes(&config.features, &window);
+                LstmPolicy::from_parts(m, &bytes, &pipeline, shapes, SessionOptions::default()).map(|policy| {
+                    LoadedModel::Lstm { policy: Box::new(policy), features: config.features.clone(), window }
+                })
+            })
         }
     };
     match loaded {

@@ -68,11 +68,11 @@ pub struct StateDirError {
 }
 
 /// Runs the daemon until the data ends (a replay) or `shutdown` is cancelled (by the caller or a signal).
-/// A run that fails sends an alert to the `[notify]` targets first (`notify::alert_fatal`, at most 5 s).
+/// A run that fails sends an alert to the `[notify]` targets first (`fatal::alert_fatal`, at most 5 s).
 pub fn run(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Outcome> {
     let result = run_until_stopped(config, opts, shutdown);
     if let Err(e) = &result {
-        super::notify::alert_fatal(config, mode_name(config), e);
+        super::fatal::alert_fatal(config, mode_name(config), e);
     }
     result
 }

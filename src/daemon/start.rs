@@ -5,9 +5,9 @@
 //! `daemon::live`) use it; it uses neither.
 
 use super::host::{Host, HostParts};
-use super::notify::Notifier;
 use super::retrainer::Retrainer;
 use crate::config::{Config, ConfigError, FeedKind, Mode};
+use crate::live::notify::Notifier;
 use crate::metrics::Metrics;
 use crate::models::Registry;
 use crate::retrain::holdout::holdout_evaluator;
@@ -71,7 +71,7 @@ pub fn start_host(
         rt.handle(),
         shutdown.clone(),
     )
-    .map_err(|e| problem(config, &e))?;
+    .map_err(|e| problem(config, &e.to_string()))?;
     if config.web.enabled {
         let token = resolve_token(&config.web, &config.state_dir, |k| std::env::var(k).ok())
             .map_err(|e| problem(config, &e.to_string()))?;

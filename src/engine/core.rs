@@ -13,7 +13,7 @@ use super::strategy::{
 };
 use crate::domain::Timeframe;
 use crate::domain::{Bar, Side, Symbol};
-use crate::env::ExecParams;
+use crate::exec::ExecParams;
 use crate::features::{FeatureSpec, FeatureState};
 use crate::models::ModelKind;
 use crate::oms::Oms;

@@ -3,10 +3,10 @@
 //! holdings), submit failures, ticks and controls; and the daily loss limit on a bar's equity (live, also
 //! after every fill and snapshot: `protect::mark_account`).
 
-use super::contract::{LoadedModel, Update};
 use super::core::Engine;
 use super::lstm_source::LstmProbs;
 use super::{Command, Control, Event};
+use crate::contract::{LoadedModel, Update};
 use crate::domain::{OrderUpdate, Symbol};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -219,6 +219,15 @@ impl Engine {
             Update::Model(swap) => match swap.take() {
                 Some(LoadedModel::Ppo(p)) => self.set_policy(p),
                 Some(LoadedModel::Lstm { policy, features, window }) => match self.probs_mut() {
+                    // A model sized to other windows (`training::lstm_sizing`) cannot read the ones built.
+                    Some(src) if src.lstm_window().is_some_and(|w| w != window) => {
+                        log::info!(
+                            "engine: LSTM model {} → {}, whose windows differ: it trades once they fill from the next bars",
+                            src.model_id(),
+                            policy.id()
+                        );
+                        self.set_probs(Box::new(LstmProbs::new(*policy, features, window)));
+                    }
                     Some(src) => {
                         let from = src.model_id();
                         let to = policy.id().to_string();

@@ -6,7 +6,7 @@ use super::strategy::ProbSource;
 use crate::domain::{Bar, Symbol, Timeframe};
 use crate::features::FeatureSpec;
 use crate::features::windows::{WindowInputs, WindowSpec, WindowStream, context_names};
-use crate::models::Registry;
+use crate::models::{Manifest, Registry};
 use crate::policy::{LstmPolicy, LstmShapes, ModelSel, Pipeline, PolicyError, SessionOptions};
 use std::collections::HashMap;
 
@@ -27,6 +27,22 @@ fn manifest_cutoffs(policy: &LstmPolicy) -> (Option<f32>, Option<f32>) {
     (read(super::cutoffs::UP_PARAM), read(super::cutoffs::DOWN_PARAM))
 }
 
+/// The window a model was trained with: its manifest's `fast_len`, `slow_len`, `slow_factor` and
+/// `horizon` (training sizes them to its data, at most `[lstm]`'s), each `configured`'s where the manifest
+/// has none (older models).
+pub fn model_window(m: &Manifest, configured: WindowSpec) -> WindowSpec {
+    let read = |k: &str, v: usize| {
+        m.params.get(k).and_then(|x| x.as_u64()).and_then(|x| usize::try_from(x).ok()).filter(|x| *x >= 1).unwrap_or(v)
+    };
+    WindowSpec {
+        fast_len: read("fast_len", configured.fast_len),
+        slow_len: read("slow_len", configured.slow_len),
+        slow_factor: read("slow_factor", configured.slow_factor),
+        horizon: read("horizon", configured.horizon),
+        ..configured
+    }
+}
+
 /// The input shapes the running pipeline's window builder produces.
 pub fn shapes(spec: &FeatureSpec, w: &WindowSpec) -> LstmShapes {
     let nf = spec.n_cols();
@@ -45,7 +61,8 @@ impl LstmProbs {
         LstmProbs { policy, spec, window, streams: HashMap::new(), latest: HashMap::new(), cutoffs }
     }
 
-    /// Loads the selected LSTM model, checked against the pipeline (features, symbols, window shapes).
+    /// Loads the selected LSTM model, checked against the pipeline (features, symbols, window shapes). The
+    /// windows are the model's own (`model_window`), `window` where its manifest does not say.
     pub fn load(
         registry: &Registry,
         sel: &ModelSel,
@@ -55,7 +72,9 @@ impl LstmProbs {
         timeframe: Timeframe,
     ) -> Result<Self, PolicyError> {
         let pipeline = Pipeline::new(spec, symbols, timeframe);
-        let policy = LstmPolicy::load(registry, sel, &pipeline, shapes(spec, &window), SessionOptions::default())?;
+        let (m, bytes) = crate::policy::fetch(registry, sel, crate::models::ModelKind::Lstm)?;
+        let window = model_window(&m, window);
+        let policy = LstmPolicy::from_parts(m, &bytes, &pipeline, shapes(spec, &window), SessionOptions::default())?;
         Ok(Self::new(policy, spec.clone(), window))
     }
 }
@@ -92,5 +111,35 @@ impl ProbSource for LstmProbs {
         self.cutoffs = manifest_cutoffs(&policy);
         self.policy = policy;
         true
+    }
+
+    fn lstm_window(&self) -> Option<WindowSpec> {
+        Some(self.window)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::{FeatureRef, ModelKind};
+
+    #[test]
+    fn a_model_is_read_with_the_windows_its_manifest_names_else_the_configured_ones() {
+        let configured = crate::config::LstmConfig::default().window_spec();
+        let mut m = Manifest::draft(
+            ModelKind::Lstm,
+            FeatureRef { version: 1, names: vec![] },
+            vec![],
+            vec![],
+            vec![],
+            Timeframe::DAY1,
+        );
+        assert_eq!(model_window(&m, configured), configured, "an older manifest without the keys");
+        for (k, v) in [("fast_len", 30), ("slow_len", 2), ("slow_factor", 2), ("horizon", 2)] {
+            m.params.insert(k.into(), serde_json::json!(v));
+        }
+        let sized = WindowSpec { slow_len: 2, slow_factor: 2, horizon: 2, ..configured };
+        assert_eq!(model_window(&m, configured), sized);
+        assert_eq!(shapes(&FeatureSpec::default(), &sized).slow_len, 2);
     }
 }

@@ -14,7 +14,6 @@
 //! `Command`s; they hold no trading state.
 
 mod account;
-pub mod contract;
 mod core;
 pub mod cutoffs;
 mod events;
@@ -34,7 +33,7 @@ mod tests;
 #[cfg(test)]
 mod tif_tests;
 
-pub use contract::{
+pub use crate::contract::{
     BrokerSnapshot, Clock, Command, Control, Core, Event, LoadedModel, ManualClock, ModelSwap, SystemClock, Update,
 };
 pub use core::{DecisionRecord, Engine, EngineConfig, EngineError, EngineRisk};

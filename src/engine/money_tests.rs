@@ -5,7 +5,7 @@
 use super::tests::{feed, fill_events, rig, risk_cfg, snapshot, submits, with_risk};
 use super::*;
 use crate::domain::{OrderRequest, Qty, Side, Symbol};
-use crate::env::ExecParams;
+use crate::exec::ExecParams;
 use crate::features::FeatureSpec;
 use rust_decimal::Decimal;
 

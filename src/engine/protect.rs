@@ -106,7 +106,7 @@ impl Engine {
         &mut self,
         s: StopOut,
         t: DateTime<Utc>,
-        before: Option<crate::env::exec::Position>,
+        before: Option<crate::exec::Position>,
     ) -> Vec<Command> {
         let held = self.oms.position(&s.symbol) - working_qty(&self.oms, &s.symbol, Side::Sell);
         let qty = Qty::from_f64(s.qty).map(|q| q.get()).unwrap_or_default().min(held);

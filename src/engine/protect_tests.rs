@@ -7,7 +7,7 @@ use super::{Command, Control, Core, Event, StrategyMode};
 use crate::config::{KillSwitchAction, RiskConfig};
 use crate::domain::{Bar, ClientOrderId, OrderRequest, OrderWhy, Side, Symbol, Timeframe};
 use crate::engine::ManualClock;
-use crate::env::ExecParams;
+use crate::exec::ExecParams;
 use crate::features::FeatureSpec;
 use chrono::{DateTime, Duration, Utc};
 

@@ -3,8 +3,8 @@
 //! carried symbol keeps its last features, is stale until its next bar and is never traded while stale
 //! (refusal `stale`); past `max_stale_bars` carried bars it is reported down. Its return is logged once.
 
-use super::contract::Command;
 use super::core::Engine;
+use crate::contract::Command;
 use crate::domain::{Bar, Symbol};
 use chrono::{DateTime, Utc};
 
@@ -55,7 +55,7 @@ mod tests {
     use super::super::tests::{feed, rig, risk_cfg, snapshot, submits, with_risk};
     use super::super::{Core, Event, StrategyMode};
     use crate::domain::Symbol;
-    use crate::env::ExecParams;
+    use crate::exec::ExecParams;
     use crate::features::FeatureSpec;
     use crate::store::TreeName;
 

@@ -1,7 +1,7 @@
 //! Strategy modes: how model outputs become wanted trades, per symbol, before risk and the OMS.
 //!
 //! - `ppo`: the policy's actions in the model's action space (`env.action_space`): share counts, each `a_k`
-//!   a trade of `a_k × max_trade` units under `env::exec`'s sizing; or target weights with a no-trade
+//!   a trade of `a_k × max_trade` units under `exec`'s sizing; or target weights with a no-trade
 //!   band, sized by `env::weights` exactly as the env sizes them in training (`from_weights`).
 //! - `lstm`: per symbol, long `lstm_position_pct` of equity when P(up) ≥ the up cut-off, flat when P(down) ≥
 //!   the down cut-off, otherwise hold. The cut-offs are the config's `up_threshold` / `down_threshold` when
@@ -13,7 +13,7 @@
 
 pub use crate::config::{StrategyConfig, StrategyMode};
 use crate::domain::{Bar, Side, Symbol};
-use crate::env::ExecParams;
+use crate::exec::ExecParams;
 use crate::policy::PolicyError;
 use serde::Serialize;
 
@@ -32,6 +32,10 @@ pub trait ProbSource: Send {
     /// source is not an LSTM model's (the model is then not used).
     fn set_lstm(&mut self, _policy: crate::policy::LstmPolicy) -> bool {
         false
+    }
+    /// The windows an LSTM model's source builds (`None`: not an LSTM model's).
+    fn lstm_window(&self) -> Option<crate::features::windows::WindowSpec> {
+        None
     }
 }
 

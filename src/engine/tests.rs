@@ -4,7 +4,8 @@
 
 use super::*;
 use crate::domain::{Bar, OrderRequest, Side, Symbol, Timeframe};
-use crate::env::{EnvConfig, ExecParams};
+use crate::env::EnvConfig;
+use crate::exec::ExecParams;
 use crate::features::FeatureSpec;
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};

@@ -5,7 +5,8 @@
 use super::tests::{Rig, feed, fill_events, rig, risk_cfg, snapshot, with_risk};
 use super::*;
 use crate::domain::{OrderRequest, OrderTif, Side};
-use crate::env::{EnvConfig, ExecParams};
+use crate::env::EnvConfig;
+use crate::exec::ExecParams;
 use crate::features::FeatureSpec;
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};

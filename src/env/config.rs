@@ -1,9 +1,9 @@
 //! The environment's settings (`[env]`, or built by hand for tests and benchmarks) and what can be wrong
 //! with them.
 
-use super::exec::ExecParams;
 use super::reward::Reward;
 use super::weights::ActionSpace;
+use crate::exec::ExecParams;
 
 /// How cash is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]

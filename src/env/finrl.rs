@@ -5,12 +5,12 @@
 //! or float64 (a Python float is "weak" and takes the other operand's type; float32 with int64 gives
 //! float64). The quantities bought depend on `floor(cash / price)`, so one rounding difference changes
 //! the holdings for good. This module carries each scalar with its NumPy type ([`Np`]) and applies the same
-//! rule as [`super::exec`] — sells before buys, requested size at least `min_order`, sells capped at the
+//! rule as [`crate::exec`] — sells before buys, requested size at least `min_order`, sells capped at the
 //! holding, buys capped at `floor(cash / price)` (fees not included), fees on both sides, everything sold
 //! on turbulent days — with those types. Slippage, trailing stops and cooldown do not exist in FinRL and
 //! are not applied here.
 
-use super::exec::{ExecParams, Position};
+use crate::exec::{ExecParams, Position};
 
 /// The NumPy type of a scalar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

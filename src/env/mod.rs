@@ -1,7 +1,8 @@
 //! The trading environment PPO trains in: E envs x A assets stepped together over a shared [`Panel`].
 //!
-//! - [`exec`]: the one execution rule per asset (sells before buys, caps, fees, slippage, trailing stop,
-//!   cooldown), which the SimBroker reuses.
+//! Each asset trades under the one execution rule of [`crate::exec`] (sells before buys, caps, fees,
+//! slippage, trailing stop, cooldown), which the simulated broker, risk and the engine apply too.
+
 //! - [`VecEnv`]: the plain-Rust CPU environment, state in flat arrays, seeded random episode starts,
 //!   fixed-length episodes, auto-reset, chunks of envs stepped on all cores.
 //! - [`finrl`]: FinRL 0.3.7's NumPy mixed-precision accounting, for the parity test and the speed peer.
@@ -16,7 +17,6 @@
 //!   what the gate counts as better with each.
 
 mod config;
-pub mod exec;
 pub mod finrl;
 pub mod kernel;
 mod one_env;
@@ -29,7 +29,6 @@ mod vec_env;
 pub mod weights;
 
 pub use config::{Accounting, EnvConfig, EnvError};
-pub use exec::{ExecParams, Fill, Position};
 pub use panel::{Panel, PanelError};
 pub use reward::{Benchmark, Objective, Reward};
 #[cfg(feature = "train")]

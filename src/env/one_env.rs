@@ -3,12 +3,12 @@
 //! accounting), then the reward.
 
 use super::config::{Accounting, EnvConfig};
-use super::exec::{ExecParams, Position, buy_phase, buy_units_phase, liquidate, sell_phase, sell_units_phase};
 use super::finrl::{self, Kind, Np};
 use super::panel::Panel;
 use super::reward::{Benchmark, Reward, differential_sharpe, net_log_return};
 use super::rng::SplitMix64;
 use super::weights::{ActionSpace, band_orders, target_weights};
+use crate::exec::{ExecParams, Position, buy_phase, buy_units_phase, liquidate, sell_phase, sell_units_phase};
 
 /// One env's state, borrowed from `VecEnv`'s arrays.
 pub(super) struct EnvMut<'a> {

@@ -2,6 +2,7 @@
 //! seeded 2,520-day x 30-asset panel under a fixed random action stream) replayed through `VecEnv`.
 
 use super::*;
+use crate::exec::ExecParams;
 use flate2::read::GzDecoder;
 use std::io::Read;
 use std::sync::Arc;

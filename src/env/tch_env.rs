@@ -8,9 +8,9 @@
 //! episodes have a fixed length, so they also finish together: `done` is one flag per step.
 
 use super::config::{Accounting, EnvConfig, EnvError};
-use super::exec::ExecParams;
 use super::panel::Panel;
 use super::rng::SplitMix64;
+use crate::exec::ExecParams;
 use tch::{Device, Kind, Tensor};
 
 pub struct TchEnv {

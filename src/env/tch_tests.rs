@@ -2,6 +2,7 @@
 
 use super::rng::SplitMix64;
 use super::*;
+use crate::exec::ExecParams;
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 

@@ -1,5 +1,6 @@
 use super::rng::SplitMix64;
 use super::*;
+use crate::exec::{ExecParams, Position};
 use crate::features::FeatureSpec;
 use std::sync::Arc;
 

@@ -7,12 +7,12 @@
 //! prices and rewards the change in equity marked at them.
 
 use super::config::{Accounting, EnvConfig, EnvError};
-use super::exec::Position;
 use super::finrl::Kind;
 use super::one_env::EnvMut;
 use super::panel::Panel;
 use super::reward::{Benchmark, Reward};
 use super::weights::ActionSpace;
+use crate::exec::Position;
 use std::sync::Arc;
 
 /// What one `step` returns, per env.

@@ -10,7 +10,7 @@
 //! The same functions size the env's trades (`VecEnv`) and the engine's orders (`engine::strategy`), so
 //! training and trading cannot disagree.
 
-use super::exec::ExecParams;
+use crate::exec::ExecParams;
 use serde::{Deserialize, Serialize};
 
 /// The policy output times this is a softmax logit: |a| ≤ 1 spans weights from about 0.7% to 99% of one

@@ -5,7 +5,7 @@
 
 /// The last `cap` values pushed, oldest first.
 #[derive(Debug, Clone)]
-pub struct Window {
+pub(super) struct Window {
     buf: Vec<f64>,
     cap: usize,
     head: usize,
@@ -13,19 +13,19 @@ pub struct Window {
 }
 
 impl Window {
-    pub fn new(cap: usize) -> Self {
+    pub(super) fn new(cap: usize) -> Self {
         let cap = cap.max(1);
         Window { buf: vec![0.0; cap], cap, head: 0, len: 0 }
     }
 
-    pub fn push(&mut self, x: f64) {
+    pub(super) fn push(&mut self, x: f64) {
         self.buf[self.head] = x;
         self.head = (self.head + 1) % self.cap;
         self.len = (self.len + 1).min(self.cap);
     }
 
     /// The value pushed `back` pushes ago (0 = the newest), if still held.
-    pub fn back(&self, back: usize) -> Option<f64> {
+    pub(super) fn back(&self, back: usize) -> Option<f64> {
         if back >= self.len {
             return None;
         }
@@ -33,7 +33,7 @@ impl Window {
     }
 
     /// Mean of the newest `n` values (n ≤ len), summed oldest first.
-    pub fn mean_last(&self, n: usize) -> f64 {
+    pub(super) fn mean_last(&self, n: usize) -> f64 {
         let n = n.min(self.len).max(1);
         let mut s = 0.0;
         for i in (0..n).rev() {
@@ -43,7 +43,7 @@ impl Window {
     }
 
     /// Population standard deviation of the newest `n` values around `mean` (two-pass, never negative).
-    pub fn std_last(&self, n: usize, mean: f64) -> f64 {
+    pub(super) fn std_last(&self, n: usize, mean: f64) -> f64 {
         let n = n.min(self.len).max(1);
         let mut s = 0.0;
         for i in (0..n).rev() {
@@ -54,7 +54,7 @@ impl Window {
     }
 
     /// Mean absolute deviation of the newest `n` values around `mean`.
-    pub fn mad_last(&self, n: usize, mean: f64) -> f64 {
+    pub(super) fn mad_last(&self, n: usize, mean: f64) -> f64 {
         let n = n.min(self.len).max(1);
         let mut s = 0.0;
         for i in (0..n).rev() {
@@ -66,18 +66,18 @@ impl Window {
 
 /// Exponential moving average with `alpha = 2 / (span + 1)`, seeded with the first value.
 #[derive(Debug, Clone)]
-pub struct Ema {
+pub(super) struct Ema {
     alpha: f64,
     value: f64,
     seen: usize,
 }
 
 impl Ema {
-    pub fn new(span: usize) -> Self {
+    pub(super) fn new(span: usize) -> Self {
         Ema { alpha: 2.0 / (span as f64 + 1.0), value: 0.0, seen: 0 }
     }
 
-    pub fn update(&mut self, x: f64) -> f64 {
+    pub(super) fn update(&mut self, x: f64) -> f64 {
         self.value = if self.seen == 0 { x } else { self.value + self.alpha * (x - self.value) };
         self.seen += 1;
         self.value
@@ -86,18 +86,18 @@ impl Ema {
 
 /// Wilder's smoothing over `n`: the plain mean of the first `n` values, then `v += (x - v) / n`.
 #[derive(Debug, Clone)]
-pub struct Wilder {
+pub(super) struct Wilder {
     n: usize,
     value: f64,
     seen: usize,
 }
 
 impl Wilder {
-    pub fn new(n: usize) -> Self {
+    pub(super) fn new(n: usize) -> Self {
         Wilder { n: n.max(1), value: 0.0, seen: 0 }
     }
 
-    pub fn update(&mut self, x: f64) -> f64 {
+    pub(super) fn update(&mut self, x: f64) -> f64 {
         self.seen += 1;
         if self.seen <= self.n {
             // Running mean of the first n values: after n of them it is their plain mean.
@@ -109,14 +109,14 @@ impl Wilder {
     }
 
     /// True once `n` values have been seen.
-    pub fn ready(&self) -> bool {
+    pub(super) fn ready(&self) -> bool {
         self.seen >= self.n
     }
 }
 
 /// `num / den`, or `fallback` when the denominator is zero or tiny relative to the numerator scale, so that
 /// a flat series yields a defined value instead of NaN or infinity.
-pub fn ratio(num: f64, den: f64, fallback: f64) -> f64 {
+pub(super) fn ratio(num: f64, den: f64, fallback: f64) -> f64 {
     if den.abs() <= f64::EPSILON * num.abs().max(1e-300) || den == 0.0 {
         return fallback;
     }

@@ -57,7 +57,7 @@ pub struct SpecError {
 }
 
 /// Longest window any parameter may have.
-pub const MAX_WINDOW: usize = 10_000;
+pub(super) const MAX_WINDOW: usize = 10_000;
 
 impl FeatureSpec {
     /// Checks every parameter; all problems are returned together.

@@ -1,12 +1,14 @@
 //! Market data as the trading core takes it, whatever its source: the [`MarketFeed`] trait, the
 //! counterpart of the brokers' `Broker` trait on the way in. Alpaca's stream (`alpaca::feed::AlpacaFeed`), the daemon's bar path
-//! (`daemon::bars::LiveBars`) and the test doubles implement it; Alpaca's own message types stop at its
+//! (`feed::LiveBars`) and the test doubles implement it; Alpaca's own message types stop at its
 //! adapter. Bar aggregation into the configured timeframe ([`Aggregator`]) lives here too: it serves any
-//! minute-bar source (`daemon::bars`), not Alpaca's adapter alone.
+//! minute-bar source (`LiveBars`), not Alpaca's adapter alone.
 
 mod aggregate;
+mod live_bars;
 
 pub use aggregate::{AggregateError, Aggregator};
+pub use live_bars::LiveBars;
 
 use crate::domain::{Bar, Symbol};
 use chrono::{DateTime, Utc};
@@ -17,13 +19,13 @@ use std::future::Future;
 pub enum FeedEvent {
     /// A closed minute bar, each (symbol, time) once, in time order per symbol.
     Bar(Bar),
-    /// A minute bar between two bars of a longer timeframe (`daemon::bars`, after it is stored): prices
+    /// A minute bar between two bars of a longer timeframe (`LiveBars`, after it is stored): prices
     /// for marking to market, the daily loss limit and the trailing stops, never a decision.
     Mark(Bar),
     /// A late correction of a bar already delivered: replaces it.
     BarUpdated(Bar),
     /// The period starting at `t` closed with bars of other symbols but none of `symbol` (a quiet or
-    /// halted stock): its last close is carried (`daemon::bars`).
+    /// halted stock): its last close is carried (`LiveBars`).
     NoBar { symbol: Symbol, t: DateTime<Utc> },
     /// The exchange changed a symbol's trading status (a halt, a resumption).
     Status { symbol: Symbol, t: DateTime<Utc>, halted: bool, detail: String },

@@ -2,7 +2,7 @@
 //! core on its own thread, and carries out the core's `Command`s. It holds no trading state.
 //!
 //! ```text
-//!  MarketFeed (daemon::bars::LiveBars over AlpacaFeed) ── feed task ──► Event::Bar, NoBar ─┐
+//!  MarketFeed (feed::LiveBars over AlpacaFeed) ── feed task ──► Event::Bar, NoBar ─┐
 //!  UpdateSource (TradeUpdates) ──────── updates task ──► Event::Order,      │ tokio mpsc
 //!                                        reconnect ────► Event::BrokerReconnected
 //!  interval ─────────────────────────── tick task ────► Event::Tick ────────┤
@@ -33,10 +33,14 @@
 
 mod commands;
 pub mod drive;
+pub mod engine_core;
+pub mod notify;
+pub mod report;
 mod scripted;
 mod tasks;
 #[cfg(test)]
 mod tests;
+pub mod view;
 
 pub use scripted::ScriptedCore;
 pub use tasks::{ChannelUpdates, UpdateSource};

@@ -146,11 +146,11 @@ fn an_epoch_reads_from_the_device_twice_whatever_its_batch_count() {
     let (tr, va, _) = split(ds.len() as usize);
     let small = LstmConfig { batch_size: 64, max_epochs: 3, patience: 10, ..cfg() };
     let mut t = LstmTrainer::new(small, dims(), Device::Cpu).unwrap();
-    let before = crate::readback::reads();
+    let before = crate::ml::readback::reads();
     let hist = t.fit(&ds, &tr, &va, None, |_| true).unwrap();
     assert_eq!(hist.len(), 3);
     assert!(tr.len() / 64 > 10, "too few batches for the count to mean anything");
-    assert_eq!(crate::readback::reads() - before, 3 * 2);
+    assert_eq!(crate::ml::readback::reads() - before, 3 * 2);
 
     let (_, conf) = t.evaluate(&ds, &va, None).unwrap();
     let probs = t.probs(&ds, &va).unwrap();

@@ -2,7 +2,7 @@
 //! after each epoch the validation loss, accuracy, macro-F1 and MCC; the best weights (by validation
 //! MCC) are kept in memory and on disk, and training stops after `patience` epochs without improvement.
 //! Checkpoints (`last.safetensors`, `best.safetensors`, `state.json`) allow a resume; they carry AdamW's
-//! moments and step count (`crate::optim`), so a resumed run continues the optimizer too.
+//! moments and step count (`crate::ml::optim`), so a resumed run continues the optimizer too.
 
 use super::LstmConfig;
 use super::dataset::WindowDataset;
@@ -57,7 +57,7 @@ pub struct LstmTrainer {
     pub vs: nn::VarStore,
     pub net: LstmNet,
     /// AdamW (libtorch's formula), its state in the `VarStore`.
-    opt: crate::optim::Adam,
+    opt: crate::ml::optim::Adam,
     pub epoch: usize,
     best: Option<Best>,
 }
@@ -70,8 +70,8 @@ impl LstmTrainer {
     pub fn new(cfg: LstmConfig, dims: NetDims, device: Device) -> Result<Self, LstmError> {
         cfg.validate().map_err(LstmError::Config)?;
         let vs = nn::VarStore::new(device);
-        let net = crate::seeded::seeded(cfg.seed, || LstmNet::new(&vs.root(), dims, &cfg));
-        let opt = crate::optim::Adam::new(&vs.root(), vs.trainable_variables(), 1e-8, cfg.weight_decay);
+        let net = crate::ml::seeded::seeded(cfg.seed, || LstmNet::new(&vs.root(), dims, &cfg));
+        let opt = crate::ml::optim::Adam::new(&vs.root(), vs.trainable_variables(), 1e-8, cfg.weight_decay);
         Ok(LstmTrainer { cfg, vs, net, opt, epoch: 0, best: None })
     }
 
@@ -118,7 +118,7 @@ impl LstmTrainer {
                 counts += cell.bincount::<Tensor>(None, 9).to_kind(Kind::Double);
             }
         });
-        let read = crate::readback::f64s(&Tensor::cat(&[loss_sum, counts], 0))?;
+        let read = crate::ml::readback::f64s(&Tensor::cat(&[loss_sum, counts], 0))?;
         if let [loss, cells @ ..] = &read[..] {
             for (k, n) in cells.iter().enumerate().take(9) {
                 conf.m[k / 3][k % 3] += *n as u64;
@@ -145,7 +145,7 @@ impl LstmTrainer {
                 })
                 .collect::<Vec<_>>()
         });
-        let flat = crate::readback::f32s(&Tensor::cat(&parts, 0))?;
+        let flat = crate::ml::readback::f32s(&Tensor::cat(&parts, 0))?;
         Ok(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
     }
 
@@ -164,7 +164,7 @@ impl LstmTrainer {
         }
         let device = ds.device();
         if self.amp() {
-            crate::autocast::bfloat16_on_this_thread();
+            crate::ml::autocast::bfloat16_on_this_thread();
         }
         let train_t = Tensor::from_slice(train).to_device(device);
         let weights = self.class_weights(ds, &train_t);
@@ -187,7 +187,7 @@ impl LstmTrainer {
                 loss_sum += loss.detach().to_kind(Kind::Double) * len as f64;
                 seen += len;
             }
-            let train_loss = crate::readback::scalar(&loss_sum)? / seen.max(1) as f64;
+            let train_loss = crate::ml::readback::scalar(&loss_sum)? / seen.max(1) as f64;
             if !train_loss.is_finite() {
                 return Err(LstmError::Diverged(self.epoch));
             }
@@ -286,7 +286,7 @@ impl LstmTrainer {
     /// Loads a weights file; one written before the optimizer's state was saved loads with fresh moments.
     fn load(&mut self, path: &Path) -> Result<(), LstmError> {
         let missing = self.vs.load_partial(path)?;
-        if let Some(name) = missing.iter().find(|n| !crate::optim::Adam::is_state(n)) {
+        if let Some(name) = missing.iter().find(|n| !crate::ml::optim::Adam::is_state(n)) {
             return Err(Self::ck_err(path, format!("has no variable {name}: it belongs to another network")));
         }
         if missing.is_empty() {

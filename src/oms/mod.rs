@@ -46,8 +46,8 @@ pub mod trades;
 
 pub use record::{FillRecord, OmsChange, OmsConfig, OmsError, OmsOrder, PositionRecord, ReconcileReport};
 
+use crate::contract::{Clock, Command};
 use crate::domain::{ClientOrderId, OrderEvent, OrderId, OrderRequest, OrderStatus, Symbol};
-use crate::engine::contract::{Clock, Command};
 use crate::risk::RiskApproved;
 use crate::store::{Store, TreeName, TypedTree};
 use rust_decimal::Decimal;

@@ -2,8 +2,8 @@
 //! synthesised), unknown orders adopted, lost submissions ended, positions set; every difference logged.
 
 use super::{Oms, OmsChange, OmsError, PositionRecord, ReconcileReport};
+use crate::contract::BrokerSnapshot;
 use crate::domain::{ClientOrderId, OrderStatus, Symbol};
-use crate::engine::contract::BrokerSnapshot;
 use rust_decimal::Decimal;
 use std::collections::{BTreeMap, HashSet};
 

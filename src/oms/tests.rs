@@ -2,9 +2,9 @@
 //! with the toy broker and harness the property test (`property_tests.rs`) shares.
 
 use super::*;
+use crate::contract::{BrokerSnapshot, ManualClock};
 use crate::domain::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
 use crate::domain::{OrderTif, Qty, Side};
-use crate::engine::contract::{BrokerSnapshot, ManualClock};
 use crate::risk::approve_for_test;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;

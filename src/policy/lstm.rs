@@ -8,10 +8,10 @@ use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::Tensor;
 
-pub const FAST_INPUT: &str = "x_fast";
-pub const SLOW_INPUT: &str = "x_slow";
-pub const CONTEXT_INPUT: &str = "x_context";
-pub const PROBS_OUTPUT: &str = "probs";
+pub(super) const FAST_INPUT: &str = "x_fast";
+pub(super) const SLOW_INPUT: &str = "x_slow";
+pub(super) const CONTEXT_INPUT: &str = "x_context";
+pub(super) const PROBS_OUTPUT: &str = "probs";
 
 /// The input shapes (batch dimension excluded) the pipeline's LSTM input builder produces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

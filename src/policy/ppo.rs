@@ -4,12 +4,13 @@
 //! served here too.
 
 use super::{ModelSel, Pipeline, PolicyError, SessionOptions, fetch, session};
-use crate::env::{ActionSpace, ExecParams};
+use crate::env::ActionSpace;
+use crate::exec::ExecParams;
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::Tensor;
 
-pub const OBS_INPUT: &str = "obs";
+pub(super) const OBS_INPUT: &str = "obs";
 
 /// Why a PPO model's action space does not suit the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,7 +46,7 @@ pub fn check_action_space(m: &Manifest, config: &ActionSpace) -> Result<(), Acti
     Ok(())
 }
 
-pub const ACTION_OUTPUT: &str = "action";
+pub(super) const ACTION_OUTPUT: &str = "action";
 
 pub struct PpoPolicy {
     manifest: Manifest,

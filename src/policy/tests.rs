@@ -12,7 +12,7 @@ use crate::onnx::{Activation, Dense};
 pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self, a: f32) -> f32 {
+    pub(crate) fn next(&mut self, a: f32) -> f32 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -20,7 +20,7 @@ impl Rng {
         (u * 2.0 - 1.0) * a
     }
 
-    pub fn dense(&mut self, i: usize, o: usize, a: f32) -> Dense {
+    pub(crate) fn dense(&mut self, i: usize, o: usize, a: f32) -> Dense {
         Dense {
             in_dim: i,
             out_dim: o,
@@ -208,7 +208,7 @@ mod counting {
         static ALLOCS: Cell<u64> = const { Cell::new(0) };
     }
 
-    pub struct Counting;
+    pub(super) struct Counting;
 
     // SAFETY: every call forwards to `System` unchanged; the counter is a const-initialised thread local
     // (no allocation, no destructor).
@@ -234,7 +234,7 @@ mod counting {
     static COUNTING: Counting = Counting;
 
     /// Heap allocations made on this thread so far.
-    pub fn allocations() -> u64 {
+    pub(super) fn allocations() -> u64 {
         ALLOCS.with(Cell::get)
     }
 }

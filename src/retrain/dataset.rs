@@ -1,9 +1,11 @@
 //! The data a retrain starts from: a backup of the store first, then the training window (cut at the
-//! engine's clock) written as a safetensors snapshot for the child, which cannot open the store.
+//! engine's clock; an LSTM's reaching back `lstm.history_days`) written as a safetensors snapshot for the
+//! child, which cannot open the store.
 
 use super::record::{Failure, RunRecord, SnapshotInfo};
 use super::spec::PipelineSpec;
 use crate::data::snapshot::{Snapshot, SnapshotError};
+use crate::models::ModelKind;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use std::path::PathBuf;
@@ -31,6 +33,18 @@ impl PipelineSpec {
         let (from, end) = crate::data::day_window(train.from, train.train_end());
         (from, if train.train_end().is_some() { end.min(now) } else { now })
     }
+
+    /// The data a `kind` retrain's child gets: the training window, for the LSTM reaching back
+    /// `lstm.history_days` before its end (`LstmConfig::history_from`, the rule the child applies too).
+    pub(super) fn data_window(&self, kind: ModelKind, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+        let (from, to) = self.window(now);
+        if kind != ModelKind::Lstm {
+            return (from, to);
+        }
+        let train = self.train.resolve(now.date_naive());
+        let lstm = crate::config::LstmConfig { history_days: self.lstm_history_days, ..Default::default() };
+        (crate::data::day_window(lstm.history_from(&self.train, &train), None).0.min(from), to)
+    }
 }
 
 /// A backup of the store before the retrain (`Store::backup`), the newest `backup::KEEP` kept. A
@@ -57,7 +71,7 @@ pub(super) async fn backup_store(store: &Store, run: &str) {
 
 /// Writes the training window to `state_dir/retrain/<run id>.safetensors`, off the reactor.
 pub(super) async fn snapshot(spec: &PipelineSpec, store: &Store, r: &RunRecord) -> Result<SnapshotInfo, Failure> {
-    let (from, to) = spec.window(r.clock_time);
+    let (from, to) = spec.data_window(r.kind, r.clock_time);
     // The holdout the gate judges on (a rolling window's ends at the clock): its newest stored bar is
     // recorded, the end of the data this run used.
     let train = spec.train.resolve(r.clock_time.date_naive());

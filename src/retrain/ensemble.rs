@@ -22,7 +22,7 @@ pub(super) type Outcome = Result<Trained, (Failure, Option<Box<Trained>>)>;
 
 /// Each candidate's decision against the champion, and the index of the one to promote: the highest
 /// holdout Sharpe among those the gate passes (none when none passes).
-pub fn choose(
+pub(super) fn choose(
     candidates: &[&GateInput],
     champion: Option<&GateInput>,
     cfg: &crate::config::GateConfig,
@@ -82,6 +82,11 @@ impl RetrainPipeline {
         let mut t = Trained { model_id: String::new(), train_metrics: BTreeMap::new(), curves, trained_on };
         match outcome {
             ChildOutcome::Done { model_id, metrics } => (t.model_id, t.train_metrics) = (model_id, metrics),
+            // Too little data: the run is skipped (`NOT_ENOUGH_DATA_CODE`), not failed, when no candidate is left.
+            ChildOutcome::Failed(child::ChildFailure::Reported(m)) if m.starts_with(record::NOT_ENOUGH_DATA) => {
+                let failure = Failure { stage: "train".into(), code: record::NOT_ENOUGH_DATA_CODE.into(), message: m };
+                return Err((failure, Some(Box::new(t))));
+            }
             ChildOutcome::Failed(f) => {
                 let failure = Failure { stage: "train".into(), code: f.code().into(), message: f.to_string() };
                 return Err((failure, Some(Box::new(t))));

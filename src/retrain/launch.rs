@@ -24,14 +24,14 @@ pub const ALLOC_CONF_ENV: &str = "PYTORCH_CUDA_ALLOC_CONF";
 const CHILD_CUDA_ORDINAL: usize = 0;
 
 /// The child's libtorch held to `budget_mb` of its GPU (its per-process memory fraction, from the total of
-/// the NVML GPU that is the child's CUDA device, `crate::gpu::nvml_index`), so that the trainer fails its own allocation past the budget rather than filling the
+/// the NVML GPU that is the child's CUDA device, `crate::ml::gpu::nvml_index`), so that the trainer fails its own allocation past the budget rather than filling the
 /// GPU; `None` where there is no GPU to cap (the `nvidia-smi` watch in `child` stays as the backstop).
 fn gpu_alloc_conf(budget_mb: u64) -> Option<String> {
     #[cfg(feature = "train")]
-    match crate::gpu::total_memory_mb(CHILD_CUDA_ORDINAL) {
+    match crate::ml::gpu::total_memory_mb(CHILD_CUDA_ORDINAL) {
         Ok(total) => {
             let existing = std::env::var(ALLOC_CONF_ENV).ok();
-            let conf = crate::gpu::alloc_conf(budget_mb, total, existing.as_deref());
+            let conf = crate::ml::gpu::alloc_conf(budget_mb, total, existing.as_deref());
             log::debug!("retrain: the child's GPU memory is capped at {budget_mb} of {total} MiB ({conf})");
             Some(conf)
         }

@@ -169,7 +169,9 @@ impl RetrainPipeline {
             Some(Ok(())) => r = working,
             Some(Err(f)) => {
                 r = working;
-                r.outcome = RunOutcome::Failed;
+                // Too little data is no fault of the run: skipped, with how much there is and the fix.
+                r.outcome =
+                    if f.code == record::NOT_ENOUGH_DATA_CODE { RunOutcome::Skipped } else { RunOutcome::Failed };
                 r.failure = Some(f);
             }
             None => {
@@ -186,7 +188,7 @@ impl RetrainPipeline {
         guard.run = None;
         r.ended_at = crate::clock::now();
         match r.outcome {
-            RunOutcome::Failed | RunOutcome::Interrupted => {
+            RunOutcome::Failed | RunOutcome::Interrupted | RunOutcome::Skipped => {
                 log::warn!("retrain {}: {}; the champion keeps trading", r.id, r.reason())
             }
             o => {

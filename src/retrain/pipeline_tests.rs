@@ -68,6 +68,29 @@ async fn nan_loss_and_timeout_are_failures_too() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lstm_with_too_little_data_is_recorded_as_skipped_with_the_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let (champ, _) = registry_with_champion(dir.path(), ModelKind::Lstm);
+    let message = "not enough data for the LSTM: 120 labelled samples (40 per symbol over 300 days), need 300: import more history";
+    let script = format!(r#"echo '{{"event":"error","message":"{message}"}}'; exit 1"#);
+    let store = store_with_bars(dir.path());
+    let p = RetrainPipeline::new(
+        spec(dir.path(), &script, Duration::from_secs(10)),
+        store.clone(),
+        Arc::new(FakeEvaluator::default()),
+    );
+    let clock_time = Utc.with_ymd_and_hms(2010, 12, 11, 7, 0, 0).unwrap();
+    let r = p.run(ModelKind::Lstm, Trigger { reason: "test".into(), clock_time }, &mut |_| {}).await;
+    assert_eq!(r.outcome, RunOutcome::Skipped, "{r:?}");
+    let f = r.failure.as_ref().unwrap();
+    assert_eq!((f.code.as_str(), f.message.as_str()), ("not_enough_data", message));
+    assert_eq!(r.reason(), format!("skipped: {message}"));
+    assert_eq!(r.champion_after.as_deref(), Some(champ.as_str()), "the champion stays");
+    assert_eq!(record::list(&store).unwrap(), vec![r.clone()], "the skip is stored");
+    assert_eq!(r.to_status().outcome, "skipped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_pass_promotes_and_records_the_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let (champ, cand) = registry_with_champion(dir.path(), ModelKind::Ppo);
@@ -174,6 +197,11 @@ fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
     assert!(to > crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2012, 6, 22).unwrap()));
     let later = s.window(now + chrono::Duration::days(7));
     assert_eq!(later.0 - from, chrono::Duration::days(7), "a week later the window moved a week");
+    // An LSTM's data reaches back lstm.history_days (here 365) before the training end, 2012-06-22.
+    s.lstm_history_days = 365;
+    assert_eq!(s.data_window(ModelKind::Ppo, now), (from, to));
+    let lstm_from = crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2011, 6, 24).unwrap());
+    assert_eq!(s.data_window(ModelKind::Lstm, now), (lstm_from, to));
     let seed = crate::config::retrain_seed(now.date_naive());
     let child = s.child_spec(crate::models::ModelKind::Ppo, Algorithm::Ppo, std::path::Path::new("/tmp/x"), now, seed);
     assert!(

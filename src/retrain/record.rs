@@ -19,6 +19,9 @@ pub enum RunOutcome {
     Kept,
     /// The run failed before a decision (snapshot, training, registry, evaluation); the champion stays.
     Failed,
+    /// Not trained: the data holds too few samples for the model (the failure says how many, and the fix);
+    /// the champion stays.
+    Skipped,
     /// Under way (stored at its start, replaced at its end).
     Running,
     /// Stopped before its end: a signal to the process running it, or that process killed (found
@@ -34,9 +37,16 @@ impl RunOutcome {
             RunOutcome::Failed => "failed",
             RunOutcome::Running => "running",
             RunOutcome::Interrupted => "interrupted",
+            RunOutcome::Skipped => "skipped",
         }
     }
 }
+
+/// How the LSTM's training says it has too little data (`training::lstm_sizing::NotEnoughData`): a
+/// child's error starting so makes the run `Skipped`, not `Failed`.
+pub const NOT_ENOUGH_DATA: &str = "not enough data for the LSTM";
+/// The failure code of such a run.
+pub const NOT_ENOUGH_DATA_CODE: &str = "not_enough_data";
 
 /// Why a run failed: the stage, a stable code, and the message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -157,6 +167,7 @@ impl RunRecord {
     /// One line for logs and the command line.
     pub fn reason(&self) -> String {
         match (&self.failure, &self.decision) {
+            (Some(f), _) if self.outcome == RunOutcome::Skipped => format!("skipped: {}", f.message),
             (Some(f), _) => format!("{} failed ({}): {}", f.stage, f.code, f.message),
             (None, Some(d)) => d.reason.clone(),
             (None, None) => String::new(),

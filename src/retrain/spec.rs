@@ -18,6 +18,8 @@ pub struct PipelineSpec {
     pub timeframe: Timeframe,
     pub train: TrainConfig,
     pub retrain: RetrainConfig,
+    /// `lstm.history_days`: how far before the training end an LSTM retrain's snapshot reaches.
+    pub lstm_history_days: u32,
 }
 
 impl PipelineSpec {
@@ -32,6 +34,7 @@ impl PipelineSpec {
             timeframe: c.market.timeframe,
             train: c.train.clone(),
             retrain: c.retrain.clone(),
+            lstm_history_days: c.lstm.history_days,
         })
     }
 }

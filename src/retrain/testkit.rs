@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-pub fn store_with_bars(dir: &Path) -> Store {
+pub(crate) fn store_with_bars(dir: &Path) -> Store {
     let store = Store::open(dir).unwrap();
     let s = Symbol::new("AAPL").unwrap();
     let bars: Vec<Bar> = (0..40)
@@ -29,7 +29,7 @@ pub fn store_with_bars(dir: &Path) -> Store {
     store
 }
 
-pub fn draft(kind: ModelKind) -> Manifest {
+pub(crate) fn draft(kind: ModelKind) -> Manifest {
     Manifest::draft(
         kind,
         FeatureRef { version: 1, names: vec!["ret_1".into()] },
@@ -41,7 +41,7 @@ pub fn draft(kind: ModelKind) -> Manifest {
 }
 
 /// A registry under `state/models` with a champion and a candidate of `kind`: (champion id, candidate id).
-pub fn registry_with_champion(state: &Path, kind: ModelKind) -> (String, String) {
+pub(crate) fn registry_with_champion(state: &Path, kind: ModelKind) -> (String, String) {
     let reg = Registry::open(&state.join("models")).unwrap();
     let champ = reg.add(b"champion bytes", draft(kind)).unwrap();
     reg.promote(&champ.id, "seed").unwrap();
@@ -49,7 +49,7 @@ pub fn registry_with_champion(state: &Path, kind: ModelKind) -> (String, String)
     (champ.id, cand.id)
 }
 
-pub fn retrain_config(budget: Duration) -> RetrainConfig {
+pub(crate) fn retrain_config(budget: Duration) -> RetrainConfig {
     RetrainConfig {
         enabled: true,
         schedule: Schedule::parse(Schedule::DEFAULT_SPEC, Schedule::DEFAULT_ZONE).unwrap(),
@@ -74,7 +74,7 @@ pub fn retrain_config(budget: Duration) -> RetrainConfig {
 }
 
 /// A spec whose "tradebot" is `/bin/sh -c script`, called as `script train <kind> --config F --json ...`.
-pub fn spec(state: &Path, script: &str, budget: Duration) -> PipelineSpec {
+pub(crate) fn spec(state: &Path, script: &str, budget: Duration) -> PipelineSpec {
     PipelineSpec {
         program: "/bin/sh".into(),
         program_args: vec!["-c".into(), script.into(), "fake-tradebot".into()],
@@ -91,18 +91,19 @@ pub fn spec(state: &Path, script: &str, budget: Duration) -> PipelineSpec {
             checkpoint_every: 10,
         },
         retrain: retrain_config(budget),
+        lstm_history_days: 3650,
     }
 }
 
 /// Canned holdout figures by model id; records every call.
 #[derive(Default)]
-pub struct FakeEvaluator {
+pub(crate) struct FakeEvaluator {
     pub figures: BTreeMap<String, GateInput>,
     pub calls: Mutex<Vec<String>>,
 }
 
 impl FakeEvaluator {
-    pub fn with(figures: &[(&str, f64)]) -> FakeEvaluator {
+    pub(crate) fn with(figures: &[(&str, f64)]) -> FakeEvaluator {
         let figures = figures
             .iter()
             .map(|(id, sharpe)| {
@@ -135,6 +136,6 @@ impl Evaluator for FakeEvaluator {
 }
 
 /// The shell line printing the child's `done` event for `id`.
-pub fn done_line(id: &str) -> String {
+pub(crate) fn done_line(id: &str) -> String {
     format!(r#"echo '{{"event":"done","model_id":"{id}","metrics":{{"mean_return":1.5}}}}'"#)
 }

@@ -28,7 +28,7 @@ use super::{Refusal, RiskApproved};
 use crate::calendar::Calendar;
 use crate::config::{KillSwitchAction, RiskConfig};
 use crate::domain::{OrderRequest, Side, Symbol};
-use crate::env::exec::ExecParams;
+use crate::exec::ExecParams;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;

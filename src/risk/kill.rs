@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 pub const KILL_SWITCH_KEY: &[u8] = b"risk.kill_switch";
 pub const DAY_OPEN_KEY: &[u8] = b"risk.day_open";
-pub const LAST_EQUITY_KEY: &[u8] = b"risk.last_equity";
+pub(super) const LAST_EQUITY_KEY: &[u8] = b"risk.last_equity";
 
 /// The tripped kill switch, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! Trailing stops and cooldown for live positions, with the environment's rule (`env::exec`): per symbol a
+//! Trailing stops and cooldown for live positions, with the environment's rule (`exec`): per symbol a
 //! shadow `exec::Position` (holding, entry, high-water mark since entry, cooldown). Each bar runs
 //! `exec::sell_phase` with no requested trade, exactly as the env does before its buys: the cooldown
 //! counts down, the high-water mark rises, and when the price falls `trailing_stop` below it the whole
@@ -11,7 +11,7 @@
 //! the last price seen.
 
 use crate::domain::{Side, Symbol};
-use crate::env::exec::{self, ExecParams, Position};
+use crate::exec::{self, ExecParams, Position};
 use std::collections::BTreeMap;
 
 /// The trailing stop fired: sell `qty` units of `symbol` (the whole holding).

@@ -5,7 +5,7 @@
 use super::*;
 use crate::config::{KillSwitchAction, RiskConfig};
 use crate::domain::{ClientOrderId, OrderRequest, OrderTif, Qty, Side, Symbol, Timeframe};
-use crate::env::exec::{self, ExecParams, Position};
+use crate::exec::{self, ExecParams, Position};
 use crate::store::Store;
 use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::America::New_York;

@@ -87,7 +87,7 @@ pub trait BatchEnv {
     /// `reset` into host memory `[E * obs_dim]`. Host environments override it to skip the tensor.
     /// Fails where the observations cannot be read back (a device fault, named).
     fn reset_host(&mut self, obs: &mut Vec<f32>) -> Result<(), TchError> {
-        *obs = crate::readback::f32s(&self.reset())?;
+        *obs = crate::ml::readback::f32s(&self.reset())?;
         Ok(())
     }
 
@@ -101,9 +101,9 @@ pub trait BatchEnv {
         }
         let shape = [envs as i64, act_dim as i64];
         let step = self.step(&Tensor::f_from_slice(actions)?.f_view(shape)?.f_to_device(self.device())?)?;
-        out.obs = crate::readback::f32s(&step.obs)?;
-        out.reward = crate::readback::f32s(&step.reward)?;
-        out.done = crate::readback::f32s(&step.done)?;
+        out.obs = crate::ml::readback::f32s(&step.obs)?;
+        out.reward = crate::ml::readback::f32s(&step.reward)?;
+        out.done = crate::ml::readback::f32s(&step.done)?;
         out.finished = step.finished;
         Ok(())
     }

@@ -27,7 +27,7 @@ fn install_hook() {
 
 /// Runs `f`, a call into sled over the database at `dir`; a panic or a corruption error becomes
 /// `StoreError::Unreadable`, other errors `StoreError::Db`.
-pub fn guarded<T>(dir: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+pub(super) fn guarded<T>(dir: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
     install_hook();
     let was = CATCHING.with(|c| c.replace(true));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));

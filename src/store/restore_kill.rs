@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// The risk module's key of the tripped kill switch in the `kv` tree (`risk::kill::KILL_SWITCH_KEY`;
 /// the store sits below `risk` and cannot name it).
-pub const KILL_SWITCH_KEY: &[u8] = b"risk.kill_switch";
+pub(super) const KILL_SWITCH_KEY: &[u8] = b"risk.kill_switch";
 
 /// The stored kill switch: its raw record when tripped.
 pub(super) type Kill = Option<Vec<u8>>;

@@ -138,7 +138,7 @@ impl Bot {
         }
         let text = m.text.unwrap_or_default();
         let reply = match commands::parse(&text) {
-            Err(why) => why,
+            Err(why) => why.to_string(),
             Ok(Command::Help) => HELP.to_string(),
             Ok(Command::Status) => commands::status(&self.data.snapshot()),
             Ok(Command::Positions) => commands::positions(&self.data.snapshot()),

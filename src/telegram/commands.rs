@@ -30,11 +30,28 @@ pub const HELP: &str = "tradebot commands:\n/status: mode, feed, equity, today's
 /pause: no new orders\n/resume: trade again\n/flatten: sell every position, then pause (asks first)\n\
 /retrain [ppo|lstm]: retrain now\n/help: this list";
 
+/// Why a message is not a command the bot knows; the message says what to send instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParseError {
+    /// The message does not start with `/`.
+    #[error("commands start with /: send /help")]
+    NoSlash,
+    /// `/profit`'s argument is not a number of days from 1 to 3650.
+    #[error("/profit {0}: give a number of days from 1 to 3650, e.g. /profit 30")]
+    Days(String),
+    /// `/retrain`'s argument is not a model kind.
+    #[error("/retrain {0}: ppo or lstm")]
+    Kind(String),
+    /// No command of that name.
+    #[error("/{0} is not a command: send /help")]
+    Unknown(String),
+}
+
 /// The command in `text` (`/name args`, a `@botname` suffix allowed), or why it is not one.
-pub fn parse(text: &str) -> Result<Command, String> {
+pub fn parse(text: &str) -> Result<Command, ParseError> {
     let mut words = text.split_whitespace();
     let head = words.next().unwrap_or("");
-    let name = head.strip_prefix('/').ok_or_else(|| "commands start with /: send /help".to_string())?;
+    let name = head.strip_prefix('/').ok_or(ParseError::NoSlash)?;
     let name = name.split('@').next().unwrap_or("").to_ascii_lowercase();
     let arg = words.next();
     Ok(match name.as_str() {
@@ -49,7 +66,7 @@ pub fn parse(text: &str) -> Result<Command, String> {
                     .parse::<u32>()
                     .ok()
                     .filter(|d| (1..=3650).contains(d))
-                    .ok_or_else(|| format!("/profit {a}: give a number of days from 1 to 3650, e.g. /profit 30"))?,
+                    .ok_or_else(|| ParseError::Days(a.to_string()))?,
             };
             Command::Profit { days }
         }
@@ -60,11 +77,11 @@ pub fn parse(text: &str) -> Result<Command, String> {
         "retrain" => {
             let kind = match arg {
                 None => None,
-                Some(a) => Some(a.parse::<ModelKind>().map_err(|_| format!("/retrain {a}: ppo or lstm"))?),
+                Some(a) => Some(a.parse::<ModelKind>().map_err(|_| ParseError::Kind(a.to_string()))?),
             };
             Command::Control(Request::Retrain { kind })
         }
-        other => return Err(format!("/{other} is not a command: send /help")),
+        other => return Err(ParseError::Unknown(other.to_string())),
     })
 }
 

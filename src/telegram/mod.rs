@@ -17,6 +17,17 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// Why the bot cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// `notify.telegram_commands` is set but no Telegram target (chat id and token) is configured.
+    #[error(
+        "notify.telegram_commands = true needs the bot: set notify.telegram_chat_id and the token in ${}",
+        crate::alerts::TELEGRAM_TOKEN_VAR
+    )]
+    NoBot,
+}
+
 /// Starts the bot on `rt` when `cfg.telegram_commands` is set. `Err`: commands are asked for without a
 /// Telegram target (its chat id and token) to answer with.
 pub fn start(
@@ -26,7 +37,7 @@ pub fn start(
     data: Arc<dyn DashboardSource>,
     rt: &tokio::runtime::Handle,
     shutdown: CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     if !cfg.telegram_commands {
         return Ok(());
     }
@@ -34,10 +45,7 @@ pub fn start(
         Target::Telegram { api, token, .. } => Some((api.clone(), token.clone())),
         _ => None,
     }) else {
-        return Err(format!(
-            "notify.telegram_commands = true needs the bot: set notify.telegram_chat_id and the token in ${}",
-            crate::alerts::TELEGRAM_TOKEN_VAR
-        ));
+        return Err(StartError::NoBot);
     };
     let bot = bot::Bot::new(api::Api::new(&api, token), &cfg.telegram_allowed_chats, calls, data);
     rt.spawn(bot.run(shutdown));

@@ -226,8 +226,40 @@ fn commands_parse_with_their_arguments_and_mistakes_are_named() {
     assert_eq!(parse("/profit"), Ok(Command::Profit { days: 7 }));
     assert_eq!(parse("/PROFIT 30"), Ok(Command::Profit { days: 30 }));
     assert_eq!(parse("/retrain"), Ok(Command::Control(Request::Retrain { kind: None })));
-    assert!(parse("/retrain svm").unwrap_err().contains("ppo or lstm"));
-    assert!(parse("/sell AAPL").unwrap_err().contains("/sell is not a command"));
-    assert!(parse("hello").unwrap_err().contains("send /help"));
+    assert!(parse("/retrain svm").unwrap_err().to_string().contains("ppo or lstm"));
+    assert!(parse("/sell AAPL").unwrap_err().to_string().contains("/sell is not a command"));
+    assert!(parse("hello").unwrap_err().to_string().contains("send /help"));
     assert_eq!(parse("/flatten"), Ok(Command::Flatten));
+}
+
+#[test]
+fn each_mistake_is_its_own_error_naming_the_fix() {
+    use super::commands::{ParseError, parse};
+    assert_eq!(parse("hello"), Err(ParseError::NoSlash));
+    assert_eq!(parse("/profit 0"), Err(ParseError::Days("0".into())));
+    assert_eq!(parse("/retrain svm"), Err(ParseError::Kind("svm".into())));
+    assert_eq!(parse("/sell AAPL"), Err(ParseError::Unknown("sell".into())));
+    assert!(parse("/profit 0").unwrap_err().to_string().contains("from 1 to 3650"));
+}
+
+#[tokio::test]
+async fn commands_without_a_telegram_target_are_refused_naming_the_token_variable() {
+    let cfg = crate::config::NotifyConfig {
+        webhook_url: None,
+        telegram_chat_id: None,
+        telegram_api: url::Url::parse(crate::config::TELEGRAM_API).unwrap(),
+        discord: false,
+        feed_down_mins: 5,
+        daily_summary: false,
+        timeout_secs: 5,
+        retries: 3,
+        telegram_commands: true,
+        telegram_allowed_chats: Vec::new(),
+    };
+    let (calls, _rx) = mpsc::channel(1);
+    let data: Arc<dyn crate::web::data::DashboardSource> = Arc::new(SharedData::default());
+    let stop = CancellationToken::new();
+    let err = super::start(&cfg, &[], calls, data, &tokio::runtime::Handle::current(), stop).unwrap_err();
+    assert!(matches!(err, super::StartError::NoBot), "{err:?}");
+    assert!(err.to_string().contains(crate::alerts::TELEGRAM_TOKEN_VAR), "{err}");
 }

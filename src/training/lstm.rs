@@ -1,13 +1,16 @@
 //! The LSTM training job (`tradebot train lstm`, feature `train`): the direction classifier on the stored
-//! bars of the `[train]` range. Every configured symbol's samples (`features::windows`) are pooled and
+//! bars of the `[train]` range, reaching back `lstm.history_days` before its end. Every configured
+//! symbol's samples (`features::windows`) are pooled, the window sized to them (`lstm_sizing`), and
 //! split by time (70 % train, 15 % validation, 15 % test, `horizon` bars left out between parts); training
 //! runs with early stopping on validation MCC, checkpoints under `state_dir/checkpoints/lstm/`; the best
 //! model is exported to ONNX, checked against tch through ONNX Runtime (1e-5) and registered as a
 //! candidate.
 
+use super::lstm_sizing::{self, NotEnoughData};
 use super::progress::LstmProgress;
 use super::{LstmJob, pick_device};
-use crate::config::Config;
+use crate::config::{Config, LstmConfig};
+use crate::domain::Bar;
 use crate::engine::cutoffs::{self, Sample};
 use crate::features::windows::{self, WindowSpec, context_names};
 use crate::lstm::dataset::{DatasetSpec, WindowDataset};
@@ -16,7 +19,7 @@ use crate::lstm::train::LstmTrainer;
 use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
 use crate::out::outln;
 use anyhow::{Context, bail};
-use chrono::{DateTime, Utc};
+use chrono::NaiveDate;
 use serde_json::json;
 use std::collections::BTreeMap;
 use tch::{Device, Kind, Tensor};
@@ -43,33 +46,40 @@ pub(crate) struct Pooled {
     pub next_return: Vec<f64>,
 }
 
-/// The pooled dataset from the stored bars, or from the dataset snapshot named by
+/// Each configured symbol's bars (in `market.symbols` order) from `first_day` to the end of `[train]`
+/// (resolved), from the store or from the dataset snapshot named by
 /// `$TRADEBOT_TRAIN_SNAPSHOT` (the daemon's retrain, which holds the store's lock).
-pub(crate) fn pooled_from_env(config: &Config, w: &WindowSpec) -> anyhow::Result<Pooled> {
+pub(crate) fn bars_from_env(config: &Config, first_day: Option<NaiveDate>) -> anyhow::Result<Vec<Vec<Bar>>> {
+    let (from, to) = crate::data::day_window(first_day, config.train.train_end());
     if let Some(path) = std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV) {
         let path = std::path::PathBuf::from(path);
         let snap = crate::data::snapshot::Snapshot::read(&path)
             .with_context(|| format!("reading the dataset snapshot {}", path.display()))?;
-        return pooled_dataset(config, w, |sym, from, to| {
-            let Some((_, bars)) = snap.series.iter().find(|(s, _)| s == sym) else {
-                bail!("snapshot {} has no bars for {sym}; it must hold every symbol of market.symbols", path.display());
-            };
-            Ok(bars.iter().filter(|b| b.t >= from && b.t <= to).cloned().collect())
-        });
+        return config
+            .market
+            .symbols
+            .iter()
+            .map(|sym| {
+                let Some((_, bars)) = snap.series.iter().find(|(s, _)| s == sym) else {
+                    bail!(
+                        "snapshot {} has no bars for {sym}; it must hold every symbol of market.symbols",
+                        path.display()
+                    );
+                };
+                Ok(bars.iter().filter(|b| b.t >= from && b.t <= to).cloned().collect())
+            })
+            .collect();
     }
     let store = crate::control::beside::open_or_snapshot(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(config, &store)?;
-    pooled_dataset(config, w, |sym, from, to| Ok(store.bars(sym, config.market.timeframe, from, to)?))
+    let symbols = &config.market.symbols;
+    symbols.iter().map(|sym| Ok(store.bars(sym, config.market.timeframe, from, to)?)).collect()
 }
 
-pub(crate) fn pooled_dataset(
-    config: &Config,
-    w: &WindowSpec,
-    bars_of: impl Fn(&crate::domain::Symbol, DateTime<Utc>, DateTime<Utc>) -> anyhow::Result<Vec<crate::domain::Bar>>,
-) -> anyhow::Result<Pooled> {
+/// All symbols' samples under window `w`, pooled: panels concatenated, indices offset.
+pub(crate) fn pooled_dataset(config: &Config, w: &WindowSpec, series: &[Vec<Bar>]) -> Pooled {
     let fspec = &config.features;
     let (nf, nc) = (fspec.n_cols(), context_names(fspec).len());
-    let (from, to) = crate::data::day_window(config.train.from, config.train.train_end());
     let mut s = DatasetSpec {
         fast: vec![],
         fast_dim: nf,
@@ -85,9 +95,8 @@ pub(crate) fn pooled_dataset(
         labels: vec![],
     };
     let (mut times, mut symbol, mut next_return) = (Vec::new(), Vec::new(), Vec::new());
-    for (si, sym) in config.market.symbols.iter().enumerate() {
-        let bars = bars_of(sym, from, to)?;
-        let sw = windows::build(fspec, w, &bars);
+    for (si, (sym, bars)) in config.market.symbols.iter().zip(series).enumerate() {
+        let sw = windows::build(fspec, w, bars);
         let (f0, s0) = ((s.fast.len() / nf) as i64, (s.slow.len() / nf) as i64);
         let mut n = 0;
         for k in 0..sw.bar.len() {
@@ -112,13 +121,16 @@ pub(crate) fn pooled_dataset(
         s.slow.extend(sw.slow);
         s.context.extend(sw.context);
     }
-    Ok(Pooled { spec: s, times, symbol, next_return })
+    Pooled { spec: s, times, symbol, next_return }
 }
 
-fn train(args: LstmJob) -> anyhow::Result<String> {
-    let mut config = args.config;
+/// The config of the job: `[train]`'s dates resolved, the retrain's seed and `--epochs` applied; and the
+/// first day of its data (`LstmConfig::history_from`).
+fn job_config(args: &LstmJob) -> anyhow::Result<(Config, LstmConfig, Option<NaiveDate>)> {
+    let mut config = args.config.clone();
     // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF), before a replay, or today.
     config.train = config.train_dates().map_err(anyhow::Error::msg)?;
+    let first_day = config.lstm.history_from(&args.config.train, &config.train);
     let mut cfg = config.lstm.clone();
     if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
         log::info!("seed {seed} (the retrain's, in place of lstm.seed)");
@@ -130,20 +142,59 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
         }
         cfg.max_epochs = e;
     }
-    let w = cfg.window_spec();
-    let device = pick_device(&args.device)?;
-    let pooled = pooled_from_env(&config, &w)?;
-    let (tr, va, te) = windows::time_split(&pooled.times, TRAIN_FRAC, VALID_FRAC, w.horizon);
-    if tr.len() < MIN_TRAIN_SAMPLES || va.is_empty() || te.is_empty() {
-        bail!(
-            "too few bars: {} labelled samples ({} train, {} validation, {} test) from {} in the [train] range; each symbol needs about (warm-up {} + lstm.slow_len) x lstm.slow_factor + lstm.horizon bars before its first sample: widen [train] or shorten lstm.slow_len / slow_factor",
-            pooled.times.len(),
-            tr.len(),
-            va.len(),
-            te.len(),
-            crate::domain::symbol_list(&config.market.symbols),
-            config.features.warmup()
+    Ok((config, cfg, first_day))
+}
+
+/// The window sized to the bars (`lstm_sizing::size`), said once when it is not the configured one, or
+/// why there is too little data even at the sizing's bounds.
+fn sized_window(config: &Config, cfg: &LstmConfig, series: &[Vec<Bar>]) -> Result<WindowSpec, NotEnoughData> {
+    let counts: Vec<usize> = series.iter().map(Vec::len).collect();
+    let w = lstm_sizing::size(cfg, &config.features, &counts);
+    let samples = lstm_sizing::pooled(&config.features, &w, &counts);
+    if samples < lstm_sizing::MIN_SAMPLES {
+        return Err(not_enough(cfg, series, samples, lstm_sizing::MIN_SAMPLES));
+    }
+    let c = cfg.window_spec();
+    if w != c {
+        log::info!(
+            "the LSTM's window is sized to its data: {samples} labelled samples over {} symbols at slow_len {}, slow_factor {}, horizon {} (configured {}, {}, {}: {} samples; lstm.target_samples = {})",
+            series.len(),
+            w.slow_len,
+            w.slow_factor,
+            w.horizon,
+            c.slow_len,
+            c.slow_factor,
+            c.horizon,
+            lstm_sizing::pooled(&config.features, &c, &counts),
+            cfg.target_samples
         );
+    }
+    Ok(w)
+}
+
+fn not_enough(cfg: &LstmConfig, series: &[Vec<Bar>], samples: usize, need: usize) -> NotEnoughData {
+    let first = series.iter().filter_map(|b| b.first().map(|b| b.t)).min();
+    let last = series.iter().filter_map(|b| b.last().map(|b| b.t)).max();
+    let days = match (first, last) {
+        (Some(a), Some(b)) => (b - a).num_days(),
+        _ => 0,
+    };
+    NotEnoughData { samples, per_symbol: samples / series.len().max(1), days, need, history_days: cfg.history_days }
+}
+
+fn train(args: LstmJob) -> anyhow::Result<String> {
+    let (config, cfg, first_day) = job_config(&args)?;
+    let device = pick_device(&args.device)?;
+    let series = bars_from_env(&config, first_day)?;
+    let w = sized_window(&config, &cfg, &series)?;
+    let pooled = pooled_dataset(&config, &w, &series);
+    let split = windows::time_split(&pooled.times, TRAIN_FRAC, VALID_FRAC, w.horizon);
+    let (tr, va, te) = &split;
+    if tr.len() < MIN_TRAIN_SAMPLES || va.is_empty() || te.is_empty() {
+        // The pooled count that would give MIN_TRAIN_SAMPLES at this split.
+        let n = pooled.times.len();
+        let need = (n * MIN_TRAIN_SAMPLES).div_ceil(tr.len().max(1)).max(n + 1);
+        return Err(not_enough(&cfg, &series, n, need).into());
     }
     let dims = NetDims {
         fast_dim: pooled.spec.fast_dim,
@@ -155,26 +206,58 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
     let (times, symbol, next_return) = (pooled.times, pooled.symbol, pooled.next_return);
     let ds = WindowDataset::new(pooled.spec, device).context("building the dataset")?;
     let mut trainer = LstmTrainer::new(cfg.clone(), dims, device)?;
-    let ck_dir = config.state_dir.join("checkpoints/lstm");
-    if args.resume {
-        trainer.resume(&ck_dir).context("resuming (drop --resume to start afresh)")?;
-    }
-    let out = LstmProgress::new(args.json, cfg.max_epochs, trainer.epoch).with_gpu(device);
-    out.start(&device, tr.len(), va.len(), te.len());
-    let history = trainer.fit(&ds, &tr, &va, Some(&ck_dir), |s| {
-        out.epoch(s, tr.len());
-        true
-    })?;
-    out.finish();
-    let (best_epoch, best_mcc) = trainer.best().unwrap_or((0, 0.0));
-    let (test_loss, test) = trainer.evaluate(&ds, &te, None)?;
-    let (val_loss, val) = trainer.evaluate(&ds, &va, None)?;
+    let mut metrics = fit(&args, &config, &mut trainer, &ds, &split, device)?;
     let net = trainer.net.export(&trainer.vs)?;
     let onnx = net.to_onnx(&[("kind", "lstm"), ("features", &config.features.fingerprint())])?;
     let max_diff = parity(&trainer, &onnx, &config, dims)?;
     if max_diff > PARITY_TOL {
         bail!("the exported ONNX model differs from tch by {max_diff} (> {PARITY_TOL}); not registered");
     }
+    metrics.insert("parity_max_abs_diff".to_string(), max_diff as f64);
+    // The strategy's cut-offs, chosen on the validation split by the strategy's own rule.
+    let val_probs = trainer.probs(&ds, va)?;
+    let samples: Vec<Sample> = va
+        .iter()
+        .zip(&val_probs)
+        .map(|(&i, p)| {
+            let i = i as usize;
+            Sample { symbol: symbol[i], t: times[i], p_down: p[0], p_up: p[2], next_return: next_return[i] }
+        })
+        .collect();
+    let choice = choose_cutoffs(&config, &cfg, &samples, &mut metrics);
+    let mut manifest = manifest(&config, &cfg, &w, dims, metrics.clone());
+    if let Some(c) = choice {
+        // On the grid's 0.02 steps: 0.36, not f32's 0.3599999845.
+        let two_places = |v: f32| (f64::from(v) * 100.0).round() / 100.0;
+        manifest.params.insert(cutoffs::UP_PARAM.into(), json!(two_places(c.up)));
+        manifest.params.insert(cutoffs::DOWN_PARAM.into(), json!(two_places(c.down)));
+    }
+    register(&args, &config, &onnx, manifest, &metrics)
+}
+
+/// Trains with early stopping (resuming when asked), then evaluates the best epoch: its metrics.
+fn fit(
+    args: &LstmJob,
+    config: &Config,
+    trainer: &mut LstmTrainer,
+    ds: &WindowDataset,
+    (tr, va, te): &(Vec<i64>, Vec<i64>, Vec<i64>),
+    device: Device,
+) -> anyhow::Result<BTreeMap<String, f64>> {
+    let ck_dir = config.state_dir.join("checkpoints/lstm");
+    if args.resume {
+        trainer.resume(&ck_dir).context("resuming (drop --resume to start afresh)")?;
+    }
+    let out = LstmProgress::new(args.json, trainer.cfg.max_epochs, trainer.epoch).with_gpu(device);
+    out.start(&device, tr.len(), va.len(), te.len());
+    let history = trainer.fit(ds, tr, va, Some(&ck_dir), |s| {
+        out.epoch(s, tr.len());
+        true
+    })?;
+    out.finish();
+    let (best_epoch, best_mcc) = trainer.best().unwrap_or((0, 0.0));
+    let (test_loss, test) = trainer.evaluate(ds, te, None)?;
+    let (val_loss, val) = trainer.evaluate(ds, va, None)?;
     let mut metrics = BTreeMap::from([
         ("val_mcc".to_string(), val.mcc()),
         ("val_accuracy".to_string(), val.accuracy()),
@@ -187,33 +270,35 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
         ("best_epoch".to_string(), best_epoch as f64),
         ("epochs".to_string(), trainer.epoch as f64),
         ("train_samples".to_string(), tr.len() as f64),
-        ("parity_max_abs_diff".to_string(), max_diff as f64),
     ]);
     if let Some(last) = history.last() {
         metrics.insert("samples_per_sec".into(), last.samples_per_sec);
     }
     log::info!("best epoch {best_epoch}, validation MCC {best_mcc:.4}");
-    // The strategy's cut-offs, chosen on the validation split by the strategy's own rule.
-    let val_probs = trainer.probs(&ds, &va)?;
-    let samples: Vec<Sample> = va
-        .iter()
-        .zip(&val_probs)
-        .map(|(&i, p)| {
-            let i = i as usize;
-            Sample { symbol: symbol[i], t: times[i], p_down: p[0], p_up: p[2], next_return: next_return[i] }
-        })
-        .collect();
+    Ok(metrics)
+}
+
+/// The strategy's cut-offs chosen on the validation samples, asking for `LstmConfig::min_entries` of
+/// them (fewer than `cutoff_min_entries` on a small split); said in the log and the metrics.
+fn choose_cutoffs(
+    config: &Config,
+    cfg: &LstmConfig,
+    samples: &[Sample],
+    metrics: &mut BTreeMap<String, f64>,
+) -> Option<cutoffs::Choice> {
     let cost = (config.env.exec.fee_bps + config.env.exec.slippage_bps) / 1e4;
-    let choice = cutoffs::choose(&samples, cost, cfg.cutoff_metric, cfg.cutoff_min_entries);
+    let min_entries = cfg.min_entries(samples.len());
+    let choice = cutoffs::choose(samples, cost, cfg.cutoff_metric, min_entries);
     match &choice {
         Some(c) => {
             log::info!(
-                "strategy cut-offs chosen on validation: long at P(up) >= {:.2}, flat at P(down) >= {:.2} ({} {:.4}, {} entries)",
+                "strategy cut-offs chosen on validation: long at P(up) >= {:.2}, flat at P(down) >= {:.2} ({} {:.4}, {} entries of the {min_entries} asked of {} samples)",
                 c.up,
                 c.down,
                 cfg.cutoff_metric,
                 c.metric,
-                c.entries
+                c.entries,
+                samples.len()
             );
             if c.metric <= 0.0 {
                 log::warn!(
@@ -226,28 +311,34 @@ fn train(args: LstmJob) -> anyhow::Result<String> {
             metrics.insert("val_cutoff_entries".into(), c.entries as f64);
         }
         None => log::warn!(
-            "no probability cut-off pair entered a position {} times on the validation split: the model carries none, and trades on strategy.up_threshold / down_threshold or {}",
-            cfg.cutoff_min_entries,
+            "no probability cut-off pair entered a position {min_entries} times on the validation split's {} samples: the model carries none, and trades on strategy.up_threshold / down_threshold or {}",
+            samples.len(),
             crate::config::DEFAULT_CUTOFF
         ),
     }
-    let mut manifest = manifest(&config, &cfg, &w, dims, metrics.clone());
-    if let Some(c) = choice {
-        // On the grid's 0.02 steps: 0.36, not f32's 0.3599999845.
-        let two_places = |v: f32| (f64::from(v) * 100.0).round() / 100.0;
-        manifest.params.insert(cutoffs::UP_PARAM.into(), json!(two_places(c.up)));
-        manifest.params.insert(cutoffs::DOWN_PARAM.into(), json!(two_places(c.down)));
-    }
+    choice
+}
+
+/// Registers the candidate and says so (a `done` line with `--json`).
+fn register(
+    args: &LstmJob,
+    config: &Config,
+    onnx: &[u8],
+    manifest: Manifest,
+    metrics: &BTreeMap<String, f64>,
+) -> anyhow::Result<String> {
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    let m = reg.add(&onnx, manifest).context("registering the model")?;
+    let m = reg.add(onnx, manifest).context("registering the model")?;
     if args.json {
         outln!("{}", json!({"event": "done", "model_id": m.id, "metrics": metrics}))?;
     } else {
+        let get = |k: &str| metrics.get(k).copied().unwrap_or(f64::NAN);
         outln!(
-            "registered {} (candidate): validation MCC {:.4}, test MCC {:.4}, best epoch {best_epoch}",
+            "registered {} (candidate): validation MCC {:.4}, test MCC {:.4}, best epoch {}",
             m.id,
-            val.mcc(),
-            test.mcc()
+            get("val_mcc"),
+            get("test_mcc"),
+            get("best_epoch")
         )?;
     }
     Ok(m.id)
@@ -281,13 +372,7 @@ fn parity(t: &LstmTrainer, onnx: &[u8], config: &Config, d: NetDims) -> anyhow::
     Ok(got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max))
 }
 
-fn manifest(
-    config: &Config,
-    cfg: &crate::config::LstmConfig,
-    w: &WindowSpec,
-    d: NetDims,
-    metrics: BTreeMap<String, f64>,
-) -> Manifest {
+fn manifest(config: &Config, cfg: &LstmConfig, w: &WindowSpec, d: NetDims, metrics: BTreeMap<String, f64>) -> Manifest {
     let fspec = &config.features;
     let params = BTreeMap::from([
         ("fast_len".to_string(), json!(w.fast_len)),

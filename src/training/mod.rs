@@ -18,6 +18,8 @@ pub mod device;
 #[cfg(feature = "train")]
 pub mod lstm;
 #[cfg(feature = "train")]
+pub mod lstm_sizing;
+#[cfg(feature = "train")]
 pub mod ppo;
 #[cfg(feature = "train")]
 pub mod progress;

@@ -1,12 +1,12 @@
 //! Training progress for people and for the retrain child: a bar on a terminal, a plain line per step
 //! on a pipe, JSON lines (`{"event": "progress" | "epoch", ...}`) with `--json`. On a CUDA device each
 //! line also carries the GPU's utilisation since the previous line, sampled by NVML (`gpu_busy_pct`,
-//! `gpu_memory_mb`, `gpu_power_w`; `crate::gpu`).
+//! `gpu_memory_mb`, `gpu_power_w`; `crate::ml::gpu`).
 
 use super::device::Ran;
 use super::emit;
-use crate::gpu::{GpuSampler, GpuStats};
 use crate::lstm::train::EpochStats;
+use crate::ml::gpu::{GpuSampler, GpuStats};
 use crate::out::outln;
 use crate::rl::ppo::UpdateStats;
 use serde_json::json;
@@ -352,7 +352,7 @@ mod tests {
     /// no window adds nothing.
     #[test]
     fn a_gpu_window_rides_on_the_progress_line() {
-        use crate::gpu::{GpuStats, Sample};
+        use crate::ml::gpu::{GpuStats, Sample};
         let s = |busy, mem| Sample { busy_pct: busy, memory_used_mb: mem, power_w: f64::NAN };
         let g = GpuStats::of(&[s(96.0, 5000.0), s(98.0, 5100.0)]);
         let mut v = serde_json::json!({"event": "progress"});

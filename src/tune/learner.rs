@@ -11,19 +11,19 @@ use crate::training::{ppo as train_ppo, sac as train_sac};
 use chrono::NaiveDate;
 
 /// A trial's trainer (boxed: a trainer is large, and a trial moves between threads and populations).
-pub enum Learner {
+pub(super) enum Learner {
     Ppo(Box<Ppo>),
     /// SAC and its last statistics.
     Sac(Box<SacLearner>),
 }
 
-pub struct SacLearner {
+pub(super) struct SacLearner {
     pub sac: Sac,
     pub last: Option<SacStats>,
 }
 
 impl Learner {
-    pub fn env_steps(&self) -> u64 {
+    pub(super) fn env_steps(&self) -> u64 {
         match self {
             Learner::Ppo(p) => p.env_steps,
             Learner::Sac(l) => l.sac.env_steps,
@@ -31,7 +31,7 @@ impl Learner {
     }
 
     /// The mean return of the last finished training episodes, where any finished.
-    pub fn mean_return(&self, ppo_last: Option<&UpdateStats>) -> Option<f64> {
+    pub(super) fn mean_return(&self, ppo_last: Option<&UpdateStats>) -> Option<f64> {
         match self {
             Learner::Ppo(_) => ppo_last.and_then(|l| l.mean_return),
             Learner::Sac(l) => l.last.as_ref().and_then(|s| s.mean_return),
@@ -40,7 +40,7 @@ impl Learner {
 
     /// The policy as it is now: its ONNX bytes (not checked against ONNX Runtime: a trial's validation)
     /// and its manifest's draft.
-    pub fn export(
+    pub(super) fn export(
         &self,
         config: &Config,
         dates: (NaiveDate, NaiveDate),
@@ -62,7 +62,7 @@ impl Learner {
 
     /// The policy exported, checked against ONNX Runtime and registered as a candidate in
     /// `config.state_dir`'s registry, as `tradebot train ppo|sac` registers its model.
-    pub fn register(
+    pub(super) fn register(
         &self,
         config: &Config,
         dates: (NaiveDate, NaiveDate),

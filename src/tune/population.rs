@@ -11,7 +11,7 @@ use crate::rl::ppo::population::Population;
 use rayon::prelude::*;
 use std::time::Instant;
 
-pub struct Group {
+pub(super) struct Group {
     pub members: Vec<Trial>,
     pop: Population,
     env: TensorKernelEnv,
@@ -26,7 +26,7 @@ fn key(t: &Trial) -> String {
 impl Group {
     /// Groups of `trials` (with their envs) by shape, in their numbers' order. Trials that cannot join
     /// a group come back with the reason.
-    pub fn form(trials: Vec<(Trial, TensorKernelEnv)>) -> (Vec<Group>, Vec<(Trial, String)>) {
+    pub(super) fn form(trials: Vec<(Trial, TensorKernelEnv)>) -> (Vec<Group>, Vec<(Trial, String)>) {
         let mut by_key: Vec<(String, Vec<(Trial, TensorKernelEnv)>)> = Vec::new();
         for (t, env) in trials {
             let k = key(&t);
@@ -56,7 +56,7 @@ impl Group {
     /// Trains every member to its next rung (they share it), then copies each back into its trainer and
     /// validates it, the backtests spread over `pool`. Each member's `outcome` says how it went; past the
     /// deadline the training stops where it is and nothing is judged.
-    pub fn advance(&mut self, shared: &Shared, pool: &rayon::ThreadPool) {
+    pub(super) fn advance(&mut self, shared: &Shared, pool: &rayon::ThreadPool) {
         let started = Instant::now();
         for t in &mut self.members {
             t.outcome = None;
@@ -135,7 +135,7 @@ impl Group {
 
     /// Keeps the members at positions `keep` (ascending, with `members` already reduced to them); an empty
     /// `keep` ends the group (`false`).
-    pub fn keep(&mut self, keep: &[usize]) -> anyhow::Result<bool> {
+    pub(super) fn keep(&mut self, keep: &[usize]) -> anyhow::Result<bool> {
         if keep.is_empty() {
             return Ok(false);
         }
@@ -147,7 +147,7 @@ impl Group {
     }
 
     /// The members' numbers, for the log.
-    pub fn numbers(&self) -> String {
+    pub(super) fn numbers(&self) -> String {
         self.members.iter().map(|t| t.rec.number.to_string()).collect::<Vec<_>>().join(", ")
     }
 }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// How a search ended.
-pub struct Outcome {
+pub(super) struct Outcome {
     pub study: StudyRecord,
     /// The candidate registered from the best trial.
     pub model_id: String,
@@ -34,7 +34,7 @@ pub struct Outcome {
 }
 
 /// Runs the search `job` describes; returns the study and the best trial's candidate.
-pub fn run(job: TuneJob) -> anyhow::Result<Outcome> {
+pub(super) fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     let (config, tune) = settings(&job)?;
     let requested = job.device;
     let device = device::resolve(requested)?;

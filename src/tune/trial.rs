@@ -24,7 +24,7 @@ use std::time::Instant;
 use tch::Device;
 
 /// What every trial shares: the training panel and its dates, the validation bars, the metric.
-pub struct Shared {
+pub(super) struct Shared {
     pub panel: Arc<Panel>,
     pub dates: (NaiveDate, NaiveDate),
     /// The validation days with the features' warm-up before them, aligned.
@@ -36,7 +36,7 @@ pub struct Shared {
 
 /// Why a trial failed at a rung (its record keeps the message).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum TrialFailure {
+pub(super) enum TrialFailure {
     /// Its parameters make no valid configuration.
     #[error(transparent)]
     Refused(crate::config::Invalid),
@@ -61,7 +61,7 @@ pub enum TrialFailure {
 }
 
 /// A trial in training.
-pub struct Trial {
+pub(super) struct Trial {
     pub rec: TrialRecord,
     pub config: Config,
     pub learner: Learner,
@@ -85,7 +85,7 @@ impl Trial {
     /// `pooled`, the environment is the env kernel's on the shared device, returned for a population to
     /// stack (where it cannot be built, the trial gets its own env, and `None` comes back). A trial whose
     /// parameters are refused comes back as its failed record.
-    pub fn new(
+    pub(super) fn new(
         base: &Config,
         shared: &Shared,
         rungs: &[u64],
@@ -138,14 +138,14 @@ impl Trial {
     }
 
     /// The PPO trainer of a PPO trial (`None` for a SAC trial).
-    pub fn ppo(&self) -> Option<&Ppo> {
+    pub(super) fn ppo(&self) -> Option<&Ppo> {
         match &self.learner {
             Learner::Ppo(p) => Some(&**p),
             Learner::Sac(_) => None,
         }
     }
 
-    pub fn ppo_mut(&mut self) -> Option<&mut Ppo> {
+    pub(super) fn ppo_mut(&mut self) -> Option<&mut Ppo> {
         match &mut self.learner {
             Learner::Ppo(p) => Some(&mut **p),
             Learner::Sac(_) => None,
@@ -153,7 +153,7 @@ impl Trial {
     }
 
     /// The trial's model exported, checked and registered in `config.state_dir`'s registry.
-    pub fn register(
+    pub(super) fn register(
         &self,
         config: &Config,
         shared: &Shared,
@@ -164,7 +164,7 @@ impl Trial {
 
     /// Trains to the next rung and backtests there; `outcome` says how it went. Past the deadline the
     /// training stops where it is and nothing is judged (`outcome` stays `None`).
-    pub fn advance(&mut self, shared: &Shared) {
+    pub(super) fn advance(&mut self, shared: &Shared) {
         let started = Instant::now();
         self.outcome = None;
         if shared.deadline.is_some_and(|d| started >= d) {

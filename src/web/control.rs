@@ -10,22 +10,41 @@ use super::WebState;
 use super::auth::{json_error, same};
 use crate::control::{Request, Response as ControlResponse};
 use crate::models::ModelKind;
+use crate::models::manifest::UnknownKind;
 use axum::extract::{Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
 use std::collections::HashMap;
 use std::time::Duration;
 
+/// Why a control form is refused (400); each message says what to do instead.
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum FormError {
+    #[error("flatten sells every position: tick the confirmation box to do it")]
+    FlattenUnconfirmed,
+    #[error("promote changes the model that trades: tick the confirmation box")]
+    PromoteUnconfirmed,
+    #[error("promote: choose a model")]
+    NoModel,
+    #[error("rollback: choose ppo or lstm")]
+    NoKind,
+    /// The form's `key` field names no model kind.
+    #[error("{key}: {source}")]
+    Kind { key: String, source: UnknownKind },
+    #[error("no such control: {0}")]
+    NoSuchControl(String),
+}
+
 /// The request a form asks for, or why it is refused.
-fn request(action: &str, form: &HashMap<String, String>) -> Result<Request, String> {
+fn request(action: &str, form: &HashMap<String, String>) -> Result<Request, FormError> {
     let confirmed = form.get("confirm").is_some_and(|v| v == "yes");
     let reason = || {
         format!("dashboard: {}", form.get("reason").map(|s| s.trim()).filter(|s| !s.is_empty()).unwrap_or("by hand"))
     };
-    let kind = |key: &str| -> Result<Option<ModelKind>, String> {
+    let kind = |key: &str| -> Result<Option<ModelKind>, FormError> {
         match form.get(key).map(|s| s.as_str()) {
             None | Some("") | Some("all") => Ok(None),
-            Some(k) => k.parse::<ModelKind>().map(Some).map_err(|e| format!("{key}: {e}")),
+            Some(k) => k.parse::<ModelKind>().map(Some).map_err(|source| FormError::Kind { key: key.into(), source }),
         }
     };
     match action {
@@ -33,17 +52,17 @@ fn request(action: &str, form: &HashMap<String, String>) -> Result<Request, Stri
         "resume" => Ok(Request::Resume),
         "retrain" => Ok(Request::Retrain { kind: kind("kind")? }),
         "flatten" if confirmed => Ok(Request::Flatten),
-        "flatten" => Err("flatten sells every position: tick the confirmation box to do it".into()),
-        "promote" if !confirmed => Err("promote changes the model that trades: tick the confirmation box".into()),
+        "flatten" => Err(FormError::FlattenUnconfirmed),
+        "promote" if !confirmed => Err(FormError::PromoteUnconfirmed),
         "promote" => match form.get("id").map(|s| s.trim()).filter(|s| !s.is_empty()) {
             Some(id) => Ok(Request::Promote { id: id.to_string(), reason: reason() }),
-            None => Err("promote: choose a model".into()),
+            None => Err(FormError::NoModel),
         },
         "rollback" => match kind("kind")? {
             Some(kind) => Ok(Request::Rollback { kind, reason: reason() }),
-            None => Err("rollback: choose ppo or lstm".into()),
+            None => Err(FormError::NoKind),
         },
-        other => Err(format!("no such control: {other}")),
+        other => Err(FormError::NoSuchControl(other.to_string())),
     }
 }
 
@@ -79,7 +98,7 @@ pub(super) async fn post(
     }
     let req = match request(&action, &form) {
         Ok(r) => r,
-        Err(e) => return answer(StatusCode::BAD_REQUEST, &e),
+        Err(e) => return answer(StatusCode::BAD_REQUEST, &e.to_string()),
     };
     let Some(calls) = s.control.clone() else {
         return answer(StatusCode::SERVICE_UNAVAILABLE, "this server has no daemon to control");
@@ -102,5 +121,31 @@ pub(super) async fn post(
             }
         }
         _ => answer(StatusCode::GATEWAY_TIMEOUT, "the daemon did not answer within 30 s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FormError, request};
+    use crate::control::Request;
+    use crate::models::manifest::UnknownKind;
+    use std::collections::HashMap;
+
+    fn form(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn each_refused_form_is_its_own_error_naming_the_fix() {
+        assert_eq!(request("flatten", &form(&[])), Err(FormError::FlattenUnconfirmed));
+        assert_eq!(request("flatten", &form(&[("confirm", "yes")])), Ok(Request::Flatten));
+        assert_eq!(request("promote", &form(&[("confirm", "yes")])), Err(FormError::NoModel));
+        assert_eq!(request("rollback", &form(&[])), Err(FormError::NoKind));
+        let bad = request("retrain", &form(&[("kind", "svm")]));
+        let want = FormError::Kind { key: "kind".into(), source: UnknownKind("svm".into()) };
+        assert_eq!(bad, Err(want));
+        let message = bad.unwrap_err().to_string();
+        assert!(message.starts_with("kind: ") && message.contains("use ppo or lstm"), "{message}");
+        assert_eq!(request("sell", &form(&[])), Err(FormError::NoSuchControl("sell".into())));
     }
 }

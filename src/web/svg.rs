@@ -57,35 +57,73 @@ pub fn chart_with_markers(
     x_labels: (&str, &str),
     fmt_y: fn(f64) -> String,
 ) -> String {
-    let finite = series.iter().flat_map(|s| s.values.iter().copied()).filter(|v| v.is_finite());
-    let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let n = series.iter().map(|s| s.values.len()).max().unwrap_or(0);
     let mut o = String::new();
     let _ = write!(o, r#"<svg id="{}" class="chart" viewBox="0 0 {W} {H}" role="img">"#, esc(id));
-    if n < 2 || !lo.is_finite() {
+    let Some(frame) = Frame::of(series) else {
         let _ = write!(o, r#"<text x="{}" y="{}" class="empty">no data yet</text></svg>"#, W / 2.0 - 40.0, H / 2.0);
         return o;
-    }
-    let (lo, hi) = if hi - lo < 1e-12 { (lo - 1.0, hi + 1.0) } else { (lo, hi) };
-    let x = |i: usize| PAD_L + (W - PAD_L - PAD_R) * i as f64 / (n - 1) as f64;
-    let y = |v: f64| PAD_T + (H - PAD_T - PAD_B) * (1.0 - (v - lo) / (hi - lo));
-    let _ = write!(
-        o,
-        r##"<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{yb}" stroke="#999"/><line x1="{PAD_L}" y1="{yb}" x2="{xr}" y2="{yb}" stroke="#999"/>"##,
-        yb = H - PAD_B,
-        xr = W - PAD_R
-    );
-    let _ = write!(o, r#"<text x="2" y="{}" class="tick">{}</text>"#, PAD_T + 4.0, esc(&fmt_y(hi)));
-    let _ = write!(o, r#"<text x="2" y="{}" class="tick">{}</text>"#, H - PAD_B, esc(&fmt_y(lo)));
-    let _ = write!(o, r#"<text x="{PAD_L}" y="{}" class="tick">{}</text>"#, H - 4.0, esc(x_labels.0));
-    let _ = write!(
-        o,
-        r#"<text x="{}" y="{}" class="tick" text-anchor="end">{}</text>"#,
-        W - PAD_R,
-        H - 4.0,
-        esc(x_labels.1)
-    );
+    };
+    frame.axes(&mut o, x_labels, fmt_y);
     for (k, s) in series.iter().enumerate() {
+        frame.line(&mut o, k, s);
+    }
+    for m in markers.iter().filter(|m| m.index < frame.n && m.value.is_finite()) {
+        frame.marker(&mut o, m);
+    }
+    o.push_str("</svg>");
+    o
+}
+
+/// A chart's scales: `n` x positions (index) across the plot, and the y range `lo..hi` of every finite value.
+struct Frame {
+    n: usize,
+    lo: f64,
+    hi: f64,
+}
+
+impl Frame {
+    /// The scales of `series`; `None` with fewer than two positions or no finite value.
+    fn of(series: &[Series<'_>]) -> Option<Frame> {
+        let finite = series.iter().flat_map(|s| s.values.iter().copied()).filter(|v| v.is_finite());
+        let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let n = series.iter().map(|s| s.values.len()).max().unwrap_or(0);
+        if n < 2 || !lo.is_finite() {
+            return None;
+        }
+        let (lo, hi) = if hi - lo < 1e-12 { (lo - 1.0, hi + 1.0) } else { (lo, hi) };
+        Some(Frame { n, lo, hi })
+    }
+
+    fn x(&self, i: usize) -> f64 {
+        PAD_L + (W - PAD_L - PAD_R) * i as f64 / (self.n - 1) as f64
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        PAD_T + (H - PAD_T - PAD_B) * (1.0 - (v - self.lo) / (self.hi - self.lo))
+    }
+
+    /// The two axes, the y range's ends and `x_labels` (first, last) under the x axis.
+    fn axes(&self, o: &mut String, x_labels: (&str, &str), fmt_y: fn(f64) -> String) {
+        let _ = write!(
+            o,
+            r##"<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{yb}" stroke="#999"/><line x1="{PAD_L}" y1="{yb}" x2="{xr}" y2="{yb}" stroke="#999"/>"##,
+            yb = H - PAD_B,
+            xr = W - PAD_R
+        );
+        let _ = write!(o, r#"<text x="2" y="{}" class="tick">{}</text>"#, PAD_T + 4.0, esc(&fmt_y(self.hi)));
+        let _ = write!(o, r#"<text x="2" y="{}" class="tick">{}</text>"#, H - PAD_B, esc(&fmt_y(self.lo)));
+        let _ = write!(o, r#"<text x="{PAD_L}" y="{}" class="tick">{}</text>"#, H - 4.0, esc(x_labels.0));
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{}" class="tick" text-anchor="end">{}</text>"#,
+            W - PAD_R,
+            H - 4.0,
+            esc(x_labels.1)
+        );
+    }
+
+    /// Series `k`'s line (broken where a value is not finite) and its legend entry.
+    fn line(&self, o: &mut String, k: usize, s: &Series<'_>) {
         let mut d = String::new();
         let mut pen_up = true;
         for (i, v) in s.values.iter().enumerate() {
@@ -93,7 +131,7 @@ pub fn chart_with_markers(
                 pen_up = true;
                 continue;
             }
-            let _ = write!(d, "{}{:.1},{:.1} ", if pen_up { "M" } else { "L" }, x(i), y(*v));
+            let _ = write!(d, "{}{:.1},{:.1} ", if pen_up { "M" } else { "L" }, self.x(i), self.y(*v));
             pen_up = false;
         }
         let _ = write!(
@@ -111,8 +149,10 @@ pub fn chart_with_markers(
             esc(s.name)
         );
     }
-    for m in markers.iter().filter(|m| m.index < n && m.value.is_finite()) {
-        let (cx, cy) = (x(m.index), y(m.value.clamp(lo, hi)));
+
+    /// A buy's triangle up below its value or a sell's down above it (clamped into the y range).
+    fn marker(&self, o: &mut String, m: &Marker) {
+        let (cx, cy) = (self.x(m.index), self.y(m.value.clamp(self.lo, self.hi)));
         let (points, colour, class) = if m.up {
             (
                 format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", cx, cy + 3.0, cx - 4.0, cy + 10.0, cx + 4.0, cy + 10.0),
@@ -132,8 +172,6 @@ pub fn chart_with_markers(
             esc(&m.label)
         );
     }
-    o.push_str("</svg>");
-    o
 }
 
 #[cfg(test)]

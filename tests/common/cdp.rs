@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 /// A headless Chromium with its DevTools port; killed when dropped.
-pub struct Browser {
+pub(crate) struct Browser {
     child: Child,
     port: u16,
 }
@@ -22,7 +22,7 @@ impl Drop for Browser {
 
 impl Browser {
     /// Starts `chromium` on `url` with a DevTools port and the profile in `profile`.
-    pub fn open(chromium: &str, profile: &Path, url: &str) -> Browser {
+    pub(crate) fn open(chromium: &str, profile: &Path, url: &str) -> Browser {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new(chromium)
             .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
@@ -56,7 +56,7 @@ impl Browser {
 
     /// Evaluates `script` in the page and returns its value (JSON). A page still loading (its context
     /// replaced by a redirect) is tried again, up to 30 s.
-    pub fn eval(&self, script: &str) -> serde_json::Value {
+    pub(crate) fn eval(&self, script: &str) -> serde_json::Value {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let deadline = Instant::now() + Duration::from_secs(30);
@@ -77,7 +77,7 @@ impl Browser {
     }
 
     /// Calls a DevTools `method` on the page and returns its answer (`{"id", "result"}` or `{"error"}`).
-    pub fn call(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
+    pub(crate) fn call(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(self.send(method, params))
     }
@@ -85,7 +85,7 @@ impl Browser {
     /// The page as a PNG `width` pixels wide and as tall as its content (at most `max_height`), once
     /// the page has had a second to lay itself out at that width. One DevTools session throughout: the
     /// emulated size lasts only as long as the session that set it.
-    pub fn screenshot(&self, width: u32, max_height: u32) -> Vec<u8> {
+    pub(crate) fn screenshot(&self, width: u32, max_height: u32) -> Vec<u8> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let ws = self.page_socket().await;

@@ -2,7 +2,7 @@
 //! demo config under a test's own state directory, and signals. Each test crate uses a part of them.
 #![allow(dead_code)]
 
-pub mod cdp;
+pub(crate) mod cdp;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The repository (the binary runs from here, so relative paths in the demo config resolve).
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -28,7 +28,7 @@ const CLEARED: &[&str] = &[
 ];
 
 /// `tradebot ARGS` from the repository, with none of the `CLEARED` variables.
-pub fn command(args: &[&str]) -> Command {
+pub(crate) fn command(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tradebot"));
     c.args(args).current_dir(root());
     for k in CLEARED {
@@ -39,7 +39,7 @@ pub fn command(args: &[&str]) -> Command {
 
 /// `tradebot ARGS` as `command` makes it, under a shell that first sets its limits on open files to
 /// `(soft, hard)`.
-pub fn command_with_open_files((soft, hard): (u32, u32), args: &[&str]) -> Command {
+pub(crate) fn command_with_open_files((soft, hard): (u32, u32), args: &[&str]) -> Command {
     let mut c = Command::new("sh");
     let script = format!("ulimit -S -n {soft} && ulimit -H -n {hard} && exec \"$0\" \"$@\"");
     c.arg("-c").arg(script).arg(env!("CARGO_BIN_EXE_tradebot"));
@@ -51,22 +51,22 @@ pub fn command_with_open_files((soft, hard): (u32, u32), args: &[&str]) -> Comma
 }
 
 /// Runs `tradebot ARGS` to its end.
-pub fn tradebot(args: &[&str]) -> Output {
+pub(crate) fn tradebot(args: &[&str]) -> Output {
     command(args).output().expect("tradebot runs")
 }
 
 /// Runs `tradebot ARGS` to its end with `envs` set.
-pub fn tradebot_env(args: &[&str], envs: &[(&str, &str)]) -> Output {
+pub(crate) fn tradebot_env(args: &[&str], envs: &[(&str, &str)]) -> Output {
     command(args).envs(envs.iter().copied()).output().expect("tradebot runs")
 }
 
 /// Standard output and error, one after the other.
-pub fn text(o: &Output) -> String {
+pub(crate) fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 /// The demo config's text with its state directory under `dir`.
-pub fn demo_config(dir: &Path) -> String {
+pub(crate) fn demo_config(dir: &Path) -> String {
     let demo = std::fs::read_to_string(root().join("config/tradebot.toml")).expect("the demo config");
     let line = "state_dir = \"./var\"";
     assert!(demo.contains(line), "the demo config names its state directory as {line}");
@@ -74,14 +74,14 @@ pub fn demo_config(dir: &Path) -> String {
 }
 
 /// Writes `text` as `dir/t.toml` and returns its path.
-pub fn write_config(dir: &Path, text: &str) -> PathBuf {
+pub(crate) fn write_config(dir: &Path, text: &str) -> PathBuf {
     let p = dir.join("t.toml");
     std::fs::write(&p, text).expect("the test config is written");
     p
 }
 
 /// Sends `sig` to the process `pid` (a child the test started); panics with the reason if it cannot.
-pub fn signal(pid: u32, sig: Signal) {
+pub(crate) fn signal(pid: u32, sig: Signal) {
     let pid = i32::try_from(pid).expect("a pid fits in i32");
     kill(Pid::from_raw(pid), sig).unwrap_or_else(|e| panic!("sending {sig} to pid {pid}: {e}"));
 }

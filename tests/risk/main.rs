@@ -8,7 +8,7 @@ mod common;
 mod crash;
 mod limits;
 
-pub use common::text;
+pub(crate) use common::text;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -3,7 +3,7 @@
 //! passes Alpaca's order rules first (`rules`: time in force per asset class, crypto steps and minimums,
 //! wash-trade prevention).
 
-pub use super::rules::Refusal;
+pub(super) use super::rules::Refusal;
 use super::rules::{self, refusal};
 use crate::alpaca::wire::rest as w;
 use chrono::{DateTime, SecondsFormat, Utc};

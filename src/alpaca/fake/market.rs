@@ -54,7 +54,7 @@ fn mix(seed: u64, symbol: &str) -> u64 {
 }
 
 impl Walk {
-    pub fn new(seed: u64, symbol: &str, price: f64, from: DateTime<Utc>) -> Walk {
+    pub(super) fn new(seed: u64, symbol: &str, price: f64, from: DateTime<Utc>) -> Walk {
         Walk {
             symbol: symbol.into(),
             crypto: symbol.contains('/'),
@@ -66,7 +66,7 @@ impl Walk {
     }
 
     /// This walk with minutes left without a bar at the chance `p`.
-    pub fn quiet(self, p: f64) -> Walk {
+    pub(super) fn quiet(self, p: f64) -> Walk {
         Walk { quiet: p.clamp(0.0, 1.0), ..self }
     }
 
@@ -80,12 +80,12 @@ impl Walk {
     }
 
     /// When the next bar is due: the end of the next minute this symbol trades.
-    pub fn due(&self, cal: &Calendar) -> Option<DateTime<Utc>> {
+    pub(super) fn due(&self, cal: &Calendar) -> Option<DateTime<Utc>> {
         self.trading_minute(cal, self.next).map(|m| m + Duration::minutes(1))
     }
 
     /// The bars of every minute that has ended by `now`, in order.
-    pub fn until(&mut self, cal: &Calendar, now: DateTime<Utc>) -> Vec<wm::Bar> {
+    pub(super) fn until(&mut self, cal: &Calendar, now: DateTime<Utc>) -> Vec<wm::Bar> {
         let mut out = Vec::new();
         while let Some(m) = self.trading_minute(cal, self.next)
             && m + Duration::minutes(1) <= now

@@ -132,7 +132,7 @@ pub(crate) struct App {
 }
 
 impl App {
-    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -5,8 +5,8 @@
 
 use super::{SimBroker, SimError, SimFill, SimOrder};
 use crate::broker::{Broker, BrokerError};
+use crate::contract::BrokerSnapshot;
 use crate::domain::{BrokerOrder, ClientOrderId, OrderId, OrderRequest, OrderStatus, Side, Symbol};
-use crate::engine::contract::BrokerSnapshot;
 use crate::risk::RiskApproved;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;

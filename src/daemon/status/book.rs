@@ -2,8 +2,8 @@
 //! out, with fees), per-symbol holdings at their entry price with unrealised and realised P&L, and each
 //! symbol's recent closes (its decisions') with the bot's fills on them.
 
-use crate::daemon::link::EngineView;
 use crate::engine::DecisionRecord;
+use crate::live::view::EngineView;
 use crate::oms::FillRecord;
 use crate::oms::trades::{ClosedTrade, round_trips};
 use crate::store::{Store, TreeName, TypedTree};

@@ -8,6 +8,7 @@
 use crate::config::Config;
 use crate::control::StatusReport;
 use crate::control::report::{FeedStatus, ModelsStatus, OrderStatusLine, PositionStatus, RiskStatus, STATUS_VERSION};
+use crate::live::view::order_line;
 use crate::models::{ModelKind, Registry, RegistryError};
 use crate::oms::{OmsOrder, PositionRecord};
 use crate::retrain::record;
@@ -56,17 +57,6 @@ pub fn stored_open_orders(store: &Store) -> Result<Vec<OrderStatusLine>, StoreEr
         .filter(|o| !o.status.is_terminal())
         .map(|o| order_line(&o))
         .collect())
-}
-
-/// One order as the status lists it.
-pub fn order_line(o: &OmsOrder) -> OrderStatusLine {
-    OrderStatusLine {
-        client_order_id: o.client_order_id.to_string(),
-        symbol: o.symbol.to_string(),
-        side: o.side.to_string(),
-        qty: o.qty.and_then(|q| q.to_f64()).unwrap_or(f64::NAN),
-        status: o.status.to_string(),
-    }
 }
 
 /// The stored positions, by symbol.

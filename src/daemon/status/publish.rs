@@ -5,10 +5,10 @@
 use crate::control::StatusReport;
 use crate::control::report::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION};
 use crate::daemon::host::{Host, Live};
-use crate::daemon::link::EngineView;
 use crate::daemon::retrainer::RunPipeline;
 use crate::domain::Symbol;
 use crate::engine::DecisionRecord;
+use crate::live::view::EngineView;
 use crate::models::Registry;
 use crate::store::{Store, TreeName, TypedTree};
 use crate::web::data::{DashboardData, DecisionView, GateView, ModelView, TrainingView};

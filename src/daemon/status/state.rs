@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 /// What was last alerted, so that each change is said once.
 #[derive(Debug, Clone, Default)]
-pub struct Watched {
+pub(crate) struct Watched {
     pub(super) kill: bool,
     /// Open positions at the last look (for the daily summary).
     pub(in crate::daemon) positions: usize,

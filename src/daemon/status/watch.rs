@@ -7,9 +7,9 @@ use super::state::Watched;
 use crate::alerts::{Alert, AlertKind};
 use crate::config::FeedKind;
 use crate::daemon::host::Host;
-use crate::daemon::link::EngineView;
 use crate::daemon::retrainer::RunPipeline;
 use crate::domain::money;
+use crate::live::view::EngineView;
 use crate::retrain::{RunOutcome, RunRecord};
 use chrono::{DateTime, NaiveDate, Utc};
 
@@ -103,7 +103,7 @@ impl<P: RunPipeline> Host<P> {
                 AlertKind::Kept,
                 format!("retrain {kind}: {champion} kept, {candidate} refused: {}. {numbers}", r.reason()),
             ),
-            RunOutcome::Failed | RunOutcome::Interrupted => (
+            RunOutcome::Failed | RunOutcome::Interrupted | RunOutcome::Skipped => (
                 AlertKind::RetrainFailed,
                 format!("retrain {kind} {}: {}; {champion} keeps trading", r.outcome.as_str(), r.reason()),
             ),

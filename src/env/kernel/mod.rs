@@ -1,5 +1,5 @@
 //! The environment step as one kernel: `env_step.c` holds the whole step of one env (the rule of
-//! [`super::exec`] for all assets, reward, equity, episode end and seeded reset, the next observation in
+//! [`crate::exec`] for all assets, reward, equity, episode end and seeded reset, the next observation in
 //! [`super::VecEnv::observe`]'s layout). The same source is
 //!
 //! - compiled for the CPU by build.rs (the `cc` crate, no FMA contraction) and run here by

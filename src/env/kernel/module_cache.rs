@@ -9,18 +9,18 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
 /// Values loaded at most once per key (a failed load is not kept: the next request tries again).
-pub struct LoadOnce<K, V> {
+pub(super) struct LoadOnce<K, V> {
     loaded: Mutex<BTreeMap<K, V>>,
 }
 
 impl<K: Ord + Clone, V: Clone> LoadOnce<K, V> {
-    pub const fn new() -> Self {
+    pub(super) const fn new() -> Self {
         LoadOnce { loaded: Mutex::new(BTreeMap::new()) }
     }
 
     /// The value under `key`, loaded by `load` if it is the first request. Requests for the same key wait
     /// for the first one's load (the lock is held while loading: loads are rare, a few per process).
-    pub fn get_or_load<E>(&self, key: K, load: impl FnOnce() -> Result<V, E>) -> Result<V, E> {
+    pub(super) fn get_or_load<E>(&self, key: K, load: impl FnOnce() -> Result<V, E>) -> Result<V, E> {
         let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(v) = loaded.get(&key) {
             return Ok(v.clone());
@@ -32,12 +32,12 @@ impl<K: Ord + Clone, V: Clone> LoadOnce<K, V> {
 
     /// How many values are held.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.loaded.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
@@ -49,10 +49,10 @@ impl<K: Ord + Clone, V: Clone> Default for LoadOnce<K, V> {
 }
 
 /// A module's key: the CUDA device's ordinal and a hash of the source (with its name).
-pub type ModuleKey = (usize, u64);
+pub(super) type ModuleKey = (usize, u64);
 
 /// The key of source `source` (named `name`) on CUDA device `ordinal`.
-pub fn module_key(ordinal: usize, name: &str, source: &str) -> ModuleKey {
+pub(super) fn module_key(ordinal: usize, name: &str, source: &str) -> ModuleKey {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (name, source).hash(&mut h);
     (ordinal, h.finish())

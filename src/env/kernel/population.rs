@@ -173,7 +173,7 @@ impl TensorKernelEnv {
         let p = self.n_trials() as i64;
         let per = |t: &Tensor| t.f_view([p, -1])?.f_sum_dim_intlist(1, false, Kind::Double);
         let both = Tensor::f_stack(&[per(&self.ret_sum)?, per(&self.ret_count)?], 1)?;
-        let read = crate::readback::f64s(&both);
+        let read = crate::ml::readback::f64s(&both);
         let _ = self.ret_sum.f_zero_()?;
         let _ = self.ret_count.f_zero_()?;
         let v = read?;

@@ -168,15 +168,15 @@ impl TensorKernelEnv {
         }
         self.set_actions(&Tensor::f_from_slice(actions)?)?;
         self.step()?;
-        out.reward = crate::readback::f32s(&self.reward)?;
-        out.done = crate::readback::f32s(&self.done)?.into_iter().map(|d| d != 0.0).collect();
-        out.equity = crate::readback::f64s(&self.equity_out)?;
+        out.reward = crate::ml::readback::f32s(&self.reward)?;
+        out.done = crate::ml::readback::f32s(&self.done)?.into_iter().map(|d| d != 0.0).collect();
+        out.equity = crate::ml::readback::f64s(&self.equity_out)?;
         Ok(())
     }
 
     /// Cash per env, read back (tests).
     pub fn cash(&self) -> Result<Vec<f64>, KernelEnvError> {
-        Ok(crate::readback::f64s(&self.cash)?)
+        Ok(crate::ml::readback::f64s(&self.cash)?)
     }
 
     /// Holdings read back, env-major (`env * n_assets + asset`) like `CpuKernelEnv::holdings`.
@@ -187,14 +187,14 @@ impl TensorKernelEnv {
         } else {
             self.holding.shallow_clone()
         };
-        Ok(crate::readback::f64s(&env_major)?)
+        Ok(crate::ml::readback::f64s(&env_major)?)
     }
 
     /// Finished episodes since the last call: (sum of total returns, count), one read back to the host
     /// (counted by `readback`: call it once per update, not per step); clears them.
     pub fn take_returns(&mut self) -> Result<(f64, f64), KernelEnvError> {
         let both = Tensor::f_stack(&[self.ret_sum.f_sum(Kind::Double)?, self.ret_count.f_sum(Kind::Double)?], 0)?;
-        let read = crate::readback::f64s(&both);
+        let read = crate::ml::readback::f64s(&both);
         let _ = self.ret_sum.f_zero_()?;
         let _ = self.ret_count.f_zero_()?;
         match read?[..] {

@@ -4,8 +4,9 @@
 #![allow(unsafe_code)]
 
 use super::*;
+use crate::env::VecEnv;
 use crate::env::rng::SplitMix64;
-use crate::env::{ExecParams, VecEnv};
+use crate::exec::ExecParams;
 
 pub(crate) fn bits(v: &[f64]) -> Vec<u64> {
     v.iter().map(|x| x.to_bits()).collect()

@@ -11,7 +11,7 @@ use cudarc::driver::PushKernelArg;
 use tch::{Device, Kind, Tensor};
 
 /// The kernel source, for NVRTC.
-pub const SOURCE: &str = include_str!("gae.c");
+pub(super) const SOURCE: &str = include_str!("gae.c");
 
 /// `tb_gae_params` in `gae.c`.
 #[repr(C)]
@@ -44,13 +44,13 @@ unsafe extern "C" {
 }
 
 /// The kernel for one device.
-pub enum GaeKernel {
+pub(super) enum GaeKernel {
     Cpu,
     Cuda(CudaProgram),
 }
 
 impl GaeKernel {
-    pub fn new(device: Device) -> Result<GaeKernel, KernelEnvError> {
+    pub(super) fn new(device: Device) -> Result<GaeKernel, KernelEnvError> {
         match device {
             Device::Cpu => Ok(GaeKernel::Cpu),
             Device::Cuda(i) => Ok(GaeKernel::Cuda(CudaProgram::load(i, SOURCE, "gae.cu", &["tb_gae"])?)),
@@ -59,7 +59,7 @@ impl GaeKernel {
     }
 
     /// The device the kernel runs on: its buffers must all be there.
-    pub fn device(&self) -> Device {
+    pub(super) fn device(&self) -> Device {
         match self {
             GaeKernel::Cpu => Device::Cpu,
             GaeKernel::Cuda(program) => Device::Cuda(program.stream().context().ordinal()),
@@ -69,7 +69,7 @@ impl GaeKernel {
     /// The advantages `[T, E]` of a rollout's rewards, values and done flags (`[T, E]`, on this kernel's
     /// device; converted to contiguous f32 there) and the value after it (`[E]`). Tensors on another
     /// device are refused (a host pointer is never passed to the GPU, nor a device pointer to the CPU).
-    pub fn advantages(
+    pub(super) fn advantages(
         &self,
         gamma: f64,
         lambda: f64,
@@ -133,7 +133,7 @@ impl GaeKernel {
 }
 
 /// GAE(λ) with tensor ops, backwards in time: the CPU trainer's path (and the kernel's fallback).
-pub fn gae_ops(
+pub(super) fn gae_ops(
     gamma: f64,
     lambda: f64,
     rewards: &Tensor,

@@ -63,7 +63,7 @@ pub struct Ppo {
     pub norm: RunningNorm,
     /// Adam (libtorch's formula, `eps` 1e-5), its state in the `VarStore` (`adam.m`, `adam.v`, `adam.step`)
     /// in `ActorCritic::parameters()` order, the native trainer's order too.
-    adam: crate::optim::Adam,
+    adam: crate::ml::optim::Adam,
     /// The plain-Rust trainer on the CPU (`ppo.cpu_backend = "native"`).
     native: Option<native::Native>,
     /// GAE as one kernel launch, on CUDA.
@@ -83,9 +83,9 @@ impl Ppo {
     pub fn new(cfg: PpoConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Ppo, PpoError> {
         cfg.validate().map_err(PpoError::Invalid)?;
         let vs = nn::VarStore::new(device);
-        let model = crate::seeded::seeded(cfg.seed, || ActorCritic::new(&vs.root(), obs_dim, act_dim, &cfg));
+        let model = crate::ml::seeded::seeded(cfg.seed, || ActorCritic::new(&vs.root(), obs_dim, act_dim, &cfg));
         let norm = RunningNorm::new(&(vs.root() / "obs_norm"), obs_dim, cfg.obs_clip);
-        let adam = crate::optim::Adam::new(&vs.root(), model.parameters(), native::ADAM_EPS, 0.0);
+        let adam = crate::ml::optim::Adam::new(&vs.root(), model.parameters(), native::ADAM_EPS, 0.0);
         let native = (device == Device::Cpu && cfg.cpu_backend == CpuBackend::Native).then(|| {
             let layout = native::Layout::new(obs_dim, act_dim, &cfg.hidden);
             native::Native::new(layout, &cfg, Vec::new())
@@ -143,7 +143,7 @@ impl Ppo {
         let wide = |t: &Tensor| host(t).map(|v| v.into_iter().map(f64::from).collect::<Vec<f64>>());
         nat.norm.mean = wide(&self.norm.mean)?;
         nat.norm.var = wide(&self.norm.var)?;
-        nat.norm.count = crate::readback::scalar(&self.norm.count)?;
+        nat.norm.count = crate::ml::readback::scalar(&self.norm.count)?;
         self.adam.load_steps()?;
         Ok(())
     }
@@ -232,7 +232,7 @@ impl Ppo {
         let per_update = (self.cfg.n_steps * env.num_envs()) as u64;
         let span = end.saturating_sub(first).max(1) as f64;
         if self.amp() {
-            crate::autocast::bfloat16_on_this_thread();
+            crate::ml::autocast::bfloat16_on_this_thread();
         }
         // The libtorch path carries its observations as a tensor; the native one inside `Native`.
         let mut obs = None;
@@ -310,7 +310,7 @@ impl Ppo {
     /// and step count included. A checkpoint from before they were saved loads with fresh moments (logged).
     pub fn load_weights(&mut self, path: &std::path::Path) -> Result<(), PpoError> {
         let missing = self.vs.load_partial(path)?;
-        if let Some(name) = missing.iter().find(|n| !crate::optim::Adam::is_state(n)) {
+        if let Some(name) = missing.iter().find(|n| !crate::ml::optim::Adam::is_state(n)) {
             return Err(PpoError::Config(format!(
                 "checkpoint {} has no variable {name}: it was written for another network; \
                  train from scratch (without --resume) or point at the matching checkpoint",

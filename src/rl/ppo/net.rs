@@ -72,7 +72,7 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    pub fn new(obs_dim: usize, act_dim: usize, hidden: &[i64]) -> Layout {
+    pub(super) fn new(obs_dim: usize, act_dim: usize, hidden: &[i64]) -> Layout {
         let mut len = 0;
         let mut tower = |head: usize| {
             let mut layers = Vec::new();
@@ -95,7 +95,7 @@ impl Layout {
     }
 
     /// The shape of every parameter tensor, in order (weights `[out, in]`, biases `[out]`, log-std `[A]`).
-    pub fn shapes(&self) -> Vec<Vec<i64>> {
+    pub(super) fn shapes(&self) -> Vec<Vec<i64>> {
         let mut s = Vec::new();
         for d in self.actor.iter().chain(&self.critic) {
             s.push(vec![d.out as i64, d.input as i64]);

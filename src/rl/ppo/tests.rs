@@ -253,7 +253,7 @@ fn kernel_setup() -> (crate::rl::trading::KernelTradingEnv, Ppo) {
 /// synchronisation), and an update reads twice: its statistics and the episode returns summed on the device.
 #[test]
 fn a_rollout_on_the_kernel_env_reads_nothing_back_and_an_update_reads_twice() {
-    use crate::readback::reads;
+    use crate::ml::readback::reads;
     let (mut env, mut ppo) = kernel_setup();
     let obs = ppo.observe(&env.reset());
     let before = reads();
@@ -377,16 +377,16 @@ mod gpu_tests {
         let ppo_cfg = PpoConfig { n_steps: 32, batch_size: 8192, n_epochs: 2, mixed_precision: true, ..small() };
         let mut ppo = Ppo::new(ppo_cfg, env.obs_dim(), env.act_dim(), cuda).unwrap();
         assert_eq!(ppo.backend(), "libtorch");
-        let before = crate::readback::reads();
+        let before = crate::ml::readback::reads();
         let mut seen = Vec::new();
         ppo.train(&mut env, 3 * 32 * 1024, |s| {
             seen.push(s.clone());
             true
         })
         .unwrap();
-        assert_eq!(crate::readback::reads() - before, 3 * 2);
+        assert_eq!(crate::ml::readback::reads() - before, 3 * 2);
         assert!(seen.iter().all(|s| s.policy_loss.is_finite() && s.value_loss.is_finite()), "{seen:?}");
         assert_eq!(seen[2].episodes, 1024 * 4, "episodes of 20 steps over 96 steps");
-        assert_eq!(crate::autocast::cuda_dtype().unwrap(), Kind::BFloat16, "mixed precision runs in bfloat16");
+        assert_eq!(crate::ml::autocast::cuda_dtype().unwrap(), Kind::BFloat16, "mixed precision runs in bfloat16");
     }
 }

@@ -4,7 +4,7 @@
 
 use super::stats::update_stats;
 use super::{Ppo, PpoError, UpdateStats, gae};
-use crate::readback::scalar;
+use crate::ml::readback::scalar;
 use crate::rl::BatchEnv;
 use tch::{Kind, Tensor};
 
@@ -120,7 +120,7 @@ impl Ppo {
             [returns.var(false), (&returns - &old_v).var(false), self.model.entropy()].map(|t| t.to_kind(Kind::Double))
         });
         let all: Vec<Tensor> = sums.iter().chain(&tail).map(Tensor::shallow_clone).collect();
-        let v = crate::readback::f64s(&Tensor::stack(&all, 0))?;
+        let v = crate::ml::readback::f64s(&Tensor::stack(&all, 0))?;
         update_stats(&v, batches, epochs_run, self.updates + 1)
     }
 

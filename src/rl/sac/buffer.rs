@@ -4,7 +4,7 @@
 
 use tch::{Device, Kind, Tensor};
 
-pub struct Replay {
+pub(super) struct Replay {
     obs: Tensor,
     act: Tensor,
     reward: Tensor,
@@ -17,7 +17,7 @@ pub struct Replay {
 }
 
 /// One batch of transitions: `obs [B, D]`, `act [B, A]`, `reward [B]`, `next_obs [B, D]`, `done [B]`.
-pub struct Batch {
+pub(super) struct Batch {
     pub obs: Tensor,
     pub act: Tensor,
     pub reward: Tensor,
@@ -26,7 +26,7 @@ pub struct Batch {
 }
 
 impl Replay {
-    pub fn new(capacity: usize, obs_dim: usize, act_dim: usize, device: Device) -> Replay {
+    pub(super) fn new(capacity: usize, obs_dim: usize, act_dim: usize, device: Device) -> Replay {
         let c = capacity as i64;
         let zeros = |shape: &[i64]| Tensor::zeros(shape, (Kind::Float, device));
         Replay {
@@ -46,7 +46,7 @@ impl Replay {
     }
 
     /// Adds one vectorized step's `E` transitions (E at most the capacity), overwriting the oldest.
-    pub fn push(&mut self, obs: &Tensor, act: &Tensor, reward: &Tensor, next_obs: &Tensor, done: &Tensor) {
+    pub(super) fn push(&mut self, obs: &Tensor, act: &Tensor, reward: &Tensor, next_obs: &Tensor, done: &Tensor) {
         let e = obs.size()[0];
         let device = self.obs.device();
         let idx = (Tensor::arange(e, (Kind::Int64, device)) + self.pos).remainder(self.capacity);
@@ -69,7 +69,7 @@ impl Replay {
     }
 
     /// The transitions at rows `idx` (each below `len`), on the device.
-    pub fn sample(&self, idx: &[i64]) -> Batch {
+    pub(super) fn sample(&self, idx: &[i64]) -> Batch {
         let idx = Tensor::from_slice(idx).to_device(self.obs.device());
         let pick = |t: &Tensor| t.index_select(0, &idx);
         Batch {

@@ -21,8 +21,8 @@ pub use export::SacPolicy;
 use super::BatchEnv;
 use super::ppo::RunningNorm;
 use crate::env::rng::SplitMix64;
+use crate::ml::optim::Adam;
 use crate::onnx::mlp::ObsNorm;
-use crate::optim::Adam;
 use buffer::Replay;
 use nets::{Actor, TwinQ, polyak};
 use std::collections::VecDeque;
@@ -107,7 +107,7 @@ impl Sac {
         let target_vs = nn::VarStore::new(device);
         let bounds = (cfg.log_std_min, cfg.log_std_max);
         let dims = (obs_dim, act_dim);
-        let (actor, critic, target) = crate::seeded::seeded(cfg.seed, || {
+        let (actor, critic, target) = crate::ml::seeded::seeded(cfg.seed, || {
             let actor = Actor::new(&(vs.root() / "pi"), dims, &cfg.hidden, cfg.activation, bounds);
             let critic = TwinQ::new(&(vs.root() / "q"), dims, &cfg.hidden, cfg.activation);
             let target = TwinQ::new(&(target_vs.root() / "q_target"), dims, &cfg.hidden, cfg.activation);
@@ -302,7 +302,7 @@ impl Sac {
     fn stats(&self, steps_per_sec: f64) -> Result<SacStats, SacError> {
         let [critic_loss, actor_loss, alpha, entropy] = match &self.last {
             Some(t) => {
-                let v = crate::readback::f64s(&t.to_kind(Kind::Double))?;
+                let v = crate::ml::readback::f64s(&t.to_kind(Kind::Double))?;
                 [v[0], v[1], v[2], v[3]]
             }
             None => [0.0, 0.0, self.alpha(), 0.0],

@@ -56,7 +56,7 @@ fn activate(x: Tensor, a: Activation) -> Tensor {
 /// The action `tanh(u)`, `u = mean + exp(log_std) eps`, and its log-probability `[N]` under the
 /// squashed Gaussian: the Gaussian's density of `u` less `log(1 - tanh(u)²)`, computed as `2 (ln 2 - u -
 /// softplus(-2u))`, which stays finite where `tanh(u)` rounds to ±1.
-pub fn squashed(mean: &Tensor, log_std: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
+pub(super) fn squashed(mean: &Tensor, log_std: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
     let u = mean + log_std.exp() * eps;
     let gauss = eps.square() * -0.5 - log_std - 0.5 * (2.0 * std::f64::consts::PI).ln();
     let squash = ((-&u * 2.0).softplus() + &u - LN2) * 2.0;
@@ -66,7 +66,7 @@ pub fn squashed(mean: &Tensor, log_std: &Tensor, eps: &Tensor) -> (Tensor, Tenso
 
 /// The actor: a tower whose last layer gives the mean and the log standard deviation of a Gaussian over
 /// the pre-squash action `u` (`2A` outputs: means first); the action is `tanh(u)`, in (-1, 1).
-pub struct Actor {
+pub(super) struct Actor {
     pub flat: Tensor,
     layers: Vec<Layer>,
     act_dim: i64,
@@ -75,7 +75,13 @@ pub struct Actor {
 }
 
 impl Actor {
-    pub fn new(p: &nn::Path, dims: (usize, usize), hidden: &[i64], activation: Activation, bounds: (f64, f64)) -> Self {
+    pub(super) fn new(
+        p: &nn::Path,
+        dims: (usize, usize),
+        hidden: &[i64],
+        activation: Activation,
+        bounds: (f64, f64),
+    ) -> Self {
         let (obs_dim, act_dim) = (dims.0 as i64, dims.1 as i64);
         let sizes: Vec<i64> = [obs_dim].into_iter().chain(hidden.iter().copied()).chain([2 * act_dim]).collect();
         let (layers, len) = layout(&sizes, 1);
@@ -98,19 +104,19 @@ impl Actor {
 
     /// A sampled action `tanh(u)` `[N, A]` for standard normal draws `eps` `[N, A]` (reparameterised:
     /// gradients flow through it) and its log-probability `[N]`.
-    pub fn sample(&self, obs: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
+    pub(super) fn sample(&self, obs: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
         let (mean, log_std) = self.gaussian(obs);
         squashed(&mean, &log_std, eps)
     }
 
     /// The deterministic action `tanh(mean)` `[N, A]`: what is exported and served.
-    pub fn deterministic(&self, obs: &Tensor) -> Tensor {
+    pub(super) fn deterministic(&self, obs: &Tensor) -> Tensor {
         self.gaussian(obs).0.tanh()
     }
 
     /// The deterministic policy's layers (the tower, and the mean's rows of the last layer), for the ONNX
     /// writer.
-    pub fn policy_layers(&self) -> Result<(Vec<Dense>, Dense), tch::TchError> {
+    pub(super) fn policy_layers(&self) -> Result<(Vec<Dense>, Dense), tch::TchError> {
         let host = Vec::<f32>::try_from(self.flat.to_device(Device::Cpu).to_kind(Kind::Float))?;
         let dense = |l: &Layer, rows: i64| {
             let (w, b) = (l.w as usize, l.b as usize);
@@ -123,14 +129,14 @@ impl Actor {
 }
 
 /// Two Q networks on `[obs, action]`, layer by layer in one batched matrix product.
-pub struct TwinQ {
+pub(super) struct TwinQ {
     pub flat: Tensor,
     layers: Vec<Layer>,
     activation: Activation,
 }
 
 impl TwinQ {
-    pub fn new(p: &nn::Path, dims: (usize, usize), hidden: &[i64], activation: Activation) -> Self {
+    pub(super) fn new(p: &nn::Path, dims: (usize, usize), hidden: &[i64], activation: Activation) -> Self {
         let input = (dims.0 + dims.1) as i64;
         let sizes: Vec<i64> = [input].into_iter().chain(hidden.iter().copied()).chain([1]).collect();
         let (layers, len) = layout(&sizes, 2);
@@ -139,7 +145,7 @@ impl TwinQ {
     }
 
     /// Both critics' values `[2, N]` of `obs` `[N, D]` and `act` `[N, A]`.
-    pub fn forward(&self, obs: &Tensor, act: &Tensor) -> Tensor {
+    pub(super) fn forward(&self, obs: &Tensor, act: &Tensor) -> Tensor {
         let x = Tensor::cat(&[obs, act], 1);
         let n = x.size()[0];
         let mut x = x.unsqueeze(0).expand([2, n, -1], false);
@@ -154,7 +160,7 @@ impl TwinQ {
 }
 
 /// `target = tau * source + (1 - tau) * target`.
-pub fn polyak(target: &Tensor, source: &Tensor, tau: f64) {
+pub(super) fn polyak(target: &Tensor, source: &Tensor, tau: f64) {
     tch::no_grad(|| {
         let _ = target.shallow_clone().lerp_(source, tau);
     })

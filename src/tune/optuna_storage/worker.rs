@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// Runs this worker's share of the study; returns the study as the storage holds it at the end and the
 /// candidate registered from this worker's best trial.
-pub fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
+pub(crate) fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
     let mut config = job.config.clone();
     config.train = config.train_dates().map_err(anyhow::Error::msg)?;
     let mut tune = config.tune.clone();

@@ -32,7 +32,7 @@ fn pick(first_wins: bool, second_wins: bool, g1: f32, g2: f32) -> f32 {
 
 impl Native {
     /// One gradient step on a minibatch: the loss, its gradient by hand, the global-norm clip, Adam.
-    pub fn minibatch(
+    pub(crate) fn minibatch(
         &mut self,
         cfg: &PpoConfig,
         lr: f64,

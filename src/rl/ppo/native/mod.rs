@@ -131,7 +131,7 @@ pub(super) struct Native {
 }
 
 impl Native {
-    pub fn new(layout: Layout, cfg: &PpoConfig, params: Vec<f32>) -> Native {
+    pub(super) fn new(layout: Layout, cfg: &PpoConfig, params: Vec<f32>) -> Native {
         let d = layout.obs_dim;
         Native {
             grads: vec![0.0; layout.len],
@@ -159,7 +159,7 @@ impl Native {
 
     /// Restarts the sampling and shuffling stream for a run that begins at update `update` (a resumed run
     /// draws new noise, not the first run's again).
-    pub fn reseed(&mut self, seed: u64, update: u64) {
+    pub(super) fn reseed(&mut self, seed: u64, update: u64) {
         self.rng = StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15 ^ update.wrapping_mul(0xbf58_476d_1ce4_e5b9));
     }
 
@@ -181,7 +181,7 @@ impl Native {
     }
 
     /// Resets every environment and observes the first observations.
-    pub fn reset<E: BatchEnv + ?Sized>(&mut self, cfg: &PpoConfig, env: &mut E) -> Result<(), PpoError> {
+    pub(super) fn reset<E: BatchEnv + ?Sized>(&mut self, cfg: &PpoConfig, env: &mut E) -> Result<(), PpoError> {
         env.reset_host(&mut self.raw)?;
         let n = env.num_envs();
         if self.raw.len() != n * self.layout.obs_dim {
@@ -196,7 +196,7 @@ impl Native {
     }
 
     /// Rolls out `n_steps` × E transitions; finished episodes' returns go to `recent` (the last 20).
-    pub fn collect<E: BatchEnv + ?Sized>(
+    pub(super) fn collect<E: BatchEnv + ?Sized>(
         &mut self,
         cfg: &PpoConfig,
         env: &mut E,
@@ -273,7 +273,7 @@ impl Native {
     }
 
     /// `n_epochs` passes of shuffled minibatches over the rollout.
-    pub fn update(
+    pub(super) fn update(
         &mut self,
         cfg: &PpoConfig,
         lr: f64,

@@ -9,8 +9,8 @@ const GOLDEN: i64 = 0x9E37_79B9_7F4A_7C15_u64 as i64;
 const MIX1: i64 = 0xBF58_476D_1CE4_E5B9_u64 as i64;
 const MIX2: i64 = 0x94D0_49BB_1331_11EB_u64 as i64;
 /// Salts that keep a trial's noise stream and its minibatch stream apart.
-pub const NOISE: i64 = 0x6A09_E667_F3BC_C908_u64 as i64;
-pub const ORDER: i64 = 0x3C6E_F372_FE94_F82B_u64 as i64;
+pub(super) const NOISE: i64 = 0x6A09_E667_F3BC_C908_u64 as i64;
+pub(super) const ORDER: i64 = 0x3C6E_F372_FE94_F82B_u64 as i64;
 
 /// `x >> s` as an unsigned 64-bit shift, on i64 tensors (whose `>>` keeps the sign).
 fn shr(x: &Tensor, s: i64) -> Tensor {
@@ -26,7 +26,7 @@ fn mix(z: Tensor) -> Tensor {
 
 /// `[P, n]` hashed words: trial p's draws `counter[p] * n + 0..n` of the stream `seed[p] ^ salt`.
 /// `seeds` and `counters` are `[P]` i64 tensors on the device.
-pub fn words(seeds: &Tensor, counters: &Tensor, n: i64, salt: i64) -> Tensor {
+pub(super) fn words(seeds: &Tensor, counters: &Tensor, n: i64, salt: i64) -> Tensor {
     let device = seeds.device();
     let base = (seeds.bitwise_xor(salt)).unsqueeze(1);
     let index = counters.unsqueeze(1) * n + Tensor::arange(n, (Kind::Int64, device)).unsqueeze(0);
@@ -34,7 +34,7 @@ pub fn words(seeds: &Tensor, counters: &Tensor, n: i64, salt: i64) -> Tensor {
 }
 
 /// `[P, n]` standard normals (Box-Muller on the two 32-bit halves of each word), f32.
-pub fn normals(seeds: &Tensor, counters: &Tensor, n: i64) -> Tensor {
+pub(super) fn normals(seeds: &Tensor, counters: &Tensor, n: i64) -> Tensor {
     let w = words(seeds, counters, n, NOISE);
     let scale = 1.0 / 4_294_967_296.0;
     let hi = (shr(&w, 32).to_kind(Kind::Double) + 0.5) * scale;
@@ -43,12 +43,12 @@ pub fn normals(seeds: &Tensor, counters: &Tensor, n: i64) -> Tensor {
 }
 
 /// `[P, n]` permutations of `0..n`, trial p's being draw `counters[p]` of its minibatch stream.
-pub fn permutations(seeds: &Tensor, counters: &Tensor, n: i64) -> Tensor {
+pub(super) fn permutations(seeds: &Tensor, counters: &Tensor, n: i64) -> Tensor {
     words(seeds, counters, n, ORDER).argsort_stable(true, 1, false)
 }
 
 /// Per-trial values as a `[P]` tensor on `device`.
-pub fn column(values: &[i64], device: Device) -> Tensor {
+pub(super) fn column(values: &[i64], device: Device) -> Tensor {
     Tensor::from_slice(values).to_device(device)
 }
 

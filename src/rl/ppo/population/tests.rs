@@ -64,9 +64,9 @@ fn train_on(members: &[usize], rounds: usize, device: Device) -> Vec<Ppo> {
     let mut pop = Population::new(&ppos.iter().collect::<Vec<_>>()).unwrap();
     for _ in 0..rounds {
         let lrs: Vec<f64> = members.iter().map(|&i| trial(i).0.learning_rate).collect();
-        let reads = crate::readback::reads();
+        let reads = crate::ml::readback::reads();
         let outcomes = pop.round(&mut env, &lrs).unwrap();
-        assert_eq!(crate::readback::reads() - reads, 2, "a round reads the statistics and the returns, once each");
+        assert_eq!(crate::ml::readback::reads() - reads, 2, "a round reads the statistics and the returns, once each");
         for s in outcomes {
             let s = s.unwrap();
             assert!(s.policy_loss.is_finite() && s.value_loss.is_finite());

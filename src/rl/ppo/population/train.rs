@@ -166,7 +166,7 @@ impl Population {
             Tensor::stack(&[var(&returns), var(&(&returns - &old_v)), self.entropy().to_kind(Kind::Double)], 1)
         });
         let all = Tensor::cat(&[&sums, &tail], 1);
-        let v = crate::readback::f64s(&all)?;
+        let v = crate::ml::readback::f64s(&all)?;
         if v.len() != 8 * p as usize {
             return Err(PpoError::Readback { values: v.len(), expected: 8 * p as usize });
         }

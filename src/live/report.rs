@@ -1,7 +1,7 @@
 //! One wrapper for what the trading side tells the outside, the same live, on the scripted harness and on
 //! a replay: `/metrics` (bars, decision latency, order updates, orders sent, refusals) and systemd
 //! (`READY=1` once, status lines, the watchdog, `STOPPING=1`). The view of the engine goes out beside it:
-//! live through the trading thread's view channel (`daemon::live`), on a replay through `Host::publish`.
+//! live through the trading thread's view channel (`engine_core::LiveCore`), on a replay through `Host::publish`.
 
 use super::notify::Notifier;
 use crate::domain::Bar;

@@ -15,15 +15,14 @@
 //! (rebuilt, so a restart mid-bucket loses none), and the last stored bar of the timeframe (never
 //! emitted twice).
 
+use super::{Aggregator, FeedError, FeedEvent, MarketFeed};
 use crate::domain::{Bar, Symbol, Timeframe};
-use crate::feed::Aggregator;
-use crate::feed::{FeedError, FeedEvent, MarketFeed};
 use crate::store::Store;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// How long after a bucket's end its last minute bar is waited for.
-pub const CLOSE_GRACE: Duration = Duration::seconds(15);
+pub(super) const CLOSE_GRACE: Duration = Duration::seconds(15);
 
 /// `CLOSE_GRACE`, and on a fast simulated clock at least a quarter of a wall second (a minute's way from
 /// the socket to the aggregator takes wall time, however fast the clock runs).
@@ -31,7 +30,7 @@ fn close_grace() -> Duration {
     CLOSE_GRACE.max(crate::clock::sim_span(std::time::Duration::from_millis(250)))
 }
 /// The longest gap a start backfills (a store last written months ago starts here).
-pub const MAX_BACKFILL: Duration = Duration::days(7);
+pub(super) const MAX_BACKFILL: Duration = Duration::days(7);
 
 /// Where the feed resumes: the last stored minute per symbol and, for symbols without one, where the
 /// first backfill starts.

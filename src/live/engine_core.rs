@@ -1,27 +1,26 @@
 //! The cores the live driver puts on the runner's trading thread: `LiveCore` (the engine, its reports and
 //! its view for the chores thread) and `Notifying` (the scripted harness with systemd's READY and
 //! watchdog), and the feed wrapper that counts connections into the metrics. Their reports go through
-//! `daemon::report::Reporter`, as the replay's do.
+//! `live::report::Reporter`, as the replay's do.
 
-use crate::daemon::chores::TradingView;
-use crate::daemon::host::{Account, EngineView};
-use crate::daemon::report::Reporter;
+use super::Core;
+use super::report::Reporter;
+use super::view::{Account, EngineView, TradingView};
 use crate::engine::{Command, Engine, Event};
 use crate::feed::{FeedError, FeedEvent, MarketFeed};
-use crate::live::Core;
 use chrono::{DateTime, Utc};
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
 
 /// A core that tells systemd it is ready after its first reconciliation and pings the watchdog as it
 /// works (the scripted harness).
-pub(super) struct Notifying<C: Core> {
+pub(crate) struct Notifying<C: Core> {
     core: C,
     report: Reporter,
 }
 
 impl<C: Core> Notifying<C> {
-    pub(super) fn new(core: C, report: Reporter) -> Self {
+    pub(crate) fn new(core: C, report: Reporter) -> Self {
         Notifying { core, report }
     }
 }
@@ -39,10 +38,10 @@ impl<C: Core> Core for Notifying<C> {
 }
 
 /// The engine on the live runner: it only trades. Per event it counts into the metrics and pings the
-/// systemd watchdog; after it, it leaves a view of the engine for the chores (`daemon::chores`), whose
+/// systemd watchdog; after it, it leaves a view of the engine for the daemon's chores (`daemon::chores`), whose
 /// controls, models and limits come back through its inbox as events. `READY=1` after the first
 /// reconciliation.
-pub(super) struct LiveCore {
+pub(crate) struct LiveCore {
     engine: Engine,
     report: Reporter,
     views: watch::Sender<TradingView>,
@@ -54,7 +53,7 @@ pub(super) struct LiveCore {
 impl LiveCore {
     /// The engine on the trading thread; the chores thread's controls, models and limits come back
     /// through `inbox` as events.
-    pub(super) fn new(engine: Engine, report: Reporter, inbox: mpsc::Receiver<Event>) -> Self {
+    pub(crate) fn new(engine: Engine, report: Reporter, inbox: mpsc::Receiver<Event>) -> Self {
         let core = LiveCore {
             engine,
             report,
@@ -68,11 +67,11 @@ impl LiveCore {
     }
 
     /// The engine's view, as the chores thread follows it.
-    pub(super) fn views(&self) -> watch::Receiver<TradingView> {
+    pub(crate) fn views(&self) -> watch::Receiver<TradingView> {
         self.views.subscribe()
     }
 
-    pub(super) fn engine(&self) -> &Engine {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
 
@@ -124,14 +123,14 @@ impl Core for LiveCore {
 
 /// The feed, keeping `feed_connected` and counting its reconnects and backfilled bars into the metrics (`feed_reconnects`,
 /// `backfilled_bars`; the status report reads the same counter).
-pub(super) struct CountingFeed<F> {
+pub(crate) struct CountingFeed<F> {
     inner: F,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     connects: u64,
 }
 
 impl<F> CountingFeed<F> {
-    pub(super) fn new(inner: F, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
+    pub(crate) fn new(inner: F, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
         CountingFeed { inner, metrics, connects: 0 }
     }
 }
