@@ -297,6 +297,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Train(TrainCmd::Ppo(a)) => train::ppo(a),
         Command::Bench(BenchCmd::Lstm(b)) => crate::bench::lstm::run(b),
         Command::Train(TrainCmd::Lstm(a)) => train::lstm(a),
+        Command::Train(TrainCmd::Sac(a)) => train::sac(a),
         Command::Bench(BenchCmd::Infer(b)) => crate::bench::infer::infer(&load_config(b.config.clone())?, b),
         Command::Backtest(a) => backtest::run(a),
         Command::Report(a) => report::run(a),

@@ -132,6 +132,9 @@ pub enum RiskCmd {
 pub enum TrainCmd {
     /// PPO on the trading environment over the [train] range; exports ONNX, registers a candidate.
     Ppo(super::train::PpoArgs),
+    /// SAC on the same environment (twin critics, tuned entropy); exports its actor to ONNX, registers a
+    /// candidate policy served like PPO's.
+    Sac(super::train::SacArgs),
     /// The LSTM direction classifier (fast, slow and context windows; early stopping on validation MCC).
     Lstm(super::train::LstmArgs),
 }

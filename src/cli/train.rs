@@ -1,9 +1,9 @@
-//! `tradebot train ppo|lstm`: the arguments, turned into a training job (`crate::training`). With `--json`
+//! `tradebot train ppo|sac|lstm`: the arguments, turned into a training job (`crate::training`). With `--json`
 //! the job speaks the retrain child's JSON lines (`retrain::child`), a config error included.
 
 use super::load_config;
 use crate::training::device::DeviceRequest;
-use crate::training::{self, LstmJob, PpoJob};
+use crate::training::{self, LstmJob, PpoJob, SacJob};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -31,6 +31,25 @@ pub struct PpoArgs {
     /// same model, bit for bit.
     #[arg(long)]
     pub threads: Option<usize>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SacArgs {
+    /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// auto (CUDA when usable, else CPU) | cpu | cuda: where the networks and the replay buffer live
+    #[arg(long, default_value = "auto", value_parser = DeviceRequest::parse_arg)]
+    pub device: DeviceRequest,
+    /// Environment steps to train for (default: retrain.sac_steps, else 100000).
+    #[arg(long)]
+    pub steps: Option<u64>,
+    /// Train on a dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// JSON lines on stdout: progress, then done (or error).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -75,6 +94,12 @@ pub(super) fn ppo(a: PpoArgs) -> anyhow::Result<ExitCode> {
         threads: a.threads,
     };
     training::train_ppo(job)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn sac(a: SacArgs) -> anyhow::Result<ExitCode> {
+    let config = config(a.config, a.json)?;
+    training::train_sac(SacJob { config, device: a.device, steps: a.steps, data: a.data, json: a.json })?;
     Ok(ExitCode::SUCCESS)
 }
 

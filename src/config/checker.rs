@@ -18,7 +18,7 @@ pub enum Invalid {
 }
 
 /// `key = value` within [lo, hi], or the problem naming the key, the value and the range (the sections
-/// that check themselves: `[ppo]`, `[lstm]`, `[tune]`).
+/// that check themselves: `[ppo]`, `[sac]`, `[lstm]`, `[tune]`).
 pub(crate) fn within(key: &str, value: u64, lo: u64, hi: u64) -> Result<(), Invalid> {
     if (lo..=hi).contains(&value) { Ok(()) } else { Err(Invalid::OutOfRange { key: key.to_string(), value, lo, hi }) }
 }

@@ -19,6 +19,7 @@ mod raw;
 mod reload;
 mod retrain;
 mod risk;
+mod sac;
 mod secret;
 mod strategy;
 mod train;
@@ -42,10 +43,11 @@ pub use raw::RawConfig;
 pub use reload::Reload;
 pub use retrain::{GateConfig, RetrainConfig};
 pub use risk::{BrokerConfig, RiskConfig};
+pub use sac::SacConfig;
 pub use secret::Secret;
 pub use strategy::{DEFAULT_CUTOFF, StrategyConfig, StrategyMode};
 pub use train::{AS_OF_ENV, Rolling, SEED_ENV, TrainConfig, retrain_seed, seed_from_env};
-pub use tune::{Dist, SamplerKind, TUNABLE, TuneConfig, TuneMetric, default_space};
+pub use tune::{ALGORITHM, Dist, SamplerKind, TUNABLE, TuneConfig, TuneMetric, algorithm_of_code, default_space};
 pub use web::{DEFAULT_HEADER_TIMEOUT_SECS, DEFAULT_MAX_CONNECTIONS, DEFAULT_WEB_LISTEN, WebConfig};
 
 use serde::Serialize;
@@ -125,6 +127,8 @@ pub struct Config {
     pub env: crate::env::EnvConfig,
     pub train: TrainConfig,
     pub ppo: PpoConfig,
+    /// `[sac]`: soft actor-critic (`tradebot train sac`, `retrain.algorithms`).
+    pub sac: SacConfig,
     pub lstm: LstmConfig,
     pub retrain: RetrainConfig,
     pub web: WebConfig,
@@ -200,6 +204,8 @@ impl Config {
         let train = c.train(raw.train);
         let ppo = raw.ppo;
         c.check(ppo.validate());
+        let sac = raw.sac;
+        c.check(sac.validate());
         let mut retrain = c.retrain(raw.retrain);
         retrain.gate.objective = env.reward.objective();
         let web = c.web(raw.web);
@@ -242,6 +248,7 @@ impl Config {
                 env,
                 train,
                 ppo,
+                sac,
                 lstm,
                 retrain,
                 web,

@@ -30,6 +30,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub ppo: super::PpoConfig,
     #[serde(default)]
+    pub sac: super::SacConfig,
+    #[serde(default)]
     pub lstm: super::LstmConfig,
     #[serde(default)]
     pub retrain: RawRetrain,
@@ -181,8 +183,10 @@ pub struct RawRetrain {
     pub gpu_memory_mb: Option<u64>,
     pub memory_mb: Option<u64>,
     pub ppo_steps: Option<u64>,
+    pub sac_steps: Option<u64>,
     pub lstm_epochs: Option<u64>,
     pub tune: Option<bool>,
+    pub algorithms: Option<Vec<String>>,
     pub min_sharpe_margin: Option<f64>,
     pub max_drawdown: Option<f64>,
     pub min_trades: Option<u64>,

@@ -37,6 +37,7 @@ impl Config {
             env,
             train,
             ppo,
+            sac,
             lstm,
             retrain,
             web,
@@ -64,6 +65,7 @@ impl Config {
         differs("env", self.env == *env);
         differs("train", self.train == *train);
         differs("ppo", self.ppo == *ppo);
+        differs("sac", self.sac == *sac);
         differs("lstm", self.lstm == *lstm);
         differs("web", self.web == *web);
         differs("notify", self.notify == *notify);

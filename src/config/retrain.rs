@@ -3,6 +3,7 @@
 
 use super::Checker;
 use super::raw::RawRetrain;
+use crate::models::Algorithm;
 use crate::schedule::Schedule;
 use serde::Serialize;
 use std::time::Duration;
@@ -23,11 +24,19 @@ pub struct RetrainConfig {
     pub memory_mb: Option<u64>,
     /// PPO environment steps per retrain; `None` = `tradebot train ppo`'s default.
     pub ppo_steps: Option<u64>,
+    /// SAC environment steps per retrain (`retrain.algorithms` with "sac"); `None` = `tradebot train
+    /// sac`'s default.
+    pub sac_steps: Option<u64>,
     /// LSTM epoch cap per retrain; `None` = `lstm.max_epochs`.
     pub lstm_epochs: Option<u64>,
     /// A PPO retrain runs a small hyper-parameter search (`tradebot tune ppo`, `[tune]`) within its time
     /// budget instead of one training run; the best trial's model goes to the gate.
     pub tune: bool,
+    /// The policy algorithms each policy retrain trains a candidate of (`["ppo"]` by default; `["ppo",
+    /// "sac"]`: FinRL's ensemble). Every candidate is judged by the same holdout evaluator and gate; the
+    /// best that passes (by holdout Sharpe) is promoted.
+    #[serde(serialize_with = "ser_algorithms")]
+    pub algorithms: Vec<Algorithm>,
     pub gate: GateConfig,
 }
 
@@ -50,6 +59,10 @@ pub struct GateConfig {
     pub objective: crate::env::Objective,
 }
 
+fn ser_algorithms<S: serde::Serializer>(a: &[Algorithm], ser: S) -> Result<S::Ok, S::Error> {
+    ser.collect_seq(a.iter().map(|a| a.as_str()))
+}
+
 fn ser_schedule<S: serde::Serializer>(s: &Schedule, ser: S) -> Result<S::Ok, S::Error> {
     ser.serialize_str(&format!("{} ({})", s.spec(), s.zone()))
 }
@@ -69,10 +82,12 @@ impl Checker {
         let budget =
             self.range("retrain.time_budget_secs", r.time_budget_secs, 3600.0, (0.0, false), (7.0 * 86400.0, true));
         let ppo_steps = self.count_opt("retrain.ppo_steps", r.ppo_steps, 1, 10_000_000_000);
+        let sac_steps = self.count_opt("retrain.sac_steps", r.sac_steps, 1, 10_000_000_000);
         let lstm_epochs = self.count_opt("retrain.lstm_epochs", r.lstm_epochs, 1, 100_000);
         // Sizes in MiB: a GPU of 1 TiB, a machine of 16 TiB.
         let gpu_memory_mb = self.count("retrain.gpu_memory_mb", r.gpu_memory_mb, 0, 0, 1 << 20);
         let memory_mb = self.count_opt("retrain.memory_mb", r.memory_mb, 0, 1 << 24);
+        let algorithms = self.algorithms(r.algorithms);
         RetrainConfig {
             enabled: r.enabled.unwrap_or(true),
             schedule,
@@ -80,8 +95,10 @@ impl Checker {
             gpu_memory_mb,
             memory_mb,
             ppo_steps,
+            sac_steps,
             lstm_epochs,
             tune: r.tune.unwrap_or(false),
+            algorithms,
             gate: GateConfig {
                 min_sharpe_margin: self.range(
                     "retrain.min_sharpe_margin",
@@ -111,5 +128,29 @@ impl Checker {
                 objective: Default::default(),
             },
         }
+    }
+}
+
+impl Checker {
+    /// `retrain.algorithms`: known names, none twice, at least one.
+    fn algorithms(&mut self, names: Option<Vec<String>>) -> Vec<Algorithm> {
+        let Some(names) = names else { return vec![Algorithm::Ppo] };
+        let mut out = Vec::new();
+        for n in &names {
+            match Algorithm::parse(n) {
+                Some(a) if out.contains(&a) => {
+                    self.problem(format!("retrain.algorithms names \"{n}\" twice: list each algorithm once"))
+                }
+                Some(a) => out.push(a),
+                None => {
+                    let all: Vec<String> = Algorithm::ALL.iter().map(|a| format!("\"{a}\"")).collect();
+                    self.problem(format!("retrain.algorithms: \"{n}\" is not an algorithm; use {}", all.join(" or ")))
+                }
+            }
+        }
+        if names.is_empty() {
+            self.problem("retrain.algorithms = []: name at least one, e.g. [\"ppo\"] or [\"ppo\", \"sac\"]".into());
+        }
+        if out.is_empty() { vec![Algorithm::Ppo] } else { out }
     }
 }

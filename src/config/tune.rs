@@ -3,11 +3,18 @@
 //! for it, the trial budget and its rungs for early stopping, and the search space (`[tune.space]`).
 
 use super::checker::Invalid;
+use crate::models::Algorithm;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The parameters a search may vary (a `[tune.space]` key must be one of them).
-pub const TUNABLE: [&str; 13] = [
+/// The search-space parameter that names a trial's algorithm (`tune.algorithms`): its value is the
+/// algorithm's code, its place in `Algorithm::ALL` (0 ppo, 1 sac).
+pub const ALGORITHM: &str = "algorithm";
+
+/// The parameters a search may vary (a `[tune.space]` key must be one of them). A SAC trial takes
+/// `learning_rate` (actor's and critics'), `batch_size`, `gamma`, `width`, `depth` and `tau` as its own and
+/// the env's; PPO's own (`n_steps`, `n_epochs`, `clip_range`, `ent_coef`, `gae_lambda`) do not change it.
+pub const TUNABLE: [&str; 14] = [
     "learning_rate",
     "n_steps",
     "batch_size",
@@ -21,6 +28,7 @@ pub const TUNABLE: [&str; 13] = [
     "reward_scale",
     "trailing_stop",
     "cooldown",
+    "tau",
 ];
 
 /// Which sampler proposes the next trial's parameters.
@@ -124,6 +132,9 @@ pub struct TuneConfig {
     /// Successive halving's reduction factor: at each rung, a trial goes on only if it is in the best
     /// 1/`reduction` of the trials judged there so far. 1 disables early stopping.
     pub reduction: u64,
+    /// The algorithms a trial may train (`["ppo"]` by default; `["ppo", "sac"]`: the search chooses, a
+    /// categorical parameter `algorithm` of the space, as `retrain.algorithms` names them).
+    pub algorithms: Vec<Algorithm>,
     /// The ranges searched; an empty table means `default_space()`.
     pub space: BTreeMap<String, Dist>,
 }
@@ -141,9 +152,20 @@ impl Default for TuneConfig {
             budget_steps: 100_000,
             min_steps: 11_112,
             reduction: 3,
+            algorithms: vec![Algorithm::Ppo],
             space: BTreeMap::new(),
         }
     }
+}
+
+/// An algorithm's code as the search space holds it: its place in `Algorithm::ALL`.
+pub(super) fn code(a: Algorithm) -> f64 {
+    Algorithm::ALL.iter().position(|x| *x == a).unwrap_or(0) as f64
+}
+
+/// The algorithm of a code (`code`), or `None` for a number that is none.
+pub fn algorithm_of_code(x: f64) -> Option<Algorithm> {
+    (x.is_finite() && x >= 0.0 && x.fract() == 0.0).then(|| Algorithm::ALL.get(x as usize).copied()).flatten()
 }
 
 /// The search space when `[tune.space]` is empty: every tunable parameter over a range around the
@@ -168,14 +190,29 @@ pub fn default_space() -> BTreeMap<String, Dist> {
 }
 
 impl TuneConfig {
-    /// The ranges searched: `[tune.space]`, or `default_space()` when it is empty.
+    /// The ranges searched: `[tune.space]`, or `default_space()` (and SAC's `tau` where SAC is searched)
+    /// when it is empty; and, where
+    /// `tune.algorithms` is other than PPO alone, the choice of algorithm (`ALGORITHM`, by code).
     pub fn space(&self) -> BTreeMap<String, Dist> {
-        if self.space.is_empty() { default_space() } else { self.space.clone() }
+        let mut space = if self.space.is_empty() { default_space() } else { self.space.clone() };
+        if self.space.is_empty() && self.algorithms.contains(&Algorithm::Sac) {
+            // SAC's own: the target critics' Polyak rate, around its default of 0.005.
+            space.insert("tau".into(), Dist::Log { low: 1e-3, high: 5e-2 });
+        }
+        if self.algorithms != [Algorithm::Ppo] {
+            space.insert(ALGORITHM.into(), Dist::Choice { values: self.algorithms.iter().map(|a| code(*a)).collect() });
+        }
+        space
     }
 
     /// Checks ranges and names; the message names the key and the fix.
     pub fn validate(&self) -> Result<(), Invalid> {
         for (name, dist) in &self.space {
+            if name == ALGORITHM {
+                return Err(Invalid::Value(format!(
+                    "tune.space.{ALGORITHM}: the algorithms are chosen by tune.algorithms, e.g. tune.algorithms = [\"ppo\", \"sac\"]; remove it from [tune.space]"
+                )));
+            }
             if !TUNABLE.contains(&name.as_str()) {
                 return Err(Invalid::Value(format!(
                     "tune.space.{name}: not a tunable parameter; use one of {}",
@@ -184,7 +221,18 @@ impl TuneConfig {
             }
             dist.check(name)?;
         }
-        let checks: [(&str, bool); 6] = [
+        let mut seen = Vec::new();
+        for a in &self.algorithms {
+            if seen.contains(a) {
+                return Err(Invalid::Value(format!("tune.algorithms names {a} twice; name each algorithm once")));
+            }
+            seen.push(*a);
+        }
+        let checks: [(&str, bool); 7] = [
+            (
+                "tune.algorithms must name at least one algorithm, e.g. [\"ppo\"] or [\"ppo\", \"sac\"]",
+                !self.algorithms.is_empty(),
+            ),
             ("tune.trials must be at least 1", self.trials >= 1),
             ("tune.parallel must be at least 1", self.parallel >= 1),
             ("tune.budget_steps must be at least 1", self.budget_steps >= 1),

@@ -38,6 +38,7 @@ fn record(kind: ModelKind, trigger: &Trigger) -> RunRecord {
         candidate_metrics: None,
         champion_metrics: None,
         decision: None,
+        candidates: Vec::new(),
     }
 }
 

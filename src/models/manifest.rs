@@ -38,6 +38,40 @@ impl std::str::FromStr for ModelKind {
     }
 }
 
+/// The algorithm that trained a policy (`ModelKind::Ppo`, the engine's policy slot: both serve through
+/// the same ONNX contract): in the manifest, in `retrain.algorithms`, in the id's prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    /// Proximal policy optimisation (`tradebot train ppo`).
+    #[default]
+    Ppo,
+    /// Soft actor-critic (`tradebot train sac`).
+    Sac,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 2] = [Algorithm::Ppo, Algorithm::Sac];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::Ppo => "ppo",
+            Algorithm::Sac => "sac",
+        }
+    }
+
+    /// The algorithm of the name the config and the command line use (`ppo`, `sac`).
+    pub fn parse(s: &str) -> Option<Algorithm> {
+        Algorithm::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelState {
@@ -77,6 +111,10 @@ pub struct Manifest {
     /// `{kind}-{first 16 hex digits of the ONNX file's SHA-256}`.
     pub id: String,
     pub kind: ModelKind,
+    /// What trained a policy (PPO or SAC; absent from older manifests, which are PPO's). The LSTM's is PPO's
+    /// default and not written.
+    #[serde(default, skip_serializing_if = "is_ppo")]
+    pub algorithm: Algorithm,
     pub created_at: DateTime<Utc>,
     pub features: FeatureRef,
     pub inputs: Vec<TensorSpec>,
@@ -120,6 +158,10 @@ pub enum MismatchError {
     Timeframe { id: String, model: Timeframe, config: Timeframe },
 }
 
+fn is_ppo(a: &Algorithm) -> bool {
+    *a == Algorithm::Ppo
+}
+
 /// Symbols as people write them: `AAPL, MSFT`.
 fn list(symbols: &[Symbol]) -> String {
     symbols.iter().map(Symbol::as_str).collect::<Vec<_>>().join(", ")
@@ -139,6 +181,7 @@ impl Manifest {
         Manifest {
             id: String::new(),
             kind,
+            algorithm: Algorithm::Ppo,
             created_at: crate::clock::now(),
             features,
             inputs,

@@ -5,7 +5,7 @@ pub mod manifest;
 pub mod registry;
 pub mod seed;
 
-pub use manifest::{FeatureRef, Manifest, MismatchError, ModelKind, ModelState, TensorSpec};
+pub use manifest::{Algorithm, FeatureRef, Manifest, MismatchError, ModelKind, ModelState, TensorSpec};
 pub use registry::{Registry, RegistryError};
 pub use seed::{Misfit, SeedReport};
 

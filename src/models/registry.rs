@@ -90,7 +90,9 @@ impl Registry {
     /// bytes twice returns the existing manifest.
     pub fn add(&self, onnx: &[u8], mut draft: Manifest) -> Result<Manifest, RegistryError> {
         let sha = sha256_hex(onnx);
-        draft.id = format!("{}-{}", draft.kind.as_str(), &sha[..16]);
+        // A policy's id names its algorithm (`ppo-…`, `sac-…`); the LSTM's its kind.
+        let prefix = if draft.kind == ModelKind::Ppo { draft.algorithm.as_str() } else { draft.kind.as_str() };
+        draft.id = format!("{prefix}-{}", &sha[..16]);
         draft.onnx_sha256 = sha;
         draft.state = ModelState::Candidate;
         let dir = self.dir(&draft.id);

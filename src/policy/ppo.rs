@@ -1,5 +1,7 @@
-//! `PpoPolicy`: the PPO portfolio policy (`obs [-1, 1 + A(1 + F)] -> action [-1, A]`, mean action in
-//! [-1, 1], observation normalisation inside the graph), as the PPO model contract defines it.
+//! `PpoPolicy`: the portfolio policy (`obs [-1, 1 + A(1 + F)] -> action [-1, A]`, mean action in
+//! [-1, 1], observation normalisation inside the graph), as the PPO model contract defines it. A SAC
+//! policy (`algorithm = sac` in its manifest; its action `tanh(mean)`) keeps the same contract and is
+//! served here too.
 
 use super::{ModelSel, Pipeline, PolicyError, SessionOptions, fetch, session};
 use crate::env::ActionSpace;
@@ -116,7 +118,8 @@ impl PpoPolicy {
         let zeros = vec![0.0f32; d as usize];
         let mut out = vec![0.0f32; a];
         p.act_into(&zeros, &mut out)?;
-        log::info!("policy: loaded PPO model {} ({} inputs, {} assets), warm-up done", p.manifest.id, d, a);
+        let algorithm = p.manifest.algorithm.as_str().to_uppercase();
+        log::info!("policy: loaded {algorithm} policy {} ({} inputs, {} assets), warm-up done", p.manifest.id, d, a);
         Ok(p)
     }
 

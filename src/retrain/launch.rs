@@ -4,7 +4,7 @@
 
 use super::child::ChildSpec;
 use super::spec::PipelineSpec;
-use crate::models::ModelKind;
+use crate::models::{Algorithm, ModelKind};
 use chrono::{DateTime, Utc};
 use std::ffi::OsString;
 
@@ -48,20 +48,38 @@ fn gpu_alloc_conf(budget_mb: u64) -> Option<String> {
 }
 
 impl PipelineSpec {
-    /// The child of a `kind` retrain on the snapshot at `snapshot`, as of `as_of`, seeded with `seed`.
+    /// The policy algorithms a retrain of `kind` trains a candidate of (`retrain.algorithms` for the
+    /// policy; the LSTM is one model).
+    pub(super) fn algorithms(&self, kind: ModelKind) -> Vec<Algorithm> {
+        match kind {
+            ModelKind::Ppo if !self.retrain.algorithms.is_empty() => self.retrain.algorithms.clone(),
+            _ => vec![Algorithm::Ppo],
+        }
+    }
+
+    /// The child of a `kind` retrain training `algorithm` on the snapshot at `snapshot`, as of `as_of`,
+    /// seeded with `seed`.
     pub(super) fn child_spec(
         &self,
         kind: ModelKind,
+        algorithm: Algorithm,
         snapshot: &std::path::Path,
         as_of: DateTime<Utc>,
         seed: u64,
     ) -> ChildSpec {
         let mut args = self.program_args.clone();
-        let search = kind == ModelKind::Ppo && self.retrain.tune;
-        args.extend([if search { "tune" } else { "train" }.into(), kind.as_str().into(), "--config".into()]);
+        let sac = kind == ModelKind::Ppo && algorithm == Algorithm::Sac;
+        let search = kind == ModelKind::Ppo && self.retrain.tune && !sac;
+        let name = if sac { algorithm.as_str() } else { kind.as_str() };
+        args.extend([if search { "tune" } else { "train" }.into(), name.into(), "--config".into()]);
         args.push(self.config_file.clone().into_os_string());
         args.push("--json".into());
         match kind {
+            ModelKind::Ppo if sac => {
+                if let Some(n) = self.retrain.sac_steps {
+                    args.extend(["--steps".into(), n.to_string().into()]);
+                }
+            }
             ModelKind::Ppo if search => {
                 // The search stops with time to spare for registering its best trial before the child's
                 // budget kills it; each trial trains at most ppo_steps (else tune.budget_steps).

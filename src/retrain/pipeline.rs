@@ -8,12 +8,12 @@
 //! The child cannot open the store (the daemon holds its lock), so it is told where the snapshot is by
 //! `TRADEBOT_TRAIN_SNAPSHOT`, and its GPU memory budget by `TRADEBOT_GPU_MEMORY_MB`.
 
-use super::child::{self, ChildOutcome, ChildSpec};
+use super::child::{self, ChildOutcome};
 use super::dataset;
 use super::gate::{self, GateInput};
 use super::record::{self, Failure, RunOutcome, RunRecord};
 use super::study;
-use crate::models::{ModelKind, Registry};
+use crate::models::{Algorithm, ModelKind, Registry};
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -150,6 +150,7 @@ impl RetrainPipeline {
             candidate_metrics: None,
             champion_metrics: None,
             decision: None,
+            candidates: Vec::new(),
         };
         log::info!("retrain {}: started ({}, clock {})", r.id, r.trigger, r.clock_time);
         if let Err(e) = record::save(&self.store, &RunRecord { outcome: RunOutcome::Running, ..r.clone() }) {
@@ -216,119 +217,14 @@ impl RetrainPipeline {
             log::info!("retrain {}: training on {} bars, {first} to {last}, seed {seed}", r.id, snap.bars);
         }
         progress(Progress::Snapshot { kind, bars: snap.bars });
-        let spec = self.spec.child_spec(kind, std::path::Path::new(&snap.path), r.clock_time, seed);
+        let path = std::path::PathBuf::from(&snap.path);
         r.snapshot = Some(snap);
-        let candidate = self.train(&spec, r, progress).await?;
-        r.candidate = Some(candidate.clone());
-        let (manifest, _) = registry.load(&candidate).map_err(fail("registry", "registry"))?;
-        if manifest.kind != kind {
-            return Err(Failure {
-                stage: "registry".into(),
-                code: "wrong_kind".into(),
-                message: format!(
-                    "the child reported {candidate}, a {} model, for a {} retrain",
-                    manifest.kind.as_str(),
-                    kind.as_str()
-                ),
-            });
+        let mut trained = Vec::new();
+        for algorithm in self.spec.algorithms(kind) {
+            let t = self.train_one(r, algorithm, &path, seed, &registry, progress).await;
+            trained.push((algorithm, t));
         }
-        self.judge(&registry, &candidate, r, progress).await
-    }
-
-    /// Runs the training child to its end: its progress passed on, its curves, device and metrics kept in
-    /// the record, a search's study stored. The candidate's model id, or why there is none.
-    async fn train(
-        &self,
-        spec: &ChildSpec,
-        r: &mut RunRecord,
-        progress: &mut (dyn FnMut(Progress) + Send),
-    ) -> Result<String, Failure> {
-        let kind = r.kind;
-        let mut curves = BTreeMap::new();
-        let mut trained_on = None;
-        let outcome = child::run(spec, |line| {
-            if line.get("event").and_then(|e| e.as_str()) == Some("done") {
-                trained_on = record::TrainedOn::of_line(line);
-            }
-            // A search (`retrain.tune`) reports its study whole: stored, not passed on as progress.
-            if line.get("event").and_then(|e| e.as_str()) == Some("study") {
-                match serde_json::from_value::<study::StudyRecord>(line["study"].clone()) {
-                    Ok(s) => {
-                        if let Err(e) = study::save(&self.store, &s) {
-                            log::warn!("retrain {}: cannot store the search's study {}: {e}", r.id, s.name);
-                        }
-                    }
-                    Err(e) => log::warn!("retrain {}: the search reported a study that does not parse: {e}", r.id),
-                }
-                return;
-            }
-            record::add_to_curves(&mut curves, line);
-            progress(Progress::Training { kind, line: line.clone() })
-        })
-        .await;
-        r.curves = curves;
-        if let Some(on) = &trained_on {
-            log::info!(
-                "retrain {}: the child trained on {} ({} env; asked for {})",
-                r.id,
-                on.device,
-                on.env,
-                on.requested
-            );
-        }
-        r.trained_on = trained_on;
-        match outcome {
-            ChildOutcome::Done { model_id, metrics } => {
-                r.train_metrics = metrics;
-                Ok(model_id)
-            }
-            ChildOutcome::Failed(child::ChildFailure::Reported(m)) if m.starts_with(record::NOT_ENOUGH_DATA) => {
-                Err(Failure { stage: "train".into(), code: record::NOT_ENOUGH_DATA_CODE.into(), message: m })
-            }
-            ChildOutcome::Failed(f) => {
-                Err(Failure { stage: "train".into(), code: f.code().into(), message: f.to_string() })
-            }
-        }
-    }
-
-    /// The candidate and the champion backtested on the holdout, the gate's decision, and the candidate
-    /// promoted when it passes.
-    async fn judge(
-        &self,
-        registry: &Registry,
-        candidate: &str,
-        r: &mut RunRecord,
-        progress: &mut (dyn FnMut(Progress) + Send),
-    ) -> Result<(), Failure> {
-        let kind = r.kind;
-        progress(Progress::Evaluating { kind, candidate: candidate.to_string() });
-        let champion = r.champion_before.clone();
-        let ev = self.evaluator.clone();
-        let id = candidate.to_string();
-        let as_of = r.clock_time;
-        let (cand, champ) = tokio::task::spawn_blocking(move || -> Result<_, EvalError> {
-            ev.check(&id)?;
-            let cand = ev.evaluate_at(&id, as_of)?;
-            let champ = champion.map(|c| ev.evaluate_at(&c, as_of)).transpose()?;
-            Ok((cand, champ))
-        })
-        .await
-        .map_err(|e| Failure { stage: "evaluate".into(), code: "panic".into(), message: e.to_string() })?
-        .map_err(fail("evaluate", "evaluate"))?;
-        let decision = gate::decide(&cand, champ.as_ref(), &self.spec.retrain.gate);
-        // The record keeps the figures; the per-bar returns are summarised in the decision's numbers.
-        r.candidate_metrics = Some(cand.summary());
-        r.champion_metrics = champ.map(|c| c.summary());
-        r.outcome = if decision.promote { RunOutcome::Promoted } else { RunOutcome::Kept };
-        let reason = decision.reason.clone();
-        r.decision = Some(decision);
-        if r.outcome == RunOutcome::Promoted {
-            let m = registry
-                .promote(candidate, &format!("retrain {}: {reason}", r.id))
-                .map_err(fail("promote", "promote"))?;
-            r.champion_after = Some(m.id);
-        }
-        Ok(())
+        self.judge(r, trained, &registry, progress).await
     }
 }
 
@@ -339,3 +235,6 @@ fn fail<E: std::fmt::Display>(stage: &'static str, code: &'static str) -> impl F
 #[cfg(test)]
 #[path = "pipeline_tests.rs"]
 mod tests;
+
+#[path = "ensemble.rs"]
+mod ensemble;

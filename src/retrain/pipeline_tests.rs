@@ -203,7 +203,7 @@ fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
     let lstm_from = crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2011, 6, 24).unwrap());
     assert_eq!(s.data_window(ModelKind::Lstm, now), (lstm_from, to));
     let seed = crate::config::retrain_seed(now.date_naive());
-    let child = s.child_spec(crate::models::ModelKind::Ppo, std::path::Path::new("/tmp/x"), now, seed);
+    let child = s.child_spec(crate::models::ModelKind::Ppo, Algorithm::Ppo, std::path::Path::new("/tmp/x"), now, seed);
     assert!(
         child.env.iter().any(|(k, v)| k == crate::config::AS_OF_ENV && v == "2012-07-02"),
         "the child resolves the window on the engine's day: {:?}",
@@ -220,7 +220,7 @@ fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
     assert_eq!(Some(child.memory_mb), crate::retrain::memory::default_budget_mb());
     assert!(child.env.iter().any(|(k, v)| k == mem && v.to_str() == Some(child.memory_mb.to_string().as_str())));
     s.retrain.memory_mb = Some(0);
-    let child = s.child_spec(crate::models::ModelKind::Ppo, std::path::Path::new("/tmp/x"), now, seed);
+    let child = s.child_spec(crate::models::ModelKind::Ppo, Algorithm::Ppo, std::path::Path::new("/tmp/x"), now, seed);
     assert_eq!(child.memory_mb, 0);
     assert!(!child.env.iter().any(|(k, _)| k == mem));
 }

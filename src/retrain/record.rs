@@ -4,7 +4,7 @@
 
 use super::gate::{GateDecision, GateInput};
 use crate::control::report::RetrainStatus;
-use crate::models::ModelKind;
+use crate::models::{Algorithm, ModelKind};
 use crate::store::{Store, StoreError, TreeName, keys};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -127,6 +127,27 @@ pub struct RunRecord {
     pub candidate_metrics: Option<GateInput>,
     pub champion_metrics: Option<GateInput>,
     pub decision: Option<GateDecision>,
+    /// Every candidate the run trained (one per `retrain.algorithms` entry for the policy), with its
+    /// holdout figures and the gate's decision, or why it has none. The run's `candidate`, `decision` and
+    /// figures above are the promoted one's (else the best one's by holdout Sharpe).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<CandidateRecord>,
+}
+
+/// One candidate of a run: what trained it, its model, its holdout figures and the gate's decision (or
+/// the failure that left it without one), and whether it was the one promoted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateRecord {
+    pub algorithm: Algorithm,
+    pub model_id: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub train_metrics: BTreeMap<String, f64>,
+    pub metrics: Option<GateInput>,
+    pub decision: Option<GateDecision>,
+    pub failure: Option<Failure>,
+    /// The one promoted (the best by holdout Sharpe among those the gate passed).
+    #[serde(default)]
+    pub promoted: bool,
 }
 
 /// The curves a training child's progress lines draw: (curve, the line's key).

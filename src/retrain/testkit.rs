@@ -57,8 +57,10 @@ pub(crate) fn retrain_config(budget: Duration) -> RetrainConfig {
         gpu_memory_mb: 0,
         memory_mb: None,
         ppo_steps: Some(1000),
+        sac_steps: Some(500),
         lstm_epochs: None,
         tune: false,
+        algorithms: vec![crate::models::Algorithm::Ppo],
         gate: GateConfig {
             min_sharpe_margin: 0.1,
             max_drawdown: 0.25,

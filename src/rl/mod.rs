@@ -9,9 +9,14 @@
 //! - `ppo`: clipped-surrogate PPO with GAE, value clipping, entropy bonus, advantage normalisation,
 //!   gradient clipping, learning-rate annealing, optional target-KL stop and running observation
 //!   normalisation, all on the training device.
+//! - `pendulum`: gymnasium's Pendulum-v1, vectorized in Rust: the proof that `sac` learns.
+//! - `sac`: soft actor-critic with a replay buffer on the device, twin critics with Polyak targets, a
+//!   tanh-squashed Gaussian actor and an automatically tuned entropy temperature.
 
 pub mod cartpole;
+pub mod pendulum;
 pub mod ppo;
+pub mod sac;
 pub mod trading;
 
 use tch::{Device, TchError, Tensor};

@@ -3,6 +3,7 @@
 //! checked against tch through ONNX Runtime, and registration as a candidate.
 //!
 //! - [`ppo`]: PPO on the trading environment over the `[train]` range.
+//! - [`sac`]: SAC on the same env, registered as a policy beside PPO's (`algorithm = sac`).
 //! - [`lstm`]: the LSTM direction classifier on pooled windows of every symbol.
 //! - [`checkpoint`]: PPO checkpoints (the LSTM trainer keeps its own, `lstm::train`).
 //! - [`progress`]: a bar on a terminal, one line per step otherwise, JSON lines for the retrain child.
@@ -22,6 +23,8 @@ pub mod lstm_sizing;
 pub mod ppo;
 #[cfg(feature = "train")]
 pub mod progress;
+#[cfg(feature = "train")]
+pub mod sac;
 
 use crate::config::Config;
 use std::path::PathBuf;
@@ -63,6 +66,21 @@ pub struct PpoJob {
     pub threads: Option<usize>,
 }
 
+/// `tradebot train sac`.
+#[derive(Debug, Clone)]
+pub struct SacJob {
+    pub config: Config,
+    /// auto (CUDA when usable, else the CPU, said once) | cpu | cuda[:N]: where the networks and the replay
+    /// buffer live (the env steps on the CPU).
+    pub device: device::DeviceRequest,
+    /// Environment steps to train for (default: retrain.sac_steps, else `sac::DEFAULT_STEPS`).
+    pub steps: Option<u64>,
+    /// A dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.
+    pub data: Option<PathBuf>,
+    /// JSON lines on stdout: progress, then done (or error).
+    pub json: bool,
+}
+
 /// `tradebot train lstm`.
 #[derive(Debug, Clone)]
 pub struct LstmJob {
@@ -82,6 +100,17 @@ pub struct LstmJob {
 pub fn train_ppo(job: PpoJob) -> anyhow::Result<String> {
     let json = job.json;
     let result = train_ppo_inner(job);
+    if json && let Err(e) = &result {
+        emit_error(e);
+    }
+    result
+}
+
+/// Trains SAC and registers its policy as a candidate; returns its id. With `json`, an error is also
+/// reported as an `{"event": "error"}` line.
+pub fn train_sac(job: SacJob) -> anyhow::Result<String> {
+    let json = job.json;
+    let result = train_sac_inner(job);
     if json && let Err(e) = &result {
         emit_error(e);
     }
@@ -125,6 +154,16 @@ fn train_ppo_inner(_: PpoJob) -> anyhow::Result<String> {
     anyhow::bail!(
         "this tradebot was built without training (the `train` cargo feature, which links libtorch): rebuild with default features (`make build`) to train"
     )
+}
+
+#[cfg(feature = "train")]
+fn train_sac_inner(job: SacJob) -> anyhow::Result<String> {
+    sac::run(job)
+}
+
+#[cfg(not(feature = "train"))]
+fn train_sac_inner(_: SacJob) -> anyhow::Result<String> {
+    anyhow::bail!("tradebot train sac needs a build with the `train` feature (libtorch)")
 }
 
 #[cfg(not(feature = "train"))]

@@ -1,4 +1,5 @@
-//! Hyper-parameter search for PPO (`tradebot tune ppo`, and the weekend retrain with `retrain.tune`).
+//! Hyper-parameter search for the policy (`tradebot tune ppo`, and the weekend retrain with `retrain.tune`):
+//! PPO's, or with `tune.algorithms = ["ppo", "sac"]` the algorithm too, a trial training PPO or SAC.
 //!
 //! - [`space`]: the parameters by name, drawn from `[tune.space]` and applied to `[ppo]` and `[env]`.
 //! - [`tpe`]: the TPE sampler (Bergstra et al., 2011); `space::random` is the random one.
@@ -15,6 +16,8 @@
 
 pub mod asha;
 pub mod journal;
+#[cfg(feature = "train")]
+mod learner;
 pub mod optuna_storage;
 #[cfg(feature = "train")]
 mod population;
@@ -129,7 +132,7 @@ pub fn table(s: &StudyRecord) -> String {
         let mark = if s.best == Some(t.number) { "*" } else { " " };
         let steps = t.curve.last().map_or("-".into(), |r| r.steps.to_string());
         let value = t.value().map_or("-".into(), |v| format!("{v:.3}"));
-        let params: Vec<String> = t.params.iter().map(|(k, v)| format!("{k}={}", short(*v))).collect();
+        let params: Vec<String> = t.params.iter().map(|(k, v)| format!("{k}={}", space::show(k, *v))).collect();
         out.push_str(&format!(
             "{mark}{:>4}  {:<9} {steps:>9} {value:>9}  {}\n",
             t.number,

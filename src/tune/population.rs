@@ -38,8 +38,13 @@ impl Group {
         let (mut groups, mut refused) = (Vec::new(), Vec::new());
         for (_, v) in by_key {
             let (members, envs): (Vec<Trial>, Vec<TensorKernelEnv>) = v.into_iter().unzip();
-            let pop = Population::new(&members.iter().map(|t| &t.ppo).collect::<Vec<_>>());
-            match (pop, TensorKernelEnv::stack(envs)) {
+            let ppos: Vec<_> = members.iter().filter_map(Trial::ppo).collect();
+            if ppos.len() < members.len() {
+                // Only PPO trials get an env kernel to stack (`Trial::new`): a SAC one here is a bug.
+                refused.extend(members.into_iter().map(|t| (t, "a SAC trial trains alone".to_string())));
+                continue;
+            }
+            match (Population::new(&ppos), TensorKernelEnv::stack(envs)) {
                 (Ok(pop), Ok(env)) => groups.push(Group { members, pop, env }),
                 (Err(e), _) => refused.extend(members.into_iter().map(|t| (t, e.to_string()))),
                 (_, Err(e)) => refused.extend(members.into_iter().map(|t| (t, e.to_string()))),
@@ -66,7 +71,7 @@ impl Group {
         // Two rungs that round to the same update count: each member's value there is already known.
         if self.pop.updates.first().is_some_and(|&u| u >= stop_at) {
             for t in &mut self.members {
-                let known = t.rec.curve.last().filter(|r| r.steps == t.ppo.env_steps).map(|r| r.value);
+                let known = t.rec.curve.last().filter(|r| r.steps == t.learner.env_steps()).map(|r| r.value);
                 t.outcome = Some(known.ok_or(TrialFailure::NeverJudged));
             }
             return;
@@ -107,8 +112,12 @@ impl Group {
         let reached = self.pop.updates.first().is_some_and(|&u| u >= stop_at);
         for (k, t) in self.members.iter_mut().enumerate() {
             t.seconds += seconds;
-            if let Err(e) = self.pop.write_back(k, &mut t.ppo) {
-                failed[k].get_or_insert_with(|| TrialFailure::WriteBack(e.to_string()));
+            let written = match t.ppo_mut() {
+                Some(ppo) => self.pop.write_back(k, ppo).map_err(|e| e.to_string()),
+                None => Err("a SAC trial has no place in a population".to_string()),
+            };
+            if let Err(e) = written {
+                failed[k].get_or_insert(TrialFailure::WriteBack(e));
             }
         }
         if late && !reached {

@@ -1,8 +1,10 @@
 //! The search space: a trial's parameters as numbers by name, drawn from `[tune.space]`'s ranges and
-//! applied to a copy of the config (`[ppo]` and `[env]`), and each trial's seed.
+//! applied to a copy of the config (`[ppo]` or `[sac]`, by the trial's algorithm, and `[env]`), and each
+//! trial's seed.
 
-use crate::config::{Config, Dist, Invalid};
+use crate::config::{ALGORITHM, Config, Dist, Invalid, TuneConfig, algorithm_of_code};
 use crate::env::rng::SplitMix64;
+use crate::models::Algorithm;
 use std::collections::BTreeMap;
 
 /// A trial's sampled values, by parameter name.
@@ -81,13 +83,39 @@ fn whole(name: &str, x: f64) -> Result<usize, Invalid> {
     }
 }
 
-/// `base` with the trial's parameters and seed in `[ppo]` and `[env]`; refused (naming the key) when the
-/// result is not a valid config.
+/// The algorithm a trial of `params` trains: its `algorithm` parameter (`tune.algorithms`), else the
+/// study's one algorithm.
+pub fn algorithm(tune: &TuneConfig, params: &Params) -> Result<Algorithm, Invalid> {
+    match params.get(ALGORITHM) {
+        Some(&x) => algorithm_of_code(x).ok_or_else(|| {
+            Invalid::Value(format!("tune.space.{ALGORITHM}: {x} is no algorithm's code (0 ppo, 1 sac)"))
+        }),
+        None => Ok(tune.algorithms.first().copied().unwrap_or_default()),
+    }
+}
+
+/// A parameter as `tune show` writes it: the algorithm by name, any other number by `super::short`.
+pub fn show(name: &str, x: f64) -> String {
+    match (name, algorithm_of_code(x)) {
+        (ALGORITHM, Some(a)) => a.as_str().to_string(),
+        _ => super::short(x),
+    }
+}
+
+/// `base` with the trial's parameters and seed in `[ppo]` (or `[sac]` for a SAC trial) and `[env]`;
+/// refused (naming the key) when the result is not a valid config.
 pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, Invalid> {
     let mut c = base.clone();
-    let (mut width, mut depth) = (c.ppo.hidden.first().copied().unwrap_or(64), c.ppo.hidden.len().max(1));
+    let sac = algorithm(&base.tune, params)? == Algorithm::Sac;
+    let hidden = if sac { &c.sac.hidden } else { &c.ppo.hidden };
+    let (mut width, mut depth) = (hidden.first().copied().unwrap_or(64), hidden.len().max(1));
     for (name, &x) in params {
         match name.as_str() {
+            ALGORITHM => {}
+            "learning_rate" if sac => (c.sac.actor_learning_rate, c.sac.critic_learning_rate) = (x, x),
+            "batch_size" if sac => c.sac.batch_size = whole(name, x)?,
+            "gamma" if sac => c.sac.gamma = x,
+            "tau" => c.sac.tau = x,
             "learning_rate" => c.ppo.learning_rate = x,
             "n_steps" => c.ppo.n_steps = whole(name, x)?,
             "batch_size" => c.ppo.batch_size = whole(name, x)?,
@@ -105,11 +133,14 @@ pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, Invali
         }
     }
     if params.contains_key("width") || params.contains_key("depth") {
-        c.ppo.hidden = vec![width; depth];
+        *(if sac { &mut c.sac.hidden } else { &mut c.ppo.hidden }) = vec![width; depth];
     }
-    c.ppo.seed = seed;
-    c.env.seed = seed;
-    c.ppo.validate()?;
+    (c.ppo.seed, c.sac.seed, c.env.seed) = (seed, seed, seed);
+    if sac {
+        c.sac.validate()?;
+    } else {
+        c.ppo.validate()?;
+    }
     if !(0.0..1.0).contains(&c.env.exec.trailing_stop) || c.env.reward_scale <= 0.0 {
         return Err(Invalid::Value("tune.space: trailing_stop must be in [0, 1) and reward_scale above 0".into()));
     }

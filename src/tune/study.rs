@@ -225,16 +225,17 @@ pub(super) fn split(
     })
 }
 
-/// The best trial's model: exported, checked against ONNX Runtime, registered as a candidate.
+/// The best trial's model (PPO's or SAC's): exported, checked against ONNX Runtime, registered as a
+/// candidate whose manifest names its algorithm.
 pub(super) fn register(
     config: &crate::config::Config,
     shared: &Shared,
     t: &Trial,
     ran: &Ran,
 ) -> anyhow::Result<String> {
-    let checked = train_ppo::export_checked(&t.ppo, &t.config)?;
     let mut c = t.config.clone();
     c.state_dir = config.state_dir.clone();
-    let m = train_ppo::register(&c, &t.ppo, shared.dates, t.last.as_ref(), t.seconds, checked, ran)?;
+    let m = t.register(&c, shared, ran)?;
+    log::info!("study's best trial {} trained {}: registered as {}", t.rec.number, m.algorithm, m.id);
     Ok(m.id)
 }

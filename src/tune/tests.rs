@@ -3,6 +3,7 @@
 
 use super::space;
 use crate::config::{Config, Dist, TuneConfig};
+use crate::models::Algorithm;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -63,9 +64,49 @@ fn a_bad_space_is_refused_with_the_key() {
     assert!(bad("momentum", Dist::Linear { low: 0.0, high: 1.0 }).contains("tune.space.momentum: not a tunable"));
     assert!(bad("learning_rate", Dist::Log { low: 0.0, high: 1.0 }).contains("0 < low < high"));
     assert!(bad("width", Dist::Choice { values: vec![] }).contains("tune.space.width"));
+    assert!(bad("algorithm", Dist::Choice { values: vec![0.0, 1.0] }).contains("tune.algorithms = [\"ppo\", \"sac\"]"));
+    let twice = TuneConfig { algorithms: vec![Algorithm::Sac, Algorithm::Sac], ..Default::default() };
+    assert!(twice.validate().unwrap_err().to_string().contains("tune.algorithms names sac twice"));
+    let none = TuneConfig { algorithms: vec![], ..Default::default() };
+    assert!(none.validate().unwrap_err().to_string().contains("tune.algorithms must name at least one"));
     let rungs = TuneConfig { budget_steps: 100_000, min_steps: 11_112, reduction: 3, ..Default::default() }.rungs();
     assert_eq!(rungs, [11_112, 33_336, 100_000]);
     assert_eq!(TuneConfig { reduction: 1, ..Default::default() }.rungs(), [100_000]);
+}
+
+/// `tune.algorithms = ["ppo", "sac"]`: the algorithm is a choice of the space (by code: 0 ppo, 1 sac), SAC's
+/// `tau` joins the default space, and a SAC trial takes the parameters both have as its own (`[sac]`),
+/// a PPO trial as PPO's; a code that is no algorithm is refused with the key.
+#[test]
+fn the_algorithm_is_a_choice_and_a_sac_trial_takes_the_shared_parameters_as_its_own() {
+    let plain = TuneConfig::default();
+    assert!(!plain.space().contains_key("algorithm") && !plain.space().contains_key("tau"), "PPO alone as before");
+    let both = TuneConfig { algorithms: vec![Algorithm::Ppo, Algorithm::Sac], ..Default::default() };
+    assert_eq!(both.space()["algorithm"], Dist::Choice { values: vec![0.0, 1.0] });
+    assert!(both.space().contains_key("tau"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = small_config(dir.path());
+    c.tune.algorithms = both.algorithms.clone();
+    let mut p = space::random(&c.tune.space(), 3, 0);
+    for (k, v) in [("algorithm", 1.0), ("learning_rate", 2e-3), ("batch_size", 32.0), ("width", 16.0)] {
+        p.insert(k.into(), v);
+    }
+    p.extend([("depth".into(), 2.0), ("gamma".into(), 0.95), ("tau".into(), 0.02)]);
+    let sac = space::apply(&c, &p, 7).unwrap();
+    let s = &sac.sac;
+    assert_eq!(
+        (s.actor_learning_rate, s.critic_learning_rate, s.batch_size, s.gamma, s.tau),
+        (2e-3, 2e-3, 32, 0.95, 0.02)
+    );
+    assert_eq!((s.hidden.clone(), s.seed, sac.env.seed), (vec![16, 16], 7, 7));
+    assert_eq!((sac.ppo.learning_rate, sac.ppo.hidden.clone()), (c.ppo.learning_rate, c.ppo.hidden.clone()));
+    p.insert("algorithm".into(), 0.0);
+    let ppo = space::apply(&c, &p, 7).unwrap();
+    assert_eq!((ppo.ppo.learning_rate, ppo.ppo.hidden.clone()), (2e-3, vec![16, 16]));
+    assert_eq!(ppo.sac.actor_learning_rate, c.sac.actor_learning_rate);
+    p.insert("algorithm".into(), 5.0);
+    assert!(space::apply(&c, &p, 7).unwrap_err().to_string().contains("tune.space.algorithm: 5 is no algorithm"));
+    assert_eq!((space::show("algorithm", 1.0), space::show("algorithm", 0.0)), ("sac".into(), "ppo".into()));
 }
 
 #[cfg(feature = "train")]
@@ -77,9 +118,56 @@ mod training {
     use rayon::prelude::*;
     use tch::Device;
 
+    /// `tune.algorithms = ["ppo", "sac"]` end to end: the search draws the algorithm per trial, trials of
+    /// each reach their rungs, `tune show`'s table names each trial's algorithm, and the best trial's
+    /// registered model names its algorithm in its manifest; with SAC alone, the candidate is SAC's.
+    #[test]
+    fn a_search_over_ppo_and_sac_trains_both_and_registers_the_best_with_its_algorithm() {
+        use crate::config::{SacConfig, SamplerKind};
+        use crate::models::{ModelKind, Registry};
+        use crate::retrain::study::TrialRecord;
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = small_config(dir.path());
+        (c.tune.algorithms, c.tune.sampler) = (vec![Algorithm::Ppo, Algorithm::Sac], SamplerKind::Random);
+        c.sac =
+            SacConfig { hidden: vec![16], buffer_size: 1_000, batch_size: 32, warmup_steps: 32, ..Default::default() };
+        let job = |config: Config, trials: usize| super::super::TuneJob {
+            config,
+            device: crate::training::device::DeviceRequest::Cpu,
+            trials: Some(trials),
+            parallel: Some(2),
+            budget_steps: None,
+            time_budget: None,
+            threads: Some(2),
+            population: Some(false),
+            data: None,
+            json: false,
+            optuna_journal: None,
+            cluster: None,
+            trigger: "test".into(),
+        };
+        let out = super::super::study::run(job(c.clone(), 6)).unwrap();
+        let algorithm = |t: &TrialRecord| space::algorithm(&c.tune, &t.params).unwrap();
+        for a in [Algorithm::Ppo, Algorithm::Sac] {
+            let judged = out.study.trials.iter().filter(|t| algorithm(t) == a && !t.curve.is_empty()).count();
+            assert!(judged >= 1, "no {a} trial reached a rung: {:?}", out.study.trials);
+        }
+        let table = super::super::table(&out.study);
+        assert!(table.contains("algorithm=sac") && table.contains("algorithm=ppo"), "{table}");
+        let models = c.state_dir.join("models");
+        let (m, _) = Registry::open(&models).unwrap().load(&out.model_id).unwrap();
+        assert_eq!(m.algorithm, algorithm(out.study.best_trial().unwrap()), "{table}");
+        c.tune.algorithms = vec![Algorithm::Sac];
+        let out = super::super::study::run(job(c.clone(), 2)).unwrap();
+        assert!(out.study.trials.iter().all(|t| t.params.get("algorithm") == Some(&1.0)), "{:?}", out.study.trials);
+        let (m, _) = Registry::open(&models).unwrap().load(&out.model_id).unwrap();
+        assert_eq!((m.algorithm, m.kind), (Algorithm::Sac, ModelKind::Ppo));
+    }
+
     fn weights(t: &Trial) -> Vec<(String, Vec<f32>)> {
         let mut v: Vec<(String, Vec<f32>)> = t
-            .ppo
+            .ppo()
+            .unwrap()
             .vs
             .variables()
             .into_iter()
@@ -113,7 +201,7 @@ mod training {
         let beside = &population[5];
         assert_eq!(alone.rec.curve.len(), 2, "{:?}", alone.rec);
         assert_eq!(alone.rec.curve, beside.rec.curve);
-        assert_eq!(alone.ppo.env_steps, beside.ppo.env_steps);
+        assert_eq!(alone.learner.env_steps(), beside.learner.env_steps());
         assert_eq!(weights(&alone), weights(beside), "trial 5's weights differ when trained beside others");
         assert_ne!(weights(&population[4]), weights(beside), "two trials of the population trained alike");
     }
@@ -166,7 +254,7 @@ mod training {
         let beside = together.iter().find(|t| t.rec.number == 5).unwrap();
         assert_eq!(alone[0].rec.curve.len(), 2, "{:?}", alone[0].rec);
         assert_eq!(alone[0].rec.curve, beside.rec.curve);
-        assert_eq!(alone[0].ppo.env_steps, beside.ppo.env_steps);
+        assert_eq!(alone[0].learner.env_steps(), beside.learner.env_steps());
         let differ: Vec<String> = weights(&alone[0])
             .iter()
             .zip(weights(beside))
@@ -206,7 +294,7 @@ mod training {
         let steps: Vec<u64> = t.rec.curve.iter().map(|r| r.steps).collect();
         assert_eq!(steps, [64, 128]);
         assert_eq!(values[2], values[1]);
-        assert_eq!(t.ppo.updates, 2);
+        assert_eq!(t.ppo().unwrap().updates, 2);
     }
 
     /// Two rungs that round up to the same update count are judged once: one backtest, one curve point,
@@ -229,7 +317,7 @@ mod training {
         let steps: Vec<u64> = t.rec.curve.iter().map(|r| r.steps).collect();
         assert_eq!(steps, [64, 128]);
         assert_eq!(values[2], values[1]);
-        assert_eq!(t.ppo.updates, 2);
+        assert_eq!(t.ppo().unwrap().updates, 2);
     }
 }
 

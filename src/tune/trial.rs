@@ -1,16 +1,20 @@
-//! One trial in training: its config, trainer and environment, trained a rung at a time and judged at each
-//! rung by the engine's backtest over the validation days (`validate`).
+//! One trial in training: its config, trainer (PPO or SAC, `learner`) and environment, trained a rung at a
+//! time and judged at each rung by the engine's backtest over the validation days (`validate`).
 
+use super::learner::{Learner, SacLearner};
 use super::space::{self, Params};
 use crate::backtest;
 use crate::config::{Config, StrategyMode, TuneMetric};
 use crate::domain::Bar;
 use crate::env::Panel;
 use crate::env::kernel::TensorKernelEnv;
+use crate::models::Algorithm;
 use crate::policy::{Pipeline, PpoPolicy, SessionOptions};
 use crate::retrain::study::{RungValue, TrialRecord, TrialState};
 use crate::rl::BatchEnv;
 use crate::rl::ppo::{Ppo, UpdateStats};
+use crate::rl::sac::Sac;
+use crate::rl::trading::TradingEnv;
 use crate::training;
 use crate::training::device::DeviceRequest;
 use chrono::NaiveDate;
@@ -60,13 +64,16 @@ pub(super) enum TrialFailure {
 pub(super) struct Trial {
     pub rec: TrialRecord,
     pub config: Config,
-    pub ppo: Ppo,
-    /// `VecEnv` on the host, or on CUDA the env kernel on the device (`training::ppo::training_env`);
-    /// `None` for a trial of a population, whose env is part of the population's (`super::population`).
+    pub learner: Learner,
+    /// `VecEnv` on the host, or on CUDA the env kernel on the device (`training::ppo::training_env`; a SAC
+    /// trial's is always `VecEnv`); `None` for a trial of a population, whose env is part of the
+    /// population's (`super::population`).
     env: Option<Box<dyn BatchEnv + Send>>,
-    /// The update counts of the rungs (`rungs` in steps, rounded up to whole updates).
+    /// Where a PPO trial's rungs are: their update counts (`rungs` in steps, rounded up to whole updates);
+    /// a SAC trial's are its env steps (`rungs` as they are).
     pub rung_updates: Vec<u64>,
     pub next_rung: usize,
+    /// A PPO trial's last update's statistics (a SAC trial's are in its learner).
     pub last: Option<UpdateStats>,
     pub seconds: f64,
     /// The outcome of the last `advance`: the rung's value, or why the trial failed.
@@ -98,42 +105,20 @@ impl Trial {
             ended_at: None,
             error: None,
         };
-        let built = space::apply(base, &params, rec.seed).map_err(TrialFailure::Refused).and_then(|mut config| {
-            // Trials train side by side on the CPU: the plain-Rust trainer, whose generator is its own. A
-            // population's trial only holds its weights between rungs: no plain-Rust copy of them.
-            config.ppo.cpu_backend =
-                if pooled { crate::config::CpuBackend::Libtorch } else { crate::config::CpuBackend::Native };
-            let kernel = if pooled {
-                TensorKernelEnv::new(&config.env, &shared.panel, shared.device)
-                    .map_err(|e| log::warn!("trial {number} trains on its own, outside the population: {e}"))
-                    .ok()
-            } else {
-                None
-            };
-            let (env, dims) = match &kernel {
-                Some(k) => (None, (k.obs_dim(), k.n_assets(), k.n_envs())),
-                None => {
-                    // The study settled the device: the trial holds to it (no fall-back of its own).
-                    let exact = DeviceRequest::exact(shared.device);
-                    let (env, _, _) =
-                        training::ppo::training_env(&config.env, shared.panel.clone(), shared.device, exact)
-                            .map_err(|e| TrialFailure::Env(format!("{e:#}")))?;
-                    let dims = (env.obs_dim(), env.act_dim(), env.num_envs());
-                    (Some(env), dims)
-                }
-            };
-            let ppo = Ppo::new(config.ppo.clone(), dims.0, dims.1, shared.device)
-                .map_err(|e| TrialFailure::Trainer(e.to_string()))?;
-            Ok((config, env, kernel, ppo, dims.2))
-        });
+        let built = space::apply(base, &params, rec.seed)
+            .and_then(|c| Ok((space::algorithm(&base.tune, &params)?, c)))
+            .map_err(TrialFailure::Refused)
+            .and_then(|(algorithm, config)| match algorithm {
+                Algorithm::Ppo => ppo_parts(config, shared, number, pooled),
+                Algorithm::Sac => sac_parts(config, shared, rungs.last().copied().unwrap_or(0)),
+            });
         match built {
-            Ok((config, env, kernel, ppo, n_envs)) => {
-                let per_update = (config.ppo.n_steps * n_envs) as u64;
+            Ok((config, env, kernel, learner, per_update)) => {
                 let rung_updates = rungs.iter().map(|r| r.div_ceil(per_update).max(1)).collect();
                 let t = Trial {
                     rec,
                     config,
-                    ppo,
+                    learner,
                     env,
                     rung_updates,
                     next_rung: 0,
@@ -152,6 +137,31 @@ impl Trial {
         }
     }
 
+    /// The PPO trainer of a PPO trial (`None` for a SAC trial).
+    pub(super) fn ppo(&self) -> Option<&Ppo> {
+        match &self.learner {
+            Learner::Ppo(p) => Some(&**p),
+            Learner::Sac(_) => None,
+        }
+    }
+
+    pub(super) fn ppo_mut(&mut self) -> Option<&mut Ppo> {
+        match &mut self.learner {
+            Learner::Ppo(p) => Some(&mut **p),
+            Learner::Sac(_) => None,
+        }
+    }
+
+    /// The trial's model exported, checked and registered in `config.state_dir`'s registry.
+    pub(super) fn register(
+        &self,
+        config: &Config,
+        shared: &Shared,
+        ran: &training::device::Ran,
+    ) -> anyhow::Result<crate::models::Manifest> {
+        self.learner.register(config, shared.dates, self.last.as_ref(), self.seconds, ran)
+    }
+
     /// Trains to the next rung and backtests there; `outcome` says how it went. Past the deadline the
     /// training stops where it is and nothing is judged (`outcome` stays `None`).
     pub(super) fn advance(&mut self, shared: &Shared) {
@@ -164,8 +174,12 @@ impl Trial {
             return;
         };
         // Two rungs that round to the same update count: the value there is already known.
-        if self.ppo.updates >= stop_at
-            && let Some(r) = self.rec.curve.last().filter(|r| r.steps == self.ppo.env_steps)
+        let (done, steps) = match &self.learner {
+            Learner::Ppo(p) => (p.updates, p.env_steps),
+            Learner::Sac(l) => (l.sac.env_steps, l.sac.env_steps),
+        };
+        if done >= stop_at
+            && let Some(r) = self.rec.curve.last().filter(|r| r.steps == steps)
         {
             self.outcome = Some(Ok(r.value));
             return;
@@ -174,26 +188,45 @@ impl Trial {
             self.outcome = Some(Err(TrialFailure::NotAlone));
             return;
         };
-        let mut last = None;
         let mut late = false;
-        let trained = if self.ppo.updates < stop_at {
-            self.ppo.train_until(&mut **env, 0, end, |_, s| {
-                last = Some(s.clone());
-                late = shared.deadline.is_some_and(|d| Instant::now() >= d);
-                s.update < stop_at && !late
-            })
-        } else {
-            Ok(())
+        let deadline = || shared.deadline.is_some_and(|d| Instant::now() >= d);
+        let trained = match &mut self.learner {
+            Learner::Ppo(p) if p.updates < stop_at => {
+                let mut last = None;
+                let r = p.train_until(&mut **env, 0, end, |_, s| {
+                    last = Some(s.clone());
+                    late = deadline();
+                    s.update < stop_at && !late
+                });
+                if last.is_some() {
+                    self.last = last;
+                }
+                r.map_err(|e| e.to_string())
+            }
+            Learner::Sac(l) if l.sac.env_steps < stop_at => {
+                let steps = stop_at - l.sac.env_steps;
+                // Reports (and deadline checks) about 8 times a rung.
+                let every = (steps / 8).max(env.num_envs() as u64);
+                l.sac
+                    .train(&mut **env, steps, every, |s| {
+                        l.last = Some(s.clone());
+                        late = deadline();
+                        !late
+                    })
+                    .map_err(|e| e.to_string())
+            }
+            _ => Ok(()),
         };
-        if last.is_some() {
-            self.last = last;
-        }
         self.seconds += started.elapsed().as_secs_f64();
         if let Err(e) = trained {
-            self.outcome = Some(Err(TrialFailure::Training(e.to_string())));
+            self.outcome = Some(Err(TrialFailure::Training(e)));
             return;
         }
-        if late && self.ppo.updates < stop_at {
+        let reached = match &self.learner {
+            Learner::Ppo(p) => p.updates >= stop_at,
+            Learner::Sac(l) => l.sac.env_steps >= stop_at,
+        };
+        if late && !reached {
             return;
         }
         self.outcome = Some(self.validate(shared).map_err(|e| TrialFailure::Validation(format!("{e:#}"))));
@@ -201,9 +234,7 @@ impl Trial {
 
     /// The engine's backtest of the policy as it is now over the validation days.
     pub(super) fn validate(&mut self, shared: &Shared) -> anyhow::Result<f64> {
-        let policy = self.ppo.export_policy(Some(1.0))?;
-        let bytes = policy.to_onnx("obs", "action", &[("producer", "tradebot tune")])?;
-        let mut m = training::ppo::draft(&self.config, &self.ppo, shared.dates, self.last.as_ref(), self.seconds)?;
+        let (bytes, mut m) = self.learner.export(&self.config, shared.dates, self.last.as_ref(), self.seconds)?;
         m.id = format!("trial-{}", self.rec.number);
         let c = &self.config;
         let pipeline = Pipeline::new(&c.features, &c.market.symbols, c.market.timeframe).with_action(c.env.action);
@@ -217,7 +248,7 @@ impl Trial {
             TuneMetric::Sharpe => s.sharpe,
             TuneMetric::TotalReturn => s.total_return,
         };
-        let steps = self.ppo.env_steps;
+        let steps = self.learner.env_steps();
         self.rec.curve.push(RungValue { steps, value });
         let m = &mut self.rec.metrics;
         m.insert("sharpe".into(), s.sharpe);
@@ -227,9 +258,58 @@ impl Trial {
         m.insert("buy_hold_return".into(), ev.buy_hold.total_return);
         m.insert("env_steps".into(), steps as f64);
         m.insert("train_seconds".into(), self.seconds);
-        if let Some(r) = self.last.as_ref().and_then(|l| l.mean_return) {
+        if let Some(r) = self.learner.mean_return(self.last.as_ref()) {
             m.insert("mean_return".into(), r);
         }
         Ok(value)
     }
+}
+
+/// What a trial is made of: its config, its own env (or, in a population, `None` and the env kernel
+/// returned apart), its learner, and the env steps of one of its updates.
+type Parts = (Config, Option<Box<dyn BatchEnv + Send>>, Option<TensorKernelEnv>, Learner, u64);
+
+/// A PPO trial's parts. With `pooled`, the environment is the env kernel's on the shared device, returned
+/// for a population to stack (where it cannot be built, the trial gets its own env).
+fn ppo_parts(mut config: Config, shared: &Shared, number: usize, pooled: bool) -> Result<Parts, TrialFailure> {
+    // Trials train side by side on the CPU: the plain-Rust trainer, whose generator is its own. A
+    // population's trial only holds its weights between rungs: no plain-Rust copy of them.
+    config.ppo.cpu_backend =
+        if pooled { crate::config::CpuBackend::Libtorch } else { crate::config::CpuBackend::Native };
+    let kernel = if pooled {
+        TensorKernelEnv::new(&config.env, &shared.panel, shared.device)
+            .map_err(|e| log::warn!("trial {number} trains on its own, outside the population: {e}"))
+            .ok()
+    } else {
+        None
+    };
+    let (env, dims) = match &kernel {
+        Some(k) => (None, (k.obs_dim(), k.n_assets(), k.n_envs())),
+        None => {
+            // The study settled the device: the trial holds to it (no fall-back of its own).
+            let exact = DeviceRequest::exact(shared.device);
+            let (env, _, _) = training::ppo::training_env(&config.env, shared.panel.clone(), shared.device, exact)
+                .map_err(|e| TrialFailure::Env(format!("{e:#}")))?;
+            let dims = (env.obs_dim(), env.act_dim(), env.num_envs());
+            (Some(env), dims)
+        }
+    };
+    let ppo = Ppo::new(config.ppo.clone(), dims.0, dims.1, shared.device)
+        .map_err(|e| TrialFailure::Trainer(e.to_string()))?;
+    let per_update = (config.ppo.n_steps * dims.2) as u64;
+    Ok((config, env, kernel, Learner::Ppo(Box::new(ppo)), per_update))
+}
+
+/// A SAC trial's parts: `VecEnv` on the host (the env kernel is PPO's), its networks and replay buffer on
+/// the shared device; it trains alone (never in a population), its rungs in env steps. Its buffer holds no
+/// more than the `budget` steps it can train (and a step of its envs): `sac.buffer_size` is allocated whole.
+fn sac_parts(mut config: Config, shared: &Shared, budget: u64) -> Result<Parts, TrialFailure> {
+    let env =
+        TradingEnv::new(config.env.clone(), shared.panel.clone()).map_err(|e| TrialFailure::Env(e.to_string()))?;
+    let most = usize::try_from(budget).unwrap_or(usize::MAX).saturating_add(env.num_envs());
+    config.sac.buffer_size = config.sac.buffer_size.min(most.max(config.sac.batch_size));
+    let sac = Sac::new(config.sac.clone(), env.obs_dim(), env.act_dim(), env.num_envs(), shared.device)
+        .map_err(|e| TrialFailure::Trainer(e.to_string()))?;
+    let learner = Learner::Sac(Box::new(SacLearner { sac, last: None }));
+    Ok((config, Some(Box::new(env)), None, learner, 1))
 }

@@ -230,7 +230,9 @@ impl<'a> Search<'a> {
         if state != TrialState::Running {
             t.rec.ended_at = Some(crate::clock::now());
             let rung = self.rungs.get(t.next_rung - 1).copied();
-            log_end(&self.study, &t.rec, rung.map(|r| (r, t.config.env.n_envs, t.config.ppo.n_steps)));
+            // A SAC trial steps its envs one step at a time (a PPO one a rollout of n_steps).
+            let n_steps = if t.ppo().is_some() { t.config.ppo.n_steps } else { 1 };
+            log_end(&self.study, &t.rec, rung.map(|r| (r, t.config.env.n_envs, n_steps)));
         }
         self.store_trial(&t.rec);
         state

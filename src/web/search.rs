@@ -155,7 +155,8 @@ fn study(o: &mut String, s: &StudyRecord) {
     o.push_str("<h3>trials</h3><table class=\"trials\"><tr><th>trial</th><th>state</th><th>steps</th><th>value</th><th>rungs</th><th>parameters</th></tr>");
     for t in &s.trials {
         let rungs: Vec<String> = t.curve.iter().map(|r| format!("{:.3}", r.value)).collect();
-        let params: Vec<String> = t.params.iter().map(|(k, v)| format!("{k}={}", crate::tune::short(*v))).collect();
+        let params: Vec<String> =
+            t.params.iter().map(|(k, v)| format!("{k}={}", crate::tune::space::show(k, *v))).collect();
         let value = t.value().unwrap_or(f64::NAN);
         let _ = write!(
             o,

@@ -32,6 +32,7 @@ fn record(outcome: RunOutcome, decision: Option<GateDecision>) -> RunRecord {
         candidate_metrics: None,
         champion_metrics: None,
         decision,
+        candidates: Vec::new(),
     }
 }
 

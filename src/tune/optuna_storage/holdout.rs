@@ -12,7 +12,6 @@ use crate::retrain::gate::{self, GateDecision, GateInput};
 use crate::retrain::holdout::BacktestEvaluator;
 use crate::retrain::pipeline::Evaluator;
 use crate::training::device::Ran;
-use crate::training::ppo as train_ppo;
 use anyhow::Context;
 use serde_json::{Value, json};
 
@@ -54,10 +53,9 @@ impl HoldoutGate {
 
     /// The holdout's figures of trial `t`'s model and the gate's decision on them.
     pub(super) fn judge(&self, t: &Trial, shared: &Shared, ran: &Ran) -> anyhow::Result<(GateInput, GateDecision)> {
-        let checked = train_ppo::export_checked(&t.ppo, &t.config)?;
         let mut c = t.config.clone();
         c.state_dir = self.models.path().to_path_buf();
-        let m = train_ppo::register(&c, &t.ppo, shared.dates, t.last.as_ref(), t.seconds, checked, ran)?;
+        let m = t.register(&c, shared, ran)?;
         // The bars from this machine's store, the model from the private registry.
         let ev = BacktestEvaluator::new(c, store(&self.config)?);
         ev.check(&m.id).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -1,0 +1,191 @@
+//! The SAC training job (`tradebot train sac`, feature `train`): the same data and trading env as PPO's
+//! (`training::ppo::load_data`; `VecEnv` on the host), SAC with `[sac]` (its networks and replay buffer
+//! on the training device), the deterministic actor `tanh(mean)` exported to ONNX, checked against
+//! ONNX Runtime on 1,000 random observations, and registered as a candidate policy: `ModelKind::Ppo`
+//! (the engine's policy slot and contract, `obs -> action` in [-1, 1] per symbol, in the configured
+//! action space) with `algorithm = sac` in its manifest.
+
+use super::device::{self, EnvBackend, Ran};
+use super::ppo::{PARITY_TOLERANCE, load_data, onnx_forward};
+use super::{SacJob, emit};
+use crate::config::Config;
+use crate::features::FEATURE_VERSION;
+use crate::models::{Algorithm, FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
+use crate::out::outln;
+use crate::rl::BatchEnv;
+use crate::rl::sac::{Sac, SacStats};
+use crate::rl::trading::TradingEnv;
+use anyhow::{Context, bail};
+use chrono::NaiveDate;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+const PARITY_SAMPLES: i64 = 1000;
+/// Environment steps when neither the job nor `retrain.sac_steps` says.
+pub const DEFAULT_STEPS: u64 = 100_000;
+/// Progress lines per run.
+const REPORTS: u64 = 50;
+
+/// Trains, exports, checks and registers; returns the candidate's model id.
+pub fn run(args: SacJob) -> anyhow::Result<String> {
+    let mut config = args.config.clone();
+    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
+    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
+        log::info!("seed {seed} (the retrain's, in place of sac.seed and env.seed)");
+        config.sac.seed = seed;
+        config.env.seed = seed;
+    }
+    let requested = args.device;
+    let device = device::resolve(requested)?;
+    let snapshot = args
+        .data
+        .clone()
+        .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
+    let data = load_data(&config, snapshot.as_deref())?;
+    let dates = (data.first, data.last);
+    // The env kernel is PPO's (its rollout never leaves the GPU); SAC steps VecEnv on the host and keeps
+    // its networks and replay buffer on the training device.
+    let mut env = TradingEnv::new(config.env.clone(), Arc::new(data.panel)).context("building the trading env")?;
+    let ran = Ran { requested, device: super::device_name(device), env: EnvBackend::VecEnv };
+    if device.is_cuda() {
+        log::info!("SAC's networks and replay buffer on {}; the env steps on the CPU (VecEnv)", ran.device);
+    }
+    let total_steps = args.steps.or(config.retrain.sac_steps).unwrap_or(DEFAULT_STEPS);
+    if total_steps == 0 {
+        bail!("--steps 0: train for at least one step");
+    }
+    let mut sac = Sac::new(config.sac.clone(), env.obs_dim(), env.act_dim(), env.num_envs(), device)?;
+    log::info!("training SAC on {} for {total_steps} env steps ({} envs)", ran.device, env.num_envs());
+    let started = Instant::now();
+    let mut last: Option<SacStats> = None;
+    let every = (total_steps / REPORTS).max(1);
+    sac.train(&mut env, total_steps, every, |s| {
+        report(args.json, s, total_steps, &ran);
+        last = Some(s.clone());
+        true
+    })?;
+    let seconds = started.elapsed().as_secs_f64();
+    let checked = export_checked(&sac, &config)?;
+    let manifest = register(&config, &sac, dates, last.as_ref(), seconds, checked, &ran)?;
+    if args.json {
+        let mut done = serde_json::json!({ "event": "done", "model_id": manifest.id, "metrics": manifest.metrics });
+        ran.tag(&mut done);
+        emit(&done);
+    } else {
+        eprintln!(
+            "trained SAC for {} env steps ({} gradient steps) on {} in {seconds:.1} s; registered candidate {} in {}",
+            sac.env_steps,
+            sac.updates,
+            ran.device,
+            manifest.id,
+            config.state_dir.join("models").display()
+        );
+        outln!("{}", manifest.id)?;
+    }
+    Ok(manifest.id)
+}
+
+/// A progress line: JSON (the retrain child's protocol) or one line on stderr.
+fn report(json: bool, s: &SacStats, total: u64, ran: &Ran) {
+    if json {
+        let mut v = serde_json::to_value(s).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("event".into(), "progress".into());
+            o.insert("total_steps".into(), total.into());
+            let eta = total.saturating_sub(s.env_steps) as f64 / s.steps_per_sec.max(1e-9);
+            o.insert("eta_secs".into(), eta.into());
+        }
+        ran.tag(&mut v);
+        emit(&v);
+        return;
+    }
+    let ret = s.mean_return.map_or("-".to_string(), |r| format!("{r:+.4}"));
+    eprintln!(
+        "{}/{total} steps | {:.0} steps/s | return {ret} | critic {:.4} | actor {:.4} | alpha {:.4}",
+        s.env_steps, s.steps_per_sec, s.critic_loss, s.actor_loss, s.alpha
+    );
+}
+
+/// The deterministic actor as ONNX bytes, refused unless ONNX Runtime's forward matches tch's on 1,000
+/// random observations (scaled by the observation statistics) within `PARITY_TOLERANCE`.
+pub fn export_checked(sac: &Sac, config: &Config) -> anyhow::Result<(f32, Vec<u8>)> {
+    let policy = sac.export_policy()?;
+    let bytes = policy.to_onnx("obs", "action", &[("producer", "tradebot train sac")])?;
+    let d = policy.obs_dim() as i64;
+    let (mean, var) = (sac.norm.mean.to_device(Device::Cpu), sac.norm.var.to_device(Device::Cpu));
+    let obs = Tensor::randn([PARITY_SAMPLES, d], (Kind::Float, Device::Cpu)) * var.sqrt() * 2.0 + mean;
+    let want = Vec::<f32>::try_from(sac.act_deterministic(&obs).to_device(Device::Cpu).reshape([-1]))?;
+    let got = onnx_forward(config, &bytes, &Vec::<f32>::try_from(obs.reshape([-1]))?, d as usize)?;
+    let max_diff = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max);
+    if got.len() != want.len() || got.iter().chain(&want).any(|x| !x.is_finite()) || max_diff > PARITY_TOLERANCE {
+        bail!(
+            "the exported ONNX policy disagrees with the trained SAC actor by {max_diff} (tolerance {PARITY_TOLERANCE}) on {PARITY_SAMPLES} random observations: not registered; this is a bug in the exporter, please report it"
+        );
+    }
+    Ok((max_diff, bytes))
+}
+
+/// Registers the checked export of `sac` as a candidate policy in `config.state_dir`'s registry.
+pub fn register(
+    config: &Config,
+    sac: &Sac,
+    dates: (NaiveDate, NaiveDate),
+    last: Option<&SacStats>,
+    seconds: f64,
+    (max_diff, bytes): (f32, Vec<u8>),
+    ran: &Ran,
+) -> anyhow::Result<Manifest> {
+    let mut draft = draft(config, sac, dates, last, seconds)?;
+    draft.metrics.insert("onnx_max_abs_diff".to_string(), f64::from(max_diff));
+    draft.params.insert("trained_on".to_string(), ran.to_json());
+    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
+    Ok(reg.add(&bytes, draft)?)
+}
+
+/// The manifest of a SAC policy trained with `config`: the PPO model contract (inputs, outputs,
+/// `params.env`), `algorithm = sac`, `params.sac`.
+pub fn draft(
+    config: &Config,
+    sac: &Sac,
+    (first, last_day): (NaiveDate, NaiveDate),
+    last: Option<&SacStats>,
+    seconds: f64,
+) -> anyhow::Result<Manifest> {
+    let (a, f) = (config.market.symbols.len() as i64, config.features.n_cols() as i64);
+    let mut metrics = BTreeMap::from([
+        ("env_steps".to_string(), sac.env_steps as f64),
+        ("updates".to_string(), sac.updates as f64),
+        ("train_seconds".to_string(), seconds),
+    ]);
+    if let Some(s) = last {
+        metrics.insert("alpha".into(), s.alpha);
+        metrics.insert("critic_loss".into(), s.critic_loss);
+        if let Some(r) = s.mean_return {
+            metrics.insert("mean_return".into(), r);
+        }
+    }
+    let params = BTreeMap::from([
+        ("env".to_string(), serde_json::to_value(&config.env)?),
+        ("feature_spec".to_string(), serde_json::to_value(&config.features)?),
+        ("sac".to_string(), serde_json::to_value(&config.sac)?),
+    ]);
+    let features = FeatureRef { version: FEATURE_VERSION, names: config.features.names() };
+    let inputs = vec![TensorSpec { name: "obs".into(), shape: vec![-1, 1 + a * (1 + f)] }];
+    let outputs = vec![TensorSpec { name: "action".into(), shape: vec![-1, a] }];
+    let symbols = config.market.symbols.clone();
+    Ok(Manifest {
+        algorithm: Algorithm::Sac,
+        train_from: Some(config.train.from.unwrap_or(first)),
+        train_to: Some(config.train.train_end().unwrap_or(last_day)),
+        holdout_from: config.train.holdout_from,
+        holdout_to: config.train.holdout_to,
+        metrics,
+        params,
+        ..Manifest::draft(ModelKind::Ppo, features, inputs, outputs, symbols, config.market.timeframe)
+    })
+}
+
+#[cfg(test)]
+mod tests;
