@@ -15,7 +15,7 @@ mod common;
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use chrono_tz::America::New_York;
-use common::{command, text, tradebot_env};
+use common::{SHIPPED_PPO_ENV, command, text, tradebot_env};
 use nix::sys::signal::Signal;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -394,6 +394,9 @@ fn a_week_of_day_bars_decides_once_per_session_at_its_close() {
     // Monday 2026-11-16 06:00 New York at 320 minutes per second, the shipped (daily) models.
     let symbols = [("AAPL", 190.0), ("MSFT", 420.0), ("IBM", 210.0)];
     let soak = Soak::new(ny((2026, 11, 16), 6, 0), 320.0, &symbols, &[], "1Day");
+    // The shipped PPO model trades target weights: the config says so, or the model is refused at load.
+    let cfg = std::fs::read_to_string(&soak.cfg).unwrap().replacen("[env]\n", &format!("[env]\n{SHIPPED_PPO_ENV}"), 1);
+    std::fs::write(&soak.cfg, cfg).unwrap();
     soak.tradebot(&["data", "fetch", "--symbols", "AAPL,MSFT,IBM", "--from", "2026-04-01", "--to", "2026-11-15"]);
     let mut d = soak.start(0);
     soak.until(ny((2026, 11, 20), 16, 10), &mut d);

@@ -119,7 +119,7 @@ impl PpoPolicy {
         let mut out = vec![0.0f32; a];
         p.act_into(&zeros, &mut out)?;
         let algorithm = p.manifest.algorithm.as_str().to_uppercase();
-        log::info!("policy: loaded {algorithm} policy {} ({} inputs, {} assets), warm-up done", p.manifest.id, d, a);
+        log::info!("policy: loaded {algorithm} model {} ({} inputs, {} assets), warm-up done", p.manifest.id, d, a);
         Ok(p)
     }
 

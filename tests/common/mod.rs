@@ -14,6 +14,10 @@ pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The `[env]` keys the shipped PPO model was trained under (target weights against equal-weight
+/// buy-and-hold, as `config/tradebot.toml` says): a config without them refuses that model at load.
+pub(crate) const SHIPPED_PPO_ENV: &str = "action_space = \"weights\"\nno_trade_band = 0.10\nmax_weight = 0.4\nreward = \"vs-benchmark\"\nturnover_bps = 50\n";
+
 /// Variables that would change what the binary reads or where it reports: never inherited by a test.
 const CLEARED: &[&str] = &[
     "RUST_LOG",
