@@ -1,7 +1,8 @@
 //! The candidates of one retrain and the choice among them (FinRL's ensemble, with the noise-aware gate
 //! in place of a plain Sharpe comparison): a training child per configured algorithm (`retrain.algorithms`;
 //! one for the LSTM), each candidate checked and backtested on the holdout by the same evaluator, each
-//! judged by the gate against the champion, and the best that passes (by holdout Sharpe) promoted. With
+//! judged by the gate against the champion (at a confidence raised for the number of candidates), and the
+//! best that passes (by holdout Sharpe) promoted. With
 //! one algorithm a failure of its child or its evaluation fails the run, as it always did; with several,
 //! a failed candidate is recorded and the others are still judged, and the run fails only when none is.
 
@@ -21,13 +22,17 @@ pub(super) struct Trained {
 pub(super) type Outcome = Result<Trained, (Failure, Option<Box<Trained>>)>;
 
 /// Each candidate's decision against the champion, and the index of the one to promote: the highest
-/// holdout Sharpe among those the gate passes (none when none passes).
+/// holdout Sharpe among those the gate passes (none when none passes). With k candidates a retrain has k
+/// chances to pass the bootstrap by luck, so each must reach `1 - (1 - confidence) / k` (Bonferroni): the
+/// chance that noise is promoted stays at most `1 - confidence`, as with one candidate.
 pub(super) fn choose(
     candidates: &[&GateInput],
     champion: Option<&GateInput>,
     cfg: &crate::config::GateConfig,
 ) -> (Vec<gate::GateDecision>, Option<usize>) {
-    let decisions: Vec<_> = candidates.iter().map(|c| gate::decide(c, champion, cfg)).collect();
+    let k = candidates.len().max(1) as f64;
+    let cfg = crate::config::GateConfig { confidence: 1.0 - (1.0 - cfg.confidence) / k, ..cfg.clone() };
+    let decisions: Vec<_> = candidates.iter().map(|c| gate::decide(c, champion, &cfg)).collect();
     let best = (0..candidates.len())
         .filter(|&i| decisions[i].promote)
         .max_by(|&a, &b| candidates[a].sharpe.total_cmp(&candidates[b].sharpe));

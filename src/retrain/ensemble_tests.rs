@@ -46,6 +46,31 @@ fn choose_takes_the_better_of_two_planted_candidates_and_neither_of_two_noise_on
     assert_eq!(best, Some(1));
 }
 
+#[test]
+fn with_two_candidates_each_needs_the_confidence_that_keeps_one_chance_of_luck() {
+    let cfg = crate::retrain::testkit::retrain_config(Duration::from_secs(1)).gate;
+    assert_eq!(cfg.confidence, 0.9);
+    let champion = figures(0.5, 0.0005, 0);
+    // A candidate with noise of its own and a lead that one candidate passes with, short of 95%.
+    let lead = (1..200)
+        .map(|i| figures(1.5, 0.0005 + f64::from(i) * 0.00002, 3))
+        .find(|c| {
+            let d = gate::decide(c, Some(&champion), &cfg);
+            d.promote && d.numbers["confidence_vs_champion"] < 0.95
+        })
+        .expect("a lead between 90% and 95% likely");
+    let (alone, best) = choose(&[&lead], Some(&champion), &cfg);
+    assert_eq!((best, alone[0].numbers["confidence_required"]), (Some(0), 0.9), "{alone:?}");
+    // Beside another candidate (one the gate refuses), the same lead is not enough: 95% is asked.
+    let other = figures(0.4, 0.0005, 18);
+    let (pair, best) = choose(&[&lead, &other], Some(&champion), &cfg);
+    assert_eq!(best, None, "{pair:?}");
+    assert!((pair[0].numbers["confidence_required"] - 0.95).abs() < 1e-12, "{pair:?}");
+    assert!(pair[0].reason.contains("below the 95% required"), "{}", pair[0].reason);
+    let (three, _) = choose(&[&lead, &other, &other], Some(&champion), &cfg);
+    assert!((three[0].numbers["confidence_required"] - (1.0 - 0.1 / 3.0)).abs() < 1e-12);
+}
+
 /// A registry with a champion and two candidates of the policy, a PPO one and a SAC one: (champion, ppo,
 /// sac).
 fn two_candidates(state: &std::path::Path) -> (String, String, String) {
