@@ -344,7 +344,7 @@ mod tests {
         assert!(bh - champ.total_return > 0.10);
         let d = decide(&cand, Some(&champ), &cfg());
         assert!(d.promote, "{}", d.reason);
-        // Alone (no champion), or against a champion within the bound, the 5 points hold.
+        // Against a champion within the bound, the 5 points hold.
         let near = GateInput { total_return: bh - 0.01, ..champ.clone() };
         let d = decide(&cand, Some(&near), &cfg());
         assert!(
