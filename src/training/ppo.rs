@@ -13,7 +13,7 @@ use crate::data::{align_bars, aligned_bars, snapshot::Snapshot};
 use crate::domain::Bar;
 use crate::env::{EnvConfig, Panel};
 use crate::features::FEATURE_VERSION;
-use crate::models::{FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
+use crate::models::{Algorithm, FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
 use crate::out::outln;
 use crate::rl::BatchEnv;
 use crate::rl::ppo::{Ppo, UpdateStats};
@@ -288,12 +288,21 @@ pub fn register(
     dates: (NaiveDate, NaiveDate),
     last: Option<&UpdateStats>,
     seconds: f64,
+    checked: (f32, Vec<u8>),
+    ran: &Ran,
+) -> anyhow::Result<Manifest> {
+    register_policy(config, draft(config, ppo, dates, last, seconds)?, checked, ran)
+}
+
+/// Registers a policy's checked export (`(max_diff, bytes)`) with its draft manifest: the ONNX parity and
+/// where it trained (the device and the env that actually ran: `--device auto` may have fallen back).
+pub(crate) fn register_policy(
+    config: &Config,
+    mut draft: Manifest,
     (max_diff, bytes): (f32, Vec<u8>),
     ran: &Ran,
 ) -> anyhow::Result<Manifest> {
-    let mut draft = draft(config, ppo, dates, last, seconds)?;
     draft.metrics.insert("onnx_max_abs_diff".to_string(), f64::from(max_diff));
-    // Where it trained: the device and the env that actually ran (`--device auto` may have fallen back).
     draft.params.insert("trained_on".to_string(), ran.to_json());
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
     Ok(reg.add(&bytes, draft)?)
@@ -303,11 +312,10 @@ pub fn register(
 pub fn draft(
     config: &Config,
     ppo: &Ppo,
-    (first, last_day): (NaiveDate, NaiveDate),
+    dates: (NaiveDate, NaiveDate),
     last: Option<&UpdateStats>,
     seconds: f64,
 ) -> anyhow::Result<Manifest> {
-    let (a, f) = (config.market.symbols.len() as i64, config.features.n_cols() as i64);
     let mut metrics = BTreeMap::from([
         ("env_steps".to_string(), ppo.env_steps as f64),
         ("updates".to_string(), ppo.updates as f64),
@@ -321,16 +329,31 @@ pub fn draft(
             metrics.insert("mean_return".into(), r);
         }
     }
+    policy_manifest(config, Algorithm::Ppo, dates, metrics, ("ppo", serde_json::to_value(&config.ppo)?))
+}
+
+/// The manifest of a policy trained with `config` under the PPO model contract (inputs, outputs,
+/// `params.env`, `params.feature_spec`), with its algorithm, its hyper-parameters under `params[key]`
+/// and its training metrics, before registration.
+pub(crate) fn policy_manifest(
+    config: &Config,
+    algorithm: Algorithm,
+    (first, last_day): (NaiveDate, NaiveDate),
+    metrics: BTreeMap<String, f64>,
+    (key, hyper): (&str, serde_json::Value),
+) -> anyhow::Result<Manifest> {
+    let (a, f) = (config.market.symbols.len() as i64, config.features.n_cols() as i64);
     let params = BTreeMap::from([
         ("env".to_string(), serde_json::to_value(&config.env)?),
         ("feature_spec".to_string(), serde_json::to_value(&config.features)?),
-        ("ppo".to_string(), serde_json::to_value(&config.ppo)?),
+        (key.to_string(), hyper),
     ]);
     let features = FeatureRef { version: FEATURE_VERSION, names: config.features.names() };
     let inputs = vec![TensorSpec { name: "obs".into(), shape: vec![-1, 1 + a * (1 + f)] }];
     let outputs = vec![TensorSpec { name: "action".into(), shape: vec![-1, a] }];
     let symbols = config.market.symbols.clone();
     Ok(Manifest {
+        algorithm,
         train_from: Some(config.train.from.unwrap_or(first)),
         train_to: Some(config.train.train_end().unwrap_or(last_day)),
         holdout_from: config.train.holdout_from,

@@ -6,11 +6,10 @@
 //! action space) with `algorithm = sac` in its manifest.
 
 use super::device::{self, EnvBackend, Ran};
-use super::ppo::{PARITY_TOLERANCE, load_data, onnx_forward};
+use super::ppo::{PARITY_TOLERANCE, load_data, onnx_forward, policy_manifest, register_policy};
 use super::{SacJob, emit};
 use crate::config::Config;
-use crate::features::FEATURE_VERSION;
-use crate::models::{Algorithm, FeatureRef, Manifest, ModelKind, Registry, TensorSpec};
+use crate::models::{Algorithm, Manifest};
 use crate::out::outln;
 use crate::rl::BatchEnv;
 use crate::rl::sac::{Sac, SacStats};
@@ -134,14 +133,10 @@ pub fn register(
     dates: (NaiveDate, NaiveDate),
     last: Option<&SacStats>,
     seconds: f64,
-    (max_diff, bytes): (f32, Vec<u8>),
+    checked: (f32, Vec<u8>),
     ran: &Ran,
 ) -> anyhow::Result<Manifest> {
-    let mut draft = draft(config, sac, dates, last, seconds)?;
-    draft.metrics.insert("onnx_max_abs_diff".to_string(), f64::from(max_diff));
-    draft.params.insert("trained_on".to_string(), ran.to_json());
-    let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    Ok(reg.add(&bytes, draft)?)
+    register_policy(config, draft(config, sac, dates, last, seconds)?, checked, ran)
 }
 
 /// The manifest of a SAC policy trained with `config`: the PPO model contract (inputs, outputs,
@@ -149,11 +144,10 @@ pub fn register(
 pub fn draft(
     config: &Config,
     sac: &Sac,
-    (first, last_day): (NaiveDate, NaiveDate),
+    dates: (NaiveDate, NaiveDate),
     last: Option<&SacStats>,
     seconds: f64,
 ) -> anyhow::Result<Manifest> {
-    let (a, f) = (config.market.symbols.len() as i64, config.features.n_cols() as i64);
     let mut metrics = BTreeMap::from([
         ("env_steps".to_string(), sac.env_steps as f64),
         ("updates".to_string(), sac.updates as f64),
@@ -166,25 +160,7 @@ pub fn draft(
             metrics.insert("mean_return".into(), r);
         }
     }
-    let params = BTreeMap::from([
-        ("env".to_string(), serde_json::to_value(&config.env)?),
-        ("feature_spec".to_string(), serde_json::to_value(&config.features)?),
-        ("sac".to_string(), serde_json::to_value(&config.sac)?),
-    ]);
-    let features = FeatureRef { version: FEATURE_VERSION, names: config.features.names() };
-    let inputs = vec![TensorSpec { name: "obs".into(), shape: vec![-1, 1 + a * (1 + f)] }];
-    let outputs = vec![TensorSpec { name: "action".into(), shape: vec![-1, a] }];
-    let symbols = config.market.symbols.clone();
-    Ok(Manifest {
-        algorithm: Algorithm::Sac,
-        train_from: Some(config.train.from.unwrap_or(first)),
-        train_to: Some(config.train.train_end().unwrap_or(last_day)),
-        holdout_from: config.train.holdout_from,
-        holdout_to: config.train.holdout_to,
-        metrics,
-        params,
-        ..Manifest::draft(ModelKind::Ppo, features, inputs, outputs, symbols, config.market.timeframe)
-    })
+    policy_manifest(config, Algorithm::Sac, dates, metrics, ("sac", serde_json::to_value(&config.sac)?))
 }
 
 #[cfg(test)]

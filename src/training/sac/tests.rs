@@ -2,6 +2,7 @@
 //! policy path (`PpoPolicy`) with the same actions.
 
 use super::*;
+use crate::models::{ModelKind, Registry};
 use crate::policy::{Pipeline, PpoPolicy, SessionOptions};
 use crate::training::device::DeviceRequest;
 
