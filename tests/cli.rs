@@ -404,13 +404,15 @@ fn a_training_child_caps_its_own_memory_at_the_budget_the_daemon_passes() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config_in(dir.path(), "", "");
     let me = std::process::id().to_string();
-    let mut child = common::command(&["train", "ppo", "--config", cfg.to_str().unwrap()])
-        .env("TRADEBOT_PARENT_PID", &me)
-        .env("TRADEBOT_TRAIN_MEMORY_MB", "4096")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::Reaped(
+        common::command(&["train", "ppo", "--config", cfg.to_str().unwrap()])
+            .env("TRADEBOT_PARENT_PID", &me)
+            .env("TRADEBOT_TRAIN_MEMORY_MB", "4096")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let limits = format!("/proc/{}/limits", child.id());
     let data_limit = |text: &str| {
         let line = text.lines().find(|l| l.starts_with("Max data size")).unwrap_or_default().to_string();

@@ -89,3 +89,29 @@ pub(crate) fn signal(pid: u32, sig: Signal) {
     let pid = i32::try_from(pid).expect("a pid fits in i32");
     kill(Pid::from_raw(pid), sig).unwrap_or_else(|e| panic!("sending {sig} to pid {pid}: {e}"));
 }
+
+/// A spawned daemon that is killed when the test lets go of it, so that a failed assertion does not
+/// leave a `tradebot run` behind holding its store, its port or the CPU for the tests after it.
+pub(crate) struct Reaped(pub(crate) std::process::Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
