@@ -103,4 +103,4 @@ pub mod training;
 pub mod tune;
 pub mod web;
 
-pub use daemon::{Outcome, RunOptions, run};
+pub use daemon::{RunEnd, RunOptions, run};

@@ -249,7 +249,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run { config, live, linger } => {
             let config = load_config(config)?;
             let opts = crate::daemon::RunOptions { live, linger };
-            if let crate::daemon::Outcome::Replay(summary) = crate::run(&config, opts, CancellationToken::new())?
+            if let crate::daemon::RunEnd::Replay(summary) = crate::run(&config, opts, CancellationToken::new())?
                 && !summary.printed
             {
                 out!("{summary}")?;

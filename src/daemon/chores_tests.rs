@@ -59,7 +59,7 @@ fn controls_become_events_status_comes_from_the_view_and_a_model_arrives_as_an_e
     let store = host.store.clone();
     let view = TradingView {
         engine: EngineView {
-            account: crate::daemon::host::Account { equity: 1234.5, cash: 34.5 },
+            account: crate::daemon::host::Balance { equity: 1234.5, cash: 34.5 },
             ..Default::default()
         },
         ready: true,

@@ -6,7 +6,7 @@
 //! replay is the same every time); live, the host runs on a thread of its own (`daemon::chores`) and its
 //! actions reach the trading thread as events.
 
-pub use super::link::{Account, EngineLink, EngineView};
+pub use super::link::{Balance, EngineLink, EngineView};
 use super::models::load_swap;
 use super::requests;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
@@ -227,6 +227,7 @@ impl<P: RunPipeline> Host<P> {
             match ev {
                 RetrainEvent::Finished(r) => {
                     self.alert_retrain(&r);
+                    self.metrics.training_ended(r.kind.as_str());
                     self.metrics.retrain(r.kind.as_str(), r.outcome.as_str());
                     self.live.running.remove(r.kind.as_str());
                     self.retrains.push(*r);
@@ -331,8 +332,8 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
                 }
             }
         }
-        Progress::Finished(record) => metrics.training_ended(record.kind.as_str()),
-        Progress::Evaluating { .. } => {}
+        // The end of a run arrives once, as `RetrainEvent::Finished` (`drain_retrains`).
+        Progress::Finished(_) | Progress::Evaluating { .. } => {}
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::engine::Core;
 use crate::engine::{Command, Engine, Event, LoadedModel, ModelSwap, Update};
-pub use crate::live::view::{Account, EngineView};
+pub use crate::live::view::{Balance, EngineView};
 
 /// Where the host's actions on the engine go.
 pub trait EngineLink {

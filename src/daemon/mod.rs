@@ -25,7 +25,7 @@ pub mod run;
 pub mod start;
 pub mod status;
 
-pub use run::{EX_CANTCREAT, Outcome, RunOptions, StateDirError, check_live_gate, run};
+pub use run::{EX_CANTCREAT, RunEnd, RunOptions, StateDirError, check_live_gate, run};
 
 /// A host for unit tests: the config's registry and store, retrains off, no web, no systemd.
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! each time, so yesterday's replay orders must not meet today's. Bars, models and retrain records stay in
 //! the main store.
 
-use super::host::{Account, EngineView, Host};
+use super::host::{Balance, EngineView, Host};
 use super::models::load_models;
 use super::replay_hooks::{ReplayHooks, poll, sleep_unless_cancelled};
 use super::retrainer::RunPipeline;
@@ -204,5 +204,5 @@ fn serve_until_shutdown<P: RunPipeline>(
 /// The engine as the host sees it, with the simulated broker's account.
 fn view(sim: &SimSession) -> EngineView {
     let (equity, cash) = sim.account();
-    EngineView::of(sim.engine(), Account { equity, cash })
+    EngineView::of(sim.engine(), Balance { equity, cash })
 }

@@ -5,7 +5,7 @@
 //! still, and the replay paced (`feed.speed`). A bar after the warm-up on which the engine stored no
 //! decision is counted as missed.
 
-use super::host::{Account, EngineView, Host};
+use super::host::{Balance, EngineView, Host};
 use super::retrainer::RunPipeline;
 use crate::backtest::{SessionHooks, SimVenue};
 use crate::domain::{Bar, OrderStatus};
@@ -180,10 +180,10 @@ pub(super) fn poll<P: RunPipeline>(
     clock: &ManualClock,
     account: &Store,
 ) -> (Vec<Command>, bool) {
-    let now = EngineView::of(core, Account { equity, cash });
+    let now = EngineView::of(core, Balance { equity, cash });
     let (cmds, idle) = host.poll(core, &now, clock);
     host.report.sent(&cmds);
-    host.publish(&EngineView::of(core, Account { equity, cash }), Some(account));
+    host.publish(&EngineView::of(core, Balance { equity, cash }), Some(account));
     (cmds, idle)
 }
 

@@ -111,7 +111,8 @@ impl<P: RunPipeline> Retrainer<P> {
         self
     }
 
-    /// Where the runs' progress goes (the dashboard, `tradebot status`).
+    /// Where the runs' progress goes while they run (the dashboard, `tradebot status`); how each ended
+    /// comes from `poll`/`recv` (`RetrainEvent::Finished`), never on this channel.
     pub fn with_progress(mut self, tx: mpsc::UnboundedSender<Progress>) -> Self {
         self.progress = Some(tx);
         self
@@ -183,8 +184,10 @@ impl<P: RunPipeline> Retrainer<P> {
         let (pipeline, running, events) = (self.pipeline.clone(), self.running.clone(), self.events_tx.clone());
         let progress = self.progress.clone();
         self.rt.spawn(async move {
+            // The progress channel carries a run while it runs; its end (the record) goes once, as
+            // `RetrainEvent::Finished` on the events channel, not also as `Progress::Finished`.
             let mut report = move |p: Progress| {
-                if let Some(tx) = &progress {
+                if let (Some(tx), false) = (&progress, matches!(p, Progress::Finished(_))) {
                     let _ = tx.send(p);
                 }
             };

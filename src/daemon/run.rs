@@ -27,9 +27,9 @@ pub struct RunOptions {
     pub linger: bool,
 }
 
-/// How a run ended.
+/// How a `tradebot run` ended.
 #[derive(Debug, Clone)]
-pub enum Outcome {
+pub enum RunEnd {
     /// A replay: the account against buy-and-hold, and every retrain.
     Replay(Box<ReplaySummary>),
     /// The live driver stopped cleanly.
@@ -69,7 +69,7 @@ pub struct StateDirError {
 
 /// Runs the daemon until the data ends (a replay) or `shutdown` is cancelled (by the caller or a signal).
 /// A run that fails sends an alert to the `[notify]` targets first (`fatal::alert_fatal`, at most 5 s).
-pub fn run(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Outcome> {
+pub fn run(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> anyhow::Result<RunEnd> {
     let result = run_until_stopped(config, opts, shutdown);
     if let Err(e) = &result {
         super::fatal::alert_fatal(config, mode_name(config), e);
@@ -77,7 +77,7 @@ pub fn run(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> an
     result
 }
 
-fn run_until_stopped(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> anyhow::Result<Outcome> {
+fn run_until_stopped(config: &Config, opts: RunOptions, shutdown: CancellationToken) -> anyhow::Result<RunEnd> {
     check_live_gate(config, opts.live)?;
     raise_open_files_limit();
     let live = config.feed.kind == FeedKind::Alpaca && config.broker.kind == BrokerKind::Alpaca;
@@ -114,9 +114,9 @@ fn run_until_stopped(config: &Config, opts: RunOptions, shutdown: CancellationTo
     let rt = runtime()?;
     rt.spawn(on_signal(shutdown.clone()));
     let result = if live {
-        super::live::run(config, &rt, &shutdown).map(|()| Outcome::Live)
+        super::live::run(config, &rt, &shutdown).map(|()| RunEnd::Live)
     } else {
-        run_replay(config, &rt, &shutdown, opts.linger).map(|s| Outcome::Replay(Box::new(s)))
+        run_replay(config, &rt, &shutdown, opts.linger).map(|s| RunEnd::Replay(Box::new(s)))
     };
     shutdown.cancel();
     rt.shutdown_timeout(std::time::Duration::from_secs(10));

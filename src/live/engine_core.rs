@@ -5,7 +5,7 @@
 
 use super::Core;
 use super::report::Reporter;
-use super::view::{Account, EngineView, TradingView};
+use super::view::{Balance, EngineView, TradingView};
 use crate::engine::{Command, Engine, Event};
 use crate::feed::{FeedError, FeedEvent, MarketFeed};
 use chrono::{DateTime, Utc};
@@ -76,7 +76,7 @@ impl LiveCore {
     }
 
     fn view(&self) -> TradingView {
-        let account = Account { equity: self.engine.equity(), cash: self.engine.cash() };
+        let account = Balance { equity: self.engine.equity(), cash: self.engine.cash() };
         TradingView {
             engine: EngineView::of(&self.engine, account),
             ready: self.report.is_ready(),

@@ -10,9 +10,10 @@ use chrono::{DateTime, Utc};
 use rust_decimal::prelude::ToPrimitive;
 use std::collections::BTreeMap;
 
-/// The account as the driver knows it: the simulated broker's, or the engine's view of Alpaca's.
+/// The account's equity and cash as the driver knows them: the simulated broker's, or the engine's view
+/// of Alpaca's.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Account {
+pub struct Balance {
     pub equity: f64,
     pub cash: f64,
 }
@@ -20,7 +21,7 @@ pub struct Account {
 /// What the status report needs of the engine, taken between two events from its memory (no disk).
 #[derive(Debug, Clone, Default)]
 pub struct EngineView {
-    pub account: Account,
+    pub account: Balance,
     pub positions: Vec<(Symbol, rust_decimal::Decimal)>,
     pub closes: Vec<(Symbol, f64)>,
     pub open_orders: Vec<crate::control::report::OrderStatusLine>,
@@ -37,7 +38,7 @@ pub struct EngineView {
 }
 
 impl EngineView {
-    pub fn of(engine: &Engine, account: Account) -> Self {
+    pub fn of(engine: &Engine, account: Balance) -> Self {
         EngineView {
             account,
             positions: engine.oms().positions().into_iter().collect(),

@@ -19,7 +19,7 @@ pub(super) struct Trained {
 }
 
 /// A training child's end: its candidate, or why not (with what it reported before failing).
-pub(super) type Outcome = Result<Trained, (Failure, Option<Box<Trained>>)>;
+pub(super) type CandidateResult = Result<Trained, (Failure, Option<Box<Trained>>)>;
 
 /// Each candidate's decision against the champion, and the index of the one to promote: the highest
 /// holdout Sharpe among those the gate passes (none when none passes). With k candidates a retrain has k
@@ -50,7 +50,7 @@ impl RetrainPipeline {
         seed: u64,
         registry: &Registry,
         progress: &mut (dyn FnMut(Progress) + Send),
-    ) -> Outcome {
+    ) -> CandidateResult {
         let kind = r.kind;
         let spec = self.spec.child_spec(kind, algorithm, snapshot, r.clock_time, seed);
         let mut curves = BTreeMap::new();
@@ -120,7 +120,7 @@ impl RetrainPipeline {
     pub(super) async fn judge(
         &self,
         r: &mut RunRecord,
-        trained: Vec<(Algorithm, Outcome)>,
+        trained: Vec<(Algorithm, CandidateResult)>,
         registry: &Registry,
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<(), Failure> {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// How a search ended.
-pub(super) struct Outcome {
+pub(super) struct StudyRun {
     pub study: StudyRecord,
     /// The candidate registered from the best trial.
     pub model_id: String,
@@ -34,7 +34,7 @@ pub(super) struct Outcome {
 }
 
 /// Runs the search `job` describes; returns the study and the best trial's candidate.
-pub(super) fn run(job: TuneJob) -> anyhow::Result<Outcome> {
+pub(super) fn run(job: TuneJob) -> anyhow::Result<StudyRun> {
     let (config, tune) = settings(&job)?;
     let requested = job.device;
     let device = device::resolve(requested)?;
@@ -67,7 +67,7 @@ pub(super) fn run(job: TuneJob) -> anyhow::Result<Outcome> {
     let mut search = Search::new(&job, &config, &tune, &shared, store, study);
     search.waves(&pool, pooled)?;
     let (study, model_id) = search.finish(|winner| register(&config, &shared, winner, &ran))?;
-    Ok(Outcome { study, model_id, ran })
+    Ok(StudyRun { study, model_id, ran })
 }
 
 /// The configuration a search runs on: `[train]` dates resolved, the retrain's seed in place of

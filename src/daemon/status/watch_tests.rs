@@ -53,7 +53,7 @@ fn each_change_is_alerted_once_with_its_numbers() {
     let t0 = Utc.with_ymd_and_hms(2026, 11, 24, 15, 0, 0).unwrap();
     let sym = |s: &str| Symbol::new(s).unwrap();
     let mut view = EngineView {
-        account: crate::daemon::host::Account { equity: 94_812.5, cash: 10_000.0 },
+        account: crate::daemon::host::Balance { equity: 94_812.5, cash: 10_000.0 },
         positions: vec![(sym("AAPL"), Decimal::from(10)), (sym("MSFT"), Decimal::from(5))],
         ..Default::default()
     };

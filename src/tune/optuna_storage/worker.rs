@@ -7,7 +7,7 @@
 //! without our heartbeat (a Python worker's) is never failed here.
 
 use super::super::asha::{Asha, Verdict};
-use super::super::study::{self, Outcome};
+use super::super::study::{self, StudyRun};
 use super::super::trial::{Shared, Trial};
 use super::super::{Cluster, TuneJob, space};
 use super::client::waited_here;
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// Runs this worker's share of the study; returns the study as the storage holds it at the end and the
 /// candidate registered from this worker's best trial.
-pub(crate) fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<Outcome> {
+pub(crate) fn run(job: TuneJob, cluster: &Cluster) -> anyhow::Result<StudyRun> {
     let mut config = job.config.clone();
     config.train = config.train_dates().map_err(anyhow::Error::msg)?;
     let mut tune = config.tune.clone();
@@ -89,7 +89,7 @@ fn ended(
     job: &TuneJob,
     best: Option<(f64, usize, String)>,
     ran: Ran,
-) -> anyhow::Result<Outcome> {
+) -> anyhow::Result<StudyRun> {
     let all = client.trials(study_id)?;
     let mut record = record_of(&cluster.study, tune, &all);
     record.ended_at = Some(crate::clock::now());
@@ -113,7 +113,7 @@ fn ended(
             "study {}: no trial of this worker completed, so it registers no candidate; the study's best is trial {b}",
             cluster.study
         );
-        return Ok(Outcome { study: record, model_id: String::new(), ran });
+        return Ok(StudyRun { study: record, model_id: String::new(), ran });
     };
     // The study names each worker's candidate too (`tune show --storage` reads the best trial's).
     let key = format!("{MODEL_ATTR_PREFIX}{winner}");
@@ -130,7 +130,7 @@ fn ended(
         }
         _ => {}
     }
-    Ok(Outcome { study: record, model_id, ran })
+    Ok(StudyRun { study: record, model_id, ran })
 }
 
 /// Trains this worker's trials until the study holds `tune.trials` and none of them runs; its best (value,

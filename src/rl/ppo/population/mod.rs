@@ -20,7 +20,7 @@ mod draws;
 #[cfg(test)]
 mod tests;
 
-pub use train::Outcome;
+pub use train::MemberResult;
 
 use super::{Ppo, PpoConfig, PpoError};
 use crate::onnx::Activation;

@@ -11,12 +11,12 @@ const BETA1: f64 = 0.9;
 const BETA2: f64 = 0.999;
 
 /// How a trial's round went: its statistics, or why it diverged.
-pub type Outcome = Result<UpdateStats, PpoError>;
+pub type MemberResult = Result<UpdateStats, PpoError>;
 
 impl Population {
     /// One rollout and update of every trial on `env` (the trials' envs stacked in this order), trial k at
     /// learning rate `lrs[k]`. Reads the device twice: the update's statistics and the episode returns.
-    pub fn round(&mut self, env: &mut TensorKernelEnv, lrs: &[f64]) -> Result<Vec<Outcome>, PpoError> {
+    pub fn round(&mut self, env: &mut TensorKernelEnv, lrs: &[f64]) -> Result<Vec<MemberResult>, PpoError> {
         let p = self.len();
         let e = env.trial_envs() as i64;
         if env.n_trials() != p || env.obs_dim() as i64 != self.obs_dim || env.n_assets() as i64 != self.act_dim {
@@ -126,7 +126,13 @@ impl Population {
         Tensor::stack(&adv, 0)
     }
 
-    fn update(&mut self, ro: &Rollout, lrs: &[f64], updates: &Tensor, lr: &Tensor) -> Result<Vec<Outcome>, PpoError> {
+    fn update(
+        &mut self,
+        ro: &Rollout,
+        lrs: &[f64],
+        updates: &Tensor,
+        lr: &Tensor,
+    ) -> Result<Vec<MemberResult>, PpoError> {
         let p = self.len() as i64;
         let adv = tch::no_grad(|| self.advantages(ro));
         let returns = &adv + &ro.values;
