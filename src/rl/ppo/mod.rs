@@ -29,7 +29,7 @@ use stats::update_stats;
 use update::Rollout;
 
 use super::BatchEnv;
-use crate::onnx::mlp::{MlpPolicy, ObsNorm};
+use crate::onnx::mlp::{MlpPolicy, ObsNorm, Squash};
 use std::collections::VecDeque;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor, nn};
@@ -343,7 +343,8 @@ impl Ppo {
         } else {
             None
         };
-        Ok(MlpPolicy { norm, hidden, activation: self.model.activation(), head, action_clip })
+        let squash = action_clip.map_or(Squash::Identity, Squash::Clip);
+        Ok(MlpPolicy { norm, hidden, activation: self.model.activation(), head, squash })
     }
 }
 
