@@ -20,7 +20,7 @@ use crate::engine::StrategyMode;
 use crate::engine::{Command, Engine};
 use crate::live::drive::{Flow, Hooks, Moment};
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
-use crate::onnx::mlp::{MlpPolicy, ObsNorm};
+use crate::onnx::mlp::{MlpPolicy, ObsNorm, Squash};
 use crate::onnx::{Activation, Dense};
 use crate::out::outln;
 use crate::policy::{ModelSel, Pipeline, PpoPolicy, SessionOptions};
@@ -77,7 +77,7 @@ fn synthetic(pl: &Pipeline, hidden: &[i64], act: Activation) -> (Manifest, Vec<u
     let a = pl.symbols.len();
     let head = dense(w, a);
     let norm = ObsNorm { mean: vec![0.0; d], var: vec![1.0; d], eps: 1e-8, clip: 10.0 };
-    let p = MlpPolicy { norm: Some(norm), hidden: layers, activation: act, head, action_clip: Some(1.0) };
+    let p = MlpPolicy { norm: Some(norm), hidden: layers, activation: act, head, squash: Squash::Clip(1.0) };
     let bytes = p.to_onnx("obs", "action", &[]).unwrap_or_default();
     let m = Manifest {
         id: "ppo-synthetic".into(),

@@ -10,7 +10,7 @@ use crate::features::FeatureSpec;
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
 use crate::onnx::Dense;
-use crate::onnx::mlp::MlpPolicy;
+use crate::onnx::mlp::{MlpPolicy, Squash};
 use crate::policy::tests::{pipeline, register_ppo};
 use crate::policy::{ModelSel, PolicyError, PpoPolicy, SessionOptions};
 use crate::store::{Store, TreeName};
@@ -23,7 +23,7 @@ fn constant_policy(obs_dim: usize) -> MlpPolicy {
         hidden: vec![],
         activation: crate::onnx::Activation::Tanh,
         head: Dense { in_dim: obs_dim, out_dim: 2, weight: vec![0.0; 2 * obs_dim], bias: vec![1.0, -1.0] },
-        action_clip: Some(1.0),
+        squash: Squash::Clip(1.0),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::features::FeatureSpec;
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
 use crate::onnx::Dense;
-use crate::onnx::mlp::MlpPolicy;
+use crate::onnx::mlp::{MlpPolicy, Squash};
 use crate::policy::tests::{pipeline, register_ppo};
 use crate::policy::{ModelSel, PpoPolicy, SessionOptions};
 use crate::store::Store;
@@ -29,7 +29,7 @@ fn crypto_rig() -> Rig {
         hidden: vec![],
         activation: crate::onnx::Activation::Tanh,
         head: Dense { in_dim: obs, out_dim: 2, weight: vec![0.0; 2 * obs], bias: vec![1.0, -1.0] },
-        action_clip: Some(1.0),
+        squash: Squash::Clip(1.0),
     };
     register_ppo(&reg, &pl, &mlp, &EnvConfig::default());
     let policy = PpoPolicy::load(&reg, &ModelSel::Champion, &pl, SessionOptions::default()).unwrap();

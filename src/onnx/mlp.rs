@@ -1,6 +1,7 @@
-//! The PPO policy as ONNX: `obs -> clip((obs - mean) / sqrt(var + eps), -c, c) -> [Gemm -> act]* -> Gemm
-//! -> clip(-1, 1)`. The observation normalisation lives inside the graph, so the live path cannot apply
-//! statistics other than the ones the policy was trained with.
+//! An MLP policy as ONNX: `obs -> clip((obs - mean) / sqrt(var + eps), -c, c) -> [Gemm -> act]* -> Gemm
+//! -> squash`, where the squash is PPO's `clip(-1, 1)` or SAC's `tanh`. The observation normalisation lives
+//! inside the graph, so the live path cannot apply statistics other than the ones the policy was trained
+//! with.
 
 use super::{Activation, Dense, Dim, GraphBuilder, OnnxError, encode};
 
@@ -24,14 +25,42 @@ impl ObsNorm {
     }
 }
 
+/// What turns the head's output into the action.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Squash {
+    /// The head's output as it is.
+    Identity,
+    /// Clipped to [-c, c] (PPO: 1.0).
+    Clip(f32),
+    /// `tanh`, the deterministic action of SAC's squashed Gaussian.
+    Tanh,
+}
+
+impl Squash {
+    fn apply(self, y: Vec<f32>) -> Vec<f32> {
+        match self {
+            Squash::Identity => y,
+            Squash::Clip(c) => y.into_iter().map(|v| v.clamp(-c, c)).collect(),
+            Squash::Tanh => y.into_iter().map(f32::tanh).collect(),
+        }
+    }
+
+    /// The graph's name, as each trainer's exporter has always written it.
+    fn graph_name(self) -> &'static str {
+        match self {
+            Squash::Tanh => "tradebot_sac_policy",
+            Squash::Identity | Squash::Clip(_) => "tradebot_ppo_policy",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct MlpPolicy {
     pub norm: Option<ObsNorm>,
     pub hidden: Vec<Dense>,
     pub activation: Activation,
     pub head: Dense,
-    /// Clip the mean action to [-c, c] (PPO: 1.0).
-    pub action_clip: Option<f32>,
+    pub squash: Squash,
 }
 
 impl MlpPolicy {
@@ -73,17 +102,13 @@ impl MlpPolicy {
         for l in &self.hidden {
             x = l.forward(&x).into_iter().map(|v| self.activation.apply(v)).collect();
         }
-        let y = self.head.forward(&x);
-        match self.action_clip {
-            Some(c) => y.into_iter().map(|v| v.clamp(-c, c)).collect(),
-            None => y,
-        }
+        self.squash.apply(self.head.forward(&x))
     }
 
     /// The ONNX file's bytes: input `input` `[batch, obs_dim]`, output `output` `[batch, act_dim]`.
     pub fn to_onnx(&self, input: &str, output: &str, metadata: &[(&str, &str)]) -> Result<Vec<u8>, OnnxError> {
         self.validate()?;
-        let mut g = GraphBuilder::new("tradebot_ppo_policy");
+        let mut g = GraphBuilder::new(self.squash.graph_name());
         g.input(input, &[Dim::batch(), Dim::Fixed(self.obs_dim() as i64)]);
         let mut x = input.to_string();
         if let Some(n) = &self.norm {
@@ -101,13 +126,14 @@ impl MlpPolicy {
             x = g.op(self.activation.op(), &[&z], &[]);
         }
         let y = self.head.add_to_graph(&mut g, &x, "pi_mean")?;
-        match self.action_clip {
-            Some(c) => {
+        match self.squash {
+            Squash::Clip(c) => {
                 let lo = g.constant_f32("act_lo", &[], &[-c])?;
                 let hi = g.constant_f32("act_hi", &[], &[c])?;
                 g.node("Clip", &[&y, &lo, &hi], &[output], &[]);
             }
-            None => g.node("Identity", &[&y], &[output], &[]),
+            Squash::Tanh => g.node("Tanh", &[&y], &[output], &[]),
+            Squash::Identity => g.node("Identity", &[&y], &[output], &[]),
         }
         g.output(output, &[Dim::batch(), Dim::Fixed(self.act_dim() as i64)]);
         Ok(encode(&g.finish(metadata)))

@@ -1,8 +1,8 @@
 //! Our own ONNX writer. libtorch cannot write ONNX, so trained weights are turned into ONNX graphs here:
 //! `proto` (the onnx.proto messages, prost), `builder` (graph assembly), and the two model families,
-//! `mlp` (the PPO policy: observation normalisation, Gemm + activation layers, mean action clipped to
-//! [-1, 1]) and `lstm` (the direction classifier: two LSTM branches and a dense branch into softmax
-//! probabilities). Each family also has a plain-Rust forward pass, the reference the exported graph is
+//! `mlp` (the PPO and SAC policies: observation normalisation, Gemm + activation layers, the mean action
+//! clipped to [-1, 1] or squashed by tanh) and `lstm` (the direction classifier: two LSTM branches and a
+//! dense branch into softmax probabilities). Each family also has a plain-Rust forward pass, the reference the exported graph is
 //! checked against.
 
 pub mod builder;

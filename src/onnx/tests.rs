@@ -2,7 +2,7 @@
 //! the official `onnx.checker` (the venv's Python, installed by `make venv`).
 
 use super::lstm::{LstmClassifier, LstmLayer};
-use super::mlp::{MlpPolicy, ObsNorm};
+use super::mlp::{MlpPolicy, ObsNorm, Squash};
 use super::*;
 use ort::session::Session;
 use ort::value::TensorRef;
@@ -79,7 +79,7 @@ fn policy(rng: &mut Rng, obs: usize, hidden: &[usize], act: usize) -> MlpPolicy 
         hidden: layers,
         activation: Activation::Tanh,
         head: rng.dense(d, act),
-        action_clip: Some(1.0),
+        squash: Squash::Clip(1.0),
     }
 }
 
@@ -113,7 +113,7 @@ fn relu_policy_without_norm_or_clip() {
     let mut rng = Rng(7);
     let mut p = policy(&mut rng, 4, &[8], 2);
     p.norm = None;
-    p.action_clip = None;
+    p.squash = Squash::Identity;
     p.activation = Activation::Relu;
     let bytes = p.to_onnx("x", "y", &[]).unwrap();
     onnx_checker(&bytes);
@@ -203,4 +203,31 @@ fn bad_weights_are_refused() {
     let mut p = policy(&mut rng, 3, &[4], 1);
     p.head.in_dim = 5;
     assert!(matches!(p.to_onnx("o", "a", &[]), Err(OnnxError::Shape(_))));
+}
+
+#[test]
+fn tanh_squash_matches_reference_and_never_leaves_the_unit_box() {
+    let mut rng = Rng(0x7a);
+    let mut p = policy(&mut rng, 6, &[16], 3);
+    p.squash = Squash::Tanh;
+    let bytes = p.to_onnx("obs", "action", &[]).unwrap();
+    onnx_checker(&bytes);
+    let mut s = session(&bytes);
+    let n = 200;
+    let obs = rng.vec(n * 6, 8.0);
+    let x = ndarray::Array2::from_shape_vec((n, 6), obs.clone()).unwrap();
+    let out = s.run(ort::inputs!["obs" => TensorRef::from_array_view(x.view()).unwrap()]).unwrap();
+    let y = out["action"].try_extract_array::<f32>().unwrap();
+    let mut inside = 0;
+    for r in 0..n {
+        let mut raw = p.clone();
+        raw.squash = Squash::Identity;
+        let pre = raw.forward(&obs[r * 6..(r + 1) * 6]);
+        for (c, w) in p.forward(&obs[r * 6..(r + 1) * 6]).iter().enumerate() {
+            assert!((y[[r, c]] - w).abs() <= 1e-5, "row {r} col {c}: ort {} vs {w}", y[[r, c]]);
+            assert!((w - pre[c].tanh()).abs() <= 1e-6, "the reference squash is not tanh");
+            inside += usize::from(w.abs() < 0.99);
+        }
+    }
+    assert!(inside > 0, "every action saturated: the test would not see tanh");
 }

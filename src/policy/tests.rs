@@ -5,7 +5,7 @@ use super::*;
 use crate::domain::Timeframe;
 use crate::env::EnvConfig;
 use crate::models::TensorSpec;
-use crate::onnx::mlp::MlpPolicy;
+use crate::onnx::mlp::{MlpPolicy, Squash};
 use crate::onnx::{Activation, Dense};
 
 /// A small deterministic generator (xorshift64*), uniform in [-a, a).
@@ -40,7 +40,7 @@ pub(crate) fn random_ppo(pipeline: &Pipeline, seed: u64) -> MlpPolicy {
         hidden: vec![rng.dense(d, 16, 1.0)],
         activation: Activation::Tanh,
         head: rng.dense(16, a, 1.5),
-        action_clip: Some(1.0),
+        squash: Squash::Clip(1.0),
     }
 }
 

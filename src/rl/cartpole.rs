@@ -5,9 +5,8 @@
 //! at 500 steps; reward is 1 per step. Reset draws every state variable uniformly from [-0.05, 0.05].
 //! The action is continuous here (the PPO policy is Gaussian): a value above 0 pushes right.
 
-use super::{BatchEnv, HostStep, Step, StepError};
+use super::host_batch::{HostBatch, SingleEnv};
 use crate::env::rng::SplitMix64;
-use tch::{Device, Kind, Tensor};
 
 const GRAVITY: f64 = 9.8;
 const MASS_CART: f64 = 1.0;
@@ -21,35 +20,13 @@ const THETA_LIMIT: f64 = 12.0 * 2.0 * std::f64::consts::PI / 360.0;
 const X_LIMIT: f64 = 2.4;
 pub const MAX_STEPS: u32 = 500;
 
-pub struct CartPole {
-    state: Vec<[f64; 4]>,
-    steps: Vec<u32>,
-    returns: Vec<f64>,
-    rng: SplitMix64,
-}
+/// One cart and pole: `[x, x_dot, theta, theta_dot]`.
+pub struct Cart;
+
+/// E carts and poles.
+pub type CartPole = HostBatch<Cart>;
 
 impl CartPole {
-    pub fn new(num_envs: usize, seed: u64) -> Self {
-        let mut env = CartPole {
-            state: vec![[0.0; 4]; num_envs],
-            steps: vec![0; num_envs],
-            returns: vec![0.0; num_envs],
-            rng: SplitMix64::new(seed),
-        };
-        for i in 0..num_envs {
-            env.reset_one(i);
-        }
-        env
-    }
-
-    fn reset_one(&mut self, i: usize) {
-        for v in self.state[i].iter_mut() {
-            *v = self.rng.uniform(-0.05, 0.05);
-        }
-        self.steps[i] = 0;
-        self.returns[i] = 0.0;
-    }
-
     /// Advances one environment by one step; returns whether it terminated (pole fell or cart left).
     pub fn physics(s: &mut [f64; 4], push_right: bool) -> bool {
         let [x, x_dot, theta, theta_dot] = *s;
@@ -61,100 +38,33 @@ impl CartPole {
         *s = [x + TAU * x_dot, x_dot + TAU * x_acc, theta + TAU * theta_dot, theta_dot + TAU * theta_acc];
         s[0] < -X_LIMIT || s[0] > X_LIMIT || s[2] < -THETA_LIMIT || s[2] > THETA_LIMIT
     }
-
-    fn obs(&self) -> Tensor {
-        let flat: Vec<f32> = self.state.iter().flat_map(|s| s.iter().map(|v| *v as f32)).collect();
-        Tensor::from_slice(&flat).view([self.state.len() as i64, 4])
-    }
 }
 
-impl CartPole {
-    /// One step of every env on actions `a` (> 0 pushes right), with automatic reset.
-    fn advance(&mut self, a: &[f32], reward: &mut Vec<f32>, done: &mut Vec<f32>, finished: &mut Vec<f64>) {
-        let n = self.state.len();
-        reward.clear();
-        reward.resize(n, 1.0);
-        done.clear();
-        done.resize(n, 0.0);
-        for i in 0..n {
-            let terminated = Self::physics(&mut self.state[i], a[i] > 0.0);
-            self.steps[i] += 1;
-            self.returns[i] += 1.0;
-            if !a[i].is_finite() {
-                reward[i] = 0.0;
-            }
-            if terminated || self.steps[i] >= MAX_STEPS {
-                done[i] = 1.0;
-                finished.push(self.returns[i]);
-                self.reset_one(i);
-            }
-        }
+impl SingleEnv for Cart {
+    type State = [f64; 4];
+    const OBS_DIM: usize = 4;
+    const MAX_STEPS: u32 = MAX_STEPS;
+
+    fn reset(rng: &mut SplitMix64) -> [f64; 4] {
+        std::array::from_fn(|_| rng.uniform(-0.05, 0.05))
     }
 
-    fn obs_into(&self, out: &mut Vec<f32>) {
-        out.clear();
-        out.extend(self.state.iter().flat_map(|s| s.iter().map(|v| *v as f32)));
-    }
-}
-
-impl BatchEnv for CartPole {
-    fn num_envs(&self) -> usize {
-        self.state.len()
+    /// Reward 1 per step; a step on an action that is not finite earns 0.
+    fn step(s: &mut [f64; 4], a: f32) -> (f64, bool) {
+        let terminated = CartPole::physics(s, a > 0.0);
+        (if a.is_finite() { 1.0 } else { 0.0 }, terminated)
     }
 
-    fn obs_dim(&self) -> usize {
-        4
-    }
-
-    fn act_dim(&self) -> usize {
-        1
-    }
-
-    fn device(&self) -> Device {
-        Device::Cpu
-    }
-
-    fn reset(&mut self) -> Tensor {
-        for i in 0..self.state.len() {
-            self.reset_one(i);
-        }
-        self.obs()
-    }
-
-    fn step(&mut self, actions: &Tensor) -> Result<Step, StepError> {
-        let n = self.state.len();
-        let a = Vec::<f32>::try_from(actions.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?)?;
-        if a.len() != n {
-            return Err(StepError::ActionCount { got: a.len(), want: n, envs: n, act_dim: 1 });
-        }
-        let (mut reward, mut done, mut finished) = (Vec::new(), Vec::new(), Vec::new());
-        self.advance(&a, &mut reward, &mut done, &mut finished);
-        Ok(Step { obs: self.obs(), reward: Tensor::from_slice(&reward), done: Tensor::from_slice(&done), finished })
-    }
-
-    fn reset_host(&mut self, obs: &mut Vec<f32>) -> Result<(), tch::TchError> {
-        for i in 0..self.state.len() {
-            self.reset_one(i);
-        }
-        self.obs_into(obs);
-        Ok(())
-    }
-
-    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), StepError> {
-        let n = self.state.len();
-        if actions.len() != n {
-            return Err(StepError::ActionCount { got: actions.len(), want: n, envs: n, act_dim: 1 });
-        }
-        out.finished.clear();
-        self.advance(actions, &mut out.reward, &mut out.done, &mut out.finished);
-        self.obs_into(&mut out.obs);
-        Ok(())
+    fn observe(s: &[f64; 4], out: &mut Vec<f32>) {
+        out.extend(s.iter().map(|v| *v as f32));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rl::BatchEnv;
+    use tch::Tensor;
 
     #[test]
     fn physics_matches_hand_computed_first_step() {

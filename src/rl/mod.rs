@@ -5,6 +5,8 @@
 //! - `trading`: the trading environment behind this trait: `env::VecEnv` on the host (the CPU trainers), or
 //!   the env kernel on the training device (`KernelTradingEnv`: PPO on CUDA), whose state, observations,
 //!   rewards and episode returns never leave the device inside a rollout.
+//! - `host_batch`: E copies of a small control environment stepped together in plain Rust (reset,
+//!   automatic reset, episode returns), the scaffolding `cartpole` and `pendulum` share.
 //! - `cartpole`: gymnasium's CartPole-v1, vectorized in Rust: the proof that `ppo` learns.
 //! - `ppo`: clipped-surrogate PPO with GAE, value clipping, entropy bonus, advantage normalisation,
 //!   gradient clipping, learning-rate annealing, optional target-KL stop and running observation
@@ -14,6 +16,7 @@
 //!   tanh-squashed Gaussian actor and an automatically tuned entropy temperature.
 
 pub mod cartpole;
+pub mod host_batch;
 pub mod pendulum;
 pub mod ppo;
 pub mod sac;

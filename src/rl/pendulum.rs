@@ -8,10 +8,9 @@
 //! angle from [-pi, pi] and the velocity from [-1, 1]. Observation: `[cos angle, sin angle, velocity]`.
 //! A random policy scores about -1,200 an episode; a swing-up and balance about -150.
 
-use super::{BatchEnv, HostStep, Step, StepError};
+use super::host_batch::{HostBatch, SingleEnv};
 use crate::env::rng::SplitMix64;
 use std::f64::consts::PI;
-use tch::{Device, Kind, Tensor};
 
 const GRAVITY: f64 = 10.0;
 const MASS: f64 = 1.0;
@@ -21,13 +20,11 @@ const MAX_SPEED: f64 = 8.0;
 pub const MAX_TORQUE: f64 = 2.0;
 pub const MAX_STEPS: u32 = 200;
 
-pub struct Pendulum {
-    /// `[angle, angular velocity]` per env.
-    state: Vec<[f64; 2]>,
-    steps: Vec<u32>,
-    returns: Vec<f64>,
-    rng: SplitMix64,
-}
+/// One pendulum: `[angle, angular velocity]`.
+pub struct Pole;
+
+/// E pendulums.
+pub type Pendulum = HostBatch<Pole>;
 
 /// An angle in [-pi, pi).
 fn normalize(a: f64) -> f64 {
@@ -35,25 +32,6 @@ fn normalize(a: f64) -> f64 {
 }
 
 impl Pendulum {
-    pub fn new(num_envs: usize, seed: u64) -> Self {
-        let mut env = Pendulum {
-            state: vec![[0.0; 2]; num_envs],
-            steps: vec![0; num_envs],
-            returns: vec![0.0; num_envs],
-            rng: SplitMix64::new(seed),
-        };
-        for i in 0..num_envs {
-            env.reset_one(i);
-        }
-        env
-    }
-
-    fn reset_one(&mut self, i: usize) {
-        self.state[i] = [self.rng.uniform(-PI, PI), self.rng.uniform(-1.0, 1.0)];
-        self.steps[i] = 0;
-        self.returns[i] = 0.0;
-    }
-
     /// Advances one pendulum by one step under `torque` (already within the limits); returns the reward.
     pub fn physics(s: &mut [f64; 2], torque: f64) -> f64 {
         let [th, thdot] = *s;
@@ -63,99 +41,34 @@ impl Pendulum {
         *s = [th + new_thdot * DT, new_thdot];
         -cost
     }
-
-    /// One step of every env on actions `a` (clipped to [-1, 1]; not finite counts as 0), with automatic
-    /// reset at the time limit.
-    fn advance(&mut self, a: &[f32], reward: &mut Vec<f32>, done: &mut Vec<f32>, finished: &mut Vec<f64>) {
-        let n = self.state.len();
-        reward.clear();
-        done.clear();
-        for i in 0..n {
-            let u = a.get(i).copied().filter(|u| u.is_finite()).unwrap_or(0.0);
-            let torque = f64::from(u).clamp(-1.0, 1.0) * MAX_TORQUE;
-            let r = Self::physics(&mut self.state[i], torque);
-            reward.push(r as f32);
-            self.steps[i] += 1;
-            self.returns[i] += r;
-            let ended = self.steps[i] >= MAX_STEPS;
-            done.push(if ended { 1.0 } else { 0.0 });
-            if ended {
-                finished.push(self.returns[i]);
-                self.reset_one(i);
-            }
-        }
-    }
-
-    fn obs_into(&self, out: &mut Vec<f32>) {
-        out.clear();
-        out.extend(self.state.iter().flat_map(|[th, thdot]| [th.cos() as f32, th.sin() as f32, *thdot as f32]));
-    }
-
-    fn obs(&self) -> Tensor {
-        let mut flat = Vec::new();
-        self.obs_into(&mut flat);
-        Tensor::from_slice(&flat).view([self.state.len() as i64, 3])
-    }
 }
 
-impl BatchEnv for Pendulum {
-    fn num_envs(&self) -> usize {
-        self.state.len()
+impl SingleEnv for Pole {
+    type State = [f64; 2];
+    const OBS_DIM: usize = 3;
+    const MAX_STEPS: u32 = MAX_STEPS;
+
+    fn reset(rng: &mut SplitMix64) -> [f64; 2] {
+        [rng.uniform(-PI, PI), rng.uniform(-1.0, 1.0)]
     }
 
-    fn obs_dim(&self) -> usize {
-        3
+    /// The action clipped to [-1, 1] (not finite counts as 0) times the torque limit; never terminates.
+    fn step(s: &mut [f64; 2], a: f32) -> (f64, bool) {
+        let u = if a.is_finite() { a } else { 0.0 };
+        let torque = f64::from(u).clamp(-1.0, 1.0) * MAX_TORQUE;
+        (Pendulum::physics(s, torque), false)
     }
 
-    fn act_dim(&self) -> usize {
-        1
-    }
-
-    fn device(&self) -> Device {
-        Device::Cpu
-    }
-
-    fn reset(&mut self) -> Tensor {
-        for i in 0..self.state.len() {
-            self.reset_one(i);
-        }
-        self.obs()
-    }
-
-    fn step(&mut self, actions: &Tensor) -> Result<Step, StepError> {
-        let n = self.state.len();
-        let a = Vec::<f32>::try_from(actions.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?)?;
-        if a.len() != n {
-            return Err(StepError::ActionCount { got: a.len(), want: n, envs: n, act_dim: 1 });
-        }
-        let (mut reward, mut done, mut finished) = (Vec::new(), Vec::new(), Vec::new());
-        self.advance(&a, &mut reward, &mut done, &mut finished);
-        Ok(Step { obs: self.obs(), reward: Tensor::from_slice(&reward), done: Tensor::from_slice(&done), finished })
-    }
-
-    fn reset_host(&mut self, obs: &mut Vec<f32>) -> Result<(), tch::TchError> {
-        for i in 0..self.state.len() {
-            self.reset_one(i);
-        }
-        self.obs_into(obs);
-        Ok(())
-    }
-
-    fn step_host(&mut self, actions: &[f32], out: &mut HostStep) -> Result<(), StepError> {
-        let n = self.state.len();
-        if actions.len() != n {
-            return Err(StepError::ActionCount { got: actions.len(), want: n, envs: n, act_dim: 1 });
-        }
-        out.finished.clear();
-        self.advance(actions, &mut out.reward, &mut out.done, &mut out.finished);
-        self.obs_into(&mut out.obs);
-        Ok(())
+    fn observe(&[th, thdot]: &[f64; 2], out: &mut Vec<f32>) {
+        out.extend([th.cos() as f32, th.sin() as f32, thdot as f32]);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rl::BatchEnv;
+    use tch::Tensor;
 
     #[test]
     fn physics_matches_hand_computed_steps() {

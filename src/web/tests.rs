@@ -400,10 +400,11 @@ async fn start_limited(limits: listen::Limits) -> (std::net::SocketAddr, Cancell
     (addr, stop)
 }
 
-/// Reads until the server closes the connection; how long that took (`None`: still open after `limit`).
+/// Reads until the server closes the connection; how long that took on the runtime's clock (`None`: still
+/// open after `limit`).
 async fn closed_within(s: &mut tokio::net::TcpStream, limit: std::time::Duration) -> Option<std::time::Duration> {
     use tokio::io::AsyncReadExt;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let mut buf = [0u8; 1024];
     loop {
         match tokio::time::timeout(limit.saturating_sub(started.elapsed()), s.read(&mut buf)).await {
@@ -414,13 +415,14 @@ async fn closed_within(s: &mut tokio::net::TcpStream, limit: std::time::Duration
     }
 }
 
-#[tokio::test]
+/// On paused time: the server's timeouts are the runtime's timers, so its second passes at once.
+#[tokio::test(start_paused = true)]
 async fn a_connection_that_sends_no_request_head_in_time_is_closed() {
     use std::time::Duration;
     use tokio::io::AsyncWriteExt;
     let limits = listen::Limits { max_connections: 8, header_timeout: Duration::from_secs(1), ..Default::default() };
     let (addr, stop) = start_limited(limits).await;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
     // Slowloris: a head started and never finished.
     let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -461,13 +463,14 @@ async fn connections_above_the_cap_are_closed_at_once_and_service_resumes_when_t
     stop.cancel();
 }
 
-#[tokio::test]
+/// On paused time: the server's timeouts are the runtime's timers, so its second passes at once.
+#[tokio::test(start_paused = true)]
 async fn a_request_whose_body_does_not_come_gets_408_and_its_connection_closed() {
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let limits = listen::Limits { request_timeout: Duration::from_secs(1), ..Default::default() };
     let (addr, stop) = start_limited(limits).await;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     // A slow POST: the head in time, then 3 of the 100 bytes it announces.
     let head = format!(

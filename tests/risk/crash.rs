@@ -35,7 +35,7 @@ use tradebot::env::rng::SplitMix64;
 use tradebot::features::FeatureSpec;
 use tradebot::models::{Manifest, ModelKind, Registry, TensorSpec};
 use tradebot::oms::{Oms, OmsConfig};
-use tradebot::onnx::mlp::MlpPolicy;
+use tradebot::onnx::mlp::{MlpPolicy, Squash};
 use tradebot::onnx::{Activation, Dense};
 use tradebot::policy::{Pipeline, PpoPolicy};
 use tradebot::store::Store;
@@ -143,7 +143,7 @@ daily_loss_limit_pct = 0.9
             hidden: vec![dense(obs, 16, 1.0)],
             activation: Activation::Tanh,
             head: dense(16, symbols.len(), 1.5),
-            action_clip: Some(1.0),
+            squash: Squash::Clip(1.0),
         };
         let onnx = mlp.to_onnx("obs", "action", &[]).unwrap();
         let env = serde_json::to_value(tradebot::env::EnvConfig::default()).unwrap();

@@ -93,8 +93,9 @@ pub struct Shared {
     pub faults: VecDeque<Fault>,
     /// Faults for the next order POSTs only (`POST /v2/orders`), before those of `faults`.
     pub order_faults: VecDeque<Fault>,
-    /// Until then every REST request is answered 429 with only `X-RateLimit-Reset` (as Alpaca does).
-    pub rate_limited_until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Until then every REST request is answered 429 with only `X-RateLimit-Reset` (as Alpaca does). On the
+    /// runtime's clock, so that a test on paused time waits the window out at once.
+    pub rate_limited_until: Option<tokio::time::Instant>,
     pub requests: Vec<Recorded>,
     /// Text of every frame market-data clients sent, in order.
     pub market_received: Vec<String>,
@@ -238,7 +239,7 @@ impl FakeAlpaca {
     /// Answers every REST request 429 for `d` from now, with `X-RateLimit-Reset` at the window's end and
     /// no `Retry-After`: Alpaca's per-minute window, as a client meets it.
     pub fn rate_limit_for(&self, d: Duration) {
-        self.lock().rate_limited_until = chrono::Duration::from_std(d).ok().map(|d| chrono::Utc::now() + d);
+        self.lock().rate_limited_until = tokio::time::Instant::now().checked_add(d);
     }
 
     /// Adds a bar to the REST store (the symbol's price becomes its close) and streams it to subscribers.

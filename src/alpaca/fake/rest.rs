@@ -49,7 +49,10 @@ async fn gate(State(app): State<App>, headers: HeaderMap, req: Request, next: Ne
         if (h("apca-api-key-id"), h("apca-api-secret-key")) != s.keys {
             return error(403, Some(40110000), "request is not authorized");
         }
-        if let Some(until) = s.rate_limited_until.filter(|u| *u > Utc::now()) {
+        let now = tokio::time::Instant::now();
+        if let Some(until) = s.rate_limited_until.filter(|u| *u > now) {
+            // The window's end in Unix seconds, as far ahead of the wall clock as it is of the runtime's.
+            let until = Utc::now() + chrono::TimeDelta::from_std(until - now).unwrap_or_default();
             let mut r = error(429, Some(42910000), "rate limit exceeded");
             let h = r.headers_mut();
             h.insert("x-ratelimit-limit", HeaderValue::from(200));

@@ -1,5 +1,7 @@
 //! The market-data feed against the fake Alpaca: exact handshake frames, exactly-once delivery across
-//! 20 forced disconnects, half-dead socket detection, 406 back-off, fatal auth failure.
+//! 20 forced disconnects, half-dead socket detection, 406 back-off, fatal auth failure. The silence and
+//! back-off tests run on paused time (the runtime's clock jumps to the next timer when nothing is ready),
+//! measured on that clock.
 
 use super::*;
 use crate::alpaca::fake::{FakeAlpaca, KEY_ID, SECRET_KEY};
@@ -143,7 +145,7 @@ async fn twenty_forced_disconnects_deliver_every_bar_once_in_order() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn half_dead_socket_is_replaced_within_the_silence_timeout() {
     let fake = FakeAlpaca::start(0).await.unwrap();
     fake.lock().max_market_connections = 5;
@@ -154,7 +156,7 @@ async fn half_dead_socket_is_replaced_within_the_silence_timeout() {
     wait_connected(&mut feed).await;
     tokio::time::sleep(Duration::from_millis(900)).await;
     assert_eq!(fake.market_connections(), 1, "pongs keep a quiet but healthy socket alive");
-    let silenced = Instant::now();
+    let silenced = tokio::time::Instant::now();
     fake.silence_market_sockets();
     let FeedEvent::Disconnected { reason } = next(&mut feed).await else { panic!() };
     let detected = silenced.elapsed();
@@ -169,13 +171,13 @@ async fn half_dead_socket_is_replaced_within_the_silence_timeout() {
     assert!(matches!(next(&mut feed).await, FeedEvent::Bar(b) if b.t.timestamp() == T0 + 300));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn connection_limit_backs_off_and_retries() {
     let fake = FakeAlpaca::start(0).await.unwrap();
     fake.lock().refuse_next_connections = 3;
     let mut cfg = config(&fake, KEY_ID, &["AAPL"]);
     cfg.backoff = Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(1) };
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     let mut feed = AlpacaFeed::start(cfg, rest(&fake));
     wait_connected(&mut feed).await;
     let took = started.elapsed();

@@ -1,5 +1,7 @@
 //! The REST client against the fake Alpaca: every endpoint, error classes, retries, and the rule that an
-//! order is never sent twice.
+//! order is never sent twice. The tests that wait (rate limits, retry delays, timeouts) run on paused
+//! time: the runtime's clock jumps to the next timer whenever nothing is ready, so a 65-second window
+//! passes at once; the fake records requests and keeps its rate-limit window on that same clock.
 
 use super::*;
 use crate::alpaca::backoff::Backoff;
@@ -43,7 +45,7 @@ fn order(coid: &str, qty: u32, kind: OrderKind) -> NewOrder {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn endpoints_against_the_fake() {
     let (fake, c) = setup().await;
     let a = c.issue::<GetAccount>(&()).await.unwrap();
@@ -103,7 +105,7 @@ async fn wrong_keys_give_one_clear_error_and_no_retries() {
     assert_eq!(fake.count("GET", "/v2/account"), 1, "an auth failure is not retried");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn rate_limit_waits_for_retry_after_then_succeeds() {
     let (fake, c) = setup().await;
     fake.push_fault(Fault::RateLimited { retry_after_secs: 1 });
@@ -124,7 +126,7 @@ async fn retries_stop_at_the_calls_deadline_under_persistent_429() {
     assert_eq!(fake.count("GET", "/v2/clock"), 1, "a wait past the deadline is not started");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_65_second_rate_limit_window_is_waited_out_by_a_data_call() {
     let (fake, c) = setup().await;
     fake.rate_limit_for(Duration::from_secs(65));
@@ -198,7 +200,7 @@ async fn client_order_id_stays_unique_after_cancel() {
     assert_eq!(fake.lock().book.orders.len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn insufficient_buying_power_and_timeouts() {
     let (fake, c) = setup().await;
     let e = c.submit_order(&order("tb-f-1", 10_000, OrderKind::Market)).await.unwrap_err();
@@ -216,7 +218,7 @@ async fn insufficient_buying_power_and_timeouts() {
     for _ in 0..20 {
         fake.push_fault(Fault::Slow(Duration::from_secs(2)));
     }
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let e = quick.issue::<GetClock>(&()).await.unwrap_err();
     assert!(matches!(e, RestError::Timeout { .. }), "{e:?}");
     assert!(
@@ -262,7 +264,7 @@ async fn bars_follow_next_page_token() {
     assert!(last.contains("page_token=10") && last.contains("feed=iex") && last.contains("limit=10"), "{last}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_429_holds_back_every_caller_until_the_reset() {
     let (fake, c) = setup().await;
     fake.push_fault(Fault::RateLimited { retry_after_secs: 1 });

@@ -1,5 +1,6 @@
 //! `AlpacaBroker` against the fake Alpaca: orders, idempotent resubmission, ambiguous failures,
-//! snapshots, asset checks and error mapping.
+//! snapshots, asset checks and error mapping. Tests that send more than the trading rate limit's burst
+//! run on paused time, so its waits take none.
 
 use super::*;
 use crate::alpaca::fake::{FakeAlpaca, Fault};
@@ -115,7 +116,7 @@ fn errors_map_by_what_they_mean_for_the_order() {
     assert!(matches!(map_error(bp, true), BrokerError::Rejected(_)));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn crypto_positions_come_back_under_the_pair_symbol_orders_use() {
     let (fake, mut broker) = fake().await;
     fake.set_price("BTC/USD", Decimal::from(50_000));
@@ -152,7 +153,7 @@ fn foreign(
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn foreign_orders_and_positions_do_not_fail_the_snapshot() {
     use crate::alpaca::wire::rest::OrderStatus as W;
     let (fake, mut broker) = fake().await;
@@ -200,7 +201,7 @@ async fn every_open_order_is_listed_beyond_one_page() {
     assert_eq!((snap.orders.len(), ids.len()), (503, 503), "none capped, none twice");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_fill_between_the_order_list_and_the_positions_is_not_counted_twice() {
     let (fake, mut broker) = fake().await;
     fake.lock().book.hold_orders = true;

@@ -32,7 +32,8 @@ fn at(hh: u32, mm: u32) -> DateTime<Utc> {
     New_York.with_ymd_and_hms(2024, 5, 1, hh, mm, 0).unwrap().to_utc()
 }
 
-/// Everything `path` hands out before it would wait (100 ms without an event).
+/// Everything `path` hands out before it would wait (100 ms without an event). The tests run on paused
+/// time, so those 100 ms pass at once, and only once nothing else is ready.
 async fn drain<F: MarketFeed + Send>(path: &mut LiveBars<F>) -> Vec<FeedEvent> {
     let mut out = Vec::new();
     while let Ok(ev) = tokio::time::timeout(std::time::Duration::from_millis(100), path.next()).await {
@@ -47,7 +48,7 @@ fn bars(evs: &[FeedEvent]) -> Vec<Bar> {
 
 const M15: Timeframe = Timeframe::Minutes(15);
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn minutes_are_stored_and_the_engine_sees_only_closed_bars_of_the_timeframe() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
@@ -75,7 +76,7 @@ async fn minutes_are_stored_and_the_engine_sees_only_closed_bars_of_the_timefram
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_restart_mid_bucket_rebuilds_it_and_resumes_after_the_last_stored_minute() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
@@ -108,7 +109,7 @@ async fn a_restart_mid_bucket_rebuilds_it_and_resumes_after_the_last_stored_minu
     assert!(late.last_minute.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_quiet_bucket_closes_by_the_clock_when_live_but_never_during_a_backfill() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
@@ -126,7 +127,7 @@ async fn a_quiet_bucket_closes_by_the_clock_when_live_but_never_during_a_backfil
     assert_eq!(store.bar_count(&syms[0], M15).unwrap(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn one_minute_bars_pass_through_and_are_stored() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
@@ -137,7 +138,7 @@ async fn one_minute_bars_pass_through_and_are_stored() {
     assert_eq!(store.bar_count(&sym("AAPL"), Timeframe::MIN1).unwrap(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_symbol_without_a_bar_in_a_period_the_others_traded_in_gets_no_bar_once_it_ended() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
@@ -165,7 +166,7 @@ async fn a_symbol_without_a_bar_in_a_period_the_others_traded_in_gets_no_bar_onc
     assert!(aapl_945 < no_bar_at, "the notice follows the period's bars");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_period_stored_without_its_minutes_is_not_emitted_again_by_the_backfill() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();

@@ -29,7 +29,7 @@ use stats::update_stats;
 use update::Rollout;
 
 use super::BatchEnv;
-use crate::onnx::mlp::{MlpPolicy, ObsNorm};
+use crate::onnx::mlp::{MlpPolicy, Squash};
 use std::collections::VecDeque;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor, nn};
@@ -332,18 +332,9 @@ impl Ppo {
     /// The deterministic policy as plain weights for the ONNX writer, normalisation included.
     pub fn export_policy(&self, action_clip: Option<f32>) -> Result<MlpPolicy, PpoError> {
         let (hidden, head) = self.model.policy_layers()?;
-        let to_vec = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).contiguous());
-        let norm = if self.cfg.normalize_obs {
-            Some(ObsNorm {
-                mean: to_vec(&self.norm.mean)?,
-                var: to_vec(&self.norm.var)?,
-                eps: self.norm.eps as f32,
-                clip: self.norm.clip as f32,
-            })
-        } else {
-            None
-        };
-        Ok(MlpPolicy { norm, hidden, activation: self.model.activation(), head, action_clip })
+        let norm = if self.cfg.normalize_obs { Some(self.norm.frozen()?) } else { None };
+        let squash = action_clip.map_or(Squash::Identity, Squash::Clip);
+        Ok(MlpPolicy { norm, hidden, activation: self.model.activation(), head, squash })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Running mean and variance of observations (parallel Welford/Chan update), kept on the training device
 //! and frozen into the exported ONNX graph.
 
+use crate::onnx::mlp::ObsNorm;
 use tch::{Device, Kind, Tensor, nn};
 
 pub struct RunningNorm {
@@ -48,6 +49,12 @@ impl RunningNorm {
         ((x - &self.mean) / std).clamp(-self.clip, self.clip)
     }
 
+    /// The statistics as they are now, in host memory, for the ONNX writer.
+    pub fn frozen(&self) -> Result<ObsNorm, tch::TchError> {
+        let to_vec = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).contiguous());
+        Ok(ObsNorm { mean: to_vec(&self.mean)?, var: to_vec(&self.var)?, eps: self.eps as f32, clip: self.clip as f32 })
+    }
+
     pub fn device(&self) -> Device {
         self.mean.device()
     }
@@ -71,5 +78,25 @@ mod tests {
         assert!((&n.var - want_var).abs().max().double_value(&[]) < 1e-2);
         let z = n.normalize(&data);
         assert!(z.mean(Kind::Float).abs().double_value(&[]) < 1e-2);
+    }
+
+    #[test]
+    fn the_frozen_statistics_normalise_as_the_tensors_do() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let mut n = RunningNorm::new(&vs.root(), 4, 2.0);
+        let data = Tensor::randn([500, 4], (Kind::Float, Device::Cpu)) * 4.0 - 3.0;
+        n.update(&data);
+        let f = n.frozen().unwrap();
+        assert_eq!(f.mean, Vec::<f32>::try_from(&n.mean).unwrap());
+        assert_eq!(f.var, Vec::<f32>::try_from(&n.var).unwrap());
+        assert_eq!((f.eps, f.clip), (1e-8, 2.0));
+        let want = Vec::<f32>::try_from(n.normalize(&data).reshape([-1])).unwrap();
+        let rows = Vec::<f32>::try_from(data.reshape([-1])).unwrap();
+        let got: Vec<f32> = rows.chunks(4).flat_map(|r| f.apply(r)).collect();
+        let clipped = want.iter().filter(|v| v.abs() == 2.0).count();
+        assert!(clipped > 0 && clipped < want.len(), "the sample must reach the clip and stay inside it too");
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-6, "host {g} vs tensor {w}");
+        }
     }
 }

@@ -12,17 +12,15 @@
 //! the buffer keeps them raw, so a batch is normalised with the statistics of its update.
 
 mod buffer;
-pub mod export;
 mod nets;
 
 pub use crate::config::SacConfig;
-pub use export::SacPolicy;
 
 use super::BatchEnv;
 use super::ppo::RunningNorm;
 use crate::env::rng::SplitMix64;
 use crate::ml::optim::Adam;
-use crate::onnx::mlp::ObsNorm;
+use crate::onnx::mlp::{MlpPolicy, Squash};
 use buffer::Replay;
 use nets::{Actor, TwinQ, polyak};
 use std::collections::VecDeque;
@@ -324,21 +322,13 @@ impl Sac {
         })
     }
 
-    /// The deterministic policy as plain weights for the ONNX writer, normalisation included.
-    pub fn export_policy(&self) -> Result<SacPolicy, SacError> {
+    /// The deterministic policy (the Gaussian's mean, squashed by tanh) as plain weights for the ONNX
+    /// writer, normalisation included: the PPO policy's contract (input `obs [-1, D]`, output
+    /// `action [-1, A]`, each in [-1, 1]), so that the engine serves it through the same path.
+    pub fn export_policy(&self) -> Result<MlpPolicy, SacError> {
         let (hidden, head) = self.actor.policy_layers()?;
-        let to_vec = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).contiguous());
-        let norm = if self.cfg.normalize_obs {
-            Some(ObsNorm {
-                mean: to_vec(&self.norm.mean)?,
-                var: to_vec(&self.norm.var)?,
-                eps: self.norm.eps as f32,
-                clip: self.norm.clip as f32,
-            })
-        } else {
-            None
-        };
-        Ok(SacPolicy { norm, hidden, activation: self.actor.activation, head })
+        let norm = if self.cfg.normalize_obs { Some(self.norm.frozen()?) } else { None };
+        Ok(MlpPolicy { norm, hidden, activation: self.actor.activation, head, squash: Squash::Tanh })
     }
 }
 
