@@ -175,3 +175,20 @@ fn a_missing_corrupt_or_mismatched_state_trains_from_scratch_and_says_why() {
 fn config_with(config: &Config, tail: &str) -> Config {
     self::config(&config.state_dir, tail)
 }
+
+#[test]
+fn the_shipped_champion_warm_starts_under_the_demo_config_and_exports_its_own_onnx() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(root.join("config/tradebot.toml")).unwrap();
+    let text = text.replace("state_dir = \"./var\"", &format!("state_dir = {:?}", dir.path().display().to_string()));
+    let config = Config::parse(Path::new("tradebot.toml"), &text).unwrap();
+    let reg = Registry::open(&config.state_dir.join("models")).unwrap();
+    reg.seed_from(&root.join("models")).unwrap();
+    let id = "ppo-fee6be4c55483f7a";
+    let candidate = trainer(&config, 77);
+    assert_eq!(warm_start(&config, &candidate, id), WarmStart { champion: Some(id.into()), warm: true, reason: None });
+    let bytes =
+        candidate.export_policy(Some(1.0)).unwrap().to_onnx("obs", "action", &[("producer", "tradebot train ppo")]);
+    assert_eq!(bytes.unwrap(), reg.load(id).unwrap().1, "the kept state is the shipped policy, bit for bit");
+}
