@@ -183,7 +183,10 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     }
     let fresh = || Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), device);
     let mut ppo = fresh()?;
-    let warm = args.warm_start.as_deref().map(|id| super::ppo_warm::warm_start(&config, &ppo, id));
+    let warm = match args.warm_start.as_deref() {
+        Some(id) => Some(super::ppo_warm::warm_start(&config, &draft(&config, &ppo, dates, None, 0.0)?, &ppo, id)),
+        None => None,
+    };
     if warm.as_ref().is_some_and(|w| !w.warm) {
         ppo = fresh()?;
     }

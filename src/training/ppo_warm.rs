@@ -14,7 +14,7 @@ use crate::models::{Algorithm, Manifest, ModelKind, Registry};
 use crate::retrain::WarmStart;
 use crate::rl::ppo::Ppo;
 use anyhow::Context;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use tch::{Device, Tensor};
 
@@ -70,10 +70,11 @@ pub fn load_state(ppo: &Ppo, path: &Path) -> Result<(), String> {
 }
 
 /// Starts `ppo` (fresh from `Ppo::new`) from the model `id` in `config`'s registry, or leaves it and says
-/// why. A `warm: false` answer may leave `ppo` partly loaded only if a copy failed after every check
+/// why. `want` is the manifest a model trained with `config` gets (`ppo::draft`): the contract the model
+/// must have. A `warm: false` answer may leave `ppo` partly loaded only if a copy failed after every check
 /// passed: the caller builds a fresh one then.
-pub fn warm_start(config: &Config, ppo: &Ppo, id: &str) -> WarmStart {
-    match try_warm(config, ppo, id) {
+pub fn warm_start(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> WarmStart {
+    match try_warm(config, want, ppo, id) {
         Ok(()) => {
             log::info!(
                 "warm start: PPO starts from {id}'s training state (actor, critic, observation statistics; Adam afresh)"
@@ -87,26 +88,23 @@ pub fn warm_start(config: &Config, ppo: &Ppo, id: &str) -> WarmStart {
     }
 }
 
-fn try_warm(config: &Config, ppo: &Ppo, id: &str) -> Result<(), String> {
+fn try_warm(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> Result<(), String> {
     let reg = Registry::open_read_only(&config.state_dir.join("models"));
     let m = reg.get(id).map_err(|e| e.to_string())?;
-    check_contract(config, &m)?;
+    check_contract(want, &m)?;
     let (_, path) = reg.training_state(id).map_err(|e| e.to_string())?;
     load_state(ppo, &path)
 }
 
-/// The model `m` trained a network `config` builds, on the observations and actions `config` gives it:
-/// a PPO policy with the config's features, symbols, timeframe, input and output shapes, action space,
-/// observation scale (`env.initial_cash`), hidden layers, activation and observation normalisation.
-pub fn check_contract(config: &Config, m: &Manifest) -> Result<(), String> {
+/// The model `m` trained the network this run builds, on the observations and actions it gives it (`want`,
+/// the manifest this run's model gets): a PPO policy with the same features, symbols, timeframe, input and
+/// output shapes, action space, observation scale (`env.initial_cash`), hidden layers, activation and
+/// observation normalisation.
+pub fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), String> {
     if m.kind != ModelKind::Ppo || m.algorithm != Algorithm::Ppo {
         let what = if m.kind == ModelKind::Ppo { m.algorithm.as_str() } else { m.kind.as_str() };
         return Err(format!("{} is a {what} model: a PPO run can start only from a PPO policy", m.id));
     }
-    let day = chrono::NaiveDate::default();
-    let ppo_json = serde_json::to_value(&config.ppo).map_err(|e| e.to_string())?;
-    let want = super::ppo::policy_manifest(config, Algorithm::Ppo, (day, day), BTreeMap::new(), ("ppo", ppo_json))
-        .map_err(|e| e.to_string())?;
     m.check_inputs(&want.features, &want.inputs, &want.symbols, want.timeframe).map_err(|e| e.to_string())?;
     if m.outputs != want.outputs {
         return Err(format!("{} outputs {:?}, this config's policy {:?}", m.id, m.outputs, want.outputs));

@@ -92,7 +92,7 @@ fn a_warm_start_with_no_extra_steps_exports_the_champions_actor() {
     let id = register_champion(&config, &champ);
     let candidate = trainer(&config, 12);
     assert_ne!(onnx(&candidate), onnx(&champ));
-    let w = warm_start(&config, &candidate, &id);
+    let w = warm(&config, &candidate, &id);
     assert_eq!(w, WarmStart { champion: Some(id.clone()), warm: true, reason: None });
     assert_eq!(onnx(&candidate), onnx(&champ), "the exported actor (normalisation included) is the champion's");
     assert_eq!(bits(&candidate), bits(&champ), "the critic too");
@@ -135,7 +135,7 @@ fn a_missing_corrupt_or_mismatched_state_trains_from_scratch_and_says_why() {
     let scratch = |c: &Config, id: &str| {
         let p = trainer(c, 4);
         let before = bits(&p);
-        let w = warm_start(c, &p, id);
+        let w = warm(c, &p, id);
         assert!(!w.warm, "{w:?}");
         assert_eq!(w.champion.as_deref(), Some(id));
         assert_eq!(bits(&p), before, "a refused warm start leaves the fresh network as it was");
@@ -168,7 +168,12 @@ fn a_missing_corrupt_or_mismatched_state_trains_from_scratch_and_says_why() {
     let sac_id = reg.add(b"sac policy", sac).unwrap().id;
     assert!(scratch(&config, &sac_id).contains("is a sac model"));
     // The same champion in the config it was trained under still warm-starts.
-    assert!(warm_start(&config, &trainer(&config, 4), &id).warm);
+    assert!(warm(&config, &trainer(&config, 4), &id).warm);
+}
+
+/// `warm_start` as `tradebot train ppo` calls it: against the manifest this run's model would get.
+fn warm(config: &Config, ppo: &Ppo, id: &str) -> WarmStart {
+    warm_start(config, &draft(config, ppo, dates(), None, 0.0).unwrap(), ppo, id)
 }
 
 /// `config`'s state directory with another tail.
@@ -187,7 +192,7 @@ fn the_shipped_champion_warm_starts_under_the_demo_config_and_exports_its_own_on
     reg.seed_from(&root.join("models")).unwrap();
     let id = "ppo-fee6be4c55483f7a";
     let candidate = trainer(&config, 77);
-    assert_eq!(warm_start(&config, &candidate, id), WarmStart { champion: Some(id.into()), warm: true, reason: None });
+    assert_eq!(warm(&config, &candidate, id), WarmStart { champion: Some(id.into()), warm: true, reason: None });
     let bytes =
         candidate.export_policy(Some(1.0)).unwrap().to_onnx("obs", "action", &[("producer", "tradebot train ppo")]);
     assert_eq!(bytes.unwrap(), reg.load(id).unwrap().1, "the kept state is the shipped policy, bit for bit");
