@@ -181,6 +181,9 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     if total_steps == 0 {
         bail!("--steps 0: train for at least one step");
     }
+    if args.resume && args.warm_start.is_some() {
+        bail!("--resume and --warm-start exclude each other: resume a run, or start one from a model");
+    }
     let fresh = || Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), device);
     let mut ppo = fresh()?;
     let warm = match args.warm_start.as_deref() {
@@ -198,9 +201,6 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     }
     let ckpt_dir = config.state_dir.join("checkpoints").join("ppo");
     if args.resume {
-        if args.warm_start.is_some() {
-            bail!("--resume and --warm-start exclude each other: resume a run, or start one from a model");
-        }
         resume(&mut ppo, &ckpt_dir)?;
     }
     let every = config.train.checkpoint_every as u64;
