@@ -1,6 +1,7 @@
 //! `tradebot train ppo` end to end on the shipped data (a small network and a short run): JSON lines that
 //! end with `done`, a registered candidate whose manifest fits the config's pipeline, an ONNX file that
-//! ONNX Runtime runs with actions in [-1, 1], checkpoints and `--resume`, and clear errors for bad input.
+//! ONNX Runtime runs with actions in [-1, 1], checkpoints and `--resume`, `--warm-start` from a registered
+//! model (or from scratch with the reason), and clear errors for bad input.
 #![cfg(feature = "train")]
 
 mod common;
@@ -97,6 +98,43 @@ fn train_registers_a_model_that_fits_the_pipeline_and_resume_continues() {
     assert_eq!(done["metrics"]["updates"], 6.0);
     assert_ne!(done["model_id"].as_str().unwrap(), id, "the resumed run trained further");
     assert!(reg.load(done["model_id"].as_str().unwrap()).is_ok());
+}
+
+#[test]
+fn a_run_warm_started_from_a_registered_model_says_so_and_falls_back_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg_path = small_config(dir.path(), &[]);
+    let cfg = cfg_path.to_str().unwrap();
+    let train = |cfg: &str, extra: &[&str]| {
+        let mut args = vec!["train", "ppo", "--config", cfg, "--device", "cpu", "--steps", "64", "--json"];
+        args.extend(extra);
+        let o = tradebot(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        json_lines(&o).pop().unwrap()
+    };
+    let champ = train(cfg, &[]);
+    let champ = champ["model_id"].as_str().unwrap().to_string();
+    assert!(champ.starts_with("ppo-"), "{champ}");
+    let reg = Registry::open(&Config::load(&cfg_path).unwrap().state_dir.join("models")).unwrap();
+    assert!(reg.training_state(&champ).is_ok(), "the run's final state is kept with the model");
+
+    let done = train(cfg, &["--warm-start", &champ]);
+    assert_eq!(done["warm_start"], serde_json::json!({ "champion": champ, "warm": true }), "{done}");
+    let m = reg.get(done["model_id"].as_str().unwrap()).unwrap();
+    assert_eq!(m.parent.as_deref(), Some(champ.as_str()), "the manifest names the model it began from");
+    assert_eq!(m.params["warm_start"]["warm"], true);
+
+    // Another network: trained from scratch, and the done line and the manifest say why.
+    let wider = small_config(dir.path(), &[("hidden = [16, 16]", "hidden = [24, 24]")]);
+    let done = train(wider.to_str().unwrap(), &["--warm-start", &champ]);
+    assert_eq!(done["warm_start"]["warm"], false, "{done}");
+    let why = done["warm_start"]["reason"].as_str().unwrap();
+    assert!(why.contains("ppo.hidden") && why.contains("another network"), "{why}");
+    let m = reg.get(done["model_id"].as_str().unwrap()).unwrap();
+    assert_eq!((m.parent, m.params["warm_start"]["reason"].as_str()), (None, Some(why)));
+
+    let o = tradebot(&["train", "ppo", "--config", cfg, "--resume", "--warm-start", &champ]);
+    assert!(!o.status.success() && text(&o).contains("--warm-start"), "{}", text(&o));
 }
 
 #[test]

@@ -21,6 +21,10 @@ pub struct PpoArgs {
     /// Continue from the latest checkpoint under state_dir/checkpoints/ppo.
     #[arg(long)]
     pub resume: bool,
+    /// Start from the training state of this registered PPO model (e.g. the champion) instead of a fresh
+    /// network; where it cannot (another network or contract, no state kept), train from scratch and say why.
+    #[arg(long, value_name = "MODEL_ID", conflicts_with = "resume")]
+    pub warm_start: Option<String>,
     /// Train on a dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.
     #[arg(long)]
     pub data: Option<PathBuf>,
@@ -89,6 +93,7 @@ pub(super) fn ppo(a: PpoArgs) -> anyhow::Result<ExitCode> {
         device: a.device,
         steps: a.steps,
         resume: a.resume,
+        warm_start: a.warm_start,
         data: a.data,
         json: a.json,
         threads: a.threads,

@@ -186,6 +186,7 @@ pub struct RawRetrain {
     pub sac_steps: Option<u64>,
     pub lstm_epochs: Option<u64>,
     pub tune: Option<bool>,
+    pub warm_start: Option<bool>,
     pub algorithms: Option<Vec<String>>,
     pub min_sharpe_margin: Option<f64>,
     pub max_drawdown: Option<f64>,

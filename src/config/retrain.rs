@@ -32,6 +32,13 @@ pub struct RetrainConfig {
     /// A PPO retrain runs a small hyper-parameter search (`tradebot tune ppo`, `[tune]`) within its time
     /// budget instead of one training run; the best trial's model goes to the gate.
     pub tune: bool,
+    /// A PPO retrain's candidate starts from the champion's training state (its actor, critic and
+    /// observation statistics, kept with the model in the registry) and trains `ppo_steps` more on the new
+    /// window: the weekend retrain refines the model that trades instead of drawing a new one. Where that
+    /// cannot be done (no PPO champion, a champion without its state or with a corrupt one, another
+    /// network or observation/action contract than the config's) the candidate trains from scratch and the
+    /// run's record says why. Not for a search (`tune`) or SAC. Default true.
+    pub warm_start: bool,
     /// The policy algorithms each policy retrain trains a candidate of (`["ppo"]` by default; `["ppo",
     /// "sac"]`: FinRL's ensemble). Every candidate is judged by the same holdout evaluator and gate; the
     /// best that passes (by holdout Sharpe) is promoted.
@@ -98,6 +105,7 @@ impl Checker {
             sac_steps,
             lstm_epochs,
             tune: r.tune.unwrap_or(false),
+            warm_start: r.warm_start.unwrap_or(true),
             algorithms,
             gate: GateConfig {
                 min_sharpe_margin: self.range(

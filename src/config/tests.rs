@@ -417,3 +417,13 @@ fn action_space_and_reward_keys_are_checked_and_round_trip() {
     let e = parse(&format!("{MIN}[env]\naction_space = \"weights\"\naccounting = \"finrl-numpy\"\n")).unwrap_err();
     assert!(e.to_string().contains("FinRL's accounting has share counts only"), "{e}");
 }
+
+#[test]
+fn retrain_warm_start_is_on_by_default_and_explained_when_mistyped() {
+    assert!(parse(MIN).unwrap().retrain.warm_start, "a weekend retrain refines the champion by default");
+    assert!(!parse(&format!("{MIN}[retrain]\nwarm_start = false\n")).unwrap().retrain.warm_start);
+    let e = parse(&format!("{MIN}[retrain]\nwarm_start = \"yes\"\n")).unwrap_err().to_string();
+    assert!(e.contains("retrain.warm_start = \"yes\" (line 4)") && e.contains("e.g. warm_start = true"), "{e}");
+    let e = parse(&format!("{MIN}[retrain]\nwarmstart = true\n")).unwrap_err().to_string();
+    assert!(e.contains("did you mean `warm_start`?"), "{e}");
+}

@@ -228,6 +228,9 @@ impl fmt::Display for ReplaySummary {
                 if let Some(d) = &r.decision {
                     writeln!(f, "    gate: {}", crate::retrain::gate::numbers_line(&d.numbers))?;
                 }
+                for w in r.candidates.iter().filter_map(|c| c.warm_start.as_ref()) {
+                    writeln!(f, "    candidate {}", w.describe())?;
+                }
             }
         }
         Ok(())

@@ -1,7 +1,8 @@
 //! The registry: one directory per model version (`<root>/<id>/model.onnx` and `manifest.json`), and a
 //! `history.jsonl` of every promotion and rollback. Writes are atomic (a temporary file or directory
 //! renamed into place), and every load checks the ONNX file against the manifest's SHA-256, so a
-//! truncated or corrupted model is refused by name instead of being run.
+//! truncated or corrupted model is refused by name instead of being run. A policy may keep its training
+//! state beside it (`state`: `<id>/policy.safetensors`, named with its hash in the manifest).
 
 use super::manifest::{Manifest, ModelKind, ModelState};
 use chrono::{DateTime, Utc};
@@ -55,7 +56,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RegistryError + '_ {
 
 /// Writes `bytes` to `path` through a temporary file and a rename, each on disk before it returns (the
 /// file's data, then the directory entry).
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
     let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
@@ -82,13 +83,23 @@ impl Registry {
         &self.root
     }
 
-    fn dir(&self, id: &str) -> PathBuf {
+    pub(super) fn dir(&self, id: &str) -> PathBuf {
         self.root.join(id)
     }
 
     /// Adds a model as a candidate. `draft`'s id, hash and state are filled in here. Adding the same
     /// bytes twice returns the existing manifest.
-    pub fn add(&self, onnx: &[u8], mut draft: Manifest) -> Result<Manifest, RegistryError> {
+    pub fn add(&self, onnx: &[u8], draft: Manifest) -> Result<Manifest, RegistryError> {
+        self.add_files(onnx, draft, &[])
+    }
+
+    /// `add`, with more files written into the model's directory (`(name, bytes)`) in the same rename.
+    pub(super) fn add_files(
+        &self,
+        onnx: &[u8],
+        mut draft: Manifest,
+        extra: &[(&str, &[u8])],
+    ) -> Result<Manifest, RegistryError> {
         let sha = sha256_hex(onnx);
         // A policy's id names its algorithm (`ppo-…`, `sac-…`); the LSTM's its kind.
         let prefix = if draft.kind == ModelKind::Ppo { draft.algorithm.as_str() } else { draft.kind.as_str() };
@@ -103,6 +114,9 @@ impl Registry {
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
         std::fs::write(tmp.join(ONNX_FILE), onnx).map_err(io(&tmp))?;
+        for (name, bytes) in extra {
+            std::fs::write(tmp.join(name), bytes).map_err(io(&tmp))?;
+        }
         let text = serde_json::to_vec_pretty(&draft).map_err(|e| RegistryError::BadManifest {
             id: draft.id.clone(),
             path: tmp.display().to_string(),
@@ -192,6 +206,11 @@ impl Registry {
 
     fn set_state(&self, m: &mut Manifest, state: ModelState) -> Result<(), RegistryError> {
         m.state = state;
+        self.rewrite_manifest(m)
+    }
+
+    /// Writes `m` over its model's manifest (atomically).
+    pub(super) fn rewrite_manifest(&self, m: &Manifest) -> Result<(), RegistryError> {
         let path = self.dir(&m.id).join(MANIFEST_FILE);
         let text = serde_json::to_vec_pretty(m).map_err(|e| RegistryError::BadManifest {
             id: m.id.clone(),

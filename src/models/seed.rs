@@ -1,5 +1,6 @@
 //! Seeding a registry from shipped models: the repository's `models/` directory holds default models in
-//! the registry's own layout (`<id>/model.onnx`, `<id>/manifest.json`). `Registry::seed_from` imports
+//! the registry's own layout (`<id>/model.onnx`, `<id>/manifest.json`, and a policy's training state
+//! `<id>/policy.safetensors` where its manifest names one). `Registry::seed_from` imports
 //! those the registry lacks, verifying each file's hash and id, and makes one champion for every kind
 //! that has none, so a fresh state directory trades with the shipped defaults.
 
@@ -99,7 +100,8 @@ impl Registry {
         shipped.sort_by(|a, b| a.0.created_at.cmp(&b.0.created_at).then_with(|| a.0.id.cmp(&b.0.id)));
         for (m, bytes) in &shipped {
             if matches!(self.get(&m.id), Err(RegistryError::NotFound { .. })) {
-                self.add(bytes, m.clone())?;
+                let state = super::state::shipped_state(&dir.join(&m.id), m);
+                self.add_with_state(bytes, m.clone(), state.as_deref())?;
                 report.imported.push(m.id.clone());
             }
         }

@@ -246,3 +246,36 @@ fn latest_is_the_model_trained_last_whatever_its_state() {
     assert!(Registry::open_read_only(&none).list().unwrap().0.is_empty());
     assert!(!none.exists(), "reading created the directory");
 }
+
+#[test]
+fn a_policys_training_state_is_kept_beside_it_checked_and_seeded_with_it() {
+    let shipped_dir = tempfile::tempdir().unwrap();
+    let shipped = Registry::open(shipped_dir.path()).unwrap();
+    let state = b"safetensors of the trainer".to_vec();
+    let with = shipped.add_with_state(b"policy", draft(ModelKind::Ppo), Some(&state)).unwrap();
+    let sref = StateRef::in_manifest(&with).unwrap().unwrap();
+    assert_eq!((sref.file.as_str(), sref.sha256.clone()), (STATE_FILE, registry::sha256_hex(&state)));
+    assert_eq!(with.id, shipped.add(b"policy", draft(ModelKind::Ppo)).unwrap().id, "the id is the ONNX file's");
+    let (_, path) = shipped.training_state(&with.id).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), state);
+    // A model registered without a state gets one when the same ONNX is registered again with it.
+    let bare = shipped.add(b"bare policy", draft(ModelKind::Ppo)).unwrap();
+    assert!(matches!(shipped.training_state(&bare.id), Err(StateError::Absent { .. })));
+    shipped.add_with_state(b"bare policy", draft(ModelKind::Ppo), Some(b"later")).unwrap();
+    assert_eq!(std::fs::read(shipped.training_state(&bare.id).unwrap().1).unwrap(), b"later");
+    // A corrupt shipped state: the model is imported without it.
+    let torn = shipped.add_with_state(b"torn policy", draft(ModelKind::Ppo), Some(b"whole")).unwrap();
+    std::fs::write(shipped_dir.path().join(&torn.id).join(STATE_FILE), b"torn").unwrap();
+    let e = shipped.training_state(&torn.id).unwrap_err();
+    assert!(matches!(e, StateError::Corrupt { .. }) && e.to_string().contains(&torn.id), "{e}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let r = Registry::open(dir.path()).unwrap();
+    let rep = r.seed_from(shipped_dir.path()).unwrap();
+    assert_eq!(rep.imported.len(), 3, "{rep:?}");
+    assert_eq!(std::fs::read(r.training_state(&with.id).unwrap().1).unwrap(), state, "seeded with its state");
+    assert!(matches!(r.training_state(&torn.id), Err(StateError::Absent { .. })), "imported without the torn one");
+    std::fs::remove_file(dir.path().join(&with.id).join(STATE_FILE)).unwrap();
+    let e = r.training_state(&with.id).unwrap_err();
+    assert!(matches!(e, StateError::Missing { .. }) && e.to_string().contains("is missing"), "{e}");
+}

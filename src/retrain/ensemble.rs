@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::retrain::record::CandidateRecord;
-use crate::retrain::record::TrainedOn;
+use crate::retrain::record::{TrainedOn, WarmStart};
 
 /// A candidate its child trained and registered.
 pub(super) struct Trained {
@@ -16,6 +16,7 @@ pub(super) struct Trained {
     train_metrics: BTreeMap<String, f64>,
     curves: BTreeMap<String, Vec<f64>>,
     trained_on: Option<TrainedOn>,
+    warm_start: Option<WarmStart>,
 }
 
 /// A training child's end: its candidate, or why not (with what it reported before failing).
@@ -52,12 +53,17 @@ impl RetrainPipeline {
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> CandidateResult {
         let kind = r.kind;
-        let spec = self.spec.child_spec(kind, algorithm, snapshot, r.clock_time, seed);
+        let champion = r.champion_before.as_deref();
+        let spec = self.spec.child_spec(kind, algorithm, snapshot, (r.clock_time, seed), champion);
         let mut curves = BTreeMap::new();
         let mut trained_on = None;
+        // With warm start and no champion the candidate trains from scratch; else the child says how it began.
+        let mut warm_start = (self.spec.warm_starts(kind, algorithm) && champion.is_none())
+            .then(|| WarmStart::scratch(None, format!("no {} champion to start from", kind.as_str())));
         let outcome = child::run(&spec, |line| {
             if line.get("event").and_then(|e| e.as_str()) == Some("done") {
                 trained_on = TrainedOn::of_line(line);
+                warm_start = WarmStart::of_line(line).or(warm_start.take());
             }
             // A search (`retrain.tune`) reports its study whole: stored, not passed on as progress.
             if line.get("event").and_then(|e| e.as_str()) == Some("study") {
@@ -75,6 +81,13 @@ impl RetrainPipeline {
             progress(Progress::Training { kind, line: line.clone() })
         })
         .await;
+        if let Some(w) = &warm_start {
+            if w.warm {
+                log::info!("retrain {}: the {algorithm} candidate {}", r.id, w.describe());
+            } else {
+                log::warn!("retrain {}: the {algorithm} candidate {}", r.id, w.describe());
+            }
+        }
         if let Some(on) = &trained_on {
             log::info!(
                 "retrain {}: the {algorithm} child trained on {} ({} env; asked for {})",
@@ -84,7 +97,7 @@ impl RetrainPipeline {
                 on.requested
             );
         }
-        let mut t = Trained { model_id: String::new(), train_metrics: BTreeMap::new(), curves, trained_on };
+        let mut t = Trained { model_id: String::new(), train_metrics: BTreeMap::new(), curves, trained_on, warm_start };
         match outcome {
             ChildOutcome::Done { model_id, metrics } => (t.model_id, t.train_metrics) = (model_id, metrics),
             // Too little data: the run is skipped (`NOT_ENOUGH_DATA_CODE`), not failed, when no candidate is left.
@@ -137,14 +150,17 @@ impl RetrainPipeline {
                 decision: None,
                 failure: None,
                 promoted: false,
+                warm_start: None,
             };
             match t {
                 Ok(t) => {
                     (row.model_id, row.train_metrics) = (Some(t.model_id.clone()), t.train_metrics.clone());
+                    row.warm_start = t.warm_start.clone();
                     ok.push((rows.len(), t));
                 }
                 Err((f, t)) => {
                     row.model_id = t.as_ref().map(|t| t.model_id.clone()).filter(|id| !id.is_empty());
+                    row.warm_start = t.as_ref().and_then(|t| t.warm_start.clone());
                     if single {
                         // One candidate: its child's failure is the run's, as before the ensemble.
                         if let Some(t) = t {

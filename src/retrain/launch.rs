@@ -1,5 +1,6 @@
 //! How the training child of a retrain is launched: its command line (`tradebot train|tune <kind> --config F
-//! --json` and the step, epoch and time budgets of `[retrain]`) and its environment (the snapshot, the
+//! --json`, the step, epoch and time budgets of `[retrain]`, and `--warm-start CHAMPION` with
+//! `retrain.warm_start`) and its environment (the snapshot, the
 //! engine's day, the seed, the GPU and memory budgets).
 
 use super::child::ChildSpec;
@@ -57,15 +58,21 @@ impl PipelineSpec {
         }
     }
 
+    /// Whether the candidate of `algorithm` in a `kind` retrain starts from the champion
+    /// (`retrain.warm_start`): PPO's, trained in one run (not a search).
+    pub(super) fn warm_starts(&self, kind: ModelKind, algorithm: Algorithm) -> bool {
+        self.retrain.warm_start && kind == ModelKind::Ppo && algorithm == Algorithm::Ppo && !self.retrain.tune
+    }
+
     /// The child of a `kind` retrain training `algorithm` on the snapshot at `snapshot`, as of `as_of`,
-    /// seeded with `seed`.
+    /// seeded with `seed`; told to start from `champion` (`--warm-start`) where `warm_starts`.
     pub(super) fn child_spec(
         &self,
         kind: ModelKind,
         algorithm: Algorithm,
         snapshot: &std::path::Path,
-        as_of: DateTime<Utc>,
-        seed: u64,
+        (as_of, seed): (DateTime<Utc>, u64),
+        champion: Option<&str>,
     ) -> ChildSpec {
         let mut args = self.program_args.clone();
         let sac = kind == ModelKind::Ppo && algorithm == Algorithm::Sac;
@@ -92,6 +99,9 @@ impl PipelineSpec {
             ModelKind::Ppo => {
                 if let Some(n) = self.retrain.ppo_steps {
                     args.extend(["--steps".into(), n.to_string().into()]);
+                }
+                if let Some(id) = champion.filter(|_| self.warm_starts(kind, algorithm)) {
+                    args.extend(["--warm-start".into(), id.into()]);
                 }
             }
             ModelKind::Lstm => {

@@ -21,4 +21,4 @@ pub mod study;
 pub(crate) mod testkit;
 
 pub use pipeline::{EvalError, Evaluator, PipelineSpec, Progress, RetrainPipeline, Trigger};
-pub use record::{CandidateRecord, NOT_ENOUGH_DATA, RunOutcome, RunRecord};
+pub use record::{CandidateRecord, NOT_ENOUGH_DATA, RunOutcome, RunRecord, WarmStart};

@@ -203,7 +203,7 @@ fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
     let lstm_from = crate::data::daily_bar_time(NaiveDate::from_ymd_opt(2011, 6, 24).unwrap());
     assert_eq!(s.data_window(ModelKind::Lstm, now), (lstm_from, to));
     let seed = crate::config::retrain_seed(now.date_naive());
-    let child = s.child_spec(crate::models::ModelKind::Ppo, Algorithm::Ppo, std::path::Path::new("/tmp/x"), now, seed);
+    let child = s.child_spec(ModelKind::Ppo, Algorithm::Ppo, std::path::Path::new("/tmp/x"), (now, seed), None);
     assert!(
         child.env.iter().any(|(k, v)| k == crate::config::AS_OF_ENV && v == "2012-07-02"),
         "the child resolves the window on the engine's day: {:?}",
@@ -220,7 +220,7 @@ fn a_rolling_window_moves_with_the_clock_and_reaches_the_child() {
     assert_eq!(Some(child.memory_mb), crate::retrain::memory::default_budget_mb());
     assert!(child.env.iter().any(|(k, v)| k == mem && v.to_str() == Some(child.memory_mb.to_string().as_str())));
     s.retrain.memory_mb = Some(0);
-    let child = s.child_spec(crate::models::ModelKind::Ppo, Algorithm::Ppo, std::path::Path::new("/tmp/x"), now, seed);
+    let child = s.child_spec(ModelKind::Ppo, Algorithm::Ppo, std::path::Path::new("/tmp/x"), (now, seed), None);
     assert_eq!(child.memory_mb, 0);
     assert!(!child.env.iter().any(|(k, _)| k == mem));
 }
@@ -245,4 +245,59 @@ async fn a_run_dropped_mid_training_is_recorded_interrupted_with_when_not_left_r
     assert!(r.ended_at > r.started_at, "{r:?}");
     let when = r.ended_at.format("%Y-%m-%d %H:%M:%S UTC").to_string();
     assert!(r.reason().contains(&format!("stopped at {when}")), "{}", r.reason());
+}
+
+/// A PPO run with `script` as its child and `warm_start` as configured; the child's arguments as it saw them.
+async fn warm_run(
+    dir: &std::path::Path,
+    script: &str,
+    warm: bool,
+    ev: Arc<FakeEvaluator>,
+) -> (RunRecord, String, RunRecord) {
+    let args = dir.join("child-args");
+    let script = format!("echo \"$@\" > {}; {script}", args.display());
+    let mut s = spec(dir, &script, Duration::from_secs(10));
+    s.retrain.warm_start = warm;
+    let store = store_with_bars(dir);
+    let p = RetrainPipeline::new(s, store.clone(), ev);
+    let clock_time = Utc.with_ymd_and_hms(2010, 12, 11, 7, 0, 0).unwrap();
+    let r = p.run(ModelKind::Ppo, Trigger { reason: "test".into(), clock_time }, &mut |_| {}).await;
+    let stored = record::list(&store).unwrap().remove(0);
+    (r, std::fs::read_to_string(args).unwrap_or_default(), stored)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ppo_retrain_starts_from_the_champion_and_records_how_its_candidate_began() {
+    use crate::retrain::WarmStart;
+    let dir = tempfile::tempdir().unwrap();
+    let (champ, cand) = registry_with_champion(dir.path(), ModelKind::Ppo);
+    let ev = Arc::new(FakeEvaluator::with(&[(&champ, 1.0), (&cand, 0.5)]));
+    // The child answers as `tradebot train ppo --warm-start` does when the champion's state cannot be used.
+    let why = format!("model {champ} has no training state");
+    let done = format!(
+        r#"echo '{{"event":"done","model_id":"{cand}","warm_start":{{"champion":"{champ}","warm":false,"reason":"{why}"}}}}'"#
+    );
+    let (r, args, stored) = warm_run(dir.path(), &done, true, ev).await;
+    assert!(args.contains("train ppo") && args.contains(&format!("--warm-start {champ}")), "{args}");
+    assert_eq!(r.candidates[0].warm_start, Some(WarmStart::scratch(Some(champ.clone()), why)), "{r:?}");
+    assert_eq!(stored.candidates, r.candidates, "stored with the run");
+
+    // retrain.warm_start = false: no flag, nothing to record.
+    let dir = tempfile::tempdir().unwrap();
+    let (champ, cand) = registry_with_champion(dir.path(), ModelKind::Ppo);
+    let ev = Arc::new(FakeEvaluator::with(&[(&champ, 1.0), (&cand, 0.5)]));
+    let (r, args, _) = warm_run(dir.path(), &done_line(&cand), false, ev).await;
+    assert!(args.contains("train ppo") && !args.contains("--warm-start"), "{args}");
+    assert_eq!(r.candidates[0].warm_start, None);
+
+    // No champion: from scratch, and the record says so.
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(&dir.path().join("models")).unwrap();
+    let cand = reg.add(b"candidate bytes", crate::retrain::testkit::draft(ModelKind::Ppo)).unwrap().id;
+    let ev = Arc::new(FakeEvaluator::with(&[(&cand, 0.5)]));
+    let (r, args, _) = warm_run(dir.path(), &done_line(&cand), true, ev).await;
+    assert!(!args.contains("--warm-start"), "{args}");
+    let w = r.candidates[0].warm_start.clone().unwrap();
+    assert_eq!(w, WarmStart::scratch(None, "no ppo champion to start from"));
+    assert_eq!(w.describe(), "trained from scratch: no ppo champion to start from");
 }

@@ -95,6 +95,40 @@ impl TrainedOn {
     }
 }
 
+/// How a PPO candidate began (`retrain.warm_start`): from the champion's training state, or from scratch
+/// and why. The training child says so in its `done` line (`warm_start`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarmStart {
+    /// The champion it was asked to start from (`None`: there was no PPO champion).
+    pub champion: Option<String>,
+    /// It started from the champion's weights.
+    pub warm: bool,
+    /// Why it trained from scratch instead (`None` when it did not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl WarmStart {
+    /// Trained from scratch because of `reason`, though asked to start from `champion`.
+    pub fn scratch(champion: Option<String>, reason: impl Into<String>) -> WarmStart {
+        WarmStart { champion, warm: false, reason: Some(reason.into()) }
+    }
+
+    /// From a child's `done` line, where it says.
+    pub fn of_line(line: &serde_json::Value) -> Option<WarmStart> {
+        serde_json::from_value(line.get("warm_start")?.clone()).ok()
+    }
+
+    /// One phrase for logs: "warm-started from ppo-…" or "trained from scratch: why".
+    pub fn describe(&self) -> String {
+        match (&self.champion, self.warm, &self.reason) {
+            (Some(c), true, _) => format!("warm-started from the champion {c}"),
+            (_, _, Some(why)) => format!("trained from scratch: {why}"),
+            _ => "trained from scratch".to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub id: String,
@@ -148,6 +182,9 @@ pub struct CandidateRecord {
     /// The one promoted (the best by holdout Sharpe among those the gate passed).
     #[serde(default)]
     pub promoted: bool,
+    /// A PPO candidate with `retrain.warm_start`: whether it started from the champion, or why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_start: Option<WarmStart>,
 }
 
 /// The curves a training child's progress lines draw: (curve, the line's key).

@@ -60,6 +60,7 @@ pub(crate) fn retrain_config(budget: Duration) -> RetrainConfig {
         sac_steps: Some(500),
         lstm_epochs: None,
         tune: false,
+        warm_start: true,
         algorithms: vec![crate::models::Algorithm::Ppo],
         gate: GateConfig {
             min_sharpe_margin: 0.1,

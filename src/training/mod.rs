@@ -22,6 +22,8 @@ pub mod lstm_sizing;
 #[cfg(feature = "train")]
 pub mod ppo;
 #[cfg(feature = "train")]
+pub mod ppo_warm;
+#[cfg(feature = "train")]
 pub mod progress;
 #[cfg(feature = "train")]
 pub mod sac;
@@ -58,6 +60,9 @@ pub struct PpoJob {
     pub steps: Option<u64>,
     /// Continue from the latest checkpoint under state_dir/checkpoints/ppo.
     pub resume: bool,
+    /// Start from this registered model's training state (the retrain's champion, `retrain.warm_start`),
+    /// or from scratch with the reason logged and recorded where it cannot (`ppo_warm`).
+    pub warm_start: Option<String>,
     /// A dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.
     pub data: Option<PathBuf>,
     /// JSON lines on stdout: progress, then done (or error).

@@ -1,8 +1,9 @@
 //! The PPO training job (`tradebot train ppo`, feature `train`): the `[train]` bars of the configured symbols, aligned on
 //! common times, become a `Panel` (config features) and the trading env (config env: `VecEnv` on the host, or on
 //! CUDA the env kernel on the device, so that the whole rollout stays there); PPO trains on it with
-//! `[ppo]`, writing checkpoints; the policy is exported to ONNX, checked against ONNX Runtime on 1,000
-//! random observations, and registered as a candidate with the PPO model contract's manifest.
+//! `[ppo]` (from scratch, or from a registered model with `--warm-start`, `ppo_warm`), writing checkpoints;
+//! the policy is exported to ONNX, checked against ONNX Runtime on 1,000 random observations, and
+//! registered as a candidate with the PPO model contract's manifest and its final training state.
 
 use super::checkpoint;
 use super::device::{self, DeviceRequest, EnvBackend, Ran};
@@ -180,7 +181,18 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     if total_steps == 0 {
         bail!("--steps 0: train for at least one step");
     }
-    let mut ppo = Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), device)?;
+    if args.resume && args.warm_start.is_some() {
+        bail!("--resume and --warm-start exclude each other: resume a run, or start one from a model");
+    }
+    let fresh = || Ppo::new(config.ppo.clone(), env.obs_dim(), env.act_dim(), device);
+    let mut ppo = fresh()?;
+    let warm = match args.warm_start.as_deref() {
+        Some(id) => Some(super::ppo_warm::warm_start(&config, &draft(&config, &ppo, dates, None, 0.0)?, &ppo, id)),
+        None => None,
+    };
+    if warm.as_ref().is_some_and(|w| !w.warm) {
+        ppo = fresh()?;
+    }
     log::info!("training PPO on {} with the {} trainer", super::device_name(device), ppo.backend());
     let per_update = (config.ppo.n_steps * env.num_envs()) as u64;
     let (total_updates, _, rounding) = super::whole_updates(total_steps, env.num_envs(), config.ppo.n_steps);
@@ -216,9 +228,18 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     }
     let seconds = started.elapsed().as_secs_f64();
     let max_diff_and_bytes = export_checked(&ppo, &config)?;
-    let manifest = register(&config, &ppo, dates, last.as_ref(), seconds, max_diff_and_bytes, &ran)?;
+    let mut draft = draft(&config, &ppo, dates, last.as_ref(), seconds)?;
+    if let Some(w) = &warm {
+        draft.params.insert("warm_start".into(), serde_json::to_value(w)?);
+        draft.parent = w.champion.clone().filter(|_| w.warm);
+    }
+    let state = super::ppo_warm::state_bytes(&ppo)?;
+    let manifest = register_policy_state(&config, draft, max_diff_and_bytes, &ran, Some(&state))?;
     if args.json {
         let mut done = serde_json::json!({ "event": "done", "model_id": manifest.id, "metrics": manifest.metrics });
+        if let Some(w) = &warm {
+            done["warm_start"] = serde_json::to_value(w)?;
+        }
         ran.tag(&mut done);
         emit(&done);
     } else {
@@ -291,21 +312,33 @@ pub fn register(
     checked: (f32, Vec<u8>),
     ran: &Ran,
 ) -> anyhow::Result<Manifest> {
-    register_policy(config, draft(config, ppo, dates, last, seconds)?, checked, ran)
+    let state = super::ppo_warm::state_bytes(ppo)?;
+    register_policy_state(config, draft(config, ppo, dates, last, seconds)?, checked, ran, Some(&state))
 }
 
 /// Registers a policy's checked export (`(max_diff, bytes)`) with its draft manifest: the ONNX parity and
 /// where it trained (the device and the env that actually ran: `--device auto` may have fallen back).
 pub(crate) fn register_policy(
     config: &Config,
+    draft: Manifest,
+    checked: (f32, Vec<u8>),
+    ran: &Ran,
+) -> anyhow::Result<Manifest> {
+    register_policy_state(config, draft, checked, ran, None)
+}
+
+/// `register_policy`, with the trainer's state kept beside the model (`models::state`) when given.
+pub(crate) fn register_policy_state(
+    config: &Config,
     mut draft: Manifest,
     (max_diff, bytes): (f32, Vec<u8>),
     ran: &Ran,
+    state: Option<&[u8]>,
 ) -> anyhow::Result<Manifest> {
     draft.metrics.insert("onnx_max_abs_diff".to_string(), f64::from(max_diff));
     draft.params.insert("trained_on".to_string(), ran.to_json());
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;
-    Ok(reg.add(&bytes, draft)?)
+    Ok(reg.add_with_state(&bytes, draft, state)?)
 }
 
 /// The manifest of a PPO model trained with `config` (the PPO model contract), before registration.

@@ -1,0 +1,135 @@
+//! A PPO run that starts from a registered policy (`tradebot train ppo --warm-start ID`, which the weekend
+//! retrain passes with the champion's id under `retrain.warm_start`), and the trainer's state as the
+//! registry keeps it beside each PPO model (`models::state`): every variable of the trainer but Adam's
+//! (actor, critic, log-std, observation statistics), as safetensors.
+//!
+//! A warm start loads all of them, and Adam starts afresh (zero moments, step 0): the run refines the
+//! champion on the new window with its own learning-rate schedule. Where it cannot (no such model, a SAC
+//! policy, another network or observation/action contract than the config's, no training state kept, a
+//! missing or corrupt file), the run trains from scratch and says why: in the log, in its `done` line and
+//! in the candidate's manifest (`params.warm_start`), whence the retrain's record.
+
+use crate::config::Config;
+use crate::models::{Algorithm, Manifest, ModelKind, Registry};
+use crate::retrain::WarmStart;
+use crate::rl::ppo::Ppo;
+use anyhow::Context;
+use std::collections::HashMap;
+use std::path::Path;
+use tch::{Device, Tensor};
+
+/// The trainer's variables the registry keeps (all but Adam's), by name, in name order.
+fn kept_variables(ppo: &Ppo) -> Vec<(String, Tensor)> {
+    let mut vars: Vec<(String, Tensor)> =
+        ppo.vs.variables().into_iter().filter(|(n, _)| !crate::ml::optim::Adam::is_state(n)).collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    vars
+}
+
+/// The trainer's state as the registry keeps it beside a model: safetensors bytes of every variable but
+/// Adam's.
+pub fn state_bytes(ppo: &Ppo) -> anyhow::Result<Vec<u8>> {
+    let vars: Vec<(String, Tensor)> =
+        kept_variables(ppo).into_iter().map(|(n, t)| (n, t.to_device(Device::Cpu).contiguous())).collect();
+    let tmp = tempfile::Builder::new().prefix("policy-").suffix(".safetensors").tempfile()?;
+    Tensor::write_safetensors(&vars, tmp.path()).context("writing the policy's training state")?;
+    std::fs::read(tmp.path()).context("reading the policy's training state back")
+}
+
+/// Loads a state written by `state_bytes` into `ppo`: every kept variable must be in the file, with its
+/// shape and type, and nothing else; all are checked before any is copied. Adam's state is not touched.
+pub fn load_state(ppo: &Ppo, path: &Path) -> Result<(), String> {
+    let file =
+        Tensor::read_safetensors(path).map_err(|e| format!("{} does not read as safetensors: {e}", path.display()))?;
+    let mut file: HashMap<String, Tensor> = file.into_iter().collect();
+    let mut pairs = Vec::new();
+    for (name, var) in kept_variables(ppo) {
+        let Some(src) = file.remove(&name) else {
+            return Err(format!("its state has no variable {name}: it was written for another network"));
+        };
+        if src.size() != var.size() || src.kind() != var.kind() {
+            return Err(format!(
+                "its {name} is {:?} {:?}, this config's is {:?} {:?}: another network or observation size",
+                src.kind(),
+                src.size(),
+                var.kind(),
+                var.size()
+            ));
+        }
+        pairs.push((var, src));
+    }
+    if let Some(extra) = file.keys().min() {
+        return Err(format!("its state has a variable {extra} this config's network lacks: another network"));
+    }
+    tch::no_grad(|| {
+        for (mut var, src) in pairs {
+            var.f_copy_(&src.to_device(var.device())).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    })
+}
+
+/// Starts `ppo` (fresh from `Ppo::new`) from the model `id` in `config`'s registry, or leaves it and says
+/// why. `want` is the manifest a model trained with `config` gets (`ppo::draft`): the contract the model
+/// must have. A `warm: false` answer may leave `ppo` partly loaded only if a copy failed after every check
+/// passed: the caller builds a fresh one then.
+pub fn warm_start(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> WarmStart {
+    match try_warm(config, want, ppo, id) {
+        Ok(()) => {
+            log::info!(
+                "warm start: PPO starts from {id}'s training state (actor, critic, observation statistics; Adam afresh)"
+            );
+            WarmStart { champion: Some(id.to_string()), warm: true, reason: None }
+        }
+        Err(reason) => {
+            log::warn!("warm start: cannot start from {id}: {reason}; training from scratch");
+            WarmStart::scratch(Some(id.to_string()), reason)
+        }
+    }
+}
+
+fn try_warm(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> Result<(), String> {
+    let reg = Registry::open_read_only(&config.state_dir.join("models"));
+    let m = reg.get(id).map_err(|e| e.to_string())?;
+    check_contract(want, &m)?;
+    let (_, path) = reg.training_state(id).map_err(|e| e.to_string())?;
+    load_state(ppo, &path)
+}
+
+/// The model `m` trained the network this run builds, on the observations and actions it gives it (`want`,
+/// the manifest this run's model gets): a PPO policy with the same features, symbols, timeframe, input and
+/// output shapes, action space, observation scale (`env.initial_cash`), hidden layers, activation and
+/// observation normalisation.
+pub fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), String> {
+    if m.kind != ModelKind::Ppo || m.algorithm != Algorithm::Ppo {
+        let what = if m.kind == ModelKind::Ppo { m.algorithm.as_str() } else { m.kind.as_str() };
+        return Err(format!("{} is a {what} model: a PPO run can start only from a PPO policy", m.id));
+    }
+    m.check_inputs(&want.features, &want.inputs, &want.symbols, want.timeframe).map_err(|e| e.to_string())?;
+    if m.outputs != want.outputs {
+        return Err(format!("{} outputs {:?}, this config's policy {:?}", m.id, m.outputs, want.outputs));
+    }
+    let differs = |section: &str, keys: &[&str]| -> Option<String> {
+        let (theirs, ours) = (m.params.get(section), want.params.get(section));
+        keys.iter().find_map(|k| {
+            let path: Vec<&str> = k.split('.').collect();
+            let get = |v: Option<&serde_json::Value>| path.iter().try_fold(v?, |v, p| v.get(p)).cloned();
+            let (a, b) = (get(theirs), get(ours));
+            (a != b).then(|| {
+                let show = |v: Option<serde_json::Value>| v.map_or_else(|| "(unset)".to_string(), |v| v.to_string());
+                format!("{} has {section}.{k} = {}, this config {}", m.id, show(a), show(b))
+            })
+        })
+    };
+    if let Some(d) = differs("env", &["action.kind", "initial_cash"]) {
+        return Err(format!("{d}: another observation or action contract"));
+    }
+    if let Some(d) = differs("ppo", &["hidden", "activation", "normalize_obs"]) {
+        return Err(format!("{d}: another network"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "ppo_warm_tests.rs"]
+mod tests;
