@@ -67,36 +67,14 @@ impl RetrainPipeline {
             }
             // A search (`retrain.tune`) reports its study whole: stored, not passed on as progress.
             if line.get("event").and_then(|e| e.as_str()) == Some("study") {
-                match serde_json::from_value::<study::StudyRecord>(line["study"].clone()) {
-                    Ok(s) => {
-                        if let Err(e) = study::save(&self.store, &s) {
-                            log::warn!("retrain {}: cannot store the search's study {}: {e}", r.id, s.name);
-                        }
-                    }
-                    Err(e) => log::warn!("retrain {}: the search reported a study that does not parse: {e}", r.id),
-                }
+                self.store_study(&r.id, line);
                 return;
             }
             record::add_to_curves(&mut curves, line);
             progress(Progress::Training { kind, line: line.clone() })
         })
         .await;
-        if let Some(w) = &warm_start {
-            if w.warm {
-                log::info!("retrain {}: the {algorithm} candidate {}", r.id, w.describe());
-            } else {
-                log::warn!("retrain {}: the {algorithm} candidate {}", r.id, w.describe());
-            }
-        }
-        if let Some(on) = &trained_on {
-            log::info!(
-                "retrain {}: the {algorithm} child trained on {} ({} env; asked for {})",
-                r.id,
-                on.device,
-                on.env,
-                on.requested
-            );
-        }
+        log_start(&r.id, algorithm, warm_start.as_ref(), trained_on.as_ref());
         let mut t = Trained { model_id: String::new(), train_metrics: BTreeMap::new(), curves, trained_on, warm_start };
         match outcome {
             ChildOutcome::Done { model_id, metrics } => (t.model_id, t.train_metrics) = (model_id, metrics),
@@ -126,6 +104,18 @@ impl RetrainPipeline {
             return Err((Failure { stage: "registry".into(), code: "wrong_kind".into(), message }, Some(Box::new(t))));
         }
         Ok(t)
+    }
+
+    /// A search's study, as its child reported it, into the store (a WARN when it cannot be).
+    fn store_study(&self, run: &str, line: &serde_json::Value) {
+        match serde_json::from_value::<study::StudyRecord>(line["study"].clone()) {
+            Ok(s) => {
+                if let Err(e) = study::save(&self.store, &s) {
+                    log::warn!("retrain {run}: cannot store the search's study {}: {e}", s.name);
+                }
+            }
+            Err(e) => log::warn!("retrain {run}: the search reported a study that does not parse: {e}"),
+        }
     }
 
     /// Evaluates the trained candidates and the champion on the holdout, applies the gate to each,
@@ -285,3 +275,22 @@ impl RetrainPipeline {
 #[cfg(test)]
 #[path = "ensemble_tests.rs"]
 mod tests;
+
+/// How a candidate began (a warm start is INFO, a fall-back to scratch a WARN) and where its child trained.
+fn log_start(run: &str, algorithm: Algorithm, warm_start: Option<&WarmStart>, trained_on: Option<&TrainedOn>) {
+    if let Some(w) = warm_start {
+        if w.warm {
+            log::info!("retrain {run}: the {algorithm} candidate {}", w.describe());
+        } else {
+            log::warn!("retrain {run}: the {algorithm} candidate {}", w.describe());
+        }
+    }
+    if let Some(on) = trained_on {
+        log::info!(
+            "retrain {run}: the {algorithm} child trained on {} ({} env; asked for {})",
+            on.device,
+            on.env,
+            on.requested
+        );
+    }
+}

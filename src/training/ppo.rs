@@ -159,14 +159,7 @@ pub fn training_env(
 
 /// Trains, exports, checks and registers; returns the candidate's model id.
 pub fn run(args: PpoJob) -> anyhow::Result<String> {
-    let mut config = args.config.clone();
-    // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF), before a replay, or today.
-    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
-    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
-        log::info!("seed {seed} (the retrain's, in place of ppo.seed and env.seed)");
-        config.ppo.seed = seed;
-        config.env.seed = seed;
-    }
+    let config = run_config(&args)?;
     let requested = args.device;
     let device = device::resolve(requested)?;
     // The daemon's retrain names its snapshot in the environment (it holds the store's lock).
@@ -190,6 +183,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         Some(id) => Some(super::ppo_warm::warm_start(&config, &draft(&config, &ppo, dates, None, 0.0)?, &ppo, id)),
         None => None,
     };
+    // A warm start that fell back may have loaded part of the state: train from fresh weights.
     if warm.as_ref().is_some_and(|w| !w.warm) {
         ppo = fresh()?;
     }
@@ -203,29 +197,12 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     if args.resume {
         resume(&mut ppo, &ckpt_dir)?;
     }
-    let every = config.train.checkpoint_every as u64;
     let progress = PpoProgress::new(args.json, total_updates, total_updates * per_update, ppo.env_steps)
         .with_gpu(device)
         .with_ran(&ran);
     let started = Instant::now();
-    let mut last: Option<UpdateStats> = None;
-    let mut ckpt_err = None;
-    let save = |p: &Ppo| checkpoint::save(&ckpt_dir, p, total_updates);
-    ppo.train_until(&mut *env, 0, total_updates, |p, s| {
-        progress.update(s);
-        last = Some(s.clone());
-        if (s.update % every == 0 || s.update >= total_updates)
-            && let Err(e) = save(p)
-        {
-            ckpt_err = Some(e);
-            return false;
-        }
-        true
-    })?;
-    progress.finish();
-    if let Some(e) = ckpt_err {
-        return Err(e);
-    }
+    let every = config.train.checkpoint_every as u64;
+    let last = train_with_checkpoints(&mut ppo, &mut *env, total_updates, every, &ckpt_dir, &progress)?;
     let seconds = started.elapsed().as_secs_f64();
     let max_diff_and_bytes = export_checked(&ppo, &config)?;
     let mut draft = draft(&config, &ppo, dates, last.as_ref(), seconds)?;
@@ -255,6 +232,49 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
         outln!("{}", manifest.id)?;
     }
     Ok(manifest.id)
+}
+
+/// Trains `ppo` to `total_updates`, with a checkpoint every `every` updates and at the end (a failed
+/// save stops the run with its error); the last update's statistics.
+fn train_with_checkpoints(
+    ppo: &mut Ppo,
+    env: &mut (dyn BatchEnv + Send),
+    total_updates: u64,
+    every: u64,
+    ckpt_dir: &std::path::Path,
+    progress: &PpoProgress,
+) -> anyhow::Result<Option<UpdateStats>> {
+    let mut last: Option<UpdateStats> = None;
+    let mut ckpt_err = None;
+    ppo.train_until(env, 0, total_updates, |p, s| {
+        progress.update(s);
+        last = Some(s.clone());
+        if (s.update % every == 0 || s.update >= total_updates)
+            && let Err(e) = checkpoint::save(ckpt_dir, p, total_updates)
+        {
+            ckpt_err = Some(e);
+            return false;
+        }
+        true
+    })?;
+    progress.finish();
+    match ckpt_err {
+        Some(e) => Err(e),
+        None => Ok(last),
+    }
+}
+
+/// The job's config with its training window as dates (a rolling window resolved on the retrain's day,
+/// `$TRADEBOT_TRAIN_AS_OF`, before a replay, or today) and the retrain's seed, when it passes one.
+fn run_config(args: &PpoJob) -> anyhow::Result<Config> {
+    let mut config = args.config.clone();
+    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
+    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
+        log::info!("seed {seed} (the retrain's, in place of ppo.seed and env.seed)");
+        config.ppo.seed = seed;
+        config.env.seed = seed;
+    }
+    Ok(config)
 }
 
 /// The newest checkpoint in `ckpt_dir` loaded into `ppo`, its update and step counts included (`--resume`).
