@@ -185,6 +185,12 @@ fn lines(p: &Progress, shown: &mut Shown) -> Vec<String> {
             if let Some(d) = &r.decision {
                 out.push(format!("  gate: {}", crate::retrain::gate::numbers_line(&d.numbers)));
             }
+            out.extend(
+                r.candidates
+                    .iter()
+                    .filter_map(|c| c.warm_start.as_ref())
+                    .map(|w| format!("  candidate {}", w.describe())),
+            );
             out.push(match (&r.champion_before, &r.champion_after) {
                 (b, a) if b != a => {
                     format!("  champion: {} -> {}", b.as_deref().unwrap_or("none"), a.as_deref().unwrap_or("none"))
@@ -241,6 +247,16 @@ mod tests {
              champion: ppo-0 (unchanged)"
         );
         assert!(!text.contains('=') && !text.contains('{'), "{text}");
+        // How the candidate began (`retrain.warm_start`), in the daemon's words, before the champion.
+        r.candidates = vec![
+            serde_json::from_value(serde_json::json!({
+                "algorithm": "ppo", "model_id": "ppo-1", "metrics": null, "decision": null, "failure": null,
+                "warm_start": {"champion": "ppo-0", "warm": true, "reason": null}
+            }))
+            .unwrap(),
+        ];
+        let text = super::lines(&Progress::Finished(Box::new(r.clone())), &mut shown).join("\n");
+        assert!(text.contains("\n  candidate warm-started from the champion ppo-0\n  champion: ppo-0"), "{text}");
         r.decision = None;
         assert!(!super::lines(&Progress::Finished(Box::new(r)), &mut shown).join("\n").contains("gate"));
     }
