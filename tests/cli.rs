@@ -197,6 +197,10 @@ fn bench_env_prints_throughput_as_json_and_refuses_bad_arguments() {
     let o = tradebot(&["bench", "env", "--days", "10", "--episode-len", "10"], &[]);
     assert!(!o.status.success());
     assert!(text(&o).contains("episode_len = 10"), "{}", text(&o));
+    // The tensor env (`tch`) left the library: the kernel is the env on a device.
+    let o = tradebot(&["bench", "env", "--backend", "tch", "--steps", "1"], &[]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--backend \"tch\": must be rust or kernel"), "{}", text(&o));
 }
 
 /// Dates `data show` cannot use (past chrono's range, not a date, from after to) are refused naming the

@@ -30,7 +30,7 @@ pub struct EnvBench {
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// rust (plain-Rust env, CPU only) | kernel (the C kernel: its CPU build, or its CUDA build through
-    /// NVRTC on --device cuda) | tch (libtorch tensors). Default: rust on cpu, kernel on cuda.
+    /// NVRTC on --device cuda). Default: rust on cpu, kernel on cuda.
     #[arg(long)]
     pub backend: Option<String>,
     /// CPU threads stepping the envs (rust and kernel backends; 0 = every core).
@@ -159,41 +159,6 @@ fn run_kernel_cuda(_: &EnvBench, _: &Panel) -> anyhow::Result<Timing> {
     bail!("the kernel's CUDA build needs a build with the `train` feature (cudarc, libtorch)")
 }
 
-#[cfg(feature = "train")]
-fn run_tch(b: &EnvBench, panel: &Panel, cuda: bool) -> anyhow::Result<Timing> {
-    use tch::{Device, Tensor};
-    let device = if cuda {
-        if !crate::native::load_torch_cuda() {
-            bail!("--device cuda: no CUDA device is usable (tch::Cuda::is_available() is false)");
-        }
-        Device::Cuda(0)
-    } else {
-        Device::Cpu
-    };
-    let mut cfg = config(b);
-    cfg.accounting = Accounting::Standard;
-    let mut env = crate::env::TchEnv::new(cfg, panel, device)?;
-    let acts = Tensor::from_slice(&actions(b)).view([64, b.envs as i64, b.assets as i64]).to_device(device);
-    let sync = || {
-        if cuda {
-            tch::Cuda::synchronize(0);
-        }
-    };
-    sync();
-    let t0 = Instant::now();
-    for s in 0..b.steps {
-        let step = env.step(&acts.get((s % 64) as i64))?;
-        std::hint::black_box(&step.reward);
-    }
-    sync();
-    Ok(Timing { backend: "tch", seconds: t0.elapsed().as_secs_f64(), steps: b.steps })
-}
-
-#[cfg(not(feature = "train"))]
-fn run_tch(_: &EnvBench, _: &Panel, _: bool) -> anyhow::Result<Timing> {
-    bail!("the tch backend needs a build with the `train` feature")
-}
-
 pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
     if b.envs == 0 || b.assets == 0 || b.steps == 0 {
         bail!("--envs, --assets and --steps must be at least 1");
@@ -209,11 +174,10 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
     let backend = b.backend.clone().unwrap_or_else(|| if cuda { "kernel".into() } else { "rust".into() });
     let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
     let t = match backend.as_str() {
-        "rust" if cuda => bail!("--backend rust runs on the CPU only; use --backend kernel or tch with --device cuda"),
+        "rust" if cuda => bail!("--backend rust runs on the CPU only; use --backend kernel with --device cuda"),
         "rust" => run_rust(&b, Arc::new(panel))?,
         "kernel" => run_kernel(&b, Arc::new(panel), cuda)?,
-        "tch" => run_tch(&b, &panel, cuda)?,
-        other => bail!("--backend {other:?}: must be rust, kernel or tch"),
+        other => bail!("--backend {other:?}: must be rust or kernel"),
     };
     let env_steps = (t.steps * b.envs) as f64 / t.seconds;
     let asset_steps = env_steps * b.assets as f64;
@@ -222,7 +186,7 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
             "{}",
             serde_json::json!({
                 "backend": t.backend, "device": if cuda { "cuda:0" } else { "cpu" },
-                "env": match t.backend { "rust" => "VecEnv", "tch" => "TchEnv", _ => "kernel" }, "threads": b.threads, "finrl_rules": b.finrl, "envs": b.envs,
+                "env": match t.backend { "rust" => "VecEnv", _ => "kernel" }, "threads": b.threads, "finrl_rules": b.finrl, "envs": b.envs,
                 "assets": b.assets, "steps": t.steps, "seconds": t.seconds,
                 "env_steps_per_s": env_steps, "asset_steps_per_s": asset_steps,
             })

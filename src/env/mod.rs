@@ -6,8 +6,6 @@
 //! - [`VecEnv`]: the plain-Rust CPU environment, state in flat arrays, seeded random episode starts,
 //!   fixed-length episodes, auto-reset, chunks of envs stepped on all cores.
 //! - [`finrl`]: FinRL 0.3.7's NumPy mixed-precision accounting, for the parity test and the speed peer.
-//! - [`TchEnv`] (feature `train`): the same env as tensor ops, CPU or CUDA, agreeing bit for bit (a
-//!   reference: about 500 small ops a step).
 //! - [`kernel`]: the whole step as one C/CUDA kernel (`kernel/env_step.c`): its CPU build, its CUDA build
 //!   compiled with NVRTC at run time, and `TensorKernelEnv`, its state in tensors on the training device,
 //!   which PPO trains on with CUDA (feature `train`).
@@ -23,22 +21,16 @@ mod one_env;
 pub mod panel;
 pub mod reward;
 pub mod rng;
-#[cfg(feature = "train")]
-mod tch_env;
 mod vec_env;
 pub mod weights;
 
 pub use config::{Accounting, EnvConfig, EnvError};
 pub use panel::{Panel, PanelError};
 pub use reward::{Benchmark, Objective, Reward};
-#[cfg(feature = "train")]
-pub use tch_env::{TchEnv, TchStep};
 pub use vec_env::{Step, VecEnv};
 pub use weights::ActionSpace;
 
 #[cfg(test)]
 mod parity_tests;
-#[cfg(all(test, feature = "train"))]
-mod tch_tests;
 #[cfg(test)]
 pub(crate) mod tests;
