@@ -270,11 +270,16 @@ impl Sac {
         critic_loss.backward();
         self.critic_adam.step(self.cfg.critic_learning_rate);
 
+        // The actor's loss goes through the critics, but only the actor learns from it: the critics' one
+        // flat vector stops asking for a gradient meanwhile, so the backward pass skips their weight
+        // gradients (the next critic step zeroes them unread anyway: the same update, less work).
         let (a, lp) = self.actor.sample(&o, &eps_now);
+        let _ = self.critic.flat.set_requires_grad(false);
         let q_pi = self.critic.forward(&o, &a).amin(0, false);
         let actor_loss = (&alpha * &lp - q_pi).mean(Kind::Float);
         self.actor_adam.zero_grad();
         actor_loss.backward();
+        let _ = self.critic.flat.set_requires_grad(true);
         self.actor_adam.step(self.cfg.actor_learning_rate);
 
         let lp = lp.detach();
