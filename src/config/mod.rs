@@ -38,7 +38,7 @@ pub use lstm::{CutoffMetric, LstmConfig};
 pub use machine::machine_problems;
 pub use market::{FeedConfig, MarketConfig};
 pub use notify::{NotifyConfig, TELEGRAM_API};
-pub use ppo::{CpuBackend, PpoConfig};
+pub use ppo::{CpuBackend, PpoConfig, PpoShape, PpoTuned};
 pub use raw::RawConfig;
 pub use reload::Reload;
 pub use retrain::{GateConfig, RetrainConfig};

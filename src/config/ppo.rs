@@ -85,10 +85,155 @@ impl Default for PpoConfig {
     }
 }
 
+/// What the trials of one population must share (`rl::ppo::population`): the network, the rollout, the
+/// minibatches and the options a search does not tune. Trials with equal shapes (and env counts) train as
+/// one; `PpoConfig::split` names every field of `PpoConfig` without `..`, so a new field does not compile
+/// until it is put here or in `PpoTuned`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PpoShape {
+    pub hidden: Vec<i64>,
+    pub activation: Activation,
+    pub n_steps: usize,
+    pub batch_size: usize,
+    pub n_epochs: usize,
+    pub anneal_lr: bool,
+    pub clip_range_vf: Option<f64>,
+    pub target_kl: Option<f64>,
+    pub log_std_init: f64,
+    pub log_std_min: f64,
+    pub log_std_max: f64,
+    pub normalize_obs: bool,
+    pub obs_clip: f64,
+    pub normalize_advantage: bool,
+    pub mixed_precision: bool,
+}
+
+/// The values each trial of a population keeps as its own (a search tunes them; the seed is each trial's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PpoTuned {
+    pub learning_rate: f64,
+    pub gamma: f64,
+    pub gae_lambda: f64,
+    pub clip_range: f64,
+    pub ent_coef: f64,
+    pub vf_coef: f64,
+    pub max_grad_norm: f64,
+    pub seed: u64,
+}
+
 impl PpoConfig {
     /// The network size the reports this project grew from used: [2048, 1024, 512].
     pub fn large() -> Self {
         PpoConfig { hidden: vec![2048, 1024, 512], ..Default::default() }
+    }
+
+    /// The shape the trials of a population share and the values each keeps as its own. Every field is
+    /// named (no `..`): a new one must be put in one of the two, or here beside `cpu_backend` (how a run
+    /// computes, which decides no result).
+    pub fn split(&self) -> (PpoShape, PpoTuned) {
+        let PpoConfig {
+            hidden,
+            activation,
+            n_steps,
+            batch_size,
+            n_epochs,
+            learning_rate,
+            anneal_lr,
+            gamma,
+            gae_lambda,
+            clip_range,
+            clip_range_vf,
+            ent_coef,
+            vf_coef,
+            max_grad_norm,
+            target_kl,
+            log_std_init,
+            log_std_min,
+            log_std_max,
+            normalize_obs,
+            obs_clip,
+            normalize_advantage,
+            seed,
+            mixed_precision,
+            cpu_backend: _,
+        } = self.clone();
+        let shape = PpoShape {
+            hidden,
+            activation,
+            n_steps,
+            batch_size,
+            n_epochs,
+            anneal_lr,
+            clip_range_vf,
+            target_kl,
+            log_std_init,
+            log_std_min,
+            log_std_max,
+            normalize_obs,
+            obs_clip,
+            normalize_advantage,
+            mixed_precision,
+        };
+        let tuned = PpoTuned { learning_rate, gamma, gae_lambda, clip_range, ent_coef, vf_coef, max_grad_norm, seed };
+        (shape, tuned)
+    }
+
+    /// The config of `shape`, `tuned` and `cpu_backend` (`split`'s inverse; every field named here too).
+    pub fn from_parts(shape: PpoShape, tuned: PpoTuned, cpu_backend: CpuBackend) -> PpoConfig {
+        let PpoShape {
+            hidden,
+            activation,
+            n_steps,
+            batch_size,
+            n_epochs,
+            anneal_lr,
+            clip_range_vf,
+            target_kl,
+            log_std_init,
+            log_std_min,
+            log_std_max,
+            normalize_obs,
+            obs_clip,
+            normalize_advantage,
+            mixed_precision,
+        } = shape;
+        let PpoTuned { learning_rate, gamma, gae_lambda, clip_range, ent_coef, vf_coef, max_grad_norm, seed } = tuned;
+        PpoConfig {
+            hidden,
+            activation,
+            n_steps,
+            batch_size,
+            n_epochs,
+            learning_rate,
+            anneal_lr,
+            gamma,
+            gae_lambda,
+            clip_range,
+            clip_range_vf,
+            ent_coef,
+            vf_coef,
+            max_grad_norm,
+            target_kl,
+            log_std_init,
+            log_std_min,
+            log_std_max,
+            normalize_obs,
+            obs_clip,
+            normalize_advantage,
+            seed,
+            mixed_precision,
+            cpu_backend,
+        }
+    }
+
+    /// The shape the trials of a population share (`split`).
+    pub fn shape(&self) -> PpoShape {
+        self.split().0
+    }
+
+    /// The values a trial of a population keeps as its own (`split`).
+    pub fn tuned(&self) -> PpoTuned {
+        self.split().1
     }
 
     /// Checks ranges; the message names the key.

@@ -427,3 +427,31 @@ fn retrain_warm_start_is_on_by_default_and_explained_when_mistyped() {
     let e = parse(&format!("{MIN}[retrain]\nwarmstart = true\n")).unwrap_err().to_string();
     assert!(e.contains("did you mean `warm_start`?"), "{e}");
 }
+
+/// Issue 34: a `[ppo]` section read from the file splits into the shape the trials of a population share and
+/// the values each keeps, and joins back whole: every key lands on one side, the tuned ones on the tuned side.
+#[test]
+fn a_ppo_section_splits_into_its_shape_and_its_tuned_values_and_joins_back() {
+    let tuned_keys = "learning_rate = 0.001\ngamma = 0.9\ngae_lambda = 0.8\nclip_range = 0.3\nent_coef = 0.01\n\
+                      vf_coef = 0.7\nmax_grad_norm = 0.9\nseed = 5\n";
+    let shape_keys = "hidden = [8]\nn_steps = 16\ntarget_kl = 0.02\nobs_clip = 5.0\nmixed_precision = true\n";
+    let c = parse(&format!("{MIN}[ppo]\n{tuned_keys}{shape_keys}cpu_backend = \"libtorch\"\n")).unwrap().ppo;
+    let (shape, tuned) = c.split();
+    let want = PpoTuned {
+        learning_rate: 0.001,
+        gamma: 0.9,
+        gae_lambda: 0.8,
+        clip_range: 0.3,
+        ent_coef: 0.01,
+        vf_coef: 0.7,
+        max_grad_norm: 0.9,
+        seed: 5,
+    };
+    assert_eq!(tuned, want);
+    assert_eq!((shape.hidden.clone(), shape.n_steps, shape.target_kl), (vec![8], 16, Some(0.02)));
+    assert_eq!((shape.obs_clip, shape.mixed_precision), (5.0, true));
+    assert_eq!(PpoConfig::from_parts(shape.clone(), tuned, c.cpu_backend), c, "the parts lost a value");
+    let shape_only = parse(&format!("{MIN}[ppo]\n{shape_keys}")).unwrap().ppo;
+    assert_eq!(shape_only.shape(), shape, "the tuned keys changed the shape");
+    assert_ne!(shape_only.tuned(), tuned);
+}

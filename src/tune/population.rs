@@ -1,11 +1,12 @@
 //! A search's trials trained as populations (`rl::ppo::population`): the trials proposed in one wave that
-//! share a shape (network, rollout, minibatches: `Population::key`) form a group whose envs step in one
+//! share a shape (network, rollout, minibatches: `GroupKey`) form a group whose envs step in one
 //! kernel launch and whose networks run as one batched forward and backward. A group's members started
 //! together, so they reach each rung together: a wave trains the group to its next rung, copies each
 //! trial back into its own trainer and judges it by its own validation backtest. Trials the search stops
 //! leave the group (`keep`); new trials form new groups.
 
 use super::trial::{Shared, Trial, TrialFailure};
+use crate::config::{Config, PpoShape};
 use crate::env::kernel::TensorKernelEnv;
 use crate::rl::ppo::population::Population;
 use rayon::prelude::*;
@@ -17,19 +18,27 @@ pub(super) struct Group {
     env: TensorKernelEnv,
 }
 
-/// The trials that can train together: the same PPO shape and env count.
-fn key(t: &Trial) -> String {
-    let ppo = serde_json::to_string(&Population::key(&t.config.ppo)).unwrap_or_default();
-    format!("{ppo}/{}", t.config.env.n_envs)
+/// What the trials that train together share: the PPO shape (`PpoShape`: a new `[ppo]` field must be put
+/// in the shape or in the tuned values, or `PpoConfig::split` does not compile) and the env count.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct GroupKey {
+    pub shape: PpoShape,
+    pub n_envs: usize,
+}
+
+impl GroupKey {
+    pub(super) fn of(config: &Config) -> GroupKey {
+        GroupKey { shape: config.ppo.shape(), n_envs: config.env.n_envs }
+    }
 }
 
 impl Group {
     /// Groups of `trials` (with their envs) by shape, in their numbers' order. Trials that cannot join
     /// a group come back with the reason.
     pub(super) fn form(trials: Vec<(Trial, TensorKernelEnv)>) -> (Vec<Group>, Vec<(Trial, String)>) {
-        let mut by_key: Vec<(String, Vec<(Trial, TensorKernelEnv)>)> = Vec::new();
+        let mut by_key: Vec<(GroupKey, Vec<(Trial, TensorKernelEnv)>)> = Vec::new();
         for (t, env) in trials {
-            let k = key(&t);
+            let k = GroupKey::of(&t.config);
             match by_key.iter_mut().find(|(g, _)| *g == k) {
                 Some((_, v)) => v.push((t, env)),
                 None => by_key.push((k, vec![(t, env)])),

@@ -2,7 +2,7 @@
 //! applied to a copy of the config (`[ppo]` or `[sac]`, by the trial's algorithm, and `[env]`), and each
 //! trial's seed.
 
-use crate::config::{ALGORITHM, Config, Dist, Invalid, TuneConfig, algorithm_of_code};
+use crate::config::{ALGORITHM, Config, Dist, Invalid, PpoConfig, TuneConfig, algorithm_of_code};
 use crate::env::rng::SplitMix64;
 use crate::models::Algorithm;
 use std::collections::BTreeMap;
@@ -103,11 +103,13 @@ pub fn show(name: &str, x: f64) -> String {
 }
 
 /// `base` with the trial's parameters and seed in `[ppo]` (or `[sac]` for a SAC trial) and `[env]`;
-/// refused (naming the key) when the result is not a valid config.
+/// refused (naming the key) when the result is not a valid config. A PPO parameter goes into the shape
+/// (`PpoShape`: trials of other values train apart) or into the values each trial keeps (`PpoTuned`).
 pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, Invalid> {
     let mut c = base.clone();
     let sac = algorithm(&base.tune, params)? == Algorithm::Sac;
-    let hidden = if sac { &c.sac.hidden } else { &c.ppo.hidden };
+    let (mut shape, mut tuned) = c.ppo.split();
+    let hidden = if sac { &c.sac.hidden } else { &shape.hidden };
     let (mut width, mut depth) = (hidden.first().copied().unwrap_or(64), hidden.len().max(1));
     for (name, &x) in params {
         match name.as_str() {
@@ -116,14 +118,14 @@ pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, Invali
             "batch_size" if sac => c.sac.batch_size = whole(name, x)?,
             "gamma" if sac => c.sac.gamma = x,
             "tau" => c.sac.tau = x,
-            "learning_rate" => c.ppo.learning_rate = x,
-            "n_steps" => c.ppo.n_steps = whole(name, x)?,
-            "batch_size" => c.ppo.batch_size = whole(name, x)?,
-            "n_epochs" => c.ppo.n_epochs = whole(name, x)?,
-            "clip_range" => c.ppo.clip_range = x,
-            "ent_coef" => c.ppo.ent_coef = x,
-            "gamma" => c.ppo.gamma = x,
-            "gae_lambda" => c.ppo.gae_lambda = x,
+            "learning_rate" => tuned.learning_rate = x,
+            "n_steps" => shape.n_steps = whole(name, x)?,
+            "batch_size" => shape.batch_size = whole(name, x)?,
+            "n_epochs" => shape.n_epochs = whole(name, x)?,
+            "clip_range" => tuned.clip_range = x,
+            "ent_coef" => tuned.ent_coef = x,
+            "gamma" => tuned.gamma = x,
+            "gae_lambda" => tuned.gae_lambda = x,
             "width" => width = whole(name, x)? as i64,
             "depth" => depth = whole(name, x)?,
             "reward_scale" => c.env.reward_scale = x,
@@ -133,9 +135,11 @@ pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, Invali
         }
     }
     if params.contains_key("width") || params.contains_key("depth") {
-        *(if sac { &mut c.sac.hidden } else { &mut c.ppo.hidden }) = vec![width; depth];
+        *(if sac { &mut c.sac.hidden } else { &mut shape.hidden }) = vec![width; depth];
     }
-    (c.ppo.seed, c.sac.seed, c.env.seed) = (seed, seed, seed);
+    tuned.seed = seed;
+    c.ppo = PpoConfig::from_parts(shape, tuned, c.ppo.cpu_backend);
+    (c.sac.seed, c.env.seed) = (seed, seed);
     if sac {
         c.sac.validate()?;
     } else {

@@ -171,6 +171,32 @@ mod training {
         assert_eq!((m.algorithm, m.kind), (Algorithm::Sac, ModelKind::Ppo));
     }
 
+    /// Issue 34: trials train as one population by a typed key, the PPO shape and the env count: trials whose
+    /// draws differ only in values each trial keeps as its own (learning rate, clip range, γ, λ, entropy, seed)
+    /// share it; a drawn shape value (rollout length, minibatch, epochs, width, depth) or another env count
+    /// splits them.
+    #[test]
+    fn trials_differing_in_tuned_values_share_a_group_and_a_shape_value_splits_them() {
+        use super::super::population::GroupKey;
+        let dir = tempfile::tempdir().unwrap();
+        let c = small_config(dir.path());
+        let base = [("learning_rate", 1e-3), ("n_steps", 16.0), ("batch_size", 16.0), ("n_epochs", 2.0)];
+        let draw = |c: &Config, extra: &[(&str, f64)], seed: u64| {
+            let p: space::Params = base.iter().chain(extra).map(|(k, v)| (k.to_string(), *v)).collect();
+            GroupKey::of(&space::apply(c, &p, seed).unwrap())
+        };
+        let key = draw(&c, &[], 1);
+        let tuned = [("learning_rate", 2e-3), ("clip_range", 0.3), ("gamma", 0.95), ("gae_lambda", 0.9)];
+        assert_eq!(key, draw(&c, &tuned, 2), "tuned values and the seed split the population");
+        assert_eq!(key, draw(&c, &[("ent_coef", 0.01)], 3), "the entropy coefficient splits the population");
+        for shape in [("n_steps", 8.0), ("batch_size", 32.0), ("n_epochs", 3.0), ("width", 8.0), ("depth", 1.0)] {
+            assert_ne!(key, draw(&c, &[shape], 1), "{shape:?} left the shape as it was");
+        }
+        let mut more_envs = c.clone();
+        more_envs.env.n_envs += 1;
+        assert_ne!(key, draw(&more_envs, &[], 1), "another env count joined the population");
+    }
+
     fn weights(t: &Trial) -> Vec<(String, Vec<f32>)> {
         let mut v: Vec<(String, Vec<f32>)> = t
             .ppo()

@@ -21,7 +21,7 @@ pub mod population;
 mod stats;
 mod update;
 
-pub use crate::config::{CpuBackend, PpoConfig};
+pub use crate::config::{CpuBackend, PpoConfig, PpoShape, PpoTuned};
 pub use model::ActorCritic;
 pub use normalizer::RunningNorm;
 pub use stats::UpdateStats;

@@ -8,7 +8,8 @@
 //! own random streams (`draws`: counter-based, seeded by the trial), and each trial's loss only reaches its
 //! own weights. So a trial trains to the same weights alone or among any others (tested on the CPU, bit
 //! for bit). What the trials must share is the shape: network, activation, env count, rollout length,
-//! minibatch size and epochs, and the options that are not tuned (`Population::key`).
+//! minibatch size and epochs, and the options that are not tuned (`PpoShape`; each trial's own values are
+//! its `PpoTuned`).
 //!
 //! A population trains in float32 (`ppo.mixed_precision` applies to single runs), GAE as tensor ops with
 //! each trial's γ and λ (not the single-run GAE kernel, whose factors are scalars).
@@ -22,12 +23,14 @@ mod tests;
 
 pub use train::MemberResult;
 
-use super::{Ppo, PpoConfig, PpoError};
+use super::{Ppo, PpoError, PpoShape, PpoTuned};
 use crate::onnx::Activation;
 use tch::{Device, Kind, Tensor};
 
 pub struct Population {
-    cfgs: Vec<PpoConfig>,
+    /// What the trials share, and each trial's own values.
+    shape: PpoShape,
+    tuned: Vec<PpoTuned>,
     device: Device,
     obs_dim: i64,
     act_dim: i64,
@@ -55,8 +58,8 @@ pub struct Population {
 }
 
 /// Per-trial constants as tensors `[P, 1]` (f32) on the device.
-fn per_trial(cfgs: &[PpoConfig], device: Device, f: impl Fn(&PpoConfig) -> f64) -> Tensor {
-    let v: Vec<f32> = cfgs.iter().map(|c| f(c) as f32).collect();
+fn per_trial(tuned: &[PpoTuned], device: Device, f: impl Fn(&PpoTuned) -> f64) -> Tensor {
+    let v: Vec<f32> = tuned.iter().map(|c| f(c) as f32).collect();
     Tensor::from_slice(&v).to_device(device).unsqueeze(1)
 }
 
@@ -73,9 +76,9 @@ struct Consts {
 }
 
 impl Consts {
-    fn new(cfgs: &[PpoConfig], device: Device) -> Consts {
-        let col = |f: fn(&PpoConfig) -> f64| per_trial(cfgs, device, f);
-        let max: Vec<f64> = cfgs.iter().map(|c| c.max_grad_norm).collect();
+    fn new(tuned: &[PpoTuned], device: Device) -> Consts {
+        let col = |f: fn(&PpoTuned) -> f64| per_trial(tuned, device, f);
+        let max: Vec<f64> = tuned.iter().map(|c| c.max_grad_norm).collect();
         Consts {
             clip: col(|c| c.clip_range),
             gamma: col(|c| c.gamma),
@@ -93,30 +96,14 @@ fn steps_tensor(steps: &[u64], device: Device) -> Tensor {
 }
 
 impl Population {
-    /// What trials must share to train together: their config with the per-trial values blanked out.
-    pub fn key(cfg: &PpoConfig) -> PpoConfig {
-        PpoConfig {
-            learning_rate: 0.0,
-            gamma: 0.0,
-            gae_lambda: 0.0,
-            clip_range: 0.0,
-            ent_coef: 0.0,
-            vf_coef: 0.0,
-            max_grad_norm: 0.0,
-            seed: 0,
-            cpu_backend: Default::default(),
-            ..cfg.clone()
-        }
-    }
-
     /// The trials of `members` (their weights, Adam state, observation statistics and counts) stacked.
     pub fn new(members: &[&Ppo]) -> Result<Population, PpoError> {
         let Some(first) = members.first() else {
             return Err(PpoError::Config("a population needs at least one trial".into()));
         };
-        let key = Population::key(&first.cfg);
+        let shape = first.cfg.shape();
         for m in members {
-            if Population::key(&m.cfg) != key || m.obs_dim != first.obs_dim || m.act_dim != first.act_dim {
+            if m.cfg.shape() != shape || m.obs_dim != first.obs_dim || m.act_dim != first.act_dim {
                 return Err(PpoError::Config(
                     "a population's trials must share the network, rollout, minibatches and untuned options".into(),
                 ));
@@ -125,7 +112,7 @@ impl Population {
                 return Err(PpoError::Config("a population's trials must be on one device".into()));
             }
         }
-        if key.target_kl.is_some() {
+        if shape.target_kl.is_some() {
             return Err(PpoError::Config(
                 "ppo.target_kl ends a trial's epochs early, which a population trained in step cannot do: unset it"
                     .into(),
@@ -159,13 +146,14 @@ impl Population {
         let v = moments(&|p| &p.adam.flat_v);
         let norm =
             stack(&|m| vec![m.norm.mean.shallow_clone(), m.norm.var.shallow_clone(), m.norm.count.shallow_clone()]);
-        let seeds: Vec<i64> = members.iter().map(|m| m.cfg.seed as i64).collect();
-        let cfgs: Vec<PpoConfig> = members.iter().map(|m| m.cfg.clone()).collect();
+        let tuned: Vec<PpoTuned> = members.iter().map(|m| m.cfg.tuned()).collect();
+        let seeds: Vec<i64> = tuned.iter().map(|t| t.seed as i64).collect();
         let adam_steps: Vec<u64> = members.iter().map(|m| m.adam.steps).collect();
         Ok(Population {
-            consts: Consts::new(&cfgs, device),
+            consts: Consts::new(&tuned, device),
             adam_t: steps_tensor(&adam_steps, device),
-            cfgs,
+            shape,
+            tuned,
             device,
             obs_dim: first.obs_dim as i64,
             act_dim: first.act_dim as i64,
@@ -185,11 +173,11 @@ impl Population {
     }
 
     pub fn len(&self) -> usize {
-        self.cfgs.len()
+        self.tuned.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.cfgs.is_empty()
+        self.tuned.is_empty()
     }
 
     /// Keeps the trials at positions `keep` (ascending), as `TensorKernelEnv::keep` does for their envs.
@@ -210,8 +198,8 @@ impl Population {
         self.adam_steps = select(&self.adam_steps);
         self.updates = select(&self.updates);
         self.env_steps = select(&self.env_steps);
-        self.cfgs = keep.iter().map(|&k| self.cfgs[k].clone()).collect();
-        self.consts = Consts::new(&self.cfgs, self.device);
+        self.tuned = keep.iter().map(|&k| self.tuned[k]).collect();
+        self.consts = Consts::new(&self.tuned, self.device);
         self.adam_t = steps_tensor(&self.adam_steps, self.device);
         Ok(())
     }
@@ -250,12 +238,12 @@ impl Population {
         ppo.pull_native()
     }
 
-    fn cfg(&self) -> &PpoConfig {
-        &self.cfgs[0]
+    fn shape(&self) -> &PpoShape {
+        &self.shape
     }
 
     fn activate(&self, x: Tensor) -> Tensor {
-        match self.cfg().activation {
+        match self.shape().activation {
             Activation::Tanh => x.tanh(),
             Activation::Relu => x.relu(),
         }
@@ -295,7 +283,7 @@ impl Population {
 
     /// Log-std `[P, A]` within the configured bounds.
     fn log_std(&self) -> Tensor {
-        let c = self.cfg();
+        let c = self.shape();
         self.params[self.params.len() - 1].clamp(c.log_std_min, c.log_std_max)
     }
 
@@ -317,7 +305,7 @@ impl Population {
     /// Folds `raw [P, E, obs]` into each trial's statistics and normalises it (as `RunningNorm`).
     fn observe(&mut self, raw: &Tensor) -> Tensor {
         let raw = raw.to_kind(Kind::Float);
-        if !self.cfg().normalize_obs {
+        if !self.shape().normalize_obs {
             return raw;
         }
         tch::no_grad(|| {
@@ -331,7 +319,7 @@ impl Population {
             self.norm_var = m2 / &total;
             self.norm_count = total;
         });
-        let clip = self.cfg().obs_clip;
+        let clip = self.shape().obs_clip;
         let std = (&self.norm_var + 1e-8).sqrt().unsqueeze(1);
         ((raw - self.norm_mean.unsqueeze(1)) / std).clamp(-clip, clip)
     }

@@ -1,4 +1,4 @@
-use super::super::Rollout;
+use super::super::{PpoConfig, Rollout};
 use super::*;
 use crate::env::EnvConfig;
 use crate::env::Panel;

@@ -40,7 +40,7 @@ impl Population {
         let ro = self.collect(env, e, &updates)?;
         let stats = self.update(&ro, lrs, &updates, &lr)?;
         let returns = env.take_trial_returns().map_err(|err| PpoError::Env(err.to_string()))?;
-        let per_update = (self.cfg().n_steps as i64 * e) as u64;
+        let per_update = (self.shape().n_steps as i64 * e) as u64;
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
         Ok(stats
             .into_iter()
@@ -63,7 +63,7 @@ impl Population {
     }
 
     fn collect(&mut self, env: &mut TensorKernelEnv, e: i64, updates: &Tensor) -> Result<Rollout, PpoError> {
-        let (p, a, t_len) = (self.len() as i64, self.act_dim, self.cfg().n_steps);
+        let (p, a, t_len) = (self.len() as i64, self.act_dim, self.shape().n_steps);
         let view = |t: &Tensor, last: Option<i64>| match last {
             Some(d) => t.view([p, e, d]),
             None => t.view([p, e]),
@@ -148,9 +148,9 @@ impl Population {
         let device = self.device;
         // loss, policy loss, value loss, approximate KL, clip fraction: per trial, f64 sums.
         let mut sums = Tensor::zeros([p, 5], (Kind::Double, device));
-        let bs = (self.cfg().batch_size as i64).min(n);
+        let bs = (self.shape().batch_size as i64).min(n);
         let mut batches = 0usize;
-        let epochs = self.cfg().n_epochs;
+        let epochs = self.shape().n_epochs;
         for epoch in 0..epochs {
             let counter = updates * epochs as i64 + epoch as i64;
             let perm = draws::permutations(&self.seeds, &counter, n);
@@ -190,7 +190,7 @@ impl Population {
     /// return]` (each `[P, B, ...]`); returns `[P, 5]`: loss, policy loss, value loss, KL, clip fraction (f64).
     pub(super) fn minibatch(&mut self, b: &[Tensor; 6], lr: &Tensor) -> Tensor {
         let [o, a, olp, ov, ad, ret] = b;
-        let c = self.cfg().clone();
+        let c = self.shape().clone();
         let mut ad = ad.shallow_clone();
         if c.normalize_advantage && ad.size()[1] > 1 {
             ad = (&ad - ad.mean_dim(1, true, Kind::Float)) / (ad.std_dim(1, true, true) + 1e-8);
