@@ -127,12 +127,10 @@ pub(crate) fn pooled_dataset(config: &Config, w: &WindowSpec, series: &[Vec<Bar>
 /// The config of the job: `[train]`'s dates resolved, the retrain's seed and `--epochs` applied; and the
 /// first day of its data (`LstmConfig::history_from`).
 fn job_config(args: &LstmJob) -> anyhow::Result<(Config, LstmConfig, Option<NaiveDate>)> {
-    let mut config = args.config.clone();
-    // A rolling window becomes dates on the retrain's day ($TRADEBOT_TRAIN_AS_OF), before a replay, or today.
-    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
+    let (config, seed) = super::dated_config(&args.config)?;
     let first_day = config.lstm.history_from(&args.config.train, &config.train);
     let mut cfg = config.lstm.clone();
-    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
+    if let Some(seed) = seed {
         log::info!("seed {seed} (the retrain's, in place of lstm.seed)");
         cfg.seed = seed;
     }

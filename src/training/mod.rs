@@ -29,7 +29,27 @@ pub mod progress;
 pub mod sac;
 
 use crate::config::Config;
+#[cfg(feature = "train")]
+use std::path::Path;
 use std::path::PathBuf;
+
+#[cfg(feature = "train")]
+/// A training job's config with `[train]`'s rolling window resolved to dates (on the retrain's day,
+/// `$TRADEBOT_TRAIN_AS_OF`, before a replay, or today), and the retrain's seed when it passes one
+/// (`$TRADEBOT_TRAIN_SEED`), for the job to put in place of its own.
+pub(crate) fn dated_config(config: &Config) -> anyhow::Result<(Config, Option<u64>)> {
+    let mut config = config.clone();
+    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
+    let seed = crate::config::seed_from_env().map_err(anyhow::Error::msg)?;
+    Ok((config, seed))
+}
+
+#[cfg(feature = "train")]
+/// The dataset snapshot a job trains on: `--data`, else the one the daemon's retrain names in the
+/// environment (it holds the store's lock), else none (the store).
+pub(crate) fn snapshot_path(data: Option<&Path>) -> Option<PathBuf> {
+    data.map(Path::to_path_buf).or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(PathBuf::from))
+}
 
 /// `steps` rounded up to whole PPO updates of `n_envs` × `n_steps` steps each: the updates, the steps
 /// they train, and a sentence saying so when that is more than asked (`None` when it is exact).

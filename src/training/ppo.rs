@@ -162,11 +162,7 @@ pub fn run(args: PpoJob) -> anyhow::Result<String> {
     let config = run_config(&args)?;
     let requested = args.device;
     let device = device::resolve(requested)?;
-    // The daemon's retrain names its snapshot in the environment (it holds the store's lock).
-    let snapshot = args
-        .data
-        .clone()
-        .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
+    let snapshot = super::snapshot_path(args.data.as_deref());
     let data = load_data(&config, snapshot.as_deref())?;
     let dates = (data.first, data.last);
     let (mut env, device, ran) = training_env(&config.env, Arc::new(data.panel), device, requested)?;
@@ -267,9 +263,8 @@ fn train_with_checkpoints(
 /// The job's config with its training window as dates (a rolling window resolved on the retrain's day,
 /// `$TRADEBOT_TRAIN_AS_OF`, before a replay, or today) and the retrain's seed, when it passes one.
 fn run_config(args: &PpoJob) -> anyhow::Result<Config> {
-    let mut config = args.config.clone();
-    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
-    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
+    let (mut config, seed) = super::dated_config(&args.config)?;
+    if let Some(seed) = seed {
         log::info!("seed {seed} (the retrain's, in place of ppo.seed and env.seed)");
         config.ppo.seed = seed;
         config.env.seed = seed;

@@ -29,19 +29,15 @@ const REPORTS: u64 = 50;
 
 /// Trains, exports, checks and registers; returns the candidate's model id.
 pub fn run(args: SacJob) -> anyhow::Result<String> {
-    let mut config = args.config.clone();
-    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
-    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
+    let (mut config, seed) = super::dated_config(&args.config)?;
+    if let Some(seed) = seed {
         log::info!("seed {seed} (the retrain's, in place of sac.seed and env.seed)");
         config.sac.seed = seed;
         config.env.seed = seed;
     }
     let requested = args.device;
     let device = device::resolve(requested)?;
-    let snapshot = args
-        .data
-        .clone()
-        .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
+    let snapshot = super::snapshot_path(args.data.as_deref());
     let data = load_data(&config, snapshot.as_deref())?;
     let dates = (data.first, data.last);
     // The env kernel is PPO's (its rollout never leaves the GPU); SAC steps VecEnv on the host and keeps

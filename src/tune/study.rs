@@ -38,10 +38,7 @@ pub(super) fn run(job: TuneJob) -> anyhow::Result<StudyRun> {
     let (config, tune) = settings(&job)?;
     let requested = job.device;
     let device = device::resolve(requested)?;
-    let snapshot = job
-        .data
-        .clone()
-        .or_else(|| std::env::var_os(crate::retrain::pipeline::SNAPSHOT_ENV).map(std::path::PathBuf::from));
+    let snapshot = crate::training::snapshot_path(job.data.as_deref());
     let mut shared = split(&config, &tune, snapshot.as_deref(), device, job.time_budget)?;
     // The env settles the device once for every trial: `cuda` fails here with the reason, `auto` may fall
     // back to the CPU (one WARN); the trials then hold to it (a trial's env that cannot start fails it).
@@ -73,9 +70,8 @@ pub(super) fn run(job: TuneJob) -> anyhow::Result<StudyRun> {
 /// The configuration a search runs on: `[train]` dates resolved, the retrain's seed in place of
 /// `tune.seed`, the job's overrides of `[tune]` applied and checked.
 fn settings(job: &TuneJob) -> anyhow::Result<(Config, TuneConfig)> {
-    let mut config = job.config.clone();
-    config.train = config.train_dates().map_err(anyhow::Error::msg)?;
-    if let Some(seed) = crate::config::seed_from_env().map_err(anyhow::Error::msg)? {
+    let (mut config, seed) = crate::training::dated_config(&job.config)?;
+    if let Some(seed) = seed {
         log::info!("seed {seed} (the retrain's, in place of tune.seed)");
         config.tune.seed = seed;
     }
