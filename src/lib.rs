@@ -53,26 +53,26 @@
 //!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,
 //!     the retrainer), and [`bench`] (`tradebot bench ...`), 16. [`cli`] (parses and dispatches).
 
-pub mod alerts;
+pub(crate) mod alerts;
 pub mod alloc;
 pub mod alpaca;
-pub mod backtest;
+pub(crate) mod backtest;
 pub mod bench;
-pub mod broker;
+pub(crate) mod broker;
 pub mod calendar;
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod contract;
+pub(crate) mod contract;
 pub mod control;
 pub mod daemon;
-pub mod data;
+pub(crate) mod data;
 pub mod domain;
 pub mod engine;
 pub mod env;
 pub mod exec;
 pub mod features;
-pub mod feed;
+pub(crate) mod feed;
 /// The fuzz targets' entry points: feature `testkit` (`fuzz/` enables it) or the crate's own tests.
 #[cfg(any(test, feature = "testkit"))]
 pub mod fuzzing;
@@ -80,12 +80,12 @@ pub mod fuzzing;
 #[cfg(all(test, feature = "gpu-tests", feature = "train"))]
 mod gpu_tests;
 pub mod live;
-pub mod logging;
+pub(crate) mod logging;
 #[cfg(feature = "train")]
-pub mod lstm;
-pub mod metrics;
+pub(crate) mod lstm;
+pub(crate) mod metrics;
 #[cfg(feature = "train")]
-pub mod ml;
+pub(crate) mod ml;
 pub mod models;
 pub mod native;
 pub mod oms;
@@ -96,11 +96,11 @@ pub mod retrain;
 pub mod risk;
 #[cfg(feature = "train")]
 pub mod rl;
-pub mod schedule;
+pub(crate) mod schedule;
 pub mod store;
-pub mod telegram;
+pub(crate) mod telegram;
 pub mod training;
-pub mod tune;
-pub mod web;
+pub(crate) mod tune;
+pub(crate) mod web;
 
 pub use daemon::{RunEnd, RunOptions, run};

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::sync::Mutex;
 
 /// Lines at WARN and above kept for the dashboard.
-pub const RECENT_MAX: usize = 200;
+pub(crate) const RECENT_MAX: usize = 200;
 
 /// One log line as the dashboard shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,18 +24,18 @@ pub struct LogLine {
 
 /// The last `max` lines at WARN and above, oldest first.
 #[derive(Debug)]
-pub struct Recent {
+pub(crate) struct Recent {
     lines: Mutex<VecDeque<LogLine>>,
     max: usize,
 }
 
 impl Recent {
-    pub const fn new(max: usize) -> Recent {
+    pub(crate) const fn new(max: usize) -> Recent {
         Recent { lines: Mutex::new(VecDeque::new()), max }
     }
 
     /// Keeps `rec` when it is a warning or an error.
-    pub fn push(&self, rec: &log::Record) {
+    pub(crate) fn push(&self, rec: &log::Record) {
         if rec.level() > log::Level::Warn {
             return;
         }
@@ -52,7 +52,7 @@ impl Recent {
         lines.push_back(line);
     }
 
-    pub fn lines(&self) -> Vec<LogLine> {
+    pub(crate) fn lines(&self) -> Vec<LogLine> {
         self.lines.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
     }
 }
@@ -60,7 +60,7 @@ impl Recent {
 static RECENT: Recent = Recent::new(RECENT_MAX);
 
 /// The process's last lines at WARN and above, oldest first.
-pub fn recent() -> Vec<LogLine> {
+pub(crate) fn recent() -> Vec<LogLine> {
     RECENT.lines()
 }
 
@@ -87,7 +87,7 @@ impl<L: Log> Log for Tee<L> {
 }
 
 /// Installs the logger once. Later calls (tests, a second command in one process) are ignored.
-pub fn init(level: LevelFilter) {
+pub(crate) fn init(level: LevelFilter) {
     let env = std::env::var("RUST_LOG").ok().filter(|s| !s.trim().is_empty());
     if systemd_journal_logger::connected_to_journal()
         && let Ok(journal) = systemd_journal_logger::JournalLog::new()
@@ -120,27 +120,28 @@ pub fn init(level: LevelFilter) {
 
 /// Log lines beside a progress bar: while a bar is shown (`bridge::show`), each line is written with the
 /// bar cleared and drawn again below it (indicatif's `suspend`), so no line lands on the bar's line.
-pub mod bridge {
+pub(crate) mod bridge {
+    #[cfg(feature = "train")]
     use std::sync::Mutex;
 
     #[cfg(feature = "train")]
     static BAR: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
-    #[cfg(not(feature = "train"))]
-    static BAR: Mutex<Option<()>> = Mutex::new(None);
 
     /// Log lines go around `bar` until `hide` (or another `show`).
     #[cfg(feature = "train")]
-    pub fn show(bar: &indicatif::ProgressBar) {
+    pub(crate) fn show(bar: &indicatif::ProgressBar) {
         *BAR.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar.clone());
     }
 
     /// Log lines are written as they come again.
-    pub fn hide() {
+    #[cfg(feature = "train")]
+    pub(crate) fn hide() {
         *BAR.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Whether a bar is shown.
-    pub fn showing() -> bool {
+    #[cfg(all(test, feature = "train"))]
+    pub(crate) fn showing() -> bool {
         BAR.lock().unwrap_or_else(|p| p.into_inner()).is_some()
     }
 
@@ -181,7 +182,7 @@ pub(crate) fn log_through_tee(inner: &dyn Log, message: &str) {
 /// Test support: the log lines of a thread, or of any thread when they contain a given text, captured
 /// while a `Watch` lives (the logger installed at the first watch if none is).
 #[cfg(test)]
-pub mod capture {
+pub(crate) mod capture {
     use std::sync::Mutex;
     use std::thread::ThreadId;
 
@@ -196,7 +197,7 @@ pub mod capture {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
     /// Captures while it lives.
-    pub struct Watch(u64);
+    pub(crate) struct Watch(u64);
 
     struct Silent;
     impl log::Log for Silent {
@@ -216,18 +217,18 @@ pub mod capture {
     }
 
     /// The lines logged on this thread.
-    pub fn this_thread() -> Watch {
+    pub(crate) fn this_thread() -> Watch {
         start(Some(std::thread::current().id()), None)
     }
 
     /// The lines, on any thread, that contain `needle`.
-    pub fn containing(needle: &str) -> Watch {
+    pub(crate) fn containing(needle: &str) -> Watch {
         start(None, Some(needle.to_string()))
     }
 
     impl Watch {
         /// The lines captured so far: level and message.
-        pub fn lines(&self) -> Vec<(log::Level, String)> {
+        pub(crate) fn lines(&self) -> Vec<(log::Level, String)> {
             let w = WATCHERS.lock().unwrap_or_else(|p| p.into_inner());
             w.iter().find(|w| w.id == self.0).map(|w| w.lines.clone()).unwrap_or_default()
         }

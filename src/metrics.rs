@@ -16,7 +16,7 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 /// The content type `/metrics` answers with.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 type FGauge = Gauge<f64, AtomicU64>;
 
@@ -266,7 +266,7 @@ impl Metrics {
 }
 
 /// The training throughput in a child's progress line, by whichever name the trainer uses.
-pub fn train_rate(line: &serde_json::Value) -> Option<f64> {
+pub(crate) fn train_rate(line: &serde_json::Value) -> Option<f64> {
     ["steps_per_sec", "steps_per_s", "samples_per_sec"].iter().find_map(|k| line.get(*k).and_then(|v| v.as_f64()))
 }
 

@@ -14,8 +14,8 @@ use serde::Serialize;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-pub const TELEGRAM_TOKEN_VAR: &str = "TRADEBOT_TELEGRAM_TOKEN";
-pub const DISCORD_WEBHOOK_VAR: &str = "TRADEBOT_DISCORD_WEBHOOK";
+pub(crate) const TELEGRAM_TOKEN_VAR: &str = "TRADEBOT_TELEGRAM_TOKEN";
+pub(crate) const DISCORD_WEBHOOK_VAR: &str = "TRADEBOT_DISCORD_WEBHOOK";
 /// Alerts waiting for delivery; more are dropped (logged) rather than held in memory.
 const QUEUE: usize = 256;
 /// Discord refuses longer messages.
@@ -89,7 +89,7 @@ impl Target {
 
 /// The targets `[notify]` names, their secrets read through `env` (the environment, then files of the same
 /// names in `$CREDENTIALS_DIRECTORY`). A target whose secret is missing is an error naming the fix.
-pub fn targets(cfg: &NotifyConfig, env: impl Fn(&str) -> Option<String>) -> Result<Vec<Target>, String> {
+pub(crate) fn targets(cfg: &NotifyConfig, env: impl Fn(&str) -> Option<String>) -> Result<Vec<Target>, String> {
     let secret = |name: &str| -> Result<Option<Secret>, String> {
         if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
             return Ok(Some(Secret::new(v.trim())));
@@ -128,7 +128,7 @@ pub fn targets(cfg: &NotifyConfig, env: impl Fn(&str) -> Option<String>) -> Resu
 }
 
 /// How long a daemon that stops waits for its queued alerts before it exits (`Alerts::flush`).
-pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
 /// The alerts queued and not yet delivered or given up, oldest first: (event, text).
 #[derive(Debug, Default)]
@@ -228,14 +228,14 @@ impl Alerts {
 
 /// How each alert is delivered.
 #[derive(Debug, Clone, Copy)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub timeout: Duration,
     pub retries: u32,
     pub first_wait: Duration,
 }
 
 /// The delivery task: each alert to each target, in order, until the queue closes.
-pub async fn deliver(rx: mpsc::Receiver<Alert>, targets: Vec<Target>, mode: String, policy: Delivery) {
+pub(crate) async fn deliver(rx: mpsc::Receiver<Alert>, targets: Vec<Target>, mode: String, policy: Delivery) {
     deliver_each(rx, targets, mode, policy, || {}).await
 }
 

@@ -17,7 +17,7 @@ use rust_decimal::prelude::ToPrimitive;
 use serde::Serialize;
 
 #[derive(Debug, thiserror::Error)]
-pub enum AccountError {
+pub(crate) enum AccountError {
     #[error("reading the account's records in {dir}: {source}")]
     Store {
         dir: String,
@@ -34,7 +34,7 @@ pub enum AccountError {
 /// notional, their fees), the models the engine decided with, and the metrics of the account beside
 /// buy-and-hold.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AccountReport {
+pub(crate) struct AccountReport {
     /// "replay", "paper" or "live".
     pub account: String,
     /// The account store's directory.
@@ -62,7 +62,7 @@ pub struct AccountReport {
 
 impl AccountReport {
     /// The report in the backtest's shape, for its tear sheet (`tearsheet::sheet`).
-    pub fn as_sheet(&self) -> BacktestReport {
+    pub(crate) fn as_sheet(&self) -> BacktestReport {
         BacktestReport {
             model_id: self.models.join(", "),
             mode: self.mode,
@@ -80,7 +80,7 @@ impl AccountReport {
 
 /// The account report as a tear sheet: `json` is the report as `tradebot report --json` prints it
 /// (embedded as it is), the config the one given.
-pub fn tear_sheet(config: &Config, r: &AccountReport, json: &str) -> String {
+pub(crate) fn tear_sheet(config: &Config, r: &AccountReport, json: &str) -> String {
     let day = |t: Option<DateTime<Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
     let (from, to) = (day(r.from), day(r.to));
     let models = if r.models.is_empty() { "none".to_string() } else { r.models.join(", ") };
@@ -97,7 +97,7 @@ pub fn tear_sheet(config: &Config, r: &AccountReport, json: &str) -> String {
 }
 
 /// What a run of the daemon with `config` trades: "replay", "paper" or "live".
-pub fn account_kind(config: &Config) -> &'static str {
+pub(crate) fn account_kind(config: &Config) -> &'static str {
     match (config.feed.kind, config.mode) {
         (crate::config::FeedKind::Replay, _) => "replay",
         (_, crate::config::Mode::Live) => "live",
@@ -107,7 +107,7 @@ pub fn account_kind(config: &Config) -> &'static str {
 
 /// Where the engine of a daemon with `config` keeps its account: a replay's `state_dir/replay`, else the
 /// state directory.
-pub fn account_dir(config: &Config) -> std::path::PathBuf {
+pub(crate) fn account_dir(config: &Config) -> std::path::PathBuf {
     match config.feed.kind {
         crate::config::FeedKind::Replay => config.state_dir.join("replay"),
         _ => config.state_dir.clone(),
@@ -116,7 +116,7 @@ pub fn account_dir(config: &Config) -> std::path::PathBuf {
 
 /// The account in `store` (the engine's account store of `config`, or a read snapshot of it) from `from`
 /// to `to` (both included).
-pub fn report(
+pub(crate) fn report(
     config: &Config,
     store: &Store,
     from: DateTime<Utc>,

@@ -24,7 +24,7 @@ pub struct Metrics {
 
 /// What the curve alone cannot tell.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Activity {
+pub(crate) struct Activity {
     pub traded_notional: f64,
     pub trades: usize,
     pub fees: f64,
@@ -33,7 +33,7 @@ pub struct Activity {
 }
 
 /// Metrics of `curve` (time, equity), `periods_per_year` bars a year (252 for daily bars).
-pub fn metrics(curve: &[(DateTime<Utc>, f64)], periods_per_year: f64, act: Activity) -> Metrics {
+pub(crate) fn metrics(curve: &[(DateTime<Utc>, f64)], periods_per_year: f64, act: Activity) -> Metrics {
     let (Some(first), Some(last)) = (curve.first(), curve.last()) else { return Metrics::default() };
     let total_return = last.1 / first.1 - 1.0;
     let years = (last.0 - first.0).num_seconds() as f64 / (365.25 * 86_400.0);

@@ -11,19 +11,21 @@
 //! trading state; only the equity curve is written to the real store (`equity` tree, keyed
 //! `backtest/<model id>/<time>`).
 
-pub mod account;
-pub mod metrics;
+pub(crate) mod account;
+pub(crate) mod metrics;
 #[cfg(test)]
 mod parity_tests;
 #[cfg(test)]
 mod replay_parity_tests;
-pub mod session;
-pub mod sim;
-pub mod tearsheet;
+pub(crate) mod session;
+pub(crate) mod sim;
+pub(crate) mod tearsheet;
 
-pub use metrics::{Activity, Metrics, metrics};
-pub use session::{EquityPoint, Models, SessionHooks, SimSession, simulate};
-pub use sim::{SimRun, SimRunError, SimVenue};
+pub(crate) use metrics::{Activity, Metrics, metrics};
+#[cfg(test)]
+pub(crate) use session::simulate;
+pub(crate) use session::{EquityPoint, Models, SessionHooks, SimSession};
+pub(crate) use sim::{SimRunError, SimVenue};
 
 use crate::config::Config;
 use crate::domain::{Bar, Symbol, Timeframe};
@@ -37,7 +39,7 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 
 #[derive(Debug, thiserror::Error)]
-pub enum BacktestError {
+pub(crate) enum BacktestError {
     #[error(transparent)]
     Policy(#[from] PolicyError),
     #[error(transparent)]
@@ -63,7 +65,7 @@ pub enum BacktestError {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BacktestReport {
+pub(crate) struct BacktestReport {
     pub model_id: String,
     pub mode: StrategyMode,
     pub from: Option<DateTime<Utc>>,
@@ -81,7 +83,7 @@ pub struct BacktestReport {
 }
 
 /// Bars per year for annualising (252 trading days; intraday timeframes scale from 6.5-hour sessions).
-pub fn periods_per_year(tf: Timeframe) -> f64 {
+pub(crate) fn periods_per_year(tf: Timeframe) -> f64 {
     match tf {
         Timeframe::Minutes(m) => 252.0 * 390.0 / f64::from(m.max(1)),
         Timeframe::Hours(h) => 252.0 * 6.5 / f64::from(h.max(1)),
@@ -94,7 +96,7 @@ pub fn periods_per_year(tf: Timeframe) -> f64 {
 /// bars from before `from`, so that the features are warm when the window opens (the engine then trades
 /// from the window's first bar, as a live daemon warmed up on its stored bars would). Returns the bars and
 /// the index of the window's first bar; with less history before `from` the warm-up eats into the window.
-pub fn window_bars(
+pub(crate) fn window_bars(
     store: &Store,
     symbols: &[Symbol],
     tf: Timeframe,
@@ -111,7 +113,7 @@ pub fn window_bars(
 }
 
 /// The stored bars of every symbol in `[from, to]`, cut to the times all of them have.
-pub fn aligned_bars(
+pub(crate) fn aligned_bars(
     store: &Store,
     symbols: &[Symbol],
     tf: Timeframe,
@@ -133,7 +135,12 @@ pub fn aligned_bars(
 
 /// Buy-and-hold: the initial cash split evenly over the symbols at the first bar (whole units, fees
 /// charged), held to the end.
-pub fn buy_and_hold(bars: &[Vec<Bar>], start: usize, initial_cash: f64, exec: &ExecParams) -> (Vec<f64>, Activity) {
+pub(crate) fn buy_and_hold(
+    bars: &[Vec<Bar>],
+    start: usize,
+    initial_cash: f64,
+    exec: &ExecParams,
+) -> (Vec<f64>, Activity) {
     let a = bars.len().max(1) as f64;
     let fee = exec.fee_bps * 1e-4;
     let mut cash = initial_cash;
@@ -160,7 +167,7 @@ pub fn buy_and_hold(bars: &[Vec<Bar>], start: usize, initial_cash: f64, exec: &E
 
 /// What to backtest: the strategy (by default the selected model's kind) and the model.
 #[derive(Debug, Clone)]
-pub struct Subject {
+pub(crate) struct Subject {
     pub sel: ModelSel,
     /// `None`: the model's kind (a PPO model trades `ppo`, an LSTM model `lstm`). `ensemble` pairs the
     /// selected model with the champion of the other kind.
@@ -168,7 +175,8 @@ pub struct Subject {
 }
 
 /// Backtests the selected PPO model over the stored bars of the configured symbols in `[from, to]`.
-pub fn run(
+#[cfg(test)]
+pub(crate) fn run(
     config: &Config,
     store: &Store,
     registry: &Registry,
@@ -180,7 +188,7 @@ pub fn run(
 }
 
 /// Backtests the selected model of `kind` in its own strategy (`ppo` or `lstm`).
-pub fn run_kind(
+pub(crate) fn run_kind(
     config: &Config,
     store: &Store,
     registry: &Registry,
@@ -198,7 +206,7 @@ pub fn run_kind(
 
 /// The kind of the selected model (`champion`: a PPO champion, else the LSTM one; `latest`: the kind of
 /// the model trained last).
-pub fn model_kind(registry: &Registry, sel: &ModelSel) -> Result<ModelKind, BacktestError> {
+pub(crate) fn model_kind(registry: &Registry, sel: &ModelSel) -> Result<ModelKind, BacktestError> {
     let found = match sel {
         ModelSel::Id(id) => registry.load(id).ok().map(|(m, _)| m.kind),
         ModelSel::Champion => {
@@ -212,7 +220,7 @@ pub fn model_kind(registry: &Registry, sel: &ModelSel) -> Result<ModelKind, Back
 
 /// Loads the models strategy `mode` trades with: the selected model for its kind, the champion for the
 /// other (ensemble).
-pub fn load_models(
+pub(crate) fn load_models(
     config: &Config,
     registry: &Registry,
     mode: StrategyMode,
@@ -244,7 +252,7 @@ pub fn load_models(
 }
 
 /// The models' id for reports: the PPO's, the LSTM's, or both joined by `+`.
-pub fn models_id(models: &Models) -> String {
+pub(crate) fn models_id(models: &Models) -> String {
     let ids: Vec<String> =
         models.0.iter().map(|p| p.id().to_string()).chain(models.1.iter().map(|p| p.model_id())).collect();
     ids.join("+")
@@ -252,7 +260,7 @@ pub fn models_id(models: &Models) -> String {
 
 /// One evaluation: a strategy over aligned bars, beside buy-and-hold and cash.
 #[derive(Debug, Clone)]
-pub struct Evaluation {
+pub(crate) struct Evaluation {
     pub curve: Vec<EquityPoint>,
     /// Orders risk refused, by reason code.
     pub refusals: std::collections::BTreeMap<&'static str, usize>,
@@ -262,21 +270,13 @@ pub struct Evaluation {
     pub fills: Vec<crate::oms::FillRecord>,
 }
 
-impl Evaluation {
-    /// Per-bar returns of the strategy and of buy-and-hold.
-    pub fn returns(&self) -> (Vec<f64>, Vec<f64>) {
-        let r = |f: fn(&EquityPoint) -> f64| -> Vec<f64> {
-            self.curve.windows(2).map(|w| if f(&w[0]) > 0.0 { f(&w[1]) / f(&w[0]) - 1.0 } else { 0.0 }).collect()
-        };
-        (r(|p| p.equity), r(|p| p.buy_hold))
-    }
-}
+impl Evaluation {}
 
 /// The evaluator: `models` trading strategy `mode` over `bars` (aligned, the config's symbols) on a
 /// fresh simulated account (a store in memory: no file, no flush), with the full risk checks, beside
 /// buy-and-hold over the same bars. The curve starts at the first bar the engine can trade on with
 /// `mode` (`first_traded_bar`).
-pub fn evaluate(
+pub(crate) fn evaluate(
     config: &Config,
     mode: StrategyMode,
     models: Models,
@@ -313,7 +313,7 @@ pub(crate) fn evaluate_on(
 }
 
 /// The metrics of a session's curve and of its buy-and-hold line (the replay's summary, too).
-pub fn summarise(config: &Config, session: &SimSession, bh_act: Activity) -> Evaluation {
+pub(crate) fn summarise(config: &Config, session: &SimSession, bh_act: Activity) -> Evaluation {
     let ppy = periods_per_year(config.market.timeframe);
     let curve = session.curve().to_vec();
     let bh: Vec<_> = curve.iter().map(|p| (p.t, p.buy_hold)).collect();
@@ -328,7 +328,7 @@ pub fn summarise(config: &Config, session: &SimSession, bh_act: Activity) -> Eva
 
 /// Backtests `subject` over the stored bars of the configured symbols in `[from, to]`, and stores the
 /// curve in the `equity` tree (`backtest/<model id>/<time>`).
-pub fn run_subject(
+pub(crate) fn run_subject(
     config: &Config,
     store: &Store,
     registry: &Registry,
@@ -384,7 +384,7 @@ pub fn run_subject(
 }
 
 /// The curve as CSV: `time,equity,cash,buy_hold`.
-pub fn write_csv(path: &std::path::Path, curve: &[EquityPoint]) -> std::io::Result<()> {
+pub(crate) fn write_csv(path: &std::path::Path, curve: &[EquityPoint]) -> std::io::Result<()> {
     use std::io::Write;
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(f, "time,equity,cash,buy_hold")?;

@@ -15,7 +15,9 @@
 //! first bar it can trade on (`warm-up - 1`).
 
 use super::metrics::Activity;
-use super::sim::{SimRun, SimRunError, SimVenue, moments};
+#[cfg(test)]
+use super::sim::SimRun;
+use super::sim::{SimRunError, SimVenue, moments};
 use crate::broker::SimBroker;
 use crate::config::Config;
 use crate::domain::Bar;
@@ -32,7 +34,7 @@ use std::collections::BTreeMap;
 
 /// The models a session trades with: the PPO policy (`ppo`, `ensemble`) and the LSTM probabilities
 /// (`lstm`, `ensemble`).
-pub type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
+pub(crate) type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
 
 /// One recorded bar of a session: the account after the bar's fills, buy-and-hold's equity, and the
 /// running count of fills and fees.
@@ -49,7 +51,7 @@ pub struct EquityPoint {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
+pub(crate) enum SessionError {
     #[error("opening the risk checks: {0}")]
     Risk(String),
     #[error("opening the order manager: {0}")]
@@ -60,13 +62,13 @@ pub enum SessionError {
 
 /// The simulated account's starting cash: `broker.initial_cash` (what the replay's SimBroker starts
 /// with), else `env.initial_cash`.
-pub fn initial_cash(config: &Config) -> f64 {
+pub(crate) fn initial_cash(config: &Config) -> f64 {
     config.broker.initial_cash.to_f64().filter(|c| *c > 0.0).unwrap_or(config.env.initial_cash)
 }
 
 /// The index of the first bar the engine can trade on with strategy `mode`: its features need `warmup`
 /// bars, and an LSTM (`lstm`, `ensemble`) full fast and slow windows (`windows::first_ready_bar`).
-pub fn first_traded_bar(config: &Config, mode: StrategyMode) -> usize {
+pub(crate) fn first_traded_bar(config: &Config, mode: StrategyMode) -> usize {
     let features = config.features.warmup().saturating_sub(1);
     match mode {
         StrategyMode::Lstm | StrategyMode::Ensemble => {
@@ -76,7 +78,7 @@ pub fn first_traded_bar(config: &Config, mode: StrategyMode) -> usize {
     }
 }
 
-pub struct SimSession {
+pub(crate) struct SimSession {
     engine: Engine,
     clock: ManualClock,
     sim: SimBroker,
@@ -95,7 +97,7 @@ struct Recorder {
 }
 
 /// What the owner of a session sees of its loop (`live::drive::Hooks`), and each order risk refused.
-pub trait SessionHooks<'a>: Hooks<Engine, SimVenue<'a>> {
+pub(crate) trait SessionHooks<'a>: Hooks<Engine, SimVenue<'a>> {
     fn refused(&mut self, _code: &'static str) {}
 }
 
@@ -145,7 +147,7 @@ fn buy_hold_at(bh: &[f64], from: usize, d: usize) -> f64 {
 impl SimSession {
     /// The engine (strategy `mode`, the config's features, limits and execution rule) on a fresh account
     /// in `account` (its OMS, kill switch and decisions), the clock at `first_bar`.
-    pub fn open(
+    pub(crate) fn open(
         config: &Config,
         mode: StrategyMode,
         account: &Store,
@@ -186,7 +188,7 @@ impl SimSession {
     /// closes and the broker's view reaches the engine, the account is recorded from the first tradable
     /// bar on beside `buy_hold` (buy-and-hold's curve from that bar), then the bars go through the engine.
     /// `hooks` see every step and have their turn between bars. Returns `Flow::Stop` when they stopped it.
-    pub fn drive<'s, H: SessionHooks<'s>>(
+    pub(crate) fn drive<'s, H: SessionHooks<'s>>(
         &'s mut self,
         bars: &[Vec<Bar>],
         buy_hold: &[f64],
@@ -198,72 +200,64 @@ impl SimSession {
     }
 
     /// Orders risk refused since the session began, by reason code.
-    pub fn refusals(&self) -> &BTreeMap<&'static str, usize> {
+    pub(crate) fn refusals(&self) -> &BTreeMap<&'static str, usize> {
         &self.rec.refusals
     }
 
     /// `cmds` (the core's answer to the owner's control calls) to the simulated broker, through the run
     /// loop's command handling. Returns how many orders it took.
-    pub fn submit(&mut self, cmds: Vec<Command>) -> usize {
+    pub(crate) fn submit(&mut self, cmds: Vec<Command>) -> usize {
         let mut venue = SimVenue { sim: &mut self.sim, activity: &mut self.fills, statuses: Vec::new() };
         drive::dispatch(&mut self.engine, cmds, &mut venue)
     }
 
     /// Every bar of `bars` through the loop (`drive`), with no hooks of the owner's; `bh` is
     /// buy-and-hold's curve from the first tradable bar on.
-    pub fn run(&mut self, bars: &[Vec<Bar>], bh: &[f64]) -> Result<(), SimRunError> {
+    pub(crate) fn run(&mut self, bars: &[Vec<Bar>], bh: &[f64]) -> Result<(), SimRunError> {
         self.drive(bars, bh, &mut ()).map(|_| ())
     }
 
-    /// Buy-and-hold's equity at bar `d`, from its curve `bh` (which starts at the first tradable bar).
-    pub fn buy_hold_at(&self, bh: &[f64], d: usize) -> f64 {
-        buy_hold_at(bh, self.rec.record_from, d)
-    }
-
-    pub fn engine(&self) -> &Engine {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
 
-    pub fn engine_mut(&mut self) -> &mut Engine {
+    pub(crate) fn engine_mut(&mut self) -> &mut Engine {
         &mut self.engine
     }
 
-    pub fn clock(&self) -> &ManualClock {
+    pub(crate) fn clock(&self) -> &ManualClock {
         &self.clock
     }
 
     /// The simulated account's equity and cash now.
-    pub fn account(&self) -> (f64, f64) {
+    pub(crate) fn account(&self) -> (f64, f64) {
         (self.sim.equity(), self.sim.cash())
     }
 
     /// The fills' activity, and the exposure summed over the recorded bars.
-    pub fn activity(&self) -> Activity {
+    pub(crate) fn activity(&self) -> Activity {
         Activity { exposure_sum: self.rec.exposure_sum, ..self.fills }
     }
 
-    pub fn curve(&self) -> &[EquityPoint] {
+    pub(crate) fn curve(&self) -> &[EquityPoint] {
         &self.rec.curve
     }
 
     /// The recorded curve as (time, equity), for `metrics`.
-    pub fn equity_curve(&self) -> Vec<(DateTime<Utc>, f64)> {
+    pub(crate) fn equity_curve(&self) -> Vec<(DateTime<Utc>, f64)> {
         self.rec.curve.iter().map(|p| (p.t, p.equity)).collect()
     }
 
-    pub fn into_curve(self) -> Vec<EquityPoint> {
-        self.rec.curve
-    }
-
     /// The first bar recorded (the first the engine can trade on).
-    pub fn record_from(&self) -> usize {
+    pub(crate) fn record_from(&self) -> usize {
         self.rec.record_from
     }
 }
 
 /// `engine` (built on `clock`) over `bars` with the simulated broker `sim`, through the same loop as every
 /// session, recording the curve from bar `start` on (the env parity check builds its own engine).
-pub fn simulate(
+#[cfg(test)]
+pub(crate) fn simulate(
     engine: Engine,
     clock: &ManualClock,
     sim: SimBroker,
@@ -273,6 +267,5 @@ pub fn simulate(
     let mut session = SimSession::with(engine, clock.clone(), sim, start);
     session.run(bars, &[])?;
     let curve = session.rec.curve.iter().map(|p| (p.t, p.equity)).collect();
-    let cash = session.rec.curve.iter().map(|p| p.cash).collect();
-    Ok((SimRun { curve, cash, activity: session.activity() }, session.engine))
+    Ok((SimRun { curve, activity: session.activity() }, session.engine))
 }

@@ -15,15 +15,15 @@ use rust_decimal::Decimal;
 
 /// The curve and the activity of one simulated run.
 #[derive(Debug, Clone, Default)]
-pub struct SimRun {
+#[cfg(test)]
+pub(crate) struct SimRun {
     /// Equity after each bar's fills, from bar `start` on.
     pub curve: Vec<(DateTime<Utc>, f64)>,
-    pub cash: Vec<f64>,
     pub activity: Activity,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SimRunError {
+pub(crate) enum SimRunError {
     #[error(transparent)]
     Sim(#[from] SimError),
     #[error("bar {day} of {symbol} is at {got}, {first} has {want}: the bars are not aligned")]
@@ -32,7 +32,7 @@ pub enum SimRunError {
 
 /// The moments of `bars` (one aligned vector per symbol, the engine's symbol order): bar `d` of every
 /// symbol at once; an error where the symbols' bars do not line up.
-pub fn moments(bars: &[Vec<Bar>]) -> impl Iterator<Item = Result<Moment, SimRunError>> + '_ {
+pub(crate) fn moments(bars: &[Vec<Bar>]) -> impl Iterator<Item = Result<Moment, SimRunError>> + '_ {
     let days = bars.first().map_or(0, |b| b.len());
     (0..days).map(move |d| {
         let t = bars[0][d].t;
@@ -48,7 +48,7 @@ pub fn moments(bars: &[Vec<Bar>]) -> impl Iterator<Item = Result<Moment, SimRunE
 }
 
 /// The simulated broker and the fills' activity, as the loop's venue.
-pub struct SimVenue<'a> {
+pub(crate) struct SimVenue<'a> {
     pub sim: &'a mut SimBroker,
     pub activity: &'a mut Activity,
     /// Each order's status at the last close (for the daemon's metrics).
@@ -86,7 +86,7 @@ impl Venue for SimVenue<'_> {
 /// One step of the simulated broker: the orders it holds (decided on the previous bar) fill at these
 /// prices through the execution rule; returns the broker's view for the engine's reconciliation, and adds
 /// the fills to `activity`.
-pub fn fill_pending(
+pub(crate) fn fill_pending(
     sim: &mut SimBroker,
     prices: &[(Symbol, f64)],
     t: DateTime<Utc>,
@@ -103,7 +103,7 @@ pub fn fill_pending(
 
 /// The broker's trade updates for each order of `snap` (as Alpaca's trade_updates stream would send
 /// them), then the snapshot itself as a reconciliation, which then finds nothing to adopt.
-pub fn answer(snap: BrokerSnapshot, t: DateTime<Utc>) -> Vec<Event> {
+pub(crate) fn answer(snap: BrokerSnapshot, t: DateTime<Utc>) -> Vec<Event> {
     let mut events = Vec::new();
     for o in &snap.orders {
         let held = snap.positions.iter().find(|(s, _)| *s == o.symbol).map_or(Decimal::ZERO, |p| p.1);
@@ -115,7 +115,7 @@ pub fn answer(snap: BrokerSnapshot, t: DateTime<Utc>) -> Vec<Event> {
 
 /// What Alpaca's trade_updates would say about a simulated day order: a fill (partial, then the rest
 /// canceled) or a cancel when the execution rule dropped it.
-pub fn trade_updates(o: &BrokerOrder, position_after: Decimal, t: DateTime<Utc>) -> Vec<OrderUpdate> {
+pub(crate) fn trade_updates(o: &BrokerOrder, position_after: Decimal, t: DateTime<Utc>) -> Vec<OrderUpdate> {
     let fill = (o.filled_qty > Decimal::ZERO).then(|| Fill {
         price: o.filled_avg_price.unwrap_or_default(),
         qty: o.filled_qty,

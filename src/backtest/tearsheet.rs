@@ -13,15 +13,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Bars in the rolling Sharpe window (a quarter of daily bars).
-pub const ROLLING: usize = 63;
+pub(crate) const ROLLING: usize = 63;
 
 /// Where the last backtest's tear sheet is kept for the dashboard (`/report/backtest`), under the state
 /// directory.
-pub const LAST_BACKTEST: &str = "reports/backtest-latest.html";
+pub(crate) const LAST_BACKTEST: &str = "reports/backtest-latest.html";
 
 /// Keeps a copy of a backtest's tear sheet as `state_dir/LAST_BACKTEST` for the dashboard. Best effort:
 /// a state directory this user may not write keeps the previous one (a DEBUG line says why).
-pub fn keep_latest(state_dir: &std::path::Path, page: &str) {
+pub(crate) fn keep_latest(state_dir: &std::path::Path, page: &str) {
     let path = state_dir.join(LAST_BACKTEST);
     let tmp = path.with_extension("html.tmp");
     let kept = path
@@ -36,7 +36,7 @@ pub fn keep_latest(state_dir: &std::path::Path, page: &str) {
 }
 
 /// The fills as CSV, one row each: `time,symbol,side,qty,price,notional,client_order_id`.
-pub fn trades_csv(fills: &[FillRecord]) -> String {
+pub(crate) fn trades_csv(fills: &[FillRecord]) -> String {
     let mut out = String::from("time,symbol,side,qty,price,notional,client_order_id\n");
     for f in fills {
         let _ = writeln!(
@@ -56,7 +56,7 @@ pub fn trades_csv(fills: &[FillRecord]) -> String {
 
 /// Month-end to month-end returns of the equity, `(year, month, return)`; the first month from the
 /// curve's first point.
-pub fn monthly_returns(curve: &[EquityPoint]) -> Vec<(i32, u32, f64)> {
+pub(crate) fn monthly_returns(curve: &[EquityPoint]) -> Vec<(i32, u32, f64)> {
     let mut out = Vec::new();
     let Some(first) = curve.first() else { return out };
     let mut base = first.equity;
@@ -71,7 +71,7 @@ pub fn monthly_returns(curve: &[EquityPoint]) -> Vec<(i32, u32, f64)> {
 }
 
 /// The Sharpe ratio of the last `window` per-bar returns at each bar from the `window`-th on, annualised.
-pub fn rolling_sharpe(curve: &[EquityPoint], window: usize, periods_per_year: f64) -> Vec<f64> {
+pub(crate) fn rolling_sharpe(curve: &[EquityPoint], window: usize, periods_per_year: f64) -> Vec<f64> {
     let rets: Vec<f64> =
         curve.windows(2).map(|w| if w[0].equity > 0.0 { w[1].equity / w[0].equity - 1.0 } else { 0.0 }).collect();
     rets.windows(window.max(2))
@@ -183,7 +183,7 @@ fn pct(x: f64) -> String {
 }
 
 /// What a tear sheet is of, in words: the page's title, its heading and the sentence under it.
-pub struct Heading {
+pub(crate) struct Heading {
     pub title: String,
     pub heading: String,
     pub lead: String,
@@ -191,7 +191,7 @@ pub struct Heading {
 
 /// The tear sheet of `r`: `json` is the report as `--json` prints it, `config` the effective config it
 /// ran with, `fee_bps` the broker's fee (the round trips' fees), `ppy` bars per year.
-pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64) -> String {
+pub(crate) fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64) -> String {
     let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
     let (from, to) = (day(r.from), day(r.to));
     let mode = r.mode;
@@ -208,7 +208,7 @@ pub fn html(r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64
 
 /// A tear sheet of `r` under `head`: a backtest's (`html`) or an account's own history (`tradebot
 /// report`, `backtest::account`).
-pub fn sheet(head: &Heading, r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64) -> String {
+pub(crate) fn sheet(head: &Heading, r: &BacktestReport, json: &str, config: &str, fee_bps: f64, ppy: f64) -> String {
     let day = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.date_naive().to_string()).unwrap_or_default();
     let (from, to) = (day(r.from), day(r.to));
     let mut h = String::new();

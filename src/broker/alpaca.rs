@@ -30,7 +30,7 @@ use chrono::Utc;
 use rust_decimal::Decimal;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-pub struct AlpacaBroker {
+pub(crate) struct AlpacaBroker {
     rest: RestClient,
     /// Closed orders younger than this are part of every snapshot.
     lookback: chrono::Duration,
@@ -44,7 +44,7 @@ pub struct AlpacaBroker {
 }
 
 impl AlpacaBroker {
-    pub fn new(rest: RestClient) -> Self {
+    pub(crate) fn new(rest: RestClient) -> Self {
         AlpacaBroker {
             rest,
             lookback: chrono::Duration::days(7),
@@ -53,18 +53,6 @@ impl AlpacaBroker {
             crypto_pairs: HashMap::new(),
             reported: HashSet::new(),
         }
-    }
-
-    /// How far back a snapshot lists closed orders (default 7 days).
-    pub fn with_lookback(mut self, lookback: chrono::Duration) -> Self {
-        self.lookback = lookback;
-        self
-    }
-
-    /// Orders per list page (1 to 500; default 500).
-    pub fn with_page_size(mut self, page: u32) -> Self {
-        self.page = page.clamp(1, 500);
-        self
     }
 
     async fn asset(&mut self, symbol: &Symbol) -> Result<Asset, BrokerError> {
@@ -156,7 +144,7 @@ impl AlpacaBroker {
 }
 
 /// Why an order may not go to Alpaca as asked, from the asset's facts; `None` when it may.
-pub fn asset_refusal(asset: &Asset, qty: Decimal) -> Option<String> {
+pub(crate) fn asset_refusal(asset: &Asset, qty: Decimal) -> Option<String> {
     if !asset.tradable {
         return Some(format!("{} is not tradable at Alpaca", asset.symbol));
     }
@@ -177,7 +165,7 @@ pub fn asset_refusal(asset: &Asset, qty: Decimal) -> Option<String> {
 }
 
 /// Alpaca's time in force for ours (chosen per asset class by `risk::tif_for`).
-pub fn time_in_force(tif: OrderTif) -> TimeInForce {
+pub(crate) fn time_in_force(tif: OrderTif) -> TimeInForce {
     match tif {
         OrderTif::Day => TimeInForce::Day,
         OrderTif::Gtc => TimeInForce::Gtc,
@@ -187,7 +175,7 @@ pub fn time_in_force(tif: OrderTif) -> TimeInForce {
 
 /// A REST error in the broker's terms. `submitting`: the call was an order POST, whose outcome is
 /// unknown after a server error, a timeout or an unreadable reply.
-pub fn map_error(e: RestError, submitting: bool) -> BrokerError {
+pub(crate) fn map_error(e: RestError, submitting: bool) -> BrokerError {
     let msg = e.to_string();
     match e {
         RestError::Auth { .. } => BrokerError::Auth(msg),

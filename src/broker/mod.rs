@@ -5,11 +5,11 @@
 //! - The `Broker` trait: the async edge the live runner talks to (Alpaca paper, Alpaca live, and the
 //!   simulated broker behind it for paper trading without Alpaca). It only takes risk-approved orders.
 
-pub mod alpaca;
-pub mod sim;
+pub(crate) mod alpaca;
+pub(crate) mod sim;
 
-pub use alpaca::AlpacaBroker;
-pub use sim::{SimBroker, SimError, SimFill, SimOrder};
+pub(crate) use alpaca::AlpacaBroker;
+pub(crate) use sim::{SimBroker, SimError};
 
 use crate::contract::BrokerSnapshot;
 use crate::domain::BrokerOrder;

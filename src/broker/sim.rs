@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 mod orders;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SimError {
+pub(crate) enum SimError {
     #[error("no price for {0} yet: an order can only fill against a bar of its symbol")]
     NoPrice(Symbol),
     #[error("price of {symbol} is {price}: must be finite and above zero")]
@@ -32,7 +32,7 @@ pub enum SimError {
 
 /// An order to the simulated broker: a market order for `qty` units, filled at the bar's price.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SimOrder {
+pub(crate) struct SimOrder {
     pub symbol: Symbol,
     pub side: Side,
     pub qty: f64,
@@ -40,7 +40,7 @@ pub struct SimOrder {
 
 /// What happened to one symbol in one bar.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SimFill {
+pub(crate) struct SimFill {
     pub symbol: Symbol,
     /// Units bought (> 0) or sold (< 0); 0 when the rule dropped the order.
     pub qty: f64,
@@ -51,7 +51,7 @@ pub struct SimFill {
     pub stopped: bool,
 }
 
-pub struct SimBroker {
+pub(crate) struct SimBroker {
     params: ExecParams,
     cash: f64,
     positions: BTreeMap<Symbol, Position>,
@@ -66,7 +66,7 @@ pub struct SimBroker {
 
 impl SimBroker {
     /// `exec.max_trade` is ignored: orders carry their own quantities.
-    pub fn new(initial_cash: f64, exec: ExecParams) -> Self {
+    pub(crate) fn new(initial_cash: f64, exec: ExecParams) -> Self {
         SimBroker {
             params: exec,
             cash: initial_cash,
@@ -83,20 +83,22 @@ impl SimBroker {
         (ExecParams { max_trade: qty, ..self.params }, if qty > 0.0 { sign } else { 0.0 })
     }
 
-    pub fn cash(&self) -> f64 {
+    pub(crate) fn cash(&self) -> f64 {
         self.cash
     }
 
-    pub fn holding(&self, symbol: &Symbol) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn holding(&self, symbol: &Symbol) -> f64 {
         self.positions.get(symbol).map(|p| p.holding).unwrap_or(0.0)
     }
 
-    pub fn position(&self, symbol: &Symbol) -> Option<&Position> {
+    #[cfg(test)]
+    pub(crate) fn position(&self, symbol: &Symbol) -> Option<&Position> {
         self.positions.get(symbol)
     }
 
     /// Cash plus every holding at its last price.
-    pub fn equity(&self) -> f64 {
+    pub(crate) fn equity(&self) -> f64 {
         let mut e = self.cash;
         for (s, p) in &self.positions {
             e += p.holding * self.prices.get(s).copied().unwrap_or(0.0);
@@ -107,7 +109,7 @@ impl SimBroker {
     /// One bar: new prices for `bars` (every symbol the account trades at this time), then the orders.
     /// Every symbol with a price gets its stop check and cooldown countdown, as in the environment; the
     /// sells of all symbols execute before any buy. Orders for the same symbol and side add up.
-    pub fn step(&mut self, bars: &[(Symbol, f64)], orders: &[SimOrder]) -> Result<Vec<SimFill>, SimError> {
+    pub(crate) fn step(&mut self, bars: &[(Symbol, f64)], orders: &[SimOrder]) -> Result<Vec<SimFill>, SimError> {
         for (symbol, price) in bars {
             if !(price.is_finite() && *price > 0.0) {
                 return Err(SimError::BadPrice { symbol: symbol.clone(), price: *price });

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 /// Keeps the bars whose time every list has; each list stays in time order. An empty input gives an
 /// empty output.
-pub fn align_bars(per_symbol: Vec<Vec<Bar>>) -> Vec<Vec<Bar>> {
+pub(crate) fn align_bars(per_symbol: Vec<Vec<Bar>>) -> Vec<Vec<Bar>> {
     let n = per_symbol.len();
     let mut count: HashMap<DateTime<Utc>, usize> = HashMap::new();
     for bars in &per_symbol {
@@ -21,7 +21,7 @@ pub fn align_bars(per_symbol: Vec<Vec<Bar>>) -> Vec<Vec<Bar>> {
 
 /// The stored bars of `symbols` with `from <= t <= to`, aligned on the times all of them have, in the
 /// order of `symbols`.
-pub fn aligned_bars(
+pub(crate) fn aligned_bars(
     store: &Store,
     symbols: &[Symbol],
     tf: Timeframe,

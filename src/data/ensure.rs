@@ -7,7 +7,7 @@ use anyhow::bail;
 
 /// Imports `feed.file` into the store for every configured symbol that has no bars yet (one seek per
 /// symbol). Used by `run`, `train` and `backtest`, so that each works on a fresh state directory.
-pub fn ensure_bars(config: &Config, store: &Store) -> anyhow::Result<()> {
+pub(crate) fn ensure_bars(config: &Config, store: &Store) -> anyhow::Result<()> {
     let tf = config.market.timeframe;
     // One seek per symbol: is there any bar at all? A store error stops the run rather than passing for "none".
     let mut missing = Vec::new();

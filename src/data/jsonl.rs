@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 
 /// What `data import` says it read.
-pub const FORMAT: &str = "JSON lines of Alpaca bars (t, o, h, l, c, v)";
+pub(crate) const FORMAT: &str = "JSON lines of Alpaca bars (t, o, h, l, c, v)";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,7 +33,7 @@ struct Line {
 }
 
 /// Imports the JSON lines of `reader` (the file `file`); good lines are stored, bad ones reported.
-pub fn import(
+pub(crate) fn import(
     store: &Store,
     reader: impl BufRead,
     file: &str,

@@ -17,13 +17,15 @@
 //! carries dividends, so the factor moves slightly on ex-dividend days too: prices are total-return
 //! adjusted, as most model training expects.
 
-pub mod align;
+pub(crate) mod align;
 mod ensure;
-pub mod jsonl;
-pub mod snapshot;
+pub(crate) mod jsonl;
+pub(crate) mod snapshot;
 
-pub use align::{align_bars, aligned_bars};
-pub use ensure::ensure_bars;
+#[cfg(feature = "train")]
+pub(crate) use align::align_bars;
+pub(crate) use align::aligned_bars;
+pub(crate) use ensure::ensure_bars;
 
 use crate::domain::{Bar, Symbol, Timeframe};
 use crate::store::{Store, StoreError};
@@ -34,7 +36,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ImportError {
+pub(crate) enum ImportError {
     #[error("cannot read {file}: {source}")]
     Io { file: String, source: std::io::Error },
     #[error("{file}: {reason}")]
@@ -45,7 +47,7 @@ pub enum ImportError {
 
 /// Why one row of a file is not a bar (the import reports it with its line and goes on).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum RowError {
+pub(crate) enum RowError {
     #[error("{0} is missing")]
     Missing(&'static str),
     #[error("{name} {value:?} is not a number")]
@@ -111,7 +113,7 @@ impl Default for ImportOptions {
 
 /// A file whose first rows all fail is stopped after this many: the layout or the date format is wrong,
 /// and thousands of identical errors help nobody.
-pub const FIRST_ROWS_ALL_BAD: usize = 5;
+pub(crate) const FIRST_ROWS_ALL_BAD: usize = 5;
 
 struct Columns {
     ticker: Option<usize>,
@@ -148,7 +150,7 @@ fn columns(headers: &csv::StringRecord, file: &str) -> Result<Columns, ImportErr
 }
 
 /// Opens a file, gunzipping it when it starts with the gzip magic bytes.
-pub fn open_maybe_gz(path: &Path) -> Result<Box<dyn Read>, ImportError> {
+pub(crate) fn open_maybe_gz(path: &Path) -> Result<Box<dyn Read>, ImportError> {
     let file = path.display().to_string();
     let f = std::fs::File::open(path).map_err(|source| ImportError::Io { file: file.clone(), source })?;
     let mut r = BufReader::new(f);
@@ -157,7 +159,7 @@ pub fn open_maybe_gz(path: &Path) -> Result<Box<dyn Read>, ImportError> {
 }
 
 /// Daily bars are stamped at midnight New York time, as Alpaca stamps its daily bars.
-pub fn daily_bar_time(d: NaiveDate) -> DateTime<Utc> {
+pub(crate) fn daily_bar_time(d: NaiveDate) -> DateTime<Utc> {
     let midnight = d.and_hms_opt(0, 0, 0).unwrap_or_default();
     match New_York.from_local_datetime(&midnight).earliest() {
         Some(t) => t.with_timezone(&Utc),
@@ -172,7 +174,7 @@ const OPEN_TO: NaiveDate = NaiveDate::from_ymd_opt(2300, 1, 1).expect("a valid d
 
 /// The bar times of the days `from ..= to`: from the first day's daily bar to the last instant of the last
 /// day (New York dates); an open end reaches every stored bar on that side.
-pub fn day_window(from: Option<NaiveDate>, to: Option<NaiveDate>) -> (DateTime<Utc>, DateTime<Utc>) {
+pub(crate) fn day_window(from: Option<NaiveDate>, to: Option<NaiveDate>) -> (DateTime<Utc>, DateTime<Utc>) {
     let first = daily_bar_time(from.unwrap_or(OPEN_FROM));
     let last = daily_bar_time(to.unwrap_or(OPEN_TO)) + chrono::Duration::days(1) - chrono::Duration::microseconds(1);
     (first, last)
@@ -196,7 +198,7 @@ fn number(rec: &csv::StringRecord, idx: usize, name: &'static str) -> Result<f64
 
 /// Imports a file of bars into the store, JSON lines or CSV by its first character (see the module's
 /// documentation); the report names the format it read.
-pub fn import_file(store: &Store, path: &Path, opts: &ImportOptions) -> Result<ImportReport, ImportError> {
+pub(crate) fn import_file(store: &Store, path: &Path, opts: &ImportOptions) -> Result<ImportReport, ImportError> {
     let file = path.display().to_string();
     let mut reader = BufReader::new(open_maybe_gz(path)?);
     let first = loop {
@@ -219,7 +221,7 @@ pub fn import_file(store: &Store, path: &Path, opts: &ImportOptions) -> Result<I
 
 /// Imports a CSV file into the store. Good rows are stored even when some rows are bad; every bad row is
 /// in the report with its line number.
-pub fn import_csv(store: &Store, path: &Path, opts: &ImportOptions) -> Result<ImportReport, ImportError> {
+pub(crate) fn import_csv(store: &Store, path: &Path, opts: &ImportOptions) -> Result<ImportReport, ImportError> {
     let file = path.display().to_string();
     let reader = open_maybe_gz(path)?;
     let mut rdr = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(reader);

@@ -8,22 +8,27 @@
 //! that names the symbol and row, never a panic or a silently bad dataset.
 
 use crate::domain::{Bar, Symbol, Timeframe};
+#[cfg(feature = "train")]
 use chrono::DateTime;
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+#[cfg(feature = "train")]
+use safetensors::tensor::SafeTensors;
+use safetensors::tensor::{Dtype, TensorView};
 use std::collections::HashMap;
 use std::path::Path;
 
 const FORMAT: &str = "tradebot-bars-1";
 
 #[derive(Debug, thiserror::Error)]
-pub enum SnapshotError {
+pub(crate) enum SnapshotError {
     #[error("snapshot {path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error(
         "snapshot {path}: not a tradebot bar snapshot ({reason}); write it with the daemon's retrain or `tradebot data snapshot`"
     )]
+    #[cfg(feature = "train")]
     Format { path: String, reason: String },
     #[error("snapshot {path}: {symbol} row {row}: {reason}")]
+    #[cfg(feature = "train")]
     BadBar { path: String, symbol: String, row: usize, reason: String },
     #[error("snapshot: {0} has no bars in the window; nothing to train on")]
     Empty(String),
@@ -31,14 +36,14 @@ pub enum SnapshotError {
 
 /// Bars of several symbols over one window.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub timeframe: Timeframe,
     /// One series per symbol, each in time order.
     pub series: Vec<(Symbol, Vec<Bar>)>,
 }
 
 impl Snapshot {
-    pub fn write(&self, path: &Path) -> Result<(), SnapshotError> {
+    pub(crate) fn write(&self, path: &Path) -> Result<(), SnapshotError> {
         let io = |source| SnapshotError::Io { path: path.display().to_string(), source };
         let mut buffers: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
         for (i, (sym, bars)) in self.series.iter().enumerate() {
@@ -69,7 +74,8 @@ impl Snapshot {
         std::fs::rename(&tmp, path).map_err(io)
     }
 
-    pub fn read(path: &Path) -> Result<Snapshot, SnapshotError> {
+    #[cfg(feature = "train")]
+    pub(crate) fn read(path: &Path) -> Result<Snapshot, SnapshotError> {
         let p = path.display().to_string();
         let format = |reason: String| SnapshotError::Format { path: p.clone(), reason };
         let bytes = std::fs::read(path).map_err(|source| SnapshotError::Io { path: p.clone(), source })?;
@@ -98,6 +104,7 @@ impl Snapshot {
     }
 }
 
+#[cfg(feature = "train")]
 fn decode(path: &str, sym: &Symbol, tf: Timeframe, t: &[u8], x: &[u8]) -> Result<Vec<Bar>, SnapshotError> {
     let word = |b: &[u8]| -> [u8; 8] {
         let mut w = [0u8; 8];

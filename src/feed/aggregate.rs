@@ -16,7 +16,7 @@ use chrono_tz::America::New_York;
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum AggregateError {
+pub(crate) enum AggregateError {
     #[error("cannot aggregate into {0}: use minutes, hours or 1Day")]
     Unsupported(Timeframe),
     #[error("aggregated bar refused: {0}")]
@@ -24,7 +24,7 @@ pub enum AggregateError {
 }
 
 #[derive(Debug)]
-pub struct Aggregator {
+pub(crate) struct Aggregator {
     target: Timeframe,
     open: HashMap<Symbol, Bar>,
     /// The start of the last bucket emitted per symbol.
@@ -40,7 +40,7 @@ fn new_york(day: NaiveDate, time: NaiveTime) -> DateTime<Utc> {
 }
 
 impl Aggregator {
-    pub fn new(target: Timeframe) -> Result<Self, AggregateError> {
+    pub(crate) fn new(target: Timeframe) -> Result<Self, AggregateError> {
         match target {
             Timeframe::Minutes(_) | Timeframe::Hours(_) | Timeframe::Days(1) => {
                 Ok(Aggregator { target, open: HashMap::new(), emitted: HashMap::new(), early_closes: BTreeMap::new() })
@@ -49,17 +49,13 @@ impl Aggregator {
         }
     }
 
-    pub fn target(&self) -> Timeframe {
-        self.target
-    }
-
     /// Early closes (New York date → close time), e.g. from Alpaca's `/v2/calendar`.
-    pub fn set_early_closes(&mut self, closes: BTreeMap<NaiveDate, NaiveTime>) {
+    pub(crate) fn set_early_closes(&mut self, closes: BTreeMap<NaiveDate, NaiveTime>) {
         self.early_closes = closes;
     }
 
     /// The start of the bucket holding time `t`.
-    pub fn bucket_start(&self, t: DateTime<Utc>) -> DateTime<Utc> {
+    pub(crate) fn bucket_start(&self, t: DateTime<Utc>) -> DateTime<Utc> {
         let local = t.with_timezone(&New_York);
         let period = match self.target {
             Timeframe::Minutes(n) => u32::from(n),
@@ -75,7 +71,7 @@ impl Aggregator {
 
     /// When the bucket starting at `start` closes for `symbol`: its period's end; for a stock's day, the
     /// session close; for a crypto day, the next New York midnight.
-    pub fn bucket_end(&self, symbol: &Symbol, start: DateTime<Utc>) -> DateTime<Utc> {
+    pub(crate) fn bucket_end(&self, symbol: &Symbol, start: DateTime<Utc>) -> DateTime<Utc> {
         match self.target {
             Timeframe::Days(_) => {
                 let day = start.with_timezone(&New_York).date_naive();
@@ -100,7 +96,7 @@ impl Aggregator {
 
     /// Adds a 1Min bar (bars of a symbol in time order); returns the buckets it completed (the previous
     /// one when this bar starts a later bucket, and this bar's own when it is the bucket's last minute).
-    pub fn push(&mut self, bar: &Bar) -> Result<Vec<Bar>, AggregateError> {
+    pub(crate) fn push(&mut self, bar: &Bar) -> Result<Vec<Bar>, AggregateError> {
         let start = self.bucket_start(bar.t);
         if self.emitted.get(&bar.symbol).is_some_and(|e| start <= *e) || !self.in_session(bar, start) {
             return Ok(Vec::new());
@@ -135,7 +131,7 @@ impl Aggregator {
     }
 
     /// Emits every open bucket that ends at or before `now`, in symbol order.
-    pub fn close_due(&mut self, now: DateTime<Utc>) -> Vec<Bar> {
+    pub(crate) fn close_due(&mut self, now: DateTime<Utc>) -> Vec<Bar> {
         let mut due: Vec<Symbol> =
             self.open.iter().filter(|(s, b)| self.bucket_end(s, b.t) <= now).map(|(s, _)| s.clone()).collect();
         due.sort();
@@ -147,13 +143,13 @@ impl Aggregator {
     }
 
     /// The earliest end among the open buckets: when `close_due` will next have something to emit.
-    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_due(&self) -> Option<DateTime<Utc>> {
         self.open.iter().map(|(s, b)| self.bucket_end(s, b.t)).min()
     }
 
     /// Marks the bucket starting at `start` as emitted for `symbol` (it is already stored): its minutes
     /// are dropped if they arrive again.
-    pub fn mark_emitted(&mut self, symbol: &Symbol, start: DateTime<Utc>) {
+    pub(crate) fn mark_emitted(&mut self, symbol: &Symbol, start: DateTime<Utc>) {
         let e = self.emitted.entry(symbol.clone()).or_insert(start);
         *e = (*e).max(start);
     }

@@ -35,13 +35,13 @@ pub(super) const MAX_BACKFILL: Duration = Duration::days(7);
 /// Where the feed resumes: the last stored minute per symbol and, for symbols without one, where the
 /// first backfill starts.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Resume {
+pub(crate) struct Resume {
     pub last_minute: HashMap<Symbol, DateTime<Utc>>,
     pub backfill_from: DateTime<Utc>,
 }
 
 /// The feed seen by the engine: stored minute bars in, stored bars of the timeframe out.
-pub struct LiveBars<F> {
+pub(crate) struct LiveBars<F> {
     inner: F,
     store: Store,
     symbols: Vec<Symbol>,
@@ -61,7 +61,7 @@ pub struct LiveBars<F> {
 impl LiveBars<()> {
     /// Reads the store for `symbols` at `now` (see the module doc) and returns the path with its buckets
     /// rebuilt, and where the feed must resume; `over` then puts it over the feed started from that.
-    pub fn resume(
+    pub(crate) fn resume(
         store: Store,
         symbols: &[Symbol],
         timeframe: Timeframe,
@@ -111,13 +111,13 @@ impl LiveBars<()> {
     }
 
     /// The calendar's early closes (New York date → close), where a stock's day bar closes.
-    pub fn set_early_closes(&mut self, closes: BTreeMap<chrono::NaiveDate, chrono::NaiveTime>) {
+    pub(crate) fn set_early_closes(&mut self, closes: BTreeMap<chrono::NaiveDate, chrono::NaiveTime>) {
         if let Some(agg) = self.agg.as_mut() {
             agg.set_early_closes(closes);
         }
     }
 
-    pub fn over<F>(self, inner: F) -> LiveBars<F> {
+    pub(crate) fn over<F>(self, inner: F) -> LiveBars<F> {
         let LiveBars { store, symbols, agg, periods, ready, live, store_failed, .. } = self;
         LiveBars { inner, store, symbols, agg, periods, ready, live, store_failed }
     }

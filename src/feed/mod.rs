@@ -7,8 +7,8 @@
 mod aggregate;
 mod live_bars;
 
-pub use aggregate::{AggregateError, Aggregator};
-pub use live_bars::LiveBars;
+pub(crate) use aggregate::Aggregator;
+pub(crate) use live_bars::LiveBars;
 
 use crate::domain::{Bar, Symbol};
 use chrono::{DateTime, Utc};

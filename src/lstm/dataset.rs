@@ -6,14 +6,14 @@
 use tch::{Device, Kind, Tensor};
 
 #[derive(Debug, thiserror::Error)]
-pub enum DatasetError {
+pub(crate) enum DatasetError {
     #[error("dataset: {0}")]
     Shape(String),
     #[error("dataset: {0} has a NaN or infinite value; features must be finite before training")]
     NotFinite(&'static str),
 }
 
-pub struct WindowDataset {
+pub(crate) struct WindowDataset {
     pub fast: Tensor,
     pub slow: Tensor,
     pub context: Tensor,
@@ -32,7 +32,7 @@ pub struct WindowDataset {
 }
 
 /// A batch of gathered windows.
-pub struct Batch {
+pub(crate) struct Batch {
     pub fast: Tensor,
     pub slow: Tensor,
     pub context: Tensor,
@@ -40,7 +40,7 @@ pub struct Batch {
 }
 
 /// The host-side description of a dataset before it moves to the device.
-pub struct DatasetSpec {
+pub(crate) struct DatasetSpec {
     pub fast: Vec<f32>,
     pub fast_dim: usize,
     pub slow: Vec<f32>,
@@ -57,7 +57,7 @@ pub struct DatasetSpec {
 
 impl WindowDataset {
     /// Checks every index against the panels and moves everything to `device` once.
-    pub fn new(s: DatasetSpec, device: Device) -> Result<Self, DatasetError> {
+    pub(crate) fn new(s: DatasetSpec, device: Device) -> Result<Self, DatasetError> {
         let rows = |v: &[f32], d: usize, what: &str| -> Result<i64, DatasetError> {
             if d == 0 || !v.len().is_multiple_of(d) {
                 return Err(DatasetError::Shape(format!("{what} has {} values, not a multiple of {d}", v.len())));
@@ -114,20 +114,17 @@ impl WindowDataset {
         })
     }
 
-    pub fn len(&self) -> i64 {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> i64 {
         self.labels.size()[0]
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn device(&self) -> Device {
+    pub(crate) fn device(&self) -> Device {
         self.labels.device()
     }
 
     /// Gathers the windows of samples `idx` (`[B]` int64 on the device).
-    pub fn batch(&self, idx: &Tensor) -> Batch {
+    pub(crate) fn batch(&self, idx: &Tensor) -> Batch {
         let b = idx.size()[0];
         let gather = |panel: &Tensor, ends: &Tensor, offsets: &Tensor, len: i64| {
             let rows = ends.index_select(0, idx).unsqueeze(1) + offsets.unsqueeze(0);
@@ -144,7 +141,8 @@ impl WindowDataset {
 
 /// Chronological split of samples `0..n` (already in time order) into train / validation / test by
 /// fractions, leaving `gap` samples out between parts so that no label horizon overlaps the next part.
-pub fn chronological_split(n: usize, train: f64, valid: f64, gap: usize) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+#[cfg(test)]
+pub(crate) fn chronological_split(n: usize, train: f64, valid: f64, gap: usize) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
     let tr_end = (n as f64 * train) as usize;
     let va_end = (n as f64 * (train + valid)) as usize;
     let range = |a: usize, b: usize| (a.min(n)..b.min(n)).map(|i| i as i64).collect::<Vec<_>>();
@@ -155,7 +153,7 @@ pub fn chronological_split(n: usize, train: f64, valid: f64, gap: usize) -> (Vec
 /// fast features; every 4 fast rows form a slow row (their mean), so sample `r` sees the slow bars that
 /// closed at or before it; the label is down / flat / up by whether the sum of fast feature 0 over the
 /// last 5 rows plus half of context feature 0 is below -1, between, or above 1.
-pub fn synthetic(
+pub(crate) fn synthetic(
     samples: usize,
     fast_len: usize,
     fast_dim: usize,

@@ -3,16 +3,17 @@
 
 /// `m[actual][predicted]` counts.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Confusion {
+pub(crate) struct Confusion {
     pub m: Vec<Vec<u64>>,
 }
 
 impl Confusion {
-    pub fn new(classes: usize) -> Self {
+    pub(crate) fn new(classes: usize) -> Self {
         Confusion { m: vec![vec![0; classes]; classes] }
     }
 
-    pub fn from_pairs(classes: usize, actual: &[i64], predicted: &[i64]) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_pairs(classes: usize, actual: &[i64], predicted: &[i64]) -> Self {
         let mut c = Confusion::new(classes);
         for (a, p) in actual.iter().zip(predicted) {
             if let (Ok(a), Ok(p)) = (usize::try_from(*a), usize::try_from(*p))
@@ -29,13 +30,13 @@ impl Confusion {
         self.m.iter().flatten().sum::<u64>() as f64
     }
 
-    pub fn accuracy(&self) -> f64 {
+    pub(crate) fn accuracy(&self) -> f64 {
         let t = self.total();
         if t == 0.0 { 0.0 } else { (0..self.m.len()).map(|k| self.m[k][k]).sum::<u64>() as f64 / t }
     }
 
     /// Unweighted mean of the per-class F1 scores (a class never seen nor predicted scores 0).
-    pub fn macro_f1(&self) -> f64 {
+    pub(crate) fn macro_f1(&self) -> f64 {
         let k = self.m.len();
         let f1: f64 = (0..k)
             .map(|c| {
@@ -49,7 +50,7 @@ impl Confusion {
     }
 
     /// Multiclass MCC: (c·s − Σ p_k t_k) / sqrt((s² − Σ p_k²)(s² − Σ t_k²)); 0 when undefined.
-    pub fn mcc(&self) -> f64 {
+    pub(crate) fn mcc(&self) -> f64 {
         let k = self.m.len();
         let s = self.total();
         let c: f64 = (0..k).map(|i| self.m[i][i] as f64).sum();

@@ -3,12 +3,12 @@
 //! class-weighted cross-entropy, AdamW, per-epoch validation loss, accuracy, macro-F1 and MCC, early
 //! stopping on validation MCC with patience, the best weights kept, checkpoints and resume.
 
-pub mod dataset;
-pub mod metrics;
-pub mod model;
-pub mod train;
+pub(crate) mod dataset;
+pub(crate) mod metrics;
+pub(crate) mod model;
+pub(crate) mod train;
 
-pub use crate::config::LstmConfig;
+pub(crate) use crate::config::LstmConfig;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -7,7 +7,7 @@ use crate::onnx::lstm::{LstmClassifier, LstmLayer};
 use crate::onnx::{Activation, Dense};
 use tch::{Kind, Tensor, nn, nn::Module, nn::RNN};
 
-pub struct LstmNet {
+pub(crate) struct LstmNet {
     fast: nn::LSTM,
     slow: nn::LSTM,
     ctx: Vec<nn::Linear>,
@@ -18,7 +18,7 @@ pub struct LstmNet {
 
 /// Input sizes and window lengths.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct NetDims {
+pub(crate) struct NetDims {
     pub fast_dim: usize,
     pub fast_len: usize,
     pub slow_dim: usize,
@@ -31,7 +31,7 @@ fn rnn_cfg() -> nn::RNNConfig {
 }
 
 impl LstmNet {
-    pub fn new(vs: &nn::Path, dims: NetDims, cfg: &LstmConfig) -> Self {
+    pub(crate) fn new(vs: &nn::Path, dims: NetDims, cfg: &LstmConfig) -> Self {
         let fast = nn::lstm(vs / "fast", dims.fast_dim as i64, cfg.fast_hidden, rnn_cfg());
         let slow = nn::lstm(vs / "slow", dims.slow_dim as i64, cfg.slow_hidden, rnn_cfg());
         let mut ctx = Vec::new();
@@ -57,7 +57,7 @@ impl LstmNet {
     }
 
     /// Logits `[B, 3]` from `fast` `[B, F, nf]`, `slow` `[B, S, ns]`, `context` `[B, nc]`.
-    pub fn forward(&self, fast: &Tensor, slow: &Tensor, context: &Tensor) -> Tensor {
+    pub(crate) fn forward(&self, fast: &Tensor, slow: &Tensor, context: &Tensor) -> Tensor {
         let hf = self.fast.seq(fast).1.h().squeeze_dim(0);
         let hs = self.slow.seq(slow).1.h().squeeze_dim(0);
         let mut c = context.shallow_clone();
@@ -77,12 +77,12 @@ impl LstmNet {
     }
 
     /// Class probabilities `[B, 3]`.
-    pub fn probs(&self, fast: &Tensor, slow: &Tensor, context: &Tensor) -> Tensor {
+    pub(crate) fn probs(&self, fast: &Tensor, slow: &Tensor, context: &Tensor) -> Tensor {
         self.forward(fast, slow, context).to_kind(Kind::Float).softmax(-1, Kind::Float)
     }
 
     /// The weights as plain arrays for the ONNX writer (PyTorch layout and gate order).
-    pub fn export(&self, vs: &nn::VarStore) -> Result<LstmClassifier, tch::TchError> {
+    pub(crate) fn export(&self, vs: &nn::VarStore) -> Result<LstmClassifier, tch::TchError> {
         let vars = vs.variables();
         let get = |name: &str| -> Result<Vec<f32>, tch::TchError> {
             let t = vars.get(name).ok_or_else(|| tch::TchError::FileFormat(format!("no variable {name}")))?;

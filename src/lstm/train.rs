@@ -13,7 +13,7 @@ use std::time::Instant;
 use tch::{Device, Kind, Tensor, nn};
 
 #[derive(Debug, thiserror::Error)]
-pub enum LstmError {
+pub(crate) enum LstmError {
     #[error("invalid LSTM configuration: {0}")]
     Config(crate::config::Invalid),
     #[error("the training split is empty")]
@@ -52,7 +52,7 @@ struct State {
 /// The best epoch, its validation MCC and a copy of its weights.
 type Best = (usize, f64, Vec<(String, Tensor)>);
 
-pub struct LstmTrainer {
+pub(crate) struct LstmTrainer {
     pub cfg: LstmConfig,
     pub vs: nn::VarStore,
     pub net: LstmNet,
@@ -67,7 +67,7 @@ fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
 }
 
 impl LstmTrainer {
-    pub fn new(cfg: LstmConfig, dims: NetDims, device: Device) -> Result<Self, LstmError> {
+    pub(crate) fn new(cfg: LstmConfig, dims: NetDims, device: Device) -> Result<Self, LstmError> {
         cfg.validate().map_err(LstmError::Config)?;
         let vs = nn::VarStore::new(device);
         let net = crate::ml::seeded::seeded(cfg.seed, || LstmNet::new(&vs.root(), dims, &cfg));
@@ -91,7 +91,7 @@ impl LstmTrainer {
 
     /// Mean loss and confusion matrix over `idx`, in batches, without gradients. The indices go to the
     /// device once; the loss sum and the confusion counts accumulate there and are read once.
-    pub fn evaluate(
+    pub(crate) fn evaluate(
         &self,
         ds: &WindowDataset,
         idx: &[i64],
@@ -130,7 +130,7 @@ impl LstmTrainer {
 
     /// The class probabilities [P(down), P(flat), P(up)] of each sample of `idx`, without gradients: the
     /// indices go to the device once, the probabilities come back in one read.
-    pub fn probs(&self, ds: &WindowDataset, idx: &[i64]) -> Result<Vec<[f32; 3]>, LstmError> {
+    pub(crate) fn probs(&self, ds: &WindowDataset, idx: &[i64]) -> Result<Vec<[f32; 3]>, LstmError> {
         if idx.is_empty() {
             return Ok(Vec::new());
         }
@@ -151,7 +151,7 @@ impl LstmTrainer {
 
     /// Trains until `max_epochs`, early stopping, or `on_epoch` returning false; then restores the best
     /// weights. Returns the statistics of every epoch run.
-    pub fn fit(
+    pub(crate) fn fit(
         &mut self,
         ds: &WindowDataset,
         train: &[i64],
@@ -227,7 +227,7 @@ impl LstmTrainer {
     }
 
     /// Puts the best weights seen so far back into the model.
-    pub fn restore_best(&mut self) -> Result<(), LstmError> {
+    pub(crate) fn restore_best(&mut self) -> Result<(), LstmError> {
         let Some((_, _, weights)) = &self.best else { return Ok(()) };
         let vars = self.vs.variables();
         tch::no_grad(|| {
@@ -242,11 +242,12 @@ impl LstmTrainer {
     }
 
     /// AdamW steps taken (restored by `resume`).
-    pub fn optimizer_steps(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn optimizer_steps(&self) -> u64 {
         self.opt.steps
     }
 
-    pub fn best(&self) -> Option<(usize, f64)> {
+    pub(crate) fn best(&self) -> Option<(usize, f64)> {
         self.best.as_ref().map(|(e, m, _)| (*e, *m))
     }
 
@@ -255,7 +256,7 @@ impl LstmTrainer {
     }
 
     /// Writes `last.safetensors` and `state.json`, and `best.safetensors` when `improved`.
-    pub fn save_checkpoint(&self, dir: &Path, improved: bool) -> Result<(), LstmError> {
+    pub(crate) fn save_checkpoint(&self, dir: &Path, improved: bool) -> Result<(), LstmError> {
         std::fs::create_dir_all(dir).map_err(|e| Self::ck_err(dir, e))?;
         self.vs.save(dir.join("last.safetensors"))?;
         if improved {
@@ -269,7 +270,7 @@ impl LstmTrainer {
     }
 
     /// Continues from a checkpoint directory: the last weights, the epoch counter and the best model.
-    pub fn resume(&mut self, dir: &Path) -> Result<(), LstmError> {
+    pub(crate) fn resume(&mut self, dir: &Path) -> Result<(), LstmError> {
         let p = dir.join("state.json");
         let text = std::fs::read_to_string(&p).map_err(|e| Self::ck_err(&p, e))?;
         let state: State = serde_json::from_str(&text).map_err(|e| Self::ck_err(&p, e))?;

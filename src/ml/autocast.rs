@@ -11,22 +11,25 @@ use std::ffi::CStr;
 use tch::Kind;
 
 const SET: &CStr = c"_ZN2at8autocast18set_autocast_dtypeEN3c1010DeviceTypeENS1_10ScalarTypeE";
+#[cfg(test)]
 const GET: &CStr = c"_ZN2at8autocast18get_autocast_dtypeEN3c1010DeviceTypeE";
 /// `c10::DeviceType::CUDA`.
 const CUDA: i8 = 1;
 /// `c10::ScalarType` (torch/headeronly/core/ScalarType.h: Byte, Char, Short, Int, Long, Half, Float, ...).
 const HALF: i8 = 5;
+#[cfg(test)]
 const FLOAT: i8 = 6;
 const BFLOAT16: i8 = 15;
 
 /// Why autocast's type cannot be set or read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum AutocastError {
+pub(crate) enum AutocastError {
     #[error("libtorch has no {0} (another libtorch version?)")]
     NoSymbol(String),
     #[error("autocast runs in bfloat16 or float16, not {0:?}")]
     Kind(Kind),
     #[error("autocast's CUDA type is libtorch scalar type {0}")]
+    #[cfg(test)]
     Unknown(i8),
 }
 
@@ -37,7 +40,7 @@ fn lookup(name: &CStr) -> Result<*mut libc::c_void, AutocastError> {
 }
 
 /// Sets autocast's type on CUDA for this thread (`Kind::BFloat16` or `Kind::Half`).
-pub fn set_cuda_dtype(kind: Kind) -> Result<(), AutocastError> {
+pub(crate) fn set_cuda_dtype(kind: Kind) -> Result<(), AutocastError> {
     let code = match kind {
         Kind::BFloat16 => BFLOAT16,
         Kind::Half => HALF,
@@ -54,14 +57,15 @@ pub fn set_cuda_dtype(kind: Kind) -> Result<(), AutocastError> {
 
 /// `mixed_precision`'s type for the trainer on this thread: bfloat16, or (said once per call) libtorch's
 /// float16 where the symbol cannot be found.
-pub fn bfloat16_on_this_thread() {
+pub(crate) fn bfloat16_on_this_thread() {
     if let Err(e) = set_cuda_dtype(Kind::BFloat16) {
         log::warn!("mixed precision: cannot switch autocast to bfloat16 ({e}); it runs in float16");
     }
 }
 
 /// Autocast's type on CUDA for this thread.
-pub fn cuda_dtype() -> Result<Kind, AutocastError> {
+#[cfg(test)]
+pub(crate) fn cuda_dtype() -> Result<Kind, AutocastError> {
     let f = lookup(GET)?;
     // SAFETY: `f` is `c10::ScalarType at::autocast::get_autocast_dtype(c10::DeviceType)`: an int8_t-backed
     // enum in and out.

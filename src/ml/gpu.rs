@@ -7,7 +7,7 @@
 //! libtorch and the kernels run on) and read from that device's NVML GPU, matched by the device's own UUID
 //! or PCI bus id (`nvml_map`), whatever `CUDA_VISIBLE_DEVICES` and CUDA's device order say.
 
-pub mod nvml_map;
+pub(crate) mod nvml_map;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ use nvml_map::{CudaIds, MatchError, NvmlGpu};
 
 /// Why a GPU cannot be read through NVML.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum GpuError {
+pub(crate) enum GpuError {
     #[error("NVML (the NVIDIA driver's libnvidia-ml) is not available: {0}")]
     NoNvml(String),
     #[error("NVML cannot count the GPUs: {0}")]
@@ -75,6 +75,12 @@ fn nvml_gpus(nvml: &nvml_wrapper::Nvml) -> Result<Vec<NvmlGpu>, GpuError> {
         .collect()
 }
 
+/// The NVML index of CUDA device `cuda_ordinal` (see `nvml_index_in`).
+#[cfg(test)]
+fn nvml_index(cuda_ordinal: usize) -> Result<u32, GpuError> {
+    nvml_index_in(&nvml()?, cuda_ordinal)
+}
+
 /// The NVML index of CUDA device `cuda_ordinal`: by its own UUID or PCI bus id, else by
 /// `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER` as CUDA reads them.
 fn nvml_index_in(nvml: &nvml_wrapper::Nvml, cuda_ordinal: usize) -> Result<u32, GpuError> {
@@ -101,14 +107,9 @@ fn nvml() -> Result<nvml_wrapper::Nvml, GpuError> {
     nvml_wrapper::Nvml::init().map_err(|e| GpuError::NoNvml(e.to_string()))
 }
 
-/// The NVML index of CUDA device `cuda_ordinal` (see `nvml_index_in`).
-pub fn nvml_index(cuda_ordinal: usize) -> Result<u32, GpuError> {
-    nvml_index_in(&nvml()?, cuda_ordinal)
-}
-
 /// One NVML reading.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Percent of the last sample period during which a kernel ran.
     pub busy_pct: f64,
     pub memory_used_mb: f64,
@@ -117,7 +118,7 @@ pub struct Sample {
 
 /// What a run of samples says.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
-pub struct GpuStats {
+pub(crate) struct GpuStats {
     pub samples: usize,
     pub busy_mean_pct: f64,
     pub busy_min_pct: f64,
@@ -127,7 +128,7 @@ pub struct GpuStats {
 
 impl GpuStats {
     /// The fields a trainer's progress line carries: mean busy %, peak memory (MiB), mean power (W).
-    pub fn progress_fields(&self) -> [(&'static str, f64); 3] {
+    pub(crate) fn progress_fields(&self) -> [(&'static str, f64); 3] {
         [
             ("gpu_busy_pct", self.busy_mean_pct),
             ("gpu_memory_mb", self.memory_max_mb),
@@ -136,14 +137,14 @@ impl GpuStats {
     }
 
     /// "gpu 97% · 5123 MiB · 310 W", for progress bars; a reading NVML could not make is left out.
-    pub fn short(&self) -> String {
+    pub(crate) fn short(&self) -> String {
         let parts = [(self.busy_mean_pct, "%"), (self.memory_max_mb, " MiB"), (self.power_mean_w, " W")];
         let shown: Vec<String> =
             parts.iter().filter(|(x, _)| x.is_finite()).map(|(x, unit)| format!("{x:.0}{unit}")).collect();
         format!("gpu {}", shown.join(" · "))
     }
 
-    pub fn of(samples: &[Sample]) -> GpuStats {
+    pub(crate) fn of(samples: &[Sample]) -> GpuStats {
         if samples.is_empty() {
             return GpuStats::default();
         }
@@ -159,7 +160,7 @@ impl GpuStats {
 }
 
 /// A sampling thread; `stop` ends it and returns what it saw.
-pub struct GpuSampler {
+pub(crate) struct GpuSampler {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Vec<Sample>>>,
     /// The samples since the last `take_recent`.
@@ -169,7 +170,7 @@ pub struct GpuSampler {
 impl GpuSampler {
     /// Starts sampling the GPU of CUDA device `cuda_ordinal` every `interval`; an error (no driver, no
     /// such GPU) says why.
-    pub fn start(cuda_ordinal: usize, interval: Duration) -> Result<GpuSampler, GpuError> {
+    pub(crate) fn start(cuda_ordinal: usize, interval: Duration) -> Result<GpuSampler, GpuError> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), GpuError>>();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -221,13 +222,13 @@ impl GpuSampler {
     }
 
     /// The summary of the samples taken since the last call (`None` before the first sample).
-    pub fn take_recent(&self) -> Option<GpuStats> {
+    pub(crate) fn take_recent(&self) -> Option<GpuStats> {
         let taken = std::mem::take(&mut *self.recent.lock().ok()?);
         (!taken.is_empty()).then(|| GpuStats::of(&taken))
     }
 
     /// Stops sampling; the samples' summary.
-    pub fn stop(mut self) -> GpuStats {
+    pub(crate) fn stop(mut self) -> GpuStats {
         self.stop.store(true, Ordering::Relaxed);
         let samples = self.thread.take().map(|t| t.join().unwrap_or_default()).unwrap_or_default();
         GpuStats::of(&samples)
@@ -242,7 +243,7 @@ impl Drop for GpuSampler {
 }
 
 /// The total memory in MiB of CUDA device `cuda_ordinal`'s GPU, by NVML.
-pub fn total_memory_mb(cuda_ordinal: usize) -> Result<u64, GpuError> {
+pub(crate) fn total_memory_mb(cuda_ordinal: usize) -> Result<u64, GpuError> {
     let nvml = nvml()?;
     let index = nvml_index_in(&nvml, cuda_ordinal)?;
     let device = nvml.device_by_index(index).map_err(|e| GpuError::NoGpu { index, reason: e.to_string() })?;
@@ -254,7 +255,7 @@ pub fn total_memory_mb(cuda_ordinal: usize) -> Result<u64, GpuError> {
 /// per-process memory fraction that holds a process to `budget_mb` of a GPU of `total_mb`: the other
 /// settings kept, an earlier fraction replaced. libtorch then fails an allocation past the budget with its
 /// out-of-memory error, inside the trainer, instead of the GPU filling up.
-pub fn alloc_conf(budget_mb: u64, total_mb: u64, existing: Option<&str>) -> String {
+pub(crate) fn alloc_conf(budget_mb: u64, total_mb: u64, existing: Option<&str>) -> String {
     let fraction = if total_mb == 0 { 1.0 } else { (budget_mb as f64 / total_mb as f64).clamp(0.0, 1.0) };
     let mut parts: Vec<String> = existing
         .unwrap_or("")

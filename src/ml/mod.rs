@@ -2,8 +2,8 @@
 //! (`autocast`), the GPU as NVML and CUDA see it (`gpu`), Adam (`optim`), counted tensor reads into host
 //! memory (`readback`), seeded initialisation on libtorch's global generator (`seeded`).
 
-pub mod autocast;
-pub mod gpu;
-pub mod optim;
-pub mod readback;
-pub mod seeded;
+pub(crate) mod autocast;
+pub(crate) mod gpu;
+pub(crate) mod optim;
+pub(crate) mod readback;
+pub(crate) mod seeded;

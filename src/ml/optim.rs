@@ -8,7 +8,7 @@ use tch::{Kind, Tensor, nn};
 const BETA1: f64 = 0.9;
 const BETA2: f64 = 0.999;
 
-pub struct Adam {
+pub(crate) struct Adam {
     params: Vec<Tensor>,
     m: Vec<Tensor>,
     v: Vec<Tensor>,
@@ -25,7 +25,7 @@ pub struct Adam {
 impl Adam {
     /// Registers `adam.m`, `adam.v` and `adam.step` under `root` for `params` (each parameter's moments are
     /// views into the flat variables, so loading a checkpoint restores them in place).
-    pub fn new(root: &nn::Path, params: Vec<Tensor>, eps: f64, weight_decay: f64) -> Adam {
+    pub(crate) fn new(root: &nn::Path, params: Vec<Tensor>, eps: f64, weight_decay: f64) -> Adam {
         let len: i64 = params.iter().map(|p| p.numel() as i64).sum();
         let path = root / "adam";
         let (flat_m, flat_v) = (path.zeros_no_train("m", &[len]), path.zeros_no_train("v", &[len]));
@@ -41,26 +41,26 @@ impl Adam {
     }
 
     /// Whether a `VarStore` variable name is this optimizer's state.
-    pub fn is_state(name: &str) -> bool {
+    pub(crate) fn is_state(name: &str) -> bool {
         name.starts_with("adam.")
     }
 
     /// Reads the step count from `adam.step` (after a `VarStore` load); a read-back, so a device fault
     /// comes back as libtorch's error.
-    pub fn load_steps(&mut self) -> Result<(), tch::TchError> {
+    pub(crate) fn load_steps(&mut self) -> Result<(), tch::TchError> {
         self.steps = self.step_var.f_double_value(&[0])?.max(0.0) as u64;
         Ok(())
     }
 
     /// Writes the step count into `adam.step` (before a `VarStore` save).
-    pub fn store_steps(&self) {
+    pub(crate) fn store_steps(&self) {
         tch::no_grad(|| {
             let _ = self.step_var.shallow_clone().fill_(self.steps as f64);
         });
     }
 
     /// Forgets the moments and the step count (a checkpoint from before they were saved).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         tch::no_grad(|| {
             let _ = self.flat_m.zero_();
             let _ = self.flat_v.zero_();
@@ -69,14 +69,14 @@ impl Adam {
         self.steps = 0;
     }
 
-    pub fn zero_grad(&mut self) {
+    pub(crate) fn zero_grad(&mut self) {
         self.params.iter_mut().for_each(Tensor::zero_grad);
     }
 
     /// torch's `clip_grad_norm_`: scales every gradient by `max / (norm + 1e-6)` when that is below 1.
     /// On the device, with no read to the host: the factor is computed in f64 and clamped to 1 (a gradient
     /// times exactly 1 is itself), which gives the same bits as deciding on the host.
-    pub fn clip_grad_norm(&self, max: f64) {
+    pub(crate) fn clip_grad_norm(&self, max: f64) {
         tch::no_grad(|| {
             let grads: Vec<Tensor> = self.params.iter().map(Tensor::grad).filter(Tensor::defined).collect();
             let norms: Vec<Tensor> = grads.iter().map(Tensor::norm).collect();
@@ -93,7 +93,7 @@ impl Adam {
     }
 
     /// One step at learning rate `lr` over the parameters that have a gradient.
-    pub fn step(&mut self, lr: f64) {
+    pub(crate) fn step(&mut self, lr: f64) {
         self.steps += 1;
         let t = self.steps.min(i32::MAX as u64) as i32;
         let (bc1, bc2) = (1.0 - BETA1.powi(t), 1.0 - BETA2.powi(t));

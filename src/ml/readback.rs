@@ -18,12 +18,13 @@ fn count() {
 }
 
 /// Reads made on this thread so far.
-pub fn reads() -> u64 {
+#[cfg(test)]
+pub(crate) fn reads() -> u64 {
     READS.with(Cell::get)
 }
 
 /// The value of a one-element tensor, as f64.
-pub fn scalar(t: &Tensor) -> Result<f64, TchError> {
+pub(crate) fn scalar(t: &Tensor) -> Result<f64, TchError> {
     count();
     defined(t)?;
     match t.numel() {
@@ -33,14 +34,14 @@ pub fn scalar(t: &Tensor) -> Result<f64, TchError> {
 }
 
 /// A tensor's values as host f64s, flattened (one read however many values).
-pub fn f64s(t: &Tensor) -> Result<Vec<f64>, TchError> {
+pub(crate) fn f64s(t: &Tensor) -> Result<Vec<f64>, TchError> {
     count();
     defined(t)?;
     Vec::<f64>::try_from(t.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?.f_reshape([-1])?)
 }
 
 /// A tensor's values as host f32s, flattened (one read however many values).
-pub fn f32s(t: &Tensor) -> Result<Vec<f32>, TchError> {
+pub(crate) fn f32s(t: &Tensor) -> Result<Vec<f32>, TchError> {
     count();
     defined(t)?;
     Vec::<f32>::try_from(t.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?)

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 static LOCK: Mutex<()> = Mutex::new(());
 
 /// Seeds libtorch's generator with `seed` and runs `build` before any other `seeded` call may draw.
-pub fn seeded<T>(seed: u64, build: impl FnOnce() -> T) -> T {
+pub(crate) fn seeded<T>(seed: u64, build: impl FnOnce() -> T) -> T {
     // A panic inside another build poisons nothing this one relies on: the generator is re-seeded here.
     let _guard = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     tch::manual_seed(seed as i64);

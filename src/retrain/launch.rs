@@ -25,7 +25,7 @@ pub const ALLOC_CONF_ENV: &str = "PYTORCH_CUDA_ALLOC_CONF";
 const CHILD_CUDA_ORDINAL: usize = 0;
 
 /// The child's libtorch held to `budget_mb` of its GPU (its per-process memory fraction, from the total of
-/// the NVML GPU that is the child's CUDA device, `crate::ml::gpu::nvml_index`), so that the trainer fails its own allocation past the budget rather than filling the
+/// the NVML GPU that is the child's CUDA device, `crate::ml::gpu::total_memory_mb`), so that the trainer fails its own allocation past the budget rather than filling the
 /// GPU; `None` where there is no GPU to cap (the `nvidia-smi` watch in `child` stays as the backstop).
 fn gpu_alloc_conf(budget_mb: u64) -> Option<String> {
     #[cfg(feature = "train")]

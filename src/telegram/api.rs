@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     #[error("telegram {method}: {source}")]
     Http {
         method: &'static str,
@@ -23,7 +23,7 @@ pub enum ApiError {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Update {
+pub(crate) struct Update {
     pub update_id: i64,
     #[serde(default)]
     pub message: Option<Message>,
@@ -32,19 +32,19 @@ pub struct Update {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Message {
+pub(crate) struct Message {
     pub chat: Chat,
     #[serde(default)]
     pub text: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Chat {
+pub(crate) struct Chat {
     pub id: i64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct CallbackQuery {
+pub(crate) struct CallbackQuery {
     pub id: String,
     #[serde(default)]
     pub message: Option<Message>,
@@ -71,16 +71,16 @@ struct Parameters {
 }
 
 /// A button under a message: its label and what a press sends back (`callback_data`).
-pub type Button = (String, String);
+pub(crate) type Button = (String, String);
 
-pub struct Api {
+pub(crate) struct Api {
     http: reqwest::Client,
     base: String,
     token: Secret,
 }
 
 impl Api {
-    pub fn new(api: &url::Url, token: Secret) -> Api {
+    pub(crate) fn new(api: &url::Url, token: Secret) -> Api {
         Api { http: reqwest::Client::new(), base: api.as_str().trim_end_matches('/').to_string(), token }
     }
 
@@ -100,7 +100,7 @@ impl Api {
     }
 
     /// The updates from `offset` on, waiting up to `wait` for one (long polling).
-    pub async fn updates(&self, offset: i64, wait: Duration) -> Result<Vec<Update>, ApiError> {
+    pub(crate) async fn updates(&self, offset: i64, wait: Duration) -> Result<Vec<Update>, ApiError> {
         let body =
             json!({ "offset": offset, "timeout": wait.as_secs(), "allowed_updates": ["message", "callback_query"] });
         let result = self.call("getUpdates", body, wait + Duration::from_secs(10)).await?;
@@ -119,7 +119,7 @@ impl Api {
             .collect())
     }
 
-    pub async fn send(&self, chat: i64, text: &str, buttons: &[Button]) -> Result<(), ApiError> {
+    pub(crate) async fn send(&self, chat: i64, text: &str, buttons: &[Button]) -> Result<(), ApiError> {
         let mut body = json!({ "chat_id": chat, "text": text, "disable_web_page_preview": true });
         if !buttons.is_empty() {
             let row: Vec<Value> = buttons.iter().map(|(t, d)| json!({ "text": t, "callback_data": d })).collect();
@@ -128,7 +128,7 @@ impl Api {
         self.call("sendMessage", body, Duration::from_secs(10)).await.map(drop)
     }
 
-    pub async fn answer_callback(&self, id: &str, text: &str) -> Result<(), ApiError> {
+    pub(crate) async fn answer_callback(&self, id: &str, text: &str) -> Result<(), ApiError> {
         let body = json!({ "callback_query_id": id, "text": text });
         self.call("answerCallbackQuery", body, Duration::from_secs(10)).await.map(drop)
     }

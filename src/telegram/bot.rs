@@ -16,14 +16,14 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// Commands a chat may send in a minute; more are refused (once) until the minute has passed.
-pub const RATE: usize = 10;
+pub(crate) const RATE: usize = 10;
 const RATE_WINDOW: Duration = Duration::from_secs(60);
 /// A `/flatten` button works this long.
-pub const CONFIRM_WITHIN: Duration = Duration::from_secs(60);
+pub(crate) const CONFIRM_WITHIN: Duration = Duration::from_secs(60);
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 const CHANNEL: &str = "telegram";
 
-pub struct Bot {
+pub(crate) struct Bot {
     api: Api,
     allowed: BTreeSet<String>,
     calls: mpsc::Sender<Call>,
@@ -40,7 +40,7 @@ pub struct Bot {
 }
 
 impl Bot {
-    pub fn new(api: Api, allowed: &[String], calls: mpsc::Sender<Call>, data: Arc<dyn DashboardSource>) -> Bot {
+    pub(crate) fn new(api: Api, allowed: &[String], calls: mpsc::Sender<Call>, data: Arc<dyn DashboardSource>) -> Bot {
         Bot {
             api,
             allowed: allowed.iter().cloned().collect(),
@@ -58,7 +58,7 @@ impl Bot {
 
     /// Polls until `shutdown`; a failed poll is retried after a doubling wait (from 1 s to 60 s), or after
     /// the wait Telegram asks for (429).
-    pub async fn run(mut self, shutdown: CancellationToken) {
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         log::info!("telegram: answering commands from {} chat(s)", self.allowed.len());
         let mut backoff = Duration::from_secs(1);
         loop {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 /// A command sent to the bot.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Command {
+pub(crate) enum Command {
     Help,
     Status,
     Positions,
@@ -25,14 +25,14 @@ pub enum Command {
     Flatten,
 }
 
-pub const HELP: &str = "tradebot commands:\n/status: mode, feed, equity, today's P&L, risk\n/positions: what is held\n\
+pub(crate) const HELP: &str = "tradebot commands:\n/status: mode, feed, equity, today's P&L, risk\n/positions: what is held\n\
 /balance: equity, cash, invested\n/profit [days]: P&L over the last days (default 7)\n/models: champions and the last retrain\n\
 /pause: no new orders\n/resume: trade again\n/flatten: sell every position, then pause (asks first)\n\
 /retrain [ppo|lstm]: retrain now\n/help: this list";
 
 /// Why a message is not a command the bot knows; the message says what to send instead.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ParseError {
+pub(crate) enum ParseError {
     /// The message does not start with `/`.
     #[error("commands start with /: send /help")]
     NoSlash,
@@ -48,7 +48,7 @@ pub enum ParseError {
 }
 
 /// The command in `text` (`/name args`, a `@botname` suffix allowed), or why it is not one.
-pub fn parse(text: &str) -> Result<Command, ParseError> {
+pub(crate) fn parse(text: &str) -> Result<Command, ParseError> {
     let mut words = text.split_whitespace();
     let head = words.next().unwrap_or("");
     let name = head.strip_prefix('/').ok_or(ParseError::NoSlash)?;
@@ -90,7 +90,7 @@ fn usd(x: f64) -> String {
     format!("{sign}${:.2}", x.abs())
 }
 
-pub fn status(d: &DashboardData) -> String {
+pub(crate) fn status(d: &DashboardData) -> String {
     let s = &d.status;
     let feed = if s.feed.connected { "connected" } else { "disconnected" };
     let mut out = format!(
@@ -114,7 +114,7 @@ pub fn status(d: &DashboardData) -> String {
     out
 }
 
-pub fn positions(d: &DashboardData) -> String {
+pub(crate) fn positions(d: &DashboardData) -> String {
     if d.status.positions.is_empty() {
         return "no positions".to_string();
     }
@@ -127,7 +127,7 @@ pub fn positions(d: &DashboardData) -> String {
     lines.join("\n")
 }
 
-pub fn balance(d: &DashboardData) -> String {
+pub(crate) fn balance(d: &DashboardData) -> String {
     let s = &d.status;
     let invested: f64 = s.positions.iter().map(|p| p.value).sum();
     format!("equity {}\ncash {}\ninvested {}", usd(s.equity), usd(s.cash), usd(invested))
@@ -135,7 +135,7 @@ pub fn balance(d: &DashboardData) -> String {
 
 /// The equity change over the last `days` days of the equity curve (from its last point back), and the
 /// closed trades that ended in them.
-pub fn profit(d: &DashboardData, days: u32) -> String {
+pub(crate) fn profit(d: &DashboardData, days: u32) -> String {
     let Some(last) = d.equity.last() else {
         return "no equity recorded yet".to_string();
     };
@@ -161,7 +161,7 @@ pub fn profit(d: &DashboardData, days: u32) -> String {
     )
 }
 
-pub fn models(d: &DashboardData) -> String {
+pub(crate) fn models(d: &DashboardData) -> String {
     let m = &d.status.models;
     let mut out = format!(
         "ppo champion: {}\nlstm champion: {}",

@@ -5,9 +5,9 @@
 //! with the token and API of the alerts' Telegram target; only the chats of
 //! `notify.telegram_allowed_chats` (default: `notify.telegram_chat_id`) are answered.
 
-pub mod api;
-pub mod bot;
-pub mod commands;
+pub(crate) mod api;
+pub(crate) mod bot;
+pub(crate) mod commands;
 
 use crate::alerts::Target;
 use crate::config::NotifyConfig;
@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Why the bot cannot start.
 #[derive(Debug, thiserror::Error)]
-pub enum StartError {
+pub(crate) enum StartError {
     /// `notify.telegram_commands` is set but no Telegram target (chat id and token) is configured.
     #[error(
         "notify.telegram_commands = true needs the bot: set notify.telegram_chat_id and the token in ${}",
@@ -30,7 +30,7 @@ pub enum StartError {
 
 /// Starts the bot on `rt` when `cfg.telegram_commands` is set. `Err`: commands are asked for without a
 /// Telegram target (its chat id and token) to answer with.
-pub fn start(
+pub(crate) fn start(
     cfg: &NotifyConfig,
     targets: &[Target],
     calls: mpsc::Sender<Call>,

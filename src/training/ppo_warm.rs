@@ -10,13 +10,41 @@
 //! in the candidate's manifest (`params.warm_start`), whence the retrain's record.
 
 use crate::config::Config;
-use crate::models::{Algorithm, Manifest, ModelKind, Registry};
+use crate::models::{Algorithm, Manifest, MismatchError, ModelKind, Registry, RegistryError, StateError};
 use crate::retrain::WarmStart;
 use crate::rl::ppo::Ppo;
 use anyhow::Context;
 use std::collections::HashMap;
 use std::path::Path;
 use tch::{Device, Tensor};
+
+/// Why a run cannot start from a model's training state (it trains from scratch and says this).
+#[derive(Debug, thiserror::Error)]
+pub enum WarmError {
+    #[error("{}", .0)]
+    Registry(#[from] RegistryError),
+    #[error("{}", .0)]
+    State(#[from] StateError),
+    #[error("{}", .0)]
+    Inputs(#[from] MismatchError),
+    #[error("{path} does not read as safetensors: {source}")]
+    NotSafetensors { path: String, source: tch::TchError },
+    #[error("its state has no variable {0}: it was written for another network")]
+    MissingVariable(String),
+    #[error("its {name} is {theirs}, this config's is {ours}: another network or observation size")]
+    Shape { name: String, theirs: String, ours: String },
+    #[error("its state has a variable {0} this config's network lacks: another network")]
+    ExtraVariable(String),
+    #[error("copying its state into the trainer: {0}")]
+    Copy(tch::TchError),
+    #[error("{id} is a {what} model: a PPO run can start only from a PPO policy")]
+    NotPpo { id: String, what: String },
+    #[error("{id} outputs {theirs}, this config's policy {ours}")]
+    Outputs { id: String, theirs: String, ours: String },
+    /// A kept hyper-parameter differs (`detail` names it and both values); `what` differs with it.
+    #[error("{detail}: {what}")]
+    Contract { detail: String, what: &'static str },
+}
 
 /// The trainer's variables the registry keeps (all but Adam's), by name, in name order.
 fn kept_variables(ppo: &Ppo) -> Vec<(String, Tensor)> {
@@ -38,32 +66,27 @@ pub fn state_bytes(ppo: &Ppo) -> anyhow::Result<Vec<u8>> {
 
 /// Loads a state written by `state_bytes` into `ppo`: every kept variable must be in the file, with its
 /// shape and type, and nothing else; all are checked before any is copied. Adam's state is not touched.
-pub fn load_state(ppo: &Ppo, path: &Path) -> Result<(), String> {
-    let file =
-        Tensor::read_safetensors(path).map_err(|e| format!("{} does not read as safetensors: {e}", path.display()))?;
+pub fn load_state(ppo: &Ppo, path: &Path) -> Result<(), WarmError> {
+    let file = Tensor::read_safetensors(path)
+        .map_err(|source| WarmError::NotSafetensors { path: path.display().to_string(), source })?;
     let mut file: HashMap<String, Tensor> = file.into_iter().collect();
     let mut pairs = Vec::new();
     for (name, var) in kept_variables(ppo) {
         let Some(src) = file.remove(&name) else {
-            return Err(format!("its state has no variable {name}: it was written for another network"));
+            return Err(WarmError::MissingVariable(name));
         };
         if src.size() != var.size() || src.kind() != var.kind() {
-            return Err(format!(
-                "its {name} is {:?} {:?}, this config's is {:?} {:?}: another network or observation size",
-                src.kind(),
-                src.size(),
-                var.kind(),
-                var.size()
-            ));
+            let show = |t: &Tensor| format!("{:?} {:?}", t.kind(), t.size());
+            return Err(WarmError::Shape { name, theirs: show(&src), ours: show(&var) });
         }
         pairs.push((var, src));
     }
     if let Some(extra) = file.keys().min() {
-        return Err(format!("its state has a variable {extra} this config's network lacks: another network"));
+        return Err(WarmError::ExtraVariable(extra.clone()));
     }
     tch::no_grad(|| {
         for (mut var, src) in pairs {
-            var.f_copy_(&src.to_device(var.device())).map_err(|e| e.to_string())?;
+            var.f_copy_(&src.to_device(var.device())).map_err(WarmError::Copy)?;
         }
         Ok(())
     })
@@ -83,16 +106,16 @@ pub fn warm_start(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> Warm
         }
         Err(reason) => {
             log::warn!("warm start: cannot start from {id}: {reason}; training from scratch");
-            WarmStart::scratch(Some(id.to_string()), reason)
+            WarmStart::scratch(Some(id.to_string()), reason.to_string())
         }
     }
 }
 
-fn try_warm(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> Result<(), String> {
+fn try_warm(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> Result<(), WarmError> {
     let reg = Registry::open_read_only(&config.state_dir.join("models"));
-    let m = reg.get(id).map_err(|e| e.to_string())?;
+    let m = reg.get(id)?;
     check_contract(want, &m)?;
-    let (_, path) = reg.training_state(id).map_err(|e| e.to_string())?;
+    let (_, path) = reg.training_state(id)?;
     load_state(ppo, &path)
 }
 
@@ -100,14 +123,15 @@ fn try_warm(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> Result<(),
 /// the manifest this run's model gets): a PPO policy with the same features, symbols, timeframe, input and
 /// output shapes, action space, observation scale (`env.initial_cash`), hidden layers, activation and
 /// observation normalisation.
-pub fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), String> {
+pub fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), WarmError> {
     if m.kind != ModelKind::Ppo || m.algorithm != Algorithm::Ppo {
         let what = if m.kind == ModelKind::Ppo { m.algorithm.as_str() } else { m.kind.as_str() };
-        return Err(format!("{} is a {what} model: a PPO run can start only from a PPO policy", m.id));
+        return Err(WarmError::NotPpo { id: m.id.clone(), what: what.to_string() });
     }
-    m.check_inputs(&want.features, &want.inputs, &want.symbols, want.timeframe).map_err(|e| e.to_string())?;
+    m.check_inputs(&want.features, &want.inputs, &want.symbols, want.timeframe)?;
     if m.outputs != want.outputs {
-        return Err(format!("{} outputs {:?}, this config's policy {:?}", m.id, m.outputs, want.outputs));
+        let show = |o: &[crate::models::TensorSpec]| format!("{o:?}");
+        return Err(WarmError::Outputs { id: m.id.clone(), theirs: show(&m.outputs), ours: show(&want.outputs) });
     }
     let differs = |section: &str, keys: &[&str]| -> Option<String> {
         let (theirs, ours) = (m.params.get(section), want.params.get(section));
@@ -121,11 +145,11 @@ pub fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), String> {
             })
         })
     };
-    if let Some(d) = differs("env", &["action.kind", "initial_cash"]) {
-        return Err(format!("{d}: another observation or action contract"));
+    if let Some(detail) = differs("env", &["action.kind", "initial_cash"]) {
+        return Err(WarmError::Contract { detail, what: "another observation or action contract" });
     }
-    if let Some(d) = differs("ppo", &["hidden", "activation", "normalize_obs"]) {
-        return Err(format!("{d}: another network"));
+    if let Some(detail) = differs("ppo", &["hidden", "activation", "normalize_obs"]) {
+        return Err(WarmError::Contract { detail, what: "another network" });
     }
     Ok(())
 }

@@ -7,31 +7,27 @@
 
 /// What a trial does after reporting at a rung.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Continue,
     Prune,
     Complete,
 }
 
 #[derive(Debug, Clone)]
-pub struct Asha {
+pub(crate) struct Asha {
     rungs: Vec<u64>,
     reduction: u64,
     reported: Vec<Vec<f64>>,
 }
 
 impl Asha {
-    pub fn new(rungs: Vec<u64>, reduction: u64) -> Asha {
+    pub(crate) fn new(rungs: Vec<u64>, reduction: u64) -> Asha {
         let reported = vec![Vec::new(); rungs.len()];
         Asha { rungs, reduction, reported }
     }
 
-    pub fn rungs(&self) -> &[u64] {
-        &self.rungs
-    }
-
     /// Records `value` at rung `rung` (its index) and says whether the trial goes on.
-    pub fn report(&mut self, rung: usize, value: f64) -> Verdict {
+    pub(crate) fn report(&mut self, rung: usize, value: f64) -> Verdict {
         let last = rung + 1 >= self.rungs.len();
         if !value.is_finite() {
             return Verdict::Prune;

@@ -50,7 +50,7 @@ fn time(t: Option<DateTime<Utc>>) -> Value {
 }
 
 /// The journal's lines for `study`.
-pub fn lines(study: &StudyRecord) -> Vec<Value> {
+pub(crate) fn lines(study: &StudyRecord) -> Vec<Value> {
     let mut out = vec![json!({
         "op_code": CREATE_STUDY, "worker_id": WORKER, "study_name": study.name, "directions": [MAXIMIZE],
     })];
@@ -88,7 +88,7 @@ pub fn lines(study: &StudyRecord) -> Vec<Value> {
 }
 
 /// Writes the journal to `path` (replacing it).
-pub fn write(study: &StudyRecord, path: &std::path::Path) -> anyhow::Result<()> {
+pub(crate) fn write(study: &StudyRecord, path: &std::path::Path) -> anyhow::Result<()> {
     let mut f = std::io::BufWriter::new(
         std::fs::File::create(path).with_context(|| format!("creating the Optuna journal {}", path.display()))?,
     );

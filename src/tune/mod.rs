@@ -13,22 +13,27 @@
 //!
 //! The study's record (`retrain::study`) is in the store's `studies` tree; `tradebot tune list|show`
 //! read it, and the dashboard's search page draws it.
+//!
+//! Without feature `train` (the inference-only daemon), the search's client side (Optuna's storage, the
+//! samplers, the parameter space) is built for `tradebot tune list|show` and the dashboard's search page,
+//! but the parts that run trials are never called there: dead code is expected in that build only.
+#![cfg_attr(not(feature = "train"), allow(dead_code))]
 
-pub mod asha;
-pub mod journal;
+pub(crate) mod asha;
+pub(crate) mod journal;
 #[cfg(feature = "train")]
 mod learner;
-pub mod optuna_storage;
+pub(crate) mod optuna_storage;
 #[cfg(feature = "train")]
 mod population;
 #[cfg(feature = "train")]
 mod ranking;
-pub mod space;
+pub(crate) mod space;
 #[cfg(feature = "train")]
 mod study;
 #[cfg(test)]
 mod tests;
-pub mod tpe;
+pub(crate) mod tpe;
 #[cfg(feature = "train")]
 mod trial;
 #[cfg(feature = "train")]
@@ -41,7 +46,7 @@ use std::time::Duration;
 
 /// Where a worker of a search on Optuna's storage searches.
 #[derive(Debug, Clone)]
-pub struct Cluster {
+pub(crate) struct Cluster {
     /// `grpc://host:port`: Optuna's gRPC storage proxy.
     pub url: String,
     pub study: String,
@@ -51,7 +56,7 @@ pub struct Cluster {
 
 /// `tradebot tune ppo`.
 #[derive(Debug, Clone)]
-pub struct TuneJob {
+pub(crate) struct TuneJob {
     pub config: Config,
     /// auto | cpu | cuda[:N] (`training::device`; on CUDA, trials of one shape train as populations; others one
     /// at a time).
@@ -79,7 +84,7 @@ pub struct TuneJob {
 
 /// Runs the search and registers the best trial's model as a candidate; returns the study and its id.
 /// With `json`, an error is also reported as an `{"event": "error"}` line.
-pub fn tune_ppo(job: TuneJob) -> anyhow::Result<(StudyRecord, String)> {
+pub(crate) fn tune_ppo(job: TuneJob) -> anyhow::Result<(StudyRecord, String)> {
     let json = job.json;
     let result = run(job);
     if json && let Err(e) = &result {
@@ -115,7 +120,7 @@ fn run(_: TuneJob) -> anyhow::Result<(StudyRecord, String)> {
 }
 
 /// A study as a table for people: one line per trial, best marked.
-pub fn table(s: &StudyRecord) -> String {
+pub(crate) fn table(s: &StudyRecord) -> String {
     let mut out = format!(
         "study {} ({}): {} sampler, seed {}, {} of {} trials, rungs {}, ranked by validation {}\n",
         s.name,
@@ -149,7 +154,7 @@ pub fn table(s: &StudyRecord) -> String {
 }
 
 /// A number in few characters: whole numbers as they are, small ones in scientific notation.
-pub fn short(v: f64) -> String {
+pub(crate) fn short(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e9 {
         format!("{v:.0}")
     } else if v.abs() < 0.01 {

@@ -8,22 +8,22 @@ use crate::models::Algorithm;
 use std::collections::BTreeMap;
 
 /// A trial's sampled values, by parameter name.
-pub type Params = BTreeMap<String, f64>;
+pub(crate) type Params = BTreeMap<String, f64>;
 
 /// The generator of trial `number`'s draws in a search seeded with `seed`: independent of every other
 /// trial's, so a trial's parameters and seed never depend on which trials ran beside it.
-pub fn trial_rng(seed: u64, number: usize, stream: u64) -> SplitMix64 {
+pub(crate) fn trial_rng(seed: u64, number: usize, stream: u64) -> SplitMix64 {
     SplitMix64::new(SplitMix64::nth(seed ^ stream.wrapping_mul(0xA24B_AED4_963E_E407), number as u64))
 }
 
 /// Trial `number`'s own seed (PPO's initial weights and sampling, the env's episode starts).
-pub fn trial_seed(seed: u64, number: usize) -> u64 {
+pub(crate) fn trial_seed(seed: u64, number: usize) -> u64 {
     trial_rng(seed, number, 1).next_u64() >> 1
 }
 
 /// The bounds of a numeric range in the space the samplers work in (log for `log` ranges; an `int`
 /// range widened by half a step each side so that every whole number gets the same share).
-pub fn bounds(d: &Dist) -> Option<(f64, f64)> {
+pub(crate) fn bounds(d: &Dist) -> Option<(f64, f64)> {
     match d {
         Dist::Log { low, high } => Some((low.ln(), high.ln())),
         Dist::Linear { low, high } => Some((*low, *high)),
@@ -33,7 +33,7 @@ pub fn bounds(d: &Dist) -> Option<(f64, f64)> {
 }
 
 /// A value of the sampler's space back in the parameter's own (rounded and clamped for `int`).
-pub fn from_internal(d: &Dist, u: f64) -> f64 {
+pub(crate) fn from_internal(d: &Dist, u: f64) -> f64 {
     match d {
         Dist::Log { low, high } => u.exp().clamp(*low, *high),
         Dist::Linear { low, high } => u.clamp(*low, *high),
@@ -44,7 +44,7 @@ pub fn from_internal(d: &Dist, u: f64) -> f64 {
 }
 
 /// A parameter's value in the sampler's space (for `choice`, its index).
-pub fn to_internal(d: &Dist, x: f64) -> f64 {
+pub(crate) fn to_internal(d: &Dist, x: f64) -> f64 {
     match d {
         Dist::Log { .. } => x.ln(),
         Dist::Linear { .. } | Dist::Int { .. } => x,
@@ -53,7 +53,7 @@ pub fn to_internal(d: &Dist, x: f64) -> f64 {
 }
 
 /// A parameter's value as Optuna stores it: a choice's index, any other value as it is.
-pub fn to_internal_choice(d: &Dist, x: f64) -> f64 {
+pub(crate) fn to_internal_choice(d: &Dist, x: f64) -> f64 {
     match d {
         Dist::Choice { .. } => to_internal(d, x),
         _ => x,
@@ -61,7 +61,7 @@ pub fn to_internal_choice(d: &Dist, x: f64) -> f64 {
 }
 
 /// One value drawn uniformly (log-uniformly for `log`) from the range.
-pub fn uniform(d: &Dist, rng: &mut SplitMix64) -> f64 {
+pub(crate) fn uniform(d: &Dist, rng: &mut SplitMix64) -> f64 {
     match (d, bounds(d)) {
         (Dist::Choice { values }, _) => values[rng.below(values.len())],
         (_, Some((lo, hi))) => from_internal(d, rng.uniform(lo, hi)),
@@ -70,7 +70,7 @@ pub fn uniform(d: &Dist, rng: &mut SplitMix64) -> f64 {
 }
 
 /// Trial `number`'s parameters drawn at random.
-pub fn random(space: &BTreeMap<String, Dist>, seed: u64, number: usize) -> Params {
+pub(crate) fn random(space: &BTreeMap<String, Dist>, seed: u64, number: usize) -> Params {
     let mut rng = trial_rng(seed, number, 2);
     space.iter().map(|(name, d)| (name.clone(), uniform(d, &mut rng))).collect()
 }
@@ -85,7 +85,7 @@ fn whole(name: &str, x: f64) -> Result<usize, Invalid> {
 
 /// The algorithm a trial of `params` trains: its `algorithm` parameter (`tune.algorithms`), else the
 /// study's one algorithm.
-pub fn algorithm(tune: &TuneConfig, params: &Params) -> Result<Algorithm, Invalid> {
+pub(crate) fn algorithm(tune: &TuneConfig, params: &Params) -> Result<Algorithm, Invalid> {
     match params.get(ALGORITHM) {
         Some(&x) => algorithm_of_code(x).ok_or_else(|| {
             Invalid::Value(format!("tune.space.{ALGORITHM}: {x} is no algorithm's code (0 ppo, 1 sac)"))
@@ -95,7 +95,7 @@ pub fn algorithm(tune: &TuneConfig, params: &Params) -> Result<Algorithm, Invali
 }
 
 /// A parameter as `tune show` writes it: the algorithm by name, any other number by `super::short`.
-pub fn show(name: &str, x: f64) -> String {
+pub(crate) fn show(name: &str, x: f64) -> String {
     match (name, algorithm_of_code(x)) {
         (ALGORITHM, Some(a)) => a.as_str().to_string(),
         _ => super::short(x),
@@ -105,7 +105,7 @@ pub fn show(name: &str, x: f64) -> String {
 /// `base` with the trial's parameters and seed in `[ppo]` (or `[sac]` for a SAC trial) and `[env]`;
 /// refused (naming the key) when the result is not a valid config. A PPO parameter goes into the shape
 /// (`PpoShape`: trials of other values train apart) or into the values each trial keeps (`PpoTuned`).
-pub fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, Invalid> {
+pub(crate) fn apply(base: &Config, params: &Params, seed: u64) -> Result<Config, Invalid> {
     let mut c = base.clone();
     let sac = algorithm(&base.tune, params)? == Algorithm::Sac;
     let (mut shape, mut tuned) = c.ppo.split();

@@ -14,14 +14,20 @@ use crate::env::rng::SplitMix64;
 use std::collections::BTreeMap;
 
 /// Candidates drawn from `l(x)` per parameter (the paper's "EI candidates").
-pub const N_CANDIDATES: usize = 24;
+pub(crate) const N_CANDIDATES: usize = 24;
 /// The share of trials taken as good, γ (at most `MAX_GOOD` trials).
-pub const GAMMA: f64 = 0.25;
-pub const MAX_GOOD: usize = 25;
+pub(crate) const GAMMA: f64 = 0.25;
+pub(crate) const MAX_GOOD: usize = 25;
 
 /// Trial `number`'s parameters given the trials judged so far, best first (`ranked`). With fewer than
 /// `startup` of them (or fewer than two), a random draw.
-pub fn propose(space: &BTreeMap<String, Dist>, ranked: &[&Params], seed: u64, number: usize, startup: usize) -> Params {
+pub(crate) fn propose(
+    space: &BTreeMap<String, Dist>,
+    ranked: &[&Params],
+    seed: u64,
+    number: usize,
+    startup: usize,
+) -> Params {
     if ranked.len() < startup.max(2) {
         return space::random(space, seed, number);
     }

@@ -6,15 +6,15 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// The charting library bundled at build time (empty when the build found none: `build.rs`).
-pub const CHARTS_JS: &str = include_str!(concat!(env!("OUT_DIR"), "/lightweight-charts.js"));
+pub(crate) const CHARTS_JS: &str = include_str!(concat!(env!("OUT_DIR"), "/lightweight-charts.js"));
 
 /// Whether this binary carries the charting library.
-pub fn charts_bundled() -> bool {
+pub(crate) fn charts_bundled() -> bool {
     !CHARTS_JS.is_empty()
 }
 
 /// What the page says where the charts would be, when the binary was built without the library.
-pub const CHARTS_MISSING: &str = "Charts unavailable: this binary was built without the charting library. \
+pub(crate) const CHARTS_MISSING: &str = "Charts unavailable: this binary was built without the charting library. \
     Run `make chart-assets` (it puts TradingView Lightweight Charts from PyPI in assets/vendor/), then rebuild.";
 
 /// The charting library (public code: no token needed), cached by the browser for a day.

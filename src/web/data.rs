@@ -92,7 +92,7 @@ impl PriceView {
 }
 
 /// Each view's OHLCV from `store`'s bars of `tf` over its span (a store that does not read: closes only).
-pub fn add_stored_bars(prices: &mut [PriceView], store: &crate::store::Store, tf: crate::domain::Timeframe) {
+pub(crate) fn add_stored_bars(prices: &mut [PriceView], store: &crate::store::Store, tf: crate::domain::Timeframe) {
     for p in prices.iter_mut() {
         let (Some(from), Some(to)) = (p.t.first().copied(), p.t.last().copied()) else { continue };
         let Ok(symbol) = crate::domain::Symbol::new(&p.symbol) else { continue };
@@ -106,7 +106,7 @@ pub fn add_stored_bars(prices: &mut [PriceView], store: &crate::store::Store, tf
 /// Why an order was sent, in words, from its client order id (`ClientOrderId::derive`'s tag): the
 /// trailing stop, the kill switch, a flatten, a protective sell, an adopted order, or the model (the
 /// strategy's orders).
-pub fn order_reason(client_order_id: &str) -> String {
+pub(crate) fn order_reason(client_order_id: &str) -> String {
     if client_order_id.starts_with("x-") {
         return "adopted from the broker".into();
     }
@@ -247,7 +247,7 @@ impl GpuNow {
 }
 
 /// Where the dashboard's data comes from. Called on each request, off the engine's thread.
-pub trait DashboardSource: Send + Sync + 'static {
+pub(crate) trait DashboardSource: Send + Sync + 'static {
     fn snapshot(&self) -> DashboardData;
 }
 

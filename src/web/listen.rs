@@ -25,7 +25,7 @@ use tokio_util::task::TaskTracker;
 
 /// How much of the daemon one client may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Connections served at once; more are closed as they are accepted.
     pub max_connections: usize,
     /// The time a connection has to send its request head.
@@ -35,10 +35,10 @@ pub struct Limits {
 }
 
 /// A request's limit from its head to its answer: the controls wait up to 30 s for the daemon.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Limits {
-    pub fn from_config(cfg: &crate::config::WebConfig) -> Limits {
+    pub(crate) fn from_config(cfg: &crate::config::WebConfig) -> Limits {
         Limits {
             max_connections: cfg.max_connections.max(1),
             header_timeout: Duration::from_secs(cfg.header_timeout_secs.max(1)),
@@ -91,7 +91,7 @@ async fn deadline(State(limit): State<Duration>, req: Request, next: Next) -> Re
 }
 
 /// Serves `app` on `listener` until `shutdown`, then lets the open connections finish (at most 5 s).
-pub async fn serve(listener: TcpListener, app: Router, limits: Limits, shutdown: CancellationToken) {
+pub(crate) async fn serve(listener: TcpListener, app: Router, limits: Limits, shutdown: CancellationToken) {
     let app = app.layer(axum::middleware::from_fn_with_state(limits.request_timeout, deadline));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let connections = TaskTracker::new();

@@ -28,20 +28,22 @@
 //! daemon session. At most `web.max_connections` connections are served at once and each must send its
 //! request head within `web.header_timeout_secs` (`listen`).
 
-pub mod api;
-pub mod assets;
+pub(crate) mod api;
+pub(crate) mod assets;
 mod auth;
-pub mod control;
-pub mod data;
-pub mod format;
-pub mod listen;
-pub mod page;
-pub mod reports;
-pub mod search;
-pub mod svg;
+pub(crate) mod control;
+pub(crate) mod data;
+pub(crate) mod format;
+pub(crate) mod listen;
+pub(crate) mod page;
+pub(crate) mod reports;
+pub(crate) mod search;
+pub(crate) mod svg;
 mod tables;
 
-pub use data::{DashboardData, DashboardSource, SharedData};
+#[cfg(test)]
+pub(crate) use data::SharedData;
+pub(crate) use data::{DashboardData, DashboardSource};
 
 use crate::config::{Secret, WebConfig};
 use crate::metrics::{CONTENT_TYPE, Metrics};
@@ -54,10 +56,10 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-pub const TOKEN_VAR: &str = "TRADEBOT_WEB_TOKEN";
+pub(crate) const TOKEN_VAR: &str = "TRADEBOT_WEB_TOKEN";
 
 #[derive(Debug, thiserror::Error)]
-pub enum WebError {
+pub(crate) enum WebError {
     #[error("web.token_file {path}: {reason}")]
     TokenFile { path: String, reason: String },
     #[error("cannot listen on {addr}: {reason} (set web.listen to a free address, or web.enabled = false)")]
@@ -65,7 +67,7 @@ pub enum WebError {
 }
 
 #[derive(Clone)]
-pub struct WebState {
+pub(crate) struct WebState {
     pub metrics: Arc<Metrics>,
     pub source: Arc<dyn DashboardSource>,
     token: Secret,
@@ -83,7 +85,7 @@ pub struct WebState {
 }
 
 impl WebState {
-    pub fn new(metrics: Arc<Metrics>, source: Arc<dyn DashboardSource>, token: Secret, loopback: bool) -> Self {
+    pub(crate) fn new(metrics: Arc<Metrics>, source: Arc<dyn DashboardSource>, token: Secret, loopback: bool) -> Self {
         let mut bytes = [0u8; 32];
         rand::fill(&mut bytes);
         let csrf = Secret::new(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
@@ -100,19 +102,14 @@ impl WebState {
         }
     }
 
-    /// The CSRF token the pages of this session carry in their forms.
-    pub fn csrf_token(&self) -> &str {
-        self.csrf.expose()
-    }
-
     /// The report pages (`/report`, `/report/backtest`), for a daemon running with `config`.
-    pub fn with_reports(mut self, config: crate::config::Config) -> Self {
+    pub(crate) fn with_reports(mut self, config: crate::config::Config) -> Self {
         self.reports = Some(reports::Reports { config: Arc::new(config) });
         self
     }
 
     /// The dashboard's controls send their requests here.
-    pub fn with_control(mut self, calls: tokio::sync::mpsc::Sender<crate::control::server::Call>) -> Self {
+    pub(crate) fn with_control(mut self, calls: tokio::sync::mpsc::Sender<crate::control::server::Call>) -> Self {
         self.control = Some(calls);
         self
     }
@@ -120,7 +117,7 @@ impl WebState {
 
 /// The dashboard token: the configured file, the environment, the systemd credential, or a token kept in
 /// `state_dir/web.token` (created on first use with 32 random bytes, hex, mode 0600).
-pub fn resolve_token(
+pub(crate) fn resolve_token(
     cfg: &WebConfig,
     state_dir: &Path,
     env: impl Fn(&str) -> Option<String>,
@@ -206,7 +203,7 @@ async fn search_page(State(s): State<WebState>) -> Response {
     }
 }
 
-pub fn router(state: WebState) -> Router {
+pub(crate) fn router(state: WebState) -> Router {
     let control = axum::routing::post(control::post);
     Router::new()
         .route("/", get(dashboard))
@@ -228,7 +225,7 @@ pub fn router(state: WebState) -> Router {
 }
 
 /// Binds `cfg.listen` (a busy port is a clear error, not a panic).
-pub async fn bind(cfg: &WebConfig) -> Result<tokio::net::TcpListener, WebError> {
+pub(crate) async fn bind(cfg: &WebConfig) -> Result<tokio::net::TcpListener, WebError> {
     tokio::net::TcpListener::bind(cfg.listen)
         .await
         .map_err(|e| WebError::Bind { addr: cfg.listen.to_string(), reason: e.to_string() })
@@ -236,7 +233,7 @@ pub async fn bind(cfg: &WebConfig) -> Result<tokio::net::TcpListener, WebError> 
 
 /// Serves until `shutdown` is cancelled, within `limits` (`listen`). Cancellation-safe: dropping it closes
 /// the listener.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     mut state: WebState,
     limits: listen::Limits,

@@ -21,7 +21,7 @@ fn stat(id: &str, label: &str, v: f64, shown: &str) -> String {
 }
 
 /// Drawdown from the running peak, per point (0 = at a peak, 0.2 = 20% below it).
-pub fn drawdown(values: &[f64]) -> Vec<f64> {
+pub(crate) fn drawdown(values: &[f64]) -> Vec<f64> {
     let mut peak = f64::NEG_INFINITY;
     values
         .iter()
@@ -33,7 +33,7 @@ pub fn drawdown(values: &[f64]) -> Vec<f64> {
 }
 
 /// The page's sections that the event stream replaces, by name (each in `<div id="sec-NAME">`).
-pub fn sections(d: &DashboardData) -> Vec<(&'static str, String)> {
+pub(crate) fn sections(d: &DashboardData) -> Vec<(&'static str, String)> {
     vec![
         ("head", head_section(d)),
         ("returns", returns_section(&d.equity)),
@@ -50,18 +50,19 @@ pub fn sections(d: &DashboardData) -> Vec<(&'static str, String)> {
 /// What the page links besides its own sections: the account report (`/report`, with a daemon behind the
 /// dashboard) and the last backtest's tear sheet (`/report/backtest`, when one was written; when).
 #[derive(Debug, Clone, Default)]
-pub struct Links {
+pub(crate) struct Links {
     pub account: bool,
     pub backtest: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The page; with `csrf`, the controls (their forms carry it).
-pub fn render(d: &DashboardData, csrf: Option<&str>) -> String {
+#[cfg(test)]
+pub(crate) fn render(d: &DashboardData, csrf: Option<&str>) -> String {
     render_with(d, csrf, &Links::default())
 }
 
 /// The page with its report links (`Links`).
-pub fn render_with(d: &DashboardData, csrf: Option<&str>, links: &Links) -> String {
+pub(crate) fn render_with(d: &DashboardData, csrf: Option<&str>, links: &Links) -> String {
     let mut o = String::with_capacity(64 * 1024);
     let _ = write!(
         o,

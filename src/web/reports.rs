@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 /// What the report pages need: the daemon's config (its state directory, symbols, fees, timeframe).
 #[derive(Clone)]
-pub struct Reports {
+pub(crate) struct Reports {
     pub config: Arc<Config>,
 }
 
@@ -57,7 +57,7 @@ fn problem(status: StatusCode, text: &str) -> Response {
 }
 
 /// When the last backtest's tear sheet was written, if one is kept under `state_dir`.
-pub fn last_backtest_at(state_dir: &Path) -> Option<DateTime<Utc>> {
+pub(crate) fn last_backtest_at(state_dir: &Path) -> Option<DateTime<Utc>> {
     let modified = std::fs::metadata(state_dir.join(LAST_BACKTEST)).ok()?.modified().ok()?;
     Some(DateTime::<Utc>::from(modified))
 }

@@ -29,7 +29,7 @@ fn ranks(xs: &[f64]) -> Vec<f64> {
 }
 
 /// Spearman's rank correlation of `xs` and `ys`; `None` with fewer than 3 pairs or a constant side.
-pub fn spearman(xs: &[f64], ys: &[f64]) -> Option<f64> {
+pub(crate) fn spearman(xs: &[f64], ys: &[f64]) -> Option<f64> {
     if xs.len() != ys.len() || xs.len() < 3 {
         return None;
     }
@@ -43,7 +43,7 @@ pub fn spearman(xs: &[f64], ys: &[f64]) -> Option<f64> {
 }
 
 /// Each parameter's rank correlation with the trials' outcome (furthest rung first, then value).
-pub fn importance(s: &StudyRecord) -> Vec<(String, f64)> {
+pub(crate) fn importance(s: &StudyRecord) -> Vec<(String, f64)> {
     let judged: Vec<&TrialRecord> = s.trials.iter().filter(|t| t.value().is_some_and(f64::is_finite)).collect();
     let outcome: Vec<f64> =
         judged.iter().map(|t| t.curve.len() as f64 * 1e6 + t.rank_key().1.clamp(-1e5, 1e5)).collect();
@@ -61,7 +61,7 @@ pub fn importance(s: &StudyRecord) -> Vec<(String, f64)> {
 
 /// The page: rendered once; its script puts the studies in place again (`/api/v1/search`) whenever the
 /// dashboard's event stream carries different ones, so the page never reloads itself.
-pub fn render(studies: &[StudyRecord]) -> String {
+pub(crate) fn render(studies: &[StudyRecord]) -> String {
     let mut o = String::with_capacity(16 * 1024);
     let _ = write!(
         o,
@@ -72,7 +72,7 @@ pub fn render(studies: &[StudyRecord]) -> String {
 }
 
 /// The studies as the page shows them (what `/api/v1/search` answers).
-pub fn studies(studies: &[StudyRecord]) -> String {
+pub(crate) fn studies(studies: &[StudyRecord]) -> String {
     let mut o = String::new();
     if studies.is_empty() {
         o.push_str("<section><h2>Hyper-parameter searches</h2><p>none yet: <code>tradebot tune ppo</code>, or <code>retrain.tune = true</code></p></section>");

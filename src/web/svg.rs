@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-pub struct Series<'a> {
+pub(crate) struct Series<'a> {
     pub name: &'a str,
     /// A CSS colour.
     pub colour: &'a str,
@@ -18,7 +18,7 @@ const PAD_T: f64 = 18.0;
 const PAD_B: f64 = 20.0;
 
 /// Escapes text for HTML and SVG.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -36,7 +36,7 @@ pub fn esc(s: &str) -> String {
 /// A point marked on a chart: a triangle up (a buy, below the price) or down (a sell, above it), with
 /// its label as a tooltip.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Marker {
+pub(crate) struct Marker {
     pub index: usize,
     pub value: f64,
     pub up: bool,
@@ -45,12 +45,12 @@ pub struct Marker {
 
 /// A chart of several series over the same x positions (index), with the y range of all of them and
 /// `x_labels` (first, last) under the axis. `id` becomes the element id.
-pub fn line_chart(id: &str, series: &[Series<'_>], x_labels: (&str, &str), fmt_y: fn(f64) -> String) -> String {
+pub(crate) fn line_chart(id: &str, series: &[Series<'_>], x_labels: (&str, &str), fmt_y: fn(f64) -> String) -> String {
     chart_with_markers(id, series, &[], x_labels, fmt_y)
 }
 
 /// `line_chart` with `markers` on it (those outside the x range are left out).
-pub fn chart_with_markers(
+pub(crate) fn chart_with_markers(
     id: &str,
     series: &[Series<'_>],
     markers: &[Marker],

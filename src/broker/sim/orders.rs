@@ -15,7 +15,7 @@ use rust_decimal::prelude::ToPrimitive;
 impl SimBroker {
     /// Takes an approved order; it fills at the next `fill_pending`. An order whose client id is already
     /// pending is not taken twice (the broker's idempotency by client order id).
-    pub fn queue(&mut self, order: RiskApproved<OrderRequest>) -> Option<BrokerOrder> {
+    pub(crate) fn queue(&mut self, order: RiskApproved<OrderRequest>) -> Option<BrokerOrder> {
         let order = order.into_inner();
         if let Some(o) = self.pending.iter().find(|o| o.client_order_id == order.client_order_id) {
             return report(o, 0.0, 0.0, self.at, OrderStatus::Accepted);
@@ -25,15 +25,10 @@ impl SimBroker {
         r
     }
 
-    /// Orders taken and not yet filled.
-    pub fn pending(&self) -> usize {
-        self.pending.len()
-    }
-
     /// One bar at time `t`: the pending orders fill at `prices` through the execution rule. Returns the
     /// broker's view after it (each order filled, or canceled when the rule dropped it; positions; cash),
     /// for the engine's reconciliation, and the fills.
-    pub fn fill_pending(
+    pub(crate) fn fill_pending(
         &mut self,
         prices: &[(Symbol, f64)],
         t: DateTime<Utc>,
@@ -56,7 +51,7 @@ impl SimBroker {
     }
 
     /// The broker's view now: open orders, the orders the last bar closed, positions, cash and equity.
-    pub fn view(&self) -> BrokerSnapshot {
+    pub(crate) fn view(&self) -> BrokerSnapshot {
         let mut orders = self.closed.clone();
         orders.extend(self.pending.iter().filter_map(|r| report(r, 0.0, 0.0, self.at, OrderStatus::Accepted)));
         let positions =

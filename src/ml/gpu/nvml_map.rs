@@ -8,7 +8,7 @@
 
 /// One GPU as NVML lists it (index = its position in the list).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct NvmlGpu {
+pub(crate) struct NvmlGpu {
     /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
     pub uuid: String,
     /// `00000000:3B:00.0`.
@@ -20,7 +20,7 @@ pub struct NvmlGpu {
 
 /// A CUDA device's own identity, read from the driver (either may be missing).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct CudaIds {
+pub(crate) struct CudaIds {
     pub uuid: Option<String>,
     pub pci_bus_id: Option<String>,
 }
@@ -34,7 +34,7 @@ fn uuid_hex(s: &str) -> String {
 
 /// A PCI bus id as (domain, bus, device, function): NVML's `00000000:3B:00.0` and CUDA's `0000:3b:00.0`
 /// are the same GPU.
-pub fn pci_key(s: &str) -> Option<(u32, u32, u32, u32)> {
+pub(crate) fn pci_key(s: &str) -> Option<(u32, u32, u32, u32)> {
     let (domain, rest) = s.trim().split_once(':')?;
     let (bus, rest) = rest.split_once(':')?;
     let (device, function) = rest.split_once('.')?;
@@ -43,7 +43,7 @@ pub fn pci_key(s: &str) -> Option<(u32, u32, u32, u32)> {
 }
 
 /// `cuDeviceGetUuid`'s 16 bytes as NVML writes a GPU's UUID.
-pub fn cuda_uuid_string(bytes: [u8; 16]) -> String {
+pub(crate) fn cuda_uuid_string(bytes: [u8; 16]) -> String {
     let h: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!(
         "GPU-{}-{}-{}-{}-{}",
@@ -57,7 +57,7 @@ pub fn cuda_uuid_string(bytes: [u8; 16]) -> String {
 
 /// The NVML index of the CUDA device whose own ids are `cuda`: by UUID (the GPU's or one of its MIG
 /// instances'), else by PCI bus id.
-pub fn match_by_ids(cuda: &CudaIds, nvml: &[NvmlGpu]) -> Option<usize> {
+pub(crate) fn match_by_ids(cuda: &CudaIds, nvml: &[NvmlGpu]) -> Option<usize> {
     let by_uuid =
         cuda.uuid.as_deref().map(uuid_hex).filter(|u| !u.is_empty()).and_then(|u| {
             nvml.iter().position(|g| uuid_hex(&g.uuid) == u || g.mig_uuids.iter().any(|m| uuid_hex(m) == u))
@@ -70,7 +70,7 @@ pub fn match_by_ids(cuda: &CudaIds, nvml: &[NvmlGpu]) -> Option<usize> {
 
 /// Why CUDA device `ordinal` cannot be matched to an NVML GPU by CUDA's order.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MatchError {
+pub(crate) enum MatchError {
     #[error(
         "cannot tell which GPU {0} is: CUDA lists these different GPUs fastest first, an order NVML does not know; set CUDA_DEVICE_ORDER=PCI_BUS_ID"
     )]
@@ -86,7 +86,7 @@ pub enum MatchError {
 /// use) and `CUDA_DEVICE_ORDER` (`order`). An integer counts in CUDA's enumeration order: PCI bus order
 /// with `PCI_BUS_ID`; by default the fastest first, which is PCI bus order only where the GPUs are all the
 /// same model; otherwise the error says to set `CUDA_DEVICE_ORDER=PCI_BUS_ID`.
-pub fn match_by_order(
+pub(crate) fn match_by_order(
     ordinal: usize,
     visible: Option<&str>,
     order: Option<&str>,

@@ -19,7 +19,7 @@ thread_local! {
 /// The time this thread has spent waiting on the storage (calls and their backoff while the proxy is
 /// away) and the calls it made, since it started: a worker's trials measure their storage share with it,
 /// apart from the heartbeat's thread, whose writes no trial waits for.
-pub fn waited_here() -> (Duration, u64) {
+pub(crate) fn waited_here() -> (Duration, u64) {
     WAITED.with(Cell::get)
 }
 
@@ -31,9 +31,9 @@ fn count_wait(d: Duration, calls: u64) {
 }
 
 /// The system attribute that names a trial's creator (a random token per trial).
-pub const TOKEN_ATTR: &str = "tradebot:token";
+pub(crate) const TOKEN_ATTR: &str = "tradebot:token";
 
-pub struct Client {
+pub(crate) struct Client {
     rt: tokio::runtime::Runtime,
     channel: Channel,
     /// `grpc://host:port`, for messages.
@@ -46,7 +46,7 @@ pub struct Client {
 
 impl Client {
     /// A client of the proxy at `url` (`grpc://host:port`). Connects on the first call.
-    pub fn new(url: &str) -> Result<Client, StorageError> {
+    pub(crate) fn new(url: &str) -> Result<Client, StorageError> {
         let bad = |why: &str| StorageError::BadUrl { url: url.into(), why: why.into() };
         let rest = url.strip_prefix("grpc://").ok_or_else(|| bad("it must start with grpc://"))?;
         let rest = rest.trim_end_matches('/');
@@ -152,12 +152,12 @@ impl Client {
 
     /// When (Unix seconds) the proxy last answered again after being unreachable: no heartbeat could be
     /// written while it was away, so none is judged late from before then.
-    pub fn back_at(&self) -> Option<f64> {
+    pub(crate) fn back_at(&self) -> Option<f64> {
         self.back_at.lock().ok().and_then(|b| *b)
     }
 
     /// The study's id, or `None` where no study has that name.
-    pub fn study_id(&self, name: &str) -> Result<Option<i64>, StorageError> {
+    pub(crate) fn study_id(&self, name: &str) -> Result<Option<i64>, StorageError> {
         let req = m::StudyNameRequest { study_name: name.into() };
         match self.call::<_, m::StudyIdReply>(method::GET_STUDY_ID_FROM_NAME, req) {
             Ok(r) => Ok(Some(r.study_id)),
@@ -167,7 +167,7 @@ impl Client {
     }
 
     /// Creates a study maximising its one objective; `None` where another worker created it first.
-    pub fn create_study(&self, name: &str) -> Result<Option<i64>, StorageError> {
+    pub(crate) fn create_study(&self, name: &str) -> Result<Option<i64>, StorageError> {
         let req = m::CreateNewStudyRequest { directions: vec![m::MAXIMIZE], study_name: name.into() };
         let found = |c: &Client| c.study_id(name).ok().flatten().map(|study_id| m::StudyIdReply { study_id });
         match self.call_with::<_, m::StudyIdReply>(method::CREATE_NEW_STUDY, req, found) {
@@ -177,18 +177,21 @@ impl Client {
         }
     }
 
-    pub fn directions(&self, study_id: i64) -> Result<Vec<i32>, StorageError> {
+    pub(crate) fn directions(&self, study_id: i64) -> Result<Vec<i32>, StorageError> {
         let r: m::DirectionsReply = self.call(method::GET_STUDY_DIRECTIONS, m::StudyIdRequest { study_id })?;
         Ok(r.directions)
     }
 
-    pub fn study_system_attrs(&self, study_id: i64) -> Result<std::collections::HashMap<String, String>, StorageError> {
+    pub(crate) fn study_system_attrs(
+        &self,
+        study_id: i64,
+    ) -> Result<std::collections::HashMap<String, String>, StorageError> {
         let r: m::AttributesReply = self.call(method::GET_STUDY_SYSTEM_ATTRIBUTES, m::StudyIdRequest { study_id })?;
         Ok(r.attributes)
     }
 
     /// Sets a study's system attribute to `value` (JSON).
-    pub fn set_study_system_attr(
+    pub(crate) fn set_study_system_attr(
         &self,
         study_id: i64,
         key: &str,
@@ -198,20 +201,20 @@ impl Client {
         self.call::<_, m::Empty>(method::SET_STUDY_SYSTEM_ATTRIBUTE, req).map(|_| ())
     }
 
-    pub fn studies(&self) -> Result<Vec<m::Study>, StorageError> {
+    pub(crate) fn studies(&self) -> Result<Vec<m::Study>, StorageError> {
         let r: m::AllStudiesReply = self.call(method::GET_ALL_STUDIES, m::Empty {})?;
         Ok(r.studies)
     }
 
     /// Every trial of the study, in their ids' order.
-    pub fn trials(&self, study_id: i64) -> Result<Vec<m::Trial>, StorageError> {
+    pub(crate) fn trials(&self, study_id: i64) -> Result<Vec<m::Trial>, StorageError> {
         let req = m::GetTrialsRequest { study_id, included_trial_ids: Vec::new(), trial_id_greater_than: -1 };
         let mut t = self.call::<_, m::TrialsReply>(method::GET_TRIALS, req)?.trials;
         t.sort_by_key(|t| t.trial_id);
         Ok(t)
     }
 
-    pub fn trial(&self, trial_id: i64) -> Result<m::Trial, StorageError> {
+    pub(crate) fn trial(&self, trial_id: i64) -> Result<m::Trial, StorageError> {
         let r: m::TrialReply = self.call(method::GET_TRIAL, m::TrialIdMessage { trial_id })?;
         r.trial.ok_or_else(|| StorageError::Malformed {
             what: format!("trial {trial_id}"),
@@ -222,7 +225,7 @@ impl Client {
     /// Creates a running trial (started now, with `system_attrs` as JSON values and a fresh token); returns it
     /// as stored (its id and number). A creation whose answer was lost to a proxy restart is found by its
     /// token instead of being made again.
-    pub fn create_trial(
+    pub(crate) fn create_trial(
         &self,
         study_id: i64,
         system_attrs: &[(&str, serde_json::Value)],
@@ -250,7 +253,13 @@ impl Client {
     }
 
     /// Sets a parameter (its internal number and its distribution's JSON).
-    pub fn set_param(&self, trial_id: i64, name: &str, internal: f64, distribution: &str) -> Result<(), StorageError> {
+    pub(crate) fn set_param(
+        &self,
+        trial_id: i64,
+        name: &str,
+        internal: f64,
+        distribution: &str,
+    ) -> Result<(), StorageError> {
         let req = m::SetTrialParameterRequest {
             trial_id,
             param_name: name.into(),
@@ -265,24 +274,34 @@ impl Client {
         self.call_with::<_, m::Empty>(method::SET_TRIAL_PARAMETER, req, there).map(|_| ())
     }
 
-    pub fn set_intermediate(&self, trial_id: i64, step: i64, value: f64) -> Result<(), StorageError> {
+    pub(crate) fn set_intermediate(&self, trial_id: i64, step: i64, value: f64) -> Result<(), StorageError> {
         let req = m::SetTrialIntermediateValueRequest { trial_id, step, intermediate_value: value };
         self.call::<_, m::Empty>(method::SET_TRIAL_INTERMEDIATE_VALUE, req).map(|_| ())
     }
 
-    pub fn set_user_attr(&self, trial_id: i64, key: &str, value: &serde_json::Value) -> Result<(), StorageError> {
+    pub(crate) fn set_user_attr(
+        &self,
+        trial_id: i64,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), StorageError> {
         let req = m::TrialAttributeRequest { trial_id, key: key.into(), value: value.to_string() };
         self.call::<_, m::Empty>(method::SET_TRIAL_USER_ATTRIBUTE, req).map(|_| ())
     }
 
-    pub fn set_system_attr(&self, trial_id: i64, key: &str, value: &serde_json::Value) -> Result<(), StorageError> {
+    pub(crate) fn set_system_attr(
+        &self,
+        trial_id: i64,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), StorageError> {
         let req = m::TrialAttributeRequest { trial_id, key: key.into(), value: value.to_string() };
         self.call::<_, m::Empty>(method::SET_TRIAL_SYSTEM_ATTRIBUTE, req).map(|_| ())
     }
 
     /// Ends a trial in `state` (with its value where complete). `false` where the trial had ended already
     /// (another worker failed it, or this call's first answer was lost and it is in that state now).
-    pub fn finish(&self, trial_id: i64, state: i32, value: Option<f64>) -> Result<bool, StorageError> {
+    pub(crate) fn finish(&self, trial_id: i64, state: i32, value: Option<f64>) -> Result<bool, StorageError> {
         let req = m::SetTrialStateValuesRequest { trial_id, state, values: value.into_iter().collect() };
         let done = |c: &Client| {
             let t = c.trial(trial_id).ok()?;
@@ -297,7 +316,7 @@ impl Client {
 }
 
 /// Optuna's time format on the wire (UTC here).
-pub fn time(t: chrono::DateTime<chrono::Utc>) -> String {
+pub(crate) fn time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
 }
 

@@ -11,20 +11,20 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Optuna's JSON for a range (`optuna.distributions.distribution_to_json`).
-pub fn distribution_json(d: &Dist) -> String {
+pub(crate) fn distribution_json(d: &Dist) -> String {
     super::super::journal::distribution(d)
 }
 
 /// A distribution of Optuna's that is not one of tradebot's ranges (its JSON, and why).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{json}: {why}")]
-pub struct DistError {
+pub(crate) struct DistError {
     pub json: String,
     pub why: String,
 }
 
 /// A range back from Optuna's distribution JSON; refused (saying what it is) where tradebot has no such range.
-pub fn dist_from_json(s: &str) -> Result<Dist, DistError> {
+pub(crate) fn dist_from_json(s: &str) -> Result<Dist, DistError> {
     let err = |why: String| DistError { json: s.to_string(), why };
     let v: Value = serde_json::from_str(s).map_err(|e| err(format!("not a distribution's JSON: {e}")))?;
     let a = &v["attributes"];
@@ -48,12 +48,12 @@ pub fn dist_from_json(s: &str) -> Result<Dist, DistError> {
 }
 
 /// A value as Optuna stores it (`to_internal_repr`): a choice's index, any other value as it is.
-pub fn internal(d: &Dist, x: f64) -> f64 {
+pub(crate) fn internal(d: &Dist, x: f64) -> f64 {
     super::super::space::to_internal_choice(d, x)
 }
 
 /// A value back from Optuna's internal form.
-pub fn external(d: &Dist, x: f64) -> f64 {
+pub(crate) fn external(d: &Dist, x: f64) -> f64 {
     match d {
         Dist::Choice { values } => values.get(x as usize).copied().unwrap_or(f64::NAN),
         _ => x,
@@ -61,14 +61,14 @@ pub fn external(d: &Dist, x: f64) -> f64 {
 }
 
 /// Our space as the study's system attribute holds it: each range's distribution JSON by name.
-pub fn space_attr(space: &BTreeMap<String, Dist>) -> Value {
+pub(crate) fn space_attr(space: &BTreeMap<String, Dist>) -> Value {
     Value::Object(space.iter().map(|(k, d)| (k.clone(), Value::String(distribution_json(d)))).collect())
 }
 
 /// Where the study's search space and ours differ, each difference named; `stored` is the study's
 /// `tradebot:space` attribute (JSON text) where a tradebot worker set one, and `trials` its trials (a Python
 /// worker's parameters of the same name must have the same range).
-pub fn space_conflicts(ours: &BTreeMap<String, Dist>, stored: Option<&str>, trials: &[m::Trial]) -> Vec<String> {
+pub(crate) fn space_conflicts(ours: &BTreeMap<String, Dist>, stored: Option<&str>, trials: &[m::Trial]) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(stored) = stored {
         let theirs: BTreeMap<String, String> = match serde_json::from_str::<Value>(stored)
@@ -122,7 +122,7 @@ fn show(d: &Dist) -> String {
 }
 
 /// Our state for Optuna's (waiting trials are not started: running here).
-pub fn trial_state(s: i32) -> TrialState {
+pub(crate) fn trial_state(s: i32) -> TrialState {
     match s {
         state::COMPLETE => TrialState::Complete,
         state::PRUNED => TrialState::Pruned,
@@ -132,14 +132,14 @@ pub fn trial_state(s: i32) -> TrialState {
 }
 
 /// Optuna's time format, read as UTC (tradebot writes UTC; a Python worker its local time).
-pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f").ok().map(|t| t.and_utc())
 }
 
 /// An Optuna trial as our record: parameters in their own form (those of ranges tradebot cannot read are left
 /// out), the intermediate values by step as the curve, a complete trial's value as its curve's last point,
 /// the numeric user attributes as metrics (`seed` and `error` as such).
-pub fn trial_record(t: &m::Trial) -> TrialRecord {
+pub(crate) fn trial_record(t: &m::Trial) -> TrialRecord {
     let mut params = BTreeMap::new();
     for (name, x) in &t.params {
         if let Some(Ok(d)) = t.distributions.get(name).map(|j| dist_from_json(j)) {
@@ -179,7 +179,7 @@ pub fn trial_record(t: &m::Trial) -> TrialRecord {
 
 /// The best trial as Optuna names it (`study.best_trial`): the highest value among complete trials, the
 /// first such trial on a tie.
-pub fn best(trials: &[m::Trial]) -> Option<&m::Trial> {
+pub(crate) fn best(trials: &[m::Trial]) -> Option<&m::Trial> {
     let mut best: Option<&m::Trial> = None;
     for t in trials.iter().filter(|t| t.state == state::COMPLETE) {
         let Some(&v) = t.values.first() else { continue };

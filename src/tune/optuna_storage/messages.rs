@@ -6,40 +6,39 @@
 use std::collections::HashMap;
 
 /// `optuna.StudyDirection.MAXIMIZE`.
-pub const MAXIMIZE: i32 = 1;
+pub(crate) const MAXIMIZE: i32 = 1;
 
 /// `optuna.TrialState`.
-pub mod state {
-    pub const RUNNING: i32 = 0;
-    pub const COMPLETE: i32 = 1;
-    pub const PRUNED: i32 = 2;
-    pub const FAIL: i32 = 3;
-    pub const WAITING: i32 = 4;
+pub(crate) mod state {
+    pub(crate) const RUNNING: i32 = 0;
+    pub(crate) const COMPLETE: i32 = 1;
+    pub(crate) const PRUNED: i32 = 2;
+    pub(crate) const FAIL: i32 = 3;
 }
 
 /// The service's methods, as gRPC paths.
-pub mod method {
-    pub const CREATE_NEW_STUDY: &str = "/optuna.StorageService/CreateNewStudy";
-    pub const SET_STUDY_SYSTEM_ATTRIBUTE: &str = "/optuna.StorageService/SetStudySystemAttribute";
-    pub const GET_STUDY_ID_FROM_NAME: &str = "/optuna.StorageService/GetStudyIdFromName";
-    pub const GET_STUDY_DIRECTIONS: &str = "/optuna.StorageService/GetStudyDirections";
-    pub const GET_STUDY_SYSTEM_ATTRIBUTES: &str = "/optuna.StorageService/GetStudySystemAttributes";
-    pub const GET_ALL_STUDIES: &str = "/optuna.StorageService/GetAllStudies";
-    pub const CREATE_NEW_TRIAL: &str = "/optuna.StorageService/CreateNewTrial";
-    pub const SET_TRIAL_PARAMETER: &str = "/optuna.StorageService/SetTrialParameter";
-    pub const SET_TRIAL_STATE_VALUES: &str = "/optuna.StorageService/SetTrialStateValues";
-    pub const SET_TRIAL_INTERMEDIATE_VALUE: &str = "/optuna.StorageService/SetTrialIntermediateValue";
-    pub const SET_TRIAL_USER_ATTRIBUTE: &str = "/optuna.StorageService/SetTrialUserAttribute";
-    pub const SET_TRIAL_SYSTEM_ATTRIBUTE: &str = "/optuna.StorageService/SetTrialSystemAttribute";
-    pub const GET_TRIAL: &str = "/optuna.StorageService/GetTrial";
-    pub const GET_TRIALS: &str = "/optuna.StorageService/GetTrials";
+pub(crate) mod method {
+    pub(crate) const CREATE_NEW_STUDY: &str = "/optuna.StorageService/CreateNewStudy";
+    pub(crate) const SET_STUDY_SYSTEM_ATTRIBUTE: &str = "/optuna.StorageService/SetStudySystemAttribute";
+    pub(crate) const GET_STUDY_ID_FROM_NAME: &str = "/optuna.StorageService/GetStudyIdFromName";
+    pub(crate) const GET_STUDY_DIRECTIONS: &str = "/optuna.StorageService/GetStudyDirections";
+    pub(crate) const GET_STUDY_SYSTEM_ATTRIBUTES: &str = "/optuna.StorageService/GetStudySystemAttributes";
+    pub(crate) const GET_ALL_STUDIES: &str = "/optuna.StorageService/GetAllStudies";
+    pub(crate) const CREATE_NEW_TRIAL: &str = "/optuna.StorageService/CreateNewTrial";
+    pub(crate) const SET_TRIAL_PARAMETER: &str = "/optuna.StorageService/SetTrialParameter";
+    pub(crate) const SET_TRIAL_STATE_VALUES: &str = "/optuna.StorageService/SetTrialStateValues";
+    pub(crate) const SET_TRIAL_INTERMEDIATE_VALUE: &str = "/optuna.StorageService/SetTrialIntermediateValue";
+    pub(crate) const SET_TRIAL_USER_ATTRIBUTE: &str = "/optuna.StorageService/SetTrialUserAttribute";
+    pub(crate) const SET_TRIAL_SYSTEM_ATTRIBUTE: &str = "/optuna.StorageService/SetTrialSystemAttribute";
+    pub(crate) const GET_TRIAL: &str = "/optuna.StorageService/GetTrial";
+    pub(crate) const GET_TRIALS: &str = "/optuna.StorageService/GetTrials";
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Empty {}
+pub(crate) struct Empty {}
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct CreateNewStudyRequest {
+pub(crate) struct CreateNewStudyRequest {
     #[prost(int32, repeated, tag = "1")]
     pub directions: Vec<i32>,
     #[prost(string, tag = "2")]
@@ -47,33 +46,33 @@ pub struct CreateNewStudyRequest {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct StudyIdReply {
+pub(crate) struct StudyIdReply {
     #[prost(int64, tag = "1")]
     pub study_id: i64,
 }
 
 /// `GetStudyDirectionsRequest`, `GetStudySystemAttributesRequest`: the study's id alone.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct StudyIdRequest {
+pub(crate) struct StudyIdRequest {
     #[prost(int64, tag = "1")]
     pub study_id: i64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct StudyNameRequest {
+pub(crate) struct StudyNameRequest {
     #[prost(string, tag = "1")]
     pub study_name: String,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct DirectionsReply {
+pub(crate) struct DirectionsReply {
     #[prost(int32, repeated, tag = "1")]
     pub directions: Vec<i32>,
 }
 
 /// `SetStudySystemAttributeRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct StudyAttributeRequest {
+pub(crate) struct StudyAttributeRequest {
     #[prost(int64, tag = "1")]
     pub study_id: i64,
     #[prost(string, tag = "2")]
@@ -84,13 +83,13 @@ pub struct StudyAttributeRequest {
 
 /// `GetStudySystemAttributesReply`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct AttributesReply {
+pub(crate) struct AttributesReply {
     #[prost(map = "string, string", tag = "1")]
     pub attributes: HashMap<String, String>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Study {
+pub(crate) struct Study {
     #[prost(int64, tag = "1")]
     pub study_id: i64,
     #[prost(string, tag = "2")]
@@ -104,13 +103,13 @@ pub struct Study {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct AllStudiesReply {
+pub(crate) struct AllStudiesReply {
     #[prost(message, repeated, tag = "1")]
     pub studies: Vec<Study>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Trial {
+pub(crate) struct Trial {
     #[prost(int64, tag = "1")]
     pub trial_id: i64,
     #[prost(int64, tag = "2")]
@@ -136,7 +135,7 @@ pub struct Trial {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct CreateNewTrialRequest {
+pub(crate) struct CreateNewTrialRequest {
     #[prost(int64, tag = "1")]
     pub study_id: i64,
     #[prost(message, optional, tag = "2")]
@@ -147,13 +146,13 @@ pub struct CreateNewTrialRequest {
 
 /// `CreateNewTrialReply`, `GetTrialIdFromStudyIdTrialNumberReply`, `GetTrialRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct TrialIdMessage {
+pub(crate) struct TrialIdMessage {
     #[prost(int64, tag = "1")]
     pub trial_id: i64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct SetTrialParameterRequest {
+pub(crate) struct SetTrialParameterRequest {
     #[prost(int64, tag = "1")]
     pub trial_id: i64,
     #[prost(string, tag = "2")]
@@ -165,7 +164,7 @@ pub struct SetTrialParameterRequest {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct SetTrialStateValuesRequest {
+pub(crate) struct SetTrialStateValuesRequest {
     #[prost(int64, tag = "1")]
     pub trial_id: i64,
     #[prost(int32, tag = "2")]
@@ -175,13 +174,13 @@ pub struct SetTrialStateValuesRequest {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct SetTrialStateValuesReply {
+pub(crate) struct SetTrialStateValuesReply {
     #[prost(bool, tag = "1")]
     pub trial_updated: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct SetTrialIntermediateValueRequest {
+pub(crate) struct SetTrialIntermediateValueRequest {
     #[prost(int64, tag = "1")]
     pub trial_id: i64,
     #[prost(int64, tag = "2")]
@@ -192,7 +191,7 @@ pub struct SetTrialIntermediateValueRequest {
 
 /// `SetTrialUserAttributeRequest`, `SetTrialSystemAttributeRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct TrialAttributeRequest {
+pub(crate) struct TrialAttributeRequest {
     #[prost(int64, tag = "1")]
     pub trial_id: i64,
     #[prost(string, tag = "2")]
@@ -202,13 +201,13 @@ pub struct TrialAttributeRequest {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct TrialReply {
+pub(crate) struct TrialReply {
     #[prost(message, optional, tag = "1")]
     pub trial: Option<Trial>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct GetTrialsRequest {
+pub(crate) struct GetTrialsRequest {
     #[prost(int64, tag = "1")]
     pub study_id: i64,
     #[prost(int64, repeated, tag = "2")]
@@ -218,7 +217,7 @@ pub struct GetTrialsRequest {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct TrialsReply {
+pub(crate) struct TrialsReply {
     #[prost(message, repeated, tag = "1")]
     pub trials: Vec<Trial>,
 }

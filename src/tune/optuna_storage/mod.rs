@@ -12,32 +12,32 @@
 //! - `holdout` (feature `train`): the promotion gate on a completed trial's model, in its user attributes.
 //! - [`view`]: a study in the storage as our record (`tradebot tune list|show --storage`).
 
-pub mod client;
+pub(crate) mod client;
 #[cfg(feature = "train")]
 mod holdout;
-pub mod mapping;
-pub mod messages;
+pub(crate) mod mapping;
+pub(crate) mod messages;
 #[cfg(feature = "train")]
 mod share;
-pub mod view;
+pub(crate) mod view;
 #[cfg(feature = "train")]
 pub(super) mod worker;
 
-pub use client::Client;
+pub(crate) use client::Client;
 
 /// The trial system attribute holding a tradebot worker's heartbeat (Unix seconds) while its trial runs.
-pub const HEARTBEAT_ATTR: &str = "tradebot:heartbeat";
+pub(crate) const HEARTBEAT_ATTR: &str = "tradebot:heartbeat";
 /// The trial system attribute naming the tradebot worker that runs it (`host-pid`).
-pub const WORKER_ATTR: &str = "tradebot:worker";
+pub(crate) const WORKER_ATTR: &str = "tradebot:worker";
 /// The study system attribute holding the search space a tradebot worker created or joined it with.
-pub const SPACE_ATTR: &str = "tradebot:space";
+pub(crate) const SPACE_ATTR: &str = "tradebot:space";
 /// The study system attribute naming the format of what tradebot writes in a study (`FORMAT`).
-pub const FORMAT_ATTR: &str = "tradebot:format";
-pub const FORMAT: u32 = 1;
+pub(crate) const FORMAT_ATTR: &str = "tradebot:format";
+pub(crate) const FORMAT: u32 = 1;
 
 /// What went wrong talking to Optuna's storage.
 #[derive(Debug, thiserror::Error)]
-pub enum StorageError {
+pub(crate) enum StorageError {
     #[error("--storage {url:?}: {why}")]
     BadUrl { url: String, why: String },
     #[error(
@@ -75,6 +75,6 @@ impl StorageError {
 }
 
 /// Now, in Unix seconds (a heartbeat's clock).
-pub fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }

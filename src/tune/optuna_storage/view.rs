@@ -9,12 +9,12 @@ use crate::retrain::study::StudyRecord;
 use serde_json::Value;
 
 /// The study system attribute with the search's settings (metric, rungs, sampler, trials).
-pub const SETTINGS_ATTR: &str = "tradebot:settings";
+pub(crate) const SETTINGS_ATTR: &str = "tradebot:settings";
 /// `tradebot:model:N`: the study system attribute naming the candidate registered from trial N.
-pub const MODEL_ATTR_PREFIX: &str = "tradebot:model:";
+pub(crate) const MODEL_ATTR_PREFIX: &str = "tradebot:model:";
 
 /// Every study in the storage, most recent first.
-pub fn list(url: &str, tune: &TuneConfig) -> Result<Vec<StudyRecord>, StorageError> {
+pub(crate) fn list(url: &str, tune: &TuneConfig) -> Result<Vec<StudyRecord>, StorageError> {
     let client = Client::new(url)?;
     let mut out = Vec::new();
     for s in client.studies()? {
@@ -26,7 +26,7 @@ pub fn list(url: &str, tune: &TuneConfig) -> Result<Vec<StudyRecord>, StorageErr
 }
 
 /// The study named `name` (`latest`: the most recently created).
-pub fn show(url: &str, name: &str, tune: &TuneConfig) -> Result<StudyRecord, StorageError> {
+pub(crate) fn show(url: &str, name: &str, tune: &TuneConfig) -> Result<StudyRecord, StorageError> {
     let client = Client::new(url)?;
     let studies = client.studies()?;
     let found = if name == "latest" {
@@ -82,7 +82,7 @@ fn with_settings(mut r: StudyRecord, attrs: &std::collections::HashMap<String, S
 }
 
 /// The study as our record, from the storage's trials.
-pub fn record_of(name: &str, tune: &TuneConfig, all: &[m::Trial]) -> StudyRecord {
+pub(crate) fn record_of(name: &str, tune: &TuneConfig, all: &[m::Trial]) -> StudyRecord {
     let best = mapping::best(all);
     // A best trial that no tradebot worker ran (a Python worker's) has no candidate: said, not "under way".
     let error = best.filter(|b| !b.system_attributes.contains_key(WORKER_ATTR)).map(|b| {
