@@ -45,7 +45,7 @@ const fn hm(h: u32, m: u32) -> NaiveTime {
     }
 }
 
-pub const REGULAR_OPEN: NaiveTime = hm(9, 30);
+pub(crate) const REGULAR_OPEN: NaiveTime = hm(9, 30);
 pub const REGULAR_CLOSE: NaiveTime = hm(16, 0);
 const EARLY_CLOSE: NaiveTime = hm(13, 0);
 const EXTENDED_OPEN: NaiveTime = hm(4, 0);

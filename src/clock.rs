@@ -84,13 +84,13 @@ impl std::fmt::Display for SimClock {
 static SIM: OnceLock<SimClock> = OnceLock::new();
 
 /// Makes `clock` this process's clock (once; installing the same clock again is harmless).
-pub fn install(clock: SimClock) -> Result<(), ClockError> {
+pub(crate) fn install(clock: SimClock) -> Result<(), ClockError> {
     let set = SIM.get_or_init(|| clock);
     if *set == clock { Ok(()) } else { Err(ClockError::AlreadySet) }
 }
 
 /// Reads [`ENV`]: `Ok(None)` when unset or empty.
-pub fn from_env() -> Result<Option<SimClock>, ClockError> {
+pub(crate) fn from_env() -> Result<Option<SimClock>, ClockError> {
     match std::env::var(ENV) {
         Ok(v) if !v.trim().is_empty() => SimClock::parse(&v).map(Some),
         _ => Ok(None),
@@ -98,12 +98,12 @@ pub fn from_env() -> Result<Option<SimClock>, ClockError> {
 }
 
 /// The simulated clock in force, if any.
-pub fn simulated() -> Option<SimClock> {
+pub(crate) fn simulated() -> Option<SimClock> {
     SIM.get().copied()
 }
 
 /// Now: simulated when a simulated clock is installed, the wall clock otherwise.
-pub fn now() -> DateTime<Utc> {
+pub(crate) fn now() -> DateTime<Utc> {
     match SIM.get() {
         Some(c) => c.at(Utc::now()),
         None => Utc::now(),
@@ -111,7 +111,7 @@ pub fn now() -> DateTime<Utc> {
 }
 
 /// The span of this process's clock that `wall` covers (itself on the wall clock).
-pub fn sim_span(wall: std::time::Duration) -> Duration {
+pub(crate) fn sim_span(wall: std::time::Duration) -> Duration {
     let d = Duration::from_std(wall).unwrap_or(Duration::MAX);
     match SIM.get() {
         Some(c) => Duration::milliseconds((d.num_milliseconds() as f64 * c.speed * 60.0) as i64),
@@ -120,7 +120,7 @@ pub fn sim_span(wall: std::time::Duration) -> Duration {
 }
 
 /// How long to sleep on the wall clock for `sim` to pass on this process's clock.
-pub fn wall_span(sim: Duration) -> std::time::Duration {
+pub(crate) fn wall_span(sim: Duration) -> std::time::Duration {
     match SIM.get() {
         Some(c) => c.wall_span(sim),
         None => sim.to_std().unwrap_or_default(),

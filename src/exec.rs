@@ -60,7 +60,7 @@ pub struct Position {
 
 /// What a phase did to one asset.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Fill {
+pub(crate) struct Fill {
     /// Units bought (> 0) or sold (< 0).
     pub qty: f64,
     /// Notional at the execution price, before fees.
@@ -88,7 +88,7 @@ impl ExecParams {
 /// Stop check, then the requested sell (action < 0). Also starts the cooldown of a stopped asset and
 /// counts down an active one. Returns the fill (qty ≤ 0).
 #[inline]
-pub fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
+pub(crate) fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
     let want = if action >= 0.0 { 0.0 } else { p.units(action) };
     sell_units_phase(p, pos, cash, price, want)
 }
@@ -96,7 +96,7 @@ pub fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64
 /// [`sell_phase`] for a sell of `want` units (≥ 0; 0 = none) sized by the caller (the weights action
 /// space): stop check, cooldown count-down, then the sell, dropped below `min_order`, capped at the holding.
 #[inline]
-pub fn sell_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
+pub(crate) fn sell_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
     if pos.cooldown > 0 {
         pos.cooldown -= 1;
     }
@@ -138,7 +138,7 @@ fn sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, qty: f64
 
 /// The requested buy (action > 0), unless the asset is cooling down after a stop-out. Returns the fill.
 #[inline]
-pub fn buy_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
+pub(crate) fn buy_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
     if action <= 0.0 {
         return Fill::default();
     }
@@ -147,7 +147,7 @@ pub fn buy_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64,
 
 /// [`buy_phase`] for a buy of `want` units (≥ 0; 0 = none) sized by the caller (the weights action space).
 #[inline]
-pub fn buy_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
+pub(crate) fn buy_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
     if pos.cooldown > 0 || want < p.min_order || want <= 0.0 {
         return Fill::default();
     }
@@ -175,7 +175,7 @@ pub fn buy_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price
 
 /// The bar's phase when everything must go (FinRL's turbulence rule, the kill switch's flatten): counts
 /// down the cooldown like [`sell_phase`], then sells the whole holding, with no stop check.
-pub fn liquidate(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64) -> Fill {
+pub(crate) fn liquidate(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64) -> Fill {
     if pos.cooldown > 0 {
         pos.cooldown -= 1;
     }

@@ -53,54 +53,74 @@
 //!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,
 //!     the retrainer), and [`bench`] (`tradebot bench ...`), 16. [`cli`] (parses and dispatches).
 
-pub(crate) mod alerts;
-pub mod alloc;
+mod alerts;
+mod alloc;
 pub mod alpaca;
-pub(crate) mod backtest;
+mod backtest;
 pub mod bench;
-pub(crate) mod broker;
-pub mod calendar;
+mod broker;
+mod calendar;
 pub mod cli;
-pub mod clock;
-pub mod config;
-pub(crate) mod contract;
+mod clock;
+mod config;
+mod contract;
 pub mod control;
-pub mod daemon;
-pub(crate) mod data;
+mod daemon;
+mod data;
 pub mod domain;
 pub mod engine;
 pub mod env;
-pub mod exec;
-pub mod features;
-pub(crate) mod feed;
+mod exec;
+mod features;
+mod feed;
 /// The fuzz targets' entry points: feature `testkit` (`fuzz/` enables it) or the crate's own tests.
 #[cfg(any(test, feature = "testkit"))]
 pub mod fuzzing;
 /// The GPU tests that belong to no single module (feature `gpu-tests`: `make test-gpu`).
 #[cfg(all(test, feature = "gpu-tests", feature = "train"))]
 mod gpu_tests;
-pub mod live;
-pub(crate) mod logging;
+mod live;
+mod logging;
 #[cfg(feature = "train")]
-pub(crate) mod lstm;
-pub(crate) mod metrics;
+mod lstm;
+mod metrics;
 #[cfg(feature = "train")]
-pub(crate) mod ml;
+mod ml;
 pub mod models;
-pub mod native;
+mod native;
 pub mod oms;
-pub mod onnx;
-pub mod out;
-pub mod policy;
+mod onnx;
+mod out;
+mod policy;
 pub mod retrain;
-pub mod risk;
+mod risk;
 #[cfg(feature = "train")]
 pub mod rl;
-pub(crate) mod schedule;
+mod schedule;
 pub mod store;
-pub(crate) mod telegram;
-pub mod training;
-pub(crate) mod tune;
-pub(crate) mod web;
+mod telegram;
+mod training;
+mod tune;
+mod web;
 
 pub use daemon::{RunEnd, RunOptions, run};
+
+// What the binary (`main`) and the integration tests (`tests/`) use of the crate's private modules.
+pub use alloc::keep_freed_pages;
+pub use calendar::{Calendar, REGULAR_CLOSE};
+pub use clock::{ENV as CLOCK_ENV, SimClock};
+pub use config::{Config, ConfigError, EX_CONFIG, KillSwitchAction, LstmConfig};
+pub use daemon::status::offline::keep_published;
+pub use daemon::{EX_CANTCREAT, StateDirError};
+pub use exec::ExecParams;
+pub use features::windows::context_names;
+pub use features::{FEATURE_VERSION, FeatureSpec};
+pub use live::{EX_FATAL, EX_PANIC, RunError};
+pub use native::{init_onnxruntime, pyenv_python};
+pub use onnx::mlp::{MlpPolicy, Squash};
+pub use onnx::{Activation, Dense};
+pub use out::{EX_IOERR, OutError, err_fmt, error_lines};
+pub use policy::{Pipeline, PpoPolicy};
+pub use risk::DailyLoss;
+#[cfg(feature = "train")]
+pub use training::device::cuda_unusable;

@@ -15,7 +15,7 @@ pub(crate) const RECENT_MAX: usize = 200;
 
 /// One log line as the dashboard shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LogLine {
+pub(crate) struct LogLine {
     pub at: chrono::DateTime<chrono::Utc>,
     pub level: String,
     pub target: String,

@@ -6,14 +6,14 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use tradebot::alpaca::rest::RestError;
 use tradebot::cli::{Cli, run};
-use tradebot::config::{ConfigError, EX_CONFIG};
-use tradebot::daemon::{EX_CANTCREAT, StateDirError};
-use tradebot::live::{EX_FATAL, EX_PANIC, RunError};
-use tradebot::out::{EX_IOERR, OutError, err_fmt as err};
 use tradebot::store::{EX_DISK_FULL, EX_STORE, StoreError};
+use tradebot::{ConfigError, EX_CONFIG};
+use tradebot::{EX_CANTCREAT, StateDirError};
+use tradebot::{EX_FATAL, EX_PANIC, RunError};
+use tradebot::{EX_IOERR, OutError, err_fmt as err};
 
 /// jemalloc for the whole process (libtorch and ONNX Runtime included, through its unprefixed `malloc`):
-/// training commands tell it to keep freed pages (`tradebot::alloc::keep_freed_pages`, from `cli::run`).
+/// training commands tell it to keep freed pages (`tradebot::keep_freed_pages`, from `cli::run`).
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -53,7 +53,7 @@ fn fail(e: &anyhow::Error) -> ExitCode {
                 err(format_args!("{ce}\n"));
                 return ExitCode::from(EX_CONFIG);
             }
-            for line in tradebot::out::error_lines(e) {
+            for line in tradebot::error_lines(e) {
                 err(format_args!("{line}\n"));
             }
             // stdout refused the output (`> /dev/full`): EX_IOERR, the code of a full disk.

@@ -21,38 +21,38 @@ pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0
 type FGauge = Gauge<f64, AtomicU64>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SymbolLabel {
+pub(crate) struct SymbolLabel {
     pub symbol: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StatusLabel {
+pub(crate) struct StatusLabel {
     pub status: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
+pub(crate) struct ReasonLabel {
     pub reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabel {
+pub(crate) struct OutcomeLabel {
     pub kind: String,
     pub outcome: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
+pub(crate) struct KindLabel {
     pub kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ModelLabel {
+pub(crate) struct ModelLabel {
     pub kind: String,
     pub id: String,
 }
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     pub bars: Family<SymbolLabel, Counter>,
     pub feed_reconnects: Counter,
@@ -99,7 +99,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut r = Registry::with_prefix("tradebot");
         let m = Metrics {
             bars: Family::default(),
@@ -181,7 +181,7 @@ impl Metrics {
     }
 
     /// The exposition text (OpenMetrics), ending in `# EOF`.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail; an encoder error would be a bug in a metric's labels.
         if let Err(e) = encode(&mut out, &self.registry) {
@@ -190,25 +190,25 @@ impl Metrics {
         out
     }
 
-    pub fn bar(&self, symbol: &str) {
+    pub(crate) fn bar(&self, symbol: &str) {
         self.bars.get_or_create(&SymbolLabel { symbol: symbol.to_string() }).inc();
     }
 
-    pub fn order(&self, status: &str) {
+    pub(crate) fn order(&self, status: &str) {
         self.orders.get_or_create(&StatusLabel { status: status.to_string() }).inc();
     }
 
-    pub fn reject(&self, reason: &str) {
+    pub(crate) fn reject(&self, reason: &str) {
         self.rejects.get_or_create(&ReasonLabel { reason: reason.to_string() }).inc();
     }
 
-    pub fn retrain(&self, kind: &str, outcome: &str) {
+    pub(crate) fn retrain(&self, kind: &str, outcome: &str) {
         self.retrain_runs.get_or_create(&OutcomeLabel { kind: kind.into(), outcome: outcome.into() }).inc();
     }
 
     /// A training progress line (the child's JSON): steps/s (PPO's `steps_per_sec`, the LSTM's
     /// `samples_per_sec`) and epoch time when present.
-    pub fn training_progress(&self, kind: &str, line: &serde_json::Value) {
+    pub(crate) fn training_progress(&self, kind: &str, line: &serde_json::Value) {
         let label = KindLabel { kind: kind.to_string() };
         if let Some(v) = train_rate(line) {
             self.train_steps_per_second.get_or_create(&label).set(v);
@@ -224,7 +224,7 @@ impl Metrics {
     }
 
     /// A training run ended: its GPU readings leave the exposition (throughput stays, the last run's).
-    pub fn training_ended(&self, kind: &str) {
+    pub(crate) fn training_ended(&self, kind: &str) {
         let label = KindLabel { kind: kind.to_string() };
         for (_, family) in self.gpu_families() {
             family.remove(&label);
@@ -240,7 +240,7 @@ impl Metrics {
     }
 
     /// Sets the account gauges from the daemon's status, so `/metrics` and `tradebot status` agree.
-    pub fn observe_status(&self, s: &StatusReport) {
+    pub(crate) fn observe_status(&self, s: &StatusReport) {
         self.equity.set(s.equity);
         self.cash.set(s.cash);
         self.pnl_today.set(s.pnl_today);

@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-pub const TORCH_VERSION: &str = "2.11.0";
-pub const ORT_VERSION: &str = "1.31.1";
-pub const PYENV_VAR: &str = "TRADEBOT_PYENV";
+pub(crate) const TORCH_VERSION: &str = "2.11.0";
+pub(crate) const ORT_VERSION: &str = "1.31.1";
+pub(crate) const PYENV_VAR: &str = "TRADEBOT_PYENV";
 
 #[derive(Debug, thiserror::Error)]
 pub enum NativeError {
@@ -30,7 +30,7 @@ pub enum NativeError {
 
 /// The project's Python venv: `$TRADEBOT_PYENV`, else the one the binary was built against, else the
 /// default cache path.
-pub fn pyenv_dir() -> PathBuf {
+pub(crate) fn pyenv_dir() -> PathBuf {
     if let Some(p) = std::env::var_os(PYENV_VAR).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
@@ -66,7 +66,7 @@ fn venv_ort(venv: &Path) -> Option<PathBuf> {
 }
 
 /// Finds libonnxruntime: the config key, then `ORT_DYLIB_PATH`, then the venv.
-pub fn find_onnxruntime(configured: Option<&Path>) -> Result<PathBuf, NativeError> {
+pub(crate) fn find_onnxruntime(configured: Option<&Path>) -> Result<PathBuf, NativeError> {
     let mut tried = Vec::new();
     if let Some(p) = configured {
         if p.is_file() {
@@ -116,7 +116,7 @@ pub fn init_onnxruntime(configured: Option<&Path>) -> Result<&'static OnnxRuntim
 /// symbol of it is referenced directly, so without this `tch::Cuda::is_available()` is always false.
 /// Returns whether CUDA is usable afterwards.
 #[cfg(feature = "train")]
-pub fn load_torch_cuda() -> bool {
+pub(crate) fn load_torch_cuda() -> bool {
     static LOADED: OnceLock<bool> = OnceLock::new();
     *LOADED.get_or_init(|| {
         // SAFETY: dlopen with a valid NUL-terminated name; the handle is deliberately kept open for the

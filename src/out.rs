@@ -39,7 +39,7 @@ impl std::error::Error for OutError {
 }
 
 /// Writes `args` to stdout and flushes (what `out!` and `outln!` call).
-pub fn write_fmt(args: fmt::Arguments<'_>) -> Result<(), OutError> {
+pub(crate) fn write_fmt(args: fmt::Arguments<'_>) -> Result<(), OutError> {
     let mut o = io::stdout().lock();
     o.write_fmt(args).and_then(|()| o.flush()).map_err(OutError)
 }

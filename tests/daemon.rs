@@ -773,8 +773,8 @@ listen = "127.0.0.1:{port}"
     fake.lock().book.hold_orders = true;
     let today = chrono::Utc::now().with_timezone(&chrono_tz::America::New_York).date_naive();
     // Full sessions only (the fake serves the NYSE calendar: an early close ends a day before 15:59).
-    let calendar = tradebot::calendar::Calendar::shipped();
-    let full = |d: chrono::NaiveDate| calendar.hours(d).is_some_and(|h| h.close == tradebot::calendar::REGULAR_CLOSE);
+    let calendar = tradebot::Calendar::shipped();
+    let full = |d: chrono::NaiveDate| calendar.hours(d).is_some_and(|h| h.close == tradebot::REGULAR_CLOSE);
     let sessions: Vec<chrono::NaiveDate> =
         (1..=40).rev().map(|n| today - chrono::Duration::days(n)).filter(|d| full(*d)).collect();
     let mut bars = 0;

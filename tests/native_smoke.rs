@@ -5,7 +5,7 @@ use std::path::Path;
 
 #[test]
 fn onnxruntime_runs_a_small_model_exactly() {
-    let rt = tradebot::native::init_onnxruntime(None).expect("ONNX Runtime must load (run `make venv`)");
+    let rt = tradebot::init_onnxruntime(None).expect("ONNX Runtime must load (run `make venv`)");
     assert!(rt.path.to_string_lossy().contains("onnxruntime"), "{}", rt.path.display());
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_gemm.onnx");
     let mut session = ort::session::Session::builder(&rt.env)

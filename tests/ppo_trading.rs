@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
+use tradebot::ExecParams;
 use tradebot::env::rng::SplitMix64;
 use tradebot::env::{self, EnvConfig, Panel};
-use tradebot::exec::ExecParams;
 use tradebot::rl::ppo::{Ppo, PpoConfig};
 use tradebot::rl::trading::TradingEnv;
 

@@ -79,7 +79,7 @@ fn without_a_daemon_status_reads_the_state_directory() {
             }],
             ..Default::default()
         };
-        tradebot::daemon::status::offline::keep_published(&store, &published, t).unwrap();
+        tradebot::keep_published(&store, &published, t).unwrap();
     }
     let o = tradebot(&["status", "--config", cfg.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -132,7 +132,7 @@ fn offline_status_shows_the_positions_of_the_state_its_equity_comes_from_and_a_r
             }],
             ..Default::default()
         };
-        tradebot::daemon::status::offline::keep_published(&store, &published, t).unwrap();
+        tradebot::keep_published(&store, &published, t).unwrap();
         let r: RunRecord = serde_json::from_value(serde_json::json!({
             "id": "ppo-now", "kind": "ppo", "trigger": "schedule", "clock_time": t, "started_at": t, "ended_at": t,
             "outcome": "running", "failure": null, "snapshot": null, "candidate": null, "champion_before": null,

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
+use tradebot::SimClock;
 use tradebot::alpaca::fake::{FakeAlpaca, Fault, KEY_ID, MarketSpec, SECRET_KEY};
-use tradebot::clock::SimClock;
 use tradebot::domain::{Bar, Symbol, Timeframe};
 use tradebot::engine::DecisionRecord;
 use tradebot::store::Store;
@@ -73,7 +73,7 @@ impl Soak {
     fn tradebot(&self, args: &[&str]) -> Output {
         let clock = self.clock.to_string();
         let envs =
-            [(tradebot::clock::ENV, clock.as_str()), ("APCA_API_KEY_ID", KEY_ID), ("APCA_API_SECRET_KEY", SECRET_KEY)];
+            [(tradebot::CLOCK_ENV, clock.as_str()), ("APCA_API_KEY_ID", KEY_ID), ("APCA_API_SECRET_KEY", SECRET_KEY)];
         let args: Vec<&str> = args.iter().copied().chain(["--config", &self.cfg]).collect();
         let o = tradebot_env(&args, &envs);
         assert!(o.status.success(), "tradebot {args:?}: {}", text(&o));
@@ -110,7 +110,7 @@ impl Soak {
         let child = command(&["run", "--config", &self.cfg])
             .env("APCA_API_KEY_ID", KEY_ID)
             .env("APCA_API_SECRET_KEY", SECRET_KEY)
-            .env(tradebot::clock::ENV, self.clock.to_string())
+            .env(tradebot::CLOCK_ENV, self.clock.to_string())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -309,7 +309,7 @@ fn decisions(store: &Store, from: DateTime<Utc>, end: DateTime<Utc>) -> Vec<Deci
 }
 
 fn sessions(from: (i32, u32, u32), to: (i32, u32, u32)) -> Vec<NaiveDate> {
-    let cal = tradebot::calendar::Calendar::shipped();
+    let cal = tradebot::Calendar::shipped();
     let day = |d: (i32, u32, u32)| NaiveDate::from_ymd_opt(d.0, d.1, d.2).unwrap();
     day(from).iter_days().take_while(|x| *x <= day(to)).filter(|x| cal.hours(*x).is_some()).collect()
 }

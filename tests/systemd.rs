@@ -105,7 +105,7 @@ fn the_unit_does_not_restart_into_exits_that_need_a_person() {
     // A damaged store, an unusable state directory, a store that cannot write (a full disk), a bad config
     // or refused keys.
     let io_error = 74;
-    let want = [tradebot::store::EX_STORE, tradebot::daemon::EX_CANTCREAT, io_error, tradebot::config::EX_CONFIG];
+    let want = [tradebot::store::EX_STORE, tradebot::EX_CANTCREAT, io_error, tradebot::EX_CONFIG];
     assert_eq!(codes, want, "{line}");
     let nofile = unit.lines().find_map(|l| l.strip_prefix("LimitNOFILE=")).expect("LimitNOFILE= in the unit");
     assert!(nofile.parse::<u64>().is_ok_and(|n| n >= 4096), "LimitNOFILE={nofile}");

@@ -62,8 +62,8 @@ fn trains_registers_and_onnx_runtime_gives_probabilities() {
     assert_eq!((m.params["slow_factor"].as_u64(), m.params["horizon"].as_u64()), (Some(5), Some(5)));
     assert_eq!(m.params["up_threshold"].as_f64(), Some(0.02));
     assert_eq!(m.params["down_threshold"].as_f64(), Some(-0.02));
-    let spec = tradebot::features::FeatureSpec::default();
-    let context = tradebot::features::windows::context_names(&spec);
+    let spec = tradebot::FeatureSpec::default();
+    let context = tradebot::context_names(&spec);
     assert_eq!(m.params["context"], serde_json::json!(context));
     assert_eq!(m.features.names, spec.names());
     let nf = spec.n_cols() as i64;
@@ -74,7 +74,7 @@ fn trains_registers_and_onnx_runtime_gives_probabilities() {
     );
     assert_eq!((m.outputs[0].name.as_str(), m.outputs[0].shape.clone()), ("probs", vec![-1, 3]));
 
-    let rt = tradebot::native::init_onnxruntime(None).unwrap();
+    let rt = tradebot::init_onnxruntime(None).unwrap();
     let mut s = ort::session::Session::builder(&rt.env).unwrap().commit_from_memory(&bytes).unwrap();
     let fill = |shape: Vec<usize>| {
         let n = shape.iter().product::<usize>();
@@ -143,10 +143,10 @@ fn six_hundred_days_of_the_demo_pooled_give_a_candidate_that_trades_its_holdout(
     let done: serde_json::Value =
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
     let id = done["model_id"].as_str().unwrap();
-    let config = tradebot::config::Config::load(&cfg).unwrap();
+    let config = tradebot::Config::load(&cfg).unwrap();
     let reg = Registry::open(&config.state_dir.join("models")).unwrap();
     let (m, _) = reg.load(id).unwrap();
-    let default = tradebot::config::LstmConfig::default();
+    let default = tradebot::LstmConfig::default();
     assert!(m.params.contains_key("prob_up_cutoff"), "cut-offs chosen on validation: {:?}", m.metrics);
     assert!(m.params["slow_factor"].as_u64().unwrap() < default.slow_factor as u64, "{:?}", m.params);
     let store = tradebot::store::Store::open(&config.state_dir).unwrap();

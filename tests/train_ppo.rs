@@ -9,8 +9,8 @@ mod common;
 use common::{demo_config, text, tradebot, write_config};
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use tradebot::config::Config;
-use tradebot::features::FEATURE_VERSION;
+use tradebot::Config;
+use tradebot::FEATURE_VERSION;
 use tradebot::models::{FeatureRef, ModelKind, ModelState, Registry, TensorSpec};
 
 /// The demo config with its state under `dir`, a small network, 4 envs, two years of training data, and
@@ -74,7 +74,7 @@ fn train_registers_a_model_that_fits_the_pipeline_and_resume_continues() {
     assert_eq!(m.holdout_from, config.train.holdout_from);
 
     // ONNX Runtime runs it; actions stay in [-1, 1] even for wild observations.
-    let rt = tradebot::native::init_onnxruntime(None).unwrap();
+    let rt = tradebot::init_onnxruntime(None).unwrap();
     let mut s = ort::session::Session::builder(&rt.env).unwrap().commit_from_memory(&bytes).unwrap();
     let n = 64usize;
     let obs: Vec<f32> = (0..n * obs_dim as usize).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 5.0).collect();
@@ -177,7 +177,7 @@ fn cuda_runs_the_env_kernel_on_the_gpu_or_fails_naming_why_and_auto_says_once_wh
     let dir = tempfile::tempdir().unwrap();
     let cfg_path = small_config(dir.path(), &[]);
     let cfg = cfg_path.to_str().unwrap();
-    let gpu = tradebot::training::device::cuda_unusable(0);
+    let gpu = tradebot::cuda_unusable(0);
     let o = tradebot(&["train", "ppo", "--config", cfg, "--device", "cuda", "--steps", "64", "--json"]);
     let lines = json_lines(&o);
     let last = lines.last().expect("a last line");

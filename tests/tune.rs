@@ -10,7 +10,7 @@ mod common;
 use common::{demo_config, text, tradebot, write_config};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use tradebot::config::Config;
+use tradebot::Config;
 use tradebot::models::{ModelState, Registry};
 
 fn small_config(dir: &Path) -> PathBuf {
@@ -125,7 +125,7 @@ fn tune_finds_registers_reproduces_and_exports_to_optuna() {
         b = s.best_trial\n\
         print(json.dumps({'n': len(s.trials), 'best': b.number, 'value': b.value, 'params': b.params,\n\
             'states': [t.state.name.lower() for t in s.trials], 'steps': [sorted(t.intermediate_values) for t in s.trials]}))\n";
-    let python = tradebot::native::pyenv_python();
+    let python = tradebot::pyenv_python();
     let o = std::process::Command::new(&python)
         .args(["-c", script, journal.to_str().unwrap(), name])
         .output()

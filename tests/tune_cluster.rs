@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn python() -> PathBuf {
-    tradebot::native::pyenv_python()
+    tradebot::pyenv_python()
 }
 
 fn peer() -> PathBuf {

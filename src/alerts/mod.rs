@@ -24,7 +24,7 @@ const DISCORD_MAX: usize = 2000;
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum AlertKind {
+pub(crate) enum AlertKind {
     KillSwitch,
     /// A protective sell (stop, the kill switch's flatten, a flatten) was refused or rejected.
     ProtectFailed,
@@ -40,7 +40,7 @@ pub enum AlertKind {
 
 /// One alert: a line for people, and the numbers behind it for machines (the generic webhook's `details`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Alert {
+pub(crate) struct Alert {
     pub event: AlertKind,
     pub text: String,
     pub at: DateTime<Utc>,
@@ -49,7 +49,7 @@ pub struct Alert {
 
 /// Where alerts go, with their secrets.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub(crate) enum Target {
     Webhook(url::Url),
     Telegram { api: url::Url, token: Secret, chat_id: String },
     Discord(Secret),
@@ -65,7 +65,7 @@ impl Target {
     }
 
     /// The URL and JSON body of `alert` for this target; `mode` is "paper", "live" or "replay".
-    pub fn request(&self, alert: &Alert, mode: &str) -> (String, serde_json::Value) {
+    pub(crate) fn request(&self, alert: &Alert, mode: &str) -> (String, serde_json::Value) {
         let line = format!("tradebot ({mode}): {}", alert.text);
         match self {
             Target::Webhook(u) => (
@@ -151,18 +151,18 @@ impl Pending {
 
 /// The sending side of the alert queue; `off()` sends nothing.
 #[derive(Debug, Clone)]
-pub struct Alerts {
+pub(crate) struct Alerts {
     tx: Option<mpsc::Sender<Alert>>,
     pending: std::sync::Arc<Pending>,
 }
 
 impl Alerts {
-    pub fn off() -> Alerts {
+    pub(crate) fn off() -> Alerts {
         Alerts { tx: None, pending: Default::default() }
     }
 
     /// Starts the delivery task on `rt` (nothing when there is no target).
-    pub fn start(targets: Vec<Target>, cfg: &NotifyConfig, mode: &str, rt: &tokio::runtime::Handle) -> Alerts {
+    pub(crate) fn start(targets: Vec<Target>, cfg: &NotifyConfig, mode: &str, rt: &tokio::runtime::Handle) -> Alerts {
         if targets.is_empty() {
             return Alerts::off();
         }
@@ -182,7 +182,7 @@ impl Alerts {
 
     /// Waits up to `wait` for the queued alerts to go out (delivered, or given up and logged), then
     /// logs a line for each still queued: at shutdown nothing vanishes without a word. Returns how many.
-    pub fn flush(&self, wait: Duration) -> usize {
+    pub(crate) fn flush(&self, wait: Duration) -> usize {
         if self.tx.is_none() {
             return 0;
         }
@@ -205,12 +205,12 @@ impl Alerts {
         left.len()
     }
 
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.tx.is_some()
     }
 
     /// Queues `alert`; never waits.
-    pub fn send(&self, alert: Alert) {
+    pub(crate) fn send(&self, alert: Alert) {
         let Some(tx) = &self.tx else { return };
         let entry = (alert.event, alert.text.clone());
         // Counted before it is queued: the delivery may end before `try_send` returns.

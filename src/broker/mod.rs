@@ -19,7 +19,7 @@ use std::future::Future;
 
 /// Why a broker call failed. `retriable` errors may be tried again later; the others will not succeed.
 #[derive(Debug, thiserror::Error)]
-pub enum BrokerError {
+pub(crate) enum BrokerError {
     #[error("broker refused the order: {0}")]
     Rejected(String),
     /// The request may or may not have reached the broker (timeout, dropped connection): the OMS looks the
@@ -33,14 +33,14 @@ pub enum BrokerError {
 }
 
 impl BrokerError {
-    pub fn retriable(&self) -> bool {
+    pub(crate) fn retriable(&self) -> bool {
         matches!(self, BrokerError::Ambiguous(_) | BrokerError::Unavailable(_))
     }
 }
 
 /// A broker as the live runner uses it. Implementations must be cancellation-safe only in the sense that
 /// a dropped `submit` leaves an ambiguous order, which reconciliation resolves.
-pub trait Broker: Send {
+pub(crate) trait Broker: Send {
     fn submit(
         &mut self,
         order: RiskApproved<OrderRequest>,

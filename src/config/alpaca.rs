@@ -7,12 +7,12 @@ use serde::Serialize;
 use std::time::Duration;
 use url::Url;
 
-pub const DEFAULT_TRADING_URL_PAPER: &str = "https://paper-api.alpaca.markets";
-pub const DEFAULT_TRADING_URL_LIVE: &str = "https://api.alpaca.markets";
-pub const DEFAULT_DATA_URL: &str = "https://data.alpaca.markets";
-pub const DEFAULT_STREAM_URL: &str = "wss://stream.data.alpaca.markets/v2/iex";
-pub const DEFAULT_TRADE_UPDATES_URL_PAPER: &str = "wss://paper-api.alpaca.markets/stream";
-pub const DEFAULT_TRADE_UPDATES_URL_LIVE: &str = "wss://api.alpaca.markets/stream";
+pub(crate) const DEFAULT_TRADING_URL_PAPER: &str = "https://paper-api.alpaca.markets";
+pub(crate) const DEFAULT_TRADING_URL_LIVE: &str = "https://api.alpaca.markets";
+pub(crate) const DEFAULT_DATA_URL: &str = "https://data.alpaca.markets";
+pub(crate) const DEFAULT_STREAM_URL: &str = "wss://stream.data.alpaca.markets/v2/iex";
+pub(crate) const DEFAULT_TRADE_UPDATES_URL_PAPER: &str = "wss://paper-api.alpaca.markets/stream";
+pub(crate) const DEFAULT_TRADE_UPDATES_URL_LIVE: &str = "wss://api.alpaca.markets/stream";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AlpacaConfig {

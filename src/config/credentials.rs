@@ -12,8 +12,8 @@ pub struct Credentials {
     pub source: String,
 }
 
-pub const KEY_ID_VAR: &str = "APCA_API_KEY_ID";
-pub const SECRET_KEY_VAR: &str = "APCA_API_SECRET_KEY";
+pub(crate) const KEY_ID_VAR: &str = "APCA_API_KEY_ID";
+pub(crate) const SECRET_KEY_VAR: &str = "APCA_API_SECRET_KEY";
 
 impl Credentials {
     /// Looks for `APCA_API_KEY_ID` and `APCA_API_SECRET_KEY` in the environment, then as files of those

@@ -6,7 +6,7 @@ use super::{Config, FeedKind};
 use std::path::Path;
 
 /// Each problem names the key, the value and the fix; empty when the machine fits.
-pub fn machine_problems(c: &Config) -> Vec<String> {
+pub(crate) fn machine_problems(c: &Config) -> Vec<String> {
     let mut problems = Vec::new();
     if c.feed.kind == FeedKind::Replay
         && let Some(f) = &c.feed.file

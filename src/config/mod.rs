@@ -26,29 +26,48 @@ mod train;
 mod tune;
 mod web;
 
-pub use alpaca::{
-    AlpacaConfig, DEFAULT_DATA_URL, DEFAULT_STREAM_URL, DEFAULT_TRADE_UPDATES_URL_LIVE,
-    DEFAULT_TRADE_UPDATES_URL_PAPER, DEFAULT_TRADING_URL_LIVE, DEFAULT_TRADING_URL_PAPER,
-};
+pub(crate) use alpaca::AlpacaConfig;
 use checker::Checker;
-pub use checker::Invalid;
+pub(crate) use checker::Invalid;
 pub(crate) use checker::within;
-pub use credentials::{Credentials, KEY_ID_VAR, SECRET_KEY_VAR};
+pub(crate) use credentials::Credentials;
+#[cfg(test)]
+pub(crate) use credentials::{KEY_ID_VAR, SECRET_KEY_VAR};
 pub use lstm::{CutoffMetric, LstmConfig};
-pub use machine::machine_problems;
-pub use market::{FeedConfig, MarketConfig};
-pub use notify::{NotifyConfig, TELEGRAM_API};
-pub use ppo::{CpuBackend, PpoConfig, PpoShape, PpoTuned};
-pub use raw::RawConfig;
-pub use reload::Reload;
-pub use retrain::{GateConfig, RetrainConfig};
-pub use risk::{BrokerConfig, RiskConfig};
+pub(crate) use machine::machine_problems;
+pub(crate) use market::{FeedConfig, MarketConfig};
+pub(crate) use notify::NotifyConfig;
+#[cfg(test)]
+pub(crate) use notify::TELEGRAM_API;
+// Public where `rl` (feature `train`) re-exports it.
+#[cfg(feature = "train")]
+pub use ppo::PpoConfig;
+#[cfg(not(feature = "train"))]
+pub(crate) use ppo::PpoConfig;
+#[cfg(feature = "train")]
+pub use ppo::{CpuBackend, PpoShape, PpoTuned};
+pub(crate) use raw::RawConfig;
+pub(crate) use retrain::{GateConfig, RetrainConfig};
+pub(crate) use risk::{BrokerConfig, RiskConfig};
+// Public where `rl` (feature `train`) re-exports it.
+#[cfg(feature = "train")]
 pub use sac::SacConfig;
-pub use secret::Secret;
-pub use strategy::{DEFAULT_CUTOFF, StrategyConfig, StrategyMode};
-pub use train::{AS_OF_ENV, Rolling, SEED_ENV, TrainConfig, retrain_seed, seed_from_env};
-pub use tune::{ALGORITHM, Dist, SamplerKind, TUNABLE, TuneConfig, TuneMetric, algorithm_of_code, default_space};
-pub use web::{DEFAULT_HEADER_TIMEOUT_SECS, DEFAULT_MAX_CONNECTIONS, DEFAULT_WEB_LISTEN, WebConfig};
+#[cfg(not(feature = "train"))]
+pub(crate) use sac::SacConfig;
+pub(crate) use secret::Secret;
+pub(crate) use strategy::DEFAULT_CUTOFF;
+pub use strategy::{StrategyConfig, StrategyMode};
+#[cfg(test)]
+pub(crate) use train::Rolling;
+#[cfg(feature = "train")]
+pub(crate) use train::seed_from_env;
+pub(crate) use train::{AS_OF_ENV, SEED_ENV, TrainConfig, retrain_seed};
+#[cfg(test)]
+pub(crate) use tune::default_space;
+pub(crate) use tune::{ALGORITHM, Dist, TuneConfig, algorithm_of_code};
+#[cfg(feature = "train")]
+pub(crate) use tune::{SamplerKind, TuneMetric};
+pub(crate) use web::{DEFAULT_HEADER_TIMEOUT_SECS, DEFAULT_MAX_CONNECTIONS, WebConfig};
 
 use serde::Serialize;
 use std::fmt;

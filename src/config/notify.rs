@@ -9,7 +9,7 @@ use super::raw::RawNotify;
 use serde::Serialize;
 use url::Url;
 
-pub const TELEGRAM_API: &str = "https://api.telegram.org";
+pub(crate) const TELEGRAM_API: &str = "https://api.telegram.org";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NotifyConfig {

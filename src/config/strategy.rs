@@ -64,7 +64,7 @@ pub struct StrategyConfig {
 }
 
 /// The cut-offs used when neither the config nor the model names one.
-pub const DEFAULT_CUTOFF: f32 = 0.5;
+pub(crate) const DEFAULT_CUTOFF: f32 = 0.5;
 
 impl Default for StrategyConfig {
     fn default() -> Self {

@@ -32,24 +32,25 @@ pub struct Rolling {
 
 /// The environment variable naming the day a training child resolves a rolling `[train]` window at
 /// (YYYY-MM-DD; the retrain pipeline sets it from the engine's clock).
-pub const AS_OF_ENV: &str = "TRADEBOT_TRAIN_AS_OF";
+pub(crate) const AS_OF_ENV: &str = "TRADEBOT_TRAIN_AS_OF";
 
 /// The environment variable carrying the seed a retrain's training child trains with (the pipeline sets
 /// it, `retrain_seed`); it replaces `ppo.seed`, `env.seed` and `lstm.seed`.
-pub const SEED_ENV: &str = "TRADEBOT_TRAIN_SEED";
+pub(crate) const SEED_ENV: &str = "TRADEBOT_TRAIN_SEED";
 
 /// The seed of a retrain on `as_of`: a hash of the day (splitmix64), so that retrains on different days
 /// start from different weights and episodes even on the same data, and a rerun on the same day repeats.
 /// 63 bits: libtorch takes a signed seed.
-pub fn retrain_seed(as_of: NaiveDate) -> u64 {
+pub(crate) fn retrain_seed(as_of: NaiveDate) -> u64 {
     let mut z = (as_of.num_days_from_ce() as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     (z ^ (z >> 31)) >> 1
 }
 
+#[cfg(feature = "train")]
 /// `$TRADEBOT_TRAIN_SEED`, when set; a malformed value is an error naming the variable.
-pub fn seed_from_env() -> Result<Option<u64>, Invalid> {
+pub(crate) fn seed_from_env() -> Result<Option<u64>, Invalid> {
     match std::env::var(SEED_ENV) {
         Ok(v) => v.trim().parse().map(Some).map_err(|e| {
             Invalid::Value(format!("{SEED_ENV}={v:?} is not a seed (a whole number: {e}); unset it or fix it"))

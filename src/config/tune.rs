@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 
 /// The search-space parameter that names a trial's algorithm (`tune.algorithms`): its value is the
 /// algorithm's code, its place in `Algorithm::ALL` (0 ppo, 1 sac).
-pub const ALGORITHM: &str = "algorithm";
+pub(crate) const ALGORITHM: &str = "algorithm";
 
 /// The parameters a search may vary (a `[tune.space]` key must be one of them). A SAC trial takes
 /// `learning_rate` (actor's and critics'), `batch_size`, `gamma`, `width`, `depth` and `tau` as its own and
 /// the env's; PPO's own (`n_steps`, `n_epochs`, `clip_range`, `ent_coef`, `gae_lambda`) do not change it.
-pub const TUNABLE: [&str; 14] = [
+pub(crate) const TUNABLE: [&str; 14] = [
     "learning_rate",
     "n_steps",
     "batch_size",
@@ -164,13 +164,13 @@ pub(super) fn code(a: Algorithm) -> f64 {
 }
 
 /// The algorithm of a code (`code`), or `None` for a number that is none.
-pub fn algorithm_of_code(x: f64) -> Option<Algorithm> {
+pub(crate) fn algorithm_of_code(x: f64) -> Option<Algorithm> {
     (x.is_finite() && x >= 0.0 && x.fract() == 0.0).then(|| Algorithm::ALL.get(x as usize).copied()).flatten()
 }
 
 /// The search space when `[tune.space]` is empty: every tunable parameter over a range around the
 /// defaults of `[ppo]` and `[env]`.
-pub fn default_space() -> BTreeMap<String, Dist> {
+pub(crate) fn default_space() -> BTreeMap<String, Dist> {
     let choice = |v: &[f64]| Dist::Choice { values: v.to_vec() };
     BTreeMap::from([
         ("learning_rate".into(), Dist::Log { low: 1e-5, high: 1e-3 }),

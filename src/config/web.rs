@@ -13,10 +13,10 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-pub const DEFAULT_WEB_LISTEN: &str = "127.0.0.1:9187";
-pub const DEFAULT_MAX_CONNECTIONS: u64 = 256;
+pub(crate) const DEFAULT_WEB_LISTEN: &str = "127.0.0.1:9187";
+pub(crate) const DEFAULT_MAX_CONNECTIONS: u64 = 256;
 pub(super) const MAX_CONNECTIONS_LIMIT: u64 = 4096;
-pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
+pub(crate) const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WebConfig {

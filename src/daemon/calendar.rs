@@ -10,7 +10,7 @@ use chrono_tz::America::New_York;
 use serde::{Deserialize, Serialize};
 
 /// Where the last calendar read from Alpaca is kept.
-pub const CALENDAR_KEY: &[u8] = b"calendar.alpaca";
+pub(crate) const CALENDAR_KEY: &[u8] = b"calendar.alpaca";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct StoredCalendar {
@@ -21,9 +21,9 @@ struct StoredCalendar {
 }
 
 /// How often the daemon reads Alpaca's calendar again (on the process's clock).
-pub const REFRESH_EVERY: Duration = Duration::days(1);
+pub(crate) const REFRESH_EVERY: Duration = Duration::days(1);
 /// After a failed refresh, the next try (the calendar in use stays).
-pub const RETRY_EVERY: Duration = Duration::hours(1);
+pub(crate) const RETRY_EVERY: Duration = Duration::hours(1);
 
 /// A year of Alpaca's calendar around `now` (a week back), stored in the `kv` tree.
 async fn fetch(
@@ -49,7 +49,7 @@ async fn fetch(
 }
 
 /// Alpaca's calendar around `now`, stored; or the stored one; or the shipped table.
-pub async fn load(rest: &RestClient, store: &Store, now: DateTime<Utc>) -> Calendar {
+pub(crate) async fn load(rest: &RestClient, store: &Store, now: DateTime<Utc>) -> Calendar {
     match fetch(rest, store, now).await {
         Ok(calendar) => {
             let (n, span) = (calendar.days().count(), calendar.span().unwrap_or_default());
@@ -86,12 +86,12 @@ fn changed_days(old: &Calendar, new: &Calendar) -> Vec<NaiveDate> {
 }
 
 /// Where a refreshed calendar waits for the engine (taken on its next tick).
-pub type CalendarSlot = std::sync::Arc<std::sync::Mutex<Option<Calendar>>>;
+pub(crate) type CalendarSlot = std::sync::Arc<std::sync::Mutex<Option<Calendar>>>;
 
 /// Reads Alpaca's calendar again every `every` (wall time: `REFRESH_EVERY` on the process's clock), and
 /// `retry` after a failure, keeping the one in use, until `stop`; a calendar that changed is put in `slot`
 /// for the engine (the changed days said once at INFO).
-pub async fn refresh_daily(
+pub(crate) async fn refresh_daily(
     rest: RestClient,
     store: Store,
     mut current: Calendar,

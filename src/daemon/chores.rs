@@ -21,10 +21,10 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// How often the chores run.
-pub const EVERY: Duration = Duration::from_secs(1);
+pub(crate) const EVERY: Duration = Duration::from_secs(1);
 
 /// The engine's inbox, as the chores' `EngineLink`: every action is an event for the trading thread.
-pub struct Inbox(pub mpsc::Sender<Event>);
+pub(crate) struct Inbox(pub mpsc::Sender<Event>);
 
 impl EngineLink for Inbox {
     fn send(&mut self, ev: Event) -> Vec<Command> {
@@ -76,7 +76,7 @@ impl Curve {
 
 /// Starts the chores' thread; it runs until `stop` is cancelled and returns the host (the retrainer in it
 /// stops its child when dropped).
-pub fn spawn<P: RunPipeline + Send + 'static>(
+pub(crate) fn spawn<P: RunPipeline + Send + 'static>(
     mut host: Host<P>,
     views: watch::Receiver<TradingView>,
     mut engine: Inbox,

@@ -6,7 +6,7 @@
 //! replay is the same every time); live, the host runs on a thread of its own (`daemon::chores`) and its
 //! actions reach the trading thread as events.
 
-pub use super::link::{Balance, EngineLink, EngineView};
+pub(crate) use super::link::{Balance, EngineLink, EngineView};
 use super::models::load_swap;
 use super::requests;
 use super::retrainer::{RetrainEvent, Retrainer, RunPipeline};
@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 
 /// The daemon's live state, behind the status report and the dashboard.
 #[derive(Debug, Clone)]
-pub struct Live {
+pub(crate) struct Live {
     pub bars_received: u64,
     pub last_bar: BTreeMap<String, DateTime<Utc>>,
     pub day_open_equity: Option<(chrono::NaiveDate, f64)>,
@@ -41,7 +41,7 @@ pub struct Live {
     pub started_at: DateTime<Utc>,
 }
 
-pub struct Host<P: RunPipeline> {
+pub(crate) struct Host<P: RunPipeline> {
     pub config: Config,
     /// The main store: bars, retrain records.
     pub store: Store,
@@ -126,13 +126,13 @@ impl<P: RunPipeline> Host<P> {
         }
     }
 
-    pub fn with_alerts(mut self, alerts: crate::alerts::Alerts) -> Self {
+    pub(crate) fn with_alerts(mut self, alerts: crate::alerts::Alerts) -> Self {
         self.alerts = alerts;
         self
     }
 
     /// A bar reached the engine (counted for status and metrics).
-    pub fn saw_bar(&mut self, bar: &Bar) {
+    pub(crate) fn saw_bar(&mut self, bar: &Bar) {
         self.report.bar(bar);
         self.live.bars_received += 1;
         self.live.last_bar.insert(bar.symbol.to_string(), bar.t);
@@ -140,7 +140,7 @@ impl<P: RunPipeline> Host<P> {
 
     /// A point of the equity curve; the trading day's first point sets the day's opening equity (the
     /// last equity of the day before, or `equity` itself on the first day).
-    pub fn equity_point(&mut self, t: DateTime<Utc>, equity: f64, buy_hold: f64) {
+    pub(crate) fn equity_point(&mut self, t: DateTime<Utc>, equity: f64, buy_hold: f64) {
         let day = t.date_naive();
         if self.live.day_open_equity.is_none_or(|(d0, _)| d0 != day) {
             let open = self.live.equity.last().map_or(equity, |p| p.equity);
@@ -152,7 +152,7 @@ impl<P: RunPipeline> Host<P> {
         self.live.equity.push(EquityPoint { t, equity, buy_hold });
     }
 
-    pub fn set_activity(&mut self, activity: impl Into<String>) {
+    pub(crate) fn set_activity(&mut self, activity: impl Into<String>) {
         self.live.activity = activity.into();
         self.report.status(&self.live.activity);
     }
@@ -160,7 +160,12 @@ impl<P: RunPipeline> Host<P> {
     /// Retrain progress and outcomes (a promoted model goes to the engine), the control socket's requests
     /// (answered from `view`), a SIGHUP. Returns the orders a `flatten` asked for (a replay's engine), and
     /// whether the retrainer went idle.
-    pub fn poll(&mut self, engine: &mut dyn EngineLink, view: &EngineView, clock: &dyn Clock) -> (Vec<Command>, bool) {
+    pub(crate) fn poll(
+        &mut self,
+        engine: &mut dyn EngineLink,
+        view: &EngineView,
+        clock: &dyn Clock,
+    ) -> (Vec<Command>, bool) {
         self.watch(view, crate::clock::now());
         if self.hangup.swap(false, Ordering::SeqCst) {
             self.reload(engine);
@@ -175,7 +180,7 @@ impl<P: RunPipeline> Host<P> {
     /// kill switch) and the retrain schedule (`retrain.schedule`, `retrain.timezone`, `retrain.enabled`).
     /// Any other change is refused with a log line naming it; the running value stays. A file that does not
     /// load changes nothing.
-    pub fn reload(&mut self, engine: &mut dyn EngineLink) {
+    pub(crate) fn reload(&mut self, engine: &mut dyn EngineLink) {
         let file = self.config.source.clone();
         let new = match Config::load(&file) {
             Ok(c) => c,

@@ -4,10 +4,10 @@
 
 use crate::engine::Core;
 use crate::engine::{Command, Engine, Event, LoadedModel, ModelSwap, Update};
-pub use crate::live::view::{Balance, EngineView};
+pub(crate) use crate::live::view::{Balance, EngineView};
 
 /// Where the host's actions on the engine go.
-pub trait EngineLink {
+pub(crate) trait EngineLink {
     /// Hands the engine an event. Returns the orders it asks for now (a replay's engine), or none (live:
     /// the trading thread carries them out when it takes the event).
     fn send(&mut self, ev: Event) -> Vec<Command>;

@@ -41,7 +41,7 @@ const RECONCILE_EVERY_TICKS: u64 = 60;
 const WARM_UP_BARS: i64 = 600;
 
 /// Runs on `rt` until `shutdown` is cancelled (by a signal, the caller, or a fatal feed error).
-pub fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &CancellationToken) -> anyhow::Result<()> {
+pub(crate) fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &CancellationToken) -> anyhow::Result<()> {
     let scripted = config.strategy.mode == StrategyMode::Scripted;
     refuse_unsafe(config, scripted)?;
     let creds = Credentials::load().map_err(|e| anyhow!(e))?.context(

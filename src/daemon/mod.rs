@@ -10,22 +10,23 @@
 //! and the status (`status`: the report and the dashboard, the book, the alerts the host watches for, and
 //! the status as the state directory tells it without a daemon).
 
-pub mod calendar;
-pub mod chores;
+pub(crate) mod calendar;
+pub(crate) mod chores;
 mod fatal;
-pub mod host;
-pub mod link;
-pub mod live;
-pub mod models;
-pub mod replay;
+pub(crate) mod host;
+pub(crate) mod link;
+pub(crate) mod live;
+pub(crate) mod models;
+pub(crate) mod replay;
 mod replay_hooks;
-pub mod requests;
-pub mod retrainer;
+pub(crate) mod requests;
+pub(crate) mod retrainer;
 pub mod run;
-pub mod start;
-pub mod status;
+pub(crate) mod start;
+pub(crate) mod status;
 
-pub use run::{EX_CANTCREAT, RunEnd, RunOptions, StateDirError, check_live_gate, run};
+pub use run::StateDirError;
+pub use run::{EX_CANTCREAT, RunEnd, RunOptions, run};
 
 /// A host for unit tests: the config's registry and store, retrains off, no web, no systemd.
 #[cfg(test)]

@@ -8,13 +8,13 @@ use crate::policy::{LstmPolicy, ModelSel, Pipeline, PpoPolicy, SessionOptions};
 use anyhow::Context;
 
 /// A PPO policy and an LSTM probability source, as a strategy needs them.
-pub type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
+pub(crate) type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
 
 /// The champions the configured strategy trades with: the PPO policy (`ppo`, `ensemble`) and the LSTM
 /// probability source (`lstm`, `ensemble`), each checked against the running pipeline. A kind without a
 /// champion is `None`, with a warning: the engine then trades nothing until a retrain promotes one. A
 /// champion that does not fit the config is an error naming why.
-pub fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Models> {
+pub(crate) fn load_models(config: &Config, registry: &Registry) -> anyhow::Result<Models> {
     let symbols = &config.market.symbols;
     let mode = config.strategy.mode;
     let pipeline = Pipeline::new(&config.features, symbols, config.market.timeframe).with_action(config.env.action);
@@ -77,7 +77,7 @@ fn next_retrain(config: &Config) -> String {
 /// Loads a new champion for the engine: `None` when the strategy does not trade with its kind, or when it
 /// does not load (logged; the running model keeps trading). Slow (an ONNX session): the live daemon runs it
 /// off the trading thread, which gets the model as `Update::Model` between two bars.
-pub fn load_swap(config: &Config, registry: &Registry, kind: ModelKind, id: &str) -> Option<LoadedModel> {
+pub(crate) fn load_swap(config: &Config, registry: &Registry, kind: ModelKind, id: &str) -> Option<LoadedModel> {
     let sel = ModelSel::Id(id.to_string());
     let pipeline =
         Pipeline::new(&config.features, &config.market.symbols, config.market.timeframe).with_action(config.env.action);

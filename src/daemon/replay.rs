@@ -31,7 +31,7 @@ use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-pub struct ReplayParts<P: RunPipeline> {
+pub(crate) struct ReplayParts<P: RunPipeline> {
     pub host: Host<P>,
     pub shutdown: CancellationToken,
     /// After the last bar, keep answering status, metrics and the dashboard until shutdown.
@@ -68,7 +68,7 @@ pub struct ReplaySummary {
 }
 
 /// The replay window, `feed.from ..= feed.to` (open ends: every stored bar).
-pub fn replay_window(config: &Config) -> (DateTime<Utc>, DateTime<Utc>) {
+pub(crate) fn replay_window(config: &Config) -> (DateTime<Utc>, DateTime<Utc>) {
     crate::data::day_window(config.feed.from, config.feed.to)
 }
 
@@ -109,7 +109,7 @@ fn fresh_account(config: &Config) -> anyhow::Result<Store> {
     Store::open(&dir).context("opening the replay's account store")
 }
 
-pub fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummary> {
+pub(crate) fn run<P: RunPipeline>(parts: ReplayParts<P>) -> anyhow::Result<ReplaySummary> {
     let ReplayParts { mut host, shutdown, linger } = parts;
     let config = host.config.clone();
     let mode = config.strategy.mode;

@@ -86,7 +86,7 @@ fn snapshot(store: &Store) -> Response {
 }
 
 /// The options of `data import`, each bad one named by its flag.
-pub fn import_options(
+pub(crate) fn import_options(
     symbols: &[String],
     symbol: Option<&str>,
     timeframe: &str,
@@ -101,7 +101,7 @@ pub fn import_options(
 }
 
 /// What an import read and stored, as answered and printed.
-pub fn import_summary(r: &ImportReport, store: &Path) -> ImportSummary {
+pub(crate) fn import_summary(r: &ImportReport, store: &Path) -> ImportSummary {
     ImportSummary {
         format: r.format.to_string(),
         rows: r.rows.clone(),

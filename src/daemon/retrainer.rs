@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 
 /// One retrain run, as the daemon runs it (the real `RetrainPipeline`, or a fake in tests).
-pub trait RunPipeline: Send + Sync + 'static {
+pub(crate) trait RunPipeline: Send + Sync + 'static {
     fn run_once(
         &self,
         kind: ModelKind,
@@ -40,7 +40,7 @@ impl RunPipeline for RetrainPipeline {
 
 /// What the engine hears from the retrainer.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RetrainEvent {
+pub(crate) enum RetrainEvent {
     /// One kind's run ended (promoted, kept or failed); see `RunRecord::new_champion`.
     Finished(Box<RunRecord>),
     /// The whole batch of runs is over; another may start.
@@ -49,7 +49,7 @@ pub enum RetrainEvent {
 
 impl RetrainEvent {
     /// The model to hot-swap in, when this event is a promotion.
-    pub fn swap(&self) -> Option<(ModelKind, &str)> {
+    pub(crate) fn swap(&self) -> Option<(ModelKind, &str)> {
         match self {
             RetrainEvent::Finished(r) => r.new_champion().map(|id| (r.kind, id)),
             RetrainEvent::Idle => None,
@@ -60,9 +60,9 @@ impl RetrainEvent {
 /// A run could not start because one is under way.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("a retrain is already running; try again when it ends")]
-pub struct Busy;
+pub(crate) struct Busy;
 
-pub struct Retrainer<P: RunPipeline> {
+pub(crate) struct Retrainer<P: RunPipeline> {
     pipeline: Arc<P>,
     schedule: Schedule,
     enabled: bool,
@@ -82,7 +82,7 @@ pub struct Retrainer<P: RunPipeline> {
 
 impl<P: RunPipeline> Retrainer<P> {
     /// `rt`: where runs are spawned (the daemon's runtime; the engine's thread is not async).
-    pub fn new(pipeline: P, schedule: Schedule, enabled: bool, rt: tokio::runtime::Handle) -> Self {
+    pub(crate) fn new(pipeline: P, schedule: Schedule, enabled: bool, rt: tokio::runtime::Handle) -> Self {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         Retrainer {
             pipeline: Arc::new(pipeline),
@@ -101,42 +101,44 @@ impl<P: RunPipeline> Retrainer<P> {
     }
 
     /// The calendar whose regular sessions a scheduled run waits out (`None`: a crypto-only config).
-    pub fn set_calendar(&mut self, hours: Option<Calendar>) {
+    pub(crate) fn set_calendar(&mut self, hours: Option<Calendar>) {
         self.hours = hours;
     }
 
     /// The kinds a scheduled run retrains, in order (default: ppo, then lstm).
-    pub fn with_kinds(mut self, kinds: Vec<ModelKind>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_kinds(mut self, kinds: Vec<ModelKind>) -> Self {
         self.kinds = kinds;
         self
     }
 
     /// Where the runs' progress goes while they run (the dashboard, `tradebot status`); how each ended
     /// comes from `poll`/`recv` (`RetrainEvent::Finished`), never on this channel.
-    pub fn with_progress(mut self, tx: mpsc::UnboundedSender<Progress>) -> Self {
+    pub(crate) fn with_progress(mut self, tx: mpsc::UnboundedSender<Progress>) -> Self {
         self.progress = Some(tx);
         self
     }
 
     /// A reloaded schedule (SIGHUP): the next fire time is computed from the last clock reading on.
-    pub fn set_schedule(&mut self, schedule: Schedule, enabled: bool) {
+    pub(crate) fn set_schedule(&mut self, schedule: Schedule, enabled: bool) {
         self.schedule = schedule;
         self.enabled = enabled;
     }
 
-    pub fn is_running(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_running(&self) -> bool {
         self.running.load(Ordering::SeqCst)
     }
 
     /// The next scheduled run after the last clock reading.
-    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_due(&self) -> Option<DateTime<Utc>> {
         self.enabled.then(|| self.last_check.and_then(|t| self.schedule.next_after(t))).flatten()
     }
 
     /// Called between bars with the engine's clock: starts a run when a fire time of the schedule passed
     /// since the previous call. The first call only sets the baseline. A fire time that passes while a run is under
     /// way is skipped (logged), and the next one tries again. Returns whether a run started.
-    pub fn on_clock(&mut self, clock: &dyn Clock) -> bool {
+    pub(crate) fn on_clock(&mut self, clock: &dyn Clock) -> bool {
         let now = clock.now();
         let Some(since) = self.last_check else {
             self.last_check = Some(now);
@@ -170,7 +172,7 @@ impl<P: RunPipeline> Retrainer<P> {
     }
 
     /// A run asked for by hand (control socket): one kind, or every kind.
-    pub fn request(&mut self, kind: Option<ModelKind>, reason: &str, clock: &dyn Clock) -> Result<(), Busy> {
+    pub(crate) fn request(&mut self, kind: Option<ModelKind>, reason: &str, clock: &dyn Clock) -> Result<(), Busy> {
         let kinds = kind.map_or_else(|| self.kinds.clone(), |k| vec![k]);
         self.start(kinds, Trigger { reason: reason.to_string(), clock_time: clock.now() })
     }
@@ -202,7 +204,7 @@ impl<P: RunPipeline> Retrainer<P> {
     }
 
     /// Events ready now, without waiting: what the engine calls between two bars.
-    pub fn poll(&mut self) -> Vec<RetrainEvent> {
+    pub(crate) fn poll(&mut self) -> Vec<RetrainEvent> {
         let mut out = Vec::new();
         while let Ok(e) = self.events_rx.try_recv() {
             out.push(e);
@@ -212,13 +214,9 @@ impl<P: RunPipeline> Retrainer<P> {
 
     /// Waits for the next event (async callers; a replay that must not outrun its retrain).
     /// Cancellation-safe.
-    pub async fn recv(&mut self) -> Option<RetrainEvent> {
+    #[cfg(test)]
+    pub(crate) async fn recv(&mut self) -> Option<RetrainEvent> {
         self.events_rx.recv().await
-    }
-
-    /// Waits for the next event from a thread outside the async runtime (the engine's thread).
-    pub fn recv_blocking(&mut self) -> Option<RetrainEvent> {
-        self.events_rx.blocking_recv()
     }
 }
 

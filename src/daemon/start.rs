@@ -36,7 +36,7 @@ pub(super) fn mode_name(config: &Config) -> &'static str {
 }
 
 /// The daemon's async runtime: two worker threads, timers and I/O.
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -47,7 +47,7 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// What every daemon runs around its engine: the registry (seeded with the shipped models), `/metrics` and
 /// the dashboard (`[web]`), the control socket, and the retrainer with its pipeline; all stop with
 /// `shutdown`.
-pub fn start_host(
+pub(crate) fn start_host(
     config: &Config,
     store: &Store,
     rt: &tokio::runtime::Runtime,
@@ -134,7 +134,7 @@ async fn on_hangup(flag: Arc<std::sync::atomic::AtomicBool>, shutdown: Cancellat
 /// Imports the shipped models that the registry lacks, and makes a champion for each kind without one.
 /// They are looked for in `$TRADEBOT_MODELS_DIR`, then `./models` (a checkout), then
 /// `<prefix>/share/tradebot/models` next to the binary (`make install`).
-pub fn seed_shipped(registry: &Registry, config: &Config) -> anyhow::Result<()> {
+pub(crate) fn seed_shipped(registry: &Registry, config: &Config) -> anyhow::Result<()> {
     let installed = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().and_then(|bin| bin.parent()).map(|p| p.join("share/tradebot/models")));
@@ -168,7 +168,7 @@ pub fn seed_shipped(registry: &Registry, config: &Config) -> anyhow::Result<()> 
 
 /// Whether a model was trained for this configuration: the manifest check the engine applies at load
 /// (features, symbols, timeframe), without the input shapes, which follow from those.
-pub fn fits(m: &crate::models::Manifest, config: &Config) -> Result<(), crate::models::Misfit> {
+pub(crate) fn fits(m: &crate::models::Manifest, config: &Config) -> Result<(), crate::models::Misfit> {
     use crate::models::Misfit;
     let features =
         crate::models::FeatureRef { version: crate::features::FEATURE_VERSION, names: config.features.names() };

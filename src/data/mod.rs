@@ -72,13 +72,13 @@ pub(crate) enum RowError {
 
 /// A row that was not imported, and why.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BadRow {
+pub(crate) struct BadRow {
     pub line: u64,
     pub reason: String,
 }
 
 #[derive(Debug, Default)]
-pub struct ImportReport {
+pub(crate) struct ImportReport {
     /// The format read, in words.
     pub format: &'static str,
     /// Rows read per symbol (imported or already present).
@@ -95,7 +95,7 @@ pub struct ImportReport {
 }
 
 #[derive(Debug, Clone)]
-pub struct ImportOptions {
+pub(crate) struct ImportOptions {
     /// Only these symbols (multi-symbol layout). Empty: all.
     pub symbols: Vec<Symbol>,
     /// The symbol of a single-symbol file.

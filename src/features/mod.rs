@@ -11,33 +11,34 @@
 mod indicators;
 mod spec;
 mod state;
-pub mod windows;
+pub(crate) mod windows;
 
-pub use spec::{FEATURE_VERSION, FeatureSpec, SpecError};
-pub use state::FeatureState;
+pub use spec::{FEATURE_VERSION, FeatureSpec};
+pub(crate) use state::FeatureState;
 
 use crate::domain::Bar;
 
 /// Feature rows of one symbol over a slice of bars: `values` is row-major, `n_cols` wide.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FeatureMatrix {
+pub(crate) struct FeatureMatrix {
     pub n_cols: usize,
     pub values: Vec<f32>,
     pub ready: Vec<bool>,
 }
 
 impl FeatureMatrix {
-    pub fn rows(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn rows(&self) -> usize {
         self.ready.len()
     }
 
-    pub fn row(&self, i: usize) -> &[f32] {
+    pub(crate) fn row(&self, i: usize) -> &[f32] {
         &self.values[i * self.n_cols..(i + 1) * self.n_cols]
     }
 }
 
 /// The batch path: the streaming state run over `bars` in order (the same arithmetic, the same order).
-pub fn batch(spec: &FeatureSpec, bars: &[Bar]) -> FeatureMatrix {
+pub(crate) fn batch(spec: &FeatureSpec, bars: &[Bar]) -> FeatureMatrix {
     let mut state = FeatureState::new(spec.clone());
     let n_cols = spec.n_cols();
     let mut values = Vec::with_capacity(bars.len() * n_cols);

@@ -5,7 +5,7 @@ use super::spec::FeatureSpec;
 
 /// Per-symbol state. Feed bars in time order; each call writes one row and says whether it is ready.
 #[derive(Debug, Clone)]
-pub struct FeatureState {
+pub(crate) struct FeatureState {
     spec: FeatureSpec,
     seen: usize,
     closes: Window,
@@ -26,7 +26,7 @@ pub struct FeatureState {
 }
 
 impl FeatureState {
-    pub fn new(spec: FeatureSpec) -> Self {
+    pub(crate) fn new(spec: FeatureSpec) -> Self {
         let hist = spec.history();
         let vol_cap = spec.vol_windows.iter().copied().max().unwrap_or(1);
         FeatureState {
@@ -50,18 +50,18 @@ impl FeatureState {
         }
     }
 
-    pub fn spec(&self) -> &FeatureSpec {
+    pub(crate) fn spec(&self) -> &FeatureSpec {
         &self.spec
     }
 
     /// Bars seen so far.
-    pub fn seen(&self) -> usize {
+    pub(crate) fn seen(&self) -> usize {
         self.seen
     }
 
     /// Takes the next bar (prices > 0, as `Bar::new` guarantees) and writes its row into `row`
     /// (`spec.n_cols()` long). Returns whether the row is ready; a row that is not holds zeros.
-    pub fn update_into(&mut self, _o: f64, h: f64, l: f64, c: f64, v: f64, row: &mut [f32]) -> bool {
+    pub(crate) fn update_into(&mut self, _o: f64, h: f64, l: f64, c: f64, v: f64, row: &mut [f32]) -> bool {
         self.seen += 1;
         if let Some(&prev_c) = self.closes.back(0).as_ref() {
             self.logrets.push((c / prev_c).ln());

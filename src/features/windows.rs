@@ -47,8 +47,9 @@ fn context_columns(spec: &FeatureSpec) -> (usize, usize) {
     (vol, rsi)
 }
 
+#[cfg(feature = "train")]
 /// Class of a forward log return: 0 down, 1 flat, 2 up.
-pub fn label(now_close: f64, later_close: f64, w: &WindowSpec) -> i64 {
+pub(crate) fn label(now_close: f64, later_close: f64, w: &WindowSpec) -> i64 {
     let r = (later_close / now_close).ln();
     if r < w.down_threshold {
         0
@@ -61,7 +62,7 @@ pub fn label(now_close: f64, later_close: f64, w: &WindowSpec) -> i64 {
 
 /// What one bar did to the state.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StepInfo {
+pub(crate) struct StepInfo {
     /// A slow bar closed with this bar; `slow_row()` is its row.
     pub slow_closed: bool,
     /// Enough ready fast and slow rows for a full window ending at this bar.
@@ -70,7 +71,7 @@ pub struct StepInfo {
 
 /// The per-symbol state shared by both paths: fast and slow features, the slow bar being built.
 #[derive(Debug, Clone)]
-pub struct WindowState {
+pub(crate) struct WindowState {
     w: WindowSpec,
     fast: FeatureState,
     slow: FeatureState,
@@ -85,7 +86,7 @@ pub struct WindowState {
 }
 
 impl WindowState {
-    pub fn new(spec: FeatureSpec, w: WindowSpec) -> Self {
+    pub(crate) fn new(spec: FeatureSpec, w: WindowSpec) -> Self {
         let n = spec.n_cols();
         WindowState {
             w,
@@ -102,7 +103,7 @@ impl WindowState {
     }
 
     /// Takes the next bar of the symbol (time order).
-    pub fn step(&mut self, b: &Bar) -> StepInfo {
+    pub(crate) fn step(&mut self, b: &Bar) -> StepInfo {
         self.fast.update_into(b.o, b.h, b.l, b.c, b.v, &mut self.fast_row);
         self.agg = if self.in_agg == 0 {
             (b.o, b.h, b.l, b.c, b.v)
@@ -133,24 +134,25 @@ impl WindowState {
         }
     }
 
-    pub fn fast_row(&self) -> &[f32] {
+    pub(crate) fn fast_row(&self) -> &[f32] {
         &self.fast_row
     }
 
     /// The row of the newest closed slow bar (zeros before the first).
-    pub fn slow_row(&self) -> &[f32] {
+    pub(crate) fn slow_row(&self) -> &[f32] {
         &self.slow_row
     }
 
-    pub fn context(&self) -> &[f32] {
+    pub(crate) fn context(&self) -> &[f32] {
         &self.context
     }
 }
 
+#[cfg(feature = "train")]
 /// One symbol's panels and samples, as the trainer's device-resident dataset wants them: windows are
 /// index ranges into the panels, never copied.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SymbolWindows {
+pub(crate) struct SymbolWindows {
     /// `[bars, nf]`: one row per bar (rows before the warm-up are zeros and never inside a window).
     pub fast: Vec<f32>,
     /// `[slow bars, ns]`: one row per closed slow bar.
@@ -164,8 +166,9 @@ pub struct SymbolWindows {
     pub label: Vec<Option<i64>>,
 }
 
+#[cfg(feature = "train")]
 /// The batch path: every bar whose full window is ready becomes a sample.
-pub fn build(spec: &FeatureSpec, w: &WindowSpec, bars: &[Bar]) -> SymbolWindows {
+pub(crate) fn build(spec: &FeatureSpec, w: &WindowSpec, bars: &[Bar]) -> SymbolWindows {
     let mut st = WindowState::new(spec.clone(), *w);
     let mut out = SymbolWindows::default();
     let mut slow_rows = 0usize;
@@ -189,7 +192,7 @@ pub fn build(spec: &FeatureSpec, w: &WindowSpec, bars: &[Bar]) -> SymbolWindows 
 /// The index of the first bar whose window is ready (`WindowState::step`'s `window_ready`): how many bars
 /// before a window a replay or a backtest must feed the LSTM so that it can decide from the window's
 /// first bar. Found by stepping the state itself, so it follows the readiness rule exactly.
-pub fn first_ready_bar(spec: &FeatureSpec, w: &WindowSpec) -> usize {
+pub(crate) fn first_ready_bar(spec: &FeatureSpec, w: &WindowSpec) -> usize {
     let mut st = WindowState::new(spec.clone(), *w);
     let Ok(symbol) = crate::domain::Symbol::new("X") else { return 0 };
     let bound = (spec.warmup() + w.fast_len + w.slow_len + 2) * w.slow_factor.max(1) + w.fast_len;
@@ -214,7 +217,7 @@ pub fn first_ready_bar(spec: &FeatureSpec, w: &WindowSpec) -> usize {
 
 /// Model inputs for one bar, row-major: `fast` `[fast_len, nf]`, `slow` `[slow_len, ns]`, `context` `[nc]`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WindowInputs {
+pub(crate) struct WindowInputs {
     pub fast: Vec<f32>,
     pub slow: Vec<f32>,
     pub context: Vec<f32>,
@@ -222,7 +225,7 @@ pub struct WindowInputs {
 
 /// The streaming path for the live engine: one bar in, the model's inputs out once the window is ready.
 #[derive(Debug, Clone)]
-pub struct WindowStream {
+pub(crate) struct WindowStream {
     state: WindowState,
     w: WindowSpec,
     fast: VecDeque<Vec<f32>>,
@@ -230,11 +233,11 @@ pub struct WindowStream {
 }
 
 impl WindowStream {
-    pub fn new(spec: FeatureSpec, w: WindowSpec) -> Self {
+    pub(crate) fn new(spec: FeatureSpec, w: WindowSpec) -> Self {
         WindowStream { state: WindowState::new(spec, w), w, fast: VecDeque::new(), slow: VecDeque::new() }
     }
 
-    pub fn push(&mut self, bar: &Bar) -> Option<WindowInputs> {
+    pub(crate) fn push(&mut self, bar: &Bar) -> Option<WindowInputs> {
         let info = self.state.step(bar);
         push_capped(&mut self.fast, self.state.fast_row(), self.w.fast_len);
         if info.slow_closed {
@@ -255,10 +258,11 @@ fn push_capped(q: &mut VecDeque<Vec<f32>>, row: &[f32], cap: usize) {
     q.push_back(row.to_vec());
 }
 
+#[cfg(feature = "train")]
 /// Chronological split by time: the distinct sample times are cut at `train` and `train + valid`
 /// fractions, and the first `gap` times after each cut are left out, so that a label looking `gap` bars
 /// ahead never reaches into the next part. Returns sample indices of train, validation and test.
-pub fn time_split(times: &[i64], train: f64, valid: f64, gap: usize) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+pub(crate) fn time_split(times: &[i64], train: f64, valid: f64, gap: usize) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
     let mut distinct = times.to_vec();
     distinct.sort_unstable();
     distinct.dedup();

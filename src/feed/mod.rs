@@ -37,7 +37,7 @@ pub enum FeedEvent {
 
 /// Why a feed gave no event.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum FeedError {
+pub(crate) enum FeedError {
     /// A finite feed ended (a replay), or its owner stopped it.
     #[error("market data feed stopped")]
     Stopped,
@@ -51,13 +51,13 @@ pub enum FeedError {
 
 impl FeedError {
     /// Fatal errors (and the end of the feed) end the run; the rest are logged and the feed read on.
-    pub fn is_fatal(&self) -> bool {
+    pub(crate) fn is_fatal(&self) -> bool {
         !matches!(self, FeedError::Transient(_))
     }
 }
 
 /// A source of market events: the Alpaca stream, the daemon's bar path over it, a test double.
-pub trait MarketFeed {
+pub(crate) trait MarketFeed {
     /// The next event. Cancellation-safe for implementations backed by a channel (as `AlpacaFeed` is).
     fn next(&mut self) -> impl Future<Output = Result<FeedEvent, FeedError>> + Send;
 }

@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use std::time::{Duration, Instant};
 
 /// Why a sink did not take a command; the command comes back.
-pub enum Refused {
+pub(crate) enum Refused {
     /// It will never take another (the command task has stopped: shutting down).
     Closed(Command),
     /// No room now; `wait` takes it when there is.
@@ -27,7 +27,7 @@ pub enum Refused {
 }
 
 /// Where the core's commands go: the live command task's queue, or a simulated broker.
-pub trait CommandSink {
+pub(crate) trait CommandSink {
     /// Takes `c` now, or hands it back.
     fn offer(&mut self, c: Command) -> Result<(), Refused>;
     /// Waits for room for `c`; hands it back when the sink will never take it.
@@ -41,13 +41,13 @@ pub trait CommandSink {
 /// `ev` through the core, and its commands to `sink`; an order the sink will never take goes back to the
 /// core as `Event::NotSent` (recorded so at once), and so on until the core has nothing more to say.
 /// Returns how many orders the sink took.
-pub fn handle<C: Core, S: CommandSink>(core: &mut C, ev: Event, sink: &mut S) -> usize {
+pub(crate) fn handle<C: Core, S: CommandSink>(core: &mut C, ev: Event, sink: &mut S) -> usize {
     let out = core.process(ev);
     dispatch(core, out, sink)
 }
 
 /// `out` (the core's commands) to `sink`, as `handle` does. Returns how many orders the sink took.
-pub fn dispatch<C: Core, S: CommandSink>(core: &mut C, mut out: Vec<Command>, sink: &mut S) -> usize {
+pub(crate) fn dispatch<C: Core, S: CommandSink>(core: &mut C, mut out: Vec<Command>, sink: &mut S) -> usize {
     let mut sent = 0;
     while !out.is_empty() {
         let mut more = Vec::new();
@@ -92,7 +92,7 @@ fn wait_for_room<S: CommandSink>(sink: &mut S, c: Command) -> Result<(), Option<
 
 /// One moment of a simulated run: the bars of every symbol stamped `t` (aligned), the `index`-th.
 #[derive(Debug, Clone)]
-pub struct Moment {
+pub(crate) struct Moment {
     pub index: usize,
     pub t: DateTime<Utc>,
     pub bars: Vec<Bar>,
@@ -100,21 +100,21 @@ pub struct Moment {
 
 /// A simulated broker for the loop: it takes the core's commands, and at each moment's close fills what
 /// it holds and answers with events (the trade updates, then its snapshot as a reconciliation).
-pub trait Venue: CommandSink {
+pub(crate) trait Venue: CommandSink {
     type Error;
     fn close(&mut self, moment: &Moment) -> Result<Vec<Event>, Self::Error>;
 }
 
 /// Whether the loop goes on after a moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
+pub(crate) enum Flow {
     Go,
     Stop,
 }
 
 /// What the owner of a loop sees of it, and its turn between moments. Every method does nothing by
 /// default.
-pub trait Hooks<C, V> {
+pub(crate) trait Hooks<C, V> {
     /// The venue's answer at `moment`'s close reached the core (the bars have not yet).
     fn on_close(&mut self, _core: &mut C, _venue: &V, _moment: &Moment) {}
     /// `bar` went through the core in `took`; the venue took `orders` orders from it.
@@ -131,7 +131,7 @@ impl<C, V> Hooks<C, V> for () {}
 
 /// The one loop: every moment through the core with `venue` as its broker and `clock` at the moment's
 /// time. Returns `Flow::Stop` when the hooks stopped it before the last moment.
-pub fn run<C, V, H, I>(
+pub(crate) fn run<C, V, H, I>(
     core: &mut C,
     clock: &ManualClock,
     venue: &mut V,

@@ -32,21 +32,23 @@
 //! `broker_timeout`.
 
 mod commands;
-pub mod drive;
-pub mod engine_core;
-pub mod notify;
-pub mod report;
+pub(crate) mod drive;
+pub(crate) mod engine_core;
+pub(crate) mod notify;
+pub(crate) mod report;
 mod scripted;
 mod tasks;
 #[cfg(test)]
 mod tests;
-pub mod view;
+pub(crate) mod view;
 
-pub use scripted::ScriptedCore;
-pub use tasks::{ChannelUpdates, UpdateSource};
+pub(crate) use scripted::ScriptedCore;
+#[cfg(test)]
+pub(crate) use tasks::ChannelUpdates;
+pub(crate) use tasks::UpdateSource;
 
 use crate::broker::Broker;
-pub use crate::engine::Core;
+pub(crate) use crate::engine::Core;
 use crate::engine::{Command, Control, Event};
 use crate::feed::MarketFeed;
 use std::time::Duration;
@@ -61,7 +63,7 @@ pub const EX_PANIC: u8 = 70;
 
 /// How a run ended: the core, and the fatal error that stopped it, if one did (the caller cleans up with
 /// the core, then fails with `RunError::Fatal`).
-pub struct RunEnd<C> {
+pub(crate) struct RunEnd<C> {
     pub core: C,
     pub fatal: Option<String>,
 }
@@ -96,7 +98,7 @@ impl Drop for CancelOnDrop {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunnerConfig {
+pub(crate) struct RunnerConfig {
     /// How often `Event::Tick` is sent.
     pub tick: Duration,
     /// The longest any one broker call may take.
@@ -149,7 +151,7 @@ pub enum RunError {
 
 /// Runs until `shutdown` is cancelled (or a signal, a fatal feed error, the end of the feed, the core
 /// thread's end), then returns the core and the fatal error that stopped it, if any.
-pub async fn run<C, F, U, B>(
+pub(crate) async fn run<C, F, U, B>(
     mut core: C,
     feed: F,
     updates: U,

@@ -6,7 +6,7 @@
 use sd_notify::NotifyState;
 use std::time::{Duration, Instant};
 
-pub struct Notifier {
+pub(crate) struct Notifier {
     enabled: bool,
     /// Half of `WatchdogSec`: pings come at least this often while the engine loop turns.
     ping_every: Option<Duration>,
@@ -16,37 +16,34 @@ pub struct Notifier {
 
 impl Notifier {
     /// Reads `NOTIFY_SOCKET` and `WATCHDOG_USEC` (checked against `WATCHDOG_PID`) from the environment.
-    pub fn from_env() -> Notifier {
+    pub(crate) fn from_env() -> Notifier {
         let enabled = std::env::var_os("NOTIFY_SOCKET").is_some();
         let ping_every = sd_notify::watchdog_enabled().map(|d| d / 2);
         Notifier { enabled, ping_every, last_ping: None, warned: false }
     }
 
     /// A notifier that sends nothing (tests, `backtest`).
-    pub fn disabled() -> Notifier {
+    #[cfg(test)]
+    pub(crate) fn disabled() -> Notifier {
         Notifier { enabled: false, ping_every: None, last_ping: None, warned: false }
     }
 
-    pub fn is_enabled(&self) -> bool {
-        self.enabled
-    }
-
     /// Ready: said once in the log too (whether or not systemd listens).
-    pub fn ready(&mut self, status: &str) {
+    pub(crate) fn ready(&mut self, status: &str) {
         log::info!("tradebot run: ready: {status}");
         self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
     }
 
-    pub fn status(&mut self, status: &str) {
+    pub(crate) fn status(&mut self, status: &str) {
         self.send(&[NotifyState::Status(status)]);
     }
 
-    pub fn stopping(&mut self, status: &str) {
+    pub(crate) fn stopping(&mut self, status: &str) {
         self.send(&[NotifyState::Stopping, NotifyState::Status(status)]);
     }
 
     /// Called from the engine loop at every turn; sends `WATCHDOG=1` when half the interval has passed.
-    pub fn watchdog(&mut self) {
+    pub(crate) fn watchdog(&mut self) {
         let Some(every) = self.ping_every else { return };
         let now = Instant::now();
         if self.last_ping.is_none_or(|t| now.duration_since(t) >= every) {

@@ -10,72 +10,72 @@ use crate::metrics::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub struct Reporter {
+pub(crate) struct Reporter {
     metrics: Arc<Metrics>,
     notifier: Notifier,
     ready: bool,
 }
 
 impl Reporter {
-    pub fn new(metrics: Arc<Metrics>, notifier: Notifier) -> Reporter {
+    pub(crate) fn new(metrics: Arc<Metrics>, notifier: Notifier) -> Reporter {
         Reporter { metrics, notifier, ready: false }
     }
 
     /// A bar reached the engine.
-    pub fn bar(&self, bar: &Bar) {
+    pub(crate) fn bar(&self, bar: &Bar) {
         self.metrics.bar(bar.symbol.as_str());
     }
 
     /// The engine took `took` over a bar (its decision, when the bar completed a moment).
-    pub fn decided(&self, took: Duration) {
+    pub(crate) fn decided(&self, took: Duration) {
         self.metrics.decision_latency.observe(took.as_secs_f64());
     }
 
     /// What the broker said of an order (`new`, `fill`, `canceled`, ...).
-    pub fn order(&self, what: &str) {
+    pub(crate) fn order(&self, what: &str) {
         self.metrics.order(what);
     }
 
     /// The orders among `cmds`, counted as sent (`new`).
-    pub fn sent(&self, cmds: &[Command]) {
+    pub(crate) fn sent(&self, cmds: &[Command]) {
         self.sent_count(cmds.iter().filter(|c| matches!(c, Command::Submit(_))).count());
     }
 
     /// `n` orders counted as sent (`new`).
-    pub fn sent_count(&self, n: usize) {
+    pub(crate) fn sent_count(&self, n: usize) {
         for _ in 0..n {
             self.metrics.order("new");
         }
     }
 
     /// An order risk refused, by its reason code.
-    pub fn refused(&self, code: &'static str) {
+    pub(crate) fn refused(&self, code: &'static str) {
         self.metrics.reject(code);
     }
 
     /// Ready (`READY=1` and the log line), said once however often it is called.
-    pub fn ready(&mut self, status: &str) {
+    pub(crate) fn ready(&mut self, status: &str) {
         if !self.ready {
             self.ready = true;
             self.notifier.ready(status);
         }
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready
     }
 
     /// What the daemon is doing (`STATUS=`).
-    pub fn status(&mut self, status: &str) {
+    pub(crate) fn status(&mut self, status: &str) {
         self.notifier.status(status);
     }
 
-    pub fn stopping(&mut self, status: &str) {
+    pub(crate) fn stopping(&mut self, status: &str) {
         self.notifier.stopping(status);
     }
 
     /// The loop turned: `WATCHDOG=1` when half the interval has passed.
-    pub fn watchdog(&mut self) {
+    pub(crate) fn watchdog(&mut self) {
         self.notifier.watchdog();
     }
 }

@@ -11,7 +11,7 @@ use crate::oms::{Oms, OmsError};
 use crate::risk::approve_notional;
 use rust_decimal::Decimal;
 
-pub struct ScriptedCore {
+pub(crate) struct ScriptedCore {
     oms: Oms,
     qty: Qty,
     max_notional: Decimal,
@@ -23,13 +23,14 @@ pub struct ScriptedCore {
 }
 
 impl ScriptedCore {
-    pub const STRATEGY: &'static str = "script";
+    pub(crate) const STRATEGY: &'static str = "script";
 
-    pub fn new(oms: Oms, qty: Qty, max_notional: Decimal, reconcile_every: u64) -> Self {
+    pub(crate) fn new(oms: Oms, qty: Qty, max_notional: Decimal, reconcile_every: u64) -> Self {
         ScriptedCore { oms, qty, max_notional, reconcile_every, ticks: 0, halted: false }
     }
 
-    pub fn oms(&self) -> &Oms {
+    #[cfg(test)]
+    pub(crate) fn oms(&self) -> &Oms {
         &self.oms
     }
 

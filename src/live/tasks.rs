@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// A stream of broker order events: Alpaca's trade_updates, or a channel from the simulated broker.
-pub trait UpdateSource: Send + 'static {
+pub(crate) trait UpdateSource: Send + 'static {
     /// The next event. Must be cancellation-safe (the runner selects on it).
     fn next(&mut self) -> impl Future<Output = Result<UpdatesEvent, UpdatesError>> + Send;
 }
@@ -22,8 +22,10 @@ impl UpdateSource for TradeUpdates {
 }
 
 /// Updates from a channel (the simulated broker's); `Stopped` once every sender is gone.
-pub struct ChannelUpdates(pub mpsc::UnboundedReceiver<UpdatesEvent>);
+#[cfg(test)]
+pub(crate) struct ChannelUpdates(pub mpsc::UnboundedReceiver<UpdatesEvent>);
 
+#[cfg(test)]
 impl UpdateSource for ChannelUpdates {
     async fn next(&mut self) -> Result<UpdatesEvent, UpdatesError> {
         self.0.recv().await.ok_or(UpdatesError::Stopped)

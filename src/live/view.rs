@@ -13,14 +13,14 @@ use std::collections::BTreeMap;
 /// The account's equity and cash as the driver knows them: the simulated broker's, or the engine's view
 /// of Alpaca's.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Balance {
+pub(crate) struct Balance {
     pub equity: f64,
     pub cash: f64,
 }
 
 /// What the status report needs of the engine, taken between two events from its memory (no disk).
 #[derive(Debug, Clone, Default)]
-pub struct EngineView {
+pub(crate) struct EngineView {
     pub account: Balance,
     pub positions: Vec<(Symbol, rust_decimal::Decimal)>,
     pub closes: Vec<(Symbol, f64)>,
@@ -38,7 +38,7 @@ pub struct EngineView {
 }
 
 impl EngineView {
-    pub fn of(engine: &Engine, account: Balance) -> Self {
+    pub(crate) fn of(engine: &Engine, account: Balance) -> Self {
         EngineView {
             account,
             positions: engine.oms().positions().into_iter().collect(),
@@ -69,7 +69,7 @@ impl EngineView {
 
 /// What the trading thread leaves for the chores after each event.
 #[derive(Debug, Clone, Default)]
-pub struct TradingView {
+pub(crate) struct TradingView {
     pub engine: EngineView,
     /// The first reconciliation is done: the engine trades.
     pub ready: bool,
@@ -78,7 +78,7 @@ pub struct TradingView {
 }
 
 /// One order as the status lists it.
-pub fn order_line(o: &OmsOrder) -> OrderStatusLine {
+pub(crate) fn order_line(o: &OmsOrder) -> OrderStatusLine {
     OrderStatusLine {
         client_order_id: o.client_order_id.to_string(),
         symbol: o.symbol.to_string(),

@@ -27,7 +27,7 @@ pub(crate) enum LstmError {
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct EpochStats {
+pub(crate) struct EpochStats {
     pub epoch: usize,
     pub train_loss: f64,
     pub val_loss: f64,

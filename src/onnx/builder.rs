@@ -4,8 +4,8 @@
 use super::OnnxError;
 use super::proto::*;
 
-pub const IR_VERSION: i64 = 8;
-pub const OPSET: i64 = 17;
+pub(crate) const IR_VERSION: i64 = 8;
+pub(crate) const OPSET: i64 = 17;
 
 /// One dimension of a graph input or output: fixed, or a named symbolic size such as `"batch"`.
 #[derive(Debug, Clone, PartialEq)]
@@ -178,6 +178,6 @@ impl GraphBuilder {
 }
 
 /// Serialises a model to the bytes of a `.onnx` file.
-pub fn encode(model: &ModelProto) -> Vec<u8> {
+pub(crate) fn encode(model: &ModelProto) -> Vec<u8> {
     prost::Message::encode_to_vec(model)
 }

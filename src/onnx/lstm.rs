@@ -8,7 +8,7 @@ use super::{Activation, Attr, Dense, Dim, GraphBuilder, OnnxError, encode};
 /// One single-direction LSTM layer in PyTorch's layout: `w_ih` `[4H][I]`, `w_hh` `[4H][H]`, biases `[4H]`,
 /// gate blocks in the order i, f, g, o.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LstmLayer {
+pub(crate) struct LstmLayer {
     pub input_size: usize,
     pub hidden: usize,
     pub w_ih: Vec<f32>,
@@ -20,12 +20,13 @@ pub struct LstmLayer {
 /// ONNX block `k` (i, o, f, c) comes from PyTorch block `PT_BLOCK[k]` (i, f, g, o).
 const PT_BLOCK: [usize; 4] = [0, 3, 1, 2];
 
+#[cfg(test)]
 fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
 impl LstmLayer {
-    pub fn check(&self, what: &str) -> Result<(), OnnxError> {
+    pub(crate) fn check(&self, what: &str) -> Result<(), OnnxError> {
         let (h, i) = (self.hidden, self.input_size);
         if self.w_ih.len() != 4 * h * i
             || self.w_hh.len() != 4 * h * h
@@ -38,7 +39,8 @@ impl LstmLayer {
     }
 
     /// The reference forward pass over one sequence `[T][I]` (row-major); returns the last hidden state.
-    pub fn forward_last(&self, seq: &[f32]) -> Vec<f32> {
+    #[cfg(test)]
+    pub(crate) fn forward_last(&self, seq: &[f32]) -> Vec<f32> {
         let (h, n_in) = (self.hidden, self.input_size);
         let mut hs = vec![0.0f32; h];
         let mut cs = vec![0.0f32; h];
@@ -69,7 +71,7 @@ impl LstmLayer {
     }
 
     /// Adds the LSTM over `x` `[batch, T, I]` and returns its last hidden state `[batch, H]`.
-    pub fn add_to_graph(&self, g: &mut GraphBuilder, x: &str, what: &str) -> Result<String, OnnxError> {
+    pub(crate) fn add_to_graph(&self, g: &mut GraphBuilder, x: &str, what: &str) -> Result<String, OnnxError> {
         self.check(what)?;
         let (h, i) = (self.hidden as i64, self.input_size as i64);
         let w = g.constant_f32(&format!("{what}_W"), &[1, 4 * h, i], &self.reorder(&self.w_ih, self.input_size))?;
@@ -88,7 +90,7 @@ impl LstmLayer {
 
 /// The whole classifier.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LstmClassifier {
+pub(crate) struct LstmClassifier {
     pub fast: LstmLayer,
     pub fast_len: usize,
     pub slow: LstmLayer,
@@ -102,11 +104,11 @@ pub struct LstmClassifier {
 }
 
 impl LstmClassifier {
-    pub fn classes(&self) -> usize {
+    pub(crate) fn classes(&self) -> usize {
         self.head.last().map(|l| l.out_dim).unwrap_or(0)
     }
 
-    pub fn validate(&self) -> Result<(), OnnxError> {
+    pub(crate) fn validate(&self) -> Result<(), OnnxError> {
         self.fast.check("fast")?;
         self.slow.check("slow")?;
         let mut dim = self.context_dim;
@@ -132,7 +134,8 @@ impl LstmClassifier {
     }
 
     /// Reference forward: class probabilities for one sample.
-    pub fn forward(&self, x_fast: &[f32], x_slow: &[f32], x_context: &[f32]) -> Vec<f32> {
+    #[cfg(test)]
+    pub(crate) fn forward(&self, x_fast: &[f32], x_slow: &[f32], x_context: &[f32]) -> Vec<f32> {
         let mut z = self.fast.forward_last(x_fast);
         z.extend(self.slow.forward_last(x_slow));
         let mut c = x_context.to_vec();
@@ -154,7 +157,7 @@ impl LstmClassifier {
 
     /// Inputs `x_fast` `[batch, fast_len, I_fast]`, `x_slow` `[batch, slow_len, I_slow]`, `x_context`
     /// `[batch, context_dim]`; output `probs` `[batch, classes]`.
-    pub fn to_onnx(&self, metadata: &[(&str, &str)]) -> Result<Vec<u8>, OnnxError> {
+    pub(crate) fn to_onnx(&self, metadata: &[(&str, &str)]) -> Result<Vec<u8>, OnnxError> {
         self.validate()?;
         let mut g = GraphBuilder::new("tradebot_lstm_classifier");
         let fixed = |n: usize| Dim::Fixed(n as i64);

@@ -5,12 +5,13 @@
 //! dense branch into softmax probabilities). Each family also has a plain-Rust forward pass, the reference the exported graph is
 //! checked against.
 
-pub mod builder;
-pub mod lstm;
-pub mod mlp;
-pub mod proto;
+pub(crate) mod builder;
+#[cfg(feature = "train")]
+pub(crate) mod lstm;
+pub(crate) mod mlp;
+pub(crate) mod proto;
 
-pub use builder::{Attr, Dim, GraphBuilder, encode};
+pub(crate) use builder::{Attr, Dim, GraphBuilder, encode};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OnnxError {

@@ -73,12 +73,12 @@ pub struct NodeProto {
 }
 
 /// `AttributeProto.AttributeType` values used here.
-pub mod attribute_type {
-    pub const FLOAT: i32 = 1;
-    pub const INT: i32 = 2;
-    pub const STRING: i32 = 3;
-    pub const FLOATS: i32 = 6;
-    pub const INTS: i32 = 7;
+pub(crate) mod attribute_type {
+    pub(crate) const FLOAT: i32 = 1;
+    pub(crate) const INT: i32 = 2;
+    pub(crate) const STRING: i32 = 3;
+    pub(crate) const FLOATS: i32 = 6;
+    pub(crate) const INTS: i32 = 7;
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -140,9 +140,9 @@ pub struct Dimension {
 }
 
 /// `TensorProto.DataType` values used here.
-pub mod data_type {
-    pub const FLOAT: i32 = 1;
-    pub const INT64: i32 = 7;
+pub(crate) mod data_type {
+    pub(crate) const FLOAT: i32 = 1;
+    pub(crate) const INT64: i32 = 7;
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

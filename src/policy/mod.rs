@@ -21,8 +21,11 @@ mod ppo;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use lstm::{LstmPolicy, LstmShapes};
-pub use ppo::{ActionSpaceError, PpoPolicy, check_action_space, manifest_action_space};
+pub(crate) use lstm::{LstmPolicy, LstmShapes};
+pub use ppo::PpoPolicy;
+pub(crate) use ppo::check_action_space;
+#[cfg(test)]
+pub(crate) use ppo::manifest_action_space;
 
 use crate::domain::{Symbol, Timeframe};
 use crate::env::ActionSpace;

@@ -14,7 +14,7 @@ pub(super) const OBS_INPUT: &str = "obs";
 
 /// Why a PPO model's action space does not suit the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ActionSpaceError {
+pub(crate) enum ActionSpaceError {
     #[error(
         "its manifest's action space {value} is not one this tradebot knows ({reason}): retrain it with this tradebot"
     )]
@@ -27,7 +27,7 @@ pub enum ActionSpaceError {
 
 /// The action space a PPO model was trained in (`params.env.action`; share counts for a model whose
 /// manifest predates the choice), or why it cannot be read.
-pub fn manifest_action_space(m: &Manifest) -> Result<ActionSpace, ActionSpaceError> {
+pub(crate) fn manifest_action_space(m: &Manifest) -> Result<ActionSpace, ActionSpaceError> {
     match m.params.get("env").and_then(|e| e.get("action")) {
         None => Ok(ActionSpace::Shares),
         Some(v) => serde_json::from_value(v.clone())
@@ -38,7 +38,7 @@ pub fn manifest_action_space(m: &Manifest) -> Result<ActionSpace, ActionSpaceErr
 /// Refuses a model whose action space differs from the config's `env.action_space`, naming both. The
 /// kind must match (what the model's outputs mean); the band and the cap are the config's, applied when
 /// trading.
-pub fn check_action_space(m: &Manifest, config: &ActionSpace) -> Result<(), ActionSpaceError> {
+pub(crate) fn check_action_space(m: &Manifest, config: &ActionSpace) -> Result<(), ActionSpaceError> {
     let model = manifest_action_space(m)?;
     if model.name() != config.name() {
         return Err(ActionSpaceError::Differs { model: model.name(), config: config.name() });

@@ -15,7 +15,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use std::collections::HashMap;
 
 /// Alpaca refuses a crypto order worth less than this.
-pub const CRYPTO_MIN_NOTIONAL: Decimal = Decimal::ONE;
+pub(crate) const CRYPTO_MIN_NOTIONAL: Decimal = Decimal::ONE;
 
 /// Alpaca takes at most this many decimal places in a quantity.
 const QTY_DP: u32 = 9;
@@ -26,19 +26,19 @@ fn rules_of(symbol: &Symbol, assets: Option<&HashMap<Symbol, AssetRules>>) -> As
 
 /// Whether `symbol` is crypto: its asset record says so, or its name is a pair (`BTC/USD`, Alpaca's
 /// naming of crypto).
-pub fn is_crypto(symbol: &Symbol, assets: Option<&HashMap<Symbol, AssetRules>>) -> bool {
+pub(crate) fn is_crypto(symbol: &Symbol, assets: Option<&HashMap<Symbol, AssetRules>>) -> bool {
     symbol.is_crypto() || rules_of(symbol, assets).crypto
 }
 
 /// The time in force of an order of `symbol` (`OrderTif::for_asset`): `gtc` for crypto, `day` for stocks.
 /// `assets`: the asset rules the daemon read from Alpaca, where there are any.
-pub fn tif_for(symbol: &Symbol, assets: Option<&HashMap<Symbol, AssetRules>>) -> OrderTif {
+pub(crate) fn tif_for(symbol: &Symbol, assets: Option<&HashMap<Symbol, AssetRules>>) -> OrderTif {
     OrderTif::for_asset(is_crypto(symbol, assets))
 }
 
 /// `qty` rounded down to what Alpaca takes: 9 decimal places, and whole steps of the symbol's
 /// `min_trade_increment` where it has one.
-pub fn order_qty(symbol: &Symbol, assets: Option<&HashMap<Symbol, AssetRules>>, qty: Decimal) -> Decimal {
+pub(crate) fn order_qty(symbol: &Symbol, assets: Option<&HashMap<Symbol, AssetRules>>, qty: Decimal) -> Decimal {
     let q = qty.round_dp_with_strategy(QTY_DP, RoundingStrategy::ToZero);
     match rules_of(symbol, assets).min_trade_increment.filter(|s| *s > Decimal::ZERO) {
         Some(step) => ((q / step).trunc() * step).normalize(),

@@ -12,15 +12,15 @@ use crate::domain::Timeframe;
 use chrono::{DateTime, Utc};
 use chrono_tz::America::New_York;
 
-pub use crate::calendar::Session;
+pub(crate) use crate::calendar::Session;
 
 /// The trading day an instant belongs to in New York (the date the daily loss limit counts from).
-pub fn trading_day(now: DateTime<Utc>) -> chrono::NaiveDate {
+pub(crate) fn trading_day(now: DateTime<Utc>) -> chrono::NaiveDate {
     now.with_timezone(&New_York).date_naive()
 }
 
 /// Whether the hours check applies to decisions on bars of this timeframe (intraday only).
-pub fn hours_apply(tf: Timeframe) -> bool {
+pub(crate) fn hours_apply(tf: Timeframe) -> bool {
     matches!(tf, Timeframe::Minutes(_) | Timeframe::Hours(_))
 }
 

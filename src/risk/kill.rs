@@ -23,8 +23,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-pub const KILL_SWITCH_KEY: &[u8] = b"risk.kill_switch";
-pub const DAY_OPEN_KEY: &[u8] = b"risk.day_open";
+pub(crate) const KILL_SWITCH_KEY: &[u8] = b"risk.kill_switch";
+pub(crate) const DAY_OPEN_KEY: &[u8] = b"risk.day_open";
 pub(super) const LAST_EQUITY_KEY: &[u8] = b"risk.last_equity";
 
 /// The tripped kill switch, as stored.
@@ -202,7 +202,7 @@ impl DailyLoss {
 }
 
 /// How a log line names the action: `halt`, `flatten`.
-pub fn action_name(a: KillSwitchAction) -> &'static str {
+pub(crate) fn action_name(a: KillSwitchAction) -> &'static str {
     match a {
         KillSwitchAction::Halt => "halt",
         KillSwitchAction::Flatten => "flatten",
@@ -210,7 +210,7 @@ pub fn action_name(a: KillSwitchAction) -> &'static str {
 }
 
 /// Reads the stored kill switch and day opening equity without taking over the tracker.
-pub fn stored_state(store: &Store) -> Result<(Option<KillSwitchState>, Option<DayOpen>), RiskError> {
+pub(crate) fn stored_state(store: &Store) -> Result<(Option<KillSwitchState>, Option<DayOpen>), RiskError> {
     let k: TypedTree<KillSwitchState> = store.tree(TreeName::Kv)?;
     let d: TypedTree<DayOpen> = store.tree(TreeName::Kv)?;
     Ok((k.get(KILL_SWITCH_KEY)?, d.get(DAY_OPEN_KEY)?))
@@ -219,7 +219,7 @@ pub fn stored_state(store: &Store) -> Result<(Option<KillSwitchState>, Option<Da
 /// Clears a tripped kill switch (and the day's reference and last equity, so the limit counts again from
 /// the next figure), flushed; logs who cleared it and when.
 /// Returns the state that was cleared, `None` when it was not tripped.
-pub fn clear(store: &Store, who: &str, now: DateTime<Utc>) -> Result<Option<KillSwitchState>, RiskError> {
+pub(crate) fn clear(store: &Store, who: &str, now: DateTime<Utc>) -> Result<Option<KillSwitchState>, RiskError> {
     let k: TypedTree<KillSwitchState> = store.tree(TreeName::Kv)?;
     let d: TypedTree<DayOpen> = store.tree(TreeName::Kv)?;
     let was = k.get(KILL_SWITCH_KEY)?;

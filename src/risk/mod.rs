@@ -19,7 +19,7 @@
 mod asset_rules;
 mod checks;
 mod context;
-pub mod hours;
+pub(crate) mod hours;
 mod kill;
 mod notional;
 mod refusal;
@@ -27,17 +27,16 @@ mod stops;
 #[cfg(test)]
 mod tests;
 
-pub use asset_rules::{CRYPTO_MIN_NOTIONAL, is_crypto, order_qty, tif_for};
-pub use checks::{Limits, RiskChecks};
-pub use context::{AssetRules, Holding, RiskContext};
-pub use kill::{
-    DAY_OPEN_KEY, DailyLoss, DayOpen, KILL_SWITCH_KEY, KillSwitchState, RiskError, action_name,
-    clear as clear_kill_switch, stored_state,
-};
-pub use notional::NotionalRefusal;
+pub(crate) use asset_rules::{CRYPTO_MIN_NOTIONAL, is_crypto, order_qty, tif_for};
+pub(crate) use checks::{Limits, RiskChecks};
+pub(crate) use context::{AssetRules, Holding, RiskContext};
+pub use kill::DailyLoss;
+pub(crate) use kill::{DayOpen, KillSwitchState, RiskError, action_name, clear as clear_kill_switch, stored_state};
 pub(crate) use notional::{approve_notional, approve_reducing_sell};
-pub use refusal::Refusal;
-pub use stops::{StopOut, StopTracker};
+pub(crate) use refusal::Refusal;
+pub(crate) use stops::StopOut;
+#[cfg(test)]
+pub(crate) use stops::StopTracker;
 
 /// A value the risk checks let through. Built only inside `crate::risk`.
 #[derive(Debug, Clone, PartialEq)]

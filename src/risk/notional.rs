@@ -7,7 +7,7 @@ use crate::domain::OrderRequest;
 use rust_decimal::Decimal;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum NotionalRefusal {
+pub(crate) enum NotionalRefusal {
     #[error("order {id}: reference price {price} is not a finite positive number")]
     BadPrice { id: String, price: f64 },
     #[error("order {id}: notional {notional:.2} is above the cap {cap:.2}")]

@@ -8,12 +8,12 @@ use crate::rl::ppo::Ppo;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
-pub const WEIGHTS: &str = "weights.safetensors";
+pub(crate) const WEIGHTS: &str = "weights.safetensors";
 const META: &str = "meta.json";
 const KEEP: usize = 2;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CheckpointMeta {
+pub(crate) struct CheckpointMeta {
     pub updates: u64,
     pub env_steps: u64,
     pub total_updates: u64,
@@ -38,7 +38,7 @@ fn dirs(root: &Path) -> anyhow::Result<Vec<(u64, PathBuf)>> {
 }
 
 /// Writes a checkpoint of `p` and prunes older ones.
-pub fn save(root: &Path, p: &Ppo, total_updates: u64) -> anyhow::Result<()> {
+pub(crate) fn save(root: &Path, p: &Ppo, total_updates: u64) -> anyhow::Result<()> {
     let ctx = || format!("writing a checkpoint in {}", root.display());
     std::fs::create_dir_all(root).with_context(ctx)?;
     let meta = checkpoint_meta(p, total_updates);
@@ -58,7 +58,7 @@ pub fn save(root: &Path, p: &Ppo, total_updates: u64) -> anyhow::Result<()> {
 }
 
 /// The newest readable checkpoint: its directory and meta.
-pub fn latest(root: &Path) -> anyhow::Result<Option<(PathBuf, CheckpointMeta)>> {
+pub(crate) fn latest(root: &Path) -> anyhow::Result<Option<(PathBuf, CheckpointMeta)>> {
     for (_, dir) in dirs(root)?.into_iter().rev() {
         let Ok(text) = std::fs::read(dir.join(META)) else { continue };
         match serde_json::from_slice::<CheckpointMeta>(&text) {
@@ -70,6 +70,6 @@ pub fn latest(root: &Path) -> anyhow::Result<Option<(PathBuf, CheckpointMeta)>> 
 }
 
 /// What a checkpoint records besides the weights.
-pub fn checkpoint_meta(p: &Ppo, total_updates: u64) -> CheckpointMeta {
+pub(crate) fn checkpoint_meta(p: &Ppo, total_updates: u64) -> CheckpointMeta {
     CheckpointMeta { updates: p.updates, env_steps: p.env_steps, total_updates }
 }

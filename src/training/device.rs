@@ -69,7 +69,7 @@ impl fmt::Display for DeviceRequest {
 
 /// The environment that stepped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnvBackend {
+pub(crate) enum EnvBackend {
     /// The env kernel (`env::kernel`), on the training device: the rollout stays there.
     Kernel,
     /// `VecEnv` on the host, each step's batch copied to the training device.
@@ -78,7 +78,7 @@ pub enum EnvBackend {
 
 impl EnvBackend {
     /// The name in JSON lines, manifests and bench rows: `kernel` or `VecEnv`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EnvBackend::Kernel => "kernel",
             EnvBackend::VecEnv => "VecEnv",
@@ -88,7 +88,7 @@ impl EnvBackend {
 
 /// What actually ran: the request, the device (`cpu`, `cuda:0`, ...) and the env.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ran {
+pub(crate) struct Ran {
     pub requested: DeviceRequest,
     pub device: String,
     pub env: EnvBackend,
@@ -96,12 +96,12 @@ pub struct Ran {
 
 impl Ran {
     /// `{"requested": "auto", "device": "cpu", "env": "VecEnv"}`.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({ "requested": self.requested.to_string(), "device": self.device, "env": self.env.as_str() })
     }
 
     /// Adds `device` and `env` (and `device_requested`) to a JSON object line.
-    pub fn tag(&self, line: &mut serde_json::Value) {
+    pub(crate) fn tag(&self, line: &mut serde_json::Value) {
         if let Some(o) = line.as_object_mut() {
             o.insert("device".into(), self.device.clone().into());
             o.insert("env".into(), self.env.as_str().into());
@@ -113,7 +113,7 @@ impl Ran {
 /// The torch device `req` resolves to. `cuda:N` fails, naming why, where CUDA device N is not usable;
 /// `auto` falls back to the CPU with one WARN naming why.
 #[cfg(feature = "train")]
-pub fn resolve(req: DeviceRequest) -> anyhow::Result<tch::Device> {
+pub(crate) fn resolve(req: DeviceRequest) -> anyhow::Result<tch::Device> {
     use tch::Device;
     match req {
         DeviceRequest::Cpu => Ok(Device::Cpu),

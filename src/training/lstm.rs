@@ -32,7 +32,7 @@ const MIN_TRAIN_SAMPLES: usize = 200;
 const PARITY_TOL: f32 = 1e-5;
 
 /// Trains, exports, checks and registers; returns the candidate's model id.
-pub fn run(job: LstmJob) -> anyhow::Result<String> {
+pub(crate) fn run(job: LstmJob) -> anyhow::Result<String> {
     train(job)
 }
 

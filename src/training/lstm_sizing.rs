@@ -11,24 +11,24 @@ use crate::features::FeatureSpec;
 use crate::features::windows::{self, WindowSpec};
 
 /// Fewest pooled labelled samples worth a model: 70 % of them train (at least 200), the rest validate and test.
-pub const MIN_SAMPLES: usize = 300;
+pub(crate) const MIN_SAMPLES: usize = 300;
 
 /// The start of the message of [`NotEnoughData`] (the retrain records such a run as skipped).
-pub use crate::retrain::NOT_ENOUGH_DATA;
+pub(crate) use crate::retrain::NOT_ENOUGH_DATA;
 
 /// Labelled samples a symbol with `bars` bars gives under window `w`.
-pub fn labelled(spec: &FeatureSpec, w: &WindowSpec, bars: usize) -> usize {
+pub(crate) fn labelled(spec: &FeatureSpec, w: &WindowSpec, bars: usize) -> usize {
     bars.saturating_sub(windows::first_ready_bar(spec, w) + w.horizon)
 }
 
 /// Pooled labelled samples over symbols with these bar counts.
-pub fn pooled(spec: &FeatureSpec, w: &WindowSpec, bars: &[usize]) -> usize {
+pub(crate) fn pooled(spec: &FeatureSpec, w: &WindowSpec, bars: &[usize]) -> usize {
     bars.iter().map(|&n| labelled(spec, w, n)).sum()
 }
 
 /// The window for symbols with these bar counts: the configured one when it reaches `cfg.target_samples`,
 /// else the first step of the shrinking (see the module) that does, or the bounds.
-pub fn size(cfg: &LstmConfig, spec: &FeatureSpec, bars: &[usize]) -> WindowSpec {
+pub(crate) fn size(cfg: &LstmConfig, spec: &FeatureSpec, bars: &[usize]) -> WindowSpec {
     let mut w = cfg.window_spec();
     let floor = |min: usize, v: usize| min.min(v);
     let (min_slow_len, min_slow_factor, min_horizon) = (
@@ -55,7 +55,7 @@ pub fn size(cfg: &LstmConfig, spec: &FeatureSpec, bars: &[usize]) -> WindowSpec 
 #[error(
     "{NOT_ENOUGH_DATA}: {samples} labelled samples ({per_symbol} per symbol over {days} days), need {need}: import more history (`tradebot data import FILE` or `tradebot data fetch --from YYYY-MM-DD`, up to lstm.history_days = {history_days} days before the [train] range ends) or lower lstm.min_slow_len / lstm.min_slow_factor"
 )]
-pub struct NotEnoughData {
+pub(crate) struct NotEnoughData {
     pub samples: usize,
     /// The mean over the symbols, rounded down.
     pub per_symbol: usize,

@@ -10,23 +10,25 @@
 //! - [`device`]: `--device` (cpu, cuda[:N], auto) and what actually ran (device and env).
 //!
 //! The jobs take plain structs ([`PpoJob`], [`LstmJob`]) with a loaded `Config`; the command line builds
-//! them. A build without the `train` feature (no libtorch) keeps the jobs and refuses them with the reason.
+//! them. A build without the `train` feature (no libtorch) keeps the jobs and refuses them with the reason:
+//! there the jobs are built but never run, so dead code is expected in that build only.
+#![cfg_attr(not(feature = "train"), allow(dead_code))]
 
 #[cfg(feature = "train")]
-pub mod checkpoint;
-pub mod device;
+pub(crate) mod checkpoint;
+pub(crate) mod device;
 #[cfg(feature = "train")]
-pub mod lstm;
+pub(crate) mod lstm;
 #[cfg(feature = "train")]
-pub mod lstm_sizing;
+pub(crate) mod lstm_sizing;
 #[cfg(feature = "train")]
-pub mod ppo;
+pub(crate) mod ppo;
 #[cfg(feature = "train")]
-pub mod ppo_warm;
+pub(crate) mod ppo_warm;
 #[cfg(feature = "train")]
-pub mod progress;
+pub(crate) mod progress;
 #[cfg(feature = "train")]
-pub mod sac;
+pub(crate) mod sac;
 
 use crate::config::Config;
 #[cfg(feature = "train")]
@@ -53,7 +55,7 @@ pub(crate) fn snapshot_path(data: Option<&Path>) -> Option<PathBuf> {
 
 /// `steps` rounded up to whole PPO updates of `n_envs` × `n_steps` steps each: the updates, the steps
 /// they train, and a sentence saying so when that is more than asked (`None` when it is exact).
-pub fn whole_updates(steps: u64, n_envs: usize, n_steps: usize) -> (u64, u64, Option<String>) {
+pub(crate) fn whole_updates(steps: u64, n_envs: usize, n_steps: usize) -> (u64, u64, Option<String>) {
     use crate::domain::count;
     let per_update = (n_envs * n_steps).max(1) as u64;
     let updates = steps.div_ceil(per_update).max(1);
@@ -72,7 +74,7 @@ pub fn whole_updates(steps: u64, n_envs: usize, n_steps: usize) -> (u64, u64, Op
 
 /// `tradebot train ppo`.
 #[derive(Debug, Clone)]
-pub struct PpoJob {
+pub(crate) struct PpoJob {
     pub config: Config,
     /// auto (CUDA when usable, else the CPU, said once) | cpu | cuda[:N] (the env kernel on that GPU, or an error)
     pub device: device::DeviceRequest,
@@ -93,7 +95,7 @@ pub struct PpoJob {
 
 /// `tradebot train sac`.
 #[derive(Debug, Clone)]
-pub struct SacJob {
+pub(crate) struct SacJob {
     pub config: Config,
     /// auto (CUDA when usable, else the CPU, said once) | cpu | cuda[:N]: where the networks and the replay
     /// buffer live (the env steps on the CPU).
@@ -108,7 +110,7 @@ pub struct SacJob {
 
 /// `tradebot train lstm`.
 #[derive(Debug, Clone)]
-pub struct LstmJob {
+pub(crate) struct LstmJob {
     pub config: Config,
     /// auto (CUDA when usable, else the CPU, said once) | cpu | cuda[:N] (that GPU, or an error)
     pub device: device::DeviceRequest,
@@ -122,7 +124,7 @@ pub struct LstmJob {
 
 /// Trains PPO and registers the model as a candidate; returns its id. With `json`, an error is also
 /// reported as an `{"event": "error"}` line (the retrain child's protocol).
-pub fn train_ppo(job: PpoJob) -> anyhow::Result<String> {
+pub(crate) fn train_ppo(job: PpoJob) -> anyhow::Result<String> {
     let json = job.json;
     let result = train_ppo_inner(job);
     if json && let Err(e) = &result {
@@ -133,7 +135,7 @@ pub fn train_ppo(job: PpoJob) -> anyhow::Result<String> {
 
 /// Trains SAC and registers its policy as a candidate; returns its id. With `json`, an error is also
 /// reported as an `{"event": "error"}` line.
-pub fn train_sac(job: SacJob) -> anyhow::Result<String> {
+pub(crate) fn train_sac(job: SacJob) -> anyhow::Result<String> {
     let json = job.json;
     let result = train_sac_inner(job);
     if json && let Err(e) = &result {
@@ -144,7 +146,7 @@ pub fn train_sac(job: SacJob) -> anyhow::Result<String> {
 
 /// Trains the LSTM classifier and registers the model as a candidate; returns its id. With `json`, an
 /// error is also reported as an `{"event": "error"}` line.
-pub fn train_lstm(job: LstmJob) -> anyhow::Result<String> {
+pub(crate) fn train_lstm(job: LstmJob) -> anyhow::Result<String> {
     let json = job.json;
     let result = train_lstm_inner(job);
     if json && let Err(e) = &result {
@@ -197,21 +199,21 @@ fn train_lstm_inner(_: LstmJob) -> anyhow::Result<String> {
 }
 
 /// Prints one JSON line on stdout (the child protocol), flushed at once so the parent sees it live.
-pub fn emit(v: &serde_json::Value) {
+pub(crate) fn emit(v: &serde_json::Value) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{v}");
     let _ = out.flush();
 }
 
-pub fn emit_error(e: &anyhow::Error) {
+pub(crate) fn emit_error(e: &anyhow::Error) {
     let message = e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ");
     emit(&serde_json::json!({ "event": "error", "message": message }));
 }
 
 /// A torch device as the config and the command line name it: `cpu`, `cuda:0`, ...
 #[cfg(feature = "train")]
-pub fn device_name(d: tch::Device) -> String {
+pub(crate) fn device_name(d: tch::Device) -> String {
     match d {
         tch::Device::Cpu => "cpu".into(),
         tch::Device::Cuda(i) => format!("cuda:{i}"),
@@ -223,7 +225,7 @@ pub fn device_name(d: tch::Device) -> String {
 /// The torch device a job asks for (`device::DeviceRequest`: `cpu`, `cuda[:N]`, refused with the reason
 /// when that CUDA device is not usable, or `auto`, which falls back to the CPU with one WARN).
 #[cfg(feature = "train")]
-pub fn pick_device(request: &device::DeviceRequest) -> anyhow::Result<tch::Device> {
+pub(crate) fn pick_device(request: &device::DeviceRequest) -> anyhow::Result<tch::Device> {
     device::resolve(*request)
 }
 

@@ -27,13 +27,13 @@ use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 /// The tch and ONNX Runtime forwards must agree this closely, or the model is not registered.
-pub const PARITY_TOLERANCE: f32 = 1e-5;
+pub(crate) const PARITY_TOLERANCE: f32 = 1e-5;
 const PARITY_SAMPLES: i64 = 1000;
 /// Environment steps when neither the job nor `retrain.ppo_steps` says.
-pub const DEFAULT_STEPS: u64 = 200_000;
+pub(crate) const DEFAULT_STEPS: u64 = 200_000;
 
 /// The training panel and the dates it covers.
-pub struct TrainData {
+pub(crate) struct TrainData {
     pub panel: Panel,
     pub first: NaiveDate,
     pub last: NaiveDate,
@@ -43,7 +43,7 @@ pub struct TrainData {
 /// missing) or from a dataset snapshot, aligned on common times and turned into a panel. With
 /// `env.reward = "vs-benchmark"` and an index `env.benchmark`, the index's bars are loaded beside them
 /// (aligned on the same days) as the panel's benchmark.
-pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow::Result<TrainData> {
+pub(crate) fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow::Result<TrainData> {
     let crate::env::Reward::VsBenchmark { benchmark: crate::env::Benchmark::Symbol(index), .. } = &config.env.reward
     else {
         return panel_of(config, load_bars(config, snapshot)?);
@@ -61,7 +61,7 @@ pub fn load_data(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow:
 }
 
 /// The configured symbols' bars over the `[train]` range, aligned on common times (one vector per symbol).
-pub fn load_bars(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow::Result<Vec<Vec<Bar>>> {
+pub(crate) fn load_bars(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow::Result<Vec<Vec<Bar>>> {
     let (from, to) = crate::data::day_window(config.train.from, config.train.train_end());
     let symbols = &config.market.symbols;
     Ok(match snapshot {
@@ -88,7 +88,7 @@ pub fn load_bars(config: &Config, snapshot: Option<&std::path::Path>) -> anyhow:
 }
 
 /// Aligned bars (`load_bars`) as a training panel, checked: finite features, room for an episode.
-pub fn panel_of(config: &Config, assets: Vec<Vec<Bar>>) -> anyhow::Result<TrainData> {
+pub(crate) fn panel_of(config: &Config, assets: Vec<Vec<Bar>>) -> anyhow::Result<TrainData> {
     let symbols = &config.market.symbols;
     let day = |d: Option<NaiveDate>| d.map_or_else(|| "(open)".to_string(), |d| d.to_string());
     let range = format!("[train] range {}..={}", day(config.train.from), day(config.train.train_end()));
@@ -131,7 +131,7 @@ pub fn panel_of(config: &Config, assets: Vec<Vec<Bar>>) -> anyhow::Result<TrainD
 /// actions, observations, rewards and done flags stay there for the whole rollout. On the CPU, `VecEnv`.
 /// Where the kernel cannot start on CUDA (no NVRTC, a driver too old for the code, FinRL's accounting),
 /// `--device cuda` fails with the reason; `--device auto` says why once and trains on the CPU.
-pub fn training_env(
+pub(crate) fn training_env(
     cfg: &EnvConfig,
     panel: Arc<Panel>,
     device: Device,
@@ -158,7 +158,7 @@ pub fn training_env(
 }
 
 /// Trains, exports, checks and registers; returns the candidate's model id.
-pub fn run(args: PpoJob) -> anyhow::Result<String> {
+pub(crate) fn run(args: PpoJob) -> anyhow::Result<String> {
     let config = run_config(&args)?;
     let requested = args.device;
     let device = device::resolve(requested)?;
@@ -291,7 +291,7 @@ fn resume(ppo: &mut Ppo, ckpt_dir: &std::path::Path) -> anyhow::Result<()> {
 
 /// The policy as ONNX bytes, refused unless ONNX Runtime's forward matches tch's on 1,000 random
 /// observations (scaled by the observation statistics) within `PARITY_TOLERANCE`.
-pub fn export_checked(ppo: &Ppo, config: &Config) -> anyhow::Result<(f32, Vec<u8>)> {
+pub(crate) fn export_checked(ppo: &Ppo, config: &Config) -> anyhow::Result<(f32, Vec<u8>)> {
     let policy = ppo.export_policy(Some(1.0))?;
     let bytes = policy.to_onnx("obs", "action", &[("producer", "tradebot train ppo")])?;
     let d = policy.obs_dim() as i64;
@@ -310,7 +310,7 @@ pub fn export_checked(ppo: &Ppo, config: &Config) -> anyhow::Result<(f32, Vec<u8
 }
 
 /// Runs the ONNX policy in ONNX Runtime on `obs` (`n x d`, row-major); returns the actions, flattened.
-pub fn onnx_forward(config: &Config, bytes: &[u8], obs: &[f32], d: usize) -> anyhow::Result<Vec<f32>> {
+pub(crate) fn onnx_forward(config: &Config, bytes: &[u8], obs: &[f32], d: usize) -> anyhow::Result<Vec<f32>> {
     let rt = crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let mut s = ort::session::Session::builder(&rt.env)?.commit_from_memory(bytes)?;
     let x = ndarray::Array2::from_shape_vec((obs.len() / d.max(1), d), obs.to_vec())?;
@@ -318,7 +318,7 @@ pub fn onnx_forward(config: &Config, bytes: &[u8], obs: &[f32], d: usize) -> any
     Ok(out["action"].try_extract_array::<f32>()?.iter().copied().collect())
 }
 
-pub fn register(
+pub(crate) fn register(
     config: &Config,
     ppo: &Ppo,
     dates: (NaiveDate, NaiveDate),
@@ -357,7 +357,7 @@ pub(crate) fn register_policy_state(
 }
 
 /// The manifest of a PPO model trained with `config` (the PPO model contract), before registration.
-pub fn draft(
+pub(crate) fn draft(
     config: &Config,
     ppo: &Ppo,
     dates: (NaiveDate, NaiveDate),

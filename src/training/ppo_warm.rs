@@ -20,7 +20,7 @@ use tch::{Device, Tensor};
 
 /// Why a run cannot start from a model's training state (it trains from scratch and says this).
 #[derive(Debug, thiserror::Error)]
-pub enum WarmError {
+pub(crate) enum WarmError {
     #[error("{}", .0)]
     Registry(#[from] RegistryError),
     #[error("{}", .0)]
@@ -56,7 +56,7 @@ fn kept_variables(ppo: &Ppo) -> Vec<(String, Tensor)> {
 
 /// The trainer's state as the registry keeps it beside a model: safetensors bytes of every variable but
 /// Adam's.
-pub fn state_bytes(ppo: &Ppo) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn state_bytes(ppo: &Ppo) -> anyhow::Result<Vec<u8>> {
     let vars: Vec<(String, Tensor)> =
         kept_variables(ppo).into_iter().map(|(n, t)| (n, t.to_device(Device::Cpu).contiguous())).collect();
     let tmp = tempfile::Builder::new().prefix("policy-").suffix(".safetensors").tempfile()?;
@@ -66,7 +66,7 @@ pub fn state_bytes(ppo: &Ppo) -> anyhow::Result<Vec<u8>> {
 
 /// Loads a state written by `state_bytes` into `ppo`: every kept variable must be in the file, with its
 /// shape and type, and nothing else; all are checked before any is copied. Adam's state is not touched.
-pub fn load_state(ppo: &Ppo, path: &Path) -> Result<(), WarmError> {
+pub(crate) fn load_state(ppo: &Ppo, path: &Path) -> Result<(), WarmError> {
     let file = Tensor::read_safetensors(path)
         .map_err(|source| WarmError::NotSafetensors { path: path.display().to_string(), source })?;
     let mut file: HashMap<String, Tensor> = file.into_iter().collect();
@@ -96,7 +96,7 @@ pub fn load_state(ppo: &Ppo, path: &Path) -> Result<(), WarmError> {
 /// why. `want` is the manifest a model trained with `config` gets (`ppo::draft`): the contract the model
 /// must have. A `warm: false` answer may leave `ppo` partly loaded only if a copy failed after every check
 /// passed: the caller builds a fresh one then.
-pub fn warm_start(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> WarmStart {
+pub(crate) fn warm_start(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> WarmStart {
     match try_warm(config, want, ppo, id) {
         Ok(()) => {
             log::info!(
@@ -123,7 +123,7 @@ fn try_warm(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> Result<(),
 /// the manifest this run's model gets): a PPO policy with the same features, symbols, timeframe, input and
 /// output shapes, action space, observation scale (`env.initial_cash`), hidden layers, activation and
 /// observation normalisation.
-pub fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), WarmError> {
+pub(crate) fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), WarmError> {
     if m.kind != ModelKind::Ppo || m.algorithm != Algorithm::Ppo {
         let what = if m.kind == ModelKind::Ppo { m.algorithm.as_str() } else { m.kind.as_str() };
         return Err(WarmError::NotPpo { id: m.id.clone(), what: what.to_string() });

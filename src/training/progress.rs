@@ -15,7 +15,7 @@ use std::time::Instant;
 use tch::Device;
 
 /// Live progress: a bar on a terminal, JSON lines with `--json`, else one line per update on stderr.
-pub struct PpoProgress {
+pub(crate) struct PpoProgress {
     json: bool,
     bar: Option<indicatif::ProgressBar>,
     total_updates: u64,
@@ -56,7 +56,7 @@ fn gpu_text(gpu: Option<&GpuStats>) -> String {
 }
 
 impl PpoProgress {
-    pub fn new(json: bool, total_updates: u64, total_steps: u64, steps_done: u64) -> PpoProgress {
+    pub(crate) fn new(json: bool, total_updates: u64, total_steps: u64, steps_done: u64) -> PpoProgress {
         let bar = (!json && std::io::stderr().is_terminal()).then(|| {
             let b = indicatif::ProgressBar::new(total_steps);
             let style = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps {msg}")
@@ -79,18 +79,18 @@ impl PpoProgress {
     }
 
     /// Shows the utilisation of `device`'s GPU with each update (nothing on the CPU).
-    pub fn with_gpu(mut self, device: Device) -> Self {
+    pub(crate) fn with_gpu(mut self, device: Device) -> Self {
         self.gpu = sampler(device);
         self
     }
 
     /// Names the device and env that run (`device`, `env`) on each JSON line.
-    pub fn with_ran(mut self, ran: &Ran) -> Self {
+    pub(crate) fn with_ran(mut self, ran: &Ran) -> Self {
         self.ran = Some(ran.clone());
         self
     }
 
-    pub fn update(&self, s: &UpdateStats) {
+    pub(crate) fn update(&self, s: &UpdateStats) {
         let done = s.env_steps.saturating_sub(self.steps_at_start) as f64;
         let rate = done / self.started.elapsed().as_secs_f64().max(1e-9);
         let eta_secs = self.total_steps.saturating_sub(s.env_steps) as f64 / rate.max(1e-9);
@@ -132,7 +132,7 @@ impl PpoProgress {
     }
 
     /// Leaves the bar where training stopped (a time budget may end it before the last step).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(b) = &self.bar {
             b.abandon();
             crate::logging::bridge::hide();
@@ -149,7 +149,7 @@ impl Drop for PpoProgress {
 }
 
 /// The LSTM trainer's progress: JSON lines, a progress bar on a terminal, or a plain line per epoch.
-pub struct LstmProgress {
+pub(crate) struct LstmProgress {
     json: bool,
     max_epochs: usize,
     bar: Option<indicatif::ProgressBar>,
@@ -157,7 +157,7 @@ pub struct LstmProgress {
 }
 
 impl LstmProgress {
-    pub fn new(json: bool, max_epochs: usize, done: usize) -> Self {
+    pub(crate) fn new(json: bool, max_epochs: usize, done: usize) -> Self {
         let bar = (!json && std::io::stderr().is_terminal()).then(|| indicatif::ProgressBar::new(max_epochs as u64));
         Self::with_bar(json, max_epochs, done, bar)
     }
@@ -179,12 +179,12 @@ impl LstmProgress {
     }
 
     /// Shows the utilisation of `device`'s GPU with each epoch (nothing on the CPU).
-    pub fn with_gpu(mut self, device: Device) -> Self {
+    pub(crate) fn with_gpu(mut self, device: Device) -> Self {
         self.gpu = sampler(device);
         self
     }
 
-    pub fn start(&self, device: &Device, tr: usize, va: usize, te: usize) {
+    pub(crate) fn start(&self, device: &Device, tr: usize, va: usize, te: usize) {
         let dev = super::device_name(*device);
         if self.json {
             // A progress line that cannot be written is dropped (as `emit` drops it): the run goes on.
@@ -197,7 +197,7 @@ impl LstmProgress {
         }
     }
 
-    pub fn epoch(&self, s: &EpochStats, train: usize) {
+    pub(crate) fn epoch(&self, s: &EpochStats, train: usize) {
         let gpu = self.gpu.as_ref().and_then(GpuSampler::take_recent);
         let line = format!(
             "{:.2} s, {:.0} samples/s, loss {:.4}, val MCC {:.4} acc {:.4} F1 {:.4} (best {:.4} at {}){}",
@@ -229,7 +229,7 @@ impl LstmProgress {
     }
 
     /// Leaves the bar at the last epoch run: an early stop at epoch 57 of 500 shows 57/500.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(b) = &self.bar {
             b.abandon();
             crate::logging::bridge::hide();
@@ -246,7 +246,7 @@ impl Drop for LstmProgress {
 }
 
 /// Formats seconds as `1h02m`, `3m05s` or `42s`.
-pub fn eta(secs: f64) -> String {
+pub(crate) fn eta(secs: f64) -> String {
     crate::domain::duration_words(secs)
 }
 

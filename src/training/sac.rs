@@ -23,12 +23,12 @@ use tch::{Device, Kind, Tensor};
 
 const PARITY_SAMPLES: i64 = 1000;
 /// Environment steps when neither the job nor `retrain.sac_steps` says.
-pub const DEFAULT_STEPS: u64 = 100_000;
+pub(crate) const DEFAULT_STEPS: u64 = 100_000;
 /// Progress lines per run.
 const REPORTS: u64 = 50;
 
 /// Trains, exports, checks and registers; returns the candidate's model id.
-pub fn run(args: SacJob) -> anyhow::Result<String> {
+pub(crate) fn run(args: SacJob) -> anyhow::Result<String> {
     let (mut config, seed) = super::dated_config(&args.config)?;
     if let Some(seed) = seed {
         log::info!("seed {seed} (the retrain's, in place of sac.seed and env.seed)");
@@ -105,7 +105,7 @@ fn report(json: bool, s: &SacStats, total: u64, ran: &Ran) {
 
 /// The deterministic actor as ONNX bytes, refused unless ONNX Runtime's forward matches tch's on 1,000
 /// random observations (scaled by the observation statistics) within `PARITY_TOLERANCE`.
-pub fn export_checked(sac: &Sac, config: &Config) -> anyhow::Result<(f32, Vec<u8>)> {
+pub(crate) fn export_checked(sac: &Sac, config: &Config) -> anyhow::Result<(f32, Vec<u8>)> {
     let policy = sac.export_policy()?;
     let bytes = policy.to_onnx("obs", "action", &[("producer", "tradebot train sac")])?;
     let d = policy.obs_dim() as i64;
@@ -123,7 +123,7 @@ pub fn export_checked(sac: &Sac, config: &Config) -> anyhow::Result<(f32, Vec<u8
 }
 
 /// Registers the checked export of `sac` as a candidate policy in `config.state_dir`'s registry.
-pub fn register(
+pub(crate) fn register(
     config: &Config,
     sac: &Sac,
     dates: (NaiveDate, NaiveDate),
@@ -137,7 +137,7 @@ pub fn register(
 
 /// The manifest of a SAC policy trained with `config`: the PPO model contract (inputs, outputs,
 /// `params.env`), `algorithm = sac`, `params.sac`.
-pub fn draft(
+pub(crate) fn draft(
     config: &Config,
     sac: &Sac,
     dates: (NaiveDate, NaiveDate),

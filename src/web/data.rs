@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct DashboardData {
+pub(crate) struct DashboardData {
     pub status: StatusReport,
     /// Equity over time with the buy-and-hold benchmark on the same bars.
     pub equity: Vec<EquityPoint>,
@@ -44,7 +44,7 @@ pub struct DashboardData {
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct SymbolView {
+pub(crate) struct SymbolView {
     pub symbol: String,
     pub qty: f64,
     /// Average price of the units held (0 when flat).
@@ -60,7 +60,7 @@ pub struct SymbolView {
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct PriceView {
+pub(crate) struct PriceView {
     pub symbol: String,
     pub t: Vec<DateTime<Utc>>,
     pub close: Vec<f64>,
@@ -79,7 +79,7 @@ pub struct PriceView {
 
 impl PriceView {
     /// Fills `open`, `high`, `low` and `volume` from `bars` (any order; those at no `t` are ignored).
-    pub fn add_bars(&mut self, bars: &[crate::domain::Bar]) {
+    pub(crate) fn add_bars(&mut self, bars: &[crate::domain::Bar]) {
         let at: BTreeMap<DateTime<Utc>, &crate::domain::Bar> = bars.iter().map(|b| (b.t, b)).collect();
         let pick = |f: fn(&crate::domain::Bar) -> f64, none: &dyn Fn(usize) -> f64| -> Vec<f64> {
             self.t.iter().enumerate().map(|(i, t)| at.get(t).map_or_else(|| none(i), |b| f(b))).collect()
@@ -121,7 +121,7 @@ pub(crate) fn order_reason(client_order_id: &str) -> String {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FillMark {
+pub(crate) struct FillMark {
     pub t: DateTime<Utc>,
     pub buy: bool,
     pub qty: f64,
@@ -132,14 +132,14 @@ pub struct FillMark {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EquityPoint {
+pub(crate) struct EquityPoint {
     pub t: DateTime<Utc>,
     pub equity: f64,
     pub buy_hold: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DecisionView {
+pub(crate) struct DecisionView {
     pub t: DateTime<Utc>,
     pub symbol: String,
     pub model_id: String,
@@ -150,7 +150,7 @@ pub struct DecisionView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelView {
+pub(crate) struct ModelView {
     pub id: String,
     pub kind: String,
     pub state: String,
@@ -159,7 +159,7 @@ pub struct ModelView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GateView {
+pub(crate) struct GateView {
     pub at: DateTime<Utc>,
     pub kind: String,
     pub candidate: Option<String>,
@@ -170,7 +170,7 @@ pub struct GateView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrainingView {
+pub(crate) struct TrainingView {
     pub id: String,
     pub kind: String,
     pub started_at: DateTime<Utc>,
@@ -188,7 +188,7 @@ pub struct TrainingView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Progress {
+pub(crate) struct Progress {
     pub done: f64,
     pub total: f64,
     pub steps_per_s: f64,
@@ -200,7 +200,7 @@ pub struct Progress {
 
 /// A training child's GPU readings (NVML): busy %, memory in use (MiB), power (W).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct GpuNow {
+pub(crate) struct GpuNow {
     pub busy_pct: f64,
     pub memory_mb: f64,
     pub power_w: Option<f64>,
@@ -210,7 +210,7 @@ impl Progress {
     /// A training child's progress line as the run's progress: PPO counts steps, the LSTM epochs, a
     /// search (`retrain.tune`) its ended trials; `None` for a line without both counts (the dataset's,
     /// `done`). The dashboard and the foreground `tradebot retrain` show the same.
-    pub fn of_line(line: &serde_json::Value) -> Option<Progress> {
+    pub(crate) fn of_line(line: &serde_json::Value) -> Option<Progress> {
         let done = ["env_steps", "epoch", "trials_ended"].iter().find_map(|k| line.get(*k)?.as_f64())?;
         let total = ["total_steps", "max_epochs", "trials"].iter().find_map(|k| line.get(*k)?.as_f64())?;
         Some(Progress {
@@ -227,7 +227,7 @@ impl Progress {
     }
 
     /// What it counts: "steps", "epochs" or "trials" (by the line's keys).
-    pub fn unit(line: &serde_json::Value) -> &'static str {
+    pub(crate) fn unit(line: &serde_json::Value) -> &'static str {
         if line.get("env_steps").is_some() {
             "steps"
         } else if line.get("epoch").is_some() {
@@ -240,7 +240,7 @@ impl Progress {
 
 impl GpuNow {
     /// From a progress line's `gpu_busy_pct`, `gpu_memory_mb` and `gpu_power_w` (busy % and memory needed).
-    pub fn of_line(line: &serde_json::Value) -> Option<GpuNow> {
+    pub(crate) fn of_line(line: &serde_json::Value) -> Option<GpuNow> {
         let get = |k: &str| line.get(k).and_then(serde_json::Value::as_f64);
         Some(GpuNow { busy_pct: get("gpu_busy_pct")?, memory_mb: get("gpu_memory_mb")?, power_w: get("gpu_power_w") })
     }
@@ -253,19 +253,16 @@ pub(crate) trait DashboardSource: Send + Sync + 'static {
 
 /// A fixed snapshot, replaceable at any time: tests, and daemons that push rather than pull.
 #[derive(Debug, Default)]
-pub struct SharedData(std::sync::RwLock<DashboardData>);
+pub(crate) struct SharedData(std::sync::RwLock<DashboardData>);
 
 impl SharedData {
-    pub fn new(d: DashboardData) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(d: DashboardData) -> Self {
         SharedData(std::sync::RwLock::new(d))
     }
 
-    pub fn set(&self, d: DashboardData) {
+    pub(crate) fn set(&self, d: DashboardData) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = d;
-    }
-
-    pub fn update(&self, f: impl FnOnce(&mut DashboardData)) {
-        f(&mut self.0.write().unwrap_or_else(|e| e.into_inner()));
     }
 }
 

@@ -4,8 +4,8 @@
 use super::{demo_config_in, text, tradebot};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
-use tradebot::config::KillSwitchAction;
-use tradebot::risk::DailyLoss;
+use tradebot::DailyLoss;
+use tradebot::KillSwitchAction;
 use tradebot::store::Store;
 
 fn status(cfg: &str) -> serde_json::Value {

@@ -26,19 +26,19 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
+use tradebot::FeatureSpec;
 use tradebot::alpaca::fake::{FakeAlpaca, KEY_ID, SECRET_KEY};
 use tradebot::alpaca::wire::market as wm;
 use tradebot::alpaca::wire::rest as wr;
 use tradebot::domain::{Bar, ClientOrderId, Symbol, Timeframe};
 use tradebot::engine::ManualClock;
 use tradebot::env::rng::SplitMix64;
-use tradebot::features::FeatureSpec;
 use tradebot::models::{Manifest, ModelKind, Registry, TensorSpec};
 use tradebot::oms::{Oms, OmsConfig};
-use tradebot::onnx::mlp::{MlpPolicy, Squash};
-use tradebot::onnx::{Activation, Dense};
-use tradebot::policy::{Pipeline, PpoPolicy};
 use tradebot::store::Store;
+use tradebot::{Activation, Dense};
+use tradebot::{MlpPolicy, Squash};
+use tradebot::{Pipeline, PpoPolicy};
 
 const KILLS: usize = 50;
 /// Monday 2024-03-11 14:30 UTC; bar i opens at T0 + i minutes.

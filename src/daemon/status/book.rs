@@ -17,14 +17,14 @@ const TRADES_SHOWN: usize = 50;
 const PRICE_BARS: usize = 250;
 
 #[derive(Debug, Clone, Default)]
-pub struct Book {
+pub(crate) struct Book {
     pub trades: Vec<ClosedTrade>,
     pub symbols: Vec<SymbolView>,
     pub prices: Vec<PriceView>,
 }
 
 /// The book of the account in `account` (nothing without one, or when its trees do not read).
-pub fn book(
+pub(crate) fn book(
     account: Option<&Store>,
     decisions: Option<&TypedTree<DecisionRecord>>,
     view: &EngineView,

@@ -4,8 +4,8 @@
 //! without a daemon (`offline`). The files that extend the host (`publish`, `watch`) use it; the host
 //! uses only the plain types below it (`state`, `book::Book`).
 
-pub mod book;
-pub mod offline;
+pub(crate) mod book;
+pub(crate) mod offline;
 mod publish;
 pub(super) mod state;
-pub mod watch;
+pub(crate) mod watch;

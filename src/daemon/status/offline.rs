@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::prelude::ToPrimitive;
 
 #[derive(Debug, thiserror::Error)]
-pub enum StatusError {
+pub(crate) enum StatusError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -29,7 +29,7 @@ pub enum StatusError {
 /// The status a daemon last published, kept in the `snapshot` tree for `tradebot status` while it is
 /// stopped.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Published {
+pub(crate) struct Published {
     pub at: DateTime<Utc>,
     pub report: StatusReport,
 }
@@ -43,12 +43,12 @@ pub fn keep_published(store: &Store, report: &StatusReport, at: DateTime<Utc>) -
 }
 
 /// The last published status, if a daemon ever published one here.
-pub fn last_published(store: &Store) -> Result<Option<Published>, StoreError> {
+pub(crate) fn last_published(store: &Store) -> Result<Option<Published>, StoreError> {
     store.tree::<Published>(TreeName::Snapshot)?.get(PUBLISHED_KEY)
 }
 
 /// The stored orders that are still open, as the status lists them.
-pub fn stored_open_orders(store: &Store) -> Result<Vec<OrderStatusLine>, StoreError> {
+pub(crate) fn stored_open_orders(store: &Store) -> Result<Vec<OrderStatusLine>, StoreError> {
     Ok(store
         .tree::<OmsOrder>(TreeName::Orders)?
         .scan_prefix(b"")?
@@ -79,7 +79,7 @@ fn missing_champion(config: &Config, m: &ModelsStatus) -> Option<&'static str> {
 }
 
 /// Champions, the last retrain and the next one: what both the daemon and the offline status report.
-pub fn models(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<ModelsStatus, StatusError> {
+pub(crate) fn models(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<ModelsStatus, StatusError> {
     // Read-only: the status never creates the registry's directory.
     let reg = Registry::open_read_only(&config.state_dir.join("models"));
     let champion = |k| reg.champion(k).map(|m| m.map(|m| m.id));
@@ -93,7 +93,7 @@ pub fn models(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<Mode
 }
 
 /// The report with no daemon running: everything the store and the registry hold.
-pub fn from_store(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<StatusReport, StatusError> {
+pub(crate) fn from_store(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<StatusReport, StatusError> {
     let tf = config.market.timeframe;
     let mut feed = FeedStatus { kind: format!("{:?}", config.feed.kind).to_lowercase(), ..Default::default() };
     let mut last_close = std::collections::BTreeMap::new();

@@ -20,13 +20,13 @@ const BOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl<P: RunPipeline> Host<P> {
     /// The next `publish` reads the book afresh (the end of a replay).
-    pub fn refresh_book(&self) {
+    pub(crate) fn refresh_book(&self) {
         *self.book_at.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// The status report, the metrics' gauges and the dashboard, from the engine's state in `view`, the
     /// registry and the runs on disk, and the engine's account store (its decisions and fills).
-    pub fn publish(&self, view: &EngineView, account: Option<&Store>) {
+    pub(crate) fn publish(&self, view: &EngineView, account: Option<&Store>) {
         let st = self.status(view);
         self.metrics.observe_status(&st);
         // A replay's feed is the store, always connected (as the status says); live, the stream sets it.
@@ -73,7 +73,7 @@ impl<P: RunPipeline> Host<P> {
         });
     }
 
-    pub fn status(&self, view: &EngineView) -> StatusReport {
+    pub(crate) fn status(&self, view: &EngineView) -> StatusReport {
         let (config, live) = (&self.config, &self.live);
         let now = live.last_bar.values().max().copied().unwrap_or_else(crate::clock::now);
         let closes: BTreeMap<Symbol, f64> = view.closes.iter().cloned().collect();
