@@ -15,6 +15,10 @@
 //!      (daemon::chores) ─► Event::Update(Model) ─► the engine swaps between two bars
 //! ```
 //!
+//! The public surface is what the binary, `tests/` and `fuzz/` use: the modules `alpaca`, `bench`, `cli`,
+//! `control`, `domain`, `engine`, `env`, `models`, `oms`, `retrain`, `rl`, `store` (and `fuzzing` with
+//! feature `testkit`), and the few items of the private ones re-exported at the end of this file.
+//!
 //! Modules by layer, lowest first; a module uses only modules of lower layers (`scripts/check-imports.py`,
 //! run by `make lint`, fails on any upward import):
 //!
