@@ -71,7 +71,12 @@ impl LstmTrainer {
         cfg.validate().map_err(LstmError::Config)?;
         let vs = nn::VarStore::new(device);
         let net = crate::ml::seeded::seeded(cfg.seed, || LstmNet::new(&vs.root(), dims, &cfg));
-        let opt = crate::ml::optim::Adam::new(&vs.root(), vs.trainable_variables(), 1e-8, cfg.weight_decay);
+        let opt = crate::ml::optim::Adam::new(
+            &vs.root(),
+            vs.trainable_variables(),
+            crate::ml::optim::TORCH_EPS,
+            cfg.weight_decay,
+        );
         Ok(LstmTrainer { cfg, vs, net, opt, epoch: 0, best: None })
     }
 

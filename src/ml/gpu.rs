@@ -76,7 +76,7 @@ fn nvml_gpus(nvml: &nvml_wrapper::Nvml) -> Result<Vec<NvmlGpu>, GpuError> {
 }
 
 /// The NVML index of CUDA device `cuda_ordinal` (see `nvml_index_in`).
-#[cfg(test)]
+#[cfg(all(test, feature = "gpu-tests"))]
 fn nvml_index(cuda_ordinal: usize) -> Result<u32, GpuError> {
     nvml_index_in(&nvml()?, cuda_ordinal)
 }

@@ -3,10 +3,30 @@
 //! tch's `nn::Optimizer` keeps its state inside libtorch, out of reach of `VarStore::save`, so a resumed
 //! run used to restart the moments from zero.
 
+//!
+//! The one Adam of the trainers: its constants and its moment update are here, and every Adam uses them
+//! (`Adam` below, the population's batched step, `rl::ppo::population`, and the native CPU trainer's loop
+//! in f32, `rl::ppo::native`, which cannot share tensor code but shares the constants).
+
 use tch::{Kind, Tensor, nn};
 
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
+/// Adam's decay of the first moment (libtorch's default).
+pub(crate) const BETA1: f64 = 0.9;
+/// Adam's decay of the second moment (libtorch's default).
+pub(crate) const BETA2: f64 = 0.999;
+/// libtorch's default `eps` (SAC's, and AdamW's for the LSTM).
+pub(crate) const TORCH_EPS: f64 = 1e-8;
+/// PPO's Adam `eps` (SB3's and CleanRL's 1e-5, not libtorch's 1e-8), for every PPO trainer.
+pub(crate) const PPO_EPS: f64 = 1e-5;
+
+/// Adam's moment update, in place: `m = β1 m + (1 - β1) g`, `v = β2 v + (1 - β2) g²` (libtorch's order of
+/// operations, so that every tch trainer gives the same bits).
+pub(crate) fn update_moments(m: &mut Tensor, v: &mut Tensor, g: &Tensor) {
+    let _ = m.g_mul_scalar_(BETA1);
+    let _ = m.g_add_(&(g * (1.0 - BETA1)));
+    let _ = v.g_mul_scalar_(BETA2);
+    let _ = v.g_add_(&(g.square() * (1.0 - BETA2)));
+}
 
 pub(crate) struct Adam {
     params: Vec<Tensor>,
@@ -106,10 +126,7 @@ impl Adam {
                 if self.weight_decay != 0.0 {
                     let _ = p.g_mul_scalar_(1.0 - lr * self.weight_decay);
                 }
-                let _ = m.g_mul_scalar_(BETA1);
-                let _ = m.g_add_(&(&g * (1.0 - BETA1)));
-                let _ = v.g_mul_scalar_(BETA2);
-                let _ = v.g_add_(&(g.square() * (1.0 - BETA2)));
+                update_moments(m, v, &g);
                 let denom = v.sqrt() / bc2.sqrt() + self.eps;
                 let _ = p.g_add_(&(&*m / denom * (-lr / bc1)));
             }

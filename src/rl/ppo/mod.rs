@@ -85,7 +85,7 @@ impl Ppo {
         let vs = nn::VarStore::new(device);
         let model = crate::ml::seeded::seeded(cfg.seed, || ActorCritic::new(&vs.root(), obs_dim, act_dim, &cfg));
         let norm = RunningNorm::new(&(vs.root() / "obs_norm"), obs_dim, cfg.obs_clip);
-        let adam = crate::ml::optim::Adam::new(&vs.root(), model.parameters(), native::ADAM_EPS, 0.0);
+        let adam = crate::ml::optim::Adam::new(&vs.root(), model.parameters(), crate::ml::optim::PPO_EPS, 0.0);
         let native = (device == Device::Cpu && cfg.cpu_backend == CpuBackend::Native).then(|| {
             let layout = native::Layout::new(obs_dim, act_dim, &cfg.hidden);
             native::Native::new(layout, &cfg, Vec::new())

@@ -27,8 +27,6 @@ use std::collections::VecDeque;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor, nn};
 
-/// Adam's epsilon (torch's default).
-const ADAM_EPS: f64 = 1e-8;
 /// Finished episodes the reported mean return is taken over.
 const RECENT: usize = 20;
 
@@ -114,9 +112,12 @@ impl Sac {
         tch::no_grad(|| target.flat.shallow_clone().copy_(&critic.flat));
         let log_alpha = vs.root().var("log_alpha", &[1], nn::Init::Const(cfg.initial_alpha.ln()));
         let norm = RunningNorm::new(&(vs.root() / "obs_norm"), obs_dim, cfg.obs_clip);
-        let actor_adam = Adam::new(&(vs.root() / "pi"), vec![actor.flat.shallow_clone()], ADAM_EPS, 0.0);
-        let critic_adam = Adam::new(&(vs.root() / "q"), vec![critic.flat.shallow_clone()], ADAM_EPS, 0.0);
-        let alpha_adam = Adam::new(&(vs.root() / "alpha"), vec![log_alpha.shallow_clone()], ADAM_EPS, 0.0);
+        let actor_adam =
+            Adam::new(&(vs.root() / "pi"), vec![actor.flat.shallow_clone()], crate::ml::optim::TORCH_EPS, 0.0);
+        let critic_adam =
+            Adam::new(&(vs.root() / "q"), vec![critic.flat.shallow_clone()], crate::ml::optim::TORCH_EPS, 0.0);
+        let alpha_adam =
+            Adam::new(&(vs.root() / "alpha"), vec![log_alpha.shallow_clone()], crate::ml::optim::TORCH_EPS, 0.0);
         let buffer = Replay::new(cfg.buffer_size, obs_dim, act_dim, device);
         Ok(Sac {
             target_entropy: -(act_dim as f64),

@@ -19,6 +19,7 @@
 pub(super) use super::net::Layout;
 use super::net::{Acts, forward};
 use super::{PpoConfig, PpoError, UpdateStats};
+use crate::ml::optim::{BETA1, BETA2, PPO_EPS as ADAM_EPS};
 use crate::onnx::Activation;
 use crate::rl::{BatchEnv, HostStep};
 use rand::SeedableRng;
@@ -30,9 +31,6 @@ use std::collections::VecDeque;
 mod minibatch;
 
 const HALF_LN_2PI: f32 = 0.918_938_5;
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
-pub(super) const ADAM_EPS: f64 = 1e-5;
 
 /// Running observation statistics in host memory (the same Chan update as `RunningNorm`, in f64).
 #[derive(Debug, Clone)]

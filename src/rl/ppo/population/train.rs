@@ -4,11 +4,9 @@
 use super::super::{PpoError, Rollout, UpdateStats, update_stats};
 use super::{Population, draws};
 use crate::env::kernel::TensorKernelEnv;
+use crate::ml::optim::{BETA1, BETA2, PPO_EPS, update_moments};
 use std::time::Instant;
 use tch::{Kind, Tensor};
-
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
 
 /// How a trial's round went: its statistics, or why it diverged.
 pub type MemberResult = Result<UpdateStats, PpoError>;
@@ -241,15 +239,12 @@ impl Population {
             let bc2: Tensor = Tensor::pow_scalar(BETA2, &self.adam_t).neg() + 1.0;
             let step: Tensor = (lr.to_kind(Kind::Double).neg() / &bc1).to_kind(Kind::Float);
             let bc2 = bc2.sqrt().to_kind(Kind::Float);
-            let eps = super::super::native::ADAM_EPS;
+            let eps = PPO_EPS;
             for ((param, g), (m, v)) in self.params.iter_mut().zip(&grads).zip(self.m.iter_mut().zip(self.v.iter_mut()))
             {
                 let shape: Vec<i64> = std::iter::once(p).chain(std::iter::repeat_n(1, g.dim() - 1)).collect();
                 let g = g * coef.view(shape.as_slice());
-                let _ = m.g_mul_scalar_(BETA1);
-                let _ = m.g_add_(&(&g * (1.0 - BETA1)));
-                let _ = v.g_mul_scalar_(BETA2);
-                let _ = v.g_add_(&(g.square() * (1.0 - BETA2)));
+                update_moments(m, v, &g);
                 let denom = v.sqrt() / bc2.view(shape.as_slice()) + eps;
                 let _ = param.g_add_(&(&*m / denom * step.view(shape.as_slice())));
             }
