@@ -1,6 +1,7 @@
-//! The environment step as one kernel: `env_step.c` holds the whole step of one env (the rule of
-//! [`crate::exec`] for all assets, reward, equity, episode end and seeded reset, the next observation in
-//! [`super::VecEnv::observe`]'s layout). The same source is
+//! The environment step as one kernel: `env_step.c` holds the whole step of one env (the orders of either
+//! action space, share counts or target weights with a no-trade band, under the rule of [`crate::exec`]
+//! for all assets; equity and every reward of [`crate::env::Reward`]; episode end and seeded reset; the
+//! next observation in [`super::VecEnv::observe`]'s layout). The same source is
 //!
 //! - compiled for the CPU by build.rs (the `cc` crate, no FMA contraction) and run here by
 //!   [`CpuKernelEnv`], env ranges spread over a rayon pool; CI checks it bit for bit against `VecEnv`;
@@ -12,7 +13,10 @@
 //! Episode starts follow `VecEnv`'s seeded stream: SplitMix64 is a counter, and since every env resets on
 //! the same step, env `i`'s `r`-th start is draw `r * E + i` of that stream, which each thread computes
 //! on its own. Only `Accounting::Standard` exists in the kernel (FinRL's NumPy accounting stays in
-//! `VecEnv`, for the parity test and the FinRL peer).
+//! `VecEnv`, for the parity test and the FinRL peer). The CPU build equals `VecEnv` bit for bit with
+//! either action space and every reward (the same libm `exp`, `log` and `pow`); on CUDA those three are
+//! the device's own and may differ in the last bits, which only the weights space and the log-return
+//! rewards use.
 // The kernel is C (shared with the CUDA build): calling it passes raw pointers to buffers we own and size.
 #![allow(unsafe_code)]
 
@@ -41,7 +45,9 @@ pub use tensor::TensorKernelEnv;
 
 use super::config::{Accounting, EnvConfig, EnvError};
 use super::panel::Panel;
+use super::reward::{Benchmark, Reward};
 use super::vec_env::Step;
+use super::weights::ActionSpace;
 use std::sync::Arc;
 
 /// The kernel source, for NVRTC.
@@ -60,6 +66,13 @@ pub struct Params {
     pub reward_scale: f64,
     pub turnover_penalty: f64,
     pub turbulence_threshold: f64,
+    /// The weights action space's no-trade band and cap per asset (0 and 1 for share counts).
+    pub band: f64,
+    pub max_weight: f64,
+    /// The vs-benchmark and differential-Sharpe rewards' turnover penalty in basis points.
+    pub turnover_bps: f64,
+    /// The differential-Sharpe reward's moment rate.
+    pub sharpe_eta: f64,
     pub seed: u64,
     pub cooldown_bars: u32,
     pub n_envs: i32,
@@ -71,12 +84,25 @@ pub struct Params {
     pub cash_cap_ignores_fees: i32,
     pub fixed_start: i32,
     pub has_turbulence: i32,
+    /// 1 for target weights with a no-trade band, 0 for share counts.
+    pub action_weights: i32,
+    /// `TB_REWARD_*` in `env_step.c`: [`REWARD_EQUITY`], [`REWARD_VS_BENCHMARK`], [`REWARD_DIFFERENTIAL_SHARPE`].
+    pub reward_kind: i32,
+    /// vs-benchmark: 1 when the benchmark is the panel's index series, 0 for equal-weight buy-and-hold.
+    pub bench_symbol: i32,
     pub env_stride: i32,
     pub asset_stride: i32,
     pub obs_stride: i32,
     /// In a population (`Buffers::trials` set): envs per trial.
     pub trial_envs: i32,
 }
+
+/// `Params::reward_kind` of [`Reward::Equity`].
+pub const REWARD_EQUITY: i32 = 0;
+/// `Params::reward_kind` of [`Reward::VsBenchmark`].
+pub const REWARD_VS_BENCHMARK: i32 = 1;
+/// `Params::reward_kind` of [`Reward::DifferentialSharpe`].
+pub const REWARD_DIFFERENTIAL_SHARPE: i32 = 2;
 
 /// `tb_trial` in `env_step.c`: one trial's own values in a population (what a search tunes in the env,
 /// and the trial's seed).
@@ -110,9 +136,14 @@ pub struct Buffers {
     pub prices: *const f32,
     pub features: *const f32,
     pub turbulence: *const f64,
+    /// The index symbol's prices `[n_days]` (null unless `Params::bench_symbol`).
+    pub benchmark: *const f32,
     pub actions: *const f32,
     pub cash: *mut f64,
     pub equity: *mut f64,
+    /// The differential Sharpe ratio's moments A and B per env.
+    pub sharpe_a: *mut f64,
+    pub sharpe_b: *mut f64,
     pub day: *mut i32,
     pub steps: *mut i32,
     pub draws: *mut u64,
@@ -120,6 +151,8 @@ pub struct Buffers {
     pub entry: *mut f64,
     pub high_water: *mut f64,
     pub cooldown: *mut u32,
+    /// The weights space's units to trade per position this step (scratch, the positions' layout).
+    pub order: *mut f64,
     pub reward: *mut f32,
     pub done: *mut f32,
     pub equity_out: *mut f64,
@@ -152,11 +185,24 @@ pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Param
     if cfg.accounting != Accounting::Standard {
         return Err(EnvError::Unsupported("the kernel env has standard f64 accounting only"));
     }
-    if cfg.action != crate::env::ActionSpace::Shares || cfg.reward != crate::env::Reward::Equity {
-        return Err(EnvError::Unsupported(
-            "the env kernel runs share-count actions and the equity reward only: for env.action_space = weights or another env.reward, train on the CPU env (`--device cpu`)",
-        ));
-    }
+    let (band, max_weight) = match cfg.action {
+        ActionSpace::Shares => (0.0, 1.0),
+        ActionSpace::Weights { band, max_weight } => (band, max_weight),
+    };
+    let (reward_kind, turnover_bps, sharpe_eta, bench_symbol) = match &cfg.reward {
+        Reward::Equity => (REWARD_EQUITY, 0.0, 0.0, false),
+        Reward::VsBenchmark { benchmark, turnover_bps } => {
+            let symbol = match benchmark {
+                Benchmark::EqualWeight => false,
+                Benchmark::Symbol(s) if panel.benchmark.is_none() => {
+                    return Err(EnvError::NoBenchmark { symbol: s.clone() });
+                }
+                Benchmark::Symbol(_) => true,
+            };
+            (REWARD_VS_BENCHMARK, *turnover_bps, 0.0, symbol)
+        }
+        Reward::DifferentialSharpe { eta, turnover_bps } => (REWARD_DIFFERENTIAL_SHARPE, *turnover_bps, *eta, false),
+    };
     let fits = |n: usize| i32::try_from(n).is_ok();
     let obs = 1 + panel.n_assets * (1 + panel.n_features);
     if !fits(cfg.n_envs * panel.n_assets.max(obs)) || !fits(panel.n_days * panel.n_assets * panel.n_features) {
@@ -175,6 +221,10 @@ pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Param
         reward_scale: cfg.reward_scale,
         turnover_penalty: cfg.turnover_penalty,
         turbulence_threshold: turbulence.unwrap_or(0.0),
+        band,
+        max_weight,
+        turnover_bps,
+        sharpe_eta,
         seed: cfg.seed,
         cooldown_bars: p.cooldown_bars,
         n_envs: e,
@@ -186,6 +236,9 @@ pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Param
         cash_cap_ignores_fees: i32::from(p.cash_cap_ignores_fees),
         fixed_start: i32::from(cfg.fixed_start),
         has_turbulence: i32::from(turbulence.is_some()),
+        action_weights: i32::from(matches!(cfg.action, ActionSpace::Weights { .. })),
+        reward_kind,
+        bench_symbol: i32::from(bench_symbol),
         env_stride: if asset_major { 1 } else { a },
         asset_stride: if asset_major { e } else { 1 },
         obs_stride: obs as i32,
@@ -202,6 +255,8 @@ pub struct CpuKernelEnv {
     actions: Vec<f32>,
     cash: Vec<f64>,
     equity: Vec<f64>,
+    sharpe_a: Vec<f64>,
+    sharpe_b: Vec<f64>,
     day: Vec<i32>,
     steps: Vec<i32>,
     draws: Vec<u64>,
@@ -209,6 +264,7 @@ pub struct CpuKernelEnv {
     entry: Vec<f64>,
     high_water: Vec<f64>,
     cooldown: Vec<u32>,
+    order: Vec<f64>,
     reward: Vec<f32>,
     done: Vec<f32>,
     equity_out: Vec<f64>,
@@ -236,6 +292,8 @@ impl CpuKernelEnv {
             actions: vec![0.0; e * a],
             cash: vec![0.0; e],
             equity: vec![0.0; e],
+            sharpe_a: vec![0.0; e],
+            sharpe_b: vec![0.0; e],
             day: vec![0; e],
             steps: vec![0; e],
             draws: vec![0; e],
@@ -243,6 +301,7 @@ impl CpuKernelEnv {
             entry: vec![0.0; e * a],
             high_water: vec![0.0; e * a],
             cooldown: vec![0; e * a],
+            order: vec![0.0; e * a],
             reward: vec![0.0; e],
             done: vec![0.0; e],
             equity_out: vec![0.0; e],
@@ -320,9 +379,12 @@ impl CpuKernelEnv {
             prices: self.panel.prices.as_ptr(),
             features: self.panel.features.as_ptr(),
             turbulence: self.panel.turbulence.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
+            benchmark: self.panel.benchmark.as_ref().map_or(std::ptr::null(), |b| b.as_ptr()),
             actions: self.actions.as_ptr(),
             cash: self.cash.as_mut_ptr(),
             equity: self.equity.as_mut_ptr(),
+            sharpe_a: self.sharpe_a.as_mut_ptr(),
+            sharpe_b: self.sharpe_b.as_mut_ptr(),
             day: self.day.as_mut_ptr(),
             steps: self.steps.as_mut_ptr(),
             draws: self.draws.as_mut_ptr(),
@@ -330,6 +392,7 @@ impl CpuKernelEnv {
             entry: self.entry.as_mut_ptr(),
             high_water: self.high_water.as_mut_ptr(),
             cooldown: self.cooldown.as_mut_ptr(),
+            order: self.order.as_mut_ptr(),
             reward: self.reward.as_mut_ptr(),
             done: self.done.as_mut_ptr(),
             equity_out: self.equity_out.as_mut_ptr(),

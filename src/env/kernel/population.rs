@@ -81,9 +81,12 @@ impl TensorKernelEnv {
             params,
             device: first.device,
             has_turbulence: first.has_turbulence,
+            has_benchmark: first.has_benchmark,
             actions: cat(|e| &e.actions)?,
             cash: cat(|e| &e.cash)?,
             equity: cat(|e| &e.equity)?,
+            sharpe_a: cat(|e| &e.sharpe_a)?,
+            sharpe_b: cat(|e| &e.sharpe_b)?,
             equity_out: cat(|e| &e.equity_out)?,
             ret_sum: cat(|e| &e.ret_sum)?,
             ret_count: cat(|e| &e.ret_count)?,
@@ -94,6 +97,7 @@ impl TensorKernelEnv {
             entry: positions(|e| &e.entry)?,
             high_water: positions(|e| &e.high_water)?,
             cooldown: positions(|e| &e.cooldown)?,
+            order: positions(|e| &e.order)?,
             reward: cat(|e| &e.reward)?,
             done: cat(|e| &e.done)?,
             obs: cat(|e| &e.obs)?,
@@ -138,6 +142,8 @@ impl TensorKernelEnv {
         for t in [
             &mut self.cash,
             &mut self.equity,
+            &mut self.sharpe_a,
+            &mut self.sharpe_b,
             &mut self.equity_out,
             &mut self.ret_sum,
             &mut self.ret_count,
@@ -151,7 +157,7 @@ impl TensorKernelEnv {
         ] {
             *t = pick(t)?;
         }
-        for t in [&mut self.holding, &mut self.entry, &mut self.high_water, &mut self.cooldown] {
+        for t in [&mut self.holding, &mut self.entry, &mut self.high_water, &mut self.cooldown, &mut self.order] {
             *t = pick_positions(t)?;
         }
         let trials: Vec<Trial> = match &self.trials {
@@ -200,10 +206,22 @@ mod tests {
 
     /// Three trials with their own stops, cooldowns, reward scales and seeds, stepped as one env on `device`,
     /// then two of them after the middle one is dropped: each env moves bit for bit as in its trial's env
-    /// alone.
+    /// alone. With share counts and the equity reward, then with target weights and the differential
+    /// Sharpe ratio (whose moments and orders are stacked and kept too).
     pub(crate) fn assert_population_steps_as_alone(device: Device) {
+        let shares = EnvConfig { n_envs: 5, episode_len: 12, ..Default::default() };
+        let weights = EnvConfig {
+            action: crate::env::ActionSpace::Weights { band: 0.05, max_weight: 0.5 },
+            reward: crate::env::Reward::DifferentialSharpe { eta: 0.05, turnover_bps: 10.0 },
+            ..shares.clone()
+        };
+        for base in [shares, weights] {
+            assert_trials_step_as_alone(device, &base);
+        }
+    }
+
+    fn assert_trials_step_as_alone(device: Device, base: &EnvConfig) {
         let panel = panel_with_turbulence();
-        let base = EnvConfig { n_envs: 5, episode_len: 12, ..Default::default() };
         let cfgs: Vec<EnvConfig> = [(0.02, 0u32, 1.0, 11u64), (0.0, 3, 0.5, 12), (0.05, 1, 2.0, 13)]
             .iter()
             .map(|&(stop, cooldown, scale, seed)| {

@@ -22,25 +22,33 @@ pub struct TensorKernelEnv {
     pub(super) params: Params,
     pub(super) backend: Backend,
     pub(super) device: Device,
-    /// The panel on the device (prices, features, turbulence), kept alive for the kernel's pointers.
-    pub(super) panel: [Tensor; 3],
+    /// The panel on the device (prices, features, turbulence, the benchmark index), kept alive for the
+    /// kernel's pointers.
+    pub(super) panel: [Tensor; 4],
     pub(super) has_turbulence: bool,
+    /// The kernel reads the benchmark index (`Params::bench_symbol`).
+    pub(super) has_benchmark: bool,
     /// `[n_envs, n_assets]`: the actions of the next `step` (`set_actions` copies them in).
     pub(super) actions: Tensor,
-    /// Per env: cash, equity, equity_out, ret_sum, ret_count (f64); day, steps (i32); draws (u64 as i64).
+    /// Per env: cash, equity, equity_out, ret_sum, ret_count, the differential Sharpe ratio's moments
+    /// sharpe_a and sharpe_b (f64); day, steps (i32); draws (u64 as i64).
     pub(super) cash: Tensor,
     pub(super) equity: Tensor,
+    pub(super) sharpe_a: Tensor,
+    pub(super) sharpe_b: Tensor,
     pub(super) equity_out: Tensor,
     pub(super) ret_sum: Tensor,
     pub(super) ret_count: Tensor,
     pub(super) day: Tensor,
     pub(super) steps: Tensor,
     pub(super) draws: Tensor,
-    /// Per position (`params`' layout): holding, entry, high water (f64), cooldown (u32 as i32).
+    /// Per position (`params`' layout): holding, entry, high water (f64), cooldown (u32 as i32), and the
+    /// weights space's orders of the step (f64 scratch).
     pub(super) holding: Tensor,
     pub(super) entry: Tensor,
     pub(super) high_water: Tensor,
     pub(super) cooldown: Tensor,
+    pub(super) order: Tensor,
     /// Per env: the last step's reward and done flag (0/1), f32.
     pub(super) reward: Tensor,
     pub(super) done: Tensor,
@@ -63,6 +71,7 @@ impl TensorKernelEnv {
         let (e, a) = (cfg.n_envs as i64, panel.n_assets as i64);
         let zeros = |n: i64, kind: Kind| Tensor::zeros([n], (kind, device));
         let turbulence = panel.turbulence.clone().unwrap_or_else(|| vec![0.0]);
+        let benchmark = panel.benchmark.clone().filter(|_| params.bench_symbol != 0).unwrap_or_else(|| vec![0.0]);
         let env = TensorKernelEnv {
             params,
             backend,
@@ -71,11 +80,15 @@ impl TensorKernelEnv {
                 Tensor::from_slice(&panel.prices).to_device(device),
                 Tensor::from_slice(&panel.features).to_device(device),
                 Tensor::from_slice(&turbulence).to_device(device),
+                Tensor::from_slice(&benchmark).to_device(device),
             ],
             has_turbulence: panel.turbulence.is_some(),
+            has_benchmark: params.bench_symbol != 0,
             actions: Tensor::zeros([e, a], (Kind::Float, device)),
             cash: zeros(e, Kind::Double),
             equity: zeros(e, Kind::Double),
+            sharpe_a: zeros(e, Kind::Double),
+            sharpe_b: zeros(e, Kind::Double),
             equity_out: zeros(e, Kind::Double),
             ret_sum: zeros(e, Kind::Double),
             ret_count: zeros(e, Kind::Double),
@@ -86,6 +99,7 @@ impl TensorKernelEnv {
             entry: zeros(e * a, Kind::Double),
             high_water: zeros(e * a, Kind::Double),
             cooldown: zeros(e * a, Kind::Int),
+            order: zeros(e * a, Kind::Double),
             reward: zeros(e, Kind::Float),
             done: zeros(e, Kind::Float),
             obs: Tensor::zeros([e, params.obs_stride as i64], (Kind::Float, device)),
@@ -223,10 +237,15 @@ impl TensorKernelEnv {
         if self.has_turbulence {
             check("turbulence", &self.panel[2], Kind::Double, days, d)?;
         }
+        if self.has_benchmark {
+            check("benchmark", &self.panel[3], Kind::Float, days, d)?;
+        }
         for (name, t, kind, n) in [
             ("actions", &self.actions, Kind::Float, e * a),
             ("cash", &self.cash, Kind::Double, e),
             ("equity", &self.equity, Kind::Double, e),
+            ("sharpe_a", &self.sharpe_a, Kind::Double, e),
+            ("sharpe_b", &self.sharpe_b, Kind::Double, e),
             ("equity_out", &self.equity_out, Kind::Double, e),
             ("ret_sum", &self.ret_sum, Kind::Double, e),
             ("ret_count", &self.ret_count, Kind::Double, e),
@@ -237,6 +256,7 @@ impl TensorKernelEnv {
             ("entry", &self.entry, Kind::Double, e * a),
             ("high_water", &self.high_water, Kind::Double, e * a),
             ("cooldown", &self.cooldown, Kind::Int, e * a),
+            ("order", &self.order, Kind::Double, e * a),
             ("reward", &self.reward, Kind::Float, e),
             ("done", &self.done, Kind::Float, e),
             ("obs", &self.obs, Kind::Float, e * obs),
@@ -277,9 +297,12 @@ impl TensorKernelEnv {
             prices: self.panel[0].data_ptr() as *const f32,
             features: self.panel[1].data_ptr() as *const f32,
             turbulence: if self.has_turbulence { self.panel[2].data_ptr() as *const f64 } else { std::ptr::null() },
+            benchmark: if self.has_benchmark { self.panel[3].data_ptr() as *const f32 } else { std::ptr::null() },
             actions: self.actions.data_ptr() as *const f32,
             cash: f64p(&self.cash),
             equity: f64p(&self.equity),
+            sharpe_a: f64p(&self.sharpe_a),
+            sharpe_b: f64p(&self.sharpe_b),
             day: self.day.data_ptr() as *mut i32,
             steps: self.steps.data_ptr() as *mut i32,
             draws: self.draws.data_ptr() as *mut u64,
@@ -287,6 +310,7 @@ impl TensorKernelEnv {
             entry: f64p(&self.entry),
             high_water: f64p(&self.high_water),
             cooldown: self.cooldown.data_ptr() as *mut u32,
+            order: f64p(&self.order),
             reward: self.reward.data_ptr() as *mut f32,
             done: self.done.data_ptr() as *mut f32,
             equity_out: f64p(&self.equity_out),
