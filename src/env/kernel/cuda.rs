@@ -203,7 +203,8 @@ mod tests {
 
         /// The CUDA build against the CPU build, bit for bit, over random actions on the shipped data with
         /// stops, cooldowns, turbulence and every accounting option (the CPU build is itself checked against
-        /// `VecEnv`). Needs a GPU: `make test-gpu`.
+        /// `VecEnv`); with target weights or a log-return reward, within 1e-9 (f64) where CUDA's `exp`,
+        /// `log` and `pow` enter. Needs a GPU: `make test-gpu`.
         #[test]
         fn kernel_cuda_build_agrees_with_the_cpu_build_bit_for_bit() {
             assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
