@@ -19,7 +19,8 @@
  * the last bits: the weights action space and the vs-benchmark and differential-Sharpe rewards can then
  * drift from the CPU build by an ulp or so; the share counts with the equity reward use none of them.
  *
- * The layout of `tb_params` and `tb_buffers` is mirrored by `#[repr(C)]` structs in `kernel/mod.rs`.
+ * The layout of `tb_params` and `tb_buffers` is mirrored by `#[repr(C)]` structs in `kernel/mod.rs` and
+ * `kernel/state.rs` (the latter made from the one table of the kernel's state).
  */
 
 #ifdef __CUDACC__
@@ -89,9 +90,8 @@ typedef struct {
 #define TB_REWARD_EQUITY 0
 #define TB_REWARD_VS_BENCHMARK 1
 #define TB_REWARD_DIFFERENTIAL_SHARPE 2
-/* weights.rs: LOGIT_SCALE; reward.rs: DSR_CLIP */
-#define TB_LOGIT_SCALE 5.0
-#define TB_DSR_CLIP 5.0
+#define TB_LOGIT_SCALE 5.0 /* weights.rs: LOGIT_SCALE */
+#define TB_DSR_CLIP 5.0    /* reward.rs: DSR_CLIP */
 
 /* A trial's own values in a population: what a search tunes in the env, and the trial's seed. */
 typedef struct {
@@ -108,7 +108,9 @@ typedef struct {
     const float *features;
     const double *turbulence;
     const float *benchmark; /* an index symbol's price [T] (null unless the vs-benchmark reward uses one) */
-    /* the policy's actions [E, A] */
+    /* a trial's values per trial in a population; null for one env set */
+    const tb_trial *trials;
+    /* the state, in the order of the table in `kernel/state.rs`: the policy's actions [E, A] first */
     const float *actions;
     /* per env */
     double *cash;
@@ -133,8 +135,6 @@ typedef struct {
      * accumulated until the host reads and clears them (once per PPO update) */
     double *ret_sum;
     double *ret_count;
-    /* a trial's values per trial in a population; null for one env set */
-    const tb_trial *trials;
 } tb_buffers;
 
 /* The n-th output (0-based) of SplitMix64 seeded with `seed`: the generator is a counter, so any draw

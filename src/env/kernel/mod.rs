@@ -34,12 +34,14 @@ pub mod nvrtc;
 mod population;
 #[cfg(feature = "train")]
 pub mod probe;
+mod state;
 #[cfg(feature = "train")]
 mod tensor;
 #[cfg(feature = "train")]
 pub(crate) use buffer::check_buffer;
 #[cfg(feature = "train")]
 pub use cuda::KernelEnvError;
+pub use state::Buffers;
 #[cfg(feature = "train")]
 pub use tensor::TensorKernelEnv;
 
@@ -129,45 +131,6 @@ impl Trial {
     }
 }
 
-/// `tb_buffers` in `env_step.c`: host pointers for the CPU build, device pointers for CUDA.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct Buffers {
-    pub prices: *const f32,
-    pub features: *const f32,
-    pub turbulence: *const f64,
-    /// The index symbol's prices `[n_days]` (null unless `Params::bench_symbol`).
-    pub benchmark: *const f32,
-    pub actions: *const f32,
-    pub cash: *mut f64,
-    pub equity: *mut f64,
-    /// The differential Sharpe ratio's moments A and B per env.
-    pub sharpe_a: *mut f64,
-    pub sharpe_b: *mut f64,
-    pub day: *mut i32,
-    pub steps: *mut i32,
-    pub draws: *mut u64,
-    pub holding: *mut f64,
-    pub entry: *mut f64,
-    pub high_water: *mut f64,
-    pub cooldown: *mut u32,
-    /// The weights space's units to trade per position this step (scratch, the positions' layout).
-    pub order: *mut f64,
-    pub reward: *mut f32,
-    pub done: *mut f32,
-    pub equity_out: *mut f64,
-    pub obs: *mut f32,
-    pub ret_sum: *mut f64,
-    pub ret_count: *mut f64,
-    /// Per trial in a population (`Params::trial_envs` envs each); null otherwise.
-    pub trials: *const Trial,
-}
-
-// SAFETY: the pointers are only dereferenced by the kernel, each env range by one thread, on buffers the
-// owning env keeps alive and does not touch while a call runs.
-unsafe impl Send for Buffers {}
-unsafe impl Sync for Buffers {}
-
 unsafe extern "C" {
     fn tb_env_init(p: *const Params, b: *const Buffers, lo: i32, hi: i32);
     fn tb_env_step(p: *const Params, b: *const Buffers, lo: i32, hi: i32);
@@ -252,25 +215,7 @@ pub struct CpuKernelEnv {
     params: Params,
     panel: Arc<Panel>,
     pool: Option<Arc<rayon::ThreadPool>>,
-    actions: Vec<f32>,
-    cash: Vec<f64>,
-    equity: Vec<f64>,
-    sharpe_a: Vec<f64>,
-    sharpe_b: Vec<f64>,
-    day: Vec<i32>,
-    steps: Vec<i32>,
-    draws: Vec<u64>,
-    holding: Vec<f64>,
-    entry: Vec<f64>,
-    high_water: Vec<f64>,
-    cooldown: Vec<u32>,
-    order: Vec<f64>,
-    reward: Vec<f32>,
-    done: Vec<f32>,
-    equity_out: Vec<f64>,
-    obs: Vec<f32>,
-    ret_sum: Vec<f64>,
-    ret_count: Vec<f64>,
+    state: state::HostState,
 }
 
 /// Envs per rayon task: enough work to hide the scheduling, small enough to balance two cores.
@@ -285,31 +230,8 @@ impl CpuKernelEnv {
     /// returns them in that layout.
     pub fn with_layout(cfg: &EnvConfig, panel: Arc<Panel>, asset_major: bool) -> Result<Self, EnvError> {
         let params = params(cfg, &panel, asset_major)?;
-        let (e, a) = (cfg.n_envs, panel.n_assets);
-        let mut env = CpuKernelEnv {
-            params,
-            pool: None,
-            actions: vec![0.0; e * a],
-            cash: vec![0.0; e],
-            equity: vec![0.0; e],
-            sharpe_a: vec![0.0; e],
-            sharpe_b: vec![0.0; e],
-            day: vec![0; e],
-            steps: vec![0; e],
-            draws: vec![0; e],
-            holding: vec![0.0; e * a],
-            entry: vec![0.0; e * a],
-            high_water: vec![0.0; e * a],
-            cooldown: vec![0; e * a],
-            order: vec![0.0; e * a],
-            reward: vec![0.0; e],
-            done: vec![0.0; e],
-            equity_out: vec![0.0; e],
-            obs: vec![0.0; e * params.obs_stride as usize],
-            ret_sum: vec![0.0; e],
-            ret_count: vec![0.0; e],
-            panel,
-        };
+        let dims = state::Dims { envs: cfg.n_envs, assets: panel.n_assets, obs: params.obs_stride as usize };
+        let mut env = CpuKernelEnv { params, pool: None, state: state::HostState::zeros(dims), panel };
         env.run(Entry::Init);
         Ok(env)
     }
@@ -330,77 +252,60 @@ impl CpuKernelEnv {
 
     /// The current observations, `n_envs x obs_dim`, as `VecEnv::observe` writes them.
     pub fn obs(&self) -> &[f32] {
-        &self.obs
+        &self.state.obs
     }
 
     pub fn cash(&self) -> &[f64] {
-        &self.cash
+        &self.state.cash
     }
 
     /// Holdings, env-major (`env * n_assets + asset`).
     pub fn holdings(&self) -> &[f64] {
-        &self.holding
+        &self.state.holding
     }
 
     pub fn cooldowns(&self) -> &[u32] {
-        &self.cooldown
+        &self.state.cooldown
     }
 
     pub fn days(&self) -> &[i32] {
-        &self.day
+        &self.state.day
     }
 
     /// Finished episodes since the last call: (sum of total returns, count); clears the accumulators.
     pub fn take_returns(&mut self) -> (f64, f64) {
-        let sum = self.ret_sum.iter().sum();
-        let count = self.ret_count.iter().sum();
-        self.ret_sum.fill(0.0);
-        self.ret_count.fill(0.0);
+        let (sums, counts) = (&mut self.state.ret_sum, &mut self.state.ret_count);
+        let (sum, count) = (sums.iter().sum(), counts.iter().sum());
+        sums.fill(0.0);
+        counts.fill(0.0);
         (sum, count)
     }
 
     /// Steps every env with `actions` (`n_envs x n_assets`; NaN counts as 0) and writes the next
     /// observations; `out` as `VecEnv::step` fills it.
     pub fn step(&mut self, actions: &[f32], out: &mut Step) -> Result<(), EnvError> {
-        if actions.len() != self.actions.len() {
-            return Err(EnvError::ActionShape { got: actions.len(), want: self.actions.len() });
+        let want = self.state.actions.len();
+        if actions.len() != want {
+            return Err(EnvError::ActionShape { got: actions.len(), want });
         }
-        self.actions.copy_from_slice(actions);
+        self.state.actions.copy_from_slice(actions);
         self.run(Entry::Step);
-        out.reward.clone_from(&self.reward);
+        out.reward.clone_from(&self.state.reward);
         out.done.clear();
-        out.done.extend(self.done.iter().map(|d| *d != 0.0));
-        out.equity.clone_from(&self.equity_out);
+        out.done.extend(self.state.done.iter().map(|d| *d != 0.0));
+        out.equity.clone_from(&self.state.equity_out);
         Ok(())
     }
 
     fn buffers(&mut self) -> Buffers {
-        Buffers {
-            prices: self.panel.prices.as_ptr(),
-            features: self.panel.features.as_ptr(),
-            turbulence: self.panel.turbulence.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
-            benchmark: self.panel.benchmark.as_ref().map_or(std::ptr::null(), |b| b.as_ptr()),
-            actions: self.actions.as_ptr(),
-            cash: self.cash.as_mut_ptr(),
-            equity: self.equity.as_mut_ptr(),
-            sharpe_a: self.sharpe_a.as_mut_ptr(),
-            sharpe_b: self.sharpe_b.as_mut_ptr(),
-            day: self.day.as_mut_ptr(),
-            steps: self.steps.as_mut_ptr(),
-            draws: self.draws.as_mut_ptr(),
-            holding: self.holding.as_mut_ptr(),
-            entry: self.entry.as_mut_ptr(),
-            high_water: self.high_water.as_mut_ptr(),
-            cooldown: self.cooldown.as_mut_ptr(),
-            order: self.order.as_mut_ptr(),
-            reward: self.reward.as_mut_ptr(),
-            done: self.done.as_mut_ptr(),
-            equity_out: self.equity_out.as_mut_ptr(),
-            obs: self.obs.as_mut_ptr(),
-            ret_sum: self.ret_sum.as_mut_ptr(),
-            ret_count: self.ret_count.as_mut_ptr(),
+        let panel = &self.panel;
+        self.state.buffers(state::Inputs {
+            prices: panel.prices.as_ptr(),
+            features: panel.features.as_ptr(),
+            turbulence: panel.turbulence.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
+            benchmark: panel.benchmark.as_ref().map_or(std::ptr::null(), |b| b.as_ptr()),
             trials: std::ptr::null(),
-        }
+        })
     }
 
     /// Runs an entry point over all envs, in chunks of [`CHUNK`] on the pool.
