@@ -146,7 +146,9 @@ pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Param
         return Err(EnvError::EpisodeTooLong { len: cfg.episode_len, days: panel.n_days });
     }
     if cfg.accounting != Accounting::Standard {
-        return Err(EnvError::Unsupported("the kernel env has standard f64 accounting only"));
+        return Err(EnvError::Unsupported(
+            "env.accounting = \"finrl-numpy\": the env kernel has the standard f64 accounting only; use accounting = \"standard\", or train on the CPU env (`--device cpu`)",
+        ));
     }
     let (band, max_weight) = match cfg.action {
         ActionSpace::Shares => (0.0, 1.0),

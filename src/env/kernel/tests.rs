@@ -301,7 +301,8 @@ fn kernel_cpu_build_is_the_same_on_any_thread_count() {
 fn kernel_env_refuses_what_it_cannot_run() {
     let panel = crate::env::tests::real_panel();
     let finrl = EnvConfig { accounting: crate::env::Accounting::FinrlNumpy, ..Default::default() };
-    assert!(matches!(CpuKernelEnv::new(&finrl, panel.clone()), Err(EnvError::Unsupported(_))));
+    let err = CpuKernelEnv::new(&finrl, panel.clone()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("finrl-numpy") && err.contains("--device cpu"), "{err}");
     let long = EnvConfig { episode_len: panel.n_days, ..Default::default() };
     assert!(matches!(CpuKernelEnv::new(&long, panel.clone()), Err(EnvError::EpisodeTooLong { .. })));
     let none = EnvConfig { n_envs: 0, ..Default::default() };
