@@ -260,9 +260,14 @@ fn weights_actions_trade_to_the_band_edge_and_not_inside_it() {
     env.step(&[0.0, 0.0], &mut step).unwrap();
     let w = weights(&env, 4);
     assert!((w[0] - (third + 0.05)).abs() < 1e-9 && (w[1] - (third - 0.05)).abs() < 1e-9, "to the edges: {w:?}");
-    // The kernel and the tensor env refuse what they cannot step, saying so; FinRL's accounting too.
-    let e = crate::env::kernel::CpuKernelEnv::new(&cfg, panel.clone()).err().map(|e| e.to_string());
-    assert!(e.is_some_and(|e| e.contains("share-count actions")));
+    // The env kernel trades the same orders: the same holdings after the same four steps.
+    let mut kernel = crate::env::kernel::CpuKernelEnv::new(&cfg, panel.clone()).unwrap();
+    for _ in 0..4 {
+        kernel.step(&[0.0, 0.0], &mut step).unwrap();
+    }
+    let held: Vec<f64> = env.positions().iter().map(|p| p.holding).collect();
+    assert_eq!(kernel.holdings(), held.as_slice(), "the kernel's holdings");
+    // FinRL's accounting has share counts only.
     let finrl = EnvConfig { accounting: Accounting::FinrlNumpy, ..cfg };
     assert!(matches!(VecEnv::new(finrl, panel), Err(EnvError::Unsupported(_))));
 }
@@ -294,11 +299,17 @@ fn the_benchmark_relative_reward_equals_its_definition() {
     let e = VecEnv::new(cfg.clone(), panel.clone()).err().map(|e| e.to_string());
     assert!(e.is_some_and(|e| e.contains("no prices of SPY")), "an index without its prices is refused");
     let with_index = Arc::new((*panel).clone().with_benchmark(vec![100.0, 100.0, 110.0]).unwrap());
-    let mut env = VecEnv::new(cfg, with_index).unwrap();
+    let mut env = VecEnv::new(cfg.clone(), with_index.clone()).unwrap();
     env.step(&[0.5, 0.0], &mut step).unwrap();
     env.step(&[0.0, 0.0], &mut step).unwrap();
     let want = (10_050f64 / 10_000.0).ln() - 1.1f64.ln();
     assert!((f64::from(step.reward[0]) - want).abs() < 1e-6, "{} vs {want}", step.reward[0]);
+    // The env kernel's reward is the same, bit for bit.
+    let mut kernel = crate::env::kernel::CpuKernelEnv::new(&cfg, with_index).unwrap();
+    let mut k_step = Step::default();
+    kernel.step(&[0.5, 0.0], &mut k_step).unwrap();
+    kernel.step(&[0.0, 0.0], &mut k_step).unwrap();
+    assert_eq!(k_step.reward[0].to_bits(), step.reward[0].to_bits(), "the kernel's reward");
 
     // Differential Sharpe on the same steps (eta 0.1, 20 bps): 0 first (no variance yet), then the formula
     // (clipped) on the second step's net log return, with the moments the first step moved.

@@ -127,10 +127,11 @@ pub(crate) fn panel_of(config: &Config, assets: Vec<Vec<Bar>>) -> anyhow::Result
     Ok(TrainData { panel, first, last })
 }
 
-/// The env PPO trains on, the device it trains on and what ran. On CUDA, the env kernel on the device:
-/// actions, observations, rewards and done flags stay there for the whole rollout. On the CPU, `VecEnv`.
-/// Where the kernel cannot start on CUDA (no NVRTC, a driver too old for the code, FinRL's accounting),
-/// `--device cuda` fails with the reason; `--device auto` says why once and trains on the CPU.
+/// The env PPO trains on, the device it trains on and what ran. On CUDA, the env kernel on the device
+/// (either action space, share counts or target weights, and every `env.reward`): actions, observations,
+/// rewards and done flags stay there for the whole rollout. On the CPU, `VecEnv`. Where the kernel cannot
+/// start on CUDA (no NVRTC, a driver too old for the code, FinRL's accounting), `--device cuda` fails with
+/// the reason; `--device auto` says why once and trains on the CPU.
 pub(crate) fn training_env(
     cfg: &EnvConfig,
     panel: Arc<Panel>,

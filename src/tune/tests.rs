@@ -36,13 +36,6 @@ fn small_config(dir: &Path) -> Config {
     Config::parse(&dir.join("tradebot.toml"), &s).unwrap()
 }
 
-/// A population runs on the env kernel, which has FinRL's share counts and the equity reward only (the demo
-/// config trades target weights against a benchmark).
-fn kernel_env(c: &mut Config) {
-    c.env.action = crate::env::ActionSpace::Shares;
-    c.env.reward = crate::env::Reward::Equity;
-}
-
 #[test]
 fn random_draws_stay_in_the_space_and_apply_to_the_config() {
     let dir = tempfile::tempdir().unwrap();
@@ -248,7 +241,6 @@ mod training {
         tch::set_num_threads(1);
         let dir = tempfile::tempdir().unwrap();
         let mut c = small_config(dir.path());
-        kernel_env(&mut c);
         // 4 envs x 16 steps: the rungs at 64 and 192 steps are updates 1 and 3.
         (c.ppo.n_steps, c.ppo.batch_size) = (16, 32);
         c.tune.space = BTreeMap::from([
@@ -309,8 +301,7 @@ mod training {
     #[test]
     fn in_a_population_rungs_that_round_to_the_same_update_are_judged_once() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = small_config(dir.path());
-        kernel_env(&mut c);
+        let c = small_config(dir.path());
         let shared = split(&c, &c.tune, None, Device::Cpu, None).unwrap();
         let mut params = space::random(&c.tune.space(), 1, 0);
         params.insert("n_steps".into(), 16.0);

@@ -1,6 +1,7 @@
-//! The environment step as one kernel: `env_step.c` holds the whole step of one env (the rule of
-//! [`crate::exec`] for all assets, reward, equity, episode end and seeded reset, the next observation in
-//! [`super::VecEnv::observe`]'s layout). The same source is
+//! The environment step as one kernel: `env_step.c` holds the whole step of one env (the orders of either
+//! action space, share counts or target weights with a no-trade band, under the rule of [`crate::exec`]
+//! for all assets; equity and every reward of [`crate::env::Reward`]; episode end and seeded reset; the
+//! next observation in [`super::VecEnv::observe`]'s layout). The same source is
 //!
 //! - compiled for the CPU by build.rs (the `cc` crate, no FMA contraction) and run here by
 //!   [`CpuKernelEnv`], env ranges spread over a rayon pool; CI checks it bit for bit against `VecEnv`;
@@ -12,7 +13,10 @@
 //! Episode starts follow `VecEnv`'s seeded stream: SplitMix64 is a counter, and since every env resets on
 //! the same step, env `i`'s `r`-th start is draw `r * E + i` of that stream, which each thread computes
 //! on its own. Only `Accounting::Standard` exists in the kernel (FinRL's NumPy accounting stays in
-//! `VecEnv`, for the parity test and the FinRL peer).
+//! `VecEnv`, for the parity test and the FinRL peer). The CPU build equals `VecEnv` bit for bit with
+//! either action space and every reward (the same libm `exp`, `log` and `pow`); on CUDA those three are
+//! the device's own and may differ in the last bits, which only the weights space and the log-return
+//! rewards use.
 // The kernel is C (shared with the CUDA build): calling it passes raw pointers to buffers we own and size.
 #![allow(unsafe_code)]
 
@@ -30,18 +34,22 @@ pub mod nvrtc;
 mod population;
 #[cfg(feature = "train")]
 pub mod probe;
+mod state;
 #[cfg(feature = "train")]
 mod tensor;
 #[cfg(feature = "train")]
 pub(crate) use buffer::check_buffer;
 #[cfg(feature = "train")]
 pub use cuda::KernelEnvError;
+pub use state::Buffers;
 #[cfg(feature = "train")]
 pub use tensor::TensorKernelEnv;
 
 use super::config::{Accounting, EnvConfig, EnvError};
 use super::panel::Panel;
+use super::reward::{Benchmark, Reward};
 use super::vec_env::Step;
+use super::weights::ActionSpace;
 use std::sync::Arc;
 
 /// The kernel source, for NVRTC.
@@ -60,6 +68,13 @@ pub struct Params {
     pub reward_scale: f64,
     pub turnover_penalty: f64,
     pub turbulence_threshold: f64,
+    /// The weights action space's no-trade band and cap per asset (0 and 1 for share counts).
+    pub band: f64,
+    pub max_weight: f64,
+    /// The vs-benchmark and differential-Sharpe rewards' turnover penalty in basis points.
+    pub turnover_bps: f64,
+    /// The differential-Sharpe reward's moment rate.
+    pub sharpe_eta: f64,
     pub seed: u64,
     pub cooldown_bars: u32,
     pub n_envs: i32,
@@ -71,12 +86,25 @@ pub struct Params {
     pub cash_cap_ignores_fees: i32,
     pub fixed_start: i32,
     pub has_turbulence: i32,
+    /// 1 for target weights with a no-trade band, 0 for share counts.
+    pub action_weights: i32,
+    /// `TB_REWARD_*` in `env_step.c`: [`REWARD_EQUITY`], [`REWARD_VS_BENCHMARK`], [`REWARD_DIFFERENTIAL_SHARPE`].
+    pub reward_kind: i32,
+    /// vs-benchmark: 1 when the benchmark is the panel's index series, 0 for equal-weight buy-and-hold.
+    pub bench_symbol: i32,
     pub env_stride: i32,
     pub asset_stride: i32,
     pub obs_stride: i32,
     /// In a population (`Buffers::trials` set): envs per trial.
     pub trial_envs: i32,
 }
+
+/// `Params::reward_kind` of [`Reward::Equity`].
+pub const REWARD_EQUITY: i32 = 0;
+/// `Params::reward_kind` of [`Reward::VsBenchmark`].
+pub const REWARD_VS_BENCHMARK: i32 = 1;
+/// `Params::reward_kind` of [`Reward::DifferentialSharpe`].
+pub const REWARD_DIFFERENTIAL_SHARPE: i32 = 2;
 
 /// `tb_trial` in `env_step.c`: one trial's own values in a population (what a search tunes in the env,
 /// and the trial's seed).
@@ -103,38 +131,6 @@ impl Trial {
     }
 }
 
-/// `tb_buffers` in `env_step.c`: host pointers for the CPU build, device pointers for CUDA.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct Buffers {
-    pub prices: *const f32,
-    pub features: *const f32,
-    pub turbulence: *const f64,
-    pub actions: *const f32,
-    pub cash: *mut f64,
-    pub equity: *mut f64,
-    pub day: *mut i32,
-    pub steps: *mut i32,
-    pub draws: *mut u64,
-    pub holding: *mut f64,
-    pub entry: *mut f64,
-    pub high_water: *mut f64,
-    pub cooldown: *mut u32,
-    pub reward: *mut f32,
-    pub done: *mut f32,
-    pub equity_out: *mut f64,
-    pub obs: *mut f32,
-    pub ret_sum: *mut f64,
-    pub ret_count: *mut f64,
-    /// Per trial in a population (`Params::trial_envs` envs each); null otherwise.
-    pub trials: *const Trial,
-}
-
-// SAFETY: the pointers are only dereferenced by the kernel, each env range by one thread, on buffers the
-// owning env keeps alive and does not touch while a call runs.
-unsafe impl Send for Buffers {}
-unsafe impl Sync for Buffers {}
-
 unsafe extern "C" {
     fn tb_env_init(p: *const Params, b: *const Buffers, lo: i32, hi: i32);
     fn tb_env_step(p: *const Params, b: *const Buffers, lo: i32, hi: i32);
@@ -150,13 +146,28 @@ pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Param
         return Err(EnvError::EpisodeTooLong { len: cfg.episode_len, days: panel.n_days });
     }
     if cfg.accounting != Accounting::Standard {
-        return Err(EnvError::Unsupported("the kernel env has standard f64 accounting only"));
-    }
-    if cfg.action != crate::env::ActionSpace::Shares || cfg.reward != crate::env::Reward::Equity {
         return Err(EnvError::Unsupported(
-            "the env kernel runs share-count actions and the equity reward only: for env.action_space = weights or another env.reward, train on the CPU env (`--device cpu`)",
+            "env.accounting = \"finrl-numpy\": the env kernel has the standard f64 accounting only; use accounting = \"standard\", or train on the CPU env (`--device cpu`)",
         ));
     }
+    let (band, max_weight) = match cfg.action {
+        ActionSpace::Shares => (0.0, 1.0),
+        ActionSpace::Weights { band, max_weight } => (band, max_weight),
+    };
+    let (reward_kind, turnover_bps, sharpe_eta, bench_symbol) = match &cfg.reward {
+        Reward::Equity => (REWARD_EQUITY, 0.0, 0.0, false),
+        Reward::VsBenchmark { benchmark, turnover_bps } => {
+            let symbol = match benchmark {
+                Benchmark::EqualWeight => false,
+                Benchmark::Symbol(s) if panel.benchmark.is_none() => {
+                    return Err(EnvError::NoBenchmark { symbol: s.clone() });
+                }
+                Benchmark::Symbol(_) => true,
+            };
+            (REWARD_VS_BENCHMARK, *turnover_bps, 0.0, symbol)
+        }
+        Reward::DifferentialSharpe { eta, turnover_bps } => (REWARD_DIFFERENTIAL_SHARPE, *turnover_bps, *eta, false),
+    };
     let fits = |n: usize| i32::try_from(n).is_ok();
     let obs = 1 + panel.n_assets * (1 + panel.n_features);
     if !fits(cfg.n_envs * panel.n_assets.max(obs)) || !fits(panel.n_days * panel.n_assets * panel.n_features) {
@@ -175,6 +186,10 @@ pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Param
         reward_scale: cfg.reward_scale,
         turnover_penalty: cfg.turnover_penalty,
         turbulence_threshold: turbulence.unwrap_or(0.0),
+        band,
+        max_weight,
+        turnover_bps,
+        sharpe_eta,
         seed: cfg.seed,
         cooldown_bars: p.cooldown_bars,
         n_envs: e,
@@ -186,6 +201,9 @@ pub fn params(cfg: &EnvConfig, panel: &Panel, asset_major: bool) -> Result<Param
         cash_cap_ignores_fees: i32::from(p.cash_cap_ignores_fees),
         fixed_start: i32::from(cfg.fixed_start),
         has_turbulence: i32::from(turbulence.is_some()),
+        action_weights: i32::from(matches!(cfg.action, ActionSpace::Weights { .. })),
+        reward_kind,
+        bench_symbol: i32::from(bench_symbol),
         env_stride: if asset_major { 1 } else { a },
         asset_stride: if asset_major { e } else { 1 },
         obs_stride: obs as i32,
@@ -199,22 +217,7 @@ pub struct CpuKernelEnv {
     params: Params,
     panel: Arc<Panel>,
     pool: Option<Arc<rayon::ThreadPool>>,
-    actions: Vec<f32>,
-    cash: Vec<f64>,
-    equity: Vec<f64>,
-    day: Vec<i32>,
-    steps: Vec<i32>,
-    draws: Vec<u64>,
-    holding: Vec<f64>,
-    entry: Vec<f64>,
-    high_water: Vec<f64>,
-    cooldown: Vec<u32>,
-    reward: Vec<f32>,
-    done: Vec<f32>,
-    equity_out: Vec<f64>,
-    obs: Vec<f32>,
-    ret_sum: Vec<f64>,
-    ret_count: Vec<f64>,
+    state: state::HostState,
 }
 
 /// Envs per rayon task: enough work to hide the scheduling, small enough to balance two cores.
@@ -229,28 +232,8 @@ impl CpuKernelEnv {
     /// returns them in that layout.
     pub fn with_layout(cfg: &EnvConfig, panel: Arc<Panel>, asset_major: bool) -> Result<Self, EnvError> {
         let params = params(cfg, &panel, asset_major)?;
-        let (e, a) = (cfg.n_envs, panel.n_assets);
-        let mut env = CpuKernelEnv {
-            params,
-            pool: None,
-            actions: vec![0.0; e * a],
-            cash: vec![0.0; e],
-            equity: vec![0.0; e],
-            day: vec![0; e],
-            steps: vec![0; e],
-            draws: vec![0; e],
-            holding: vec![0.0; e * a],
-            entry: vec![0.0; e * a],
-            high_water: vec![0.0; e * a],
-            cooldown: vec![0; e * a],
-            reward: vec![0.0; e],
-            done: vec![0.0; e],
-            equity_out: vec![0.0; e],
-            obs: vec![0.0; e * params.obs_stride as usize],
-            ret_sum: vec![0.0; e],
-            ret_count: vec![0.0; e],
-            panel,
-        };
+        let dims = state::Dims { envs: cfg.n_envs, assets: panel.n_assets, obs: params.obs_stride as usize };
+        let mut env = CpuKernelEnv { params, pool: None, state: state::HostState::zeros(dims), panel };
         env.run(Entry::Init);
         Ok(env)
     }
@@ -271,73 +254,60 @@ impl CpuKernelEnv {
 
     /// The current observations, `n_envs x obs_dim`, as `VecEnv::observe` writes them.
     pub fn obs(&self) -> &[f32] {
-        &self.obs
+        &self.state.obs
     }
 
     pub fn cash(&self) -> &[f64] {
-        &self.cash
+        &self.state.cash
     }
 
     /// Holdings, env-major (`env * n_assets + asset`).
     pub fn holdings(&self) -> &[f64] {
-        &self.holding
+        &self.state.holding
     }
 
     pub fn cooldowns(&self) -> &[u32] {
-        &self.cooldown
+        &self.state.cooldown
     }
 
     pub fn days(&self) -> &[i32] {
-        &self.day
+        &self.state.day
     }
 
     /// Finished episodes since the last call: (sum of total returns, count); clears the accumulators.
     pub fn take_returns(&mut self) -> (f64, f64) {
-        let sum = self.ret_sum.iter().sum();
-        let count = self.ret_count.iter().sum();
-        self.ret_sum.fill(0.0);
-        self.ret_count.fill(0.0);
+        let (sums, counts) = (&mut self.state.ret_sum, &mut self.state.ret_count);
+        let (sum, count) = (sums.iter().sum(), counts.iter().sum());
+        sums.fill(0.0);
+        counts.fill(0.0);
         (sum, count)
     }
 
     /// Steps every env with `actions` (`n_envs x n_assets`; NaN counts as 0) and writes the next
     /// observations; `out` as `VecEnv::step` fills it.
     pub fn step(&mut self, actions: &[f32], out: &mut Step) -> Result<(), EnvError> {
-        if actions.len() != self.actions.len() {
-            return Err(EnvError::ActionShape { got: actions.len(), want: self.actions.len() });
+        let want = self.state.actions.len();
+        if actions.len() != want {
+            return Err(EnvError::ActionShape { got: actions.len(), want });
         }
-        self.actions.copy_from_slice(actions);
+        self.state.actions.copy_from_slice(actions);
         self.run(Entry::Step);
-        out.reward.clone_from(&self.reward);
+        out.reward.clone_from(&self.state.reward);
         out.done.clear();
-        out.done.extend(self.done.iter().map(|d| *d != 0.0));
-        out.equity.clone_from(&self.equity_out);
+        out.done.extend(self.state.done.iter().map(|d| *d != 0.0));
+        out.equity.clone_from(&self.state.equity_out);
         Ok(())
     }
 
     fn buffers(&mut self) -> Buffers {
-        Buffers {
-            prices: self.panel.prices.as_ptr(),
-            features: self.panel.features.as_ptr(),
-            turbulence: self.panel.turbulence.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
-            actions: self.actions.as_ptr(),
-            cash: self.cash.as_mut_ptr(),
-            equity: self.equity.as_mut_ptr(),
-            day: self.day.as_mut_ptr(),
-            steps: self.steps.as_mut_ptr(),
-            draws: self.draws.as_mut_ptr(),
-            holding: self.holding.as_mut_ptr(),
-            entry: self.entry.as_mut_ptr(),
-            high_water: self.high_water.as_mut_ptr(),
-            cooldown: self.cooldown.as_mut_ptr(),
-            reward: self.reward.as_mut_ptr(),
-            done: self.done.as_mut_ptr(),
-            equity_out: self.equity_out.as_mut_ptr(),
-            obs: self.obs.as_mut_ptr(),
-            ret_sum: self.ret_sum.as_mut_ptr(),
-            ret_count: self.ret_count.as_mut_ptr(),
+        let panel = &self.panel;
+        self.state.buffers(state::Inputs {
+            prices: panel.prices.as_ptr(),
+            features: panel.features.as_ptr(),
+            turbulence: panel.turbulence.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
+            benchmark: panel.benchmark.as_ref().map_or(std::ptr::null(), |b| b.as_ptr()),
             trials: std::ptr::null(),
-        }
+        })
     }
 
     /// Runs an entry point over all envs, in chunks of [`CHUNK`] on the pool.

@@ -7,6 +7,7 @@
 
 use super::buffer::{mul_i32, sum_i32};
 use super::cuda::KernelEnvError;
+use super::state::TensorState;
 use super::tensor::TensorKernelEnv;
 use super::{Params, Trial};
 use crate::env::EnvError;
@@ -65,15 +66,7 @@ impl TensorKernelEnv {
         // Positions are asset-major on CUDA (`TensorKernelEnv::new`), env-major on the CPU.
         let asset_major = first.device.is_cuda();
         let a = first.params.n_assets as i64;
-        let cat = |f: fn(&TensorKernelEnv) -> &Tensor| Tensor::f_cat(&all.iter().map(|e| f(e)).collect::<Vec<_>>(), 0);
-        let positions = |f: fn(&TensorKernelEnv) -> &Tensor| {
-            if asset_major {
-                let parts = all.iter().map(|e| f(e).f_view([a, -1])).collect::<Result<Vec<Tensor>, _>>()?;
-                Tensor::f_cat(&parts, 1)?.f_reshape([-1])
-            } else {
-                cat(f)
-            }
-        };
+        let states: Vec<&TensorState> = all.iter().map(|e| &e.state).collect();
         let params =
             Params { n_envs: n, asset_stride: if asset_major { n } else { 1 }, trial_envs: per_trial, ..first.params };
         let table = Tensor::f_from_slice(&trial_bytes(&trials))?.f_to_device(first.device)?;
@@ -81,22 +74,8 @@ impl TensorKernelEnv {
             params,
             device: first.device,
             has_turbulence: first.has_turbulence,
-            actions: cat(|e| &e.actions)?,
-            cash: cat(|e| &e.cash)?,
-            equity: cat(|e| &e.equity)?,
-            equity_out: cat(|e| &e.equity_out)?,
-            ret_sum: cat(|e| &e.ret_sum)?,
-            ret_count: cat(|e| &e.ret_count)?,
-            day: cat(|e| &e.day)?,
-            steps: cat(|e| &e.steps)?,
-            draws: cat(|e| &e.draws)?,
-            holding: positions(|e| &e.holding)?,
-            entry: positions(|e| &e.entry)?,
-            high_water: positions(|e| &e.high_water)?,
-            cooldown: positions(|e| &e.cooldown)?,
-            reward: cat(|e| &e.reward)?,
-            done: cat(|e| &e.done)?,
-            obs: cat(|e| &e.obs)?,
+            has_benchmark: first.has_benchmark,
+            state: TensorState::stack(&states, a, asset_major)?,
             trials: Some((trials, table)),
             panel: first.panel,
             backend: first.backend,
@@ -126,34 +105,7 @@ impl TensorKernelEnv {
         let n = i32::try_from(rows.len()).map_err(|_| unsupported("keep: more rows than the env has"))?;
         let idx = Tensor::f_from_slice(&rows)?.f_to_device(self.device)?;
         let asset_major = self.device.is_cuda();
-        let a = self.params.n_assets as i64;
-        let pick = |t: &Tensor| t.f_index_select(0, &idx);
-        let pick_positions = |t: &Tensor| {
-            if asset_major {
-                t.f_view([a, -1])?.f_index_select(1, &idx)?.f_reshape([-1])
-            } else {
-                pick(&t.f_view([-1, a])?)?.f_reshape([-1])
-            }
-        };
-        for t in [
-            &mut self.cash,
-            &mut self.equity,
-            &mut self.equity_out,
-            &mut self.ret_sum,
-            &mut self.ret_count,
-            &mut self.day,
-            &mut self.steps,
-            &mut self.draws,
-            &mut self.reward,
-            &mut self.done,
-            &mut self.obs,
-            &mut self.actions,
-        ] {
-            *t = pick(t)?;
-        }
-        for t in [&mut self.holding, &mut self.entry, &mut self.high_water, &mut self.cooldown] {
-            *t = pick_positions(t)?;
-        }
+        self.state.keep(&idx, self.params.n_assets as i64, asset_major)?;
         let trials: Vec<Trial> = match &self.trials {
             Some((t, _)) => keep.iter().map(|&k| t[k]).collect(),
             None => vec![Trial::of(&self.params)],
@@ -172,10 +124,11 @@ impl TensorKernelEnv {
     pub fn take_trial_returns(&mut self) -> Result<Vec<(f64, f64)>, KernelEnvError> {
         let p = self.n_trials() as i64;
         let per = |t: &Tensor| t.f_view([p, -1])?.f_sum_dim_intlist(1, false, Kind::Double);
-        let both = Tensor::f_stack(&[per(&self.ret_sum)?, per(&self.ret_count)?], 1)?;
+        let (sums, counts) = (&mut self.state.ret_sum, &mut self.state.ret_count);
+        let both = Tensor::f_stack(&[per(sums)?, per(counts)?], 1)?;
         let read = crate::ml::readback::f64s(&both);
-        let _ = self.ret_sum.f_zero_()?;
-        let _ = self.ret_count.f_zero_()?;
+        let _ = sums.f_zero_()?;
+        let _ = counts.f_zero_()?;
         let v = read?;
         if v.len() != 2 * p as usize {
             return Err(KernelEnvError::Readback { what: "episode returns", got: v.len(), want: 2 * p as usize });
@@ -200,10 +153,22 @@ mod tests {
 
     /// Three trials with their own stops, cooldowns, reward scales and seeds, stepped as one env on `device`,
     /// then two of them after the middle one is dropped: each env moves bit for bit as in its trial's env
-    /// alone.
+    /// alone. With share counts and the equity reward, then with target weights and the differential
+    /// Sharpe ratio (whose moments and orders are stacked and kept too).
     pub(crate) fn assert_population_steps_as_alone(device: Device) {
+        let shares = EnvConfig { n_envs: 5, episode_len: 12, ..Default::default() };
+        let weights = EnvConfig {
+            action: crate::env::ActionSpace::Weights { band: 0.05, max_weight: 0.5 },
+            reward: crate::env::Reward::DifferentialSharpe { eta: 0.05, turnover_bps: 10.0 },
+            ..shares.clone()
+        };
+        for base in [shares, weights] {
+            assert_trials_step_as_alone(device, &base);
+        }
+    }
+
+    fn assert_trials_step_as_alone(device: Device, base: &EnvConfig) {
         let panel = panel_with_turbulence();
-        let base = EnvConfig { n_envs: 5, episode_len: 12, ..Default::default() };
         let cfgs: Vec<EnvConfig> = [(0.02, 0u32, 1.0, 11u64), (0.0, 3, 0.5, 12), (0.05, 1, 2.0, 13)]
             .iter()
             .map(|&(stop, cooldown, scale, seed)| {
@@ -237,7 +202,7 @@ mod tests {
                 all.extend(actions);
             }
             pop.step_host(&all, &mut Step::default()).unwrap();
-            let (rows, cash) = (host::<f32>(pop.reward()), host::<f64>(&pop.cash));
+            let (rows, cash) = (host::<f32>(pop.reward()), host::<f64>(&pop.state.cash));
             let holdings = pop.holdings().unwrap();
             for (k, &m) in members.iter().enumerate() {
                 let at = format!("step {step}, trial {m}");

@@ -7,6 +7,7 @@
 //! request (once per update).
 
 use super::cuda::{CudaKernel, KernelEnvError};
+use super::state::{Dims, Inputs, TensorState};
 use super::{Buffers, Entry, Params};
 use crate::env::{EnvConfig, EnvError, Panel, Step};
 use std::sync::Arc;
@@ -22,30 +23,15 @@ pub struct TensorKernelEnv {
     pub(super) params: Params,
     pub(super) backend: Backend,
     pub(super) device: Device,
-    /// The panel on the device (prices, features, turbulence), kept alive for the kernel's pointers.
-    pub(super) panel: [Tensor; 3],
+    /// The panel on the device (prices, features, turbulence, the benchmark index), kept alive for the
+    /// kernel's pointers.
+    pub(super) panel: [Tensor; 4],
     pub(super) has_turbulence: bool,
-    /// `[n_envs, n_assets]`: the actions of the next `step` (`set_actions` copies them in).
-    pub(super) actions: Tensor,
-    /// Per env: cash, equity, equity_out, ret_sum, ret_count (f64); day, steps (i32); draws (u64 as i64).
-    pub(super) cash: Tensor,
-    pub(super) equity: Tensor,
-    pub(super) equity_out: Tensor,
-    pub(super) ret_sum: Tensor,
-    pub(super) ret_count: Tensor,
-    pub(super) day: Tensor,
-    pub(super) steps: Tensor,
-    pub(super) draws: Tensor,
-    /// Per position (`params`' layout): holding, entry, high water (f64), cooldown (u32 as i32).
-    pub(super) holding: Tensor,
-    pub(super) entry: Tensor,
-    pub(super) high_water: Tensor,
-    pub(super) cooldown: Tensor,
-    /// Per env: the last step's reward and done flag (0/1), f32.
-    pub(super) reward: Tensor,
-    pub(super) done: Tensor,
-    /// `[n_envs, obs_dim]`: the next observations, in `VecEnv::observe`'s layout.
-    pub(super) obs: Tensor,
+    /// The kernel reads the benchmark index (`Params::bench_symbol`).
+    pub(super) has_benchmark: bool,
+    /// Every buffer of the kernel's state (`state.rs`: the actions `set_actions` copies in, the accounts,
+    /// positions and episode counters, the outputs, the observations), in `params`' layout.
+    pub(super) state: TensorState,
     /// In a population (`stack`): each trial's own values, and the same as bytes on the device for the
     /// kernel (`tb_trial`); `None` for one trial's env.
     pub(super) trials: Option<(Vec<super::Trial>, Tensor)>,
@@ -60,9 +46,9 @@ impl TensorKernelEnv {
             other => return Err(KernelEnvError::device(other)),
         };
         let params = super::params(cfg, panel, device.is_cuda())?;
-        let (e, a) = (cfg.n_envs as i64, panel.n_assets as i64);
-        let zeros = |n: i64, kind: Kind| Tensor::zeros([n], (kind, device));
+        let dims = Dims { envs: cfg.n_envs, assets: panel.n_assets, obs: params.obs_stride as usize };
         let turbulence = panel.turbulence.clone().unwrap_or_else(|| vec![0.0]);
+        let benchmark = panel.benchmark.clone().filter(|_| params.bench_symbol != 0).unwrap_or_else(|| vec![0.0]);
         let env = TensorKernelEnv {
             params,
             backend,
@@ -71,24 +57,11 @@ impl TensorKernelEnv {
                 Tensor::from_slice(&panel.prices).to_device(device),
                 Tensor::from_slice(&panel.features).to_device(device),
                 Tensor::from_slice(&turbulence).to_device(device),
+                Tensor::from_slice(&benchmark).to_device(device),
             ],
             has_turbulence: panel.turbulence.is_some(),
-            actions: Tensor::zeros([e, a], (Kind::Float, device)),
-            cash: zeros(e, Kind::Double),
-            equity: zeros(e, Kind::Double),
-            equity_out: zeros(e, Kind::Double),
-            ret_sum: zeros(e, Kind::Double),
-            ret_count: zeros(e, Kind::Double),
-            day: zeros(e, Kind::Int),
-            steps: zeros(e, Kind::Int),
-            draws: zeros(e, Kind::Int64),
-            holding: zeros(e * a, Kind::Double),
-            entry: zeros(e * a, Kind::Double),
-            high_water: zeros(e * a, Kind::Double),
-            cooldown: zeros(e * a, Kind::Int),
-            reward: zeros(e, Kind::Float),
-            done: zeros(e, Kind::Float),
-            obs: Tensor::zeros([e, params.obs_stride as i64], (Kind::Float, device)),
+            has_benchmark: params.bench_symbol != 0,
+            state: TensorState::zeros(dims, device),
             trials: None,
         };
         env.launch(Entry::Init)?;
@@ -127,17 +100,17 @@ impl TensorKernelEnv {
     /// `[n_envs, obs_dim]`: the current observations (the kernel overwrites them at the next step: copy
     /// what must outlive it).
     pub fn obs(&self) -> &Tensor {
-        &self.obs
+        &self.state.obs
     }
 
     /// `[n_envs]`: the last step's rewards (f32; overwritten at the next step).
     pub fn reward(&self) -> &Tensor {
-        &self.reward
+        &self.state.reward
     }
 
     /// `[n_envs]`: 1.0 where the last step ended an episode, else 0.0 (f32; overwritten at the next step).
     pub fn done(&self) -> &Tensor {
-        &self.done
+        &self.state.done
     }
 
     /// Copies `actions` (`n_envs x n_assets` values of any float kind, on any device; laid out env-major)
@@ -150,7 +123,7 @@ impl TensorKernelEnv {
             return Err(EnvError::ActionShape { got, want }.into());
         }
         let rows = actions.f_reshape([self.n_envs() as i64, self.n_assets() as i64])?;
-        self.actions.f_copy_(&rows)?;
+        self.state.actions.f_copy_(&rows)?;
         Ok(())
     }
 
@@ -168,24 +141,24 @@ impl TensorKernelEnv {
         }
         self.set_actions(&Tensor::f_from_slice(actions)?)?;
         self.step()?;
-        out.reward = crate::ml::readback::f32s(&self.reward)?;
-        out.done = crate::ml::readback::f32s(&self.done)?.into_iter().map(|d| d != 0.0).collect();
-        out.equity = crate::ml::readback::f64s(&self.equity_out)?;
+        out.reward = crate::ml::readback::f32s(&self.state.reward)?;
+        out.done = crate::ml::readback::f32s(&self.state.done)?.into_iter().map(|d| d != 0.0).collect();
+        out.equity = crate::ml::readback::f64s(&self.state.equity_out)?;
         Ok(())
     }
 
     /// Cash per env, read back (tests).
     pub fn cash(&self) -> Result<Vec<f64>, KernelEnvError> {
-        Ok(crate::ml::readback::f64s(&self.cash)?)
+        Ok(crate::ml::readback::f64s(&self.state.cash)?)
     }
 
     /// Holdings read back, env-major (`env * n_assets + asset`) like `CpuKernelEnv::holdings`.
     pub fn holdings(&self) -> Result<Vec<f64>, KernelEnvError> {
         let (e, a) = (self.n_envs() as i64, self.n_assets() as i64);
         let env_major = if self.device.is_cuda() {
-            self.holding.f_view([a, e])?.f_transpose(0, 1)?.f_contiguous()?
+            self.state.holding.f_view([a, e])?.f_transpose(0, 1)?.f_contiguous()?
         } else {
-            self.holding.shallow_clone()
+            self.state.holding.shallow_clone()
         };
         Ok(crate::ml::readback::f64s(&env_major)?)
     }
@@ -193,10 +166,11 @@ impl TensorKernelEnv {
     /// Finished episodes since the last call: (sum of total returns, count), one read back to the host
     /// (counted by `readback`: call it once per update, not per step); clears them.
     pub fn take_returns(&mut self) -> Result<(f64, f64), KernelEnvError> {
-        let both = Tensor::f_stack(&[self.ret_sum.f_sum(Kind::Double)?, self.ret_count.f_sum(Kind::Double)?], 0)?;
+        let (sums, counts) = (&mut self.state.ret_sum, &mut self.state.ret_count);
+        let both = Tensor::f_stack(&[sums.f_sum(Kind::Double)?, counts.f_sum(Kind::Double)?], 0)?;
         let read = crate::ml::readback::f64s(&both);
-        let _ = self.ret_sum.f_zero_()?;
-        let _ = self.ret_count.f_zero_()?;
+        let _ = sums.f_zero_()?;
+        let _ = counts.f_zero_()?;
         match read?[..] {
             [sum, count] => Ok((sum, count)),
             ref other => Err(KernelEnvError::Readback { what: "episode returns", got: other.len(), want: 2 }),
@@ -223,26 +197,10 @@ impl TensorKernelEnv {
         if self.has_turbulence {
             check("turbulence", &self.panel[2], Kind::Double, days, d)?;
         }
-        for (name, t, kind, n) in [
-            ("actions", &self.actions, Kind::Float, e * a),
-            ("cash", &self.cash, Kind::Double, e),
-            ("equity", &self.equity, Kind::Double, e),
-            ("equity_out", &self.equity_out, Kind::Double, e),
-            ("ret_sum", &self.ret_sum, Kind::Double, e),
-            ("ret_count", &self.ret_count, Kind::Double, e),
-            ("day", &self.day, Kind::Int, e),
-            ("steps", &self.steps, Kind::Int, e),
-            ("draws", &self.draws, Kind::Int64, e),
-            ("holding", &self.holding, Kind::Double, e * a),
-            ("entry", &self.entry, Kind::Double, e * a),
-            ("high_water", &self.high_water, Kind::Double, e * a),
-            ("cooldown", &self.cooldown, Kind::Int, e * a),
-            ("reward", &self.reward, Kind::Float, e),
-            ("done", &self.done, Kind::Float, e),
-            ("obs", &self.obs, Kind::Float, e * obs),
-        ] {
-            check(name, t, kind, n, d)?;
+        if self.has_benchmark {
+            check("benchmark", &self.panel[3], Kind::Float, days, d)?;
         }
+        self.state.check(Dims { envs: e, assets: a, obs }, d)?;
         // The positions' strides must stay inside the `e * a` elements checked above.
         let strides_ok =
             (p.env_stride, p.asset_stride) == (a as i32, 1) || (p.env_stride, p.asset_stride) == (1, e as i32);
@@ -272,29 +230,13 @@ impl TensorKernelEnv {
     /// The buffers' raw pointers (host pointers on the CPU, device pointers on CUDA); taking them reads
     /// no memory. Only `launch` passes them on, after `check_buffers`.
     fn buffers(&self) -> Buffers {
-        let f64p = |t: &Tensor| t.data_ptr() as *mut f64;
-        Buffers {
+        self.state.buffers(Inputs {
             prices: self.panel[0].data_ptr() as *const f32,
             features: self.panel[1].data_ptr() as *const f32,
             turbulence: if self.has_turbulence { self.panel[2].data_ptr() as *const f64 } else { std::ptr::null() },
-            actions: self.actions.data_ptr() as *const f32,
-            cash: f64p(&self.cash),
-            equity: f64p(&self.equity),
-            day: self.day.data_ptr() as *mut i32,
-            steps: self.steps.data_ptr() as *mut i32,
-            draws: self.draws.data_ptr() as *mut u64,
-            holding: f64p(&self.holding),
-            entry: f64p(&self.entry),
-            high_water: f64p(&self.high_water),
-            cooldown: self.cooldown.data_ptr() as *mut u32,
-            reward: self.reward.data_ptr() as *mut f32,
-            done: self.done.data_ptr() as *mut f32,
-            equity_out: f64p(&self.equity_out),
-            obs: self.obs.data_ptr() as *mut f32,
-            ret_sum: f64p(&self.ret_sum),
-            ret_count: f64p(&self.ret_count),
+            benchmark: if self.has_benchmark { self.panel[3].data_ptr() as *const f32 } else { std::ptr::null() },
             trials: self.trials.as_ref().map_or(std::ptr::null(), |(_, t)| t.data_ptr() as *const super::Trial),
-        }
+        })
     }
 
     fn launch(&self, entry: Entry) -> Result<(), KernelEnvError> {
@@ -327,14 +269,20 @@ pub(crate) mod tests {
     use super::*;
 
     /// The tensor env on `device` against the kernel's CPU build on host arrays, bit for bit, over every
-    /// configuration variant (stops, cooldowns, turbulence, every accounting option) and random actions.
+    /// configuration variant (stops, cooldowns, turbulence, every accounting option, both action spaces,
+    /// every reward) and random actions. On CUDA, where `exp`, `log` and `pow` are the GPU's own, what
+    /// depends on them is compared within a relative 1e-9 (f64) or 1e-5 (f32) instead: the weights
+    /// space's state and observations, and the rewards other than the equity change.
     pub(crate) fn assert_agrees_with_the_host_build(device: Device, n_envs: usize, steps: usize) {
         let panel = panel_with_turbulence();
         for (v, cfg) in configs(n_envs).into_iter().enumerate() {
             let mut want = CpuKernelEnv::new(&cfg, panel.clone()).unwrap();
             let mut got = TensorKernelEnv::new(&cfg, &panel, device).unwrap().with_threads(2).unwrap();
+            let shares = cfg.action == crate::env::ActionSpace::Shares;
+            let state = Exact(!device.is_cuda() || shares);
+            let reward = Exact(!device.is_cuda() || (shares && cfg.reward == crate::env::Reward::Equity));
             let obs = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).view([-1])).unwrap();
-            assert_eq!(f32_bits(&obs(got.obs())), f32_bits(want.obs()), "variant {v}: first observation");
+            state.f32s(&obs(got.obs()), want.obs(), &format!("variant {v}: first observation"));
             let mut rng = crate::env::rng::SplitMix64::new(v as u64 + 7);
             let mut actions = vec![0f32; cfg.n_envs * panel.n_assets];
             let (mut s_want, mut s_got) = (Step::default(), Step::default());
@@ -343,12 +291,12 @@ pub(crate) mod tests {
                 want.step(&actions, &mut s_want).unwrap();
                 got.step_host(&actions, &mut s_got).unwrap();
                 let at = format!("variant {v} step {s}");
-                assert_eq!(f32_bits(&s_got.reward), f32_bits(&s_want.reward), "{at}: reward");
-                assert_eq!(bits(&s_got.equity), bits(&s_want.equity), "{at}: equity");
+                reward.f32s(&s_got.reward, &s_want.reward, &format!("{at}: reward"));
+                state.f64s(&s_got.equity, &s_want.equity, &format!("{at}: equity"));
                 assert_eq!(s_got.done, s_want.done, "{at}: done");
-                assert_eq!(bits(&got.cash().unwrap()), bits(want.cash()), "{at}: cash");
-                assert_eq!(bits(&got.holdings().unwrap()), bits(want.holdings()), "{at}: holdings");
-                assert_eq!(f32_bits(&obs(got.obs())), f32_bits(want.obs()), "{at}: observation");
+                state.f64s(&got.cash().unwrap(), want.cash(), &format!("{at}: cash"));
+                state.f64s(&got.holdings().unwrap(), want.holdings(), &format!("{at}: holdings"));
+                state.f32s(&obs(got.obs()), want.obs(), &format!("{at}: observation"));
             }
             // Summed per env, then over envs in another order: the count exactly, the sum closely.
             let (got_r, want_r) = (got.take_returns().unwrap(), want.take_returns());
@@ -356,6 +304,37 @@ pub(crate) mod tests {
             assert!(want_r.1 > 0.0, "variant {v}: no episode ended in {steps} steps: the test checks nothing");
             assert!((got_r.0 - want_r.0).abs() <= 1e-9 * want_r.1, "variant {v}: returns {got_r:?} vs {want_r:?}");
             assert_eq!(got.take_returns().unwrap(), (0.0, 0.0), "variant {v}: the returns were not cleared");
+        }
+    }
+
+    /// Bit for bit (true), or within a relative 1e-9 (f64) or 1e-5 (f32, with an absolute 1e-6 near 0).
+    struct Exact(bool);
+
+    impl Exact {
+        fn f64s(&self, got: &[f64], want: &[f64], at: &str) {
+            if self.0 {
+                assert_eq!(bits(got), bits(want), "{at}");
+            } else {
+                assert_eq!(got.len(), want.len(), "{at}");
+                let near = got
+                    .iter()
+                    .zip(want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits() || (g - w).abs() <= 1e-9 * w.abs().max(1.0));
+                assert!(near, "{at}: {got:?} vs {want:?}");
+            }
+        }
+
+        fn f32s(&self, got: &[f32], want: &[f32], at: &str) {
+            if self.0 {
+                assert_eq!(f32_bits(got), f32_bits(want), "{at}");
+            } else {
+                assert_eq!(got.len(), want.len(), "{at}");
+                let near = got
+                    .iter()
+                    .zip(want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits() || (g - w).abs() <= 1e-6 + 1e-5 * w.abs());
+                assert!(near, "{at}: {got:?} vs {want:?}");
+            }
         }
     }
 
@@ -391,21 +370,21 @@ pub(crate) mod tests {
             assert!(err.contains(&format!("`{name}`")) && err.contains(what), "{name}: {err}");
         };
         // One value where the kernel reads n_envs x n_assets.
-        env.actions = Tensor::zeros([1], f32s);
+        env.state.actions = Tensor::zeros([1], f32s);
         refused(&mut env, "actions", "1 contiguous Float");
-        env.actions = Tensor::zeros([e, a], f32s);
+        env.state.actions = Tensor::zeros([e, a], f32s);
         // Each in bounds of its memory, so the old launch did not crash on them: the wrong count, the
         // wrong layout (every other row), the wrong kind.
-        env.obs = Tensor::zeros([e, d + 1], f32s);
+        env.state.obs = Tensor::zeros([e, d + 1], f32s);
         refused(&mut env, "obs", &format!("needs {} contiguous Float", e * d));
-        env.obs = Tensor::zeros([e, 2 * d], f32s).narrow(1, 0, d);
+        env.state.obs = Tensor::zeros([e, 2 * d], f32s).narrow(1, 0, d);
         refused(&mut env, "obs", "non-contiguous");
-        env.obs = Tensor::zeros([e, d], (Kind::Double, Device::Cpu));
+        env.state.obs = Tensor::zeros([e, d], (Kind::Double, Device::Cpu));
         refused(&mut env, "obs", "Double");
-        env.obs = Tensor::zeros([e, d], f32s);
-        env.cash = Tensor::zeros([e + 1], (Kind::Double, Device::Cpu));
+        env.state.obs = Tensor::zeros([e, d], f32s);
+        env.state.cash = Tensor::zeros([e + 1], (Kind::Double, Device::Cpu));
         refused(&mut env, "cash", "5 contiguous Double");
-        env.cash = Tensor::zeros([e], (Kind::Double, Device::Cpu));
+        env.state.cash = Tensor::zeros([e], (Kind::Double, Device::Cpu));
         env.set_actions(&Tensor::ones([e * a], f32s)).unwrap();
         env.step().unwrap();
         assert_eq!(env.obs().size(), [e, d]);

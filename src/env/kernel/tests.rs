@@ -1,11 +1,13 @@
 //! The kernel's CPU build against `VecEnv`: the same seed, the same random actions on the shipped data,
-//! the same bits at every step, with stops, cooldowns, turbulence and every execution option.
+//! the same bits at every step, with stops, cooldowns, turbulence, every execution option, both action
+//! spaces and every reward.
 // The tests call the C kernel directly, as its Rust wrapper does.
 #![allow(unsafe_code)]
 
 use super::*;
-use crate::env::VecEnv;
 use crate::env::rng::SplitMix64;
+use crate::env::weights::target_weights;
+use crate::env::{ActionSpace, Benchmark, Reward, VecEnv};
 use crate::exec::ExecParams;
 
 pub(crate) fn bits(v: &[f64]) -> Vec<u64> {
@@ -16,8 +18,16 @@ pub(crate) fn f32_bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-/// Every option of the execution rule and the reward, across four variants.
+/// Every option of the execution rule, both action spaces and every reward: four variants of share
+/// counts with the equity reward, four of target weights (one per reward, each benchmark, whole and
+/// fractional units; bands and caps that bind on random actions), and share counts with each new reward.
 pub(crate) fn configs(n_envs: usize) -> Vec<EnvConfig> {
+    let mut all = shares_configs(n_envs);
+    all.extend(new_reward_configs(n_envs));
+    all
+}
+
+fn shares_configs(n_envs: usize) -> Vec<EnvConfig> {
     let base = EnvConfig { n_envs, episode_len: 60, initial_cash: 30_000.0, seed: 5, ..Default::default() };
     vec![
         EnvConfig {
@@ -64,10 +74,109 @@ pub(crate) fn configs(n_envs: usize) -> Vec<EnvConfig> {
     ]
 }
 
+fn new_reward_configs(n_envs: usize) -> Vec<EnvConfig> {
+    let base = EnvConfig { n_envs, episode_len: 60, initial_cash: 30_000.0, seed: 21, ..Default::default() };
+    let weights = |band: f64, max_weight: f64| ActionSpace::Weights { band, max_weight };
+    let index = Benchmark::Symbol("SPY".into());
+    let stop = |trailing_stop: f64, cooldown_bars: u32| ExecParams {
+        trailing_stop,
+        cooldown_bars,
+        slippage_bps: 5.0,
+        min_order: 1.0,
+        ..Default::default()
+    };
+    vec![
+        EnvConfig {
+            action: weights(0.05, 0.4),
+            reward: Reward::VsBenchmark { benchmark: Benchmark::EqualWeight, turnover_bps: 10.0 },
+            exec: stop(0.03, 2),
+            turbulence_threshold: Some(99.0),
+            ..base.clone()
+        },
+        EnvConfig {
+            action: weights(0.02, 0.3),
+            reward: Reward::VsBenchmark { benchmark: index.clone(), turnover_bps: 50.0 },
+            exec: ExecParams { integer_units: false, min_order: 0.5, ..stop(0.05, 0) },
+            reward_scale: 1e-3,
+            seed: 22,
+            ..base.clone()
+        },
+        EnvConfig {
+            action: weights(0.1, 0.6),
+            reward: Reward::DifferentialSharpe { eta: 0.05, turnover_bps: 5.0 },
+            exec: ExecParams { cash_cap_ignores_fees: true, fee_bps: 25.0, ..stop(0.04, 1) },
+            turbulence_threshold: Some(99.0),
+            seed: 23,
+            ..base.clone()
+        },
+        EnvConfig {
+            action: weights(0.03, 0.5),
+            exec: stop(0.02, 5),
+            turnover_penalty: 0.001,
+            fixed_start: true,
+            episode_len: 45,
+            seed: 24,
+            ..base.clone()
+        },
+        EnvConfig {
+            reward: Reward::DifferentialSharpe { eta: 0.01, turnover_bps: 20.0 },
+            exec: stop(0.03, 2),
+            seed: 25,
+            ..base.clone()
+        },
+        EnvConfig {
+            reward: Reward::VsBenchmark { benchmark: index, turnover_bps: 10.0 },
+            exec: ExecParams { integer_units: false, max_trade: 250.0, ..stop(0.05, 0) },
+            turbulence_threshold: Some(99.0),
+            seed: 26,
+            ..base
+        },
+    ]
+}
+
+/// The shipped data with a turbulent day in 17 and an index series (for `benchmark = SYMBOL`): the mean
+/// of the three prices, wobbling.
 pub(crate) fn panel_with_turbulence() -> Arc<Panel> {
     let p = crate::env::tests::real_panel();
     let turbulence: Vec<f64> = (0..p.n_days).map(|d| if d % 17 == 0 { 150.0 } else { 10.0 }).collect();
-    Arc::new(Panel { turbulence: Some(turbulence), ..(*p).clone() })
+    let a = p.n_assets;
+    let index: Vec<f32> = (0..p.n_days)
+        .map(|d| p.prices[d * a..(d + 1) * a].iter().sum::<f32>() / a as f32 * (1.0 + 0.01 * (d as f32).sin()))
+        .collect();
+    let panel = Panel { turbulence: Some(turbulence), ..(*p).clone() }.with_benchmark(index).unwrap();
+    Arc::new(panel)
+}
+
+/// For the weights space: how often (env, asset) sat inside the no-trade band with a weight off its
+/// target, sat outside it, and had its target capped at `max_weight`, before a step of `actions` from
+/// `env`'s state (weights at the observation day's prices, as the env sizes them).
+#[derive(Debug, Default)]
+struct Binding {
+    inside: usize,
+    outside: usize,
+    capped: usize,
+}
+
+impl Binding {
+    fn count(&mut self, env: &VecEnv, panel: &Panel, cfg: &EnvConfig, actions: &[f32]) {
+        let ActionSpace::Weights { band, max_weight } = cfg.action else { return };
+        let a = panel.n_assets;
+        let mut target = vec![0.0; a];
+        for i in 0..cfg.n_envs {
+            let day = env.days()[i];
+            target_weights(&actions[i * a..(i + 1) * a], max_weight, &mut target);
+            let pos = &env.positions()[i * a..(i + 1) * a];
+            let price = |k: usize| f64::from(panel.price(day, k));
+            let equity = env.cash()[i] + (0..a).map(|k| pos[k].holding * price(k)).sum::<f64>();
+            for k in 0..a {
+                let w = pos[k].holding * price(k) / equity;
+                let off = (w - target[k]).abs();
+                self.inside += usize::from(off > 1e-3 && off < band - 1e-3);
+                self.outside += usize::from(off > band + 1e-3);
+                self.capped += usize::from(target[k] == max_weight);
+            }
+        }
+    }
 }
 
 /// Random actions in [-1, 1), one in 50 NaN (counts as 0), one in 20 beyond the range (clamped).
@@ -95,8 +204,10 @@ fn kernel_cpu_build_agrees_with_vec_env_bit_for_bit() {
         let mut actions = vec![0f32; e * a];
         let (mut s_want, mut s_got) = (Step::default(), Step::default());
         let (mut stops, mut dones, mut turbulent, mut returns) = (0, 0, 0, 0.0);
+        let mut binding = Binding::default();
         for s in 0..200 {
             random_actions(&mut rng, &mut actions);
+            binding.count(&want, &panel, &cfg, &actions);
             want.step(&actions, &mut s_want).unwrap();
             got.step(&actions, &mut s_got).unwrap();
             let at = format!("variant {v} step {s}");
@@ -121,8 +232,12 @@ fn kernel_cpu_build_agrees_with_vec_env_bit_for_bit() {
             turbulent += usize::from(panel.turbulence.as_ref().is_some_and(|t| t[day] > 99.0));
         }
         assert!(dones >= 3 * e, "variant {v}: only {dones} episode ends, resets are not exercised");
-        if v != 2 {
+        if cfg.exec.trailing_stop > 0.0 {
             assert!(stops > 0, "variant {v}: no stop fired, the comparison misses a rule");
+        }
+        if matches!(cfg.action, ActionSpace::Weights { .. }) {
+            let Binding { inside, outside, capped } = binding;
+            assert!(inside > 0 && outside > 0 && capped > 0, "variant {v}: band and cap not both binding: {binding:?}");
         }
         assert!(turbulent > 0, "variant {v}: no turbulent day was traded");
         let (sum, count) = got.take_returns();
@@ -186,11 +301,20 @@ fn kernel_cpu_build_is_the_same_on_any_thread_count() {
 fn kernel_env_refuses_what_it_cannot_run() {
     let panel = crate::env::tests::real_panel();
     let finrl = EnvConfig { accounting: crate::env::Accounting::FinrlNumpy, ..Default::default() };
-    assert!(matches!(CpuKernelEnv::new(&finrl, panel.clone()), Err(EnvError::Unsupported(_))));
+    let err = CpuKernelEnv::new(&finrl, panel.clone()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("finrl-numpy") && err.contains("--device cpu"), "{err}");
     let long = EnvConfig { episode_len: panel.n_days, ..Default::default() };
     assert!(matches!(CpuKernelEnv::new(&long, panel.clone()), Err(EnvError::EpisodeTooLong { .. })));
     let none = EnvConfig { n_envs: 0, ..Default::default() };
     assert!(matches!(CpuKernelEnv::new(&none, panel.clone()), Err(EnvError::NoEnvs)));
+    // FinRL's accounting has share counts only; an index benchmark needs the index's prices.
+    let weights = ActionSpace::Weights { band: 0.05, max_weight: 0.5 };
+    let finrl_weights = EnvConfig { action: weights, ..finrl.clone() };
+    assert!(matches!(CpuKernelEnv::new(&finrl_weights, panel.clone()), Err(EnvError::Unsupported(_))));
+    let reward = Reward::VsBenchmark { benchmark: Benchmark::Symbol("SPY".into()), turnover_bps: 10.0 };
+    let no_index = EnvConfig { action: weights, reward, ..Default::default() };
+    let err = CpuKernelEnv::new(&no_index, panel.clone()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("SPY") && err.contains("equal-weight"), "{err}");
     let mut env = CpuKernelEnv::new(&EnvConfig { n_envs: 2, ..Default::default() }, panel).unwrap();
     let err = env.step(&[0.0; 5], &mut Step::default()).unwrap_err();
     assert_eq!(err, EnvError::ActionShape { got: 5, want: 6 });
@@ -202,8 +326,8 @@ unsafe extern "C" {
 
 #[test]
 fn params_and_buffers_mirror_the_c_structs() {
-    let mut c = [0i32; 9];
-    // SAFETY: tb_layout writes 9 values.
+    let mut c = [0i32; 14];
+    // SAFETY: tb_layout writes 14 values.
     unsafe { tb_layout(c.as_mut_ptr()) };
     let rust = [
         std::mem::size_of::<Params>(),
@@ -215,6 +339,11 @@ fn params_and_buffers_mirror_the_c_structs() {
         std::mem::offset_of!(Buffers, ret_count),
         std::mem::size_of::<super::Trial>(),
         std::mem::offset_of!(super::Trial, cooldown_bars),
+        std::mem::offset_of!(Params, sharpe_eta),
+        std::mem::offset_of!(Params, bench_symbol),
+        std::mem::offset_of!(Buffers, benchmark),
+        std::mem::offset_of!(Buffers, sharpe_b),
+        std::mem::offset_of!(Buffers, order),
     ];
     assert_eq!(c.map(|x| x as usize), rust);
 }
