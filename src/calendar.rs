@@ -46,6 +46,7 @@ const fn hm(h: u32, m: u32) -> NaiveTime {
 }
 
 pub(crate) const REGULAR_OPEN: NaiveTime = hm(9, 30);
+/// The regular session's close, New York time (an early close is 13:00).
 pub const REGULAR_CLOSE: NaiveTime = hm(16, 0);
 const EARLY_CLOSE: NaiveTime = hm(13, 0);
 const EXTENDED_OPEN: NaiveTime = hm(4, 0);

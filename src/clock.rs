@@ -30,8 +30,11 @@ pub enum ClockError {
 /// Simulated time running `speed` minutes per wall second from `sim` at the wall instant `wall`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SimClock {
+    /// The simulated time at `wall`.
     pub sim: DateTime<Utc>,
+    /// The wall-clock instant at which the simulated time was `sim`.
     pub wall: DateTime<Utc>,
+    /// Simulated minutes per wall second (positive and finite).
     pub speed: f64,
 }
 
@@ -47,6 +50,9 @@ impl SimClock {
         Ok(SimClock { sim, wall, speed })
     }
 
+    /// A clock from its printed form (`<simulated RFC 3339 time>@<wall unix seconds>x<speed>`, what
+    /// `Display` writes), as `$TRADEBOT_SIM_CLOCK` carries it to a child process; a malformed text is
+    /// `ClockError::Malformed`.
     pub fn parse(text: &str) -> Result<SimClock, ClockError> {
         let bad = || ClockError::Malformed(text.into());
         let (sim, rest) = text.trim().split_once('@').ok_or_else(bad)?;

@@ -18,7 +18,9 @@ pub struct ExecParams {
     pub max_trade: f64,
     /// Requested trades of fewer units are dropped.
     pub min_order: f64,
+    /// Fees in basis points of each trade's notional.
     pub fee_bps: f64,
+    /// Slippage in basis points: buys fill this much above the close, sells below it.
     pub slippage_bps: f64,
     /// Fraction below the high-water mark that triggers a stop (0 = off), e.g. 0.1 for 10%.
     pub trailing_stop: f64,

@@ -57,22 +57,35 @@
 //!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,
 //!     the retrainer), and [`bench`] (`tradebot bench ...`), 16. [`cli`] (parses and dispatches).
 
+// Every public item is documented (`missing_docs`), but for the modules marked below: their items are still to
+// be documented (issue 34), and the allow on each is the list of what is left.
+#![warn(missing_docs)]
+
 mod alerts;
 mod alloc;
+#[allow(missing_docs)]
 pub mod alpaca;
 mod backtest;
+#[allow(missing_docs)]
 pub mod bench;
 mod broker;
 mod calendar;
+#[allow(missing_docs)]
 pub mod cli;
 mod clock;
+#[allow(missing_docs)]
 mod config;
+#[allow(missing_docs)]
 mod contract;
+#[allow(missing_docs)]
 pub mod control;
 mod daemon;
 mod data;
+#[allow(missing_docs)]
 pub mod domain;
+#[allow(missing_docs)]
 pub mod engine;
+#[allow(missing_docs)]
 pub mod env;
 mod exec;
 mod features;
@@ -90,17 +103,22 @@ mod lstm;
 mod metrics;
 #[cfg(feature = "train")]
 mod ml;
+#[allow(missing_docs)]
 pub mod models;
 mod native;
+#[allow(missing_docs)]
 pub mod oms;
 mod onnx;
 mod out;
 mod policy;
+#[allow(missing_docs)]
 pub mod retrain;
 mod risk;
 #[cfg(feature = "train")]
+#[allow(missing_docs)]
 pub mod rl;
 mod schedule;
+#[allow(missing_docs)]
 pub mod store;
 mod telegram;
 mod training;

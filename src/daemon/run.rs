@@ -62,8 +62,11 @@ pub const EX_CANTCREAT: u8 = 73;
      /var/lib/tradebot"
 )]
 pub struct StateDirError {
+    /// The config file that names the directory.
     pub file: String,
+    /// The `state_dir` as configured.
     pub dir: String,
+    /// Why it cannot be used (the I/O error, or that it is not writable).
     pub reason: String,
 }
 

@@ -17,14 +17,23 @@ pub struct FeatureSpec {
     pub sma_windows: Vec<usize>,
     /// `c / EMA_s - 1` spans.
     pub ema_spans: Vec<usize>,
+    /// MACD's fast EMA span.
     pub macd_fast: usize,
+    /// MACD's slow EMA span.
     pub macd_slow: usize,
+    /// MACD's signal-line EMA span.
     pub macd_signal: usize,
+    /// RSI's period (Wilder's smoothing).
     pub rsi_period: usize,
+    /// CCI's period.
     pub cci_period: usize,
+    /// ADX's period (Wilder's smoothing).
     pub adx_period: usize,
+    /// Bollinger bands' window.
     pub bb_window: usize,
+    /// Bollinger bands' width in standard deviations.
     pub bb_k: f64,
+    /// The window of the volume z-score.
     pub volume_z_window: usize,
 }
 
@@ -131,6 +140,7 @@ impl FeatureSpec {
         n
     }
 
+    /// The number of feature columns (the length of `names`).
     pub fn n_cols(&self) -> usize {
         self.return_horizons.len() + self.vol_windows.len() + self.sma_windows.len() + self.ema_spans.len() + 9
     }

@@ -133,19 +133,24 @@ impl Default for RunnerConfig {
     }
 }
 
+/// Why a live run (`live::run`) ended other than by a clean shutdown.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("cannot start the core thread: {0}")]
+    /// The trading (core) thread could not be started.
     Thread(std::io::Error),
     #[error("the core thread panicked")]
+    /// The trading thread panicked (a bug): the process exits with `EX_PANIC`.
     CorePanicked,
     /// A fatal feed or broker-updates error stopped the run (the core was shut down cleanly first): the
     /// process exits `EX_TEMPFAIL` so that systemd restarts it.
     #[error("stopped on a fatal error: {0}")]
     Fatal(String),
     #[error("shutdown did not finish within {0:?}")]
+    /// The shutdown took longer than its deadline; what was left is logged.
     Deadline(Duration),
     #[error("cannot listen for signals: {0}")]
+    /// The SIGTERM/SIGINT handlers could not be installed.
     Signals(std::io::Error),
 }
 

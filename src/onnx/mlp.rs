@@ -54,24 +54,34 @@ impl Squash {
     }
 }
 
+/// An MLP policy as the ONNX writer exports it: the observation normalisation (optional), the hidden
+/// layers with their activation, the output layer and its squash.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MlpPolicy {
+    /// Frozen observation normalisation (mean, variance, clip), inside the graph.
     pub norm: Option<ObsNorm>,
+    /// The hidden layers, each followed by `activation`.
     pub hidden: Vec<Dense>,
+    /// The activation between layers.
     pub activation: Activation,
+    /// The output layer.
     pub head: Dense,
+    /// What bounds the output (`Identity`, `Clip` to [-1, 1], or `Tanh`).
     pub squash: Squash,
 }
 
 impl MlpPolicy {
+    /// The input width (the first layer's).
     pub fn obs_dim(&self) -> usize {
         self.hidden.first().unwrap_or(&self.head).in_dim
     }
 
+    /// The output width (one action per asset).
     pub fn act_dim(&self) -> usize {
         self.head.out_dim
     }
 
+    /// Checks that every layer's shape matches its weights and the next layer's input.
     pub fn validate(&self) -> Result<(), OnnxError> {
         let mut dim = self.obs_dim();
         if let Some(n) = &self.norm

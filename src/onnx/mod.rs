@@ -25,11 +25,14 @@ pub enum OnnxError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Activation {
+    /// `tanh(x)`.
     Tanh,
+    /// `max(x, 0)`.
     Relu,
 }
 
 impl Activation {
+    /// The activation of one value (the reference forward's).
     pub fn apply(self, x: f32) -> f32 {
         match self {
             Activation::Tanh => x.tanh(),
@@ -37,6 +40,7 @@ impl Activation {
         }
     }
 
+    /// The ONNX operator's name.
     pub fn op(self) -> &'static str {
         match self {
             Activation::Tanh => "Tanh",
@@ -48,13 +52,19 @@ impl Activation {
 /// A fully connected layer, weights laid out as PyTorch's `Linear.weight`: `[out_dim][in_dim]` row-major.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dense {
+    /// Input width.
     pub in_dim: usize,
+    /// Output width.
     pub out_dim: usize,
+    /// `out_dim × in_dim` weights, row-major.
     pub weight: Vec<f32>,
+    /// `out_dim` biases.
     pub bias: Vec<f32>,
 }
 
 impl Dense {
+    /// Checks that the weights and biases have the lengths the dimensions say; `what` names the layer
+    /// in the error.
     pub fn check(&self, what: &str) -> Result<(), OnnxError> {
         if self.weight.len() != self.in_dim * self.out_dim || self.bias.len() != self.out_dim {
             return Err(OnnxError::Shape(format!(

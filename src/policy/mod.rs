@@ -100,7 +100,9 @@ impl ModelSel {
 /// What the running pipeline feeds a model: the feature set and the traded symbols, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pipeline {
+    /// The feature set's version and column names, in the order the model reads them.
     pub features: FeatureRef,
+    /// The traded symbols, in the order of the model's inputs and outputs.
     pub symbols: Vec<Symbol>,
     /// The bars the model will be fed (`market.timeframe`): a model trained on other bars is refused.
     pub timeframe: Timeframe,
@@ -110,6 +112,7 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// The pipeline of `spec` over `symbols` at `timeframe`, trading share counts (see `with_action`).
     pub fn new(spec: &FeatureSpec, symbols: &[Symbol], timeframe: Timeframe) -> Pipeline {
         Pipeline {
             features: FeatureRef { version: FEATURE_VERSION, names: spec.names() },
@@ -125,6 +128,7 @@ impl Pipeline {
         self
     }
 
+    /// The number of feature columns per symbol.
     pub fn n_features(&self) -> usize {
         self.features.names.len()
     }

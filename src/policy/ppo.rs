@@ -48,6 +48,8 @@ pub(crate) fn check_action_space(m: &Manifest, config: &ActionSpace) -> Result<(
 
 pub(super) const ACTION_OUTPUT: &str = "action";
 
+/// A loaded PPO (or SAC) policy: its ONNX Runtime session, checked against the pipeline at load, with
+/// its input and output values made once (a call copies the observation in and reads the actions out).
 pub struct PpoPolicy {
     manifest: Manifest,
     session: Session,
@@ -123,18 +125,22 @@ impl PpoPolicy {
         Ok(p)
     }
 
+    /// The model's manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
 
+    /// The model's id (`ppo-…` or `sac-…`).
     pub fn id(&self) -> &str {
         &self.manifest.id
     }
 
+    /// The observation's width.
     pub fn obs_dim(&self) -> usize {
         self.obs_dim
     }
 
+    /// The number of actions (one per symbol).
     pub fn n_assets(&self) -> usize {
         self.n_assets
     }

@@ -101,10 +101,12 @@ impl DailyLoss {
         })
     }
 
+    /// The kill switch's state when it is tripped (when, why, the equity numbers); `None` when it is not.
     pub fn tripped(&self) -> Option<&KillSwitchState> {
         self.tripped.as_ref()
     }
 
+    /// The trading day's reference equity (the previous session's last figure, else the day's first), once set.
     pub fn day_open(&self) -> Option<&DayOpen> {
         self.day_open.as_ref()
     }
