@@ -10,6 +10,7 @@ use rust_decimal::Decimal;
 
 /// Time as the engine sees it: the wall clock live, the bar clock in replay and backtest.
 pub trait Clock: Send {
+    /// The time now, as this clock tells it.
     fn now(&self) -> DateTime<Utc>;
 }
 
@@ -28,10 +29,12 @@ impl Clock for SystemClock {
 pub struct ManualClock(std::sync::Arc<std::sync::Mutex<DateTime<Utc>>>);
 
 impl ManualClock {
+    /// A clock showing `t` (shared: its clones show what any of them was set to).
     pub fn new(t: DateTime<Utc>) -> Self {
         ManualClock(std::sync::Arc::new(std::sync::Mutex::new(t)))
     }
 
+    /// Moves the clock (and every clone of it) to `t`.
     pub fn set(&self, t: DateTime<Utc>) {
         // A poisoned lock only means another thread panicked while holding a plain timestamp; keep going.
         let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -52,7 +55,9 @@ pub struct BrokerSnapshot {
     pub orders: Vec<BrokerOrder>,
     /// Positions by symbol (negative when short); a symbol absent here is flat.
     pub positions: Vec<(Symbol, Decimal)>,
+    /// Cash in the account, in dollars.
     pub cash: Decimal,
+    /// Cash plus positions at the broker's marks, in dollars.
     pub equity: Decimal,
     /// When the broker's answer was taken.
     pub taken_at: Option<DateTime<Utc>>,
@@ -63,6 +68,7 @@ pub struct BrokerSnapshot {
 pub enum Control {
     /// No new orders until `Resume`; open orders are left alone.
     Pause,
+    /// Orders allowed again after `Pause`.
     Resume,
     /// Close every position, then pause.
     Flatten,
@@ -81,7 +87,9 @@ pub enum Event {
     /// The period starting at `t` closed without a bar of `symbol` while other symbols had theirs: its
     /// last close is carried, it is stale (never traded) until its next bar.
     NoBar {
+        /// The symbol with no bar in the period.
         symbol: Symbol,
+        /// The period's start.
         t: DateTime<Utc>,
     },
     /// A trade_updates event (or the simulated broker's equivalent): acks, fills, cancels, rejects.
@@ -94,20 +102,27 @@ pub enum Event {
     /// The runner is about to send this order (its turn in the command queue has come): the lost rule's
     /// grace period starts now.
     Sending {
+        /// The order about to be sent.
         client_order_id: ClientOrderId,
     },
     /// A submit failed before reaching the broker, or the broker refused it outright.
     SubmitFailed {
+        /// The order that was not placed.
         client_order_id: ClientOrderId,
+        /// The error, as the runner or the broker gave it.
         reason: String,
+        /// Whether the same order may be tried again (the broker was unavailable, or the outcome is
+        /// unknown); otherwise it never will be.
         retriable: bool,
     },
     /// The order was recorded but never sent: the runner stopped first (shutdown). The broker never saw it.
     NotSent {
+        /// The order that stayed recorded and unsent.
         client_order_id: ClientOrderId,
     },
     /// Time passed (periodic): stale-data checks, periodic reconciliation.
     Tick,
+    /// An operator's request.
     Control(Control),
     /// A change the daemon hands the engine between two events (worked out off the trading thread).
     Update(Update),
@@ -125,16 +140,25 @@ pub enum Update {
     Calendar(Box<crate::calendar::Calendar>),
     /// A person cleared the tripped kill switch (`tradebot risk clear` beside the daemon): forgotten on
     /// disk and in memory, orders allowed again from the next bar.
-    ClearKill { who: String, at: chrono::DateTime<chrono::Utc> },
+    ClearKill {
+        /// Who cleared it (the person named by `tradebot risk clear`), for the log.
+        who: String,
+        /// When.
+        at: chrono::DateTime<chrono::Utc>,
+    },
 }
 
 /// A loaded model on its way to the engine.
 pub enum LoadedModel {
+    /// A PPO (or SAC) policy.
     Ppo(crate::policy::PpoPolicy),
     /// An LSTM, with what a fresh probability source needs when the engine had none.
     Lstm {
+        /// The classifier's session.
         policy: Box<crate::policy::LstmPolicy>,
+        /// The feature set it was trained on.
         features: crate::features::FeatureSpec,
+        /// Its input windows (lengths, horizon).
         window: crate::features::windows::WindowSpec,
     },
 }
@@ -145,6 +169,7 @@ pub enum LoadedModel {
 pub struct ModelSwap(std::sync::Arc<std::sync::Mutex<Option<LoadedModel>>>);
 
 impl ModelSwap {
+    /// An event's hold on `model`.
     pub fn new(model: LoadedModel) -> Self {
         ModelSwap(std::sync::Arc::new(std::sync::Mutex::new(Some(model))))
     }
@@ -180,6 +205,7 @@ pub enum Command {
 
 /// The synchronous trading core a runner drives: the engine, or a scripted stand-in in tests.
 pub trait Core: Send + 'static {
+    /// Handles one event and returns what the edges must do, in order.
     fn process(&mut self, ev: Event) -> Vec<Command>;
     /// Events for this core from beside the runner (the live daemon's chores: controls, promoted models,
     /// reloaded limits): the runner takes the receiver once at start and feeds its events in with the rest.

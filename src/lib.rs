@@ -75,7 +75,6 @@ pub mod cli;
 mod clock;
 #[allow(missing_docs)]
 mod config;
-#[allow(missing_docs)]
 mod contract;
 #[allow(missing_docs)]
 pub mod control;
