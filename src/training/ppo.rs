@@ -365,11 +365,7 @@ pub(crate) fn draft(
     last: Option<&UpdateStats>,
     seconds: f64,
 ) -> anyhow::Result<Manifest> {
-    let mut metrics = BTreeMap::from([
-        ("env_steps".to_string(), ppo.env_steps as f64),
-        ("updates".to_string(), ppo.updates as f64),
-        ("train_seconds".to_string(), seconds),
-    ]);
+    let mut metrics = base_metrics(ppo.env_steps, ppo.updates, seconds);
     if let Some(s) = last {
         metrics.insert("approx_kl".into(), s.approx_kl);
         metrics.insert("clip_fraction".into(), s.clip_fraction);
@@ -379,6 +375,15 @@ pub(crate) fn draft(
         }
     }
     policy_manifest(config, Algorithm::Ppo, dates, metrics, ("ppo", serde_json::to_value(&config.ppo)?))
+}
+
+/// The training metrics every policy's manifest has: env steps, updates and seconds of training.
+pub(crate) fn base_metrics(env_steps: u64, updates: u64, seconds: f64) -> BTreeMap<String, f64> {
+    BTreeMap::from([
+        ("env_steps".to_string(), env_steps as f64),
+        ("updates".to_string(), updates as f64),
+        ("train_seconds".to_string(), seconds),
+    ])
 }
 
 /// The manifest of a policy trained with `config` under the PPO model contract (inputs, outputs,

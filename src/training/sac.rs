@@ -6,7 +6,7 @@
 //! action space) with `algorithm = sac` in its manifest.
 
 use super::device::{self, EnvBackend, Ran};
-use super::ppo::{PARITY_TOLERANCE, load_data, onnx_forward, policy_manifest, register_policy};
+use super::ppo::{PARITY_TOLERANCE, base_metrics, load_data, onnx_forward, policy_manifest, register_policy};
 use super::{SacJob, emit};
 use crate::config::Config;
 use crate::models::{Algorithm, Manifest};
@@ -16,7 +16,6 @@ use crate::rl::sac::{Sac, SacStats};
 use crate::rl::trading::TradingEnv;
 use anyhow::{Context, bail};
 use chrono::NaiveDate;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
@@ -144,11 +143,7 @@ pub(crate) fn draft(
     last: Option<&SacStats>,
     seconds: f64,
 ) -> anyhow::Result<Manifest> {
-    let mut metrics = BTreeMap::from([
-        ("env_steps".to_string(), sac.env_steps as f64),
-        ("updates".to_string(), sac.updates as f64),
-        ("train_seconds".to_string(), seconds),
-    ]);
+    let mut metrics = base_metrics(sac.env_steps, sac.updates, seconds);
     if let Some(s) = last {
         metrics.insert("alpha".into(), s.alpha);
         metrics.insert("critic_loss".into(), s.critic_loss);
