@@ -80,7 +80,6 @@ mod contract;
 pub mod control;
 mod daemon;
 mod data;
-#[allow(missing_docs)]
 pub mod domain;
 #[allow(missing_docs)]
 pub mod engine;

@@ -9,26 +9,58 @@ use serde::{Deserialize, Serialize};
 /// before a bar is built (see `data::import`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bar {
+    /// The instrument the bar is of.
     pub symbol: Symbol,
+    /// The bar's length (one minute, one day, ...); with `t` it fixes the bar's close time.
     pub timeframe: Timeframe,
+    /// The bar's open time, in UTC.
     pub t: DateTime<Utc>,
+    /// The first trade's price in the bar, in dollars per unit; finite, above zero, within `[l, h]`.
     pub o: f64,
+    /// The highest trade price in the bar, in dollars per unit; finite, not below `l`.
     pub h: f64,
+    /// The lowest trade price in the bar, in dollars per unit; finite and above zero.
     pub l: f64,
+    /// The last trade's price in the bar, in dollars per unit; the price features and fills use.
     pub c: f64,
+    /// The units traded during the bar (shares, or coins for crypto); finite and not negative.
     pub v: f64,
 }
 
+/// Why `Bar::new` refused a bar: the first of its checks that failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BarError {
+    /// A price is NaN, infinite, zero or negative.
     #[error("{field} is {value}: prices must be finite and above zero")]
-    BadPrice { field: &'static str, value: f64 },
+    BadPrice {
+        /// Which price: "open", "high", "low" or "close".
+        field: &'static str,
+        /// The refused price.
+        value: f64,
+    },
+    /// The volume (the refused value) is NaN, infinite or negative.
     #[error("volume is {0}: must be finite and not negative")]
     BadVolume(f64),
+    /// The high lies below the low.
     #[error("high {h} is below low {l}")]
-    HighBelowLow { h: f64, l: f64 },
+    HighBelowLow {
+        /// The bar's high.
+        h: f64,
+        /// The bar's low.
+        l: f64,
+    },
+    /// The open or the close lies outside `[low, high]` by more than the rounding tolerance.
     #[error("{field} {value} lies outside the bar's range [{l}, {h}]")]
-    OutsideRange { field: &'static str, value: f64, l: f64, h: f64 },
+    OutsideRange {
+        /// Which price: "open" or "close".
+        field: &'static str,
+        /// The price outside the range.
+        value: f64,
+        /// The bar's low.
+        l: f64,
+        /// The bar's high.
+        h: f64,
+    },
 }
 
 impl Bar {

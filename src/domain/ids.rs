@@ -5,14 +5,19 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Why an order id was refused (from our own store, the control socket or the broker's wire).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
+    /// A `ClientOrderId` was empty.
     #[error("client_order_id is empty")]
     Empty,
+    /// A `ClientOrderId` (the refused text) exceeds Alpaca's 48-character limit.
     #[error("client_order_id {0:?} is longer than 48 characters")]
     TooLong(String),
+    /// A `ClientOrderId` (the refused text) holds a character outside `[A-Za-z0-9_.-]`.
     #[error("client_order_id {0:?} may hold only A-Z, a-z, 0-9, '-', '_' and '.'")]
     BadChar(String),
+    /// A broker `OrderId` was empty or only whitespace.
     #[error("order id is empty")]
     EmptyOrderId,
 }
@@ -25,8 +30,11 @@ pub enum IdError {
 pub struct ClientOrderId(String);
 
 impl ClientOrderId {
+    /// The longest `client_order_id` Alpaca accepts, in characters.
     pub const MAX_LEN: usize = 48;
 
+    /// Checks an id read back from the store, the wire or a person: non-empty, at most `MAX_LEN`
+    /// characters, only `[A-Za-z0-9_.-]`.
     pub fn new(s: &str) -> Result<Self, IdError> {
         if s.is_empty() {
             return Err(IdError::Empty);
@@ -55,6 +63,7 @@ impl ClientOrderId {
         ClientOrderId(format!("tb-{strat}-{sym}-{}-{seq}", bar_time.timestamp()))
     }
 
+    /// The id as sent to the broker in `client_order_id`.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -85,10 +94,12 @@ impl fmt::Display for ClientOrderId {
 pub struct OrderId(String);
 
 impl OrderId {
+    /// Wraps the broker's id as received; refuses only an empty or all-whitespace one.
     pub fn new(s: &str) -> Result<Self, IdError> {
         if s.trim().is_empty() { Err(IdError::EmptyOrderId) } else { Ok(OrderId(s.to_string())) }
     }
 
+    /// The id exactly as the broker sent it (the `id` of Alpaca's order object).
     pub fn as_str(&self) -> &str {
         &self.0
     }

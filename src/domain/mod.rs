@@ -28,11 +28,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
+    /// Buys: opens or adds to a long position, or covers a short one.
     Buy,
+    /// Sells: reduces or closes a long position, or opens a short one.
     Sell,
 }
 
 impl Side {
+    /// The side as Alpaca spells it on the wire and in logs: `"buy"` or `"sell"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Side::Buy => "buy",

@@ -5,14 +5,19 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Why a `Price` or a `Qty` could not be built.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MoneyError {
+    /// A price (the refused value) was zero or negative.
     #[error("price {0} must be above zero")]
     NonPositivePrice(Decimal),
+    /// A quantity (the refused value) was zero or negative.
     #[error("quantity {0} must be above zero")]
     NonPositiveQty(Decimal),
+    /// An `f64` (the refused value) was NaN or infinite.
     #[error("{0} is not a finite number")]
     NotFinite(f64),
+    /// Text (the refused text) that does not parse as a decimal number.
     #[error("{0:?} is not a decimal number")]
     Parse(String),
 }
@@ -30,6 +35,7 @@ pub struct Qty(Decimal);
 macro_rules! positive_decimal {
     ($ty:ident, $err:ident) => {
         impl $ty {
+            /// Checks an exact decimal: refused unless strictly above zero.
             pub fn new(d: Decimal) -> Result<Self, MoneyError> {
                 if d > Decimal::ZERO { Ok($ty(d)) } else { Err(MoneyError::$err(d)) }
             }
@@ -50,6 +56,7 @@ macro_rules! positive_decimal {
                 Self::new(d.normalize())
             }
 
+            /// The exact decimal value (dollars per unit for a `Price`, units for a `Qty`).
             pub fn get(self) -> Decimal {
                 self.0
             }

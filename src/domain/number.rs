@@ -1,6 +1,8 @@
 //! Figures for people: whole numbers without decimals (`updates=13`, not `13.0000`), others to four
 //! decimals, and NaN or infinities spelled as they are; money to the cent with thousands separators.
 
+/// A figure for a log or a report: a whole number without decimals, any other to four decimals, NaN and
+/// infinities as Rust spells them.
 pub fn figure(v: f64) -> String {
     if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 { format!("{}", v as i64) } else { format!("{v:.4}") }
 }

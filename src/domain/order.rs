@@ -13,18 +13,30 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Where one of our orders stands, as the OMS tracks it; `apply` is the only way it changes. Alpaca's many
+/// statuses (`new`, `done_for_day`, `held`, ...) are mapped onto these by `alpaca::parse`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
+    /// Decided and stored, not yet sent: the intent a restart finds and resends under the same id.
     Created,
+    /// Sent to the broker, no acknowledgement yet (in flight).
     PendingNew,
+    /// Acknowledged and working at the broker (Alpaca's `new` or `accepted`), nothing filled yet.
     Accepted,
+    /// Part of the quantity filled; the rest still working.
     PartiallyFilled,
+    /// We asked the broker to cancel; its answer has not come yet (in flight).
     PendingCancel,
+    /// The whole quantity filled (terminal).
     Filled,
+    /// Canceled at the broker, by us or by it; any partial fills stand (terminal).
     Canceled,
+    /// Refused, by our own checks before sending or by the broker (terminal).
     Rejected,
+    /// Its time in force ran out unfilled or part-filled (terminal).
     Expired,
+    /// Replaced at the broker by another order, which carries on under a new id (terminal).
     Replaced,
 }
 
@@ -32,25 +44,39 @@ pub enum OrderStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderEvent {
+    /// We sent the order to the broker.
     Submit,
+    /// The broker acknowledged it (Alpaca's `new`, `accepted` or `pending_new` update).
     Accepted,
+    /// The broker reported a fill that leaves part of the quantity open.
     PartialFill,
+    /// The broker reported the fill that completes the quantity.
     Fill,
+    /// We asked the broker to cancel the order.
     CancelRequested,
     /// The broker refused our cancel; `partially_filled` says which working state the order returns to.
     CancelRejected {
+        /// True when some of the order had filled, so it returns to `PartiallyFilled` rather than `Accepted`.
         partially_filled: bool,
     },
+    /// The broker canceled the order (on our request, or its own, e.g. at the end of the day).
     Canceled,
+    /// The order was refused: by the broker, or by our checks before it was sent.
     Rejected,
+    /// The broker expired the order at the end of its time in force.
     Expired,
+    /// The broker replaced the order with another one.
     Replaced,
 }
 
+/// An event the transition table has no arrow for in the order's state (e.g. a fill for an order never
+/// sent); the order keeps its state and the OMS logs the refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("order in state {from:?} cannot take event {event:?}")]
 pub struct TransitionError {
+    /// The state the order was in, and stays in.
     pub from: OrderStatus,
+    /// The event that was refused.
     pub event: OrderEvent,
 }
 
@@ -72,6 +98,7 @@ impl std::fmt::Display for OrderStatus {
 }
 
 impl OrderStatus {
+    /// Finished for good (filled, canceled, rejected, expired or replaced): no later event changes it.
     pub fn is_terminal(self) -> bool {
         matches!(
             self,

@@ -41,11 +41,16 @@ impl OrderTif {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderWhy {
+    /// The policy's decision on a bar (the default, also for records stored before the field existed).
     #[default]
     Model,
+    /// A trailing stop was hit: sells the position.
     Stop,
+    /// The kill switch tripped and flattens the account.
     KillSwitch,
+    /// A person asked for a flatten (over the control socket): sells every position.
     Flatten,
+    /// An order a person placed through tradebot, not decided by the model.
     Manual,
 }
 
@@ -55,6 +60,7 @@ impl OrderWhy {
         matches!(self, OrderWhy::Stop | OrderWhy::KillSwitch | OrderWhy::Flatten)
     }
 
+    /// The reason as logs, alerts and the status report write it: `model`, `stop`, `kill switch`, ...
     pub fn as_str(self) -> &'static str {
         match self {
             OrderWhy::Model => "model",
@@ -77,9 +83,13 @@ impl std::fmt::Display for OrderWhy {
 pub struct OrderRequest {
     /// Deterministic (`ClientOrderId::derive`): the same decision after a crash gives the same id.
     pub client_order_id: ClientOrderId,
+    /// The instrument to trade.
     pub symbol: Symbol,
+    /// Buy or sell.
     pub side: Side,
+    /// The units to trade, above zero (fractional shares allowed where the asset is fractionable).
     pub qty: Qty,
+    /// How long the order stays working (`OrderTif::for_asset`: `day` for stocks, `gtc` for crypto).
     pub tif: OrderTif,
     /// The close time of the bar the decision was taken on.
     pub bar_time: DateTime<Utc>,

@@ -9,12 +9,16 @@ use std::fmt;
 #[serde(try_from = "String", into = "String")]
 pub struct Symbol(String);
 
+/// Why text is not a symbol at all (from the config, the store, a CSV file or the wire).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SymbolError {
+    /// The text was empty or only whitespace.
     #[error("symbol is empty")]
     Empty,
+    /// The symbol (upper-cased) exceeds `Symbol::MAX_LEN` characters.
     #[error("symbol {0:?} is longer than 15 characters")]
     TooLong(String),
+    /// The text as given holds a character outside `A-Z 0-9 . / -`, or starts with `.`, `/` or `-`.
     #[error("symbol {0:?} has a character outside A-Z, 0-9, '.', '/', '-'")]
     BadChar(String),
 }
@@ -22,12 +26,20 @@ pub enum SymbolError {
 /// A symbol that is valid but not written as Alpaca writes its asset class; the message is the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpellingError {
+    /// A crypto pair written with a dash (`BTC-USD`) instead of Alpaca's slash.
     #[error("crypto symbols are written {base}/{quote} (Alpaca's pair naming): write \"{base}/{quote}\"")]
-    CryptoDash { base: String, quote: String },
+    CryptoDash {
+        /// The pair's first part, the coin traded (`BTC`).
+        base: String,
+        /// The pair's second part, the currency it is priced in (`USD`).
+        quote: String,
+    },
+    /// A stock's share class written with a dash (`BRK-B`); holds the dotted spelling to write (`BRK.B`).
     #[error(
         "Alpaca writes a stock's share class with a dot: write \"{0}\"; crypto pairs are written BASE/QUOTE, e.g. \"BTC/USD\""
     )]
     ShareClass(String),
+    /// Something with a slash that is not `BASE/QUOTE` with a known quote currency (`BTC/USD/X`, `BTC/EUR`).
     #[error("crypto pairs are written BASE/QUOTE with the quote one of {}, e.g. \"BTC/USD\"", CRYPTO_QUOTES.join(", "))]
     CryptoPair,
 }
@@ -36,8 +48,10 @@ pub enum SpellingError {
 const CRYPTO_QUOTES: [&str; 4] = ["USD", "USDT", "USDC", "BTC"];
 
 impl Symbol {
+    /// The longest symbol accepted, in characters.
     pub const MAX_LEN: usize = 15;
 
+    /// Checks and normalizes a symbol: trimmed, upper-cased, then held to the rules above.
     pub fn new(raw: &str) -> Result<Self, SymbolError> {
         let s = raw.trim().to_ascii_uppercase();
         if s.is_empty() {
@@ -53,6 +67,7 @@ impl Symbol {
         Ok(Symbol(s))
     }
 
+    /// The normalized symbol (upper case), as sent to Alpaca and used as a store key.
     pub fn as_str(&self) -> &str {
         &self.0
     }

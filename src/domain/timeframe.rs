@@ -7,20 +7,29 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum Timeframe {
+    /// 1 to 59 minutes (`5Min`).
     Minutes(u16),
+    /// 1 to 23 hours (`1Hour`).
     Hours(u16),
+    /// One trading day (`1Day`); only 1 is accepted.
     Days(u16),
+    /// One week (`1Week`); only 1 is accepted.
     Weeks(u16),
 }
 
+/// Text that is not a timeframe Alpaca serves; holds the text as given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("timeframe {0:?} is not understood: use e.g. 1Min, 5Min, 15Min, 1Hour, 1Day or 1Week")]
 pub struct TimeframeError(pub String);
 
 impl Timeframe {
+    /// One-minute bars: what the live stream delivers and the store keeps.
     pub const MIN1: Timeframe = Timeframe::Minutes(1);
+    /// Daily bars.
     pub const DAY1: Timeframe = Timeframe::Days(1);
 
+    /// Reads Alpaca's spelling (`15Min`, `1Hour`, `1Day`, `1Week`) or the short one (`15T`, `15m`, `1H`,
+    /// `1D`, `1W`), within Alpaca's limits: 1-59 minutes, 1-23 hours, one day, one week.
     pub fn parse(s: &str) -> Result<Self, TimeframeError> {
         let t = s.trim();
         let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
