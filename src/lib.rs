@@ -101,7 +101,6 @@ mod lstm;
 mod metrics;
 #[cfg(feature = "train")]
 mod ml;
-#[allow(missing_docs)]
 pub mod models;
 mod native;
 #[allow(missing_docs)]

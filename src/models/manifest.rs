@@ -6,14 +6,18 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Which of the engine's two model slots a model fills; the registry keeps one champion per kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelKind {
+    /// The portfolio policy (trained by PPO or SAC): target weights per symbol.
     Ppo,
+    /// The LSTM direction classifier: which way each symbol moves over its horizon.
     Lstm,
 }
 
 impl ModelKind {
+    /// `ppo` or `lstm`: the manifest's, the command line's and the model id's prefix.
     pub fn as_str(self) -> &'static str {
         match self {
             ModelKind::Ppo => "ppo",
@@ -51,8 +55,10 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Every algorithm; a tuning search codes one by its place here (0 ppo, 1 sac).
     pub const ALL: [Algorithm; 2] = [Algorithm::Ppo, Algorithm::Sac];
 
+    /// `ppo` or `sac`, as the manifest, the config and the command line spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Algorithm::Ppo => "ppo",
@@ -72,11 +78,15 @@ impl std::fmt::Display for Algorithm {
     }
 }
 
+/// Where a model version stands in the registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelState {
+    /// Registered and not (yet) promoted: trained, waiting for or refused by the gate.
     Candidate,
+    /// The version the engine trades with; at most one per kind.
     Champion,
+    /// A former champion, replaced by a promotion; kept so a rollback can bring it back.
     Retired,
 }
 
@@ -94,37 +104,55 @@ impl ModelState {
 /// A named tensor and its shape; `-1` is the batch dimension.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorSpec {
+    /// The tensor's name in the ONNX graph (`obs`, `fast`, `probs`, ...).
     pub name: String,
+    /// Its dimensions, outermost first; `-1` where the batch size goes.
     pub shape: Vec<i64>,
 }
 
 /// The feature pipeline a model was trained on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FeatureRef {
+    /// The pipeline's `FEATURE_VERSION` at training time; a model of another version is refused.
     pub version: u32,
+    /// The features' names in the order the model reads them.
     pub names: Vec<String>,
 }
 
+/// `manifest.json` beside a registered `model.onnx`: what the model is, what it reads and writes, what it
+/// trades, what data trained it and how it scored. Unknown fields are refused, so a typo is not ignored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     /// `{kind}-{first 16 hex digits of the ONNX file's SHA-256}`.
     pub id: String,
+    /// The slot the model fills (policy or classifier).
     pub kind: ModelKind,
     /// What trained a policy (PPO or SAC; absent from older manifests, which are PPO's). The LSTM's is PPO's
     /// default and not written.
     #[serde(default, skip_serializing_if = "is_ppo")]
     pub algorithm: Algorithm,
+    /// When the model was trained (the draft was made), in UTC.
     pub created_at: DateTime<Utc>,
+    /// The feature pipeline it was trained on.
     pub features: FeatureRef,
+    /// The ONNX graph's inputs; `check_inputs` compares them with what the pipeline feeds.
     pub inputs: Vec<TensorSpec>,
+    /// The ONNX graph's outputs.
     pub outputs: Vec<TensorSpec>,
+    /// The symbols it trades, in the order of its inputs and outputs; must equal the config's.
     pub symbols: Vec<Symbol>,
+    /// The bar length it was trained on; must equal `market.timeframe`.
     pub timeframe: Timeframe,
+    /// First day of the training data (inclusive, exchange date); `None` when not recorded.
     pub train_from: Option<NaiveDate>,
+    /// Last day of the training data (inclusive); `None` when not recorded.
     pub train_to: Option<NaiveDate>,
+    /// First day of the held-out data the model never trained on; `None` without a holdout.
     pub holdout_from: Option<NaiveDate>,
+    /// Last day of the held-out data (inclusive); `None` without a holdout or when open-ended.
     pub holdout_to: Option<NaiveDate>,
+    /// Training's figures by name (losses, validation scores, `samples_per_sec`, ...), for reports.
     #[serde(default, serialize_with = "crate::domain::number::whole_as_int")]
     pub metrics: BTreeMap<String, f64>,
     /// What the live path needs to build the model's inputs exactly as training did, by kind. PPO: the
@@ -132,30 +160,82 @@ pub struct Manifest {
     /// slow timeframe's factor, horizon and label thresholds.
     #[serde(default)]
     pub params: BTreeMap<String, serde_json::Value>,
+    /// The id of the champion this model was warm-started from; `None` when trained from scratch.
     pub parent: Option<String>,
+    /// Candidate, champion or retired.
     pub state: ModelState,
     /// SHA-256 of `model.onnx`, checked at every load.
     pub onnx_sha256: String,
 }
 
+/// Why a model does not fit the running pipeline and config (`Manifest::check_inputs`); the daemon refuses
+/// to load it. Every variant holds the model's `id`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MismatchError {
+    /// The model was trained on another feature version.
     #[error(
         "model {id} was trained on feature version {model}, the pipeline runs version {pipeline}: retrain it or run the matching tradebot"
     )]
-    FeatureVersion { id: String, model: u32, pipeline: u32 },
+    FeatureVersion {
+        /// The model's id.
+        id: String,
+        /// The feature version in its manifest.
+        model: u32,
+        /// The version this build computes.
+        pipeline: u32,
+    },
+    /// Same version, but other feature names or another order.
     #[error("model {id} expects features {model:?}, the pipeline produces {pipeline:?}")]
-    FeatureNames { id: String, model: Vec<String>, pipeline: Vec<String> },
+    FeatureNames {
+        /// The model's id.
+        id: String,
+        /// The names in its manifest.
+        model: Vec<String>,
+        /// The names the pipeline produces.
+        pipeline: Vec<String>,
+    },
+    /// An input the pipeline feeds has another shape in the model.
     #[error("model {id} expects input {name} of shape {model:?}, the pipeline provides {pipeline:?}")]
-    Shape { id: String, name: String, model: Vec<i64>, pipeline: Vec<i64> },
+    Shape {
+        /// The model's id.
+        id: String,
+        /// The input's name.
+        name: String,
+        /// Its shape in the model's manifest.
+        model: Vec<i64>,
+        /// The shape the pipeline feeds.
+        pipeline: Vec<i64>,
+    },
+    /// The model lacks an input the pipeline feeds.
     #[error("model {id} has no input named {name}")]
-    MissingInput { id: String, name: String },
+    MissingInput {
+        /// The model's id.
+        id: String,
+        /// The input it lacks.
+        name: String,
+    },
+    /// The model trades other symbols (or the same in another order) than the config.
     #[error("model {id} trades {}, the config trades {}", list(model), list(config))]
-    Symbols { id: String, model: Vec<Symbol>, config: Vec<Symbol> },
+    Symbols {
+        /// The model's id.
+        id: String,
+        /// The symbols in its manifest.
+        model: Vec<Symbol>,
+        /// The config's `market.symbols`.
+        config: Vec<Symbol>,
+    },
+    /// The model was trained on another bar length than the config trades.
     #[error(
         "model {id} was trained on {model} bars, the config trades {config} bars: set market.timeframe = \"{model}\" or train a {config} model (`tradebot train ppo|lstm --config FILE`)"
     )]
-    Timeframe { id: String, model: Timeframe, config: Timeframe },
+    Timeframe {
+        /// The model's id.
+        id: String,
+        /// The timeframe in its manifest.
+        model: Timeframe,
+        /// The config's `market.timeframe`.
+        config: Timeframe,
+    },
 }
 
 fn is_ppo(a: &Algorithm) -> bool {

@@ -10,42 +10,87 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
+/// The ONNX graph's file name in a model's directory.
 pub const ONNX_FILE: &str = "model.onnx";
+/// The manifest's file name in a model's directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 const HISTORY_FILE: &str = "history.jsonl";
 
+/// Why the registry could not read, write, promote or roll back a model.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    /// A file or directory of the registry could not be read or written.
     #[error("model registry {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// No model directory of that id exists.
     #[error("model {id}: no such model in {root} (see `tradebot models list`)")]
-    NotFound { id: String, root: String },
+    NotFound {
+        /// The id asked for.
+        id: String,
+        /// The registry's root directory.
+        root: String,
+    },
+    /// The manifest could not be parsed (or written as JSON).
     #[error("model {id}: manifest {path} is unreadable: {reason}")]
-    BadManifest { id: String, path: String, reason: String },
+    BadManifest {
+        /// The model's id (its directory's name).
+        id: String,
+        /// The manifest file.
+        path: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A file's SHA-256 differs from the one its manifest records: it was truncated or altered.
     #[error(
         "model {id}: {path} does not match its manifest (SHA-256 {found}, expected {expected}); the file is corrupt: remove the model directory or restore it"
     )]
-    Corrupt { id: String, path: String, found: String, expected: String },
+    Corrupt {
+        /// The model's id.
+        id: String,
+        /// The file that failed the check.
+        path: String,
+        /// The file's SHA-256, in hex.
+        found: String,
+        /// The SHA-256 the manifest records, in hex.
+        expected: String,
+    },
+    /// A rollback found no earlier champion of the kind in the history.
     #[error("no earlier {kind} champion to roll back to")]
-    NoRollback { kind: &'static str },
+    NoRollback {
+        /// The model kind (`ppo` or `lstm`).
+        kind: &'static str,
+    },
 }
 
 /// One promotion or rollback, as recorded in `history.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
+    /// When it happened, in UTC.
     pub at: DateTime<Utc>,
+    /// The kind whose champion changed.
     pub kind: ModelKind,
+    /// `promote` or `rollback`.
     pub action: String,
+    /// The id of the model crowned champion.
     pub promoted: String,
+    /// The id of the champion it replaced; `None` when there was none (or it was the same model).
     pub demoted: Option<String>,
+    /// Why, as given by the gate's verdict or the person who asked.
     pub reason: String,
 }
 
+/// The model registry on disk (`<state_dir>/models`); cheap to clone (a path).
 #[derive(Debug, Clone)]
 pub struct Registry {
     root: PathBuf,
 }
 
+/// The SHA-256 of `bytes` in lower-case hex: the manifest's `onnx_sha256` and the model id's source.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -69,6 +114,7 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryErro
 }
 
 impl Registry {
+    /// The registry at `root`, creating the directory if it is missing.
     pub fn open(root: &Path) -> Result<Registry, RegistryError> {
         std::fs::create_dir_all(root).map_err(io(root))?;
         Ok(Registry { root: root.to_path_buf() })
@@ -79,6 +125,7 @@ impl Registry {
         Registry { root: root.to_path_buf() }
     }
 
+    /// The directory that holds one subdirectory per model version.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -228,6 +275,8 @@ impl Registry {
         writeln!(f, "{line}").and_then(|_| f.sync_all()).map_err(io(&path))
     }
 
+    /// Every promotion and rollback, oldest first; none when the history file does not exist yet. A line
+    /// that does not parse is skipped.
     pub fn history(&self) -> Result<Vec<HistoryEntry>, RegistryError> {
         let path = self.root.join(HISTORY_FILE);
         match std::fs::read_to_string(&path) {

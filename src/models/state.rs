@@ -17,7 +17,9 @@ pub const STATE_PARAM: &str = "training_state";
 /// `params.training_state`: the file, its SHA-256 and its format.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateRef {
+    /// The file's name in the model's directory (`STATE_FILE`).
     pub file: String,
+    /// The file's SHA-256 in lower-case hex, checked at every load.
     pub sha256: String,
     /// `safetensors`: tensors by the trainer's variable names (`pi.…`, `vf.…`, `log_std`, `obs_norm.…`).
     pub format: String,
@@ -38,22 +40,50 @@ impl StateRef {
     }
 }
 
+/// Why a model's training state could not be loaded for a warm start.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// The model itself could not be loaded.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// The manifest names no training state: the model can only be retrained from scratch.
     #[error(
         "model {id} has no training state: it was registered without {STATE_FILE} (trained before tradebot kept it, or brought as ONNX alone)"
     )]
-    Absent { id: String },
+    Absent {
+        /// The model's id.
+        id: String,
+    },
+    /// `params.training_state` is in the manifest but does not parse as a `StateRef`.
     #[error("model {id}: params.{STATE_PARAM} is unreadable: {reason}")]
-    BadRef { id: String, reason: String },
+    BadRef {
+        /// The model's id.
+        id: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// The manifest names a state file that is not on disk.
     #[error("model {id}: its training state {path} is missing: restore the file or retrain the model")]
-    Missing { id: String, path: String },
+    Missing {
+        /// The model's id.
+        id: String,
+        /// The file expected.
+        path: String,
+    },
+    /// The state file's SHA-256 differs from the manifest's: it was truncated or altered.
     #[error(
         "model {id}: its training state {path} does not match its manifest (SHA-256 {found}, expected {expected}): the file is corrupt; restore it or retrain the model"
     )]
-    Corrupt { id: String, path: String, found: String, expected: String },
+    Corrupt {
+        /// The model's id.
+        id: String,
+        /// The state file.
+        path: String,
+        /// The file's SHA-256, in hex.
+        found: String,
+        /// The SHA-256 the manifest records, in hex.
+        expected: String,
+    },
 }
 
 impl Registry {
