@@ -76,7 +76,6 @@ mod clock;
 #[allow(missing_docs)]
 mod config;
 mod contract;
-#[allow(missing_docs)]
 pub mod control;
 mod daemon;
 mod data;

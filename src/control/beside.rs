@@ -12,15 +12,21 @@ use std::time::Duration;
 /// How long a snapshot may take the daemon (a copy of every tree).
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Why a command could not read the store beside the daemon that holds it.
 #[derive(Debug, thiserror::Error)]
 pub enum BesideError {
+    /// The request for a snapshot failed on the control socket (the daemon answered badly or not in time).
     #[error("the running daemon's store could not be read beside it")]
     Ask(#[source] ClientError),
+    /// The daemon answered but made no snapshot; holds its error message.
     #[error("the running daemon refused a read snapshot: {0}")]
     Refused(String),
+    /// The daemon made a snapshot, but it could not be opened.
     #[error("opening the running daemon's read snapshot {path}")]
     Open {
+        /// The snapshot's directory.
         path: String,
+        /// The store's error.
         #[source]
         source: StoreError,
     },

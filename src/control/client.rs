@@ -8,16 +8,34 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+/// Why a request over the control socket got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// No daemon listens on the socket (holds its path): the file is missing or nobody accepts.
     #[error("no tradebot daemon is listening on {0}")]
     NotRunning(String),
+    /// Connecting, writing or reading failed, a timeout included.
     #[error("control socket {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        /// The socket's path.
+        path: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The daemon answered with a line that is not a `Response`.
     #[error("control socket {path}: unreadable answer {line:?}: {reason}")]
-    BadAnswer { path: String, line: String, reason: String },
+    BadAnswer {
+        /// The socket's path.
+        path: String,
+        /// The line as received.
+        line: String,
+        /// The parser's message.
+        reason: String,
+    },
 }
 
+/// Sends one request to the daemon listening on `path` and waits for its one-line answer; `timeout`
+/// bounds the write and the read each.
 pub fn request(path: &Path, req: &Request, timeout: Duration) -> Result<Response, ClientError> {
     let p = path.display().to_string();
     let io = |source| ClientError::Io { path: p.clone(), source };

@@ -5,26 +5,36 @@ use super::StatusReport;
 use crate::models::ModelKind;
 use serde::{Deserialize, Serialize};
 
+/// What a command (or the dashboard) asks the running daemon; the JSON's `cmd` names the variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "lowercase")]
 pub enum Request {
+    /// The status report (`tradebot status`); changes nothing.
     Status,
     /// Start a retrain now (outside the schedule): one kind, or every kind when `kind` is absent.
     Retrain {
+        /// The kind to retrain; `None` retrains every kind.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         kind: Option<ModelKind>,
     },
+    /// Stop placing new orders until `Resume` (`tradebot pause`).
     Pause,
+    /// Trade again after a `Pause` (`tradebot resume`).
     Resume,
+    /// Sell every position at market, then stay paused (`tradebot flatten`).
     Flatten,
     /// Crown a registered model champion of its kind, and trade with it from the next bar.
     Promote {
+        /// The registered model's id.
         id: String,
+        /// Why, in the person's words: kept in the registry's history and the log.
         reason: String,
     },
     /// Restore the previous champion of `kind`, and trade with it from the next bar.
     Rollback {
+        /// The kind whose champion is rolled back.
         kind: ModelKind,
+        /// Why, in the person's words: kept in the registry's history and the log.
         reason: String,
     },
     /// A consistent copy of the store for a command that reads beside the running daemon
@@ -32,6 +42,7 @@ pub enum Request {
     /// `account`: the copy of the engine's account store (a replay's `state_dir/replay`; live, the main
     /// store) instead of the main one.
     Snapshot {
+        /// True for the account store's copy, false for the main store's.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         account: bool,
     },
@@ -39,17 +50,23 @@ pub enum Request {
     /// the next bar. `who`: the person clearing, for the log.
     #[serde(rename = "risk_clear")]
     RiskClear {
+        /// Who clears it (`$SUDO_USER`, `$USER`, `$LOGNAME`, else the uid), for the log.
         who: String,
     },
     /// Load bars from a file into the store (`tradebot data import`); `file` is absolute, readable by the
     /// daemon. The answer's `import` says what was read and stored.
     Import {
+        /// The CSV or JSON-lines file (plain or gzip), as an absolute path.
         file: std::path::PathBuf,
+        /// Only these symbols of a file with a Ticker column; empty imports every symbol.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         symbols: Vec<String>,
+        /// The symbol of a file without a Ticker column (or of JSON lines without `S`); `None` otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         symbol: Option<String>,
+        /// The bars' timeframe as written (`1Day`, `15Min`, ...), checked by the daemon.
         timeframe: String,
+        /// A chrono date format for dates the built-in formats do not read; `None` for the built-in ones.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         date_format: Option<String>,
     },
@@ -88,13 +105,18 @@ pub fn audit(channel: &str, req: &Request, resp: &Response) {
     }
 }
 
+/// The daemon's one answer to a `Request`: `ok` and, by request, one or more of the optional parts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
+    /// True when the request was done; false when refused, with `error` saying why.
     pub ok: bool,
+    /// `status`: the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<StatusReport>>,
+    /// What was done, in words for the person who asked (`"resumed"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Why the request was refused, in words for the person who asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// `snapshot`: the directory of the copy.
@@ -129,22 +151,27 @@ pub struct ImportSummary {
 }
 
 impl Response {
+    /// A request done, with what was done in words.
     pub fn done(message: impl Into<String>) -> Response {
         Response { ok: true, message: Some(message.into()), ..Response::empty() }
     }
 
+    /// The answer to `status`.
     pub fn status(s: StatusReport) -> Response {
         Response { ok: true, status: Some(Box::new(s)), ..Response::empty() }
     }
 
+    /// The answer to `snapshot`: the copy's directory, which the reader removes.
     pub fn snapshot(path: std::path::PathBuf) -> Response {
         Response { ok: true, path: Some(path), ..Response::empty() }
     }
 
+    /// A refusal, with why in words.
     pub fn error(e: impl Into<String>) -> Response {
         Response { ok: false, error: Some(e.into()), ..Response::empty() }
     }
 
+    /// The answer to `import`: a summary line and what was read and stored.
     pub fn imported(message: impl Into<String>, import: ImportSummary) -> Response {
         Response { ok: true, message: Some(message.into()), import: Some(import), ..Response::empty() }
     }
