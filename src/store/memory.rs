@@ -12,6 +12,7 @@
 //! (`Store::durable_flushes`, shared by its clones) and per thread (`flushes_on_this_thread`), so that
 //! tests can say how many flushes a path makes.
 
+use super::backend::{Db, MemDb};
 use super::{SCHEMA_KEY, SCHEMA_VERSION, Store, StoreError, sentinel};
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -54,11 +55,10 @@ impl Store {
     /// A fresh, empty store in memory: the same trees and API as `Store::open`, with no file under any
     /// state directory, no lock, no sentinel and no flush. Gone when its last clone is dropped.
     pub fn in_memory() -> Result<Store, StoreError> {
-        let cache = super::CACHE_MB.load(Ordering::Relaxed).saturating_mul(1 << 20);
-        let db = sled::Config::new().temporary(true).cache_capacity(cache).flush_every_ms(None).open()?;
-        db.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+        let db = Arc::new(MemDb::default());
+        db.default.write().insert(SCHEMA_KEY.to_vec(), SCHEMA_VERSION.to_be_bytes().to_vec());
         Ok(Store {
-            db,
+            db: Db::Mem(db),
             dir: PathBuf::from("(in memory)"),
             seal: Arc::new(std::sync::Mutex::new(sentinel::Sentinel::in_memory(sentinel::Mark::default()))),
             _lock: Arc::new(None),
