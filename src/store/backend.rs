@@ -272,8 +272,8 @@ mod tests {
     #[test]
     fn a_backup_or_snapshot_of_a_store_in_memory_is_refused_with_no_file() {
         let mem = Store::in_memory().unwrap();
-        let backup = mem.backup().err().expect("a store in memory has nothing on disk to back up");
-        let snapshot = mem.snapshot().err().expect("nor to snapshot");
+        let backup = mem.backup().expect_err("a store in memory has nothing on disk to back up");
+        let snapshot = mem.snapshot().expect_err("nor to snapshot");
         assert!(backup.to_string().starts_with("a backup needs a store on disk"), "{backup}");
         assert!(snapshot.to_string().starts_with("a snapshot needs a store on disk"), "{snapshot}");
         assert!(!mem.dir().exists(), "nothing was made at {}", mem.dir().display());

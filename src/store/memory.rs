@@ -2,11 +2,12 @@
 //!
 //! An evaluation (a backtest, the gate's holdout runs, a search trial's validation, `bench infer`'s
 //! compute figure) runs the engine over a scratch account that nothing reads after the run: it needs
-//! the store's trees and semantics, not its durability. `Store::in_memory` gives exactly that: a
-//! temporary sled database (sled keeps it in memory-backed space and removes it when the last clone is
-//! dropped), no lock file, no sentinel file, nothing under any state directory, and every flush a no-op.
-//! The engine's results over it equal those over a store on disk, bit for bit (the same trees, the same
-//! sled, the same write sequence).
+//! the store's trees and semantics, not its durability. `Store::in_memory` gives exactly that: one
+//! ordered map per tree (`backend`: the same keys in the same order as sled's, no page cache, no log, no
+//! transaction, no background thread), gone when the last clone is dropped; no lock file, no sentinel
+//! file, nothing under any state directory, and every flush a no-op. The engine's results over it equal
+//! those over a store on disk, bit for bit (the same trees, the same records, the same write sequence).
+//! A backup or snapshot of it is refused (`StoreError::InMemory`).
 //!
 //! Every durable flush of a store on disk (a critical write's, `Store::flush`) is counted, per store
 //! (`Store::durable_flushes`, shared by its clones) and per thread (`flushes_on_this_thread`), so that

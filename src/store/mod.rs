@@ -28,9 +28,9 @@
 //! a second opener (a CLI command while the daemon runs) gets `StoreError::Locked` at once, never a hang.
 //!
 //! **In memory.** An evaluation's scratch account (backtests, the gate's holdout runs, search
-//! validations, `bench infer`) is `Store::in_memory`: the same trees and `TypedTree` API over a
-//! temporary sled database, with no lock, no sentinel, no file under any state directory and no flush
-//! (nothing in it needs to survive a crash). `Store::durable_flushes` counts the flushes a store made.
+//! validations, `bench infer`) is `Store::in_memory`: the same trees and `TypedTree` API over one
+//! ordered map per tree (`backend`), with no sled, no lock, no sentinel, no file and no flush (nothing in
+//! it needs to survive a crash). `Store::durable_flushes` counts the flushes a store made.
 //!
 //! **Schema.** The schema version is stored at open; a database written by a newer tradebot is refused.
 
