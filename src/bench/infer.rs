@@ -52,7 +52,8 @@ pub struct InferBench {
     pub json: bool,
 }
 
-/// A random (untrained) PPO model of the configured sizes, for machines without a champion yet.
+/// A random (untrained) PPO model of the configured sizes and action space, for machines without a
+/// champion yet.
 fn synthetic(pl: &Pipeline, hidden: &[i64], act: Activation) -> (Manifest, Vec<u8>) {
     let mut s = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
@@ -79,8 +80,12 @@ fn synthetic(pl: &Pipeline, hidden: &[i64], act: Activation) -> (Manifest, Vec<u
     let norm = ObsNorm { mean: vec![0.0; d], var: vec![1.0; d], eps: 1e-8, clip: 10.0 };
     let p = MlpPolicy { norm: Some(norm), hidden: layers, activation: act, head, squash: Squash::Clip(1.0) };
     let bytes = p.to_onnx("obs", "action", &[]).unwrap_or_default();
+    // Made for the config's action space (as a trained model's manifest says it), so that it loads.
+    let mut params = std::collections::BTreeMap::new();
+    params.insert("env".to_string(), serde_json::json!({ "action": pl.action }));
     let m = Manifest {
         id: "ppo-synthetic".into(),
+        params,
         ..Manifest::draft(
             ModelKind::Ppo,
             pl.features.clone(),
@@ -327,3 +332,24 @@ impl<'a> Hooks<Engine, SimVenue<'a>> for Timing {
 }
 
 impl SessionHooks<'_> for Timing {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::ActionSpace;
+
+    /// The stand-in model is made in the config's action space: the demo config's target weights load it
+    /// (`make bench-infer` on a fresh machine), as share counts do.
+    #[test]
+    fn the_stand_in_model_loads_in_the_configs_action_space() {
+        let symbols: Vec<_> = ["AAPL", "MSFT", "IBM"].map(|s| crate::domain::Symbol::new(s).unwrap()).to_vec();
+        let shares = Pipeline::new(&crate::features::FeatureSpec::default(), &symbols, Timeframe::DAY1);
+        for action in [ActionSpace::Shares, ActionSpace::Weights { band: 0.1, max_weight: 0.4 }] {
+            let pl = shares.clone().with_action(action);
+            let (m, bytes) = synthetic(&pl, &[8, 8], Activation::Tanh);
+            assert_eq!(crate::policy::manifest_action_space(&m), Ok(action));
+            let p = PpoPolicy::from_parts(m, &bytes, &pl, SessionOptions::default());
+            assert!(p.is_ok(), "{action:?}: {:?}", p.err().map(|e| e.to_string()));
+        }
+    }
+}

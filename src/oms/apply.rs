@@ -140,7 +140,7 @@ impl Oms {
         };
         self.orders_tree.insert(id.as_str().as_bytes(), &rec)?;
         self.by_broker_id.insert(b.id.clone(), id.clone());
-        self.orders.insert(id.clone(), rec);
+        self.put_order(rec);
         changes.push(OmsChange::Adopted { id: id.clone(), symbol: b.symbol.clone() });
         Ok(id)
     }

@@ -51,7 +51,7 @@ use crate::domain::{ClientOrderId, OrderEvent, OrderId, OrderRequest, OrderStatu
 use crate::risk::RiskApproved;
 use crate::store::{Store, TreeName, TypedTree};
 use rust_decimal::Decimal;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 pub struct Oms {
     store: Store,
@@ -59,6 +59,10 @@ pub struct Oms {
     fills_tree: TypedTree<FillRecord>,
     positions_tree: TypedTree<PositionRecord>,
     orders: BTreeMap<ClientOrderId, OmsOrder>,
+    /// The ids of the orders not in a terminal state, kept with every status set (`put_order`,
+    /// `set_status`): the engine asks for the working orders several times per decision, and reading
+    /// them here costs the open orders, not every order ever recorded.
+    open: BTreeSet<ClientOrderId>,
     by_broker_id: HashMap<OrderId, ClientOrderId>,
     positions: BTreeMap<Symbol, PositionRecord>,
     /// Per symbol, the signed sum of its fill records.
@@ -110,6 +114,7 @@ impl Oms {
             fills_tree: store.tree(TreeName::Fills)?,
             positions_tree: store.tree(TreeName::Positions)?,
             orders: BTreeMap::new(),
+            open: BTreeSet::new(),
             by_broker_id: HashMap::new(),
             positions: BTreeMap::new(),
             fill_sums: BTreeMap::new(),
@@ -129,7 +134,7 @@ impl Oms {
             if let Some(b) = &o.broker_id {
                 self.by_broker_id.insert(b.clone(), o.client_order_id.clone());
             }
-            self.orders.insert(o.client_order_id.clone(), o);
+            self.put_order(o);
         }
         // Per order: (cumulative filled, notional) from its fill records.
         let mut filled: HashMap<ClientOrderId, (Decimal, Decimal)> = HashMap::new();
@@ -225,8 +230,8 @@ impl Oms {
             note: None,
         };
         self.orders_tree.insert(id.as_str().as_bytes(), &rec)?;
-        self.queued.insert(id.clone());
-        self.orders.insert(id, rec);
+        self.queued.insert(id);
+        self.put_order(rec);
         Ok(Some(Command::Submit(order)))
     }
 
@@ -331,9 +336,9 @@ impl Oms {
         self.positions.get(symbol).map_or(Decimal::ZERO, |p| p.qty)
     }
 
-    /// Orders not in a terminal state (sent, working, or being canceled).
+    /// Orders not in a terminal state (sent, working, or being canceled), in id order.
     pub fn open_orders(&self) -> impl Iterator<Item = &OmsOrder> {
-        self.orders.values().filter(|o| !o.status.is_terminal())
+        self.open.iter().filter_map(|id| self.orders.get(id))
     }
 
     pub fn order(&self, id: &ClientOrderId) -> Option<&OmsOrder> {
@@ -366,7 +371,24 @@ impl Oms {
             changes.push(OmsChange::Status { id: id.clone(), from: o.status, to });
             o.status = to;
             o.updated_at = now;
+            if to.is_terminal() {
+                self.open.remove(id);
+            } else {
+                self.open.insert(id.clone());
+            }
         }
+    }
+
+    /// Keeps `o` in memory (replacing any order of its id), and its id among the open ones while its
+    /// status is not terminal.
+    fn put_order(&mut self, o: OmsOrder) {
+        let id = o.client_order_id.clone();
+        if o.status.is_terminal() {
+            self.open.remove(&id);
+        } else {
+            self.open.insert(id.clone());
+        }
+        self.orders.insert(id, o);
     }
 
     /// Writes an order record (durable: flushes the whole store, positions included).

@@ -101,6 +101,11 @@ proptest! {
                 prop_assert_eq!(per_order.get(&o.client_order_id).copied().unwrap_or_default(), o.filled_qty);
             }
             prop_assert_eq!(oms.positions(), fill_positions(oms));
+            // The open orders (kept as an index beside the orders) are exactly the non-terminal ones, in id order.
+            let open: Vec<&ClientOrderId> = oms.open_orders().map(|o| &o.client_order_id).collect();
+            let live: Vec<&ClientOrderId> =
+                oms.orders().filter(|o| !o.status.is_terminal()).map(|o| &o.client_order_id).collect();
+            prop_assert_eq!(open, live);
         }
         h.oms().reconcile(&b.snapshot()).unwrap();
         for u in b.updates.clone() {

@@ -46,6 +46,7 @@ impl Store {
     /// Writes a backup of every tree to `<state_dir>/backups`. Critical writes wait while it runs, so
     /// the orders, fills and kill-switch records in it are one consistent moment.
     pub fn backup(&self) -> Result<Summary, StoreError> {
+        let db = self.db.sled("a backup")?;
         let dir = self.dir.join(BACKUP_DIR);
         std::fs::create_dir_all(&dir).map_err(|source| StoreError::Dir { dir: dir.clone(), source })?;
         let seal = lock_seal(&self.seal);
@@ -63,7 +64,7 @@ impl Store {
         let (mut trees, mut records) = (0, 0u64);
         // The critical trees (and the default tree with the write sequence) first, under the sentinel's
         // lock; the rest (bars, decisions: recomputable) after it, so trading waits only for the former.
-        let mut names = self.db.tree_names();
+        let mut names = db.tree_names();
         let critical = |n: &sled::IVec| {
             TreeName::ALL.iter().any(|t| t.durable() && t.as_str().as_bytes() == n.as_ref())
                 || n.as_ref() == b"__sled__default"
@@ -74,7 +75,7 @@ impl Store {
             if !critical(&name) {
                 seal = None;
             }
-            let tree = self.db.open_tree(&name)?;
+            let tree = db.open_tree(&name)?;
             w.write_all(b"T").map_err(fail)?;
             put(&mut w, &name).map_err(fail)?;
             trees += 1;

@@ -1,5 +1,6 @@
 //! Bars in the store: a compact 40-byte value under a key that scans one symbol and timeframe in time order.
 
+use super::backend::Span;
 use super::{Store, StoreError, TreeName, keys};
 use crate::domain::{Bar, Symbol, Timeframe};
 use chrono::{DateTime, Utc};
@@ -10,15 +11,15 @@ impl Store {
     pub fn put_bars(&self, bars: &[Bar]) -> Result<usize, StoreError> {
         let tree = self.raw_tree(TreeName::Bars)?;
         let mut new = 0;
-        let mut batch = sled::Batch::default();
+        let mut batch = Vec::with_capacity(bars.len());
         for b in bars {
             let k = keys::bar_key(&b.symbol, b.timeframe, b.t);
             if !tree.contains_key(&k).map_err(self.on_write())? {
                 new += 1;
             }
-            batch.insert(k, encode_bar(b).to_vec());
+            batch.push((k, encode_bar(b).to_vec()));
         }
-        tree.apply_batch(batch).map_err(self.on_write())?;
+        tree.insert_all(batch).map_err(self.on_write())?;
         Ok(new)
     }
 
@@ -33,27 +34,20 @@ impl Store {
         let tree = self.raw_tree(TreeName::Bars)?;
         let lo = keys::bar_key(symbol, tf, from);
         let hi = keys::bar_key(symbol, tf, to);
-        tree.range(lo..=hi).map(|kv| decode_bar_entry(kv?)).collect()
+        tree.scan(Span::Range(&lo, &hi), false, usize::MAX, decode_bar_entry)
     }
 
     /// The time of the newest stored bar, if any.
     pub fn last_bar_time(&self, symbol: &Symbol, tf: Timeframe) -> Result<Option<DateTime<Utc>>, StoreError> {
         let tree = self.raw_tree(TreeName::Bars)?;
-        match tree.scan_prefix(keys::bar_prefix(symbol, tf)).next_back() {
-            Some(kv) => Ok(Some(decode_bar_entry(kv?)?.t)),
-            None => Ok(None),
-        }
+        let last = tree.scan(Span::Prefix(&keys::bar_prefix(symbol, tf)), true, 1, decode_bar_entry)?;
+        Ok(last.first().map(|b| b.t))
     }
 
     /// Number of stored bars of one symbol and timeframe.
     pub fn bar_count(&self, symbol: &Symbol, tf: Timeframe) -> Result<usize, StoreError> {
         let tree = self.raw_tree(TreeName::Bars)?;
-        let mut n = 0;
-        for kv in tree.scan_prefix(keys::bar_prefix(symbol, tf)) {
-            kv?;
-            n += 1;
-        }
-        Ok(n)
+        Ok(tree.scan(Span::Prefix(&keys::bar_prefix(symbol, tf)), false, usize::MAX, |_, _| Ok(()))?.len())
     }
 }
 
@@ -66,9 +60,9 @@ fn encode_bar(b: &Bar) -> [u8; 40] {
     out
 }
 
-fn decode_bar_entry((k, v): (sled::IVec, sled::IVec)) -> Result<Bar, StoreError> {
+fn decode_bar_entry(k: &[u8], v: &[u8]) -> Result<Bar, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt { tree: "bars", reason };
-    let (symbol, tf, t) = keys::parse_bar_key(&k).ok_or_else(|| corrupt(format!("bad key {:?}", k.as_ref())))?;
+    let (symbol, tf, t) = keys::parse_bar_key(k).ok_or_else(|| corrupt(format!("bad key {k:?}")))?;
     if v.len() != 40 {
         return Err(corrupt(format!("{symbol} {t}: value has {} bytes, expected 40", v.len())));
     }

@@ -49,6 +49,10 @@ pub enum StoreError {
     NoRoomForCopy { dir: PathBuf, free: String, size: String, detail: String },
     #[error("backup {path}: {detail}")]
     Backup { path: PathBuf, detail: String },
+    #[error(
+        "{what} needs a store on disk, and this one is in memory (an evaluation's scratch account, gone when it ends): open the store under state_dir instead"
+    )]
+    InMemory { what: &'static str },
     #[error("corrupt record in tree {tree}: {reason}")]
     Corrupt { tree: &'static str, reason: String },
     #[error("cannot encode a record for tree {tree}: {reason}")]

@@ -2,16 +2,18 @@
 //!
 //! An evaluation (a backtest, the gate's holdout runs, a search trial's validation, `bench infer`'s
 //! compute figure) runs the engine over a scratch account that nothing reads after the run: it needs
-//! the store's trees and semantics, not its durability. `Store::in_memory` gives exactly that: a
-//! temporary sled database (sled keeps it in memory-backed space and removes it when the last clone is
-//! dropped), no lock file, no sentinel file, nothing under any state directory, and every flush a no-op.
-//! The engine's results over it equal those over a store on disk, bit for bit (the same trees, the same
-//! sled, the same write sequence).
+//! the store's trees and semantics, not its durability. `Store::in_memory` gives exactly that: one
+//! ordered map per tree (`backend`: the same keys in the same order as sled's, no page cache, no log, no
+//! transaction, no background thread), gone when the last clone is dropped; no lock file, no sentinel
+//! file, nothing under any state directory, and every flush a no-op. The engine's results over it equal
+//! those over a store on disk, bit for bit (the same trees, the same records, the same write sequence).
+//! A backup or snapshot of it is refused (`StoreError::InMemory`).
 //!
 //! Every durable flush of a store on disk (a critical write's, `Store::flush`) is counted, per store
 //! (`Store::durable_flushes`, shared by its clones) and per thread (`flushes_on_this_thread`), so that
 //! tests can say how many flushes a path makes.
 
+use super::backend::{Db, MemDb};
 use super::{SCHEMA_KEY, SCHEMA_VERSION, Store, StoreError, sentinel};
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -54,11 +56,10 @@ impl Store {
     /// A fresh, empty store in memory: the same trees and API as `Store::open`, with no file under any
     /// state directory, no lock, no sentinel and no flush. Gone when its last clone is dropped.
     pub fn in_memory() -> Result<Store, StoreError> {
-        let cache = super::CACHE_MB.load(Ordering::Relaxed).saturating_mul(1 << 20);
-        let db = sled::Config::new().temporary(true).cache_capacity(cache).flush_every_ms(None).open()?;
-        db.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+        let db = Arc::new(MemDb::default());
+        db.default.write().insert(SCHEMA_KEY.to_vec(), SCHEMA_VERSION.to_be_bytes().to_vec());
         Ok(Store {
-            db,
+            db: Db::Mem(db),
             dir: PathBuf::from("(in memory)"),
             seal: Arc::new(std::sync::Mutex::new(sentinel::Sentinel::in_memory(sentinel::Mark::default()))),
             _lock: Arc::new(None),

@@ -28,12 +28,13 @@
 //! a second opener (a CLI command while the daemon runs) gets `StoreError::Locked` at once, never a hang.
 //!
 //! **In memory.** An evaluation's scratch account (backtests, the gate's holdout runs, search
-//! validations, `bench infer`) is `Store::in_memory`: the same trees and `TypedTree` API over a
-//! temporary sled database, with no lock, no sentinel, no file under any state directory and no flush
-//! (nothing in it needs to survive a crash). `Store::durable_flushes` counts the flushes a store made.
+//! validations, `bench infer`) is `Store::in_memory`: the same trees and `TypedTree` API over one
+//! ordered map per tree (`backend`), with no sled, no lock, no sentinel, no file and no flush (nothing in
+//! it needs to survive a crash). `Store::durable_flushes` counts the flushes a store made.
 //!
 //! **Schema.** The schema version is stored at open; a database written by a newer tradebot is refused.
 
+mod backend;
 pub mod backup;
 mod bars;
 pub mod check;
@@ -135,6 +136,11 @@ impl TreeName {
         }
     }
 
+    /// Its place in `TreeName::ALL`.
+    fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn durable(self) -> bool {
         matches!(self, TreeName::Orders | TreeName::Fills | TreeName::Kv | TreeName::Runs)
     }
@@ -144,7 +150,7 @@ impl TreeName {
 /// last clone is dropped.
 #[derive(Clone)]
 pub struct Store {
-    db: sled::Db,
+    db: backend::Db,
     dir: PathBuf,
     seal: Seal,
     _lock: std::sync::Arc<Option<File>>,
@@ -194,7 +200,7 @@ impl Store {
         let seal = sentinel::Sentinel::create(&dir, mark)
             .map_err(|source| StoreError::Sentinel { path: sentinel::Sentinel::path(&dir), source })?;
         Ok(Store {
-            db,
+            db: backend::Db::Sled(db),
             dir,
             seal: std::sync::Arc::new(std::sync::Mutex::new(seal)),
             _lock: std::sync::Arc::new(Some(lock)),
@@ -215,8 +221,7 @@ impl Store {
     /// A typed view of one tree. Values are JSON; durability follows `TreeName::durable`.
     pub fn tree<V: Serialize + DeserializeOwned>(&self, name: TreeName) -> Result<TypedTree<V>, StoreError> {
         Ok(TypedTree {
-            tree: self.db.open_tree(name.as_str())?,
-            db: self.db.clone(),
+            tree: self.db.tree(name)?,
             seal: self.seal.clone(),
             dir: self.dir.clone(),
             durability: self.durability.clone(),
@@ -225,8 +230,8 @@ impl Store {
         })
     }
 
-    fn raw_tree(&self, name: TreeName) -> Result<sled::Tree, StoreError> {
-        Ok(self.db.open_tree(name.as_str())?)
+    fn raw_tree(&self, name: TreeName) -> Result<backend::Tree, StoreError> {
+        self.db.tree(name)
     }
 
     /// Flushes every tree to disk. Called at shutdown. A store in memory has nothing to flush.

@@ -52,7 +52,7 @@ fn open(state_dir: &Path) -> Result<Store, StoreError> {
     let seal = Sentinel::create(scratch.path(), mark)
         .map_err(|source| StoreError::Sentinel { path: Sentinel::path(scratch.path()), source })?;
     Ok(Store {
-        db,
+        db: super::backend::Db::Sled(db),
         dir,
         seal: Arc::new(Mutex::new(seal)),
         _lock: Arc::new(lock),

@@ -23,6 +23,7 @@ impl Store {
     /// `<state_dir>/snapshots/<time>-seq<N>/` and returns that directory, which `Store::open_read_only`
     /// opens. Critical writes wait while the critical trees are copied.
     pub fn snapshot(&self) -> Result<PathBuf, StoreError> {
+        let db = self.db.sled("a snapshot")?;
         let root = self.dir.join(SNAPSHOT_DIR);
         std::fs::create_dir_all(&root).map_err(|source| StoreError::Dir { dir: root.clone(), source })?;
         remove_stale(&root, STALE);
@@ -38,7 +39,7 @@ impl Store {
             TreeName::ALL.iter().any(|t| t.durable() && t.as_str().as_bytes() == n.as_ref())
                 || n.as_ref() == b"__sled__default"
         };
-        let mut names = self.db.tree_names();
+        let mut names = db.tree_names();
         names.sort_by_key(|n| !critical(n));
         let mut seal = Some(seal);
         for name in names {
@@ -46,7 +47,7 @@ impl Store {
                 // The rest (bars, decisions) after the lock: trading waits only for the critical trees.
                 seal = None;
             }
-            let (from, to) = (self.db.open_tree(&name)?, copy.open_tree(&name)?);
+            let (from, to) = (db.open_tree(&name)?, copy.open_tree(&name)?);
             for kv in from.iter() {
                 let (k, v) = kv?;
                 to.insert(k, v)?;

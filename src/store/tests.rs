@@ -11,7 +11,12 @@ fn bar(sym: &str, day: u32, c: f64) -> Bar {
 #[test]
 fn bars_scan_in_time_order_and_replace() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(dir.path()).unwrap();
+    for s in [Store::open(dir.path()).unwrap(), Store::in_memory().unwrap()] {
+        bars_of(&s);
+    }
+}
+
+fn bars_of(s: &Store) {
     // Written out of order, with a neighbour symbol whose name is a prefix.
     assert_eq!(
         s.put_bars(&[bar("AA", 3, 30.0), bar("AA", 1, 10.0), bar("A", 2, 99.0), bar("AA", 2, 20.0)]).unwrap(),

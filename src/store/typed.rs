@@ -1,5 +1,6 @@
 //! One tree of the store with JSON values of one type; the critical trees' writes sealed by the sentinel.
 
+use super::backend::{Span, Tree};
 use super::{SEQ_KEY, Seal, StoreError, TreeName, disk, group, lock_seal, memory, sentinel};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -9,8 +10,7 @@ use std::path::PathBuf;
 
 /// One tree with JSON values of type `V`.
 pub struct TypedTree<V> {
-    pub(super) tree: sled::Tree,
-    pub(super) db: sled::Db,
+    pub(super) tree: Tree,
     pub(super) seal: Seal,
     /// The state directory, named when the disk is full.
     pub(super) dir: PathBuf,
@@ -32,7 +32,7 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<V>, StoreError> {
-        self.tree.get(key)?.map(|b| self.decode(&b)).transpose()
+        self.tree.get(key, |b| self.decode(b))
     }
 
     pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
@@ -50,12 +50,26 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
 
     /// A critical write: the record and the next write sequence in one sled transaction, flushed, then
     /// the sentinel. Critical writes are serialised by the sentinel's lock. In memory: the same
-    /// transaction and sequence, neither flushed nor sealed in a file.
+    /// record and the same sequence, set together under the sentinel's lock, neither flushed nor sealed in
+    /// a file.
     fn write_sealed(&self, key: &[u8], value: Option<Vec<u8>>) -> Result<(), StoreError> {
         let mut seal = lock_seal(&self.seal);
         let seq = seal.mark.seq + 1;
-        let meta: &sled::Tree = &self.db;
-        (meta, &self.tree)
+        let (db, tree) = match &self.tree {
+            Tree::Sled { tree, db } => (db, tree),
+            Tree::Mem { tree, meta } => {
+                meta.write().insert(SEQ_KEY.to_vec(), seq.to_be_bytes().to_vec());
+                let mut tree = tree.write();
+                match value {
+                    Some(v) => tree.insert(key.to_vec(), v),
+                    None => tree.remove(key),
+                };
+                seal.mark.seq = seq;
+                return Ok(());
+            }
+        };
+        let meta: &sled::Tree = db;
+        (meta, tree)
             .transaction(|(meta, tree)| {
                 meta.insert(SEQ_KEY, &seq.to_be_bytes())?;
                 match &value {
@@ -70,14 +84,10 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
                     StoreError::Encode { tree: self.name.as_str(), reason: "transaction aborted".into() }
                 }
             })?;
-        if self.durability.in_memory() {
-            seal.mark.seq = seq;
-            return Ok(());
-        }
         // In a group on this thread, the group's commit flushes and seals it (`group`).
         let deferred = group::defer(&self.seal);
         if !deferred {
-            self.db.flush().map_err(self.on_write())?;
+            db.flush().map_err(self.on_write())?;
             self.durability.count_flush();
         }
         seal.mark.seq = seq;
@@ -91,20 +101,20 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
 
     /// All entries with `lo <= key <= hi`, in key order.
     pub fn range(&self, lo: &[u8], hi: &[u8]) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
-        self.tree.range(lo..=hi).map(|kv| self.entry(kv?)).collect()
+        self.tree.scan(Span::Range(lo, hi), false, usize::MAX, |k, v| self.entry(k, v))
     }
 
     pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
-        self.tree.scan_prefix(prefix).map(|kv| self.entry(kv?)).collect()
+        self.tree.scan(Span::Prefix(prefix), false, usize::MAX, |k, v| self.entry(k, v))
     }
 
     pub fn last(&self) -> Result<Option<(Vec<u8>, V)>, StoreError> {
-        self.tree.last()?.map(|kv| self.entry(kv)).transpose()
+        Ok(self.last_n(1)?.pop())
     }
 
     /// The `n` entries with the largest keys, largest first, without reading the rest of the tree.
     pub fn last_n(&self, n: usize) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
-        self.tree.iter().rev().take(n).map(|kv| self.entry(kv?)).collect()
+        self.tree.scan(Span::All, true, n, |k, v| self.entry(k, v))
     }
 
     pub fn len(&self) -> usize {
@@ -115,8 +125,8 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
         self.tree.is_empty()
     }
 
-    fn entry(&self, (k, v): (sled::IVec, sled::IVec)) -> Result<(Vec<u8>, V), StoreError> {
-        Ok((k.to_vec(), self.decode(&v)?))
+    fn entry(&self, k: &[u8], v: &[u8]) -> Result<(Vec<u8>, V), StoreError> {
+        Ok((k.to_vec(), self.decode(v)?))
     }
 
     fn decode(&self, b: &[u8]) -> Result<V, StoreError> {
