@@ -107,7 +107,6 @@ pub mod oms;
 mod onnx;
 mod out;
 mod policy;
-#[allow(missing_docs)]
 pub mod retrain;
 mod risk;
 #[cfg(feature = "train")]
