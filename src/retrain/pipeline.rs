@@ -76,7 +76,8 @@ pub enum Progress {
 pub struct Trigger {
     /// Who asked for it: "schedule", "control socket", "command line", ... (the record's `trigger`).
     pub reason: String,
-    /// The engine's clock when it was asked for (simulated time in a replay): it picks the training window and the seed.
+    /// The engine's clock when it was asked for (simulated time in a replay): it picks the training window and the
+    /// seed.
     pub clock_time: DateTime<Utc>,
 }
 
@@ -100,7 +101,8 @@ impl Drop for InterruptGuard {
     }
 }
 
-/// Runs retrains: a training snapshot, the training child, the gate's backtests, then promotion or not, each run recorded in the store.
+/// Runs retrains: a training snapshot, the training child, the gate's backtests, then promotion or not, each run
+/// recorded in the store.
 pub struct RetrainPipeline {
     spec: PipelineSpec,
     store: Store,

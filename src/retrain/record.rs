@@ -139,7 +139,8 @@ impl WarmStart {
     }
 }
 
-/// One retrain run, as stored in the `runs` tree: its trigger, its times, its outcome, the candidates and the gate's decision.
+/// One retrain run, as stored in the `runs` tree: its trigger, its times, its outcome, the candidates and the gate's
+/// decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     /// `<kind>-<start time to the millisecond, UTC>`, e.g. `ppo-20260105T020000.000Z`.

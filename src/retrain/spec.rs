@@ -29,7 +29,8 @@ pub struct PipelineSpec {
 }
 
 impl PipelineSpec {
-    /// Reads the spec from the checked config; the program is this process's executable. Fails only if the config file's path or the executable cannot be resolved.
+    /// Reads the spec from the checked config; the program is this process's executable. Fails only if the config
+    /// file's path or the executable cannot be resolved.
     pub fn from_config(c: &Config) -> std::io::Result<PipelineSpec> {
         let config_file = std::path::absolute(&c.source)?;
         Ok(PipelineSpec {
