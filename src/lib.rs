@@ -73,7 +73,6 @@ mod calendar;
 #[allow(missing_docs)]
 pub mod cli;
 mod clock;
-#[allow(missing_docs)]
 mod config;
 mod contract;
 pub mod control;
