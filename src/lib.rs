@@ -79,7 +79,6 @@ pub mod control;
 mod daemon;
 mod data;
 pub mod domain;
-#[allow(missing_docs)]
 pub mod engine;
 #[allow(missing_docs)]
 pub mod env;
