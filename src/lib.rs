@@ -80,7 +80,6 @@ mod daemon;
 mod data;
 pub mod domain;
 pub mod engine;
-#[allow(missing_docs)]
 pub mod env;
 mod exec;
 mod features;
