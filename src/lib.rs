@@ -107,7 +107,6 @@ mod policy;
 pub mod retrain;
 mod risk;
 #[cfg(feature = "train")]
-#[allow(missing_docs)]
 pub mod rl;
 mod schedule;
 #[allow(missing_docs)]
