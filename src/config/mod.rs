@@ -146,7 +146,7 @@ pub struct Config {
     /// `log_level`: the most verbose level logged (`error` to `trace`).
     #[serde(serialize_with = "ser_display")]
     pub log_level: log::LevelFilter,
-    /// `[alpaca]`: the endpoints and the credentials.
+    /// `[alpaca]`: the trading, data and stream endpoints, the request timeout and the retry budgets.
     pub alpaca: AlpacaConfig,
     /// `[market]`: the symbols traded and the bar timeframe.
     pub market: MarketConfig,
@@ -158,11 +158,11 @@ pub struct Config {
     pub risk: RiskConfig,
     /// `[runtime]`: the ONNX Runtime library to load.
     pub runtime: RuntimeConfig,
-    /// `[features]`: the feature set the models see (windows, indicators).
+    /// `[features]`: the feature set the models see (return horizons, volatility and moving-average windows, ...).
     pub features: crate::features::FeatureSpec,
     /// `[env]`: the training environment (envs, episode length, reward, costs).
     pub env: crate::env::EnvConfig,
-    /// `[train]`: the training window (fixed dates or rolling) and the training budgets.
+    /// `[train]`: the bars the trainers learn from and the holdout they never see (fixed dates or rolling).
     pub train: TrainConfig,
     /// `[ppo]`: proximal policy optimisation's hyper-parameters.
     pub ppo: PpoConfig,

@@ -20,7 +20,7 @@ pub struct PipelineSpec {
     pub symbols: Vec<Symbol>,
     /// `market.timeframe`: the bar size the models train on.
     pub timeframe: Timeframe,
-    /// The `[train]` settings (the training window and the algorithms' budgets).
+    /// The `[train]` settings: the training window and the holdout (fixed dates or rolling).
     pub train: TrainConfig,
     /// The `[retrain]` settings (budgets, the gate, the algorithms, warm start).
     pub retrain: RetrainConfig,
