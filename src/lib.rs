@@ -73,16 +73,13 @@ mod calendar;
 #[allow(missing_docs)]
 pub mod cli;
 mod clock;
-#[allow(missing_docs)]
 mod config;
 mod contract;
 pub mod control;
 mod daemon;
 mod data;
 pub mod domain;
-#[allow(missing_docs)]
 pub mod engine;
-#[allow(missing_docs)]
 pub mod env;
 mod exec;
 mod features;
@@ -107,11 +104,9 @@ pub mod oms;
 mod onnx;
 mod out;
 mod policy;
-#[allow(missing_docs)]
 pub mod retrain;
 mod risk;
 #[cfg(feature = "train")]
-#[allow(missing_docs)]
 pub mod rl;
 mod schedule;
 #[allow(missing_docs)]

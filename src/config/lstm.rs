@@ -27,17 +27,27 @@ impl std::fmt::Display for CutoffMetric {
     }
 }
 
+/// The `[lstm]` section: the direction classifier's architecture, training and cut-off choice.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LstmConfig {
+    /// Hidden size of the LSTM over the fast window (the last bars themselves).
     pub fast_hidden: i64,
+    /// Hidden size of the LSTM over the slow window (bars aggregated `slow_factor` at a time).
     pub slow_hidden: i64,
+    /// Hidden layer sizes of the dense branch over the context vector (empty: the context goes to the head as it is).
     pub context_hidden: Vec<i64>,
+    /// Hidden layer sizes of the head, before its 3 logits (down, flat, up).
     pub head_hidden: Vec<i64>,
+    /// The dense layers' activation (`tanh` or `relu`).
     pub activation: Activation,
+    /// Samples per gradient step.
     pub batch_size: usize,
+    /// The most epochs to train (fewer when `patience` stops it).
     pub max_epochs: usize,
+    /// AdamW's learning rate.
     pub learning_rate: f64,
+    /// AdamW's decoupled weight decay.
     pub weight_decay: f64,
     /// Epochs without a better validation MCC before stopping.
     pub patience: usize,
@@ -45,6 +55,7 @@ pub struct LstmConfig {
     pub checkpoint_every: usize,
     /// Weight the loss by inverse class frequency in the training split.
     pub class_weighted: bool,
+    /// Seeds the weights and the batch order: the same seed gives the same model.
     pub seed: u64,
     /// bf16 autocast on CUDA; ignored on CPU.
     pub mixed_precision: bool,
@@ -147,6 +158,7 @@ impl LstmConfig {
         self.cutoff_min_entries.min(samples / ENTRY_PER_SAMPLES).max(1)
     }
 
+    /// Checks the values' ranges; the error names the key and its bounds.
     pub fn validate(&self) -> Result<(), Invalid> {
         let checks = [
             (

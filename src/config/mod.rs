@@ -80,7 +80,9 @@ pub const EX_CONFIG: u8 = 78;
 /// A configuration that could not be used: every problem found, each naming the file and the key.
 #[derive(Debug, thiserror::Error)]
 pub struct ConfigError {
+    /// The configuration file (empty when none was found).
     pub file: PathBuf,
+    /// Every problem found, each naming its key and the fix; one line each when displayed.
     pub problems: Vec<String>,
 }
 
@@ -122,34 +124,55 @@ pub enum BrokerKind {
     Alpaca,
 }
 
+/// What a tripped kill switch does (`risk.kill_switch`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KillSwitchAction {
+    /// No order passes, sells neither; holdings stay as they are until the switch is cleared.
     Halt,
+    /// Only sells that reduce a long holding pass, and every long holding is sold.
     Flatten,
 }
 
+/// The configuration file, parsed once at start into checked values (URLs, durations, symbols, decimal money).
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
+    /// The file it was read from, as given.
     pub source: PathBuf,
+    /// `mode`: `paper` (Alpaca's paper account, the default) or `live` (real money).
     pub mode: Mode,
+    /// `state_dir`: where the store, snapshots, models and the control socket live.
     pub state_dir: PathBuf,
+    /// `log_level`: the most verbose level logged (`error` to `trace`).
     #[serde(serialize_with = "ser_display")]
     pub log_level: log::LevelFilter,
+    /// `[alpaca]`: the trading, data and stream endpoints, the request timeout and the retry budgets.
     pub alpaca: AlpacaConfig,
+    /// `[market]`: the symbols traded and the bar timeframe.
     pub market: MarketConfig,
+    /// `[feed]`: where bars come from (Alpaca's stream, or a replay of stored bars).
     pub feed: FeedConfig,
+    /// `[broker]`: where orders go (Alpaca, or the simulated broker), its starting cash, fees and slippage.
     pub broker: BrokerConfig,
+    /// `[risk]`: the limits every order passes and the kill switch.
     pub risk: RiskConfig,
+    /// `[runtime]`: the ONNX Runtime library to load.
     pub runtime: RuntimeConfig,
+    /// `[features]`: the feature set the models see (return horizons, volatility and moving-average windows, ...).
     pub features: crate::features::FeatureSpec,
+    /// `[env]`: the training environment (envs, episode length, reward, costs).
     pub env: crate::env::EnvConfig,
+    /// `[train]`: the bars the trainers learn from and the holdout they never see (fixed dates or rolling).
     pub train: TrainConfig,
+    /// `[ppo]`: proximal policy optimisation's hyper-parameters.
     pub ppo: PpoConfig,
     /// `[sac]`: soft actor-critic (`tradebot train sac`, `retrain.algorithms`).
     pub sac: SacConfig,
+    /// `[lstm]`: the LSTM direction classifier's hyper-parameters.
     pub lstm: LstmConfig,
+    /// `[retrain]`: the weekend retrain (schedule, budgets, the promotion gate).
     pub retrain: RetrainConfig,
+    /// `[web]`: the `/metrics` endpoint and the dashboard.
     pub web: WebConfig,
     /// `[notify]`: where alerts go.
     pub notify: NotifyConfig,
@@ -207,6 +230,7 @@ impl Config {
         Self::from_raw(path, raw)
     }
 
+    /// Checks a parsed file (`path` names it in the errors): every problem is collected, not only the first.
     pub fn from_raw(path: &Path, raw: RawConfig) -> Result<Config, ConfigError> {
         let mut c = Checker::default();
         let mode = c.choice("mode", raw.mode.as_deref(), "paper", &[("paper", Mode::Paper), ("live", Mode::Live)]);

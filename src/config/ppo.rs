@@ -5,36 +5,54 @@ use super::checker::Invalid;
 use crate::onnx::Activation;
 use serde::{Deserialize, Serialize};
 
+/// The `[ppo]` section: proximal policy optimisation's hyper-parameters, checked by `validate`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PpoConfig {
     /// Hidden layer sizes of both the actor and the critic.
     pub hidden: Vec<i64>,
+    /// The hidden layers' activation (`tanh` or `relu`).
     pub activation: Activation,
     /// Rollout length per environment per update.
     pub n_steps: usize,
+    /// Minibatch size of the update, in transitions (of the `n_steps × env.n_envs` of a rollout).
     pub batch_size: usize,
+    /// Passes over each rollout per update.
     pub n_epochs: usize,
+    /// Adam's learning rate (annealed to 0 when `anneal_lr`).
     pub learning_rate: f64,
     /// Linear annealing of the learning rate to 0 over the run.
     pub anneal_lr: bool,
+    /// The discount factor per bar (0 to 1).
     pub gamma: f64,
+    /// The λ of generalised advantage estimation (0: one-step TD, 1: Monte Carlo).
     pub gae_lambda: f64,
+    /// The clip of the probability ratio in the policy loss (0.2: within 1 ± 0.2).
     pub clip_range: f64,
     /// Clipping of the value update around the rollout's values; `None` disables it.
     pub clip_range_vf: Option<f64>,
+    /// The weight of the entropy bonus in the loss.
     pub ent_coef: f64,
+    /// The weight of the value loss in the loss.
     pub vf_coef: f64,
+    /// The gradients' global norm is clipped to this before each step.
     pub max_grad_norm: f64,
     /// Stop an update's epochs early when the approximate KL exceeds 1.5 × this.
     pub target_kl: Option<f64>,
+    /// The state-independent log standard deviation of the actions at the start.
     pub log_std_init: f64,
     /// Bounds on the state-independent log standard deviation (they bound the entropy bonus's reach).
     pub log_std_min: f64,
+    /// Upper bound on the log standard deviation.
     pub log_std_max: f64,
+    /// Running mean/variance normalisation of the observations (frozen into the exported graph).
     pub normalize_obs: bool,
+    /// Normalised observations are clipped to ± this.
     pub obs_clip: f64,
+    /// Seeds the weights and the trainer's draws (action noise, minibatch order): on a CPU the same seed gives the same
+    /// run.
     pub normalize_advantage: bool,
+    /// Seeds the weights, the actions' noise and the minibatch order: the same seed gives the same run.
     pub seed: u64,
     /// Mixed precision (bf16 autocast) for the forward passes on CUDA; ignored on CPU.
     pub mixed_precision: bool,
@@ -91,33 +109,60 @@ impl Default for PpoConfig {
 /// until it is put here or in `PpoTuned`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PpoShape {
+    /// As `PpoConfig::hidden`: hidden layer sizes of both the actor and the critic.
     pub hidden: Vec<i64>,
+    /// As `PpoConfig::activation`: the hidden layers' activation (`tanh` or `relu`).
     pub activation: Activation,
+    /// As `PpoConfig::n_steps`: rollout length per environment per update.
     pub n_steps: usize,
+    /// As `PpoConfig::batch_size`: minibatch size of the update, in transitions (of the `n_steps × env.n_envs` of a
+    /// rollout).
     pub batch_size: usize,
+    /// As `PpoConfig::n_epochs`: passes over each rollout per update.
     pub n_epochs: usize,
+    /// As `PpoConfig::anneal_lr`: linear annealing of the learning rate to 0 over the run.
     pub anneal_lr: bool,
+    /// As `PpoConfig::clip_range_vf`: clipping of the value update around the rollout's values; `None` disables it.
     pub clip_range_vf: Option<f64>,
+    /// As `PpoConfig::target_kl`: stop an update's epochs early when the approximate KL exceeds 1.5 × this; `None`:
+    /// never.
     pub target_kl: Option<f64>,
+    /// As `PpoConfig::log_std_init`: the state-independent log standard deviation of the actions at the start.
     pub log_std_init: f64,
+    /// As `PpoConfig::log_std_min`: lower bound on the log standard deviation.
     pub log_std_min: f64,
+    /// As `PpoConfig::log_std_max`: upper bound on the log standard deviation.
     pub log_std_max: f64,
+    /// As `PpoConfig::normalize_obs`: running mean/variance normalisation of the observations (frozen into the exported
+    /// graph).
     pub normalize_obs: bool,
+    /// As `PpoConfig::obs_clip`: normalised observations are clipped to ± this.
     pub obs_clip: f64,
+    /// As `PpoConfig::normalize_advantage`: standardise the advantages of each minibatch (mean 0, standard deviation
+    /// 1).
     pub normalize_advantage: bool,
+    /// As `PpoConfig::mixed_precision`: mixed precision (bf16 autocast) for the forward passes on CUDA; ignored on CPU.
     pub mixed_precision: bool,
 }
 
 /// The values each trial of a population keeps as its own (a search tunes them; the seed is each trial's).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PpoTuned {
+    /// As `PpoConfig::learning_rate`: Adam's learning rate (annealed to 0 when `anneal_lr`).
     pub learning_rate: f64,
+    /// As `PpoConfig::gamma`: the discount factor per bar (0 to 1).
     pub gamma: f64,
+    /// As `PpoConfig::gae_lambda`: the λ of generalised advantage estimation (0: one-step TD, 1: Monte Carlo).
     pub gae_lambda: f64,
+    /// As `PpoConfig::clip_range`: the clip of the probability ratio in the policy loss (0.2: within 1 ± 0.2).
     pub clip_range: f64,
+    /// As `PpoConfig::ent_coef`: the weight of the entropy bonus in the loss.
     pub ent_coef: f64,
+    /// As `PpoConfig::vf_coef`: the weight of the value loss in the loss.
     pub vf_coef: f64,
+    /// As `PpoConfig::max_grad_norm`: the gradients' global norm is clipped to this before each step.
     pub max_grad_norm: f64,
+    /// As `PpoConfig::seed`: the trial's own seed (weights, action noise, minibatch order).
     pub seed: u64,
 }
 

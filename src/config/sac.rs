@@ -5,13 +5,17 @@ use super::checker::Invalid;
 use crate::onnx::Activation;
 use serde::{Deserialize, Serialize};
 
+/// The `[sac]` section: soft actor-critic's hyper-parameters (`tradebot train sac`, `retrain.algorithms`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SacConfig {
     /// Hidden layer sizes of the actor and of each of the two critics.
     pub hidden: Vec<i64>,
+    /// The hidden layers' activation (`tanh` or `relu`).
     pub activation: Activation,
+    /// Adam's learning rate for the actor.
     pub actor_learning_rate: f64,
+    /// Adam's learning rate for the two critics.
     pub critic_learning_rate: f64,
     /// The learning rate of the entropy temperature's logarithm (`log alpha`).
     pub alpha_learning_rate: f64,
@@ -23,6 +27,7 @@ pub struct SacConfig {
     pub batch_size: usize,
     /// Polyak averaging of the target critics: `target = tau * critic + (1 - tau) * target`.
     pub tau: f64,
+    /// The discount factor per bar (0 to 1).
     pub gamma: f64,
     /// Environment steps (all envs counted) of uniformly random actions before learning starts.
     pub warmup_steps: u64,
@@ -30,10 +35,14 @@ pub struct SacConfig {
     pub updates_per_step: usize,
     /// Bounds on the actor's log standard deviation.
     pub log_std_min: f64,
+    /// Upper bound on the actor's log standard deviation.
     pub log_std_max: f64,
     /// Running observation normalisation (frozen into the exported graph, as PPO's).
     pub normalize_obs: bool,
+    /// Normalised observations are clipped to ± this.
     pub obs_clip: f64,
+    /// Seeds the weights and the trainer's own draws (warm-up actions, replay sampling): the same seed gives the same
+    /// run.
     pub seed: u64,
 }
 

@@ -4,12 +4,18 @@
 use super::checker::Invalid;
 use serde::{Deserialize, Serialize};
 
+/// Which strategy the engine trades with (`strategy.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum StrategyMode {
+    /// A PPO policy: each symbol's action becomes a buy or a sell of that many units under the execution rule
+    /// (long-only).
     #[default]
     Ppo,
+    /// The LSTM classifier: long `lstm_position_pct` of equity when P(up) passes `up_threshold`, flat when P(down)
+    /// passes `down_threshold`.
     Lstm,
+    /// The PPO policy's trades, with buys vetoed when the LSTM's P(down) is at least `veto_down`.
     Ensemble,
     /// Not a strategy: the live runner's order-path harness (buys one unit of each symbol on each bar),
     /// for checking a paper account end to end. Refused in live mode and by the engine, replays and
@@ -45,6 +51,7 @@ impl std::fmt::Display for StrategyMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StrategyConfig {
+    /// `strategy.mode`: which strategy trades.
     pub mode: StrategyMode,
     /// Name in client order ids (first 8 alphanumerics).
     pub name: String,

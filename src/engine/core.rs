@@ -29,13 +29,18 @@ use std::collections::{BTreeMap, HashMap};
 /// What the engine needs besides its models.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
+    /// `[strategy]`: which strategy trades, its thresholds and its name in client order ids.
     pub strategy: StrategyConfig,
+    /// The symbols traded, in the order of the policy's observation and actions (`market.symbols`).
     pub symbols: Vec<Symbol>,
+    /// The feature set the models were trained on; the streaming features per symbol follow it.
     pub features: FeatureSpec,
     /// The observation's scale (the env's `initial_cash`).
     pub initial_cash: f64,
     /// Sizing: `max_trade`, `min_order`, `integer_units`.
     pub exec: ExecParams,
+    /// The largest notional one order may have, in dollars (`risk.max_order_notional`); checked even without the full
+    /// risk checks.
     pub max_order_notional: Decimal,
     /// Ask for a reconciliation every this many ticks (0: never).
     pub reconcile_every: u64,
@@ -44,22 +49,34 @@ pub struct EngineConfig {
 /// One stored decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRecord {
+    /// The open time of the bars decided on (UTC).
     pub t: DateTime<Utc>,
+    /// The strategy that decided.
     pub mode: StrategyMode,
+    /// The PPO model traded with (`None`: none loaded, or the strategy uses none).
     pub model_id: Option<String>,
+    /// The LSTM model traded with (`None`: none loaded, or the strategy uses none).
     pub lstm_model_id: Option<String>,
     /// Inputs, summarised: cash, holdings, closes, and the observation's length, min, max and mean.
     pub cash: f64,
+    /// Each symbol's position in shares, in the configured order.
     pub holdings: Vec<f64>,
+    /// Each symbol's close in dollars, in the configured order.
     pub closes: Vec<f64>,
+    /// The observation's [length, min, max, mean].
     pub obs_summary: [f64; 4],
+    /// The PPO policy's action per symbol (empty when it did not act).
     pub actions: Vec<f32>,
+    /// The LSTM's [P(down), P(flat), P(up)] per symbol (`None` while its windows are not full; empty without an LSTM).
     pub probs: Vec<Option<[f32; 3]>>,
     /// (symbol, side, qty) sent to the OMS.
     pub orders: Vec<(String, String, f64)>,
+    /// Why nothing or less was traded: the kill switch, a refusal by risk (symbol, side, reason code), ...
     pub note: Option<String>,
 }
 
+/// The trading core: `process(Event) -> Vec<Command>`, the same for live, paper, replay and backtest. It holds the
+/// features, the models, the OMS and the risk checks, and stores every decision.
 pub struct Engine {
     pub(super) cfg: EngineConfig,
     pub(super) oms: Oms,
@@ -119,15 +136,26 @@ pub(super) const PRICE_GAP: (f64, f64) = (0.55, 1.8);
 /// are assumed tradable, fractionable, no minimum). Without them the engine checks only the order
 /// notional, the execution rule of the env (backtests, where parity with the env is the point).
 pub struct EngineRisk {
+    /// The checks every order passes (limits, kill switch, trailing stops, cooldown).
     pub checks: RiskChecks,
+    /// `market.timeframe`: a bar closes at its open plus this, for the stale-data and market-hours checks.
     pub timeframe: Timeframe,
+    /// The broker's rules per symbol (tradable, fractionable, minimum order).
     pub assets: HashMap<Symbol, AssetRules>,
 }
 
+/// Why an engine could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// The configured strategy is not one the engine trades (`scripted`: the live runner's order-path harness).
     #[error("strategy {mode} needs {what}")]
-    Missing { mode: StrategyMode, what: &'static str },
+    Missing {
+        /// The configured strategy (`strategy.mode`).
+        mode: StrategyMode,
+        /// What it would take instead.
+        what: &'static str,
+    },
+    /// The store could not be read or written (the decisions tree, the OMS's or risk's state).
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }
@@ -205,14 +233,17 @@ impl Engine {
         self
     }
 
+    /// The order manager: orders, fills and positions as the engine knows them.
     pub fn oms(&self) -> &Oms {
         &self.oms
     }
 
+    /// The full risk checks (`None`: only the order notional is checked, as in backtests).
     pub fn risk(&self) -> Option<&RiskChecks> {
         self.risk.as_ref().map(|r| &r.checks)
     }
 
+    /// The full risk checks, to trip or clear the kill switch (`None`: there are none).
     pub fn risk_mut(&mut self) -> Option<&mut RiskChecks> {
         self.risk.as_mut().map(|r| &mut r.checks)
     }
@@ -222,6 +253,7 @@ impl Engine {
         std::mem::take(&mut self.refusals)
     }
 
+    /// Whether a person (or a flatten) paused trading: no new orders until `Resume`.
     pub fn is_paused(&self) -> bool {
         self.paused
     }
@@ -265,6 +297,7 @@ impl Engine {
         self.said_no_model = false;
     }
 
+    /// The LSTM probability source, to swap its model or read its windows (`None`: there is none).
     pub fn probs_mut(&mut self) -> Option<&mut (dyn ProbSource + 'static)> {
         self.probs.as_deref_mut()
     }
@@ -300,10 +333,12 @@ impl Engine {
         &self.obs
     }
 
+    /// The PPO policy in use, to run it outside a decision (`bench infer`); `None` before the first model.
     pub fn policy_mut(&mut self) -> Option<&mut PpoPolicy> {
         self.policy.as_mut()
     }
 
+    /// The engine's cash in dollars: the broker's last snapshot's, moved by the fills since.
     pub fn cash(&self) -> f64 {
         self.cash
     }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 /// Manifest params holding the chosen cut-offs.
 pub const UP_PARAM: &str = "prob_up_cutoff";
+/// Manifest param holding the chosen P(down) cut-off (`UP_PARAM` holds P(up)'s).
 pub const DOWN_PARAM: &str = "prob_down_cutoff";
 
 /// The grid: 0.34 to 0.90 in steps of 0.02 (below 1/3 every class clears it).
@@ -21,18 +22,27 @@ fn grid() -> impl Iterator<Item = f32> + Clone {
 /// on its decision earns over one bar (a decision at a close fills at the next close: the bar after that).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sample {
+    /// The symbol's index among the validation's symbols.
     pub symbol: u32,
+    /// The bar's time, in microseconds since the Unix epoch: orders each symbol's samples and pools the symbols'
+    /// returns by time.
     pub t: i64,
+    /// The model's P(down) at the bar.
     pub p_down: f32,
+    /// The model's P(up) at the bar.
     pub p_up: f32,
+    /// The fractional return of a long position decided at this bar (0.01 = +1%).
     pub next_return: f64,
 }
 
 /// The chosen pair and what it earned on validation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Choice {
+    /// The P(up) cut-off: long at or above it (and P(up) ≥ P(down)).
     pub up: f32,
+    /// The P(down) cut-off: flat at or above it.
     pub down: f32,
+    /// The pair's validation metric (`lstm.cutoff_metric`), higher is better.
     pub metric: f64,
     /// Entries into a long position over the validation split.
     pub entries: usize,

@@ -10,6 +10,7 @@ use crate::models::{Manifest, Registry};
 use crate::policy::{LstmPolicy, LstmShapes, ModelSel, Pipeline, PolicyError, SessionOptions};
 use std::collections::HashMap;
 
+/// The LSTM model's probability source: the windows of every symbol, streamed bar by bar, and the model run on them.
 pub struct LstmProbs {
     policy: LstmPolicy,
     spec: FeatureSpec,
@@ -56,6 +57,8 @@ pub fn shapes(spec: &FeatureSpec, w: &WindowSpec) -> LstmShapes {
 }
 
 impl LstmProbs {
+    /// A source for `policy` with the feature set and the windows it was trained on; its cut-offs are read from its
+    /// manifest here.
     pub fn new(policy: LstmPolicy, spec: FeatureSpec, window: WindowSpec) -> Self {
         let cutoffs = manifest_cutoffs(&policy);
         LstmProbs { policy, spec, window, streams: HashMap::new(), latest: HashMap::new(), cutoffs }

@@ -19,6 +19,7 @@ pub(super) struct KillRetry {
 pub struct FlattenOutcome {
     /// Counts the flattens asked for since the start (1 for the first), so a caller can tell its own.
     pub seq: u64,
+    /// When it was asked for, on the engine's clock.
     pub at: DateTime<Utc>,
     /// Symbols whose sell went to the order manager.
     pub sent: Vec<Symbol>,
@@ -33,6 +34,8 @@ pub struct FlattenOutcome {
 /// Protective sells that could not go out, for the host's alerts: a count that only grows, and the last.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProtectFailures {
+    /// How many protective sells failed since the start.
     pub count: u64,
+    /// The last failure's message, for the alert.
     pub last: Option<String>,
 }

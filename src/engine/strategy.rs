@@ -23,6 +23,7 @@ pub trait ProbSource: Send {
     fn on_bar(&mut self, bar: &Bar);
     /// The probabilities for `symbol` at its last bar; `None` while its windows are not full.
     fn probs(&mut self, symbol: &Symbol) -> Option<Result<[f32; 3], PolicyError>>;
+    /// The id of the model the probabilities come from.
     fn model_id(&self) -> String;
     /// The (up, down) cut-offs the model chose on its validation split, when it has them.
     fn cutoffs(&self) -> (Option<f32>, Option<f32>) {
@@ -42,7 +43,9 @@ pub trait ProbSource: Send {
 /// A wanted trade for one symbol.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Want {
+    /// Buy or sell.
     pub side: Side,
+    /// How many units (shares, fractional where allowed), always positive.
     pub qty: f64,
 }
 
@@ -90,7 +93,9 @@ pub fn from_weights(
 /// The probability cut-offs the LSTM strategy trades on.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cutoffs {
+    /// The P(up) at or above which the strategy goes long (when P(up) ≥ P(down)).
     pub up: f32,
+    /// The P(down) at or above which the strategy goes flat.
     pub down: f32,
 }
 

@@ -18,15 +18,20 @@ pub enum Kind {
     /// A Python float: takes the type of a NumPy operand.
     #[default]
     Weak,
+    /// A NumPy float32.
     F32,
+    /// A NumPy float64.
     F64,
+    /// A NumPy int64.
     I64,
 }
 
 /// A scalar with its NumPy type; `v` holds the value exactly (an F32 value is a rounded f32).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Np {
+    /// The value, exact in f64 (rounded to f32 first when `kind` is `F32`).
     pub v: f64,
+    /// The NumPy type it has, which decides the type of what it is combined with.
     pub kind: Kind,
 }
 
@@ -42,6 +47,7 @@ fn promote(a: Kind, b: Kind) -> Kind {
 }
 
 impl Np {
+    /// `v` taken as it is, with type `kind` (the caller rounds an F32 value).
     pub fn new(v: f64, kind: Kind) -> Self {
         Np { v, kind }
     }

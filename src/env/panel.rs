@@ -4,35 +4,76 @@
 use crate::domain::Bar;
 use crate::features::{FeatureSpec, batch};
 
+/// Why a panel cannot be built: its prices, features or bars do not fit together.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PanelError {
+    /// No asset, or fewer than two days.
     #[error("the panel needs at least one asset and two days")]
     Empty,
+    /// An array's length does not fit the panel's dimensions.
     #[error("{what} has {got} values, expected {want}")]
-    Shape { what: &'static str, got: usize, want: usize },
+    Shape {
+        /// The array (`prices`, `features`, `turbulence`, `benchmark`).
+        what: &'static str,
+        /// Its length.
+        got: usize,
+        /// The length the panel's dimensions ask for.
+        want: usize,
+    },
+    /// A price is not finite or not above zero.
     #[error("price {value} at day {day}, asset {asset}: prices must be finite and above zero")]
-    BadPrice { day: usize, asset: usize, value: f32 },
+    BadPrice {
+        /// The day (time step) of the price.
+        day: usize,
+        /// The asset's index.
+        asset: usize,
+        /// The price found.
+        value: f32,
+    },
+    /// A benchmark price is not finite or not above zero.
     #[error("benchmark price {value} at day {day}: prices must be finite and above zero")]
-    BadBenchmark { day: usize, value: f32 },
+    BadBenchmark {
+        /// The day (time step) of the price.
+        day: usize,
+        /// The price found.
+        value: f32,
+    },
+    /// The assets' bars are not at the same times (another count, or another time at some bar).
     #[error("asset {asset} has {got} bars, asset 0 has {want}; or bar {day} is at another time")]
-    Misaligned { asset: usize, got: usize, want: usize, day: usize },
+    Misaligned {
+        /// The asset's index.
+        asset: usize,
+        /// Its bar count.
+        got: usize,
+        /// Asset 0's bar count.
+        want: usize,
+        /// The first bar where they differ (the shorter count when the counts differ).
+        day: usize,
+    },
 }
 
+/// The market the envs trade: prices, feature rows and an optional turbulence index per day (a day is a bar of the
+/// timeframe), shared by every env.
 #[derive(Debug, Clone)]
 pub struct Panel {
+    /// Time steps (bars) of the panel, at least 2.
     pub n_days: usize,
+    /// Assets (symbols) of the panel, at least 1.
     pub n_assets: usize,
+    /// Features per asset and day.
     pub n_features: usize,
     /// `prices[day * n_assets + asset]`, the price trades execute at.
     pub prices: Vec<f32>,
     /// `features[(day * n_assets + asset) * n_features + k]`.
     pub features: Vec<f32>,
+    /// FinRL's turbulence index per day (`turbulence_threshold` reads it; `None`: no turbulence).
     pub turbulence: Option<Vec<f64>>,
     /// An index symbol's price per day, the benchmark of `env.reward = vs-benchmark` when one is set.
     pub benchmark: Option<Vec<f32>>,
 }
 
 impl Panel {
+    /// A panel from its arrays, checked: day-major prices and features, and an optional turbulence per day.
     pub fn new(
         n_assets: usize,
         prices: Vec<f32>,
@@ -101,6 +142,7 @@ impl Panel {
         Ok(self)
     }
 
+    /// The price of `asset` on `day`.
     pub fn price(&self, day: usize, asset: usize) -> f32 {
         self.prices[day * self.n_assets + asset]
     }

@@ -53,19 +53,27 @@ impl Serialize for Benchmark {
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Reward {
+    /// FinRL's: `reward_scale × (equity change − turnover_penalty × notional traded)`.
     #[default]
     Equity,
+    /// The portfolio's net log return minus the benchmark's, scaled to the equity reward's size.
     VsBenchmark {
+        /// What the return is measured against.
         benchmark: Benchmark,
+        /// Basis points of the notional traded (over equity) taken from the return.
         turnover_bps: f64,
     },
+    /// Moody and Saffell's differential Sharpe ratio of the net log return, clipped to ±`DSR_CLIP`.
     DifferentialSharpe {
+        /// The rate of the moving moments A and B (0 to 1).
         eta: f64,
+        /// Basis points of the notional traded (over equity) taken from the return.
         turnover_bps: f64,
     },
 }
 
 impl Reward {
+    /// The reward's name in the config (`equity`, `vs-benchmark`, `differential-sharpe`).
     pub fn name(&self) -> &'static str {
         match self {
             Reward::Equity => "equity",

@@ -1,6 +1,8 @@
 //! A small seeded generator (SplitMix64) for episode starts and test actions: the same seed gives the same
 //! stream on every platform and every version, with no dependency to pin.
 
+/// SplitMix64: a seeded 64-bit generator whose state is a counter, so its `n`-th output can be computed directly
+/// (`nth`).
 #[derive(Debug, Clone)]
 pub struct SplitMix64(u64);
 
@@ -13,10 +15,12 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl SplitMix64 {
+    /// The stream seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         SplitMix64(seed)
     }
 
+    /// The next output of the stream.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(GAMMA);
         mix(self.0)

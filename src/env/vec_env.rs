@@ -18,6 +18,7 @@ use std::sync::Arc;
 /// What one `step` returns, per env.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Step {
+    /// The reward of the step, per env (see `Reward`).
     pub reward: Vec<f32>,
     /// The env finished its episode on this step (and has already been reset).
     pub done: Vec<bool>,
@@ -25,6 +26,8 @@ pub struct Step {
     pub equity: Vec<f64>,
 }
 
+/// The vectorized trading environment on the CPU: `n_envs` accounts stepping over one shared panel, observations laid
+/// out as the engine builds them.
 pub struct VecEnv {
     cfg: EnvConfig,
     panel: Arc<Panel>,
@@ -75,6 +78,7 @@ fn check_modes(cfg: &EnvConfig, panel: &Panel) -> Result<(), EnvError> {
 }
 
 impl VecEnv {
+    /// The envs over `panel`, reset to their first episodes; refuses settings that do not fit the panel.
     pub fn new(cfg: EnvConfig, panel: Arc<Panel>) -> Result<Self, EnvError> {
         if cfg.n_envs == 0 {
             return Err(EnvError::NoEnvs);
@@ -125,26 +129,32 @@ impl VecEnv {
         }
     }
 
+    /// How many envs step together.
     pub fn n_envs(&self) -> usize {
         self.cfg.n_envs
     }
 
+    /// Assets of the panel.
     pub fn n_assets(&self) -> usize {
         self.panel.n_assets
     }
 
+    /// Each env's cash, in dollars.
     pub fn cash(&self) -> &[f64] {
         &self.cash
     }
 
+    /// Each env's position per asset, env-major (`env * n_assets + asset`).
     pub fn positions(&self) -> &[Position] {
         &self.pos
     }
 
+    /// Each env's current day in the panel.
     pub fn days(&self) -> &[usize] {
         &self.day
     }
 
+    /// Each env's equity as of its last step (cash plus positions), in dollars.
     pub fn equity(&self) -> &[f64] {
         &self.equity
     }

@@ -26,7 +26,12 @@ pub enum ActionSpace {
     Shares,
     /// Target weights with a no-trade band (both fractions of equity, `band` in [0, 1), `max_weight` in
     /// (0, 1]).
-    Weights { band: f64, max_weight: f64 },
+    Weights {
+        /// No trade while a weight is within this of its target (a fraction of equity, in [0, 1)).
+        band: f64,
+        /// The cap on each asset's weight (a fraction of equity, in (0, 1]).
+        max_weight: f64,
+    },
 }
 
 impl ActionSpace {

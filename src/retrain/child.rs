@@ -103,8 +103,11 @@ pub fn die_with_parent() {
 /// What to run and within which limits.
 #[derive(Debug, Clone)]
 pub struct ChildSpec {
+    /// The executable to start: the `tradebot` binary itself, or a stand-in in tests.
     pub program: PathBuf,
+    /// Its arguments, passed as they are (`train ...` and the options of the job).
     pub args: Vec<OsString>,
+    /// How long it may run, from its start; past it, its process group is killed (`ChildFailure::Timeout`).
     pub time_budget: Duration,
     /// 0 = no GPU memory cap.
     pub gpu_memory_mb: u64,
@@ -114,32 +117,64 @@ pub struct ChildSpec {
     pub env: Vec<(OsString, OsString)>,
 }
 
+/// How a training child ended: a model registered, or a failure that says why.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChildOutcome {
     /// The child registered a model and said so in its `done` line.
     Done {
+        /// The registry id of the model it registered (the run's candidate).
         model_id: String,
+        /// The figures of its `done` line (e.g. `mean_return`, `env_steps`, `train_seconds`), by name.
         metrics: BTreeMap<String, f64>,
     },
+    /// It ended without a model; the failure says how.
     Failed(ChildFailure),
 }
 
+/// Why a training child produced no model; `code()` gives each a stable code for records and metrics.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ChildFailure {
+    /// The process could not be started (a missing or non-executable program).
     #[error("cannot start {program}: {reason}")]
-    Spawn { program: String, reason: String },
+    Spawn {
+        /// The program as given.
+        program: String,
+        /// The operating system's error.
+        reason: String,
+    },
+    /// It outlived its time budget (the `Duration`) and was killed.
     #[error("training ran past its budget of {0:?} and was killed")]
     Timeout(Duration),
+    /// Its GPU memory, as `nvidia-smi` reports it, went over the budget and it was killed.
     #[error("training used {used_mb} MiB of GPU memory, over its budget of {budget_mb} MiB, and was killed")]
-    GpuMemory { used_mb: u64, budget_mb: u64 },
+    GpuMemory {
+        /// The GPU memory it held, in MiB.
+        used_mb: u64,
+        /// The budget it went over, in MiB.
+        budget_mb: u64,
+    },
+    /// The resident memory of its process group went over `retrain.memory_mb` and it was killed.
     #[error(
         "training used {used_mb} MiB of memory, over its budget of {budget_mb} MiB (retrain.memory_mb), and was killed; trading goes on"
     )]
-    Memory { used_mb: u64, budget_mb: u64 },
+    Memory {
+        /// The resident memory of its process group, in MiB.
+        used_mb: u64,
+        /// `retrain.memory_mb`, in MiB.
+        budget_mb: u64,
+    },
+    /// It wrote an `error` line (the message, e.g. a NaN loss or too little data) and stopped.
     #[error("training reported an error: {0}")]
     Reported(String),
+    /// It exited (or was killed by a signal) before its `done` line.
     #[error("training exited with {status} without finishing{}", last.as_ref().map(|l| format!(" (last output: {l})")).unwrap_or_default())]
-    Crashed { status: String, last: Option<String> },
+    Crashed {
+        /// Its exit status (or why its output could not be read).
+        status: String,
+        /// Its last line of stdout, if any.
+        last: Option<String>,
+    },
+    /// It exited with status 0 but never wrote a `done` line naming a model.
     #[error("training exited successfully but reported no model")]
     NoModel,
 }

@@ -16,10 +16,13 @@ use std::collections::BTreeMap;
 /// The backtest figures the gate reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateInput {
+    /// Annualised Sharpe ratio of the per-bar returns over the holdout (0 when they do not vary).
     pub sharpe: f64,
     /// As a positive fraction (0.2 = 20% below the peak).
     pub max_drawdown: f64,
+    /// Fills the strategy made over the holdout; the gate asks for at least `min_trades`.
     pub trades: u64,
+    /// Total return over the holdout as a fraction of the starting equity (0.05 = +5%).
     pub total_return: f64,
     /// Buy-and-hold's total return over the same bars.
     #[serde(default)]
@@ -42,10 +45,14 @@ impl GateInput {
     }
 }
 
+/// The gate's verdict on one candidate: promote or keep the champion, why, and the numbers it judged by.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateDecision {
+    /// True: the candidate replaces the champion.
     pub promote: bool,
+    /// One sentence for logs and records: the test it passed last, or the first it failed and by how much.
     pub reason: String,
+    /// The figures behind the decision by name (Sharpe ratios, drawdowns, lead confidences, per-fold returns).
     pub numbers: BTreeMap<String, f64>,
 }
 

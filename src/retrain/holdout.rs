@@ -22,6 +22,7 @@ pub struct BacktestEvaluator {
 }
 
 impl BacktestEvaluator {
+    /// An evaluator over `config`'s holdout, reading the bars from `store`.
     pub fn new(config: Config, store: Store) -> Self {
         BacktestEvaluator { config, store }
     }

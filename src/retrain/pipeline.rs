@@ -46,26 +46,38 @@ pub trait Evaluator: Send + Sync + 'static {
 /// What the pipeline reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
+    /// The training window is being written for the child.
     Snapshot {
+        /// The model being retrained.
         kind: ModelKind,
+        /// How many bars the snapshot holds.
         bars: usize,
     },
     /// A JSON line of the child (`progress`, `epoch`, `done`, `error`).
     Training {
+        /// The model being retrained.
         kind: ModelKind,
+        /// The line as the child wrote it.
         line: serde_json::Value,
     },
+    /// The gate is backtesting a candidate on the holdout.
     Evaluating {
+        /// The model being retrained.
         kind: ModelKind,
+        /// The candidate's registry id.
         candidate: String,
     },
+    /// The run has ended; its record, as stored.
     Finished(Box<RunRecord>),
 }
 
 /// Why a run was started, and when by the engine's clock.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trigger {
+    /// Who asked for it: "schedule", "control socket", "command line", ... (the record's `trigger`).
     pub reason: String,
+    /// The engine's clock when it was asked for (simulated time in a replay): it picks the training window and the
+    /// seed.
     pub clock_time: DateTime<Utc>,
 }
 
@@ -89,6 +101,8 @@ impl Drop for InterruptGuard {
     }
 }
 
+/// Runs retrains: a training snapshot, the training child, the gate's backtests, then promotion or not, each run
+/// recorded in the store.
 pub struct RetrainPipeline {
     spec: PipelineSpec,
     store: Store,
@@ -104,6 +118,7 @@ impl RetrainPipeline {
         RetrainPipeline { spec, store, evaluator }
     }
 
+    /// What the runs are made of: the program, the symbols, the `[train]` and `[retrain]` settings.
     pub fn spec(&self) -> &PipelineSpec {
         &self.spec
     }

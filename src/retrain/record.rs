@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// How a retrain run ended (or that it is under way); lower-case in the stored JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunOutcome {
@@ -30,6 +31,7 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
+    /// The outcome's lower-case name, as stored and shown in the status report.
     pub fn as_str(self) -> &'static str {
         match self {
             RunOutcome::Promoted => "promoted",
@@ -55,20 +57,25 @@ pub struct Failure {
     pub stage: String,
     /// "crash", "timeout", "memory", "gpu_memory", "reported" (e.g. a NaN loss), "spawn", "no_model", or the stage.
     pub code: String,
+    /// The error's text, for people.
     pub message: String,
 }
 
 /// The training window written for the child.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotInfo {
+    /// The snapshot file's path (under the state directory).
     pub path: String,
+    /// How many bars it holds, all symbols together.
     pub bars: usize,
     /// The window asked for.
     pub from: Option<DateTime<Utc>>,
+    /// The end of the window asked for (`None`: up to the newest stored bar).
     pub to: Option<DateTime<Utc>>,
     /// The first and last bar the snapshot holds: the data the candidate learned from.
     #[serde(default)]
     pub first_bar: Option<DateTime<Utc>>,
+    /// The last bar the snapshot holds.
     #[serde(default)]
     pub last_bar: Option<DateTime<Utc>>,
     /// The newest stored bar of the holdout the gate judged on: where the run's data ends (with a rolling
@@ -81,8 +88,11 @@ pub struct SnapshotInfo {
 /// `cuda:0` / `kernel`; and what it was asked for (`auto`, `cuda:0`, `cpu`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrainedOn {
+    /// The device it trained on: `cpu`, `cuda:0`, ...
     pub device: String,
+    /// The environment it stepped: `VecEnv` (on the CPU) or `kernel` (the GPU one).
     pub env: String,
+    /// The device asked for (`auto`, `cuda:0`, `cpu`); empty in older records.
     #[serde(default)]
     pub requested: String,
 }
@@ -129,21 +139,33 @@ impl WarmStart {
     }
 }
 
+/// One retrain run, as stored in the `runs` tree: its trigger, its times, its outcome, the candidates and the gate's
+/// decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// `<kind>-<start time to the millisecond, UTC>`, e.g. `ppo-20260105T020000.000Z`.
     pub id: String,
+    /// The model retrained (PPO policy, LSTM, ...).
     pub kind: ModelKind,
     /// "schedule", "control socket", "command line", ...
     pub trigger: String,
     /// The engine's clock when the run was asked for (simulated time in a replay).
     pub clock_time: DateTime<Utc>,
+    /// When the run started (the process's clock: the simulated one under a simulated clock).
     pub started_at: DateTime<Utc>,
+    /// When it ended; equal to `started_at` while it is `Running`.
     pub ended_at: DateTime<Utc>,
+    /// How it ended.
     pub outcome: RunOutcome,
+    /// Why it failed, was skipped or was interrupted (`None` when a decision was made).
     pub failure: Option<Failure>,
+    /// The training window written for the child (`None`: the run failed before it).
     pub snapshot: Option<SnapshotInfo>,
+    /// The registry id of the model it trained (the promoted candidate's, else the best one's).
     pub candidate: Option<String>,
+    /// The champion when the run started (`None`: there was none).
     pub champion_before: Option<String>,
+    /// The champion when it ended: the candidate if promoted, else `champion_before`.
     pub champion_after: Option<String>,
     /// The seed the candidate trained with (`config::retrain_seed` of the run's clock day).
     #[serde(default)]
@@ -158,8 +180,11 @@ pub struct RunRecord {
     /// "val_mcc".
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub curves: BTreeMap<String, Vec<f64>>,
+    /// The candidate's holdout figures, as the gate read them (without the per-bar series).
     pub candidate_metrics: Option<GateInput>,
+    /// The champion's holdout figures in the same backtest (`None`: no champion).
     pub champion_metrics: Option<GateInput>,
+    /// The gate's decision on the candidate (`None`: the run ended before the gate).
     pub decision: Option<GateDecision>,
     /// Every candidate the run trained (one per `retrain.algorithms` entry for the policy), with its
     /// holdout figures and the gate's decision, or why it has none. The run's `candidate`, `decision` and
@@ -172,12 +197,18 @@ pub struct RunRecord {
 /// the failure that left it without one), and whether it was the one promoted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateRecord {
+    /// The training algorithm (`ppo`, `sac`, ...).
     pub algorithm: Algorithm,
+    /// The registry id of the model it trained (`None`: training failed).
     pub model_id: Option<String>,
+    /// What its training child reported in its `done` line.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub train_metrics: BTreeMap<String, f64>,
+    /// Its holdout figures (`None`: not evaluated).
     pub metrics: Option<GateInput>,
+    /// The gate's decision on it (`None`: not evaluated).
     pub decision: Option<GateDecision>,
+    /// Why it has no decision (training or evaluation failed).
     pub failure: Option<Failure>,
     /// The one promoted (the best by holdout Sharpe among those the gate passed).
     #[serde(default)]
@@ -216,6 +247,7 @@ impl RunRecord {
         (self.outcome == RunOutcome::Promoted).then_some(self.champion_after.as_deref()).flatten()
     }
 
+    /// The record as the status report's `retrain` section shows it: outcome, reason, gate numbers and the data's span.
     pub fn to_status(&self) -> RetrainStatus {
         RetrainStatus {
             started_at: Some(self.started_at),

@@ -8,9 +8,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Where a trial of a search stands; lower-case in the stored JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TrialState {
+    /// Still training.
     Running,
     /// Trained to the full budget.
     Complete,
@@ -23,6 +25,7 @@ pub enum TrialState {
 }
 
 impl TrialState {
+    /// The state's lower-case name, as stored and shown.
     pub fn as_str(self) -> &'static str {
         match self {
             TrialState::Running => "running",
@@ -37,13 +40,18 @@ impl TrialState {
 /// The validation metric of a trial after `steps` environment steps (at a rung).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RungValue {
+    /// The environment steps trained when the metric was taken (the rung).
     pub steps: u64,
+    /// The validation metric there (higher is better).
     pub value: f64,
 }
 
+/// One trial of a search: its parameters, its seed, how far it got and its figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialRecord {
+    /// The trial's number in its study, from 0 in the order proposed.
     pub number: usize,
+    /// Where it stands.
     pub state: TrialState,
     /// The sampled values, by parameter name (whole numbers for `int` ranges).
     pub params: BTreeMap<String, f64>,
@@ -55,8 +63,11 @@ pub struct TrialRecord {
     /// (mean_return, env_steps, train_seconds).
     #[serde(serialize_with = "crate::domain::number::whole_as_int")]
     pub metrics: BTreeMap<String, f64>,
+    /// When it started training (UTC).
     pub started_at: DateTime<Utc>,
+    /// When it ended (`None`: still running).
     pub ended_at: Option<DateTime<Utc>>,
+    /// Why it failed (`None` unless it failed).
     pub error: Option<String>,
 }
 
@@ -72,30 +83,44 @@ impl TrialRecord {
     }
 }
 
+/// One hyper-parameter search, as stored in the `studies` tree: its settings, its trials and the best one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StudyRecord {
     /// `tune-<start time to the millisecond>`, unique per store.
     pub name: String,
     /// "command line", "retrain <run id>".
     pub trigger: String,
+    /// `tune.sampler`: how the next trial's parameters are proposed (`tpe`, `random`, ...).
     pub sampler: String,
+    /// `tune.seed`: seeds the sampler and every trial's seed.
     pub seed: u64,
     /// The validation metric, higher is better.
     pub metric: String,
+    /// The search space: each parameter's distribution (`[tune.space]`).
     pub space: BTreeMap<String, Dist>,
+    /// The environment steps where trials are judged for early stopping, ascending.
     pub rungs: Vec<u64>,
+    /// `tune.reduction`: at each rung only the best 1/`reduction` go on (1: no early stopping).
     pub reduction: u64,
+    /// `tune.parallel`: trials training at once.
     pub parallel: usize,
+    /// `tune.trials`: how many trials the search may run.
     pub trials_planned: usize,
     /// The days the trials were ranked on.
     pub validation_from: Option<DateTime<Utc>>,
+    /// The end of the validation days (`validation_from` is their start).
     pub validation_to: Option<DateTime<Utc>>,
+    /// When the search started (UTC).
     pub started_at: DateTime<Utc>,
+    /// When it ended (`None`: still running, or its process died).
     pub ended_at: Option<DateTime<Utc>>,
+    /// Every trial so far, in the order proposed.
     pub trials: Vec<TrialRecord>,
     /// The best trial's number and the candidate registered from it.
     pub best: Option<usize>,
+    /// The registry id of the candidate registered from the best trial (`None`: none yet, or registration failed).
     pub model_id: Option<String>,
+    /// Why the search failed (`None` unless it failed).
     pub error: Option<String>,
 }
 

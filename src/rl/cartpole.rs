@@ -18,6 +18,7 @@ const FORCE_MAG: f64 = 10.0;
 const TAU: f64 = 0.02;
 const THETA_LIMIT: f64 = 12.0 * 2.0 * std::f64::consts::PI / 360.0;
 const X_LIMIT: f64 = 2.4;
+/// Steps after which an episode is truncated (CartPole-v1's 500).
 pub const MAX_STEPS: u32 = 500;
 
 /// One cart and pole: `[x, x_dot, theta, theta_dot]`.

@@ -8,7 +8,9 @@ use tch::{Device, Kind, Tensor};
 
 /// One environment with one continuous action: its state, reset, step and observation.
 pub trait SingleEnv {
+    /// The environment's state between steps.
     type State;
+    /// Values per observation.
     const OBS_DIM: usize;
     /// Steps after which an episode is truncated.
     const MAX_STEPS: u32;
@@ -32,6 +34,7 @@ pub struct HostBatch<E: SingleEnv> {
 }
 
 impl<E: SingleEnv> HostBatch<E> {
+    /// `num_envs` environments, each reset from one generator seeded with `seed`.
     pub fn new(num_envs: usize, seed: u64) -> Self {
         let mut rng = SplitMix64::new(seed);
         let state = (0..num_envs).map(|_| E::reset(&mut rng)).collect();

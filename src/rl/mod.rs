@@ -29,17 +29,37 @@ use tch::{Device, TchError, Tensor};
 pub enum StepError {
     /// The policy gave a number of actions other than `num_envs × act_dim`.
     #[error("the policy gave {got} actions; the env takes {want} ({envs} envs × {act_dim})")]
-    ActionCount { got: usize, want: usize, envs: usize, act_dim: usize },
+    ActionCount {
+        /// Actions given.
+        got: usize,
+        /// `envs × act_dim`.
+        want: usize,
+        /// The environments stepped.
+        envs: usize,
+        /// Values per action.
+        act_dim: usize,
+    },
+    /// The policy's actions tensor is not `[num_envs, act_dim]`.
     #[error("the policy gave actions of shape {got:?}; the env takes {want:?}")]
-    ActionShape { got: Vec<i64>, want: [i64; 2] },
+    ActionShape {
+        /// The shape given.
+        got: Vec<i64>,
+        /// `[num_envs, act_dim]`.
+        want: [i64; 2],
+    },
+    /// The trading env refused the step (`EnvError`).
     #[error("the trading env's step failed: {0}")]
     Env(#[from] crate::env::EnvError),
+    /// The actions could not be copied into the env kernel's action tensor.
     #[error("the env kernel could not take the policy's actions: {0}")]
     SetActions(crate::env::kernel::KernelEnvError),
+    /// The env kernel's launch failed.
     #[error("the env kernel's step failed: {0}")]
     Kernel(crate::env::kernel::KernelEnvError),
+    /// The finished episodes' returns could not be read back from the device.
     #[error("could not read the episode returns back from the device: {0}")]
     Returns(crate::env::kernel::KernelEnvError),
+    /// A tensor operation failed in libtorch.
     #[error(transparent)]
     Torch(#[from] TchError),
 }
@@ -71,9 +91,13 @@ pub struct HostStep {
 
 /// E environments stepped together, with automatic reset.
 pub trait BatchEnv {
+    /// E: how many environments step together.
     fn num_envs(&self) -> usize;
+    /// Values per observation.
     fn obs_dim(&self) -> usize;
+    /// Values per action (one per asset for the trading env).
     fn act_dim(&self) -> usize;
+    /// Where the observations, rewards and done flags live.
     fn device(&self) -> Device;
     /// Resets every environment; returns `[E, obs_dim]`.
     fn reset(&mut self) -> Tensor;

@@ -17,7 +17,9 @@ const MASS: f64 = 1.0;
 const LENGTH: f64 = 1.0;
 const DT: f64 = 0.05;
 const MAX_SPEED: f64 = 8.0;
+/// The largest torque the pendulum takes; actions are clipped to ± this (Pendulum-v1's 2).
 pub const MAX_TORQUE: f64 = 2.0;
+/// Steps after which an episode is truncated (Pendulum-v1's 200).
 pub const MAX_STEPS: u32 = 200;
 
 /// One pendulum: `[angle, angular velocity]`.

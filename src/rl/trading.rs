@@ -9,6 +9,7 @@ use crate::env::{self, EnvConfig, EnvError, Panel};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 
+/// The trading env on the host (`env::VecEnv`) as a `BatchEnv`: what the CPU trainers step.
 pub struct TradingEnv {
     inner: env::VecEnv,
     obs: Vec<f32>,
@@ -18,6 +19,7 @@ pub struct TradingEnv {
 }
 
 impl TradingEnv {
+    /// `env::VecEnv::new` over `panel` with `cfg`, with the buffers its steps reuse.
     pub fn new(cfg: EnvConfig, panel: Arc<Panel>) -> Result<Self, EnvError> {
         let initial_cash = cfg.initial_cash;
         let inner = env::VecEnv::new(cfg, panel)?;
@@ -26,6 +28,7 @@ impl TradingEnv {
         Ok(TradingEnv { inner, obs, step: env::Step::default(), actions, initial_cash })
     }
 
+    /// The env underneath (cash, positions, equity).
     pub fn inner(&self) -> &env::VecEnv {
         &self.inner
     }
@@ -120,10 +123,12 @@ pub struct KernelTradingEnv {
 }
 
 impl KernelTradingEnv {
+    /// The env kernel over `panel` with `cfg`, its state on `device`.
     pub fn new(cfg: &EnvConfig, panel: &Panel, device: Device) -> Result<Self, KernelEnvError> {
         Ok(KernelTradingEnv { inner: TensorKernelEnv::new(cfg, panel, device)? })
     }
 
+    /// The kernel env underneath.
     pub fn inner(&self) -> &TensorKernelEnv {
         &self.inner
     }

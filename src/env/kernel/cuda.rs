@@ -100,6 +100,7 @@ impl CudaProgram {
         &self.functions[i]
     }
 
+    /// The context's default stream, on which the kernels are launched.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }

@@ -59,32 +59,53 @@ pub const SOURCE: &str = include_str!("env_step.c");
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Params {
+    /// `ExecParams::max_trade`: units traded at |action| = 1.
     pub max_trade: f64,
+    /// `ExecParams::min_order`: requested trades of fewer units are dropped.
     pub min_order: f64,
+    /// Fees as a fraction of notional (`fee_bps × 1e-4`).
     pub fee_rate: f64,
+    /// Slippage as a fraction of the price (`slippage_bps × 1e-4`).
     pub slip_rate: f64,
+    /// `ExecParams::trailing_stop`: fraction below the high-water mark that stops out (0: off).
     pub trailing_stop: f64,
+    /// Each env's starting cash, in dollars.
     pub initial_cash: f64,
+    /// `EnvConfig::reward_scale`.
     pub reward_scale: f64,
+    /// `EnvConfig::turnover_penalty`: the equity reward's penalty per dollar traded.
     pub turnover_penalty: f64,
+    /// Sell everything and buy nothing on days whose turbulence exceeds this (read only when `has_turbulence`).
     pub turbulence_threshold: f64,
     /// The weights action space's no-trade band and cap per asset (0 and 1 for share counts).
     pub band: f64,
+    /// The weights action space's cap per asset, a fraction of equity.
     pub max_weight: f64,
     /// The vs-benchmark and differential-Sharpe rewards' turnover penalty in basis points.
     pub turnover_bps: f64,
     /// The differential-Sharpe reward's moment rate.
     pub sharpe_eta: f64,
+    /// The seed of the episode starts' SplitMix64 stream (`EnvConfig::seed`).
     pub seed: u64,
+    /// Bars after a stop-out during which the asset takes no buys.
     pub cooldown_bars: u32,
+    /// Envs stepped per launch (one GPU thread each).
     pub n_envs: i32,
+    /// Assets of the panel.
     pub n_assets: i32,
+    /// Features per asset and day.
     pub n_features: i32,
+    /// Days (time steps) of the panel.
     pub n_days: i32,
+    /// Steps per episode.
     pub episode_len: i32,
+    /// 1: whole units only (quantities truncated toward zero).
     pub integer_units: i32,
+    /// 1: buys capped at `floor(cash / price)`, fees not included (FinRL's rule).
     pub cash_cap_ignores_fees: i32,
+    /// 1: every episode starts at day 0.
     pub fixed_start: i32,
+    /// 1: the panel has turbulence and a threshold is set.
     pub has_turbulence: i32,
     /// 1 for target weights with a no-trade band, 0 for share counts.
     pub action_weights: i32,
@@ -92,8 +113,12 @@ pub struct Params {
     pub reward_kind: i32,
     /// vs-benchmark: 1 when the benchmark is the panel's index series, 0 for equal-weight buy-and-hold.
     pub bench_symbol: i32,
+    /// Position arrays are indexed `env * env_stride + asset * asset_stride`: `n_assets` env-major (the CPU), 1
+    /// asset-major (the GPU).
     pub env_stride: i32,
+    /// 1 env-major (the CPU), `n_envs` asset-major (the GPU).
     pub asset_stride: i32,
+    /// Floats per observation row, at least `1 + n_assets × (1 + n_features)`.
     pub obs_stride: i32,
     /// In a population (`Buffers::trials` set): envs per trial.
     pub trial_envs: i32,
@@ -111,10 +136,15 @@ pub const REWARD_DIFFERENTIAL_SHARPE: i32 = 2;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Trial {
+    /// The trial's trailing stop (as `Params::trailing_stop`).
     pub trailing_stop: f64,
+    /// The trial's reward scale (as `Params::reward_scale`).
     pub reward_scale: f64,
+    /// The seed of the trial's own stream of episode starts.
     pub seed: u64,
+    /// The trial's cooldown after a stop-out, in bars.
     pub cooldown_bars: u32,
+    /// Padding to the C struct's size (always 0).
     pub pad: u32,
 }
 
@@ -224,6 +254,7 @@ pub struct CpuKernelEnv {
 const CHUNK: usize = 64;
 
 impl CpuKernelEnv {
+    /// An env over `panel` with `cfg` (standard accounting only), positions env-major, reset and ready to step.
     pub fn new(cfg: &EnvConfig, panel: Arc<Panel>) -> Result<Self, EnvError> {
         Self::with_layout(cfg, panel, false)
     }
@@ -244,10 +275,12 @@ impl CpuKernelEnv {
         Ok(self)
     }
 
+    /// How many envs step together.
     pub fn n_envs(&self) -> usize {
         self.params.n_envs as usize
     }
 
+    /// Floats per observation row.
     pub fn obs_dim(&self) -> usize {
         self.params.obs_stride as usize
     }
@@ -257,6 +290,7 @@ impl CpuKernelEnv {
         &self.state.obs
     }
 
+    /// Each env's cash, in dollars.
     pub fn cash(&self) -> &[f64] {
         &self.state.cash
     }
@@ -266,10 +300,12 @@ impl CpuKernelEnv {
         &self.state.holding
     }
 
+    /// Bars of cooldown left per position (env-major): buys are refused while above 0.
     pub fn cooldowns(&self) -> &[u32] {
         &self.state.cooldown
     }
 
+    /// Each env's current day in the panel.
     pub fn days(&self) -> &[i32] {
         &self.state.day
     }

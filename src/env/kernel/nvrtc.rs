@@ -37,18 +37,34 @@ pub fn sm_arch(major: i32, minor: i32) -> String {
 /// Why a CUBIN built by NVRTC would not run on a device under its driver.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
+    /// NVRTC is of a newer CUDA than the driver runs: the code it builds would not load.
     #[error(
         "NVRTC is CUDA {nvrtc} but the NVIDIA driver runs CUDA {driver} at most: the code it builds would not load; install an NVIDIA driver for CUDA {}.x or later, or use a PyTorch built for CUDA {}.x (its NVRTC comes with it)",
         nvrtc.0,
         driver.0
     )]
-    DriverTooOld { nvrtc: CudaVersion, driver: CudaVersion },
+    DriverTooOld {
+        /// The CUDA version of the NVRTC found.
+        nvrtc: CudaVersion,
+        /// The newest CUDA version the driver runs.
+        driver: CudaVersion,
+    },
+    /// NVRTC cannot build for this GPU's architecture.
     #[error(
         "NVRTC (CUDA {nvrtc}) cannot build for this GPU (compute capability {}.{}, sm_{arch}; it knows {known}), under the NVIDIA driver for CUDA {driver}: use a PyTorch whose CUDA supports this GPU (its NVRTC comes with it) and a driver for that CUDA",
         arch / 10,
         arch % 10
     )]
-    Arch { nvrtc: CudaVersion, arch: i32, known: String, driver: CudaVersion },
+    Arch {
+        /// The CUDA version of the NVRTC found.
+        nvrtc: CudaVersion,
+        /// The GPU's compute capability as `sm_XY` numbers it (90 for 9.0).
+        arch: i32,
+        /// The architectures that NVRTC can build for.
+        known: String,
+        /// The newest CUDA version the driver runs.
+        driver: CudaVersion,
+    },
 }
 
 /// Why an NVRTC library cannot be used.
@@ -104,8 +120,11 @@ fn version_after(name: &str, prefix: &str) -> Option<CudaVersion> {
 /// The NVRTC to load: the compiler and the builtins it loads by name (same major version).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NvrtcChoice {
+    /// The NVRTC library file (`libnvrtc.so.*`).
     pub compiler: PathBuf,
+    /// Its builtins library (`libnvrtc-builtins.so.*`), when found beside it.
     pub builtins: Option<PathBuf>,
+    /// The CUDA version of that NVRTC.
     pub version: CudaVersion,
 }
 

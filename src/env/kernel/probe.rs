@@ -7,33 +7,53 @@ use std::path::PathBuf;
 /// A CUDA device as the driver sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CudaDevice {
+    /// The driver's device number (as `cuda:N` names it).
     pub ordinal: usize,
+    /// The device's name as the driver gives it.
     pub name: String,
     /// Compute capability (major, minor): 9.0 for an H100, 8.6 for an RTX 3070.
     pub compute_capability: (i32, i32),
+    /// Total device memory, in MiB.
     pub memory_mib: u64,
 }
 
 /// The CUDA driver: its version (CUDA's, e.g. 13.0) and the devices it makes visible.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Driver {
+    /// The newest CUDA version the driver runs (major, minor).
     pub cuda_version: (i32, i32),
+    /// The devices it makes visible (possibly none).
     pub devices: Vec<CudaDevice>,
 }
 
 /// Why there is no usable CUDA driver.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DriverError {
+    /// libcuda.so.1 is not found.
     #[error("no NVIDIA driver: libcuda.so.1 not found (no GPU, or its driver is not installed)")]
     Missing,
+    /// `cuDriverGetVersion` failed (its result code).
     #[error("the CUDA driver does not say its version: {0}")]
     Version(String),
+    /// `cuInit` failed.
     #[error("the CUDA driver (CUDA {}.{}) cannot start: {why}", version.0, version.1)]
-    Start { version: (i32, i32), why: String },
+    Start {
+        /// The driver's CUDA version (major, minor).
+        version: (i32, i32),
+        /// The driver's error.
+        why: String,
+    },
+    /// `cuDeviceGetCount` failed (the driver's error).
     #[error("the CUDA driver cannot count its devices: {0}")]
     Count(String),
+    /// A device's attributes could not be read.
     #[error("CUDA device {ordinal}: {why}")]
-    Device { ordinal: i32, why: String },
+    Device {
+        /// The device's number.
+        ordinal: i32,
+        /// The driver's error.
+        why: String,
+    },
 }
 
 /// Why there is no usable CUDA driver, or the driver and its devices (which may be none).
@@ -81,11 +101,13 @@ pub fn driver() -> Result<Driver, DriverError> {
 /// NVRTC as the env kernel loads it: its version and the file, or why it cannot be loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nvrtc {
+    /// NVRTC's CUDA version (major, minor).
     pub version: (i32, i32),
     /// The library file mapped into this process (`None` where /proc cannot say).
     pub path: Option<PathBuf>,
 }
 
+/// Loads NVRTC as the env kernel would and says which it is, or why it cannot.
 pub fn nvrtc() -> Result<Nvrtc, super::KernelEnvError> {
     let (version, path) = super::nvrtc::loaded()?;
     Ok(Nvrtc { version: (version.0, version.1), path: Some(PathBuf::from(path)) })

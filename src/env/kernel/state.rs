@@ -60,8 +60,11 @@ macro_rules! kernel_state {
         #[repr(C)]
         #[derive(Debug, Clone, Copy)]
         pub struct Buffers {
+            /// `[n_days, n_assets]`: the panel's prices.
             pub prices: *const f32,
+            /// `[n_days, n_assets, n_features]`: the panel's feature rows.
             pub features: *const f32,
+            /// `[n_days]`: the turbulence index (null unless `Params::has_turbulence`).
             pub turbulence: *const f64,
             /// The index symbol's prices `[n_days]` (null unless `Params::bench_symbol`).
             pub benchmark: *const f32,
@@ -143,31 +146,41 @@ macro_rules! kernel_state {
 kernel_state! {
     /// `[n_envs, n_assets]`: the actions of the next step (the kernel only reads them).
     actions: f32, Float, Asset;
+    /// `[n_envs]`: each env's cash, in dollars.
     cash: f64, Double, Env;
+    /// `[n_envs]`: each env's equity (cash plus positions), in dollars.
     equity: f64, Double, Env;
-    /// The differential Sharpe ratio's moments A and B per env.
+    /// The first moment A of the differential Sharpe ratio per env.
     sharpe_a: f64, Double, Env;
+    /// The second moment B of the differential Sharpe ratio per env.
     sharpe_b: f64, Double, Env;
+    /// Each env's current day in the panel.
     day: i32, Int, Env;
+    /// Steps each env has taken in its episode.
     steps: i32, Int, Env;
     /// Each env's next draw in the seeded SplitMix64 stream (an `Int64` tensor).
     draws: u64, Int64, Env;
+    /// Units held per position (`env_stride` / `asset_stride`).
     holding: f64, Double, Position;
+    /// Average entry price per position (0 when flat).
     entry: f64, Double, Position;
+    /// Highest price since entry per position (0 when flat), for the trailing stop.
     high_water: f64, Double, Position;
-    /// An `Int` tensor.
+    /// Bars of cooldown left per position (an `Int` tensor).
     cooldown: u32, Int, Position;
     /// The weights space's units to trade per position this step (scratch).
     order: f64, Double, Position;
-    /// The last step's reward and done flag (0/1).
+    /// The last step's reward per env.
     reward: f32, Float, Env;
+    /// 1 where the env finished its episode on the last step (and was reset), else 0.
     done: f32, Float, Env;
     /// Equity at the end of the last step, before any reset.
     equity_out: f64, Double, Env;
     /// `[n_envs, obs_stride]`: the next observations, in `VecEnv::observe`'s layout.
     obs: f32, Float, Obs;
-    /// Finished episodes per env: the sum of their total returns and their count.
+    /// Finished episodes per env: the sum of their total returns.
     ret_sum: f64, Double, Env;
+    /// How many episodes `ret_sum` holds.
     ret_count: f64, Double, Env;
 }
 

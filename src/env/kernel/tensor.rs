@@ -77,22 +77,27 @@ impl TensorKernelEnv {
         Ok(self)
     }
 
+    /// The device the state lives and steps on.
     pub fn device(&self) -> Device {
         self.device
     }
 
+    /// How many envs step together.
     pub fn n_envs(&self) -> usize {
         self.params.n_envs as usize
     }
 
+    /// Assets of the panel.
     pub fn n_assets(&self) -> usize {
         self.params.n_assets as usize
     }
 
+    /// Floats per observation row.
     pub fn obs_dim(&self) -> usize {
         self.params.obs_stride as usize
     }
 
+    /// Each env's starting cash, in dollars (the observation's scale).
     pub fn initial_cash(&self) -> f64 {
         self.params.initial_cash
     }

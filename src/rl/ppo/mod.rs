@@ -34,32 +34,60 @@ use std::collections::VecDeque;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor, nn};
 
+/// Why a PPO trainer could not be built or an update failed; training stops with it.
 #[derive(Debug, thiserror::Error)]
 pub enum PpoError {
+    /// The settings do not fit together or with the model (the message says which).
     #[error("invalid PPO configuration: {0}")]
     Config(String),
+    /// A `[ppo]` value is out of its range (`PpoConfig::validate`).
     #[error("invalid PPO configuration: {0}")]
     Invalid(crate::config::Invalid),
+    /// The environment's observation or action size differs from the policy's.
     #[error("the environment has {env} {what} but the policy expects {policy}")]
-    Shape { what: &'static str, env: usize, policy: usize },
+    Shape {
+        /// `observations` or `actions`.
+        what: &'static str,
+        /// The environment's size.
+        env: usize,
+        /// The policy's size.
+        policy: usize,
+    },
+    /// A loss or statistic (named) became NaN or infinite at the update (numbered).
     #[error("training diverged: {0} is not finite at update {1}")]
     Diverged(&'static str, u64),
+    /// An update's statistics came back from the device with another count of values.
     #[error("an update's statistics came back as {values} values, not {expected}")]
-    Readback { values: usize, expected: usize },
+    Readback {
+        /// Values that came back.
+        values: usize,
+        /// Values expected (eight per trial).
+        expected: usize,
+    },
+    /// The env kernel of a population failed (its message).
     #[error("the training environment failed: {0}")]
     Env(String),
+    /// A step of the environments failed.
     #[error("the training environment failed: {0}")]
     Step(#[from] crate::rl::StepError),
+    /// The training device cannot run the trainer (e.g. the GAE kernel does not load on CUDA).
     #[error("{0}; `tradebot doctor` shows the driver, NVRTC and the GPU; or train with --device cpu")]
     Device(String),
+    /// A tensor operation failed in libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),
 }
 
+/// A PPO trainer: the actor-critic, its optimiser and observation statistics, and the counts of steps and updates;
+/// `train` runs it on a `BatchEnv`.
 pub struct Ppo {
+    /// The `[ppo]` settings it trains with (checked at `new`).
     pub cfg: PpoConfig,
+    /// Every variable: the weights, the observation statistics and Adam's state (what a checkpoint saves).
     pub vs: nn::VarStore,
+    /// The actor (policy mean and log standard deviation) and the critic (value).
     pub model: ActorCritic,
+    /// The running observation statistics (frozen into the exported ONNX graph).
     pub norm: RunningNorm,
     /// Adam (libtorch's formula, `eps` 1e-5), its state in the `VarStore` (`adam.m`, `adam.v`, `adam.step`)
     /// in `ActorCritic::parameters()` order, the native trainer's order too.
@@ -70,7 +98,9 @@ pub struct Ppo {
     gae: Option<gae::GaeKernel>,
     obs_dim: usize,
     act_dim: usize,
+    /// Environment steps trained on so far, all envs counted.
     pub env_steps: u64,
+    /// Updates done so far.
     pub updates: u64,
     recent: VecDeque<f64>,
     /// The mean return of the last update that finished an episode, for environments that sum returns
@@ -80,6 +110,8 @@ pub struct Ppo {
 }
 
 impl Ppo {
+    /// A trainer on `device` for observations of `obs_dim` and actions of `act_dim` values, its weights seeded by
+    /// `cfg.seed`; refuses an invalid `cfg`, and on CUDA a GAE kernel that does not load.
     pub fn new(cfg: PpoConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Ppo, PpoError> {
         cfg.validate().map_err(PpoError::Invalid)?;
         let vs = nn::VarStore::new(device);
@@ -171,6 +203,7 @@ impl Ppo {
         })
     }
 
+    /// The device it trains on.
     pub fn device(&self) -> Device {
         self.vs.device()
     }

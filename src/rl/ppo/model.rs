@@ -6,11 +6,15 @@ use super::PpoConfig;
 use crate::onnx::{Activation, Dense};
 use tch::{Kind, Tensor, nn, nn::Module};
 
+/// PPO's actor-critic: an MLP for the policy mean (`pi/`), one for the value (`vf/`), and a state-independent log
+/// standard deviation.
 pub struct ActorCritic {
     actor: Vec<nn::Linear>,
     actor_head: nn::Linear,
     critic: Vec<nn::Linear>,
     critic_head: nn::Linear,
+    /// `[act_dim]`: the log standard deviation of the actions, whatever the state (kept within
+    /// `ppo.log_std_min`..`log_std_max`).
     pub log_std: Tensor,
     activation: Activation,
     log_std_bounds: (f64, f64),
@@ -33,6 +37,7 @@ fn tower(p: &nn::Path, obs_dim: i64, hidden: &[i64]) -> (Vec<nn::Linear>, i64) {
 }
 
 impl ActorCritic {
+    /// The networks under `vs` (`pi/`, `vf/`, `log_std`), orthogonally initialised, sized by `cfg.hidden`.
     pub fn new(vs: &nn::Path, obs_dim: usize, act_dim: usize, cfg: &PpoConfig) -> Self {
         let (actor, da) = tower(&(vs / "pi"), obs_dim as i64, &cfg.hidden);
         let (critic, dc) = tower(&(vs / "vf"), obs_dim as i64, &cfg.hidden);
@@ -124,6 +129,7 @@ impl ActorCritic {
         out
     }
 
+    /// The hidden layers' activation (`ppo.activation`).
     pub fn activation(&self) -> Activation {
         self.activation
     }

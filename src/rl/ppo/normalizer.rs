@@ -4,11 +4,17 @@
 use crate::onnx::mlp::ObsNorm;
 use tch::{Device, Kind, Tensor, nn};
 
+/// The running mean and variance of the observations, as variables of the trainer's `VarStore`.
 pub struct RunningNorm {
+    /// `[dim]`: the mean of each observation value.
     pub mean: Tensor,
+    /// `[dim]`: the variance of each observation value.
     pub var: Tensor,
+    /// `[1]`: the observations counted so far (starts at 1e-4).
     pub count: Tensor,
+    /// Added to the variance before its square root (1e-8).
     pub eps: f64,
+    /// Normalised values are clipped to ± this (`ppo.obs_clip`).
     pub clip: f64,
 }
 
@@ -55,6 +61,7 @@ impl RunningNorm {
         Ok(ObsNorm { mean: to_vec(&self.mean)?, var: to_vec(&self.var)?, eps: self.eps as f32, clip: self.clip as f32 })
     }
 
+    /// The device the statistics live on.
     pub fn device(&self) -> Device {
         self.mean.device()
     }

@@ -30,16 +30,29 @@ use tch::{Device, Kind, Tensor, nn};
 /// Finished episodes the reported mean return is taken over.
 const RECENT: usize = 20;
 
+/// Why a SAC trainer could not be built or a step failed; training stops with it.
 #[derive(Debug, thiserror::Error)]
 pub enum SacError {
+    /// The settings do not fit (a `[sac]` value out of range, or a buffer smaller than one step of the envs).
     #[error("invalid SAC configuration: {0}")]
     Config(String),
+    /// The environment's observation or action size differs from the policy's.
     #[error("the environment has {env} {what} but the policy expects {policy}")]
-    Shape { what: &'static str, env: usize, policy: usize },
+    Shape {
+        /// `observations` or `actions`.
+        what: &'static str,
+        /// The environment's size.
+        env: usize,
+        /// The policy's size.
+        policy: usize,
+    },
+    /// A loss or statistic (named) became NaN or infinite after that many environment steps.
     #[error("training diverged: {0} is not finite after {1} env steps; lower sac.*_learning_rate or check the rewards")]
     Diverged(&'static str, u64),
+    /// A step of the environments failed.
     #[error("the training environment failed: {0}")]
     Env(#[from] super::StepError),
+    /// A tensor operation failed in libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),
 }
@@ -47,21 +60,33 @@ pub enum SacError {
 /// What a stretch of training did, for progress reports and tests.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SacStats {
+    /// Environment steps so far, all envs counted (the warm-up's included).
     pub env_steps: u64,
+    /// Gradient steps so far.
     pub updates: u64,
+    /// Environment steps per second of wall time over the stretch.
     pub steps_per_sec: f64,
     /// Mean return of the last (up to) 20 finished episodes.
     pub mean_return: Option<f64>,
+    /// Episodes finished so far.
     pub episodes: u64,
+    /// The last update's critic loss: the two critics' mean squared errors against the soft TD target, summed.
     pub critic_loss: f64,
+    /// The last update's actor loss (`alpha × log pi − min Q`).
     pub actor_loss: f64,
+    /// The entropy temperature of the last update.
     pub alpha: f64,
     /// The policy's entropy estimate, `-mean log pi(a|s)` over the last batch.
     pub entropy: f64,
 }
 
+/// A SAC trainer: the actor, twin critics and their Polyak targets, the entropy temperature, the replay buffer on the
+/// device and the observation statistics.
 pub struct Sac {
+    /// The `[sac]` settings it trains with (checked at `new`).
     pub cfg: SacConfig,
+    /// The trained variables: the actor, the critics, the temperature, the observation statistics and the optimisers'
+    /// state.
     pub vs: nn::VarStore,
     /// The target critics' variables (never trained; Polyak-averaged).
     _target_vs: nn::VarStore,
@@ -69,6 +94,7 @@ pub struct Sac {
     critic: TwinQ,
     target: TwinQ,
     log_alpha: Tensor,
+    /// The running observation statistics (frozen into the exported ONNX graph, as PPO's).
     pub norm: RunningNorm,
     actor_adam: Adam,
     critic_adam: Adam,
@@ -77,7 +103,9 @@ pub struct Sac {
     target_entropy: f64,
     obs_dim: usize,
     act_dim: usize,
+    /// Environment steps so far, all envs counted.
     pub env_steps: u64,
+    /// Gradient steps so far.
     pub updates: u64,
     recent: VecDeque<f64>,
     episodes: u64,
@@ -90,6 +118,8 @@ pub struct Sac {
 }
 
 impl Sac {
+    /// A trainer on `device` for `n_envs` envs with observations of `obs_dim` and actions of `act_dim` values; refuses
+    /// an invalid `cfg` or a replay buffer that cannot hold one step of the envs.
     pub fn new(cfg: SacConfig, obs_dim: usize, act_dim: usize, n_envs: usize, device: Device) -> Result<Sac, SacError> {
         cfg.validate().map_err(|e| SacError::Config(e.to_string()))?;
         let cfg_seed = cfg.seed;
@@ -144,6 +174,7 @@ impl Sac {
         })
     }
 
+    /// The device it trains on.
     pub fn device(&self) -> Device {
         self.vs.device()
     }

@@ -27,6 +27,8 @@ use super::{Ppo, PpoError, PpoShape, PpoTuned};
 use crate::onnx::Activation;
 use tch::{Device, Kind, Tensor};
 
+/// P PPO trials of one shape trained as one: weights stacked along a trial dimension, each trial with its own
+/// hyper-parameters, optimiser state, statistics and random streams.
 pub struct Population {
     /// What the trials share, and each trial's own values.
     shape: PpoShape,
@@ -51,7 +53,9 @@ pub struct Population {
     norm_count: Tensor,
     /// Per trial: `[P]` i64 seeds; the rollout's step counter `[P]` (the noise stream's position).
     seeds: Tensor,
+    /// Updates done so far, per trial.
     pub updates: Vec<u64>,
+    /// Environment steps trained on so far, per trial (all its envs counted).
     pub env_steps: Vec<u64>,
     /// The last rollout's final observations `[P, E, obs]`, normalised: the next rollout starts there.
     next_obs: Option<Tensor>,
@@ -172,10 +176,12 @@ impl Population {
         })
     }
 
+    /// How many trials it trains.
     pub fn len(&self) -> usize {
         self.tuned.len()
     }
 
+    /// Whether it has no trial.
     pub fn is_empty(&self) -> bool {
         self.tuned.is_empty()
     }
