@@ -3,16 +3,77 @@
 //! lexicographically, as `BTreeMap<Vec<u8>, _>` does), so every read (a range, a prefix scan, the last
 //! entries) sees the same records in the same order whichever holds them.
 //!
+//! A record written through a typed tree into memory is kept as its typed value (`MemVal::Typed`), not
+//! JSON: a read of the same type clones it back, and bytes are made (the same JSON a store on disk holds)
+//! only where a reader needs them (a read of another type, a raw scan).
+//!
 //! The maps are what an evaluation's scratch account needs and no more: no page cache, no log, no
 //! transaction machinery (a store in memory has one writer of its critical trees at a time, under the
 //! sentinel's lock, so the record and the write sequence are set together without one), no file.
 
 use super::{StoreError, TreeName};
+use std::any::Any;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+pub(super) type Map = BTreeMap<Vec<u8>, MemVal>;
+
+/// A typed record kept in memory: its value, and how to write it as the JSON a store on disk holds.
+pub(super) trait Stored: Any + Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn to_json(&self) -> Result<Vec<u8>, serde_json::Error>;
+}
+
+impl<V: serde::Serialize + Any + Send + Sync> Stored for V {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(self)
+    }
+}
+
+/// One value of a tree in memory: bytes (a raw write, the default tree's counters) or a typed record.
+#[derive(Clone)]
+pub(super) enum MemVal {
+    Bytes(Vec<u8>),
+    Typed(Arc<dyn Stored>),
+}
+
+/// One value as a reader sees it: bytes (every value on disk), or a typed record in memory.
+pub(super) enum Raw<'v> {
+    Bytes(&'v [u8]),
+    Typed(&'v dyn Stored),
+}
+
+impl Raw<'_> {
+    /// The value as bytes: a typed record is written as JSON here (the bytes a store on disk holds).
+    pub(super) fn bytes(&self, tree: &'static str) -> Result<Cow<'_, [u8]>, StoreError> {
+        match self {
+            Raw::Bytes(b) => Ok(Cow::Borrowed(b)),
+            Raw::Typed(v) => {
+                v.to_json().map(Cow::Owned).map_err(|e| StoreError::Encode { tree, reason: e.to_string() })
+            }
+        }
+    }
+}
+
+impl MemVal {
+    /// A typed record, kept as it is.
+    pub(super) fn typed<V: Stored>(v: V) -> MemVal {
+        MemVal::Typed(Arc::new(v))
+    }
+
+    fn raw(&self) -> Raw<'_> {
+        match self {
+            MemVal::Bytes(b) => Raw::Bytes(b),
+            MemVal::Typed(v) => Raw::Typed(v.as_ref()),
+        }
+    }
+}
 
 /// One tree in memory, shared by the store's clones and the typed trees opened on it.
 #[derive(Clone, Default)]
@@ -91,11 +152,11 @@ impl Tree {
     pub(super) fn get<T>(
         &self,
         key: &[u8],
-        f: impl FnOnce(&[u8]) -> Result<T, StoreError>,
+        f: impl FnOnce(Raw<'_>) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
         match self {
-            Tree::Sled { tree: t, .. } => t.get(key)?.map(|v| f(&v)).transpose(),
-            Tree::Mem { tree: t, .. } => t.read().get(key).map(|v| f(v)).transpose(),
+            Tree::Sled { tree: t, .. } => t.get(key)?.map(|v| f(Raw::Bytes(&v))).transpose(),
+            Tree::Mem { tree: t, .. } => t.read().get(key).map(|v| f(v.raw())).transpose(),
         }
     }
 
@@ -110,7 +171,7 @@ impl Tree {
         match self {
             Tree::Sled { tree: t, .. } => t.insert(key, value).map(drop),
             Tree::Mem { tree: t, .. } => {
-                t.write().insert(key.to_vec(), value);
+                t.write().insert(key.to_vec(), MemVal::Bytes(value));
                 Ok(())
             }
         }
@@ -137,7 +198,7 @@ impl Tree {
                 t.apply_batch(batch)
             }
             Tree::Mem { tree: t, .. } => {
-                t.write().extend(entries);
+                t.write().extend(entries.into_iter().map(|(k, v)| (k, MemVal::Bytes(v))));
                 Ok(())
             }
         }
@@ -149,7 +210,7 @@ impl Tree {
         span: Span<'_>,
         rev: bool,
         limit: usize,
-        mut f: impl FnMut(&[u8], &[u8]) -> Result<T, StoreError>,
+        mut f: impl FnMut(&[u8], Raw<'_>) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
         let mut out = Vec::new();
         match self {
@@ -162,7 +223,7 @@ impl Tree {
                 let it: Box<dyn Iterator<Item = _>> = if rev { Box::new(it.rev()) } else { Box::new(it) };
                 for kv in it.take(limit) {
                     let (k, v) = kv?;
-                    out.push(f(&k, &v)?);
+                    out.push(f(&k, Raw::Bytes(&v))?);
                 }
             }
             Tree::Mem { tree: t, .. } => {
@@ -181,7 +242,7 @@ impl Tree {
                 let it = map.range::<[u8], _>(bounds);
                 let it: Box<dyn Iterator<Item = _>> = if rev { Box::new(it.rev()) } else { Box::new(it) };
                 for (k, v) in it.take(limit) {
-                    out.push(f(k, v)?);
+                    out.push(f(k, v.raw())?);
                 }
             }
         }

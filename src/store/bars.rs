@@ -1,6 +1,6 @@
 //! Bars in the store: a compact 40-byte value under a key that scans one symbol and timeframe in time order.
 
-use super::backend::Span;
+use super::backend::{Raw, Span};
 use super::{Store, StoreError, TreeName, keys};
 use crate::domain::{Bar, Symbol, Timeframe};
 use chrono::{DateTime, Utc};
@@ -60,7 +60,8 @@ fn encode_bar(b: &Bar) -> [u8; 40] {
     out
 }
 
-fn decode_bar_entry(k: &[u8], v: &[u8]) -> Result<Bar, StoreError> {
+fn decode_bar_entry(k: &[u8], v: Raw<'_>) -> Result<Bar, StoreError> {
+    let v = v.bytes("bars")?;
     let corrupt = |reason: String| StoreError::Corrupt { tree: "bars", reason };
     let (symbol, tf, t) = keys::parse_bar_key(k).ok_or_else(|| corrupt(format!("bad key {k:?}")))?;
     if v.len() != 40 {

@@ -13,7 +13,7 @@
 //! (`Store::durable_flushes`, shared by its clones) and per thread (`flushes_on_this_thread`), so that
 //! tests can say how many flushes a path makes.
 
-use super::backend::{Db, MemDb};
+use super::backend::{Db, MemDb, MemVal};
 use super::{SCHEMA_KEY, SCHEMA_VERSION, Store, StoreError, sentinel};
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -57,7 +57,7 @@ impl Store {
     /// state directory, no lock, no sentinel and no flush. Gone when its last clone is dropped.
     pub fn in_memory() -> Result<Store, StoreError> {
         let db = Arc::new(MemDb::default());
-        db.default.write().insert(SCHEMA_KEY.to_vec(), SCHEMA_VERSION.to_be_bytes().to_vec());
+        db.default.write().insert(SCHEMA_KEY.to_vec(), MemVal::Bytes(SCHEMA_VERSION.to_be_bytes().to_vec()));
         Ok(Store {
             db: Db::Mem(db),
             dir: PathBuf::from("(in memory)"),
@@ -139,5 +139,74 @@ mod tests {
         let reopened = Store::open(dir.path()).unwrap();
         assert_eq!(reopened.write_seq(), 4);
         assert_eq!(reopened.tree::<u32>(TreeName::Kv).unwrap().get(b"k").unwrap(), Some(3));
+    }
+
+    thread_local! {
+        static ENCODES: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// A record that counts how many times it is written as JSON (on this thread).
+    #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+    struct Counted(u32);
+
+    impl serde::Serialize for Counted {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            ENCODES.with(|c| c.set(c.get() + 1));
+            s.serialize_u32(self.0)
+        }
+    }
+
+    /// In memory a record is kept as its typed value: writes and reads of the same type never write JSON,
+    /// on a critical tree (the write sequence still bumped) as on the others; on disk every write does.
+    #[test]
+    fn a_store_in_memory_keeps_records_typed_with_no_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Store::open(dir.path()).unwrap();
+        let mem = Store::in_memory().unwrap();
+        let mut encodes = Vec::new();
+        for s in [&mem, &disk] {
+            let before = ENCODES.with(Cell::get);
+            for name in [TreeName::Orders, TreeName::Decisions] {
+                let t = s.tree::<Counted>(name).unwrap();
+                t.insert(b"a", &Counted(1)).unwrap();
+                t.insert(b"b", &Counted(2)).unwrap();
+                t.insert(b"a", &Counted(3)).unwrap();
+                t.remove(b"b").unwrap();
+                t.insert(b"c", &Counted(4)).unwrap();
+                assert_eq!(t.get(b"a").unwrap(), Some(Counted(3)));
+                assert_eq!(t.get(b"b").unwrap(), None);
+                let all = t.scan_prefix(b"").unwrap();
+                assert_eq!(all, [(b"a".to_vec(), Counted(3)), (b"c".to_vec(), Counted(4))]);
+                assert_eq!(t.range(b"b", b"c").unwrap(), [(b"c".to_vec(), Counted(4))]);
+                assert_eq!(t.last().unwrap(), Some((b"c".to_vec(), Counted(4))));
+            }
+            encodes.push(ENCODES.with(Cell::get) - before);
+        }
+        assert_eq!(encodes, [0, 8], "in memory nothing is written as JSON; on disk each insert is");
+        assert_eq!(mem.write_seq(), 5, "the critical writes in memory bump the write sequence");
+        assert_eq!(mem.write_seq(), disk.write_seq());
+    }
+
+    /// A record read as another type than the one written reads through its JSON, in memory as on disk:
+    /// the same value where the JSON fits, the same error (naming the tree) where it does not; never a
+    /// panic.
+    #[test]
+    fn a_record_read_as_another_type_reads_as_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Store::open(dir.path()).unwrap();
+        let mem = Store::in_memory().unwrap();
+        let reads = |s: &Store| {
+            s.tree::<Counted>(TreeName::Kv).unwrap().insert(b"k", &Counted(7)).unwrap();
+            s.tree::<Counted>(TreeName::Orders).unwrap().insert(b"o", &Counted(8)).unwrap();
+            let json = s.tree::<serde_json::Value>(TreeName::Kv).unwrap().get(b"k").unwrap();
+            let number = s.tree::<u64>(TreeName::Orders).unwrap().scan_prefix(b"").unwrap();
+            let wrong = s.tree::<String>(TreeName::Orders).unwrap().get(b"o").unwrap_err().to_string();
+            (json, number, wrong)
+        };
+        let (want, got) = (reads(&disk), reads(&mem));
+        assert_eq!(got, want);
+        assert_eq!(got.0, Some(serde_json::json!(7)));
+        assert_eq!(got.1, [(b"o".to_vec(), 8)]);
+        assert!(got.2.contains("orders"), "the error names the tree: {}", got.2);
     }
 }

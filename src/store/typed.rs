@@ -1,10 +1,15 @@
 //! One tree of the store with JSON values of one type; the critical trees' writes sealed by the sentinel.
+//!
+//! In memory a record is kept as its typed value (`backend::MemVal`) and read back as a clone of it; a
+//! read of another type than the one written goes through the record's JSON, as a store on disk does,
+//! so every read gives what the same read on disk gives.
 
-use super::backend::{Span, Tree};
+use super::backend::{Map, MemVal, Raw, Span, Tree};
 use super::{SEQ_KEY, Seal, StoreError, TreeName, disk, group, lock_seal, memory, sentinel};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sled::Transactional;
+use std::any::Any;
 use std::marker::PhantomData;
 use std::path::PathBuf;
 
@@ -19,9 +24,13 @@ pub struct TypedTree<V> {
     pub(super) _v: PhantomData<fn() -> V>,
 }
 
-impl<V: Serialize + DeserializeOwned> TypedTree<V> {
+impl<V: Serialize + DeserializeOwned + Clone + Any + Send + Sync> TypedTree<V> {
     /// Inserts or replaces. On a durable tree (orders, fills) the write is on disk when this returns.
     pub fn insert(&self, key: &[u8], v: &V) -> Result<(), StoreError> {
+        if let Tree::Mem { .. } = &self.tree {
+            self.write_mem(key, Some(MemVal::typed(v.clone())));
+            return Ok(());
+        }
         let bytes = serde_json::to_vec(v)
             .map_err(|e| StoreError::Encode { tree: self.name.as_str(), reason: e.to_string() })?;
         if self.name.durable() {
@@ -36,6 +45,10 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
     }
 
     pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
+        if let Tree::Mem { .. } = &self.tree {
+            self.write_mem(key, None);
+            return Ok(());
+        }
         if self.name.durable() {
             return self.write_sealed(key, None);
         }
@@ -48,23 +61,35 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
         |e| disk::classify(&self.dir, StoreError::Db(e))
     }
 
+    /// A write to a tree in memory. On a critical tree, the record and the next write sequence are set
+    /// together under the sentinel's lock (what a store on disk writes in one transaction), neither
+    /// flushed nor sealed in a file.
+    fn write_mem(&self, key: &[u8], value: Option<MemVal>) {
+        let Tree::Mem { tree, meta } = &self.tree else { return };
+        let set = |tree: &mut Map| match value {
+            Some(v) => drop(tree.insert(key.to_vec(), v)),
+            None => drop(tree.remove(key)),
+        };
+        if !self.name.durable() {
+            return set(&mut tree.write());
+        }
+        let mut seal = lock_seal(&self.seal);
+        let seq = seal.mark.seq + 1;
+        meta.write().insert(SEQ_KEY.to_vec(), MemVal::Bytes(seq.to_be_bytes().to_vec()));
+        set(&mut tree.write());
+        seal.mark.seq = seq;
+    }
+
     /// A critical write: the record and the next write sequence in one sled transaction, flushed, then
-    /// the sentinel. Critical writes are serialised by the sentinel's lock. In memory: the same
-    /// record and the same sequence, set together under the sentinel's lock, neither flushed nor sealed in
-    /// a file.
+    /// the sentinel. Critical writes are serialised by the sentinel's lock. (In memory: `write_mem`.)
     fn write_sealed(&self, key: &[u8], value: Option<Vec<u8>>) -> Result<(), StoreError> {
         let mut seal = lock_seal(&self.seal);
         let seq = seal.mark.seq + 1;
         let (db, tree) = match &self.tree {
             Tree::Sled { tree, db } => (db, tree),
-            Tree::Mem { tree, meta } => {
-                meta.write().insert(SEQ_KEY.to_vec(), seq.to_be_bytes().to_vec());
-                let mut tree = tree.write();
-                match value {
-                    Some(v) => tree.insert(key.to_vec(), v),
-                    None => tree.remove(key),
-                };
-                seal.mark.seq = seq;
+            Tree::Mem { .. } => {
+                drop(seal);
+                self.write_mem(key, value.map(MemVal::Bytes));
                 return Ok(());
             }
         };
@@ -125,11 +150,18 @@ impl<V: Serialize + DeserializeOwned> TypedTree<V> {
         self.tree.is_empty()
     }
 
-    fn entry(&self, k: &[u8], v: &[u8]) -> Result<(Vec<u8>, V), StoreError> {
+    fn entry(&self, k: &[u8], v: Raw<'_>) -> Result<(Vec<u8>, V), StoreError> {
         Ok((k.to_vec(), self.decode(v)?))
     }
 
-    fn decode(&self, b: &[u8]) -> Result<V, StoreError> {
-        serde_json::from_slice(b).map_err(|e| StoreError::Corrupt { tree: self.name.as_str(), reason: e.to_string() })
+    /// A record as a `V`: a clone of a typed record of that type; otherwise decoded from its JSON.
+    fn decode(&self, v: Raw<'_>) -> Result<V, StoreError> {
+        if let Raw::Typed(t) = &v
+            && let Some(v) = t.as_any().downcast_ref::<V>()
+        {
+            return Ok(v.clone());
+        }
+        let tree = self.name.as_str();
+        serde_json::from_slice(&v.bytes(tree)?).map_err(|e| StoreError::Corrupt { tree, reason: e.to_string() })
     }
 }
