@@ -3,77 +3,26 @@
 //! `env::VecEnv::observe`, cash from the broker's last snapshot moved by the fills since, holdings from
 //! the OMS), orders pass risk and go out through the OMS with deterministic client order ids, sells before
 //! buys. Every decision is stored in the `decisions` tree. No order leaves before the OMS has reconciled,
-//! while paused, or after shutdown. This file holds the state, the bars and the decision; `orders` takes a
-//! wanted trade to the OMS, `events` answers every other event (`Core::process`), `account` holds the cash
-//! and working-order arithmetic.
+//! while paused, or after shutdown. This file holds the state, the bars and the decision (`config` holds
+//! what an engine is built from, `record` the stored decision); `orders` takes a wanted trade to the OMS,
+//! `events` answers every other event (`Core::process`), `account` holds the cash and working-order
+//! arithmetic.
 
 use super::Command;
-use super::strategy::{
-    Cutoffs, ProbSource, StrategyConfig, StrategyMode, Want, from_action, from_probs, from_weights, vetoed,
-};
-use crate::domain::Timeframe;
+use super::config::{EngineConfig, EngineError, EngineRisk};
+use super::record::DecisionRecord;
+use super::strategy::{Cutoffs, ProbSource, StrategyMode, Want, from_action, from_probs, from_weights, vetoed};
 use crate::domain::{Bar, Side, Symbol};
-use crate::exec::ExecParams;
-use crate::features::{FeatureSpec, FeatureState};
+use crate::features::FeatureState;
 use crate::models::ModelKind;
 use crate::oms::Oms;
 use crate::policy::PpoPolicy;
-use crate::risk::{AssetRules, Holding, RiskChecks};
+use crate::risk::{Holding, RiskChecks};
 use crate::store::{Store, TreeName, TypedTree};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
-
-/// What the engine needs besides its models.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EngineConfig {
-    /// `[strategy]`: which strategy trades, its thresholds and its name in client order ids.
-    pub strategy: StrategyConfig,
-    /// The symbols traded, in the order of the policy's observation and actions (`market.symbols`).
-    pub symbols: Vec<Symbol>,
-    /// The feature set the models were trained on; the streaming features per symbol follow it.
-    pub features: FeatureSpec,
-    /// The observation's scale (the env's `initial_cash`).
-    pub initial_cash: f64,
-    /// Sizing: `max_trade`, `min_order`, `integer_units`.
-    pub exec: ExecParams,
-    /// The largest notional one order may have, in dollars (`risk.max_order_notional`); checked even without the full
-    /// risk checks.
-    pub max_order_notional: Decimal,
-    /// Ask for a reconciliation every this many ticks (0: never).
-    pub reconcile_every: u64,
-}
-
-/// One stored decision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DecisionRecord {
-    /// The open time of the bars decided on (UTC).
-    pub t: DateTime<Utc>,
-    /// The strategy that decided.
-    pub mode: StrategyMode,
-    /// The PPO model traded with (`None`: none loaded, or the strategy uses none).
-    pub model_id: Option<String>,
-    /// The LSTM model traded with (`None`: none loaded, or the strategy uses none).
-    pub lstm_model_id: Option<String>,
-    /// Inputs, summarised: cash, holdings, closes, and the observation's length, min, max and mean.
-    pub cash: f64,
-    /// Each symbol's position in shares, in the configured order.
-    pub holdings: Vec<f64>,
-    /// Each symbol's close in dollars, in the configured order.
-    pub closes: Vec<f64>,
-    /// The observation's [length, min, max, mean].
-    pub obs_summary: [f64; 4],
-    /// The PPO policy's action per symbol (empty when it did not act).
-    pub actions: Vec<f32>,
-    /// The LSTM's [P(down), P(flat), P(up)] per symbol (`None` while its windows are not full; empty without an LSTM).
-    pub probs: Vec<Option<[f32; 3]>>,
-    /// (symbol, side, qty) sent to the OMS.
-    pub orders: Vec<(String, String, f64)>,
-    /// Why nothing or less was traded: the kill switch, a refusal by risk (symbol, side, reason code), ...
-    pub note: Option<String>,
-}
+use std::collections::BTreeMap;
 
 /// The trading core: `process(Event) -> Vec<Command>`, the same for live, paper, replay and backtest. It holds the
 /// features, the models, the OMS and the risk checks, and stores every decision.
@@ -130,35 +79,6 @@ pub struct Engine {
 /// or a bad price, not a market move. Trading on it (a stop firing on a 2:1 split's "-50%") would lose
 /// money for nothing, so the symbol is paused and the log says why.
 pub(super) const PRICE_GAP: (f64, f64) = (0.55, 1.8);
-
-/// The full risk checks (`risk::RiskChecks`) and what they need from outside the engine: the timeframe
-/// and the broker's asset rules (stale bars and market hours are judged on the engine's clock) (symbols absent from the map
-/// are assumed tradable, fractionable, no minimum). Without them the engine checks only the order
-/// notional, the execution rule of the env (backtests, where parity with the env is the point).
-pub struct EngineRisk {
-    /// The checks every order passes (limits, kill switch, trailing stops, cooldown).
-    pub checks: RiskChecks,
-    /// `market.timeframe`: a bar closes at its open plus this, for the stale-data and market-hours checks.
-    pub timeframe: Timeframe,
-    /// The broker's rules per symbol (tradable, fractionable, minimum order).
-    pub assets: HashMap<Symbol, AssetRules>,
-}
-
-/// Why an engine could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// The configured strategy is not one the engine trades (`scripted`: the live runner's order-path harness).
-    #[error("strategy {mode} needs {what}")]
-    Missing {
-        /// The configured strategy (`strategy.mode`).
-        mode: StrategyMode,
-        /// What it would take instead.
-        what: &'static str,
-    },
-    /// The store could not be read or written (the decisions tree, the OMS's or risk's state).
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-}
 
 impl Engine {
     /// The engine on its account `store` and `oms`, with its models and its `clock` (the only time it

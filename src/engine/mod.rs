@@ -14,6 +14,7 @@
 //! `Command`s; they hold no trading state.
 
 mod account;
+mod config;
 mod core;
 pub mod cutoffs;
 mod events;
@@ -25,6 +26,7 @@ mod protect;
 mod protect_state;
 #[cfg(test)]
 mod protect_tests;
+mod record;
 pub mod refusals;
 mod stale;
 pub mod strategy;
@@ -36,7 +38,9 @@ mod tif_tests;
 pub use crate::contract::{
     BrokerSnapshot, Clock, Command, Control, Core, Event, LoadedModel, ManualClock, ModelSwap, SystemClock, Update,
 };
-pub use core::{DecisionRecord, Engine, EngineConfig, EngineError, EngineRisk};
+pub use config::{EngineConfig, EngineError, EngineRisk};
+pub use core::Engine;
 pub use lstm_source::LstmProbs;
 pub use protect_state::{FlattenOutcome, ProtectFailures};
+pub use record::DecisionRecord;
 pub use strategy::{ProbSource, StrategyConfig, StrategyMode};

@@ -3,7 +3,8 @@
 //! Protective sells (stops, the kill switch, flatten) are `protect`'s.
 
 use super::Command;
-use super::core::{DecisionRecord, Engine};
+use super::core::Engine;
+use super::record::DecisionRecord;
 use super::strategy::Want;
 use crate::domain::{ClientOrderId, OrderRequest, OrderWhy, Qty, Symbol};
 use crate::oms::{Oms, OmsError};
