@@ -43,10 +43,11 @@ pub(crate) fn wait_passively() {
     warn(&e);
 }
 
+/// On stderr: this runs before the command sets up its logging.
 fn warn(e: &std::io::Error) {
-    log::warn!(
-        "could not run again with {}={} ({e}): libtorch's threads spin while they wait, and training runs \
-         slower when other processes share the cores; set it in the environment to avoid this",
+    crate::out::errln!(
+        "warning: could not run again with {}={} ({e}): libtorch's threads spin while they wait, and training \
+         runs slower when other processes share the cores; set it in the environment to avoid this",
         WAIT_POLICY.0,
         WAIT_POLICY.1
     );
