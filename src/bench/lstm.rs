@@ -95,6 +95,8 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     let timed = &hist[1..];
     let secs = timed.iter().map(|s| s.epoch_secs).sum::<f64>() / timed.len().max(1) as f64;
     let sps = n as f64 / secs;
+    // What libgomp's threads do while they wait (`crate::lstm::omp`): PASSIVE unless the user set it.
+    let wait_policy = std::env::var(crate::lstm::omp::WAIT_POLICY.0).ok();
     if b.json {
         outln!(
             "{}",
@@ -102,13 +104,16 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
                 "impl": "tradebot", "device": crate::training::device_name(device), "samples": n, "batch": b.batch, "params": params,
                 "fast_len": FAST_LEN, "slow_len": SLOW_LEN, "features": FEATURES, "context": CONTEXT,
                 "epochs_timed": timed.len(), "epoch_secs": secs, "samples_per_sec": sps,
+                "threads": tch::get_num_threads(), "omp_wait_policy": wait_policy,
             })
         )?;
     } else {
         outln!(
-            "tradebot lstm on {}: {n} samples, batch {}, {params} parameters, windows {FAST_LEN}x{FEATURES} + {SLOW_LEN}x{FEATURES} + {CONTEXT}: {secs:.2} s/epoch, {sps:.0} samples/s",
+            "tradebot lstm on {}: {n} samples, batch {}, {params} parameters, windows {FAST_LEN}x{FEATURES} + {SLOW_LEN}x{FEATURES} + {CONTEXT}: {secs:.2} s/epoch, {sps:.0} samples/s ({} threads, OMP_WAIT_POLICY {})",
             b.device,
-            b.batch
+            b.batch,
+            tch::get_num_threads(),
+            wait_policy.as_deref().unwrap_or("unset")
         )?;
     }
     Ok(std::process::ExitCode::SUCCESS)
