@@ -99,7 +99,6 @@ mod metrics;
 mod ml;
 pub mod models;
 mod native;
-#[allow(missing_docs)]
 pub mod oms;
 mod onnx;
 mod out;
