@@ -63,7 +63,6 @@
 
 mod alerts;
 mod alloc;
-#[allow(missing_docs)]
 pub mod alpaca;
 mod backtest;
 #[allow(missing_docs)]
