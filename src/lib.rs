@@ -65,11 +65,9 @@ mod alerts;
 mod alloc;
 pub mod alpaca;
 mod backtest;
-#[allow(missing_docs)]
 pub mod bench;
 mod broker;
 mod calendar;
-#[allow(missing_docs)]
 pub mod cli;
 mod clock;
 mod config;

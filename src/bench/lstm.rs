@@ -7,6 +7,7 @@
 use crate::out::outln;
 use std::path::PathBuf;
 
+/// The arguments of `tradebot bench lstm`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LstmBench {
     /// Synthetic samples trained on in an epoch.
@@ -44,6 +45,7 @@ pub fn run(_: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     anyhow::bail!("tradebot bench lstm needs a build with the `train` feature (libtorch)")
 }
 
+/// Runs `tradebot bench lstm`: trains the LSTM classifier on synthetic data and prints epoch time and samples/s.
 #[cfg(feature = "train")]
 pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     use crate::config::LstmConfig;
