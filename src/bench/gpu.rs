@@ -167,6 +167,7 @@ fn peers(b: &GpuBench, ours: &[serde_json::Value]) -> anyhow::Result<Vec<serde_j
     Ok(rows)
 }
 
+/// `tradebot bench gpu` in a build without the `train` feature: prints "no GPU" and exits 1.
 #[cfg(not(feature = "train"))]
 pub fn gpu(_: GpuBench) -> anyhow::Result<ExitCode> {
     eprintln!("no GPU: this tradebot was built without the `train` feature (libtorch, CUDA)");

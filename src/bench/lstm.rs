@@ -40,6 +40,7 @@ const FEATURES: usize = 17;
 #[cfg(feature = "train")]
 const CONTEXT: usize = 5;
 
+/// `tradebot bench lstm` in a build without the `train` feature: an error saying it needs one.
 #[cfg(not(feature = "train"))]
 pub fn run(_: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     anyhow::bail!("tradebot bench lstm needs a build with the `train` feature (libtorch)")

@@ -216,6 +216,7 @@ pub fn finrl_env_config(days: usize, seed: u64) -> crate::env::EnvConfig {
     }
 }
 
+/// `tradebot bench ppo` in a build without the `train` feature: an error saying it needs one.
 #[cfg(not(feature = "train"))]
 pub fn ppo(_: PpoBench) -> anyhow::Result<ExitCode> {
     bail!("bench ppo needs a build with the `train` feature (libtorch)")

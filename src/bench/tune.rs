@@ -249,6 +249,7 @@ fn population(
     Ok(Run { device, seconds, steps: updates * per_update * ppos.len() as u64, values })
 }
 
+/// `tradebot bench tune` in a build without the `train` feature: an error saying it needs one.
 #[cfg(not(feature = "train"))]
 pub fn tune(_: TuneBench) -> anyhow::Result<ExitCode> {
     bail!("bench tune needs a build with the `train` feature (libtorch)")
