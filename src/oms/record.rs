@@ -62,7 +62,8 @@ pub struct FillRecord {
     pub cum_qty: Decimal,
     /// Alpaca's `execution_id` for the fill, used to record each fill once; `None` for synthesised fills.
     pub execution_id: Option<String>,
-    /// When the fill happened (UTC): the broker's timestamp, or the reconciliation time for synthesised fills.
+    /// When the fill happened (UTC): the broker's timestamp, or for synthesised fills the time of the broker
+    /// snapshot they were inferred from.
     pub time: DateTime<Utc>,
     /// Not reported as a fill event but inferred from the broker's filled quantity at reconciliation.
     pub synthesised: bool,

@@ -98,7 +98,7 @@ pub struct StreamConfig {
     pub key_id: Secret,
     /// The API secret sent in the `auth` message (`APCA_API_SECRET_KEY`).
     pub secret_key: Secret,
-    /// The symbols whose minute, updated and daily bars are subscribed.
+    /// The symbols whose minute and updated bars (and statuses, with `statuses`) are subscribed.
     pub symbols: Vec<Symbol>,
     /// Ask for trading statuses (halts) too.
     pub statuses: bool,

@@ -26,7 +26,7 @@ pub struct Account {
     pub account_number: Option<String>,
     /// `ACTIVE`, `ONBOARDING`, ...; only `ACTIVE` may trade.
     pub status: String,
-    /// Whether crypto trading is enabled (`ACTIVE`, ...).
+    /// The account's crypto trading status (`ACTIVE`, ...).
     #[serde(default)]
     pub crypto_status: Option<String>,
     /// The account's currency, `USD`.
@@ -311,7 +311,7 @@ pub enum OrderStatus {
     Calculated,
     /// `held`: waiting for a trigger (e.g. a bracket's exit legs).
     Held,
-    /// Any other status: kept so the order parses; `parse` reports it by name.
+    /// Any other status: the order still parses, is kept as working, and its status text is logged.
     #[serde(other)]
     Unknown,
 }
