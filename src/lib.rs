@@ -63,14 +63,11 @@
 
 mod alerts;
 mod alloc;
-#[allow(missing_docs)]
 pub mod alpaca;
 mod backtest;
-#[allow(missing_docs)]
 pub mod bench;
 mod broker;
 mod calendar;
-#[allow(missing_docs)]
 pub mod cli;
 mod clock;
 mod config;
@@ -99,7 +96,6 @@ mod metrics;
 mod ml;
 pub mod models;
 mod native;
-#[allow(missing_docs)]
 pub mod oms;
 mod onnx;
 mod out;

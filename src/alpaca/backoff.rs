@@ -3,9 +3,13 @@
 use rand::Rng;
 use std::time::Duration;
 
+/// How long to wait before retry number n: a random delay between half and all of `initial` × 2ⁿ, capped at
+/// `max` (see `delay`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
+    /// The ceiling of the first retry's delay; it doubles with each retry.
     pub initial: Duration,
+    /// The ceiling of any retry's delay, however many retries came before.
     pub max: Duration,
 }
 

@@ -6,10 +6,13 @@ use crate::domain::{Symbol, Timeframe};
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 
+/// Why a history download stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
+    /// Alpaca's data API refused or failed a bars request (after its retries).
     #[error(transparent)]
     Rest(#[from] RestError),
+    /// The downloaded bars could not be read from or written to the store.
     #[error("store: {0}")]
     Store(#[from] StoreError),
 }
@@ -17,8 +20,11 @@ pub enum HistoryError {
 /// Per symbol: bars received and how many of them were new to the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fetched {
+    /// The symbol downloaded.
     pub symbol: Symbol,
+    /// Bars Alpaca returned for it, over all pages.
     pub received: usize,
+    /// Of those, bars the store did not hold yet.
     pub new: usize,
     /// Where the request started (after the newest stored bar, or `from`).
     pub start: DateTime<Utc>,
@@ -27,10 +33,15 @@ pub struct Fetched {
 /// What to download: `symbols` at `timeframe` over `[from, to]`, from the `feed` (`iex`, `sip`; stocks).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryRequest {
+    /// The symbols to download, each fetched and stored on its own.
     pub symbols: Vec<Symbol>,
+    /// The bar size to download (Alpaca's `timeframe`, e.g. `1Min`, `1Day`).
     pub timeframe: Timeframe,
+    /// The first bar time wanted (UTC, inclusive).
     pub from: DateTime<Utc>,
+    /// The last bar time wanted (UTC, inclusive).
     pub to: DateTime<Utc>,
+    /// Alpaca's `feed` parameter for stock bars (`iex`, `sip`); `None` lets Alpaca choose (ignored for crypto).
     pub feed: Option<String>,
 }
 

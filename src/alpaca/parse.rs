@@ -15,16 +15,29 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use std::str::FromStr;
 
+/// Why a message from Alpaca could not be turned into a domain value.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
+    /// The text is not JSON, or not the shape of the message expected.
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A field's value is not what Alpaca documents (a bad number, time or enum value).
     #[error("field {field}: {value:?} {reason}")]
-    Field { field: &'static str, value: String, reason: String },
+    Field {
+        /// The JSON field, as Alpaca names it.
+        field: &'static str,
+        /// Its value as received.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The message held a bar that breaks the bar rules (e.g. high below low).
     #[error("bad bar: {0}")]
     Bar(#[from] crate::domain::BarError),
+    /// The message held a symbol tradebot cannot use.
     #[error("bad symbol: {0}")]
     Symbol(#[from] crate::domain::SymbolError),
+    /// The message held an order id that is not a valid id.
     #[error("bad order id: {0}")]
     Id(#[from] crate::domain::IdError),
 }
@@ -32,8 +45,11 @@ pub enum ParseError {
 /// What a frame held: the items understood, the messages skipped as unknown, and the ones refused.
 #[derive(Debug)]
 pub struct Frame<T> {
+    /// The messages understood, in frame order.
     pub items: Vec<T>,
+    /// Messages skipped because their `T` or `stream` is not one tradebot knows.
     pub unknown: usize,
+    /// One error for each message refused.
     pub errors: Vec<ParseError>,
 }
 

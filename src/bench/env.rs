@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The arguments of `tradebot bench env`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EnvBench {
     /// Environments stepped side by side.
@@ -159,6 +160,8 @@ fn run_kernel_cuda(_: &EnvBench, _: &Panel) -> anyhow::Result<Timing> {
     bail!("the kernel's CUDA build needs a build with the `train` feature (cudarc, libtorch)")
 }
 
+/// Runs `tradebot bench env`: steps the environment with random actions and prints the rates; refuses
+/// zero sizes.
 pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
     if b.envs == 0 || b.assets == 0 || b.steps == 0 {
         bail!("--envs, --assets and --steps must be at least 1");

@@ -12,6 +12,7 @@ use super::gpu_peers::SEARCH;
 use crate::out::outln;
 use std::process::ExitCode;
 
+/// The arguments of `tradebot bench gpu`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GpuBench {
     /// Append the figures as a Markdown table to this file (benches/RESULTS.md).
@@ -69,6 +70,7 @@ pub fn plan(quick: bool) -> Vec<(String, Vec<String>)> {
     out
 }
 
+/// Runs `tradebot bench gpu`: every GPU figure, then the peers (unless `--no-peers`); exit 1 without a GPU.
 #[cfg(feature = "train")]
 pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
     use anyhow::{Context, bail};
@@ -165,6 +167,7 @@ fn peers(b: &GpuBench, ours: &[serde_json::Value]) -> anyhow::Result<Vec<serde_j
     Ok(rows)
 }
 
+/// `tradebot bench gpu` in a build without the `train` feature: prints "no GPU" and exits 1.
 #[cfg(not(feature = "train"))]
 pub fn gpu(_: GpuBench) -> anyhow::Result<ExitCode> {
     eprintln!("no GPU: this tradebot was built without the `train` feature (libtorch, CUDA)");

@@ -28,11 +28,15 @@ pub const WHEELS: [&str; 5] = [
 /// One peer measurement: its script and arguments, and the measurement of ours it is compared with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Peer {
+    /// How the measurement is labelled in the report.
     pub name: String,
+    /// The peer's Python script, in the peers' folder.
     pub script: &'static str,
+    /// The script's command-line arguments.
     pub args: Vec<String>,
     /// Our measurement's name (`gpu::plan`) and the figure compared, higher is better.
     pub against: String,
+    /// The key of the figure compared in both measurements' JSON (e.g. `env_steps_per_s`).
     pub figure: &'static str,
 }
 
@@ -67,13 +71,25 @@ pub fn plan(quick: bool, lstm_data: &Path) -> Vec<Peer> {
 /// Why the peers' wheels could not be installed.
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
+    /// The Python interpreter could not be started.
     #[error("cannot run {python}: {source}")]
-    Run { python: String, source: std::io::Error },
+    Run {
+        /// The interpreter's command.
+        python: String,
+        /// Why it could not be started.
+        source: std::io::Error,
+    },
+    /// `pip install` from the wheelhouse failed.
     #[error(
         "installing the peers' wheels from {} failed (run `make gpu-kit` where PyPI is reachable): {stderr}",
         wheelhouse.display()
     )]
-    Pip { wheelhouse: PathBuf, stderr: String },
+    Pip {
+        /// The folder of wheels installed from.
+        wheelhouse: PathBuf,
+        /// What pip wrote to stderr.
+        stderr: String,
+    },
 }
 
 /// Installs [`WHEELS`] from `wheelhouse` into `wheelhouse/site` (once) for `python`; returns that folder,

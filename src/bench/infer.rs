@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// The arguments of `tradebot bench infer`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct InferBench {
     /// The configuration file (default: $TRADEBOT_CONFIG, ./config/tradebot.toml, /etc/tradebot/tradebot.toml).

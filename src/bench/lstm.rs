@@ -7,6 +7,7 @@
 use crate::out::outln;
 use std::path::PathBuf;
 
+/// The arguments of `tradebot bench lstm`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LstmBench {
     /// Synthetic samples trained on in an epoch.
@@ -39,11 +40,13 @@ const FEATURES: usize = 17;
 #[cfg(feature = "train")]
 const CONTEXT: usize = 5;
 
+/// `tradebot bench lstm` in a build without the `train` feature: an error saying it needs one.
 #[cfg(not(feature = "train"))]
 pub fn run(_: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     anyhow::bail!("tradebot bench lstm needs a build with the `train` feature (libtorch)")
 }
 
+/// Runs `tradebot bench lstm`: trains the LSTM classifier on synthetic data and prints epoch time and samples/s.
 #[cfg(feature = "train")]
 pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     use crate::config::LstmConfig;

@@ -7,6 +7,7 @@ use crate::out::outln;
 use anyhow::bail;
 use std::process::ExitCode;
 
+/// The arguments of `tradebot bench ppo`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PpoBench {
     /// Environments stepped side by side.
@@ -62,6 +63,7 @@ pub struct PpoBench {
     pub min_seconds: f64,
 }
 
+/// Runs `tradebot bench ppo`: end-to-end PPO training on the environment, printing env-steps/s.
 #[cfg(feature = "train")]
 pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
     use crate::env::{Accounting, EnvConfig, Panel};
@@ -214,6 +216,7 @@ pub fn finrl_env_config(days: usize, seed: u64) -> crate::env::EnvConfig {
     }
 }
 
+/// `tradebot bench ppo` in a build without the `train` feature: an error saying it needs one.
 #[cfg(not(feature = "train"))]
 pub fn ppo(_: PpoBench) -> anyhow::Result<ExitCode> {
     bail!("bench ppo needs a build with the `train` feature (libtorch)")

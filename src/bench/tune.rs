@@ -9,6 +9,7 @@ use crate::out::outln;
 use anyhow::bail;
 use std::process::ExitCode;
 
+/// The arguments of `tradebot bench tune`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TuneBench {
     /// Trials in all (each the same network and environment steps).
@@ -70,6 +71,7 @@ pub fn space() -> std::collections::BTreeMap<String, crate::config::Dist> {
     ])
 }
 
+/// Runs `tradebot bench tune`: N trials, P at a time, and prints trials per hour.
 #[cfg(feature = "train")]
 pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
     use crate::env::Accounting::Standard;
@@ -247,6 +249,7 @@ fn population(
     Ok(Run { device, seconds, steps: updates * per_update * ppos.len() as u64, values })
 }
 
+/// `tradebot bench tune` in a build without the `train` feature: an error saying it needs one.
 #[cfg(not(feature = "train"))]
 pub fn tune(_: TuneBench) -> anyhow::Result<ExitCode> {
     bail!("bench tune needs a build with the `train` feature (libtorch)")

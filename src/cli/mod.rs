@@ -37,11 +37,14 @@ pub const EX_DATAERR: u8 = 65;
     version,
     about = "Trade with your own ML models: Alpaca data, ONNX inference, local GPU retraining"
 )]
+/// The command line: one subcommand (run the daemon, inspect or change its state, train, bench, ...).
 pub struct Cli {
+    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands of `tradebot`; each variant's doc is its `--help` line.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon (paper by default; live needs mode = "live" in the config AND --live).

@@ -3,6 +3,7 @@
 use clap::Subcommand;
 use std::path::PathBuf;
 
+/// `tradebot models`: list, show, promote, seed and roll back model versions.
 #[derive(Debug, Subcommand)]
 pub enum ModelsCmd {
     /// Every model version with its state and metrics.
@@ -57,6 +58,7 @@ pub enum ModelsCmd {
     },
 }
 
+/// `tradebot store`: check, back up, restore, reseal and list the daemon's store.
 #[derive(Debug, Subcommand)]
 pub enum StoreCmd {
     /// Read every record of a copy of the store and compare it with its sentinel; exit 65 when damaged.
@@ -108,6 +110,7 @@ pub enum StoreCmd {
     },
 }
 
+/// `tradebot risk`: the risk state (kill switch, loss limits) and clearing it.
 #[derive(Debug, Subcommand)]
 pub enum RiskCmd {
     /// Whether the kill switch is tripped (when, why, the equity numbers), the day's opening equity, the limits.
@@ -128,6 +131,7 @@ pub enum RiskCmd {
     },
 }
 
+/// `tradebot train`: train a model (PPO, SAC or the LSTM) and register it as a candidate.
 #[derive(Debug, Subcommand)]
 pub enum TrainCmd {
     /// PPO on the trading environment over the [train] range; exports ONNX, registers a candidate.
@@ -139,6 +143,7 @@ pub enum TrainCmd {
     Lstm(super::train::LstmArgs),
 }
 
+/// `tradebot bench`: the benchmarks (environment, training, inference, search, GPU).
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
     /// Step the vectorized trading environment with random actions; prints env-steps/s and asset-steps/s.
@@ -155,6 +160,7 @@ pub enum BenchCmd {
     Gpu(crate::bench::gpu::GpuBench),
 }
 
+/// `tradebot config`: inspect configuration files.
 #[derive(Debug, Subcommand)]
 pub enum ConfigCmd {
     /// Validate a config file and print the effective configuration (in the file's own keys), secrets
@@ -168,6 +174,7 @@ pub enum ConfigCmd {
     },
 }
 
+/// `tradebot data`: import, fetch and show the stored bars.
 #[derive(Debug, Subcommand)]
 pub enum DataCmd {
     /// Load bars (CSV or JSON lines, plain or .gz) into the store; CSV is split-adjusted from the

@@ -53,6 +53,8 @@ use crate::store::{Store, TreeName, TypedTree};
 use rust_decimal::Decimal;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+/// The order manager: the in-memory view of every order, fill and position, kept in step with the store's
+/// `orders`, `fills` and `positions` trees. See the module docs for its calls.
 pub struct Oms {
     store: Store,
     orders_tree: TypedTree<OmsOrder>,
@@ -332,6 +334,7 @@ impl Oms {
         self.positions.iter().filter(|(_, p)| !p.qty.is_zero()).map(|(s, p)| (s.clone(), p.qty)).collect()
     }
 
+    /// This symbol's position in shares (+ long, − short); zero when flat or never traded.
     pub fn position(&self, symbol: &Symbol) -> Decimal {
         self.positions.get(symbol).map_or(Decimal::ZERO, |p| p.qty)
     }
@@ -341,10 +344,12 @@ impl Oms {
         self.open.iter().filter_map(|id| self.orders.get(id))
     }
 
+    /// The order recorded under this client_order_id, whatever its state; `None` if never recorded.
     pub fn order(&self, id: &ClientOrderId) -> Option<&OmsOrder> {
         self.orders.get(id)
     }
 
+    /// Every order recorded, terminal ones included, in client_order_id order.
     pub fn orders(&self) -> impl Iterator<Item = &OmsOrder> {
         self.orders.values()
     }

@@ -11,16 +11,21 @@ use std::time::Duration;
 /// One order as the OMS knows it. Key in the `orders` tree: the client_order_id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OmsOrder {
+    /// Tradebot's own id for the order (Alpaca's `client_order_id`); the record's key, never reused.
     pub client_order_id: ClientOrderId,
     /// The broker's id, once the broker has told us.
     pub broker_id: Option<OrderId>,
+    /// The instrument traded.
     pub symbol: Symbol,
+    /// Buy or sell.
     pub side: Side,
     /// `None` for a notional order placed by hand and adopted.
     pub qty: Option<Decimal>,
     /// Cumulative filled quantity: the sum of this order's fill records.
     pub filled_qty: Decimal,
+    /// Volume-weighted average price of the fills so far, in dollars per share; `None` before the first fill.
     pub avg_fill_price: Option<Decimal>,
+    /// Where the order stands in its life cycle (Alpaca's order states, as the OMS last saw or set them).
     pub status: OrderStatus,
     /// The bar the decision was taken on (`None` for adopted orders).
     pub bar_time: Option<DateTime<Utc>>,
@@ -30,6 +35,7 @@ pub struct OmsOrder {
     /// it waits in the command queue, and for adopted orders. The lost rule counts from here.
     #[serde(default)]
     pub sent_at: Option<DateTime<Utc>>,
+    /// When the record last changed (the OMS clock).
     pub updated_at: DateTime<Utc>,
     /// Placed outside tradebot (by hand, another program) and adopted from the broker's reports.
     pub adopted: bool,
@@ -42,15 +48,22 @@ pub struct OmsOrder {
 /// (a crash between the fill and the order write) overwrites the same record instead of adding one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FillRecord {
+    /// The order this fill belongs to.
     pub client_order_id: ClientOrderId,
+    /// The order's instrument.
     pub symbol: Symbol,
+    /// The order's side: a buy adds `qty` to the position, a sell takes it away.
     pub side: Side,
     /// Units in this fill (> 0).
     pub qty: Decimal,
+    /// Price of this fill, in dollars per share.
     pub price: Decimal,
     /// The order's cumulative filled quantity after this fill.
     pub cum_qty: Decimal,
+    /// Alpaca's `execution_id` for the fill, used to record each fill once; `None` for synthesised fills.
     pub execution_id: Option<String>,
+    /// When the fill happened (UTC): the broker's timestamp, or for synthesised fills the time of the broker
+    /// snapshot they were inferred from.
     pub time: DateTime<Utc>,
     /// Not reported as a fill event but inferred from the broker's filled quantity at reconciliation.
     pub synthesised: bool,
@@ -65,6 +78,7 @@ impl FillRecord {
         }
     }
 
+    /// The fill's key in the `fills` tree (see the type's docs): the same fill always gives the same key.
     pub fn key(&self) -> Vec<u8> {
         fill_key(&self.client_order_id, self.cum_qty)
     }
@@ -85,28 +99,42 @@ pub(super) fn fill_key(id: &ClientOrderId, cum: Decimal) -> Vec<u8> {
 /// a fill and its position write loses nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PositionRecord {
+    /// Shares held (+ long, − short): the sum of the symbol's fills plus `adjustment`.
     pub qty: Decimal,
+    /// The part of `qty` not explained by our fill records, set from the broker's positions at reconciliation.
     pub adjustment: Decimal,
+    /// When the position last changed (the OMS clock).
     pub updated_at: DateTime<Utc>,
 }
 
 /// What one call changed, for the engine and the logs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OmsChange {
+    /// An order moved from one state to another.
     Status {
+        /// The order that changed.
         id: ClientOrderId,
+        /// Its state before.
         from: OrderStatus,
+        /// Its state after.
         to: OrderStatus,
     },
+    /// A fill was recorded (once per fill, however often the broker reports it).
     Fill(FillRecord),
+    /// A symbol's position changed, by a fill or a reconciliation adjustment.
     Position {
+        /// The symbol whose position changed.
         symbol: Symbol,
+        /// Shares held before.
         from: Decimal,
+        /// Shares held after.
         to: Decimal,
     },
     /// An order the broker reported that tradebot did not place.
     Adopted {
+        /// The order tradebot did not place, now recorded under this id.
         id: ClientOrderId,
+        /// Its instrument.
         symbol: Symbol,
     },
 }
@@ -114,6 +142,7 @@ pub enum OmsChange {
 /// What a reconciliation found and changed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReconcileReport {
+    /// Every order, fill and position change the reconciliation made, in the order it made them.
     pub changes: Vec<OmsChange>,
     /// Orders we had sent that the broker has no record of, past the grace period: marked rejected.
     pub lost: Vec<ClientOrderId>,
@@ -128,18 +157,34 @@ impl ReconcileReport {
     }
 }
 
+/// Why an order manager call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OmsError {
+    /// The store failed to read or write an order, fill or position record.
     #[error("order store: {0}")]
     Store(#[from] StoreError),
+    /// An order was submitted before the first reconciliation since start or since the broker reconnected.
     #[error("no order may be submitted before the OMS has reconciled with the broker")]
     NotReady,
+    /// A call named a client_order_id the OMS has never recorded.
     #[error("order {0} is not known to the OMS")]
     UnknownOrder(ClientOrderId),
+    /// A broker order could not be taken over (its fields do not fit an OMS record).
     #[error("broker order {broker_id} cannot be adopted: {reason}")]
-    Unadoptable { broker_id: String, reason: String },
+    Unadoptable {
+        /// Alpaca's id of the order.
+        broker_id: String,
+        /// What about it does not fit.
+        reason: String,
+    },
+    /// A request or report for this order breaks a rule of the OMS; `reason` says which.
     #[error("order {id}: {reason}")]
-    Invalid { id: ClientOrderId, reason: String },
+    Invalid {
+        /// The order concerned.
+        id: ClientOrderId,
+        /// The rule broken.
+        reason: String,
+    },
 }
 
 /// Settings of the order manager.

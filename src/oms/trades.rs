@@ -14,11 +14,17 @@ use std::collections::{BTreeMap, VecDeque};
 /// One closed trade: a buy's units sold later.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClosedTrade {
+    /// The symbol traded.
     pub symbol: String,
+    /// When the buy that opened these units filled (UTC).
     pub entry_time: DateTime<Utc>,
+    /// When the sell that closed them filled (UTC).
     pub exit_time: DateTime<Utc>,
+    /// Shares closed.
     pub qty: f64,
+    /// The buy's fill price, in dollars per share.
     pub entry_price: f64,
+    /// The sell's fill price, in dollars per share.
     pub exit_price: f64,
     /// Both sides' fees on these units.
     pub fees: f64,
@@ -29,6 +35,7 @@ pub struct ClosedTrade {
 /// What is still held of a symbol, from its fills.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct OpenLots {
+    /// Shares still held.
     pub qty: f64,
     /// The average price of the units held (their buys').
     pub avg_entry: f64,

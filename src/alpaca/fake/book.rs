@@ -11,12 +11,18 @@ use rust_decimal::Decimal;
 use std::collections::{BTreeMap, HashSet};
 use std::str::FromStr;
 
+/// The fake's brokerage account: cash, positions, last prices and every order, kept as Alpaca's wire types
+/// so the REST handlers and trade_updates serve them as they are.
 #[derive(Debug, Default)]
 pub struct Book {
+    /// Cash in dollars: debited by buys, credited by sells (no fees).
     pub cash: Decimal,
     /// symbol → (qty, average entry price).
     pub positions: BTreeMap<String, (Decimal, Decimal)>,
+    /// symbol → last price in dollars, used to fill market orders and to value positions (set by tests or by
+    /// each published bar's close).
     pub prices: BTreeMap<String, Decimal>,
+    /// Every order accepted, in submission order, as `GET /v2/orders` returns them.
     pub orders: Vec<w::Order>,
     /// Every refused order request: (client_order_id as sent, the refusal's message), for assertions
     /// such as "no client_order_id was ever sent twice".
@@ -42,6 +48,7 @@ impl Book {
         self.now().to_rfc3339_opts(SecondsFormat::Nanos, true)
     }
 
+    /// An empty account holding `cash` dollars, filling orders at once.
     pub fn new(cash: Decimal) -> Self {
         Book { cash, ..Book::default() }
     }
@@ -174,11 +181,13 @@ impl Book {
         filled
     }
 
+    /// The order with Alpaca id `id` (with or without its UUID dashes), as `GET /v2/orders/{id}` finds it.
     pub fn find(&self, id: &str) -> Option<&w::Order> {
         let bare = |s: &str| s.replace('-', "");
         self.orders.iter().find(|o| o.id == id || bare(&o.id) == bare(id))
     }
 
+    /// The order sent with this client_order_id, as `GET /v2/orders:by_client_order_id` finds it.
     pub fn find_by_client_id(&self, coid: &str) -> Option<&w::Order> {
         self.orders.iter().find(|o| o.client_order_id == coid)
     }
@@ -215,6 +224,8 @@ impl Book {
         Some(o.clone())
     }
 
+    /// The position in `symbol` as `GET /v2/positions/{symbol}` reports it (crypto without the slash, valued at the
+    /// last price); `None` when none is held.
     pub fn position(&self, symbol: &str) -> Option<w::Position> {
         let &(qty, avg) = self.positions.get(symbol)?;
         let price = self.prices.get(symbol).copied().unwrap_or(avg);
@@ -237,6 +248,7 @@ impl Book {
         })
     }
 
+    /// Cash plus the positions valued at their last prices (at entry price when none), in dollars.
     pub fn equity(&self) -> Decimal {
         self.cash
             + self
@@ -246,6 +258,7 @@ impl Book {
                 .sum::<Decimal>()
     }
 
+    /// The account as `GET /v2/account` reports it: active, unblocked, buying power equal to cash.
     pub fn account(&self) -> w::Account {
         w::Account {
             id: "fake-account".into(),

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 /// What the fake's market trades.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MarketSpec {
+    /// Seed of the random walk of prices and volumes: the same seed gives the same bars.
     pub seed: u64,
     /// Symbols and their price at the start of the history (`BTC/USD`-style names are crypto).
     pub symbols: Vec<(String, f64)>,

@@ -37,14 +37,19 @@ fn error(status: u16, code: Option<i64>, message: &str) -> axum::response::Respo
     (s, axum::Json(crate::alpaca::wire::rest::ErrorBody { code, message: message.into() })).into_response()
 }
 
+/// The API key id the fake accepts (unless `Shared::keys` is changed).
 pub const KEY_ID: &str = "PKFAKEKEYID";
+/// The API secret the fake accepts (unless `Shared::keys` is changed).
 pub const SECRET_KEY: &str = "fakesecretkey";
 
 /// A fault the REST gate applies to the next request(s), in queue order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fault {
     /// HTTP 429 with `Retry-After` and `X-RateLimit-*` headers.
-    RateLimited { retry_after_secs: u64 },
+    RateLimited {
+        /// The wait the reply asks for, in seconds (`Retry-After`).
+        retry_after_secs: u64,
+    },
     /// HTTP 500 before doing anything.
     ServerError,
     /// Carry the request out, then answer 500 anyway (the ambiguous case for an order POST).
@@ -58,9 +63,13 @@ pub enum Fault {
 /// What a client sent over REST, for assertions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
+    /// The HTTP method, e.g. `GET`.
     pub method: String,
+    /// The URL path, e.g. `/v2/orders`.
     pub path: String,
+    /// The raw query string (empty when none).
     pub query: String,
+    /// When it arrived, on the runtime's clock.
     pub at: tokio::time::Instant,
 }
 
@@ -85,17 +94,22 @@ pub(crate) enum WsCmd {
     Silence(Duration),
 }
 
+/// The fake's whole state, behind one lock: the account, the bar store, queued faults, the connection limits
+/// and counters, and a log of everything clients sent.
 #[derive(Debug)]
 pub struct Shared {
+    /// The account, its positions and orders.
     pub book: Book,
     /// symbol → 1Min bars in time order, served by the data REST API.
     pub bars: BTreeMap<String, Vec<wm::Bar>>,
+    /// Faults for the next REST requests, applied one per request in order.
     pub faults: VecDeque<Fault>,
     /// Faults for the next order POSTs only (`POST /v2/orders`), before those of `faults`.
     pub order_faults: VecDeque<Fault>,
     /// Until then every REST request is answered 429 with only `X-RateLimit-Reset` (as Alpaca does). On the
     /// runtime's clock, so that a test on paused time waits the window out at once.
     pub rate_limited_until: Option<tokio::time::Instant>,
+    /// Every REST request received, in order.
     pub requests: Vec<Recorded>,
     /// Text of every frame market-data clients sent, in order.
     pub market_received: Vec<String>,
@@ -103,6 +117,7 @@ pub struct Shared {
     pub updates_received: Vec<String>,
     /// Market-data connections accepted so far (the 406 refusals not counted).
     pub market_connections: usize,
+    /// Market-data connections open now (what the connection limit counts).
     pub market_active: usize,
     /// trade_updates connections accepted so far.
     pub updates_connections: usize,
@@ -112,11 +127,13 @@ pub struct Shared {
     pub max_market_connections: usize,
     /// Refuse the next N market-data connections with 406 even under the limit.
     pub refuse_next_connections: usize,
+    /// The (key id, secret) pair accepted by the REST gate and both streams.
     pub keys: (String, String),
 }
 
 /// A running fake Alpaca. Dropping it stops the server.
 pub struct FakeAlpaca {
+    /// Where it listens (`127.0.0.1` and the port bound).
     pub addr: SocketAddr,
     state: Arc<Mutex<Shared>>,
     market_tx: broadcast::Sender<WsCmd>,
@@ -173,6 +190,7 @@ impl FakeAlpaca {
         Ok(FakeAlpaca { addr, state, market_tx, updates_tx, task, market: Mutex::new(Vec::new()) })
     }
 
+    /// The fake's state, for a test to read or change directly (a poisoned lock is taken over).
     pub fn lock(&self) -> MutexGuard<'_, Shared> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -223,10 +241,12 @@ impl FakeAlpaca {
         self.market.lock().unwrap_or_else(|p| p.into_inner()).push(tokio::spawn(market::run(app, spec, clock)));
     }
 
+    /// Sets `symbol`'s last price in dollars: market orders fill at it and positions are valued at it.
     pub fn set_price(&self, symbol: &str, price: Decimal) {
         self.lock().book.prices.insert(symbol.into(), price);
     }
 
+    /// Queues a fault for the next REST request (after those already queued).
     pub fn push_fault(&self, f: Fault) {
         self.lock().faults.push_back(f);
     }
@@ -291,6 +311,7 @@ impl FakeAlpaca {
         let _ = self.updates_tx.send(UpdCmd::Drop);
     }
 
+    /// Market-data connections accepted so far (406 refusals not counted).
     pub fn market_connections(&self) -> usize {
         self.lock().market_connections
     }

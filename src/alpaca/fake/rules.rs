@@ -25,11 +25,14 @@ pub(super) fn refusal(status: u16, code: i64, message: &str) -> Refusal {
 /// The fake's crypto pairs' asset facts (served by `/v2/assets`): minimum order size 0.0001, quantity
 /// increment 0.000000001 (Alpaca's nine decimal places), price increment 0.01.
 pub const CRYPTO_MIN_ORDER_SIZE: Decimal = Decimal::from_parts(1, 0, 0, false, 4);
+/// The quantity step of the fake's crypto orders: 0.000000001 (see above).
 pub const CRYPTO_MIN_TRADE_INCREMENT: Decimal = Decimal::from_parts(1, 0, 0, false, 9);
+/// The price step of the fake's crypto limit orders: $0.01 (see above).
 pub const CRYPTO_PRICE_INCREMENT: Decimal = Decimal::from_parts(1, 0, 0, false, 2);
 /// Alpaca's smallest crypto order value, in dollars.
 pub const CRYPTO_MIN_NOTIONAL: Decimal = Decimal::ONE;
 
+/// Alpaca's message refusing an order that could trade against an open order of the other side (HTTP 403).
 pub const WASH_TRADE: &str = "potential wash trade detected. use complex orders";
 
 /// Crypto pairs are named with a slash (`BTC/USD`), as Alpaca's orders and assets name them.

@@ -5,6 +5,8 @@ use crate::domain::{Bar, Symbol};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
+/// Drops bars already let through: per symbol, the newest minute passed so far; anything at or before it is a
+/// repeat (or late) and is dropped.
 #[derive(Debug, Default)]
 pub struct BarGate {
     last: HashMap<Symbol, DateTime<Utc>>,

@@ -28,18 +28,43 @@ use url::Url;
 /// What went wrong on Alpaca's stream; the runner sees it as a `crate::feed::FeedError`.
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
+    /// Alpaca refused the keys (error 402): fatal until the keys are fixed.
     #[error("market data stream {url}: authentication failed ({msg}); check APCA_API_KEY_ID / APCA_API_SECRET_KEY")]
-    Auth { url: String, msg: String },
+    Auth {
+        /// The stream's URL.
+        url: String,
+        /// Alpaca's message.
+        msg: String,
+    },
+    /// Alpaca refused the session for good: 405 (symbol limit) or 409 to 413 (plan, feed or scope); fatal.
     #[error("market data stream {url}: refused: {code} {msg}")]
-    Refused { url: String, code: i64, msg: String },
+    Refused {
+        /// The stream's URL.
+        url: String,
+        /// Alpaca's error code.
+        code: i64,
+        /// Alpaca's message.
+        msg: String,
+    },
+    /// Alpaca's `subscription` reply lacks a channel or symbol asked for: fatal.
     #[error("market data stream {url}: the subscription reply does not cover what was asked: {detail}")]
-    Subscription { url: String, detail: String },
+    Subscription {
+        /// The stream's URL.
+        url: String,
+        /// What was asked for and not granted.
+        detail: String,
+    },
+    /// Alpaca kept answering 406 (connection limit exceeded) on reconnect: another client holds the stream.
     #[error("market data stream: connection limit (406) did not clear")]
     ConnectionLimit,
+    /// The connection dropped, timed out, went silent or got another error code; the feed reconnects and
+    /// backfills the gap.
     #[error("market data stream: {0}")]
     Lost(String),
+    /// The REST backfill of missed bars failed.
     #[error("market data backfill: {0}")]
     Backfill(#[from] RestError),
+    /// The feed was stopped (its handle dropped or shut down).
     #[error("market data feed stopped")]
     Stopped,
     /// The stream's background task ended without a fatal error to report (it should never): the feed
@@ -64,20 +89,26 @@ impl StreamError {
     }
 }
 
+/// How to connect to one of Alpaca's market-data streams and what to ask it for.
 #[derive(Debug, Clone)]
 pub struct StreamConfig {
     /// e.g. `wss://stream.data.alpaca.markets/v2/iex`.
     pub url: Url,
+    /// The API key id sent in the `auth` message (`APCA_API_KEY_ID`).
     pub key_id: Secret,
+    /// The API secret sent in the `auth` message (`APCA_API_SECRET_KEY`).
     pub secret_key: Secret,
+    /// The symbols whose minute and updated bars (and statuses, with `statuses`) are subscribed.
     pub symbols: Vec<Symbol>,
     /// Ask for trading statuses (halts) too.
     pub statuses: bool,
+    /// How often a WebSocket ping is sent to keep the connection alive.
     pub ping_interval: Duration,
     /// No frame at all (data, control or pong) for this long: the socket is dead.
     pub silence_timeout: Duration,
     /// Connect, handshake and each send must finish within this.
     pub io_timeout: Duration,
+    /// The delays between reconnect attempts.
     pub backoff: Backoff,
     /// Backfill from here at the first connect, for symbols without an entry in `resume` (`None`: only
     /// fill gaps after reconnects).

@@ -9,6 +9,7 @@ use crate::domain::{Bar, ClientOrderId, OrderId, OrderStatus, Side, Symbol, Time
 use chrono::{NaiveDate, NaiveTime, TimeZone};
 use chrono_tz::America::New_York;
 
+/// An order from the trading API (GET/POST `/v2/orders`) in domain terms; errors name the bad field.
 pub fn order(o: w::Order) -> Result<BrokerOrder, ParseError> {
     order_with_status_text(o, None)
 }
@@ -88,6 +89,7 @@ fn status(s: w::OrderStatus, filled: &Option<String>) -> Result<OrderStatus, Par
     })
 }
 
+/// The account (GET `/v2/account`) in domain terms; errors name the bad field.
 pub fn account(a: w::Account) -> Result<Account, ParseError> {
     Ok(Account {
         cash: decimal("cash", &a.cash)?,
@@ -101,6 +103,7 @@ pub fn account(a: w::Account) -> Result<Account, ParseError> {
     })
 }
 
+/// The market clock (GET `/v2/clock`) in domain terms, times converted to UTC.
 pub fn clock(c: w::Clock) -> Result<MarketClock, ParseError> {
     Ok(MarketClock {
         timestamp: time("timestamp", &c.timestamp)?,
@@ -110,6 +113,7 @@ pub fn clock(c: w::Clock) -> Result<MarketClock, ParseError> {
     })
 }
 
+/// One day of GET `/v2/calendar`, its New York open and close converted to UTC.
 pub fn calendar_day(d: w::CalendarDay) -> Result<TradingDay, ParseError> {
     let date =
         NaiveDate::parse_from_str(&d.date, "%Y-%m-%d").map_err(|_| field_err("date", &d.date, "is not YYYY-MM-DD"))?;
@@ -124,6 +128,7 @@ pub fn calendar_day(d: w::CalendarDay) -> Result<TradingDay, ParseError> {
     Ok(TradingDay { date, open: at("open", &d.open)?, close: at("close", &d.close)? })
 }
 
+/// An asset (GET `/v2/assets/{symbol}`) in domain terms; errors name the bad field.
 pub fn asset(a: w::Asset) -> Result<Asset, ParseError> {
     Ok(Asset {
         symbol: Symbol::new(&a.symbol)?,
@@ -137,6 +142,7 @@ pub fn asset(a: w::Asset) -> Result<Asset, ParseError> {
     })
 }
 
+/// A position (GET `/v2/positions`) in domain terms; errors name the bad field.
 pub fn position(p: w::Position) -> Result<Position, ParseError> {
     Ok(Position {
         symbol: Symbol::new(&p.symbol)?,

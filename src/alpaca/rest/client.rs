@@ -20,6 +20,7 @@ use url::Url;
 pub struct RetryPolicy {
     /// Re-sends of an order POST after an ambiguous failure (each after a lookup by client_order_id).
     pub max_retries: u32,
+    /// The delays between retries (also after a 429 when the server's wait is shorter).
     pub backoff: Backoff,
     /// Total time for one market-data call, waits included (`alpaca.data_retry_secs`).
     pub data_deadline: Duration,
@@ -53,15 +54,24 @@ impl RetryPolicy {
     }
 }
 
+/// Where and how the REST client talks to Alpaca: hosts, keys, timeouts, retries and rate limits.
 #[derive(Debug, Clone)]
 pub struct RestConfig {
+    /// The trading API's base URL (`https://paper-api.alpaca.markets` or `https://api.alpaca.markets`).
     pub trading_url: Url,
+    /// The market-data API's base URL (`https://data.alpaca.markets`).
     pub data_url: Url,
+    /// The API key id, sent as the `APCA-API-KEY-ID` header.
     pub key_id: Secret,
+    /// The API secret, sent as the `APCA-API-SECRET-KEY` header.
     pub secret_key: Secret,
+    /// The limit on connecting and on each request, reply included.
     pub timeout: Duration,
+    /// How failed calls are retried.
     pub retry: RetryPolicy,
+    /// The client-side request budget for the trading host.
     pub trading_limit: RateLimit,
+    /// The client-side request budget for the market-data host.
     pub data_limit: RateLimit,
 }
 
@@ -103,6 +113,7 @@ struct Reply {
 }
 
 impl RestClient {
+    /// A client for these settings; fails (`RestError::Request`) only when the HTTP client cannot be set up.
     pub fn new(cfg: RestConfig) -> Result<Self, RestError> {
         let http = reqwest::Client::builder()
             .timeout(cfg.timeout)
@@ -180,6 +191,7 @@ impl RestClient {
         }
     }
 
+    /// The retry policy this client was built with.
     pub fn retry_policy(&self) -> RetryPolicy {
         self.cfg.retry
     }

@@ -8,10 +8,14 @@ use crate::domain::{Bar, Symbol, Timeframe};
 use chrono::{DateTime, SecondsFormat, Utc};
 use reqwest::Method;
 
+/// What bars to ask `GET /v2/stocks/bars` (or the crypto bars endpoint) for: one page of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BarsQuery {
+    /// The symbols, all stocks or all crypto pairs (Alpaca's `symbols`, comma-joined).
     pub symbols: Vec<Symbol>,
+    /// The bar size (Alpaca's `timeframe`, e.g. `1Min`).
     pub timeframe: Timeframe,
+    /// The first bar start wanted (UTC, inclusive; Alpaca's `start`).
     pub start: DateTime<Utc>,
     /// Inclusive.
     pub end: DateTime<Utc>,
@@ -19,6 +23,7 @@ pub struct BarsQuery {
     pub limit: u32,
     /// `iex`, `sip`, ...; stocks only. `None` = Alpaca's default for the plan.
     pub feed: Option<String>,
+    /// The previous page's `next_page_token`, to get the page after it; `None` for the first page.
     pub page_token: Option<String>,
 }
 

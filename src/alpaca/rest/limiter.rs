@@ -6,9 +6,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// A request budget: a bucket of `burst` tokens refilled at `per_minute` tokens a minute.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateLimit {
+    /// Requests allowed per minute, sustained.
     pub per_minute: u32,
+    /// Requests that may go at once on top of the sustained rate (the bucket's size).
     pub burst: u32,
 }
 
@@ -26,6 +29,7 @@ struct State {
     blocked_until: Option<Instant>,
 }
 
+/// The token bucket of one host, shared by every call to it (see the module docs).
 #[derive(Debug)]
 pub struct Limiter {
     limit: RateLimit,
@@ -33,6 +37,7 @@ pub struct Limiter {
 }
 
 impl Limiter {
+    /// A full bucket for this budget.
     pub fn new(limit: RateLimit) -> Self {
         let state = State { tokens: f64::from(limit.burst.max(1)), last: Instant::now(), blocked_until: None };
         Limiter { limit, state: Mutex::new(state) }

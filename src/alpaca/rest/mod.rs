@@ -23,26 +23,35 @@ use reqwest::Method;
 /// Which Alpaca host an endpoint lives on (each has its own rate limit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Host {
+    /// `api.alpaca.markets` / `paper-api.alpaca.markets`: account, orders, positions, assets, clock.
     Trading,
+    /// `data.alpaca.markets`: historical market data.
     Data,
 }
 
 /// One REST call, declared as a type.
 pub trait Endpoint {
+    /// What the call needs to build its path, query and body.
     type Input: Sync;
+    /// What a successful reply gives, in domain terms.
     type Output;
+    /// The HTTP method.
     const METHOD: Method;
     /// Safe to send twice: retried after a 5xx or a timeout. Every call is retried after a 429 (the
     /// server refused it without acting).
     const IDEMPOTENT: bool;
     /// `"GET /v2/account"`: how errors and logs name the call.
     const NAME: &'static str;
+    /// Which host the call goes to (trading unless said otherwise).
     const HOST: Host = Host::Trading;
 
+    /// The URL path on the host, e.g. `/v2/orders/{id}`.
     fn path(input: &Self::Input) -> String;
+    /// The query parameters; none unless the endpoint says otherwise.
     fn query(_input: &Self::Input) -> Vec<(&'static str, String)> {
         Vec::new()
     }
+    /// The JSON body; none unless the endpoint says otherwise.
     fn body(_input: &Self::Input) -> Option<serde_json::Value> {
         None
     }

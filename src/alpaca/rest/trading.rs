@@ -28,7 +28,9 @@ fn list<W: serde::de::DeserializeOwned, T>(
 /// foreign element never fails the whole list.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Listed<T> {
+    /// The elements that parsed, in reply order.
     pub items: Vec<T>,
+    /// The elements left out, and why.
     pub skipped: Vec<Skipped>,
 }
 
@@ -37,6 +39,7 @@ pub struct Listed<T> {
 pub struct Skipped {
     /// Its `id`, else its `symbol`, else its position in the list.
     pub key: String,
+    /// Why it could not be read.
     pub reason: String,
 }
 
@@ -61,6 +64,7 @@ fn lenient<W: serde::de::DeserializeOwned, T>(
     })
 }
 
+/// `GET /v2/account`: the trading account.
 pub struct GetAccount;
 impl Endpoint for GetAccount {
     type Input = ();
@@ -76,6 +80,7 @@ impl Endpoint for GetAccount {
     }
 }
 
+/// `GET /v2/clock`: whether the market is open, and its next open and close.
 pub struct GetClock;
 impl Endpoint for GetClock {
     type Input = ();
@@ -129,6 +134,7 @@ impl Endpoint for ListAssets {
     }
 }
 
+/// `GET /v2/assets/{symbol}`: one instrument and what may be traded of it.
 pub struct GetAsset;
 impl Endpoint for GetAsset {
     type Input = Symbol;
@@ -144,27 +150,40 @@ impl Endpoint for GetAsset {
     }
 }
 
+/// How long an order stays working (Alpaca's `time_in_force`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeInForce {
+    /// `day`: canceled at the end of the regular session if not filled.
     Day,
+    /// `gtc`: good till canceled (crypto orders must use it or `ioc`).
     Gtc,
+    /// `ioc`: immediate or cancel; what does not fill at once is canceled.
     Ioc,
 }
 
+/// The order type (Alpaca's `type`), with its limit price.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum OrderKind {
+    /// `market`: fill at the best price available.
     Market,
+    /// `limit`: fill at this price in dollars (`limit_price`) or better.
     Limit(Price),
 }
 
 /// What we send to `POST /v2/orders`: always with our own client_order_id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewOrder {
+    /// The instrument (`symbol`; crypto pairs with their slash).
     pub symbol: Symbol,
+    /// `buy` or `sell` (`side`).
     pub side: Side,
+    /// Units to trade (`qty`), > 0; fractional where the asset allows it.
     pub qty: Qty,
+    /// Market or limit (`type`, `limit_price`).
     pub kind: OrderKind,
+    /// How long it stays working (`time_in_force`).
     pub time_in_force: TimeInForce,
+    /// Our id for the order (`client_order_id`): Alpaca refuses one ever used before.
     pub client_order_id: ClientOrderId,
 }
 
@@ -224,6 +243,7 @@ impl Endpoint for SubmitOrder {
     }
 }
 
+/// `GET /v2/orders/{id}`: one order by Alpaca's id.
 pub struct GetOrder;
 impl Endpoint for GetOrder {
     type Input = OrderId;
@@ -239,6 +259,7 @@ impl Endpoint for GetOrder {
     }
 }
 
+/// `GET /v2/orders:by_client_order_id`: one order by our client_order_id.
 pub struct GetOrderByClientId;
 impl Endpoint for GetOrderByClientId {
     type Input = ClientOrderId;
@@ -257,25 +278,33 @@ impl Endpoint for GetOrderByClientId {
     }
 }
 
+/// Which orders `GET /v2/orders` lists (its `status` parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrderFilter {
+    /// `open`: orders still working.
     Open,
+    /// `closed`: filled, canceled, expired or rejected orders.
     Closed,
+    /// `all`: both.
     All,
 }
 
+/// The parameters of one `GET /v2/orders` page.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListOrdersQuery {
+    /// Open, closed or all orders (`status`).
     pub status: OrderFilter,
     /// 1 to 500.
     pub limit: u32,
     /// Only orders submitted after this instant (exclusive).
     pub after: Option<DateTime<Utc>>,
+    /// Only these symbols (`symbols`, comma-joined); empty for all.
     pub symbols: Vec<Symbol>,
     /// Oldest first (`asc`, for paging forward with `after`) or newest first (Alpaca's default).
     pub oldest_first: bool,
 }
 
+/// `GET /v2/orders`: one page of orders, read leniently (see `Listed`).
 pub struct ListOrders;
 impl Endpoint for ListOrders {
     type Input = ListOrdersQuery;
@@ -328,8 +357,11 @@ impl Endpoint for CancelOrder {
 /// The outcome for one order or position of a 207 multi-status reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemStatus {
+    /// The order's Alpaca id, for order cancels.
     pub id: Option<String>,
+    /// The position's symbol, for position closes.
     pub symbol: Option<String>,
+    /// The HTTP status of this item's outcome (200 = done).
     pub status: u16,
 }
 
@@ -355,6 +387,7 @@ impl Endpoint for CancelAllOrders {
     }
 }
 
+/// `GET /v2/positions`: every open position, read leniently (see `Listed`).
 pub struct ListPositions;
 impl Endpoint for ListPositions {
     type Input = ();
@@ -370,6 +403,7 @@ impl Endpoint for ListPositions {
     }
 }
 
+/// `GET /v2/positions/{symbol}`: one open position.
 pub struct GetPosition;
 impl Endpoint for GetPosition {
     type Input = Symbol;
