@@ -57,8 +57,7 @@
 //!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,
 //!     the retrainer), and [`bench`] (`tradebot bench ...`), 16. [`cli`] (parses and dispatches).
 
-// Every public item is documented (`missing_docs`), but for the modules marked below: their items are still to
-// be documented (issue 34), and the allow on each is the list of what is left.
+// Every public item is documented (`missing_docs`).
 #![warn(missing_docs)]
 
 mod alerts;
@@ -105,7 +104,6 @@ mod risk;
 #[cfg(feature = "train")]
 pub mod rl;
 mod schedule;
-#[allow(missing_docs)]
 pub mod store;
 mod telegram;
 mod training;

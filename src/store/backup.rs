@@ -22,20 +22,27 @@ const MAGIC: &[u8] = b"TBBACKUP1\n";
 /// Backups kept by `prune` (the daemon's, before each retrain).
 pub const KEEP: usize = 4;
 
+/// The metadata a backup file starts with (after its magic line), read back by `restore` and `backups`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Header {
+    /// When the backup was taken (UTC).
     pub created: DateTime<Utc>,
     /// The critical-write sequence the copy was taken at.
     pub seq: u64,
+    /// The version of tradebot that wrote the backup (`CARGO_PKG_VERSION`).
     pub tradebot: String,
 }
 
 /// What a backup or restore did.
 #[derive(Debug)]
 pub struct Summary {
+    /// The backup file written or restored from.
     pub path: PathBuf,
+    /// That backup's header.
     pub header: Header,
+    /// How many trees were copied.
     pub trees: usize,
+    /// How many records were copied, over all trees.
     pub records: u64,
     /// `restore`: how the kill switch it brought back differs from the replaced database's, and which
     /// was kept (`restore_kill`); `None` when they agree.

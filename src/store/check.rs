@@ -98,10 +98,13 @@ fn is_empty(db: &sled::Db) -> Result<bool, StoreError> {
 /// What `tradebot store check` found.
 #[derive(Debug)]
 pub struct Report {
+    /// The state directory checked.
     pub dir: PathBuf,
     /// Records per tree, in `TreeName::ALL` order.
     pub counts: Vec<(TreeName, usize)>,
+    /// The database's critical-write sequence.
     pub seq: u64,
+    /// What the sentinel holds, for a person: `sequence N`, `absent` or `unreadable`.
     pub sentinel: String,
 }
 

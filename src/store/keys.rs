@@ -7,10 +7,13 @@
 use crate::domain::{Symbol, Timeframe};
 use chrono::{DateTime, Utc};
 
+/// The 8-byte key of an instant: ordered as the instants are, microsecond resolution.
 pub fn time_key(t: DateTime<Utc>) -> [u8; 8] {
     ((t.timestamp_micros() as u64) ^ (1u64 << 63)).to_be_bytes()
 }
 
+/// The instant in a key's first 8 bytes (the inverse of `time_key`); `None` when the key is shorter or out of
+/// chrono's range.
 pub fn time_from_key(k: &[u8]) -> Option<DateTime<Utc>> {
     let b: [u8; 8] = k.get(..8)?.try_into().ok()?;
     let micros = (u64::from_be_bytes(b) ^ (1u64 << 63)) as i64;
@@ -33,6 +36,7 @@ pub fn bar_prefix(symbol: &Symbol, tf: Timeframe) -> Vec<u8> {
     k
 }
 
+/// The key of one bar: `bar_prefix` followed by its start time's `time_key`.
 pub fn bar_key(symbol: &Symbol, tf: Timeframe, t: DateTime<Utc>) -> Vec<u8> {
     let mut k = bar_prefix(symbol, tf);
     k.extend_from_slice(&time_key(t));

@@ -63,12 +63,15 @@ use std::io::Write;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
+/// The database layout this build writes and reads; a store with a higher one is refused (`NewerSchema`).
 pub const SCHEMA_VERSION: u32 = 1;
+/// The lock file in the state directory: held (flock) by the process that has the store open, holding its pid.
 pub const LOCK_FILE: &str = "tradebot.lock";
 /// The folder of the state directory holding the backups.
 pub const BACKUP_DIR: &str = "backups";
 /// A database's trees as a backup holds them: (tree name, its (key, value) records).
 type Trees = Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
+/// The folder of the state directory holding sled's database.
 pub const DB_DIR: &str = "db";
 const FLUSH_EVERY_MS: u64 = 500;
 const SCHEMA_KEY: &[u8] = b"schema_version";
@@ -91,21 +94,32 @@ pub fn set_cache_mb(mb: u64) {
 /// The typed trees. `Orders`, `Fills`, `Kv` and `Runs` are critical (flushed and sealed on every write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TreeName {
+    /// Market bars, keyed by symbol, timeframe and start time (`keys::bar_key`).
     Bars,
+    /// The OMS's orders, keyed by client order id.
     Orders,
+    /// The fills the OMS applied, keyed by client order id and cumulative filled quantity.
     Fills,
+    /// The OMS's positions, by symbol.
     Positions,
+    /// Backtests' equity curves, keyed `backtest/<model id>/` and the point's time.
     Equity,
+    /// The engine's record of every decision (`engine::DecisionRecord`): what it decided on and what it sent.
     Decisions,
+    /// No code reads or writes it today: model versions live in the registry on disk (`models::registry`).
     Models,
+    /// The retrainer's run records, keyed by start time and run id.
     Runs,
+    /// Small critical state under fixed keys: the kill switch, the day's opening equity, the stored calendar.
     Kv,
+    /// Non-critical latest values: the last published status report and the last equity seen.
     Snapshot,
     /// Hyper-parameter searches: one record per study, its trials inside.
     Studies,
 }
 
 impl TreeName {
+    /// Every tree, in declaration order (the order `tradebot store check` reports their counts in).
     pub const ALL: [TreeName; 11] = [
         TreeName::Bars,
         TreeName::Orders,
@@ -120,6 +134,7 @@ impl TreeName {
         TreeName::Studies,
     ];
 
+    /// The tree's name in sled, in backups and in messages (`bars`, `orders`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             TreeName::Bars => "bars",
@@ -141,6 +156,8 @@ impl TreeName {
         self as usize
     }
 
+    /// A critical tree (orders, fills, kv, runs): each write is flushed and sealed by the sentinel before it
+    /// returns, and a backup copies these first, under the sentinel's lock.
     pub fn durable(self) -> bool {
         matches!(self, TreeName::Orders | TreeName::Fills | TreeName::Kv | TreeName::Runs)
     }
@@ -214,6 +231,7 @@ impl Store {
         lock_seal(&self.seal).mark.seq
     }
 
+    /// The state directory the store was opened under (`(in memory)` for a store in memory).
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -13,6 +13,7 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+/// The sentinel's file name, in the state directory beside the database folder.
 pub const SENTINEL_FILE: &str = "db.sentinel";
 const SLOT: usize = 4096;
 const HEADER: usize = 16;
@@ -21,23 +22,29 @@ const MAGIC: &[u8; 8] = b"TBSEAL01";
 /// What the sentinel says: the write sequence, and the last write to each critical tree.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mark {
+    /// The write sequence: how many writes to critical trees had been sealed (the database's `write_seq`).
     pub seq: u64,
     /// Tree name → its last write: the key (hex) and the CRC-32 of the value written (`None`: removed).
     #[serde(default)]
     pub last: BTreeMap<String, LastWrite>,
 }
 
+/// The last write to one critical tree, as the sentinel recorded it, to compare with the database's record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastWrite {
+    /// The record's key, in lower-case hex.
     pub key: String,
+    /// The CRC-32 of the value written; `None` when the write removed the record.
     pub crc: Option<u32>,
 }
 
 impl LastWrite {
+    /// The record of a write of `value` (`None`: a removal) under `key`.
     pub fn new(key: &[u8], value: Option<&[u8]>) -> LastWrite {
         LastWrite { key: hex(key), crc: value.map(crc32fast::hash) }
     }
 
+    /// The key as bytes; `None` when the stored hex is malformed (a damaged sentinel).
     pub fn key_bytes(&self) -> Option<Vec<u8>> {
         unhex(&self.key)
     }
@@ -50,6 +57,7 @@ pub enum Found {
     Absent,
     /// A file neither of whose slots is valid.
     Unreadable,
+    /// The mark of the valid slot with the larger sequence.
     Mark(Mark),
 }
 
@@ -58,10 +66,12 @@ pub struct Sentinel {
     /// `None` for a store in memory: the mark is kept, never written.
     file: Option<File>,
     path: PathBuf,
+    /// The mark as of the last sealed write (what the file holds, for a store on disk).
     pub mark: Mark,
 }
 
 impl Sentinel {
+    /// The sentinel file's path for the state directory `dir`.
     pub fn path(dir: &Path) -> PathBuf {
         dir.join(SENTINEL_FILE)
     }
@@ -99,6 +109,7 @@ impl Sentinel {
         Sentinel { file: None, path: PathBuf::new(), mark }
     }
 
+    /// This sentinel's file (empty for a store in memory).
     pub fn file_path(&self) -> &Path {
         &self.path
     }
@@ -148,6 +159,7 @@ fn decode_slot(b: &[u8]) -> Option<Mark> {
     serde_json::from_slice(payload).ok()
 }
 
+/// `b` in lower-case hex, two digits a byte (how the sentinel and messages write keys).
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }

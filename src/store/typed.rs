@@ -25,7 +25,8 @@ pub struct TypedTree<V> {
 }
 
 impl<V: Serialize + DeserializeOwned + Clone + Any + Send + Sync> TypedTree<V> {
-    /// Inserts or replaces. On a durable tree (orders, fills) the write is on disk when this returns.
+    /// Inserts or replaces. On a durable tree (orders, fills, kv, runs) the write is on disk and sealed when this
+    /// returns.
     pub fn insert(&self, key: &[u8], v: &V) -> Result<(), StoreError> {
         if let Tree::Mem { .. } = &self.tree {
             self.write_mem(key, Some(MemVal::typed(v.clone())));
@@ -40,10 +41,12 @@ impl<V: Serialize + DeserializeOwned + Clone + Any + Send + Sync> TypedTree<V> {
         Ok(())
     }
 
+    /// The record under `key`; `None` when there is none. A record that does not decode as `V` is `Corrupt`.
     pub fn get(&self, key: &[u8]) -> Result<Option<V>, StoreError> {
         self.tree.get(key, |b| self.decode(b))
     }
 
+    /// Removes the record under `key` (nothing if there is none), sealed like `insert` on a durable tree.
     pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
         if let Tree::Mem { .. } = &self.tree {
             self.write_mem(key, None);
@@ -129,10 +132,12 @@ impl<V: Serialize + DeserializeOwned + Clone + Any + Send + Sync> TypedTree<V> {
         self.tree.scan(Span::Range(lo, hi), false, usize::MAX, |k, v| self.entry(k, v))
     }
 
+    /// All entries whose key starts with `prefix`, in key order (`b""`: the whole tree).
     pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, V)>, StoreError> {
         self.tree.scan(Span::Prefix(prefix), false, usize::MAX, |k, v| self.entry(k, v))
     }
 
+    /// The entry with the largest key (the latest, for time-keyed trees); `None` when the tree is empty.
     pub fn last(&self) -> Result<Option<(Vec<u8>, V)>, StoreError> {
         Ok(self.last_n(1)?.pop())
     }
@@ -142,10 +147,12 @@ impl<V: Serialize + DeserializeOwned + Clone + Any + Send + Sync> TypedTree<V> {
         self.tree.scan(Span::All, true, n, |k, v| self.entry(k, v))
     }
 
+    /// The number of records in the tree.
     pub fn len(&self) -> usize {
         self.tree.len()
     }
 
+    /// Whether the tree has no records.
     pub fn is_empty(&self) -> bool {
         self.tree.is_empty()
     }
