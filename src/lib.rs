@@ -5,7 +5,7 @@
 //! ```text
 //!  Alpaca stream (minutes) ─► feed::LiveBars (stored, aggregated to market.timeframe; NoBar for a quiet symbol)
 //!      ─► live runner (live::engine_core::LiveCore on the trading thread) ─► Event::{Bar, NoBar}
-//!  replay: stored bars ─► live::drive::run (daemon::replay drives it) ─► Event::Bar
+//!  replay: stored bars ─► engine::drive::run (daemon::replay drives it) ─► Event::Bar
 //!      ─► engine::Engine::process
 //!      features ─► policy (ONNX Runtime) ─► engine::strategy ─► risk::RiskChecks ─► oms::Oms
 //!      ─► Command::Submit(RiskApproved<OrderRequest>) ─► live runner ─► broker::{AlpacaBroker, SimBroker}
@@ -45,11 +45,11 @@
 //! 7. [`oms`]: the order manager (idempotent submission, fills exactly once, reconciliation).
 //! 8. [`broker`]: the `Broker` trait, Alpaca's and the simulated one.
 //! 9. [`engine`]: `Engine::process(Event) -> Vec<Command>`, one synchronous core for live, paper, replay
-//!    and backtest.
-//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread:
-//!     `engine_core::LiveCore`, which reports through `report::Reporter`, metrics and systemd, and leaves a
-//!     `view::TradingView` for the daemon's chores) and `live::drive`, its command handling and the one
-//!     synchronous loop of replays, backtests and the gate.
+//!    and backtest, and `engine::drive`, its command handling and the one synchronous loop of replays,
+//!    backtests and the gate.
+//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread,
+//!     handling them with `engine::drive::handle`: `engine_core::LiveCore`, which reports through
+//!     `report::Reporter`, metrics and systemd, and leaves a `view::TradingView` for the daemon's chores).
 //! 11. [`backtest`]: the one evaluator (`backtest::session`) and its metrics, the tear sheets, and the
 //!     account's own history (`backtest::account`, `tradebot report`).
 //! 12. [`retrain`] (the pipeline, the gate, records), 13. [`training`] (`tradebot train` jobs).

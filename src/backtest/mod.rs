@@ -2,7 +2,7 @@
 //! buy-and-hold's.
 //!
 //! ```text
-//!  Store bars (aligned over the symbols) ─► SimSession (Engine + SimBroker through `live::drive::run`,
+//!  Store bars (aligned over the symbols) ─► SimSession (Engine + SimBroker through `engine::drive::run`,
 //!     the one loop of replays, backtests and the gate) ─► equity curve
 //!     ─► metrics::metrics (strategy, buy-and-hold) ─► BacktestReport; curve into the `equity` tree
 //! ```

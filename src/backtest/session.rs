@@ -21,8 +21,8 @@ use super::sim::{SimRunError, SimVenue, moments};
 use crate::broker::SimBroker;
 use crate::config::Config;
 use crate::domain::Bar;
+use crate::engine::drive::{self, Flow, Hooks, Moment};
 use crate::engine::{Command, Engine, EngineConfig, EngineRisk, ManualClock, ProbSource, StrategyMode};
-use crate::live::drive::{self, Flow, Hooks, Moment};
 use crate::oms::{Oms, OmsConfig};
 use crate::policy::PpoPolicy;
 use crate::risk::RiskChecks;
@@ -96,7 +96,7 @@ struct Recorder {
     refusals: BTreeMap<&'static str, usize>,
 }
 
-/// What the owner of a session sees of its loop (`live::drive::Hooks`), and each order risk refused.
+/// What the owner of a session sees of its loop (`engine::drive::Hooks`), and each order risk refused.
 pub(crate) trait SessionHooks<'a>: Hooks<Engine, SimVenue<'a>> {
     fn refused(&mut self, _code: &'static str) {}
 }
@@ -184,7 +184,7 @@ impl SimSession {
     }
 
     /// Every bar of `bars` (one aligned vector per symbol, the config's order) through the one run loop
-    /// (`live::drive::run`) with the simulated broker: at each bar the orders of the bar before fill at its
+    /// (`engine::drive::run`) with the simulated broker: at each bar the orders of the bar before fill at its
     /// closes and the broker's view reaches the engine, the account is recorded from the first tradable
     /// bar on beside `buy_hold` (buy-and-hold's curve from that bar), then the bars go through the engine.
     /// `hooks` see every step and have their turn between bars. Returns `Flow::Stop` when they stopped it.

@@ -1,4 +1,4 @@
-//! The simulated broker as the run loop's venue (`live::drive::Venue`): it takes the engine's orders, and
+//! The simulated broker as the run loop's venue (`engine::drive::Venue`): it takes the engine's orders, and
 //! at each moment's close fills what it holds through the shared execution rule, exactly as the env
 //! steps, and answers as a live broker would: the trade updates, then its snapshot as a reconciliation.
 //! Orders decided on bar t fill at bar t+1's close. Prices are the env's (closes as f32). `moments` turns
@@ -8,8 +8,8 @@ use super::metrics::Activity;
 use crate::broker::{SimBroker, SimError};
 use crate::domain::{Bar, OrderStatus, Symbol};
 use crate::domain::{BrokerOrder, Fill, OrderUpdate, UpdateKind};
+use crate::engine::drive::{CommandSink, Moment, Refused, Venue};
 use crate::engine::{BrokerSnapshot, Command, Event};
-use crate::live::drive::{CommandSink, Moment, Refused, Venue};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 

@@ -1,7 +1,7 @@
 //! The daemon: `tradebot::run` (`run`) builds the runtime, owns shutdown and the signals, and starts what
 //! runs around the engine (`host`: registry, control socket, `/metrics`, dashboard, retrainer, status);
 //! then a driver moves bars from the feed to the engine and orders from the engine to the broker:
-//! `replay` (stored bars, the SimBroker, simulated time, through the one run loop `live::drive::run` with
+//! `replay` (stored bars, the SimBroker, simulated time, through the one run loop `engine::drive::run` with
 //! `replay_hooks`) or `live` (Alpaca's feed, `feed::LiveBars` and the broker through the live runner, with
 //! `live::engine_core`'s cores on its trading thread; `live::report` carries metrics and systemd for both;
 //! `calendar` reads the exchange calendar; `models` loads the champions and new ones; live, `chores` runs

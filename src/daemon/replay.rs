@@ -4,7 +4,7 @@
 //! so the retrain schedule fires in simulated time. When it fires, the replay waits (simulated time stands
 //! still) while the retrain runs in its child process, and a promoted model is swapped in before the next
 //! bar: no restart, no missed bar. The replay is a thin driver: the bars go through the one run loop of
-//! every simulated session (`SimSession::drive`, over `live::drive::run`); its hooks (`ReplayHooks`) count
+//! every simulated session (`SimSession::drive`, over `engine::drive::run`); its hooks (`ReplayHooks`) count
 //! the bars, orders and missed decisions for `/metrics`, and between bars answer the control socket, feed
 //! the dashboard, ping the systemd watchdog, wait for retrains and pace the replay (`feed.speed`).
 //!
@@ -21,8 +21,8 @@ use crate::backtest::{self, EquityPoint, Metrics as PerfMetrics, SimSession, ses
 use crate::config::Config;
 use crate::domain::Bar;
 use crate::engine::Core;
+use crate::engine::drive::Flow;
 use crate::engine::{Control, Event, StrategyMode};
-use crate::live::drive::Flow;
 use crate::out::out;
 use crate::retrain::RunRecord;
 use crate::store::Store;

@@ -1,4 +1,4 @@
-//! The replay's hooks into the one run loop (`live::drive::Hooks`): what the daemon adds to a simulated
+//! The replay's hooks into the one run loop (`engine::drive::Hooks`): what the daemon adds to a simulated
 //! session. At each close the orders' fates go to `/metrics` and the account to the equity chart; each bar
 //! is counted and timed; between bars the control socket is answered (a flatten's orders go back to the
 //! loop), the dashboard fed, the watchdog pinged, a due retrain waited for in simulated time that stands
@@ -9,8 +9,8 @@ use super::host::{Balance, EngineView, Host};
 use super::retrainer::RunPipeline;
 use crate::backtest::{SessionHooks, SimVenue};
 use crate::domain::{Bar, OrderStatus};
+use crate::engine::drive::{Flow, Hooks, Moment};
 use crate::engine::{Command, DecisionRecord, Engine, ManualClock};
-use crate::live::drive::{Flow, Hooks, Moment};
 use crate::store::{Store, TreeName, TypedTree};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

@@ -11,12 +11,15 @@
 //! gives, the clock it reads, the `Core` trait the runners drive. It imports nothing above the risk
 //! checks, so the order manager, the brokers and the runners depend on it and not on the engine. The async
 //! edges (feeds, broker tasks, control socket) only translate traffic into `Event`s and carry out
-//! `Command`s; they hold no trading state.
+//! `Command`s; they hold no trading state. `drive` is the synchronous loop every runner shares: the
+//! command handling of the live core thread and the loop over stored moments of replays, backtests and the
+//! gate.
 
 mod account;
 mod config;
 mod core;
 pub mod cutoffs;
+pub(crate) mod drive;
 mod events;
 pub mod lstm_source;
 #[cfg(test)]

@@ -15,8 +15,8 @@
 //!     Cancel → broker.cancel;  Reconcile → broker.snapshot → Event::Reconciled (retried until it works)
 //! ```
 //!
-//! The core thread's command handling (`drive::handle`) is the one the replays, backtests and the gate
-//! run through too (`drive::run`, a synchronous loop over stored bars with a simulated broker): live adds
+//! The core thread's command handling (`engine::drive::handle`) is the one the replays, backtests and the gate
+//! run through too (`engine::drive::run`, a synchronous loop over stored bars with a simulated broker): live adds
 //! only the async edges drawn above.
 //!
 //! The runner starts with one `Command::Reconcile` of its own, so the core (its OMS) hears the broker's
@@ -32,7 +32,6 @@
 //! `broker_timeout`.
 
 mod commands;
-pub(crate) mod drive;
 pub(crate) mod engine_core;
 pub(crate) mod notify;
 pub(crate) mod report;
@@ -49,6 +48,7 @@ pub(crate) use tasks::UpdateSource;
 
 use crate::broker::Broker;
 pub(crate) use crate::engine::Core;
+use crate::engine::drive;
 use crate::engine::{Command, Control, Event};
 use crate::feed::MarketFeed;
 use std::time::Duration;
