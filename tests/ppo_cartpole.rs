@@ -46,38 +46,55 @@ fn evaluate(p: &Ppo, seed: u64) -> f64 {
     returns.iter().sum::<f64>() / returns.len().max(1) as f64
 }
 
-fn solves_cartpole_for_4_of_5_seeds(backend: CpuBackend) {
-    tch::set_num_threads(1);
-    let mut results = Vec::new();
-    for seed in 1..=5u64 {
-        let mut p = Ppo::new(config(seed, backend), 4, 1, Device::Cpu).unwrap();
-        let mut env = CartPole::new(8, seed);
-        let mut last = None;
-        p.train(&mut env, 200_000, |s| {
-            last = s.mean_return;
-            // Stop once training episodes are near-perfect; the evaluation below decides.
-            s.mean_return.is_none_or(|r| r < 495.0)
-        })
-        .unwrap();
-        assert!(p.env_steps <= 200_000 + 32 * 8);
-        let score = evaluate(&p, seed);
-        eprintln!(
-            "{backend:?} seed {seed}: {} env steps, last training mean {last:?}, evaluation mean {score}",
-            p.env_steps
-        );
-        results.push(score);
-    }
+/// Trains `p` on CartPole for at most 200,000 steps (stopping once training episodes are near-perfect) and
+/// returns its evaluation mean.
+fn train_and_evaluate(mut p: Ppo, seed: u64) -> f64 {
+    let backend = p.backend();
+    let mut env = CartPole::new(8, seed);
+    let mut last = None;
+    p.train(&mut env, 200_000, |s| {
+        last = s.mean_return;
+        // Stop once training episodes are near-perfect; the evaluation below decides.
+        s.mean_return.is_none_or(|r| r < 495.0)
+    })
+    .unwrap();
+    assert!(p.env_steps <= 200_000 + 32 * 8);
+    let score = evaluate(&p, seed);
+    eprintln!("{backend} seed {seed}: {} env steps, last training mean {last:?}, evaluation mean {score}", p.env_steps);
+    score
+}
+
+fn assert_4_of_5(backend: CpuBackend, results: &[f64]) {
     let solved = results.iter().filter(|r| **r >= 475.0).count();
     assert!(solved >= 4, "{backend:?}: only {solved} of 5 seeds reached 475: {results:?}");
 }
 
-/// One test, the backends one after the other: torch's RNG (the weights' initialisation) is global to the
-/// process, and two tests drawing from it at once would make both depend on the thread schedule.
+/// One test, the two backends side by side on two threads, each the same as alone: the native trainers are
+/// all built (their weights drawn from torch's global generator, seeded by `Ppo::new`) before the libtorch
+/// ones start, and native training draws only from each trainer's own generator, so the libtorch thread is
+/// the only one drawing from the global generator while it trains (its sampling draws from it).
 #[test]
 fn ppo_solves_cartpole_for_4_of_5_seeds_with_each_backend() {
     let _one_at_a_time = TORCH_RNG.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    solves_cartpole_for_4_of_5_seeds(CpuBackend::Native);
-    solves_cartpole_for_4_of_5_seeds(CpuBackend::Libtorch);
+    tch::set_num_threads(1);
+    let seeds = 1..=5u64;
+    let native: Vec<(u64, Ppo)> =
+        seeds.clone().map(|s| (s, Ppo::new(config(s, CpuBackend::Native), 4, 1, Device::Cpu).unwrap())).collect();
+    let (native, libtorch) = std::thread::scope(|scope| {
+        let native = scope.spawn(move || native.into_iter().map(|(s, p)| train_and_evaluate(p, s)).collect());
+        let libtorch = scope.spawn(move || {
+            // libtorch's intra-op threads as on the test's thread: one.
+            tch::set_num_threads(1);
+            seeds
+                .map(|s| train_and_evaluate(Ppo::new(config(s, CpuBackend::Libtorch), 4, 1, Device::Cpu).unwrap(), s))
+                .collect()
+        });
+        let join =
+            |h: std::thread::ScopedJoinHandle<'_, Vec<f64>>| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (join(native), join(libtorch))
+    });
+    assert_4_of_5(CpuBackend::Native, &native);
+    assert_4_of_5(CpuBackend::Libtorch, &libtorch);
 }
 
 /// The tests of this binary draw from torch's one global generator: they run one at a time.
