@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks the crate's module layering: every top-level module of src/ may use only modules in lower layers
 (or its own). Reads `crate::<module>` paths in each module's files and fails with each offending file and
-line. Test files (`tests.rs`, `*_tests.rs`) are skipped: a test may build its fixtures with higher modules
-(the shipped bars through `data`, fills through `backtest::sim`) without making the code a cycle.
+line. Test files (`tests.rs`, every file under a `tests/` folder of src/, and `gpu_tests.rs`) are skipped: a
+test may build its fixtures with higher modules (the shipped bars through `data`, fills through
+`backtest::sim`) without making the code a cycle. scripts/check-sizes.py fails on any other test file name.
 `--graph` prints the module graph.
 
 Inside each module the files must not import each other in a circle either: every `crate::`, `super::`
@@ -84,6 +85,14 @@ LINE_COMMENT = re.compile(r"//[^\n]*")
 INLINE_TESTS = re.compile(r"#\[cfg\(test\)\]\s*mod\s+tests\s*\{")
 
 
+def is_test_file(path: Path) -> bool:
+    """A file of src/ that holds only tests, by the crate's one naming pattern: a module's `tests.rs`, any
+    file under a `tests/` folder (`engine/tests/mod.rs`, `engine/tests/money.rs`), and the GPU tests'
+    `gpu_tests.rs` (the name `make test-gpu` filters on)."""
+    rel = path.relative_to(SRC).parts
+    return path.name in ("tests.rs", "gpu_tests.rs") or "tests" in rel[:-1]
+
+
 def file_module(path: Path) -> tuple[str, ...]:
     """The module path a file defines: `daemon/mod.rs` -> (daemon,), `daemon/bars/x.rs` -> (daemon, bars, x)."""
     parts = list(path.relative_to(SRC).with_suffix("").parts)
@@ -124,7 +133,7 @@ def file_cycles() -> tuple[list[str], int]:
     files = {
         file_module(f): f
         for f in sorted(SRC.rglob("*.rs"))
-        if len(f.relative_to(SRC).parts) > 1 and f.name != "tests.rs" and not f.name.endswith("_tests.rs")
+        if len(f.relative_to(SRC).parts) > 1 and not is_test_file(f)
     }
     edges: dict[tuple, set[tuple]] = {n: set() for n in files}
     for node, f in files.items():
@@ -212,7 +221,7 @@ def main() -> int:
     errors = []
     for f in sorted(SRC.rglob("*.rs")):
         src_mod = module_of(f)
-        if src_mod is None or f.name == "tests.rs" or f.name.endswith("_tests.rs"):
+        if src_mod is None or is_test_file(f):
             continue
         if src_mod not in layer:
             errors.append(f"{f.relative_to(SRC.parent)}: module `{src_mod}` is in no layer: add it to LAYERS in {Path(__file__).name}")

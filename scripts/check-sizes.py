@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
 """Checks the size of the crate's source: no file of src/ over MAX_FILE lines (test files included), and
 no non-test function over MAX_FN lines (from its `fn` line to its closing brace). Test code is skipped for
-the function check: `tests.rs` and `*_tests.rs` files, files declared as `#[cfg(test)] mod x;` (by name
-or by `#[path]`), inline `#[cfg(test)] mod x { .. }` blocks and `#[test]` functions. Prints one line per
-offender, biggest first, and fails when there is one. `--top N` lists the N longest functions as well.
+the function check: `tests.rs` files, every file under a `tests/` folder, files declared as
+`#[cfg(test)] mod x;` (by name or by `#[path]`), inline `#[cfg(test)] mod x { .. }` blocks and `#[test]`
+functions. Prints one line per offender, biggest first, and fails when there is one. `--top N` lists the N
+longest functions as well.
+
+Test files have one naming pattern (the crate docs in src/lib.rs): a module's unit tests are its `tests`
+module, inline or in `tests.rs` beside the module (`<module>/tests.rs`), or, by topic, `<module>/tests/mod.rs`
+declaring one file per topic (`<module>/tests/money.rs`). A file named `*_tests.rs` fails, so the pattern
+stays one; the exception is `gpu_tests` (src/gpu_tests.rs and the inline `mod gpu_tests` blocks), whose
+name is the filter `make test-gpu` runs (`GPU_TEST_FILTER := gpu_tests::` in the Makefile).
 
 KNOWN_LONG_FNS lists the long functions that are still to be split (in files other changes own): one that
 is gone and still listed fails too, so that the list only shrinks."""
@@ -24,6 +31,8 @@ CFG_TEST_MOD = re.compile(
     r"#\[cfg\((?:test|all\(test[^\]]*\))\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+([a-z_0-9]+)\s*([;{])"
 )
 PATH_ATTR = re.compile(r'#\[path\s*=\s*"([^"]+)"\]')
+# The one test file named `*_tests.rs` that may be: its name is `make test-gpu`'s filter.
+GPU_TESTS = "gpu_tests.rs"
 FN = re.compile(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)")
 TEST_ATTR = re.compile(r"#\[(?:tokio::)?test\b")
 
@@ -96,9 +105,31 @@ def block_end(code: str, open_at: int) -> int:
     return len(code)
 
 
+def named_as_test(f: Path) -> bool:
+    """A test file by name: a module's `tests.rs`, any file under a `tests/` folder of src/, `gpu_tests.rs`."""
+    return f.name in ("tests.rs", GPU_TESTS) or "tests" in f.relative_to(SRC).parts[:-1]
+
+
+def misnamed_tests() -> list[str]:
+    """One line per file named `*_tests.rs` (other than `gpu_tests.rs`), the old second naming pattern, with
+    where it goes instead."""
+    out = []
+    for f in sorted(SRC.rglob("*_tests.rs")):
+        if f.name == GPU_TESTS:
+            continue
+        topic = f.name[: -len("_tests.rs")]
+        own = (f.parent / topic / "tests.rs").relative_to(ROOT)
+        folder = (f.parent / "tests").relative_to(ROOT)
+        out.append(
+            f"{f.relative_to(ROOT)}: a test file is not named `*_tests.rs`: make it its module's `tests` "
+            f"(`{own}`), or the topic `{folder}/{topic}.rs` declared by `{folder}/mod.rs`"
+        )
+    return out
+
+
 def test_files() -> set[Path]:
     """Files that are only compiled for tests."""
-    found = {f for f in SRC.rglob("*.rs") if f.name == "tests.rs" or f.name.endswith("_tests.rs")}
+    found = {f for f in SRC.rglob("*.rs") if named_as_test(f)}
     for f in SRC.rglob("*.rs"):
         text = f.read_text()
         here = f.parent if f.name in ("mod.rs", "lib.rs", "main.rs") else f.parent / f.stem
@@ -179,6 +210,9 @@ def main() -> int:
         for lines, line, name in long_fns(f):
             fns.append((lines, f"{rel}:{line}", name, str(rel)))
     fns.sort(reverse=True)
+    misnamed = misnamed_tests()
+    for line in misnamed:
+        print(line)
     for n, rel in sorted(files, reverse=True):
         print(f"{rel}: {n} lines (at most {MAX_FILE}): split it by concern")
     long = [x for x in fns if x[0] > MAX_FN]
@@ -193,16 +227,17 @@ def main() -> int:
         print(f"the {top} longest non-test functions:")
         for lines, at, name, _ in fns[:top]:
             print(f"  {lines:4} {at} {name}")
-    if files or over or gone:
+    if files or over or gone or misnamed:
         print(
             f"{len(files)} file(s) over {MAX_FILE} lines, {len(over)} function(s) over {MAX_FN} lines, "
-            f"{len(gone)} stale KNOWN_LONG_FNS entr{'y' if len(gone) == 1 else 'ies'} (scripts/check-sizes.py)",
+            f"{len(gone)} stale KNOWN_LONG_FNS entr{'y' if len(gone) == 1 else 'ies'}, "
+            f"{len(misnamed)} test file(s) named `*_tests.rs` (scripts/check-sizes.py)",
             file=sys.stderr,
         )
         return 1
     print(
         f"sizes: no file over {MAX_FILE} lines, no non-test function over {MAX_FN} lines "
-        f"({len(known)} known, listed in KNOWN_LONG_FNS)"
+        f"({len(known)} known, listed in KNOWN_LONG_FNS), no test file named `*_tests.rs` but {GPU_TESTS}"
     )
     return 0
 

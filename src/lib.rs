@@ -56,6 +56,13 @@
 //! 14. [`web`] (`/metrics` and the dashboard), 15. [`daemon`] (`tradebot::run`: the runtime, signals,
 //!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,
 //!     the retrainer), and [`bench`] (`tradebot bench ...`), 16. [`cli`] (parses and dispatches).
+//!
+//! Tests follow one pattern. A module's unit tests are its `tests` module: inline, or `tests.rs` in the
+//! module's folder (`cli/tests.rs`; `daemon/chores/tests.rs` for `daemon/chores.rs`); tests on several
+//! topics make it a folder, `tests/mod.rs` declaring one file per topic (`engine/tests/money.rs`). Only
+//! `gpu_tests` keeps its own name: it is the filter `make test-gpu` runs. `scripts/check-sizes.py` fails
+//! on a `*_tests.rs` file. Integration tests are Cargo's: `tests/<topic>.rs`, `tests/risk/main.rs`, and
+//! the helpers they share in `tests/common/`.
 
 // Every public item is documented (`missing_docs`).
 #![warn(missing_docs)]

@@ -2,7 +2,7 @@
 //! (returns that trend for days at a time), a foreground `tradebot retrain --kind lstm` trains an LSTM
 //! (the real child, cut-offs chosen on validation), backtests it on the holdout with the full risk checks
 //! and, with no champion, promotes it only because it beats cash and buy-and-hold with the required
-//! confidence. The same pipeline keeps random policies out (`retrain::noise_models_tests`).
+//! confidence. The same pipeline keeps random policies out (`retrain::tests`).
 #![cfg(feature = "train")]
 
 mod common;

@@ -13,13 +13,11 @@
 
 pub(crate) mod account;
 pub(crate) mod metrics;
-#[cfg(test)]
-mod parity_tests;
-#[cfg(test)]
-mod replay_parity_tests;
 pub(crate) mod session;
 pub(crate) mod sim;
 pub(crate) mod tearsheet;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use metrics::{Activity, Metrics, metrics};
 #[cfg(test)]

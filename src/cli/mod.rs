@@ -316,4 +316,4 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 #[cfg(test)]
-mod help_tests;
+mod tests;

@@ -126,5 +126,4 @@ fn wait(stop: &CancellationToken, d: Duration) {
 }
 
 #[cfg(test)]
-#[path = "chores_tests.rs"]
 mod tests;

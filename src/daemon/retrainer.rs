@@ -221,5 +221,4 @@ impl<P: RunPipeline> Retrainer<P> {
 }
 
 #[cfg(test)]
-#[path = "retrainer_tests.rs"]
 mod tests;

@@ -22,21 +22,15 @@ pub mod cutoffs;
 pub(crate) mod drive;
 mod events;
 pub mod lstm_source;
-#[cfg(test)]
-mod money_tests;
 mod orders;
 mod protect;
 mod protect_state;
-#[cfg(test)]
-mod protect_tests;
 mod record;
 pub mod refusals;
 mod stale;
 pub mod strategy;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tif_tests;
 
 pub use crate::contract::{
     BrokerSnapshot, Clock, Command, Control, Core, Event, LoadedModel, ManualClock, ModelSwap, SystemClock, Update,

@@ -31,6 +31,4 @@ pub use vec_env::{Step, VecEnv};
 pub use weights::ActionSpace;
 
 #[cfg(test)]
-mod parity_tests;
-#[cfg(test)]
 pub(crate) mod tests;

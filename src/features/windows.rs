@@ -285,5 +285,4 @@ pub(crate) fn time_split(times: &[i64], train: f64, valid: f64, gap: usize) -> (
 }
 
 #[cfg(test)]
-#[path = "windows_tests.rs"]
 mod tests;

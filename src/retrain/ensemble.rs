@@ -272,8 +272,9 @@ impl RetrainPipeline {
     }
 }
 
+// This file is `pipeline::ensemble` (a `#[path]` module of pipeline.rs), so its `tests` file is named here.
 #[cfg(test)]
-#[path = "ensemble_tests.rs"]
+#[path = "ensemble/tests.rs"]
 mod tests;
 
 /// How a candidate began (a warm start is INFO, a fall-back to scratch a WARN) and where its child trained.

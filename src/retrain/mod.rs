@@ -11,14 +11,14 @@ pub mod holdout;
 mod launch;
 pub mod memory;
 pub mod noise;
-#[cfg(test)]
-mod noise_models_tests;
 pub mod pipeline;
 pub mod record;
 mod spec;
 pub mod study;
 #[cfg(test)]
 pub(crate) mod testkit;
+#[cfg(test)]
+mod tests;
 
 pub use pipeline::{EvalError, Evaluator, PipelineSpec, Progress, RetrainPipeline, Trigger};
 pub use record::{CandidateRecord, NOT_ENOUGH_DATA, RunOutcome, RunRecord, WarmStart};

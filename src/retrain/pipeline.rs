@@ -248,7 +248,6 @@ fn fail<E: std::fmt::Display>(stage: &'static str, code: &'static str) -> impl F
 }
 
 #[cfg(test)]
-#[path = "pipeline_tests.rs"]
 mod tests;
 
 #[path = "ensemble.rs"]

@@ -357,8 +357,4 @@ fn check_schema(db: &sled::Db, dir: &Path) -> Result<Option<u32>, StoreError> {
 }
 
 #[cfg(test)]
-mod damage_tests;
-#[cfg(test)]
-mod start_tests;
-#[cfg(test)]
 mod tests;

@@ -66,5 +66,4 @@ pub(crate) struct NotEnoughData {
 }
 
 #[cfg(test)]
-#[path = "lstm_sizing_tests.rs"]
 mod tests;

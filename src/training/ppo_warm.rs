@@ -155,5 +155,4 @@ pub(crate) fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), WarmEr
 }
 
 #[cfg(test)]
-#[path = "ppo_warm_tests.rs"]
 mod tests;

@@ -250,8 +250,4 @@ pub(crate) async fn serve(
 }
 
 #[cfg(test)]
-mod api_tests;
-#[cfg(test)]
-mod reports_tests;
-#[cfg(test)]
 mod tests;

@@ -140,5 +140,4 @@ impl<P: RunPipeline> Host<P> {
 }
 
 #[cfg(test)]
-#[path = "watch_tests.rs"]
-mod watch_tests;
+mod tests;

@@ -465,5 +465,4 @@ pub fn compile_for_device(
 }
 
 #[cfg(test)]
-#[path = "nvrtc_tests.rs"]
 mod tests;

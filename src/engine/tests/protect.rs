@@ -2,11 +2,10 @@
 //! prices, a flatten mid-session on `1Day` (never refused as stale), a sell that waits for the cancel of
 //! our working buy (the broker's wash-trade rule), the kill switch's flatten sent again after a refusal.
 
-use super::tests::{fill_events, rig, risk_cfg, snapshot, with_risk};
-use super::{Command, Control, Core, Event, StrategyMode};
+use super::{fill_events, rig, risk_cfg, snapshot, with_risk};
 use crate::config::{KillSwitchAction, RiskConfig};
 use crate::domain::{Bar, ClientOrderId, OrderRequest, OrderWhy, Side, Symbol, Timeframe};
-use crate::engine::ManualClock;
+use crate::engine::{Command, Control, Core, Event, ManualClock, StrategyMode};
 use crate::exec::ExecParams;
 use crate::features::FeatureSpec;
 use chrono::{DateTime, Duration, Utc};
@@ -25,21 +24,21 @@ fn submitted(cmds: &[Command]) -> Vec<&OrderRequest> {
 
 /// An engine on daily bars holding 20 AAPL bought at 50 (cash 99,000 of 100,000), its clock at the buy's
 /// bar. Returns the rig, the clock, and the day bar index it bought on.
-fn holding(cfg: &RiskConfig, exec: &ExecParams) -> (super::tests::Rig, ManualClock, usize) {
+fn holding(cfg: &RiskConfig, exec: &ExecParams) -> (super::Rig, ManualClock, usize) {
     let w = FeatureSpec::default().warmup();
     let (mut r, clock) = with_risk(rig(StrategyMode::Ppo, None), cfg, exec);
     for d in 0..w {
         clock.set(r.bars[0][d].t);
-        super::tests::feed(&mut r.engine, &r.bars, d);
+        super::feed(&mut r.engine, &r.bars, d);
     }
     r.engine.process(snapshot(100_000));
     clock.set(r.bars[0][w].t);
-    let cmds = super::tests::feed(&mut r.engine, &r.bars, w);
+    let cmds = super::feed(&mut r.engine, &r.bars, w);
     let buy = submitted(&cmds)[0].clone();
     for ev in fill_events(&buy, 50, r.bars[0][w].t) {
         r.engine.process(ev);
     }
-    r.engine.process(Event::Reconciled(Box::new(super::BrokerSnapshot {
+    r.engine.process(Event::Reconciled(Box::new(crate::engine::BrokerSnapshot {
         cash: 99_000.into(),
         equity: 100_000.into(),
         positions: vec![(aapl(), 20.into())],
@@ -129,7 +128,7 @@ fn a_protective_sell_waits_for_the_cancel_of_our_working_buy() {
     let (mut r, clock, w) = holding(&risk_cfg("1000000"), &ExecParams { max_trade: 20.0, ..ExecParams::default() });
     // The next day's decision buys 20 more: acknowledged, working at the broker.
     clock.set(r.bars[0][w + 1].t);
-    let cmds = super::tests::feed(&mut r.engine, &r.bars, w + 1);
+    let cmds = super::feed(&mut r.engine, &r.bars, w + 1);
     let buy = submitted(&cmds).into_iter().find(|o| o.side == Side::Buy).expect("a buy").clone();
     let mut ack = fill_events(&buy, 50, r.bars[0][w + 1].t);
     let Some(Event::Order(u)) = ack.first_mut() else { panic!("no update") };
@@ -146,7 +145,7 @@ fn a_protective_sell_waits_for_the_cancel_of_our_working_buy() {
     let cmds = r.engine.process(Event::Control(Control::Flatten));
     assert!(submitted(&cmds).is_empty(), "no sell while our buy works: {cmds:?}");
     assert!(cmds.iter().any(|c| matches!(c, Command::Cancel(id) if *id == buy.client_order_id)), "{cmds:?}");
-    assert_eq!(super::protect::pending_of(&r.engine).get(&aapl()), Some(&OrderWhy::Flatten));
+    assert_eq!(crate::engine::protect::pending_of(&r.engine).get(&aapl()), Some(&OrderWhy::Flatten));
     assert_eq!(r.engine.flatten_outcome().unwrap().waiting, vec![aapl()]);
     // The broker confirms the cancel: the sell goes out, for the whole holding.
     let Event::Order(mut canceled) = new_update(u) else { unreachable!() };
@@ -207,6 +206,6 @@ fn a_refused_kill_switch_sell_is_sent_again_with_backoff() {
 }
 
 fn clock_now(c: &ManualClock) -> DateTime<Utc> {
-    use super::Clock;
+    use crate::engine::Clock;
     c.now()
 }

@@ -5,6 +5,9 @@ use crate::web::data::{EquityPoint, TrainingView};
 use chrono::{TimeZone, Utc};
 use std::os::unix::fs::PermissionsExt;
 
+mod api;
+mod reports;
+
 pub(super) const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 pub(super) fn data() -> DashboardData {

@@ -1,8 +1,8 @@
 //! A damaged or rolled-back store is refused at open with an error that says what to do, never a panic
 //! and never a silent open; backups put it back.
 
-use super::*;
 use crate::domain::{Bar, Symbol, Timeframe};
+use crate::store::*;
 use chrono::Utc;
 use serde_json::{Value, json};
 

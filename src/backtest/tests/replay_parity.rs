@@ -3,7 +3,7 @@
 //! limits that bind: the same equity, cash, fills and fees at every bar (relative 1e-9), the same
 //! refusals; and over random limit settings (proptest).
 
-use super::*;
+use crate::backtest::*;
 use crate::daemon::replay::{ReplayParts, ReplaySummary};
 use crate::data::{ImportOptions, import_csv};
 use crate::env::EnvConfig;

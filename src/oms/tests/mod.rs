@@ -1,5 +1,5 @@
 //! OMS tests: idempotent submission, fills exactly once, adoption, reconciliation rules and restarts,
-//! with the toy broker and harness the property test (`property_tests.rs`) shares.
+//! with the toy broker and harness the property test (`tests/property.rs`) shares.
 
 use super::*;
 use crate::contract::{BrokerSnapshot, ManualClock};
@@ -424,5 +424,4 @@ fn our_own_orders_unknown_to_a_restored_store_are_ours_not_adopted() {
     assert!(!h.oms().order(&ours.client_order_id).unwrap().adopted, "stored as ours");
 }
 
-#[path = "property_tests.rs"]
 mod property;

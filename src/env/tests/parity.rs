@@ -1,7 +1,7 @@
 //! FinRL parity: the fixture written by `benches/peers/finrl_env.py` (FinRL 0.3.7's numpy env run on a
 //! seeded 2,520-day x 30-asset panel under a fixed random action stream) replayed through `VecEnv`.
 
-use super::*;
+use crate::env::*;
 use crate::exec::ExecParams;
 use flate2::read::GzDecoder;
 use std::io::Read;

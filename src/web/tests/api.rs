@@ -1,8 +1,8 @@
 //! The versioned API, its event stream, one authentication for every address, and JSON errors.
 
-use super::tests::{TOKEN, client, csrf_of, data, start, start_with_control};
-use super::*;
+use super::{TOKEN, client, csrf_of, data, start, start_with_control};
 use crate::control::StatusReport;
+use crate::web::*;
 use chrono::{TimeZone, Utc};
 
 #[tokio::test]

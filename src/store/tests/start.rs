@@ -1,7 +1,7 @@
 //! A start never wedges the store, every open sees the damage `store check` sees, read-only opens change
 //! no file, and a restore keeps a tripped kill switch.
 
-use super::*;
+use crate::store::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 

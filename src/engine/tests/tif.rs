@@ -2,9 +2,9 @@
 //! trailing stop's sell and a flatten's sell go out `gtc` (Alpaca refuses `day` for crypto), a stock's
 //! order `day`.
 
-use super::tests::{Rig, feed, fill_events, rig, risk_cfg, snapshot, with_risk};
-use super::*;
+use super::{Rig, feed, fill_events, rig, risk_cfg, snapshot, with_risk};
 use crate::domain::{OrderRequest, OrderTif, Side};
+use crate::engine::*;
 use crate::env::EnvConfig;
 use crate::exec::ExecParams;
 use crate::features::FeatureSpec;

@@ -1,11 +1,11 @@
 //! Issue 37: the dashboard links the account report and the last backtest's tear sheet, behind the same
 //! token; the search page follows the event stream instead of reloading itself.
 
-use super::tests::{TOKEN, client, data, start};
-use super::*;
+use super::{TOKEN, client, data, start};
 use crate::backtest::account::tests::{config, sample};
 use crate::control::{Request, Response as ControlResponse};
 use crate::store::Store;
+use crate::web::*;
 
 /// A dashboard with a daemon's config (state under `state`) and controls answered by the test.
 async fn start_with_reports(

@@ -2,15 +2,15 @@
 //! order blocks a second one on the same side, holdings outside the configured symbols count in equity,
 //! stops follow reconciled holdings, stay armed when their sell is refused, and pass a `halt` kill switch.
 
-use super::tests::{feed, fill_events, rig, risk_cfg, snapshot, submits, with_risk};
-use super::*;
+use super::{feed, fill_events, rig, risk_cfg, snapshot, submits, with_risk};
 use crate::domain::{OrderRequest, Qty, Side, Symbol};
+use crate::engine::*;
 use crate::exec::ExecParams;
 use crate::features::FeatureSpec;
 use rust_decimal::Decimal;
 
 /// A rig with the full risk checks, warmed up and reconciled at 100,000 cash; the clock at bar `w`.
-fn ready(exec: &ExecParams) -> (super::tests::Rig, ManualClock, usize) {
+fn ready(exec: &ExecParams) -> (super::Rig, ManualClock, usize) {
     let w = FeatureSpec::default().warmup();
     let (mut r, clock) = with_risk(rig(StrategyMode::Ppo, None), &risk_cfg("1000000"), exec);
     for d in 0..w {
@@ -194,8 +194,8 @@ fn fractional_quantities_are_rounded_down_to_nine_decimals() {
 fn a_split_sized_gap_pauses_the_symbol_instead_of_firing_its_stop() {
     let exec = ExecParams { max_trade: 20.0, trailing_stop: 0.05, cooldown_bars: 3, ..ExecParams::default() };
     let (r, clock, w) = ready(&exec);
-    let super::tests::Rig { _dir, store, engine, bars, clock: rig_clock } = r;
-    let mut r = super::tests::Rig { _dir, store, engine: engine.with_gap_guard(), bars, clock: rig_clock };
+    let super::Rig { _dir, store, engine, bars, clock: rig_clock } = r;
+    let mut r = super::Rig { _dir, store, engine: engine.with_gap_guard(), bars, clock: rig_clock };
     let aapl = Symbol::new("AAPL").unwrap();
     let snap = BrokerSnapshot {
         cash: Decimal::from(98_500),

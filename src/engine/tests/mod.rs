@@ -16,6 +16,10 @@ use crate::policy::{ModelSel, PolicyError, PpoPolicy, SessionOptions};
 use crate::store::{Store, TreeName};
 use chrono::{DateTime, Utc};
 
+mod money;
+mod protect;
+mod tif;
+
 /// A constant policy: action +1 on the first symbol, -1 on the second.
 fn constant_policy(obs_dim: usize) -> MlpPolicy {
     MlpPolicy {

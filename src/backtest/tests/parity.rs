@@ -2,7 +2,7 @@
 //! 1e-6 relative at every bar, in an env rollout (`VecEnv`, one env, fixed start, deterministic actions
 //! from the ONNX model) and in the backtest (Engine + OMS + SimBroker).
 
-use super::*;
+use crate::backtest::*;
 use crate::broker::SimBroker;
 use crate::data::{ImportOptions, import_csv};
 use crate::engine::{Engine, EngineConfig, ManualClock, StrategyConfig};

@@ -3,6 +3,9 @@ use crate::domain::{Bar, Symbol, Timeframe};
 use chrono::TimeZone;
 use chrono::Utc;
 
+mod damage;
+mod start;
+
 fn bar(sym: &str, day: u32, c: f64) -> Bar {
     let t = Utc.with_ymd_and_hms(2020, 1, day, 5, 0, 0).unwrap();
     Bar::new(Symbol::new(sym).unwrap(), Timeframe::DAY1, t, c, c + 1.0, c - 1.0, c, 1000.0).unwrap()

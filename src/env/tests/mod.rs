@@ -4,6 +4,8 @@ use crate::exec::{ExecParams, Position};
 use crate::features::FeatureSpec;
 use std::sync::Arc;
 
+mod parity;
+
 pub(crate) fn real_panel() -> Arc<Panel> {
     let bars: Vec<_> = ["AAPL", "IBM", "MSFT"].iter().map(|s| crate::features::tests::real_bars(s)).collect();
     Arc::new(Panel::from_bars(&FeatureSpec::default(), &bars).unwrap())
