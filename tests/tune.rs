@@ -217,6 +217,31 @@ fn a_bad_tune_section_is_refused_with_the_key() {
     assert!(text(&o).contains("tune.space.momentum: not a tunable parameter"), "{}", text(&o));
 }
 
+/// `bench tune` repeats a search shorter than `--min-seconds` (0.5 s by default), the same trials from fresh
+/// weights, and gives the rate over every run; `--min-seconds 0` runs it once.
+#[test]
+fn bench_tune_lengthens_a_short_search_to_half_a_second() {
+    let small = ["bench", "tune", "--trials", "2", "--parallel", "1", "--steps", "32", "--n-steps", "16"];
+    let small =
+        [&small[..], &["--batch-size", "16", "--hidden", "8", "--assets", "2", "--days", "60", "--json"]].concat();
+    let json = |extra: &[&str]| -> Value {
+        let o = tradebot(&[&small[..], extra].concat());
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
+    };
+    let once = json(&["--min-seconds", "0"]);
+    assert_eq!((once["runs"].as_u64(), once["env_steps"].as_u64()), (Some(1), Some(2 * 32)), "{once}");
+    let v = json(&[]);
+    let (runs, secs) = (v["runs"].as_u64().unwrap(), v["seconds"].as_f64().unwrap());
+    assert!(runs > 1 && secs >= 0.5, "a search of 2 x 32 steps was not lengthened to 0.5 s: {v}");
+    assert_eq!(v["env_steps"].as_u64(), Some(2 * 32 * runs), "{v}");
+    let rate = v["trials_per_hour"].as_f64().unwrap();
+    assert!((rate - (2 * runs) as f64 / secs * 3600.0).abs() < 1e-6 * rate, "the rate is over every run: {v}");
+    assert_eq!(v["values"], once["values"], "every run trains the same trials");
+    let o = tradebot(&["bench", "tune", "--min-seconds=-1"]);
+    assert!(!o.status.success() && text(&o).contains("--min-seconds -1"), "{}", text(&o));
+}
+
 /// `retrain.tune = true`: a PPO retrain runs a search in its child (on the snapshot, within its budget),
 /// stores the study from the child's lines, and gates the best trial's model like any candidate.
 #[test]

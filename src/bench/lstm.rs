@@ -98,8 +98,9 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     let timed = &hist[1..];
     let secs = timed.iter().map(|s| s.epoch_secs).sum::<f64>() / timed.len().max(1) as f64;
     let sps = n as f64 / secs;
-    // What libgomp's threads do while they wait (`crate::lstm::omp`): PASSIVE unless the user set it.
-    let wait_policy = std::env::var(crate::lstm::omp::WAIT_POLICY.0).ok();
+    // What libgomp's threads do while they wait (`crate::lstm::omp`): a spin of 3000 unless the user set it.
+    let wait_policy = std::env::var("OMP_WAIT_POLICY").ok();
+    let spin_count = std::env::var(crate::lstm::omp::SPIN.0).ok();
     if b.json {
         outln!(
             "{}",
@@ -107,16 +108,17 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
                 "impl": "tradebot", "device": crate::training::device_name(device), "samples": n, "batch": b.batch, "params": params,
                 "fast_len": FAST_LEN, "slow_len": SLOW_LEN, "features": FEATURES, "context": CONTEXT,
                 "epochs_timed": timed.len(), "epoch_secs": secs, "samples_per_sec": sps,
-                "threads": tch::get_num_threads(), "omp_wait_policy": wait_policy,
+                "threads": tch::get_num_threads(), "omp_wait_policy": wait_policy, "gomp_spincount": spin_count,
             })
         )?;
     } else {
         outln!(
-            "tradebot lstm on {}: {n} samples, batch {}, {params} parameters, windows {FAST_LEN}x{FEATURES} + {SLOW_LEN}x{FEATURES} + {CONTEXT}: {secs:.2} s/epoch, {sps:.0} samples/s ({} threads, OMP_WAIT_POLICY {})",
+            "tradebot lstm on {}: {n} samples, batch {}, {params} parameters, windows {FAST_LEN}x{FEATURES} + {SLOW_LEN}x{FEATURES} + {CONTEXT}: {secs:.2} s/epoch, {sps:.0} samples/s ({} threads, OMP_WAIT_POLICY {}, GOMP_SPINCOUNT {})",
             b.device,
             b.batch,
             tch::get_num_threads(),
-            wait_policy.as_deref().unwrap_or("unset")
+            wait_policy.as_deref().unwrap_or("unset"),
+            spin_count.as_deref().unwrap_or("unset")
         )?;
     }
     Ok(std::process::ExitCode::SUCCESS)

@@ -56,6 +56,11 @@ pub struct TuneBench {
     /// Epochs of every trial, in place of drawing them (a population's trials share them: 5 by default there).
     #[arg(long)]
     pub epochs: Option<usize>,
+    /// The whole search (the same trials from fresh weights, the same seeds) is repeated until this many
+    /// seconds of training have passed, so that a fast run's figure is not timer noise; the rate is over all
+    /// runs.
+    #[arg(long, default_value_t = 0.5)]
+    pub min_seconds: f64,
 }
 
 /// The parameters the bench searches (the network, rollout and batch stay fixed: the same work per trial).
@@ -85,6 +90,9 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
     if b.trials == 0 || b.parallel == 0 || b.steps == 0 || b.days < 3 || b.assets == 0 {
         bail!("--trials, --parallel, --steps and --assets must be at least 1, --days at least 3");
     }
+    if !(0.0..=3600.0).contains(&b.min_seconds) {
+        bail!("--min-seconds {}: must be between 0 and 3600 (0 runs the trials once)", b.min_seconds);
+    }
     if !b.population && b.device != "cpu" {
         bail!(
             "--device {}: trials one at a time train on the CPU threads only; add --population to train them on the GPU, or use --device cpu",
@@ -100,35 +108,50 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
             p.insert("n_epochs".into(), epochs as f64);
         }
     }
-    let (mut trials, mut cohort) = (Vec::new(), Vec::new());
-    for (n, p) in params.iter().enumerate() {
-        let seed = trial_seed(b.seed, n);
-        let cfg = PpoConfig {
-            hidden: b.hidden.clone(),
-            n_steps: b.n_steps,
-            batch_size: b.batch_size,
-            n_epochs: p["n_epochs"] as usize,
-            learning_rate: p["learning_rate"],
-            clip_range: p["clip_range"],
-            ent_coef: p["ent_coef"],
-            gamma: p["gamma"],
-            gae_lambda: p["gae_lambda"],
-            seed,
-            cpu_backend: if b.population { CpuBackend::Libtorch } else { CpuBackend::Native },
-            ..Default::default()
-        };
-        if b.population {
-            let env_cfg = crate::env::EnvConfig { seed, n_envs: b.envs, accounting: Standard, ..env_cfg.clone() };
-            cohort.push((cfg, env_cfg));
-            continue;
+    // Every run trains the same trials from fresh weights: the same work, the same values.
+    let build = || -> anyhow::Result<_> {
+        let (mut trials, mut cohort) = (Vec::new(), Vec::new());
+        for (n, p) in params.iter().enumerate() {
+            let seed = trial_seed(b.seed, n);
+            let cfg = PpoConfig {
+                hidden: b.hidden.clone(),
+                n_steps: b.n_steps,
+                batch_size: b.batch_size,
+                n_epochs: p["n_epochs"] as usize,
+                learning_rate: p["learning_rate"],
+                clip_range: p["clip_range"],
+                ent_coef: p["ent_coef"],
+                gamma: p["gamma"],
+                gae_lambda: p["gae_lambda"],
+                seed,
+                cpu_backend: if b.population { CpuBackend::Libtorch } else { CpuBackend::Native },
+                ..Default::default()
+            };
+            if b.population {
+                let env_cfg = crate::env::EnvConfig { seed, n_envs: b.envs, accounting: Standard, ..env_cfg.clone() };
+                cohort.push((cfg, env_cfg));
+                continue;
+            }
+            let env = TradingEnv::new(crate::env::EnvConfig { seed, ..env_cfg.clone() }, panel.clone())?;
+            let ppo = Ppo::new(cfg, env.obs_dim(), env.act_dim(), tch::Device::Cpu)?;
+            trials.push((env, ppo, None::<f64>));
         }
-        let env = TradingEnv::new(crate::env::EnvConfig { seed, ..env_cfg.clone() }, panel.clone())?;
-        let ppo = Ppo::new(cfg, env.obs_dim(), env.act_dim(), tch::Device::Cpu)?;
-        trials.push((env, ppo, None::<f64>));
+        Ok((trials, cohort))
+    };
+    let mut total: Option<Run> = None;
+    loop {
+        let (mut trials, cohort) = build()?;
+        let run = if b.population { population(&b, &panel, cohort)? } else { threads(&b, &mut trials)? };
+        let sum = match total.take() {
+            None => run,
+            Some(t) => Run { seconds: t.seconds + run.seconds, steps: t.steps + run.steps, runs: t.runs + 1, ..t },
+        };
+        if sum.seconds >= b.min_seconds {
+            report(&b, &params, &sum)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        total = Some(sum);
     }
-    let run = if b.population { population(&b, &panel, cohort)? } else { threads(&b, &mut trials)? };
-    report(&b, &params, &run)?;
-    Ok(ExitCode::SUCCESS)
 }
 
 /// The figures: one JSON object, or a line for people.
@@ -136,8 +159,8 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
 fn report(b: &TuneBench, params: &[crate::tune::space::Params], run: &Run) -> anyhow::Result<()> {
     use crate::training::device::EnvBackend;
     let env = if b.population { EnvBackend::Kernel } else { EnvBackend::VecEnv };
-    let per_hour = b.trials as f64 / run.seconds * 3600.0;
-    let seconds = run.seconds;
+    let per_hour = (b.trials as u64 * run.runs) as f64 / run.seconds * 3600.0;
+    let (seconds, runs) = (run.seconds, run.runs);
     if b.json {
         outln!(
             "{}",
@@ -145,7 +168,7 @@ fn report(b: &TuneBench, params: &[crate::tune::space::Params], run: &Run) -> an
                 "what": "tradebot-tune", "trials": b.trials, "parallel": b.parallel, "steps_per_trial": b.steps,
                 "assets": b.assets, "days": b.days, "hidden": b.hidden, "n_steps": b.n_steps,
                 "batch_size": b.batch_size, "seed": b.seed, "params": params, "values": run.values,
-                "env_steps": run.steps, "seconds": seconds, "trials_per_hour": per_hour,
+                "runs": runs, "env_steps": run.steps, "seconds": seconds, "trials_per_hour": per_hour,
                 "population": b.population, "device": run.device, "env": env.as_str(), "envs": b.envs,
             })
         )?;
@@ -156,7 +179,7 @@ fn report(b: &TuneBench, params: &[crate::tune::space::Params], run: &Run) -> an
             format!("{} at a time", b.parallel)
         };
         outln!(
-            "{} trials of {} steps ({how}, hidden {:?}, {} assets): {seconds:.2} s = {per_hour:.0} trials/hour",
+            "{} trials of {} steps ({how}, hidden {:?}, {} assets), {runs} runs: {seconds:.2} s = {per_hour:.0} trials/hour",
             b.trials,
             b.steps,
             b.hidden,
@@ -170,8 +193,12 @@ fn report(b: &TuneBench, params: &[crate::tune::space::Params], run: &Run) -> an
 struct Run {
     /// The device that trained (`cpu`, `cuda:0`).
     device: String,
+    /// Training seconds, over all runs.
     seconds: f64,
+    /// Environment steps, over all runs.
     steps: u64,
+    /// Times the whole search ran (`--min-seconds`).
+    runs: u64,
     values: Vec<Option<f64>>,
 }
 
@@ -203,7 +230,7 @@ fn threads(
         r?;
     }
     let steps = trials.iter().map(|t| t.1.env_steps).sum();
-    Ok(Run { device: "cpu".into(), seconds, steps, values: trials.iter().map(|t| t.2).collect() })
+    Ok(Run { device: "cpu".into(), seconds, steps, runs: 1, values: trials.iter().map(|t| t.2).collect() })
 }
 
 /// The trials as one population on `--device`: one env launch, stacked networks, `--parallel` CPU threads
@@ -246,7 +273,7 @@ fn population(
     }
     let seconds = t0.elapsed().as_secs_f64();
     let device = crate::training::device_name(device);
-    Ok(Run { device, seconds, steps: updates * per_update * ppos.len() as u64, values })
+    Ok(Run { device, seconds, steps: updates * per_update * ppos.len() as u64, runs: 1, values })
 }
 
 /// `tradebot bench tune` in a build without the `train` feature: an error saying it needs one.
@@ -276,6 +303,7 @@ mod tests {
             device: "cuda".into(),
             envs: 1,
             epochs: Some(1),
+            min_seconds: 0.5,
         };
         let e = tune(b).unwrap_err().to_string();
         assert!(e.contains("--device cuda") && e.contains("--population"), "{e}");

@@ -235,10 +235,10 @@ fn optional_config(path: Option<PathBuf>) -> Result<Option<Config>, ConfigError>
 
 /// Runs one command. Errors carry their context; a `ConfigError` in the chain means exit code 78.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    // The LSTM's training processes: libtorch's threads sleep, not spin, while they wait (`crate::lstm::omp`).
+    // The LSTM's training processes: libtorch's threads spin only briefly while they wait (`crate::lstm::omp`).
     #[cfg(feature = "train")]
     if matches!(cli.command, Command::Train(TrainCmd::Lstm(_)) | Command::Bench(BenchCmd::Lstm(_))) {
-        crate::lstm::omp::wait_passively();
+        crate::lstm::omp::spin_briefly();
     }
     // A simulated clock shared with `tradebot fake-alpaca --market --speed N` (see `crate::clock`).
     if let Some(sim) = crate::clock::from_env()? {
