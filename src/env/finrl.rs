@@ -94,34 +94,26 @@ impl std::ops::Mul for Np {
     }
 }
 
-/// `x.floor()`, bit for bit (signed zeros, NaN and infinities included), without the libm call that
-/// `f64::floor` is on baseline x86-64 (no SSE4.1): a quarter of FinRL's step went to `floor` and `truncf`.
-/// Every f64 of magnitude 2^52 or more is an integer already.
-#[inline]
-fn floor_f64(x: f64) -> f64 {
-    if x.abs() < 4_503_599_627_370_496.0 {
-        let t = x as i64 as f64;
-        (if t > x { t - 1.0 } else { t }).copysign(x)
-    } else {
-        x
-    }
-}
-
-/// `x.floor()` for f32, bit for bit (every f32 of magnitude 2^23 or more is an integer already).
-#[inline]
-fn floor_f32(x: f32) -> f32 {
-    if x.abs() < 8_388_608.0 {
-        let t = x as i32 as f32;
-        (if t > x { t - 1.0 } else { t }).copysign(x)
-    } else {
-        x
-    }
-}
-
-/// `x.trunc()` for f32, bit for bit, without a libm call (as [`floor_f64`]).
+/// `x.trunc()` for f32, bit for bit (signed zeros, NaN and infinities included), without the libm call that
+/// `f32::trunc` is on baseline x86-64 (no SSE4.1): a quarter of FinRL's step went to `truncf` and `floor`.
+/// Every f32 of magnitude 2^23 or more is an integer already.
 #[inline]
 fn trunc_f32(x: f32) -> f32 {
     if x.abs() < 8_388_608.0 { (x as i32 as f32).copysign(x) } else { x }
+}
+
+/// `x.floor()` for f32, bit for bit: the truncation, one lower where it rounded up (a negative fraction).
+#[inline]
+fn floor_f32(x: f32) -> f32 {
+    let t = trunc_f32(x);
+    if t > x { t - 1.0 } else { t }
+}
+
+/// `x.floor()` for f64, bit for bit, as [`floor_f32`] (every f64 of magnitude 2^52 or more is an integer).
+#[inline]
+fn floor_f64(x: f64) -> f64 {
+    let t = if x.abs() < 4_503_599_627_370_496.0 { (x as i64 as f64).copysign(x) } else { x };
+    if t > x { t - 1.0 } else { t }
 }
 
 macro_rules! npy_floor_div {
