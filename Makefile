@@ -204,22 +204,24 @@ bench-tune: build optuna
 # E = 4096, the LSTM's 490k-sample epoch; GPU busy % by NVML), appended to benches/RESULTS.md. "no GPU" and exit 1
 # without one. On a GPU machine without this venv, point LD_LIBRARY_PATH at its own torch's lib directory.
 # A GPU machine has no package index and no copy of this project's venv. `make gpu-kit` (here) puts in
-# target/gpu-kit (carry that folder, at most 64 MiB): the stripped release binary, the stripped GPU test
-# binary (the library's tests built with `gpu-tests`), the shipped daily bars the tests read, the peers'
-# scripts and pure-Python wheels, and scripts/gpu-check.sh. `make gpu-check` (there; or the kit's
-# gpu-check.sh, without a checkout) runs doctor, the GPU tests and `bench gpu --quick` from the kit alone
-# against the machine's own PyTorch and onnxruntime, in under 8 minutes, and writes
-# target/gpu-kit/gpu-check-results.md. `make bench-gpu` (there) runs the full measurements with the kit's
-# binary: its libtorch, its NVRTC, its Python for the peers (PEER_PYTHON, python3 by default). Without a
-# kit it builds and uses the venv.
+# target/gpu-kit: the stripped release binary, the stripped GPU test binary (the library's tests built with
+# `gpu-tests`), the shipped daily bars the tests read, the peers' scripts and pure-Python wheels, and
+# scripts/gpu-check.sh; then packs that folder into target/gpu-kit.tar.gz (about a third of its size), the
+# file to carry: at most GPU_KIT_MAX_MIB, so that it travels with the checkout within 64 MiB. `make
+# gpu-check` (there; it unpacks the archive when the folder is absent; or the kit's gpu-check.sh, without a
+# checkout) runs doctor, the GPU tests and `bench gpu --quick` from the kit alone against the machine's own
+# PyTorch and onnxruntime, in under 8 minutes, and writes target/gpu-kit/gpu-check-results.md. `make
+# bench-gpu` (there) runs the full measurements with the kit's binary: its libtorch, its NVRTC, its Python
+# for the peers (PEER_PYTHON, python3 by default). Without a kit it builds and uses the venv.
 GPU_KIT := target/gpu-kit
-GPU_KIT_MAX_MIB := 64
+GPU_KIT_ARCHIVE := target/gpu-kit.tar.gz
+GPU_KIT_MAX_MIB := 40
 PEER_WHEELS := stable-baselines3==2.9.2 gymnasium==1.4.0 cloudpickle==3.1.3 farama-notifications==0.0.6 \
 	typing-extensions==4.16.0 finrl==0.3.7
 gpu-kit: build
 	@tests=$$($(CARGO_ENV) $(CARGO) test --features gpu-tests --lib --no-run --message-format=json \
 		| "$(PYENV)/bin/python" -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["lib"]][-1])') && \
-	rm -rf $(GPU_KIT) && mkdir -p $(GPU_KIT)/wheelhouse $(GPU_KIT)/data $(GPU_KIT)/benches/peers && \
+	rm -rf $(GPU_KIT) $(GPU_KIT_ARCHIVE) && mkdir -p $(GPU_KIT)/wheelhouse $(GPU_KIT)/data $(GPU_KIT)/benches/peers && \
 	strip -o $(GPU_KIT)/tradebot target/release/tradebot && \
 	strip -o $(GPU_KIT)/tradebot-gpu-tests "$$tests" && \
 	echo "$(GPU_TEST_FILTER)" > $(GPU_KIT)/gpu-test-filter
@@ -228,17 +230,21 @@ gpu-kit: build
 	cp scripts/gpu-check.sh $(GPU_KIT)/gpu-check.sh
 	echo "tradebot $$(git describe --always --dirty 2>/dev/null || echo unknown), kit built $$(date -u '+%Y-%m-%d %H:%M UTC')" > $(GPU_KIT)/VERSION
 	"$(PYENV)/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps -d $(GPU_KIT)/wheelhouse $(PEER_WHEELS)
-	@mib=$$(du -sm $(GPU_KIT) | cut -f1); du -sh $(GPU_KIT)/* | sort -h; echo "gpu kit: $$mib MiB in $(GPU_KIT) (at most $(GPU_KIT_MAX_MIB))"; \
-	if [ "$$mib" -gt $(GPU_KIT_MAX_MIB) ]; then echo "the GPU kit is $$mib MiB, over $(GPU_KIT_MAX_MIB) MiB: it cannot be carried"; exit 1; fi
+	tar czf $(GPU_KIT_ARCHIVE) -C $(dir $(GPU_KIT)) $(notdir $(GPU_KIT))
+	@du -sh $(GPU_KIT)/* | sort -h; mib=$$(( ($$(stat -c %s $(GPU_KIT_ARCHIVE)) + 1048575) / 1048576 )); \
+	echo "gpu kit: $$(du -sm $(GPU_KIT) | cut -f1) MiB in $(GPU_KIT), packed in $(GPU_KIT_ARCHIVE): $$mib MiB (at most $(GPU_KIT_MAX_MIB)): carry that file"; \
+	if [ "$$mib" -gt $(GPU_KIT_MAX_MIB) ]; then echo "the packed GPU kit is $$mib MiB, over $(GPU_KIT_MAX_MIB) MiB: it cannot travel with the checkout"; exit 1; fi
 
 # On the GPU machine, from the kit alone (no cargo, no venv, no network): see gpu-check.sh. The peers and
 # the tests use PEER_PYTHON's PyTorch and onnxruntime (this checkout's venv where it exists, else python3).
 PEER_PYTHON ?= $(if $(wildcard $(PYENV)/bin/python),$(PYENV)/bin/python,python3)
 gpu-check:
-	@test -x $(GPU_KIT)/gpu-check.sh || { echo "no GPU kit in $(GPU_KIT): run \`make gpu-kit\` where the project builds, and carry that folder"; exit 1; }
+	@if [ ! -x $(GPU_KIT)/gpu-check.sh ] && [ -f $(GPU_KIT_ARCHIVE) ]; then tar xzf $(GPU_KIT_ARCHIVE) -C $(dir $(GPU_KIT)); fi
+	@test -x $(GPU_KIT)/gpu-check.sh || { echo "no GPU kit in $(GPU_KIT) or $(GPU_KIT_ARCHIVE): run \`make gpu-kit\` where the project builds, and carry $(GPU_KIT_ARCHIVE)"; exit 1; }
 	PEER_PYTHON="$(PEER_PYTHON)" $(GPU_KIT)/gpu-check.sh
 
 bench-gpu:
+	@if [ ! -x $(GPU_KIT)/tradebot ] && [ -f $(GPU_KIT_ARCHIVE) ]; then tar xzf $(GPU_KIT_ARCHIVE) -C $(dir $(GPU_KIT)); fi
 	@if [ -x $(GPU_KIT)/tradebot ]; then \
 		py=$${PEER_PYTHON:-python3}; \
 		torch=$$($$py -c 'import torch, os; print(os.path.dirname(torch.__file__))') || exit 1; \

@@ -21,8 +21,8 @@ logs=$kit/gpu-check-logs
 # Seconds per step; their sum (with the kit's own overhead) stays under the 8-minute budget.
 limit_torch=${GPU_CHECK_LIMIT_TORCH:-30}
 limit_doctor=${GPU_CHECK_LIMIT_DOCTOR:-40}
-limit_tests=${GPU_CHECK_LIMIT_TESTS:-170}
-limit_bench=${GPU_CHECK_LIMIT_BENCH:-200}
+limit_tests=${GPU_CHECK_LIMIT_TESTS:-120}
+limit_bench=${GPU_CHECK_LIMIT_BENCH:-280}
 filter=$(cat "$kit/gpu-test-filter" 2>/dev/null || echo "gpu_tests::")
 
 rm -rf "$logs" && mkdir -p "$logs" || exit 1

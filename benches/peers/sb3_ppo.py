@@ -15,8 +15,22 @@ On a GPU (`tradebot bench gpu`) it runs the setup of the report this project gre
   sb3_ppo.py [--steps N] [--hidden 64,64] [--n-steps 2048] [--batch-size 64] [--epochs 10]
              [--threads 1] [--envs 1] [--subproc] [--device cpu|cuda]
              [--against JSON]   ... and the ratio to tradebot's `bench ppo --json` line
+
+The figure (`env_steps_per_s`) is `learn()`'s alone. What comes before and after it (imports, building the
+envs and their worker processes, the model on its device, closing the workers) is reported beside it as
+`setup_seconds` and `close_seconds`, and each phase is said on stderr as it ends, so that a run stopped by a
+time limit still shows where it spent its time.
 """
 import argparse, json, pathlib, sys, tempfile, time
+
+STARTED = time.perf_counter()
+
+
+def phase(what: str) -> float:
+    """Says on stderr that `what` ended, with the seconds since the script started; returns them."""
+    at = time.perf_counter() - STARTED
+    print(f"sb3_ppo: {what} after {at:.1f} s", file=sys.stderr, flush=True)
+    return at
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from finrl_env import load_finrl_env, panel  # noqa: E402
@@ -42,6 +56,7 @@ def main():
     import torch
     import stable_baselines3
     from stable_baselines3 import PPO
+    phase("imported torch and stable-baselines3")
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,23 +68,30 @@ def main():
     else:
         from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
         env = (SubprocVecEnv if args.subproc else DummyVecEnv)([make] * args.envs)
+    phase(f"built {args.envs} env(s){' in worker processes' if args.subproc else ''}")
     hidden = [int(h) for h in args.hidden.split(",")]
     model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.epochs,
                 policy_kwargs=dict(net_arch=dict(pi=hidden, vf=hidden), activation_fn=torch.nn.Tanh),
                 device=args.device, seed=args.seed, verbose=0)
+    setup = phase(f"built the model on {args.device}")
     t0 = time.perf_counter()
     model.learn(total_timesteps=args.steps)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     done = model.num_timesteps
+    phase(f"learned {done} steps in {seconds:.1f} s")
+    t1 = time.perf_counter()
     if hasattr(env, "close"):
         env.close()
+    closed = time.perf_counter() - t1
+    phase("closed the env(s)")
     print("sb3:      " if args.against else "", end="")
     print(json.dumps({"peer": f"sb3-{stable_baselines3.__version__}-ppo-on-finrl-0.3.7-numpy", "threads": args.threads,
                       "device": args.device, "subproc": args.subproc, "envs": args.envs, "assets": args.assets, "obs_dim": int(env.observation_space.shape[0]),
                       "hidden": hidden, "n_steps": args.n_steps, "batch_size": args.batch_size,
                       "epochs": args.epochs, "env_steps": done, "seconds": seconds,
+                      "setup_seconds": setup, "close_seconds": closed,
                       "env_steps_per_s": done / seconds}))
     if args.against:
         ours = json.loads(args.against)

@@ -87,15 +87,17 @@ pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
     for (name, args) in plan(b.quick) {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(&args);
-        let row = measure(&name, &format!("tradebot {}", args.join(" ")), cmd)?;
+        let row = measure(&name, &format!("tradebot {}", args.join(" ")), cmd, false)?;
         show(&row)?;
         rows.push(row);
     }
     if !b.no_peers {
-        for row in peers(&b, &rows)? {
+        let ours = rows.clone();
+        peers(&b, &ours, &mut |row| {
             show(&row)?;
             rows.push(row);
-        }
+            Ok(())
+        })?;
     }
     if let Some(path) = &b.results {
         append(path, device, &rows)?;
@@ -107,15 +109,18 @@ pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs one measurement with NVML sampling the GPU; its row (the last JSON line it printed as `result`).
+/// With `echo`, each line the command writes to stderr is also written to ours as it comes, prefixed by
+/// `name` (the peers say their phases there: a run stopped by a time limit still shows where it was).
 #[cfg(feature = "train")]
-fn measure(name: &str, command: &str, mut cmd: std::process::Command) -> anyhow::Result<serde_json::Value> {
+fn measure(name: &str, command: &str, mut cmd: std::process::Command, echo: bool) -> anyhow::Result<serde_json::Value> {
     use anyhow::Context;
     // The measured commands run on cuda:0 (their `--device cuda`), under this process's CUDA_VISIBLE_DEVICES.
     let sampler = crate::ml::gpu::GpuSampler::start(0, std::time::Duration::from_millis(100));
     if let Err(e) = &sampler {
         eprintln!("{name}: GPU busy % not sampled: {e}");
     }
-    let out = cmd.output().with_context(|| format!("running {name}"))?;
+    let out = if echo { output_echoing_stderr(name, cmd) } else { cmd.output() };
+    let out = out.with_context(|| format!("running {name}"))?;
     let gpu = sampler.ok().map(crate::ml::gpu::GpuSampler::stop);
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
@@ -128,9 +133,40 @@ fn measure(name: &str, command: &str, mut cmd: std::process::Command) -> anyhow:
     }))
 }
 
-/// The peers' rows, each followed by the ratio of our figure to theirs.
+/// `cmd`'s output, its stderr also written line by line to ours (prefixed by `name`) as it comes.
 #[cfg(feature = "train")]
-fn peers(b: &GpuBench, ours: &[serde_json::Value]) -> anyhow::Result<Vec<serde_json::Value>> {
+fn output_echoing_stderr(name: &str, mut cmd: std::process::Command) -> std::io::Result<std::process::Output> {
+    use std::io::{BufRead, Read};
+    use std::process::Stdio;
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let err = child.stderr.take().map(|e| {
+        let name = name.to_string();
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            for line in std::io::BufReader::new(e).split(b'\n').map_while(Result::ok) {
+                eprintln!("{name}: {}", String::from_utf8_lossy(&line));
+                kept.extend_from_slice(&line);
+                kept.push(b'\n');
+            }
+            kept
+        })
+    });
+    let mut stdout = Vec::new();
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_end(&mut stdout)?;
+    }
+    let status = child.wait()?;
+    let stderr = err.and_then(|t| t.join().ok()).unwrap_or_default();
+    Ok(std::process::Output { status, stdout, stderr })
+}
+
+/// The peers' rows, each followed by the ratio of our figure to theirs, handed to `row` as each is known.
+#[cfg(feature = "train")]
+fn peers(
+    b: &GpuBench,
+    ours: &[serde_json::Value],
+    row: &mut dyn FnMut(serde_json::Value) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     use super::gpu_peers;
     let site = match &b.wheelhouse {
         Some(w) => Some(gpu_peers::install(&b.python, w)?),
@@ -150,21 +186,23 @@ fn peers(b: &GpuBench, ours: &[serde_json::Value]) -> anyhow::Result<Vec<serde_j
             cmd.env("TRADEBOT_WHEELHOUSE", w);
         }
         let command = format!("{} {} {}", b.python, script.display(), p.args.join(" "));
-        let row = measure(&p.name, &command, cmd)?;
+        let peer = measure(&p.name, &command, cmd, true)?;
         let theirs = ours.iter().find(|r| r["measure"] == p.against.as_str());
-        let ratio = theirs.and_then(|t| gpu_peers::ratio(t, &row, p.figure));
+        let ratio = theirs.and_then(|t| gpu_peers::ratio(t, &peer, p.figure));
         let ratio_row = serde_json::json!({
             "measure": format!("ratio: tradebot's {} / the peer's ({})", p.against, p.figure),
             "command": "-", "ok": ratio.is_some(), "result": {"ratio": ratio}, "gpu": null,
             "error": ratio.is_none().then_some("a row failed or lacks the figure"),
         });
-        rows.push(row);
-        rows.push(ratio_row);
+        for r in [peer, ratio_row] {
+            rows.push(r.clone());
+            row(r)?;
+        }
     }
-    if let Some(row) = gpu_peers::search_ratio(ours, &rows) {
-        rows.push(row);
+    if let Some(r) = gpu_peers::search_ratio(ours, &rows) {
+        row(r)?;
     }
-    Ok(rows)
+    Ok(())
 }
 
 /// `tradebot bench gpu` in a build without the `train` feature: prints "no GPU" and exits 1.
@@ -229,9 +267,22 @@ mod tests {
     fn a_row_says_the_device_and_env_the_measurement_ran_on() {
         let mut cmd = std::process::Command::new("sh");
         cmd.args(["-c", r#"echo '{"device":"cpu","env":"VecEnv","env_steps_per_s":5.0}'"#]);
-        let row = measure("PPO", "tradebot bench ppo --device cuda", cmd).unwrap();
+        let row = measure("PPO", "tradebot bench ppo --device cuda", cmd, false).unwrap();
         assert_eq!((row["device"].as_str(), row["env"].as_str()), (Some("cpu"), Some("VecEnv")), "{row}");
         let text = describe(&row);
         assert!(text.contains("on cpu (VecEnv env)"), "a CPU figure is named as one: {text}");
+    }
+
+    /// A peer's stderr is passed on as it comes and still kept: a failed peer's row says why, and its
+    /// result line is read from its stdout alone.
+    #[test]
+    fn an_echoed_peer_keeps_its_stderr_for_the_row_and_its_result_from_stdout() {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", r#"echo 'sb3_ppo: built 4 envs after 2.0 s' >&2; echo '{"env_steps_per_s":7.0}'; exit 3"#]);
+        let row = measure("peer", "python3 sb3_ppo.py", cmd, true).unwrap();
+        assert_eq!(row["ok"], false, "{row}");
+        assert_eq!(row["result"]["env_steps_per_s"].as_f64(), Some(7.0), "{row}");
+        let error = row["error"].as_str().unwrap_or("");
+        assert!(error.contains("sb3_ppo: built 4 envs after 2.0 s"), "{row}");
     }
 }

@@ -40,19 +40,23 @@ pub struct Peer {
     pub figure: &'static str,
 }
 
-/// The peers: SB3 at both PPO sizes with 32 worker processes, and the DataLoader LSTM on `lstm_data`.
+/// The peers: SB3 at both PPO sizes with 32 worker processes (4 in the quick check, which only shows that
+/// each peer runs), and the DataLoader LSTM on `lstm_data`.
 pub fn plan(quick: bool, lstm_data: &Path) -> Vec<Peer> {
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    // 32 envs x 64 steps per update: 2 updates quick, 4 otherwise.
-    let steps = (32 * 64 * if quick { 2 } else { 4 }).to_string();
+    // `workers` envs x 64 steps per update: 2 updates quick, 4 otherwise; a minibatch at most one rollout.
+    let workers: usize = if quick { 4 } else { 32 };
+    let steps = (workers * 64 * if quick { 2 } else { 4 }).to_string();
+    let batch = (workers * 64).min(2048).to_string();
     let mut out = Vec::new();
     for (name, hidden) in [("[256, 256]", "256,256"), ("[2048, 1024, 512]", "2048,1024,512")] {
+        let envs = workers.to_string();
         out.push(Peer {
-            name: format!("peer: SB3 2.9.2 PPO {name}, 32 SubprocVecEnv workers on FinRL's numpy env"),
+            name: format!("peer: SB3 2.9.2 PPO {name}, {workers} SubprocVecEnv workers on FinRL's numpy env"),
             script: "sb3_ppo.py",
-            args: s(&["--device", "cuda", "--envs", "32", "--subproc", "--hidden", hidden, "--n-steps", "64"])
+            args: s(&["--device", "cuda", "--envs", &envs, "--subproc", "--hidden", hidden, "--n-steps", "64"])
                 .into_iter()
-                .chain(s(&["--batch-size", "2048", "--epochs", "4", "--steps", &steps]))
+                .chain(s(&["--batch-size", &batch, "--epochs", "4", "--steps", &steps]))
                 .collect(),
             against: format!("PPO {name} E=4096"),
             figure: "env_steps_per_s",
@@ -156,6 +160,23 @@ mod tests {
         }
         assert!(peers[1].args.windows(2).any(|w| w == ["--hidden", "2048,1024,512"]));
         assert!(peers[0].args.contains(&"--subproc".to_string()) && peers[0].args.contains(&"cuda".to_string()));
+        assert!(peers[0].args.windows(2).any(|w| w == ["--envs", "32"]), "{:?}", peers[0].args);
+    }
+
+    /// The quick check starts 4 workers a peer, not 32, each update one minibatch of its whole rollout, and
+    /// still compares each peer with our measurement of the same name.
+    #[test]
+    fn the_quick_peers_start_four_workers_and_keep_their_comparisons() {
+        let ours: Vec<String> = super::super::gpu::plan(true).into_iter().map(|(name, _)| name).collect();
+        let peers = plan(true, Path::new("target/bench-gpu/lstm"));
+        let arg = |p: &Peer, flag: &str| p.args.windows(2).find(|w| w[0] == flag).map(|w| w[1].clone());
+        for p in &peers[..2] {
+            assert_eq!(arg(p, "--envs").as_deref(), Some("4"), "{:?}", p.args);
+            assert_eq!(arg(p, "--batch-size").as_deref(), Some("256"), "{:?}", p.args);
+            assert_eq!(arg(p, "--steps").as_deref(), Some("512"), "{:?}", p.args);
+            assert!(p.name.contains("4 SubprocVecEnv workers"), "{}", p.name);
+            assert!(ours.contains(&p.against), "{} is compared with {}, not measured", p.name, p.against);
+        }
     }
 
     #[test]
