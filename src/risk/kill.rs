@@ -5,7 +5,9 @@
 //! (key `risk.last_equity` in the `snapshot` tree, written with every figure but not flushed on each:
 //! sled writes it out within its flush interval, so a restart keeps it without an fsync per minute or per
 //! backtest bar; a crash loses at most that interval of figures), or, with no earlier figure
-//! (a new state directory, or after a clear), the first equity seen today. It trips when
+//! (a new state directory, or after a clear), the first equity seen today. The reference is a critical
+//! write, flushed by the engine's group commit with the bar's orders (one flush per bar, also on `1Day`
+//! where every close opens a day), or at once outside a group. It trips when
 //! `reference - equity >= daily_loss_limit_pct × reference` (exactly at the limit, not before). The caller
 //! marks to market as often as it can (every bar, every minute bar between two bars of a longer timeframe,
 //! every fill and account update): on `1Day` a day's loss is seen against the previous close, not against
@@ -129,8 +131,10 @@ impl DailyLoss {
                     Some(l) if l.day < day => DayOpen { day, equity: l.equity, at: l.at },
                     _ => DayOpen { day, equity, at: now },
                 };
+                // A critical write: flushed before `insert` returns, or, inside the caller's group commit
+                // (the engine's event), by that commit, with the event's order records and before any of
+                // its orders goes out. No flush of its own here: on `1Day` every close opens a day.
                 self.day_tree.insert(DAY_OPEN_KEY, &d)?;
-                self.store.flush()?;
                 log::debug!("risk: trading day {day}: reference equity {} (as of {})", d.equity, d.at);
                 let open = d.equity;
                 self.day_open = Some(d);

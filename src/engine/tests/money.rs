@@ -222,3 +222,23 @@ fn a_split_sized_gap_pauses_the_symbol_instead_of_firing_its_stop() {
     cmds.extend(r.engine.process(Event::Bar(r.bars[1][w + 1].clone())));
     assert!(!r.engine.take_refusals().iter().any(|(_, c)| *c == "price_gap"), "{cmds:?}");
 }
+
+/// Issue 39 item 1 on `1Day`, where every close opens a trading day: the day's reference equity is written
+/// with the bar's order record and flushed by the event's one commit (not by a flush of its own), before
+/// the order is handed back; it is on disk after that one flush.
+#[test]
+fn the_bar_that_opens_a_trading_day_writes_its_reference_and_its_order_in_one_flush() {
+    let (mut r, _clock, w) = ready(&ExecParams::default());
+    assert_eq!(crate::risk::stored_state(&r.store).unwrap().1, None, "no trading day opened while warming up");
+    let mut flushes = Vec::new();
+    let mut sent = 0;
+    for symbol in &r.bars {
+        let before = r.store.durable_flushes();
+        sent += submits(&r.engine.process(Event::Bar(symbol[w].clone()))).len();
+        flushes.push(r.store.durable_flushes() - before);
+    }
+    assert_eq!(sent, 1, "the close sends one order");
+    assert_eq!(flushes.iter().sum::<u64>(), 1, "one flush for the close's order record and day reference: {flushes:?}");
+    let day = crate::risk::stored_state(&r.store).unwrap().1.map(|d| d.day);
+    assert_eq!(day, Some(crate::risk::hours::trading_day(r.bars[0][w].t)), "the day's reference is on disk");
+}
