@@ -56,8 +56,10 @@ pub struct EnvBench {
 struct Timing {
     backend: &'static str,
     seconds: f64,
-    /// Steps of every env timed (a multiple of --steps on the CPU backends).
+    /// Steps of every env timed (a multiple of --steps).
     steps: usize,
+    /// On CUDA: NVML's figures over the timed steps (`bench::steady`), as JSON.
+    gpu: Option<serde_json::Value>,
 }
 
 fn config(b: &EnvBench) -> EnvConfig {
@@ -117,7 +119,7 @@ fn time_host_steps(
     }
     let seconds = t0.elapsed().as_secs_f64();
     std::hint::black_box(&out);
-    Ok(Timing { backend, seconds, steps: done })
+    Ok(Timing { backend, seconds, steps: done, gpu: None })
 }
 
 /// The kernel's CPU build (`CpuKernelEnv`), or with `cuda` its CUDA build (`TensorKernelEnv`), the actions
@@ -142,18 +144,35 @@ fn run_kernel_cuda(b: &EnvBench, panel: &Panel) -> anyhow::Result<Timing> {
     let device = Device::Cuda(0);
     let mut env = crate::env::kernel::TensorKernelEnv::new(&config(b), panel, device)?;
     let acts = Tensor::from_slice(&actions(b)).view([64, b.envs as i64, b.assets as i64]).to_device(device);
-    tch::Cuda::synchronize(0);
-    let t0 = Instant::now();
-    for s in 0..b.steps {
+    let mut step = |s: usize| -> anyhow::Result<()> {
         env.set_actions(&acts.get((s % 64) as i64))?;
         env.step()?;
+        Ok(())
+    };
+    // The first launches (the module's first use, the allocator's first blocks) untimed: `bench::steady`.
+    for s in 0..WARMUP_STEPS.min(b.steps) {
+        step(s)?;
     }
-    tch::Cuda::synchronize(0);
-    let seconds = t0.elapsed().as_secs_f64();
+    let mut window = crate::bench::steady::Steady::new(device);
+    window.mark(0);
+    let t0 = Instant::now();
+    let mut done = 0;
+    while done == 0 || t0.elapsed().as_secs_f64() < b.min_seconds {
+        for s in 0..b.steps {
+            step(done + s)?;
+        }
+        done += b.steps;
+    }
+    let timed = window.close(done as u64).context("timing the kernel on cuda:0")?;
     let (_, episodes) = env.take_returns()?;
     std::hint::black_box(episodes);
-    Ok(Timing { backend: "kernel-cuda", seconds, steps: b.steps })
+    let gpu = timed.gpu.map(serde_json::to_value).transpose()?;
+    Ok(Timing { backend: "kernel-cuda", seconds: timed.seconds, steps: done, gpu })
 }
+
+/// Steps run untimed before the kernel's CUDA build is timed.
+#[cfg(feature = "train")]
+const WARMUP_STEPS: usize = 64;
 
 #[cfg(not(feature = "train"))]
 fn run_kernel_cuda(_: &EnvBench, _: &Panel) -> anyhow::Result<Timing> {
@@ -191,7 +210,7 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
                 "backend": t.backend, "device": if cuda { "cuda:0" } else { "cpu" },
                 "env": match t.backend { "rust" => "VecEnv", _ => "kernel" }, "threads": b.threads, "finrl_rules": b.finrl, "envs": b.envs,
                 "assets": b.assets, "steps": t.steps, "seconds": t.seconds,
-                "env_steps_per_s": env_steps, "asset_steps_per_s": asset_steps,
+                "env_steps_per_s": env_steps, "asset_steps_per_s": asset_steps, "gpu": t.gpu,
             })
         )?;
     } else {

@@ -44,11 +44,14 @@ pub const LSTM_DATA: &str = "target/bench-gpu/lstm";
 /// The measurements: a name and the `tradebot` arguments (each with `--json`).
 pub fn plan(quick: bool) -> Vec<(String, Vec<String>)> {
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let (env_steps, ppo_updates, lstm_samples) = if quick { ("50", 1, "20000") } else { ("2000", 3, "490000") };
+    // Full runs long enough that NVML's readings over their timed part mean something (10 to 20 of them).
+    let (env_steps, ppo_updates, lstm_samples) = if quick { ("50", 1, "20000") } else { ("2000", 10, "490000") };
+    let env_secs = if quick { "0" } else { "2" };
     let mut out = Vec::new();
     for e in ["1024", "4096", "16384"] {
         let args = s(&["bench", "env", "--device", "cuda", "--backend", "kernel", "--envs", e, "--assets", "30"]);
-        out.push((format!("env kernel E={e} A=30"), [args, s(&["--steps", env_steps, "--json"])].concat()));
+        let rest = s(&["--steps", env_steps, "--min-seconds", env_secs, "--json"]);
+        out.push((format!("env kernel E={e} A=30"), [args, rest].concat()));
     }
     for (name, hidden) in [("[256, 256]", "256,256"), ("[2048, 1024, 512]", "2048,1024,512")] {
         let steps = (4096 * 32 * ppo_updates).to_string();
@@ -121,13 +124,21 @@ fn measure(name: &str, command: &str, mut cmd: std::process::Command, echo: bool
     }
     let out = if echo { output_echoing_stderr(name, cmd) } else { cmd.output() };
     let out = out.with_context(|| format!("running {name}"))?;
-    let gpu = sampler.ok().map(crate::ml::gpu::GpuSampler::stop);
+    let process = sampler.ok().map(crate::ml::gpu::GpuSampler::stop);
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().rev().find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    // The measurement's own figures over its timed part (`bench::steady`) where it gives them; else the
+    // whole process's, its start included.
+    let timed = line.as_ref().and_then(|l| l.get("gpu")).filter(|g| g["samples"].as_u64().is_some_and(|n| n > 0));
+    let gpu = match timed {
+        Some(g) => g.clone(),
+        None => serde_json::to_value(process)?,
+    };
     // What ran, as the measurement itself says (`device`, `env`): a figure is never a CPU one under a GPU name.
     let ran = |k: &str| line.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or(serde_json::Value::Null);
     Ok(serde_json::json!({
         "measure": name, "command": command, "ok": out.status.success(), "result": line, "gpu": gpu,
+        "gpu_over": if timed.is_some() { "timed" } else { "process" }, "gpu_process": process,
         "device": ran("device"), "env": ran("env"),
         "error": (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).to_string()),
     }))
@@ -237,7 +248,11 @@ fn append(path: &std::path::Path, devices: i64, rows: &[serde_json::Value]) -> a
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path)?;
     writeln!(f, "\n## GPU figures (`tradebot bench gpu`), {}\n", crate::clock::now().date_naive())?;
-    writeln!(f, "CUDA devices: {devices}; GPU busy % sampled by NVML every 100 ms during each run.\n")?;
+    writeln!(
+        f,
+        "CUDA devices: {devices}; GPU busy % sampled by NVML every 100 ms: over each of our measurements' timed part \
+         (after its first update, round, epoch or 64 env steps), over the whole process for the peers.\n"
+    )?;
     writeln!(
         f,
         "| measurement | device / env | command | result | GPU busy (mean / min) | memory max |\n| --- | --- | --- | --- | --- | --- |"
@@ -271,6 +286,22 @@ mod tests {
         assert_eq!((row["device"].as_str(), row["env"].as_str()), (Some("cpu"), Some("VecEnv")), "{row}");
         let text = describe(&row);
         assert!(text.contains("on cpu (VecEnv env)"), "a CPU figure is named as one: {text}");
+    }
+
+    /// A measurement that samples the GPU over its own timed part gives the row its figures; one that
+    /// does not leaves the row with the whole process's (here none: no sampler runs without NVML).
+    #[test]
+    fn a_row_takes_the_gpu_figures_of_the_measurements_timed_part() {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", r#"echo '{"device":"cuda:0","gpu":{"samples":12,"busy_mean_pct":93.5}}'"#]);
+        let row = measure("PPO", "tradebot bench ppo --device cuda", cmd, false).unwrap();
+        assert_eq!(row["gpu"]["busy_mean_pct"].as_f64(), Some(93.5), "{row}");
+        assert_eq!(row["gpu_over"], "timed", "{row}");
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", r#"echo '{"device":"cuda:0","gpu":{"samples":0,"busy_mean_pct":0.0}}'"#]);
+        let row = measure("PPO", "tradebot bench ppo --device cuda", cmd, false).unwrap();
+        assert_eq!(row["gpu_over"], "process", "{row}");
+        assert_ne!(row["gpu"]["busy_mean_pct"].as_f64(), Some(0.0), "no samples are no figure: {row}");
     }
 
     /// A peer's stderr is passed on as it comes and still kept: a failed peer's row says why, and its

@@ -94,7 +94,7 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     // Train on all samples; validate on one batch so that the epoch is the training loop.
     let train: Vec<i64> = (0..n as i64).collect();
     let valid: Vec<i64> = (0..b.batch as i64).collect();
-    let hist = t.fit(&ds, &train, &valid, None, |_| true)?;
+    let (hist, gpu) = fit_sampled(&mut t, &ds, (&train, &valid), device)?;
     let timed = &hist[1..];
     let secs = timed.iter().map(|s| s.epoch_secs).sum::<f64>() / timed.len().max(1) as f64;
     let sps = n as f64 / secs;
@@ -109,6 +109,7 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
                 "fast_len": FAST_LEN, "slow_len": SLOW_LEN, "features": FEATURES, "context": CONTEXT,
                 "epochs_timed": timed.len(), "epoch_secs": secs, "samples_per_sec": sps,
                 "threads": tch::get_num_threads(), "omp_wait_policy": wait_policy, "gomp_spincount": spin_count,
+                "gpu": gpu,
             })
         )?;
     } else {
@@ -122,6 +123,23 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
         )?;
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The bench's fit; on CUDA, NVML's readings over the epochs after the warm-up one (`bench::steady`).
+#[cfg(feature = "train")]
+fn fit_sampled(
+    t: &mut crate::lstm::train::LstmTrainer,
+    ds: &crate::lstm::dataset::WindowDataset,
+    (train, valid): (&[i64], &[i64]),
+    device: tch::Device,
+) -> anyhow::Result<(Vec<crate::lstm::train::EpochStats>, Option<crate::ml::gpu::GpuStats>)> {
+    let mut window = super::steady::Steady::new(device);
+    let hist = t.fit(ds, train, valid, None, |_| {
+        window.mark(1);
+        true
+    })?;
+    let gpu = window.close(hist.len() as u64).and_then(|w| w.gpu);
+    Ok((hist, gpu))
 }
 
 #[cfg(feature = "train")]

@@ -10,4 +10,6 @@ pub mod gpu_peers;
 pub mod infer;
 pub mod lstm;
 pub mod ppo;
+#[cfg(feature = "train")]
+mod steady;
 pub mod tune;

@@ -110,22 +110,31 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the training threads")?;
     let (mut seconds, mut runs, mut env_steps) = (0.0, 0u64, 0u64);
+    // On CUDA, the figure is each run's steady part: from the end of its first update (`bench::steady`).
+    let mut steady = None;
     let (env, ppo) = loop {
         let mut env = make_env()?;
         let mut ppo = Ppo::new(cfg.clone(), env.obs_dim(), env.act_dim(), device)?;
+        let mut window = super::steady::Steady::new(device);
         let t0 = Instant::now();
-        pool.install(|| ppo.train(&mut *env, b.steps, |_| true))?;
+        pool.install(|| {
+            ppo.train(&mut *env, b.steps, |s| {
+                window.mark(s.env_steps);
+                true
+            })
+        })?;
         if device.is_cuda() {
             tch::Cuda::synchronize(0);
         }
         seconds += t0.elapsed().as_secs_f64();
         runs += 1;
         env_steps += ppo.env_steps;
+        steady = super::steady::join(steady, window.close(ppo.env_steps));
         if seconds >= b.min_seconds {
             break (env, ppo);
         }
     };
-    report(&b, (&*env, &ppo), (device_name, env_name), (runs, env_steps, seconds))?;
+    report(&b, (&*env, &ppo), (device_name, env_name), (runs, env_steps, seconds), steady)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -159,19 +168,26 @@ fn report(
     (env, ppo): (&dyn crate::rl::BatchEnv, &crate::rl::ppo::Ppo),
     (device_name, env_name): (String, &str),
     (runs, env_steps, seconds): (u64, u64, f64),
+    steady: Option<super::steady::Window>,
 ) -> anyhow::Result<()> {
-    let rate = env_steps as f64 / seconds;
+    let whole = env_steps as f64 / seconds;
+    let rate = steady.map_or(whole, |w| w.work as f64 / w.seconds);
     if b.json {
-        outln!(
-            "{}",
-            serde_json::json!({
-                "what": "tradebot-ppo", "device": device_name, "backend": ppo.backend(), "env": env_name,
-                "mixed_precision": b.mixed_precision, "threads": b.threads, "envs": b.envs,
-                "assets": b.assets, "obs_dim": env.obs_dim(), "hidden": b.hidden, "n_steps": b.n_steps,
-                "batch_size": b.batch_size, "epochs": b.epochs, "updates": ppo.updates,
-                "runs": runs, "env_steps": env_steps, "seconds": seconds, "env_steps_per_s": rate,
-            })
-        )?;
+        let mut row = serde_json::json!({
+            "what": "tradebot-ppo", "device": device_name, "backend": ppo.backend(), "env": env_name,
+            "mixed_precision": b.mixed_precision, "threads": b.threads, "envs": b.envs,
+            "assets": b.assets, "obs_dim": env.obs_dim(), "hidden": b.hidden, "n_steps": b.n_steps,
+            "batch_size": b.batch_size, "epochs": b.epochs, "updates": ppo.updates,
+            "runs": runs, "env_steps": env_steps, "seconds": seconds, "env_steps_per_s": rate,
+        });
+        if let Some(w) = steady {
+            row["timed"] = "from the end of each run's first update".into();
+            row["timed_env_steps"] = w.work.into();
+            row["timed_seconds"] = w.seconds.into();
+            row["whole_run_env_steps_per_s"] = whole.into();
+            row["gpu"] = serde_json::to_value(w.gpu)?;
+        }
+        outln!("{row}")?;
     } else {
         outln!(
             "PPO on {} ({}, {env_name} env, {} threads): {} envs x {} assets (obs {}), hidden {:?}, n_steps {}, batch {}, {} epochs: {} updates per run, {runs} runs, {env_steps} env steps in {seconds:.2} s = {rate:.0} env-steps/s",
@@ -187,6 +203,13 @@ fn report(
             b.epochs,
             ppo.updates,
         )?;
+        if let Some(w) = steady {
+            outln!(
+                "  from the end of each run's first update: {} env steps in {:.2} s; the whole runs: {whole:.0} env-steps/s",
+                w.work,
+                w.seconds
+            )?;
+        }
     }
     Ok(())
 }

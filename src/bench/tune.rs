@@ -144,7 +144,7 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
         let run = if b.population { population(&b, &panel, cohort)? } else { threads(&b, &mut trials)? };
         let sum = match total.take() {
             None => run,
-            Some(t) => Run { seconds: t.seconds + run.seconds, steps: t.steps + run.steps, runs: t.runs + 1, ..t },
+            Some(t) => t.and(run),
         };
         if sum.seconds >= b.min_seconds {
             report(&b, &params, &sum)?;
@@ -159,19 +159,29 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
 fn report(b: &TuneBench, params: &[crate::tune::space::Params], run: &Run) -> anyhow::Result<()> {
     use crate::training::device::EnvBackend;
     let env = if b.population { EnvBackend::Kernel } else { EnvBackend::VecEnv };
-    let per_hour = (b.trials as u64 * run.runs) as f64 / run.seconds * 3600.0;
+    let whole = (b.trials as u64 * run.runs) as f64 / run.seconds * 3600.0;
+    // On CUDA: a search as long as its updates take once the first is done (`bench::steady`).
+    let search_secs = run.steady.map(|(w, updates)| w.seconds / w.work.max(1) as f64 * updates as f64);
+    let per_hour = search_secs.map_or(whole, |secs| b.trials as f64 / secs * 3600.0);
     let (seconds, runs) = (run.seconds, run.runs);
     if b.json {
-        outln!(
-            "{}",
-            serde_json::json!({
-                "what": "tradebot-tune", "trials": b.trials, "parallel": b.parallel, "steps_per_trial": b.steps,
-                "assets": b.assets, "days": b.days, "hidden": b.hidden, "n_steps": b.n_steps,
-                "batch_size": b.batch_size, "seed": b.seed, "params": params, "values": run.values,
-                "runs": runs, "env_steps": run.steps, "seconds": seconds, "trials_per_hour": per_hour,
-                "population": b.population, "device": run.device, "env": env.as_str(), "envs": b.envs,
-            })
-        )?;
+        let mut row = serde_json::json!({
+            "what": "tradebot-tune", "trials": b.trials, "parallel": b.parallel, "steps_per_trial": b.steps,
+            "assets": b.assets, "days": b.days, "hidden": b.hidden, "n_steps": b.n_steps,
+            "batch_size": b.batch_size, "seed": b.seed, "params": params, "values": run.values,
+            "runs": runs, "env_steps": run.steps, "seconds": seconds, "trials_per_hour": per_hour,
+            "population": b.population, "device": run.device, "env": env.as_str(), "envs": b.envs,
+        });
+        if let (Some((w, updates)), Some(secs)) = (run.steady, search_secs) {
+            row["timed"] = "each search's updates after its first, as long as all of them".into();
+            row["timed_updates"] = w.work.into();
+            row["timed_seconds"] = w.seconds.into();
+            row["search_seconds"] = secs.into();
+            row["updates_per_search"] = updates.into();
+            row["whole_run_trials_per_hour"] = whole.into();
+            row["gpu"] = serde_json::to_value(w.gpu)?;
+        }
+        outln!("{row}")?;
     } else {
         let how = if b.population {
             format!("as one population on {}", run.device)
@@ -200,6 +210,27 @@ struct Run {
     /// Times the whole search ran (`--min-seconds`).
     runs: u64,
     values: Vec<Option<f64>>,
+    /// On CUDA, the population's steady part (`bench::steady`), its work counted in updates, over all
+    /// runs; and the updates of one search.
+    steady: Option<(super::steady::Window, u64)>,
+}
+
+#[cfg(feature = "train")]
+impl Run {
+    /// This run and the next of the same search, as one figure.
+    fn and(self, next: Run) -> Run {
+        let steady = match (self.steady, next.steady) {
+            (Some((a, n)), Some((b, _))) => super::steady::join(Some(a), Some(b)).map(|w| (w, n)),
+            (a, b) => a.or(b),
+        };
+        Run {
+            seconds: self.seconds + next.seconds,
+            steps: self.steps + next.steps,
+            runs: self.runs + 1,
+            steady,
+            ..self
+        }
+    }
 }
 
 /// The trials side by side on `--parallel` threads, each its own trainer on its own `VecEnv`.
@@ -230,7 +261,14 @@ fn threads(
         r?;
     }
     let steps = trials.iter().map(|t| t.1.env_steps).sum();
-    Ok(Run { device: "cpu".into(), seconds, steps, runs: 1, values: trials.iter().map(|t| t.2).collect() })
+    Ok(Run {
+        device: "cpu".into(),
+        seconds,
+        steps,
+        runs: 1,
+        values: trials.iter().map(|t| t.2).collect(),
+        steady: None,
+    })
 }
 
 /// The trials as one population on `--device`: one env launch, stacked networks, `--parallel` CPU threads
@@ -261,8 +299,12 @@ fn population(
     let per_update = (b.n_steps * b.envs) as u64;
     let updates = b.steps.div_ceil(per_update).max(1);
     let mut values = vec![None; ppos.len()];
+    let mut window = super::steady::Steady::new(device);
     let t0 = Instant::now();
     for u in 0..updates {
+        if u == 1 {
+            window.mark(1);
+        }
         let lrs: Vec<f64> = ppos
             .iter()
             .map(|p| p.cfg.learning_rate * if p.cfg.anneal_lr { 1.0 - u as f64 / updates as f64 } else { 1.0 })
@@ -272,8 +314,9 @@ fn population(
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
+    let steady = window.close(updates).map(|w| (w, updates));
     let device = crate::training::device_name(device);
-    Ok(Run { device, seconds, steps: updates * per_update * ppos.len() as u64, runs: 1, values })
+    Ok(Run { device, seconds, steps: updates * per_update * ppos.len() as u64, runs: 1, values, steady })
 }
 
 /// `tradebot bench tune` in a build without the `train` feature: an error saying it needs one.

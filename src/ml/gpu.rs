@@ -144,6 +144,19 @@ impl GpuStats {
         format!("gpu {}", shown.join(" · "))
     }
 
+    /// Two runs' figures as one: the means weighed by their samples, the minimum and the peak of both.
+    pub(crate) fn merge(a: &GpuStats, b: &GpuStats) -> GpuStats {
+        let n = (a.samples + b.samples).max(1) as f64;
+        let mean = |x: f64, y: f64| (x * a.samples as f64 + y * b.samples as f64) / n;
+        GpuStats {
+            samples: a.samples + b.samples,
+            busy_mean_pct: mean(a.busy_mean_pct, b.busy_mean_pct),
+            busy_min_pct: a.busy_min_pct.min(b.busy_min_pct),
+            memory_max_mb: a.memory_max_mb.max(b.memory_max_mb),
+            power_mean_w: mean(a.power_mean_w, b.power_mean_w),
+        }
+    }
+
     pub(crate) fn of(samples: &[Sample]) -> GpuStats {
         if samples.is_empty() {
             return GpuStats::default();
@@ -197,7 +210,13 @@ impl GpuSampler {
                 };
                 let _ = ready_tx.send(Ok(()));
                 let mut samples = Vec::new();
-                while !flag.load(Ordering::Relaxed) {
+                // The first reading one interval in: NVML's busy % is over its own last period, which
+                // would otherwise reach back before the start.
+                loop {
+                    std::thread::sleep(interval);
+                    if flag.load(Ordering::Relaxed) {
+                        break;
+                    }
                     let busy = device.utilization_rates().map(|u| f64::from(u.gpu)).unwrap_or(f64::NAN);
                     let mem = device.memory_info().map(|m| m.used as f64 / (1024.0 * 1024.0)).unwrap_or(f64::NAN);
                     let power = device.power_usage().map(|mw| f64::from(mw) / 1000.0).unwrap_or(f64::NAN);
@@ -206,7 +225,6 @@ impl GpuSampler {
                     if let Ok(mut w) = window.lock() {
                         w.push(sample);
                     }
-                    std::thread::sleep(interval);
                 }
                 samples
             })
