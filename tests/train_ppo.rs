@@ -1,7 +1,7 @@
 //! `tradebot train ppo` end to end on the shipped data (a small network and a short run): JSON lines that
 //! end with `done`, a registered candidate whose manifest fits the config's pipeline, an ONNX file that
 //! ONNX Runtime runs with actions in [-1, 1], checkpoints and `--resume`, `--warm-start` from a registered
-//! model (or from scratch with the reason), and clear errors for bad input.
+//! model (or from scratch with the reason), SAC's too, and clear errors for bad input.
 #![cfg(feature = "train")]
 
 mod common;
@@ -135,6 +135,39 @@ fn a_run_warm_started_from_a_registered_model_says_so_and_falls_back_with_the_re
 
     let o = tradebot(&["train", "ppo", "--config", cfg, "--resume", "--warm-start", &champ]);
     assert!(!o.status.success() && text(&o).contains("--warm-start"), "{}", text(&o));
+}
+
+/// `tradebot train sac --warm-start`: a SAC policy keeps its training state and a SAC run starts from it
+/// (the done line and the manifest say so); a PPO policy is refused with the reason, and the run trains
+/// from scratch.
+#[test]
+fn a_sac_run_warm_starts_from_a_sac_policy_and_not_from_a_ppo_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let sac = "[sac]\nhidden = [16, 16]\nbatch_size = 32\nwarmup_steps = 16\nbuffer_size = 1024\n";
+    let cfg_path = small_config(dir.path(), &[("[sac]\n", sac)]);
+    let cfg = cfg_path.to_str().unwrap();
+    let train = |algorithm: &str, extra: &[&str]| {
+        let mut args = vec!["train", algorithm, "--config", cfg, "--device", "cpu", "--steps", "64", "--json"];
+        args.extend(extra);
+        let o = tradebot(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        json_lines(&o).pop().unwrap()
+    };
+    let champ = train("sac", &[])["model_id"].as_str().unwrap().to_string();
+    assert!(champ.starts_with("sac-"), "{champ}");
+    let reg = Registry::open(&Config::load(&cfg_path).unwrap().state_dir.join("models")).unwrap();
+    assert!(reg.training_state(&champ).is_ok(), "the SAC run's final state is kept with the model");
+
+    let done = train("sac", &["--warm-start", &champ]);
+    assert_eq!(done["warm_start"], serde_json::json!({ "champion": champ, "warm": true }), "{done}");
+    let m = reg.get(done["model_id"].as_str().unwrap()).unwrap();
+    assert_eq!(m.parent.as_deref(), Some(champ.as_str()), "the manifest names the model it began from");
+
+    let ppo = train("ppo", &[])["model_id"].as_str().unwrap().to_string();
+    let done = train("sac", &["--warm-start", &ppo]);
+    assert_eq!(done["warm_start"]["warm"], false, "{done}");
+    let why = done["warm_start"]["reason"].as_str().unwrap();
+    assert!(why.contains("a SAC run can start only from a SAC policy"), "{why}");
 }
 
 #[test]

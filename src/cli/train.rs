@@ -48,6 +48,11 @@ pub struct SacArgs {
     /// Environment steps to train for (default: retrain.sac_steps, else 100000).
     #[arg(long)]
     pub steps: Option<u64>,
+    /// Start from the training state of this registered SAC policy (e.g. the champion) instead of fresh
+    /// networks; where it cannot (not a SAC policy, another network or contract, no state kept), train from
+    /// scratch and say why.
+    #[arg(long, value_name = "MODEL_ID")]
+    pub warm_start: Option<String>,
     /// Train on a dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.
     #[arg(long)]
     pub data: Option<PathBuf>,
@@ -104,7 +109,8 @@ pub(super) fn ppo(a: PpoArgs) -> anyhow::Result<ExitCode> {
 
 pub(super) fn sac(a: SacArgs) -> anyhow::Result<ExitCode> {
     let config = config(a.config, a.json)?;
-    training::train_sac(SacJob { config, device: a.device, steps: a.steps, data: a.data, json: a.json })?;
+    let job = SacJob { config, device: a.device, steps: a.steps, warm_start: a.warm_start, data: a.data, json: a.json };
+    training::train_sac(job)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -54,12 +54,20 @@ impl RetrainPipeline {
     ) -> CandidateResult {
         let kind = r.kind;
         let champion = r.champion_before.as_deref();
-        let spec = self.spec.child_spec(kind, algorithm, snapshot, (r.clock_time, seed), champion);
+        // A candidate starts from a champion of its own algorithm only (a SAC policy's state is no PPO's).
+        let own =
+            champion.filter(|id| kind == ModelKind::Lstm || registry.get(id).is_ok_and(|m| m.algorithm == algorithm));
+        let spec = self.spec.child_spec(kind, algorithm, snapshot, (r.clock_time, seed), own);
         let mut curves = BTreeMap::new();
         let mut trained_on = None;
-        // With warm start and no champion the candidate trains from scratch; else the child says how it began.
-        let mut warm_start = (self.spec.warm_starts(kind, algorithm) && champion.is_none())
-            .then(|| WarmStart::scratch(None, format!("no {} champion to start from", kind.as_str())));
+        // With warm start and no such champion the candidate trains from scratch; else the child says how it began.
+        let mut warm_start = (self.spec.warm_starts(kind, algorithm) && own.is_none()).then(|| {
+            let reason = match champion {
+                Some(id) => format!("the champion {id} is not a {algorithm} policy"),
+                None => format!("no {} champion to start from", kind.as_str()),
+            };
+            WarmStart::scratch(None, reason)
+        });
         let outcome = child::run(&spec, |line| {
             if line.get("event").and_then(|e| e.as_str()) == Some("done") {
                 trained_on = TrainedOn::of_line(line);

@@ -59,9 +59,10 @@ impl PipelineSpec {
     }
 
     /// Whether the candidate of `algorithm` in a `kind` retrain starts from the champion
-    /// (`retrain.warm_start`): PPO's, trained in one run (not a search).
+    /// (`retrain.warm_start`): a policy's (PPO or SAC), trained in one run (not a search; SAC never searches).
     pub(super) fn warm_starts(&self, kind: ModelKind, algorithm: Algorithm) -> bool {
-        self.retrain.warm_start && kind == ModelKind::Ppo && algorithm == Algorithm::Ppo && !self.retrain.tune
+        let searched = self.retrain.tune && algorithm == Algorithm::Ppo;
+        self.retrain.warm_start && kind == ModelKind::Ppo && !searched
     }
 
     /// The child of a `kind` retrain training `algorithm` on the snapshot at `snapshot`, as of `as_of`,
@@ -85,6 +86,9 @@ impl PipelineSpec {
             ModelKind::Ppo if sac => {
                 if let Some(n) = self.retrain.sac_steps {
                     args.extend(["--steps".into(), n.to_string().into()]);
+                }
+                if let Some(id) = champion.filter(|_| self.warm_starts(kind, algorithm)) {
+                    args.extend(["--warm-start".into(), id.into()]);
                 }
             }
             ModelKind::Ppo if search => {

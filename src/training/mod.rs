@@ -102,6 +102,9 @@ pub(crate) struct SacJob {
     pub device: device::DeviceRequest,
     /// Environment steps to train for (default: retrain.sac_steps, else `sac::DEFAULT_STEPS`).
     pub steps: Option<u64>,
+    /// Start from this registered SAC policy's training state (the retrain's SAC champion), or from scratch
+    /// with the reason logged and recorded where it cannot (`sac_warm`).
+    pub warm_start: Option<String>,
     /// A dataset snapshot (safetensors, written by the daemon's retrain) instead of the store.
     pub data: Option<PathBuf>,
     /// JSON lines on stdout: progress, then done (or error).

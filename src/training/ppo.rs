@@ -333,17 +333,8 @@ pub(crate) fn register(
 }
 
 /// Registers a policy's checked export (`(max_diff, bytes)`) with its draft manifest: the ONNX parity and
-/// where it trained (the device and the env that actually ran: `--device auto` may have fallen back).
-pub(crate) fn register_policy(
-    config: &Config,
-    draft: Manifest,
-    checked: (f32, Vec<u8>),
-    ran: &Ran,
-) -> anyhow::Result<Manifest> {
-    register_policy_state(config, draft, checked, ran, None)
-}
-
-/// `register_policy`, with the trainer's state kept beside the model (`models::state`) when given.
+/// where it trained (the device and the env that actually ran: `--device auto` may have fallen back), and
+/// the trainer's state kept beside the model (`models::state`) when given.
 pub(crate) fn register_policy_state(
     config: &Config,
     mut draft: Manifest,

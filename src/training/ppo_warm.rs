@@ -1,7 +1,8 @@
 //! A PPO run that starts from a registered policy (`tradebot train ppo --warm-start ID`, which the weekend
 //! retrain passes with the champion's id under `retrain.warm_start`), and the trainer's state as the
 //! registry keeps it beside each PPO model (`models::state`): every variable of the trainer but Adam's
-//! (actor, critic, log-std, observation statistics), as safetensors.
+//! (actor, critic, log-std, observation statistics), as safetensors. A SAC run does the same with its own
+//! variables (`sac_warm`), through the same checks and files.
 //!
 //! A warm start loads all of them, and Adam starts afresh (zero moments, step 0): the run refines the
 //! champion on the new window with its own learning-rate schedule. Where it cannot (no such model, a SAC
@@ -10,7 +11,7 @@
 //! in the candidate's manifest (`params.warm_start`), whence the retrain's record.
 
 use crate::config::Config;
-use crate::models::{Algorithm, Manifest, MismatchError, ModelKind, Registry, RegistryError, StateError};
+use crate::models::{Manifest, MismatchError, ModelKind, Registry, RegistryError, StateError};
 use crate::retrain::WarmStart;
 use crate::rl::ppo::Ppo;
 use anyhow::Context;
@@ -37,8 +38,8 @@ pub(crate) enum WarmError {
     ExtraVariable(String),
     #[error("copying its state into the trainer: {0}")]
     Copy(tch::TchError),
-    #[error("{id} is a {what} model: a PPO run can start only from a PPO policy")]
-    NotPpo { id: String, what: String },
+    #[error("{id} is a {what} model: a {algorithm} run can start only from a {algorithm} policy")]
+    NotSame { id: String, what: String, algorithm: String },
     #[error("{id} outputs {theirs}, this config's policy {ours}")]
     Outputs { id: String, theirs: String, ours: String },
     /// A kept hyper-parameter differs (`detail` names it and both values); `what` differs with it.
@@ -57,21 +58,33 @@ fn kept_variables(ppo: &Ppo) -> Vec<(String, Tensor)> {
 /// The trainer's state as the registry keeps it beside a model: safetensors bytes of every variable but
 /// Adam's.
 pub(crate) fn state_bytes(ppo: &Ppo) -> anyhow::Result<Vec<u8>> {
+    vars_bytes(kept_variables(ppo))
+}
+
+/// Safetensors bytes of `vars` (a trainer's kept variables), copied to the CPU.
+pub(crate) fn vars_bytes(vars: Vec<(String, Tensor)>) -> anyhow::Result<Vec<u8>> {
     let vars: Vec<(String, Tensor)> =
-        kept_variables(ppo).into_iter().map(|(n, t)| (n, t.to_device(Device::Cpu).contiguous())).collect();
+        vars.into_iter().map(|(n, t)| (n, t.to_device(Device::Cpu).contiguous())).collect();
     let tmp = tempfile::Builder::new().prefix("policy-").suffix(".safetensors").tempfile()?;
     Tensor::write_safetensors(&vars, tmp.path()).context("writing the policy's training state")?;
     std::fs::read(tmp.path()).context("reading the policy's training state back")
 }
 
-/// Loads a state written by `state_bytes` into `ppo`: every kept variable must be in the file, with its
-/// shape and type, and nothing else; all are checked before any is copied. Adam's state is not touched.
+/// Loads a state written by `state_bytes` into `ppo` (`load_vars`).
+#[cfg(test)]
 pub(crate) fn load_state(ppo: &Ppo, path: &Path) -> Result<(), WarmError> {
+    load_vars(kept_variables(ppo), path)
+}
+
+/// Loads a state written by `vars_bytes` into a trainer's kept variables `vars` (each shares its storage
+/// with the trainer's): every one must be in the file, with its shape and type, and nothing else; all are
+/// checked before any is copied. The optimisers' state is not touched.
+pub(crate) fn load_vars(vars: Vec<(String, Tensor)>, path: &Path) -> Result<(), WarmError> {
     let file = Tensor::read_safetensors(path)
         .map_err(|source| WarmError::NotSafetensors { path: path.display().to_string(), source })?;
     let mut file: HashMap<String, Tensor> = file.into_iter().collect();
     let mut pairs = Vec::new();
-    for (name, var) in kept_variables(ppo) {
+    for (name, var) in vars {
         let Some(src) = file.remove(&name) else {
             return Err(WarmError::MissingVariable(name));
         };
@@ -97,11 +110,21 @@ pub(crate) fn load_state(ppo: &Ppo, path: &Path) -> Result<(), WarmError> {
 /// must have. A `warm: false` answer may leave `ppo` partly loaded only if a copy failed after every check
 /// passed: the caller builds a fresh one then.
 pub(crate) fn warm_start(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> WarmStart {
-    match try_warm(config, want, ppo, id) {
+    warm_start_vars(config, want, kept_variables(ppo), id, "actor, critic, observation statistics")
+}
+
+/// `warm_start` for any policy trainer: `vars` its kept variables, `what` says them in the log.
+pub(crate) fn warm_start_vars(
+    config: &Config,
+    want: &Manifest,
+    vars: Vec<(String, Tensor)>,
+    id: &str,
+    what: &str,
+) -> WarmStart {
+    match try_warm(config, want, vars, id) {
         Ok(()) => {
-            log::info!(
-                "warm start: PPO starts from {id}'s training state (actor, critic, observation statistics; Adam afresh)"
-            );
+            let algorithm = want.algorithm.as_str().to_uppercase();
+            log::info!("warm start: {algorithm} starts from {id}'s training state ({what}; Adam afresh)");
             WarmStart { champion: Some(id.to_string()), warm: true, reason: None }
         }
         Err(reason) => {
@@ -111,22 +134,23 @@ pub(crate) fn warm_start(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) 
     }
 }
 
-fn try_warm(config: &Config, want: &Manifest, ppo: &Ppo, id: &str) -> Result<(), WarmError> {
+fn try_warm(config: &Config, want: &Manifest, vars: Vec<(String, Tensor)>, id: &str) -> Result<(), WarmError> {
     let reg = Registry::open_read_only(&config.state_dir.join("models"));
     let m = reg.get(id)?;
     check_contract(want, &m)?;
     let (_, path) = reg.training_state(id)?;
-    load_state(ppo, &path)
+    load_vars(vars, &path)
 }
 
 /// The model `m` trained the network this run builds, on the observations and actions it gives it (`want`,
-/// the manifest this run's model gets): a PPO policy with the same features, symbols, timeframe, input and
-/// output shapes, action space, observation scale (`env.initial_cash`), hidden layers, activation and
-/// observation normalisation.
+/// the manifest this run's model gets): a policy of the same algorithm (PPO's or SAC's) with the same
+/// features, symbols, timeframe, input and output shapes, action space, observation scale
+/// (`env.initial_cash`), hidden layers, activation and observation normalisation.
 pub(crate) fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), WarmError> {
-    if m.kind != ModelKind::Ppo || m.algorithm != Algorithm::Ppo {
+    if m.kind != ModelKind::Ppo || m.algorithm != want.algorithm {
         let what = if m.kind == ModelKind::Ppo { m.algorithm.as_str() } else { m.kind.as_str() };
-        return Err(WarmError::NotPpo { id: m.id.clone(), what: what.to_string() });
+        let algorithm = want.algorithm.as_str().to_uppercase();
+        return Err(WarmError::NotSame { id: m.id.clone(), what: what.to_string(), algorithm });
     }
     m.check_inputs(&want.features, &want.inputs, &want.symbols, want.timeframe)?;
     if m.outputs != want.outputs {
@@ -148,7 +172,7 @@ pub(crate) fn check_contract(want: &Manifest, m: &Manifest) -> Result<(), WarmEr
     if let Some(detail) = differs("env", &["action.kind", "initial_cash"]) {
         return Err(WarmError::Contract { detail, what: "another observation or action contract" });
     }
-    if let Some(detail) = differs("ppo", &["hidden", "activation", "normalize_obs"]) {
+    if let Some(detail) = differs(want.algorithm.as_str(), &["hidden", "activation", "normalize_obs"]) {
         return Err(WarmError::Contract { detail, what: "another network" });
     }
     Ok(())

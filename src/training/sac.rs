@@ -3,10 +3,14 @@
 //! on the training device), the deterministic actor `tanh(mean)` exported to ONNX, checked against
 //! ONNX Runtime on 1,000 random observations, and registered as a candidate policy: `ModelKind::Ppo`
 //! (the engine's policy slot and contract, `obs -> action` in [-1, 1] per symbol, in the configured
-//! action space) with `algorithm = sac` in its manifest.
+//! action space) with `algorithm = sac` in its manifest, its training state kept beside it
+//! (`Sac::state_variables`: the actor, the critics and their targets, the temperature, the observation
+//! statistics). `--warm-start ID` starts from a SAC policy's state as PPO's does (`ppo_warm`): the replay
+//! buffer and Adam start empty, and where it cannot (not a SAC policy, another network or contract, no
+//! state kept) the run trains from scratch and says why.
 
 use super::device::{self, EnvBackend, Ran};
-use super::ppo::{PARITY_TOLERANCE, base_metrics, load_data, onnx_forward, policy_manifest, register_policy};
+use super::ppo::{PARITY_TOLERANCE, base_metrics, load_data, onnx_forward, policy_manifest, register_policy_state};
 use super::{SacJob, emit};
 use crate::config::Config;
 use crate::models::{Algorithm, Manifest};
@@ -50,7 +54,16 @@ pub(crate) fn run(args: SacJob) -> anyhow::Result<String> {
     if total_steps == 0 {
         bail!("--steps 0: train for at least one step");
     }
-    let mut sac = Sac::new(config.sac.clone(), env.obs_dim(), env.act_dim(), env.num_envs(), device)?;
+    let fresh = || Sac::new(config.sac.clone(), env.obs_dim(), env.act_dim(), env.num_envs(), device);
+    let mut sac = fresh()?;
+    let warm = match args.warm_start.as_deref() {
+        Some(id) => Some(warm_start(&config, &draft(&config, &sac, dates, None, 0.0)?, &sac, id)),
+        None => None,
+    };
+    // A warm start that fell back may have loaded part of the state: train from fresh networks.
+    if warm.as_ref().is_some_and(|w| !w.warm) {
+        sac = fresh()?;
+    }
     log::info!("training SAC on {} for {total_steps} env steps ({} envs)", ran.device, env.num_envs());
     let started = Instant::now();
     let mut last: Option<SacStats> = None;
@@ -62,9 +75,17 @@ pub(crate) fn run(args: SacJob) -> anyhow::Result<String> {
     })?;
     let seconds = started.elapsed().as_secs_f64();
     let checked = export_checked(&sac, &config)?;
-    let manifest = register(&config, &sac, dates, last.as_ref(), seconds, checked, &ran)?;
+    let mut draft = draft(&config, &sac, dates, last.as_ref(), seconds)?;
+    if let Some(w) = &warm {
+        draft.params.insert("warm_start".into(), serde_json::to_value(w)?);
+        draft.parent = w.champion.clone().filter(|_| w.warm);
+    }
+    let manifest = register_policy_state(&config, draft, checked, &ran, Some(&state_bytes(&sac)?))?;
     if args.json {
         let mut done = serde_json::json!({ "event": "done", "model_id": manifest.id, "metrics": manifest.metrics });
+        if let Some(w) = &warm {
+            done["warm_start"] = serde_json::to_value(w)?;
+        }
         ran.tag(&mut done);
         emit(&done);
     } else {
@@ -121,7 +142,8 @@ pub(crate) fn export_checked(sac: &Sac, config: &Config) -> anyhow::Result<(f32,
     Ok((max_diff, bytes))
 }
 
-/// Registers the checked export of `sac` as a candidate policy in `config.state_dir`'s registry.
+/// Registers the checked export of `sac` as a candidate policy in `config.state_dir`'s registry, its
+/// training state kept beside it.
 pub(crate) fn register(
     config: &Config,
     sac: &Sac,
@@ -131,7 +153,20 @@ pub(crate) fn register(
     checked: (f32, Vec<u8>),
     ran: &Ran,
 ) -> anyhow::Result<Manifest> {
-    register_policy(config, draft(config, sac, dates, last, seconds)?, checked, ran)
+    let state = state_bytes(sac)?;
+    register_policy_state(config, draft(config, sac, dates, last, seconds)?, checked, ran, Some(&state))
+}
+
+/// The trainer's state as the registry keeps it beside a SAC policy (safetensors, `models::state`).
+pub(crate) fn state_bytes(sac: &Sac) -> anyhow::Result<Vec<u8>> {
+    super::ppo_warm::vars_bytes(sac.state_variables())
+}
+
+/// Starts `sac` (fresh from `Sac::new`) from the SAC policy `id` in `config`'s registry, or leaves it and
+/// says why (`ppo_warm::warm_start`, with SAC's variables). `want` is the manifest this run's model gets.
+pub(crate) fn warm_start(config: &Config, want: &Manifest, sac: &Sac, id: &str) -> crate::retrain::WarmStart {
+    let what = "actor, twin critics and their targets, temperature, observation statistics";
+    super::ppo_warm::warm_start_vars(config, want, sac.state_variables(), id, what)
 }
 
 /// The manifest of a SAC policy trained with `config`: the PPO model contract (inputs, outputs,

@@ -301,3 +301,40 @@ async fn a_ppo_retrain_starts_from_the_champion_and_records_how_its_candidate_be
     assert_eq!(w, WarmStart::scratch(None, "no ppo champion to start from"));
     assert_eq!(w.describe(), "trained from scratch: no ppo champion to start from");
 }
+
+/// A SAC candidate (`retrain.algorithms = ["sac"]`) starts from a SAC champion (`train sac --warm-start`),
+/// and beside a PPO champion trains from scratch, its record saying why: a PPO policy's state is no SAC's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sac_candidate_starts_from_a_sac_champion_only() {
+    use crate::models::Algorithm;
+    use crate::retrain::WarmStart;
+    let sac_run = |dir: &std::path::Path, champion_algorithm: Algorithm| {
+        let reg = Registry::open(&dir.join("models")).unwrap();
+        let draft = |a| crate::models::Manifest { algorithm: a, ..crate::retrain::testkit::draft(ModelKind::Ppo) };
+        let champ = reg.add(b"champion bytes", draft(champion_algorithm)).unwrap().id;
+        reg.promote(&champ, "seed").unwrap();
+        let cand = reg.add(b"candidate bytes", draft(Algorithm::Sac)).unwrap().id;
+        let args = dir.join("child-args");
+        let mut s =
+            spec(dir, &format!("echo \"$@\" > {}; {}", args.display(), done_line(&cand)), Duration::from_secs(10));
+        s.retrain.algorithms = vec![Algorithm::Sac];
+        let ev = Arc::new(FakeEvaluator::with(&[(&champ, 1.0), (&cand, 0.5)]));
+        let p = RetrainPipeline::new(s, store_with_bars(dir), ev);
+        (p, champ, args)
+    };
+    let clock_time = Utc.with_ymd_and_hms(2010, 12, 11, 7, 0, 0).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (p, champ, args) = sac_run(dir.path(), Algorithm::Sac);
+    p.run(ModelKind::Ppo, Trigger { reason: "test".into(), clock_time }, &mut |_| {}).await;
+    let args = std::fs::read_to_string(args).unwrap();
+    assert!(args.contains("train sac") && args.contains(&format!("--warm-start {champ}")), "{args}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let (p, champ, args) = sac_run(dir.path(), Algorithm::Ppo);
+    let r = p.run(ModelKind::Ppo, Trigger { reason: "test".into(), clock_time }, &mut |_| {}).await;
+    let args = std::fs::read_to_string(args).unwrap();
+    assert!(args.contains("train sac") && !args.contains("--warm-start"), "{args}");
+    let why = format!("the champion {champ} is not a sac policy");
+    assert_eq!(r.candidates[0].warm_start, Some(WarmStart::scratch(None, why)), "{r:?}");
+}

@@ -89,7 +89,7 @@ pub struct Sac {
     /// state.
     pub vs: nn::VarStore,
     /// The target critics' variables (never trained; Polyak-averaged).
-    _target_vs: nn::VarStore,
+    target_vs: nn::VarStore,
     actor: Actor,
     critic: TwinQ,
     target: TwinQ,
@@ -153,7 +153,7 @@ impl Sac {
             target_entropy: -(act_dim as f64),
             cfg,
             vs,
-            _target_vs: target_vs,
+            target_vs,
             actor,
             critic,
             target,
@@ -172,6 +172,17 @@ impl Sac {
             rng: SplitMix64::new(cfg_seed ^ 0x5AC0_5AC0),
             last: None,
         })
+    }
+
+    /// The variables a SAC policy's training state keeps (`training::sac_warm`), by name, in name order:
+    /// the actor, the twin critics and their targets, the temperature and the observation statistics; not
+    /// the optimisers' state, nor the replay buffer. Each shares its storage with the trainer's.
+    pub fn state_variables(&self) -> Vec<(String, Tensor)> {
+        let optimiser = |name: &str| name.split('.').any(|part| part == "adam");
+        let mut vars: Vec<(String, Tensor)> = self.vs.variables().into_iter().filter(|(n, _)| !optimiser(n)).collect();
+        vars.extend(self.target_vs.variables());
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        vars
     }
 
     /// The device it trains on.

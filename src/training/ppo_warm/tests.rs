@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::config::PpoConfig;
+use crate::models::Algorithm;
 use crate::rl::cartpole::CartPole;
 use crate::training::device::{DeviceRequest, EnvBackend, Ran};
 use crate::training::ppo::{draft, register};
