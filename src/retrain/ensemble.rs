@@ -54,15 +54,17 @@ impl RetrainPipeline {
     ) -> CandidateResult {
         let kind = r.kind;
         let champion = r.champion_before.as_deref();
-        // A candidate starts from a champion of its own algorithm only (a SAC policy's state is no PPO's).
-        let own =
-            champion.filter(|id| kind == ModelKind::Lstm || registry.get(id).is_ok_and(|m| m.algorithm == algorithm));
+        // A policy candidate starts from a champion of its own algorithm only (a SAC policy's state is no
+        // PPO's); a champion whose manifest cannot be read goes to the child, which says why it cannot.
+        let other =
+            champion.filter(|id| kind == ModelKind::Ppo && registry.get(id).is_ok_and(|m| m.algorithm != algorithm));
+        let own = champion.filter(|_| other.is_none());
         let spec = self.spec.child_spec(kind, algorithm, snapshot, (r.clock_time, seed), own);
         let mut curves = BTreeMap::new();
         let mut trained_on = None;
         // With warm start and no such champion the candidate trains from scratch; else the child says how it began.
         let mut warm_start = (self.spec.warm_starts(kind, algorithm) && own.is_none()).then(|| {
-            let reason = match champion {
+            let reason = match other {
                 Some(id) => format!("the champion {id} is not a {algorithm} policy"),
                 None => format!("no {} champion to start from", kind.as_str()),
             };
