@@ -333,6 +333,7 @@ mod tests {
         super::tanh_slice(&mut dispatched);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&dispatched), bits(&lanes));
+        #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             let mut wide = xs.clone();
             // SAFETY: the CPU has AVX2 (checked just above).
