@@ -19,7 +19,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchCo
 use std::sync::Arc;
 
 /// The kernel's entry points (`TB_KERNEL` in `env_step.c`).
-pub const ENTRY_POINTS: [&str; 3] = ["tb_env_init", "tb_env_step", "tb_env_observe"];
+pub const ENTRY_POINTS: [&str; 2] = ["tb_env_init", "tb_env_step"];
 
 fn driver<E: std::fmt::Display>(e: E) -> KernelEnvError {
     KernelEnvError::Driver(e.to_string())

@@ -476,7 +476,6 @@ TB_FN void tb_step_one(const tb_params *p0, const tb_buffers *b, tb_i32 i) {
 
 TB_KERNEL(tb_env_init, tb_init_one)
 TB_KERNEL(tb_env_step, tb_step_one)
-TB_KERNEL(tb_env_observe, tb_observe_one)
 
 #ifndef __CUDACC__
 /* The structs' layout as this compiler sees it, for the test that checks the Rust mirrors. */

@@ -1,6 +1,6 @@
 //! GAE(λ) as one reverse-scan kernel (`gae.c`): on CUDA the NVRTC build, one thread per env and one launch
 //! per update in place of about 8·T small tensor ops (eight element-wise ops a step in `gae_ops`); on the CPU the `cc` build over CPU tensors (tests).
-//! It computes what `gae_ops` (the tensor ops, the CPU trainer's path) computes, bit for bit (tested on the
+//! It computes what `gae_ops` (the tensor ops, a reference) computes, bit for bit (tested on the
 //! CPU; the CUDA build compiles with FMA contraction off).
 // The kernel is C: calling it passes raw pointers to tensors we hold and size.
 #![allow(unsafe_code)]
@@ -43,17 +43,20 @@ unsafe extern "C" {
     fn tb_gae(p: *const Params, b: *const Buffers, lo: i32, hi: i32);
 }
 
-/// The kernel for one device.
+/// The kernel for one device (a clone shares the loaded CUDA module).
+#[derive(Clone)]
 pub(super) enum GaeKernel {
     Cpu,
-    Cuda(CudaProgram),
+    Cuda(std::sync::Arc<CudaProgram>),
 }
 
 impl GaeKernel {
     pub(super) fn new(device: Device) -> Result<GaeKernel, KernelEnvError> {
         match device {
             Device::Cpu => Ok(GaeKernel::Cpu),
-            Device::Cuda(i) => Ok(GaeKernel::Cuda(CudaProgram::load(i, SOURCE, "gae.cu", &["tb_gae"])?)),
+            Device::Cuda(i) => {
+                Ok(GaeKernel::Cuda(std::sync::Arc::new(CudaProgram::load(i, SOURCE, "gae.cu", &["tb_gae"])?)))
+            }
             other => Err(KernelEnvError::device(other)),
         }
     }
@@ -132,7 +135,9 @@ impl GaeKernel {
     }
 }
 
-/// GAE(λ) with tensor ops, backwards in time: the CPU trainer's path (and the kernel's fallback).
+/// GAE(λ) with tensor ops, backwards in time: the reference the kernel and a population's per-trial GAE are
+/// tested against.
+#[cfg(test)]
 pub(super) fn gae_ops(
     gamma: f64,
     lambda: f64,

@@ -7,8 +7,10 @@
 //! global gradient-norm clipping and Adam with linear learning-rate annealing; an optional target-KL
 //! check ends the epochs early. On CPU a run is deterministic for a given seed.
 //!
-//! On the CPU the same algorithm runs in plain Rust by default (`native`, `ppo.cpu_backend`): libtorch's
-//! per-operation dispatch dominates small networks there. The weights, the observation statistics and
+//! On libtorch (CUDA, and the CPU with `ppo.cpu_backend = "libtorch"`) a run is a population of one
+//! (`population::Population::single`): one implementation of the rollout and update for single runs and
+//! searches. On the CPU the same algorithm runs in plain Rust by default (`native`, `ppo.cpu_backend`):
+//! libtorch's per-operation dispatch dominates small networks there. The weights, the observation statistics and
 //! Adam's moments live in the `VarStore` either way (copied back after every update), so checkpoints,
 //! export and `act_deterministic` do not depend on the backend.
 
@@ -19,14 +21,13 @@ mod net;
 pub mod normalizer;
 pub mod population;
 mod stats;
-mod update;
 
 pub use crate::config::{CpuBackend, PpoConfig, PpoShape, PpoTuned};
 pub use model::ActorCritic;
 pub use normalizer::RunningNorm;
+use population::{OneEnv, Population};
 pub use stats::UpdateStats;
 use stats::update_stats;
-use update::Rollout;
 
 use super::BatchEnv;
 use crate::onnx::mlp::{MlpPolicy, Squash};
@@ -89,12 +90,14 @@ pub struct Ppo {
     pub model: ActorCritic,
     /// The running observation statistics (frozen into the exported ONNX graph).
     pub norm: RunningNorm,
-    /// Adam (libtorch's formula, `eps` 1e-5), its state in the `VarStore` (`adam.m`, `adam.v`, `adam.step`)
-    /// in `ActorCritic::parameters()` order, the native trainer's order too.
+    /// Adam's state in the `VarStore` (`adam.m`, `adam.v`, `adam.step`) in `ActorCritic::parameters()` order,
+    /// the native trainer's order too; the population of one or the native trainer steps it (`eps` 1e-5) and
+    /// writes it back after every update.
     adam: crate::ml::optim::Adam,
     /// The plain-Rust trainer on the CPU (`ppo.cpu_backend = "native"`).
     native: Option<native::Native>,
-    /// GAE as one kernel launch, on CUDA.
+    /// GAE as one kernel launch, on CUDA (loaded when the trainer is built, so that a kernel that cannot load
+    /// refuses the trainer there).
     gae: Option<gae::GaeKernel>,
     obs_dim: usize,
     act_dim: usize,
@@ -212,16 +215,6 @@ impl Ppo {
         self.cfg.mixed_precision && self.device().is_cuda()
     }
 
-    fn observe(&mut self, raw: &Tensor) -> Tensor {
-        let raw = raw.to_device(self.device()).to_kind(Kind::Float);
-        if self.cfg.normalize_obs {
-            self.norm.update(&raw);
-            self.norm.normalize(&raw)
-        } else {
-            raw
-        }
-    }
-
     /// The deterministic action (the mean) for raw observations `[N, obs_dim]`.
     pub fn act_deterministic(&self, raw: &Tensor) -> Tensor {
         tch::no_grad(|| {
@@ -267,8 +260,9 @@ impl Ppo {
         if self.amp() {
             crate::ml::autocast::bfloat16_on_this_thread();
         }
-        // The libtorch path carries its observations as a tensor; the native one inside `Native`.
-        let mut obs = None;
+        // The libtorch path is a population of one, written back after every update; the native trainer
+        // keeps its own copy the same way.
+        let mut pop = None;
         if self.native.is_some() {
             self.pull_native()?;
             if let Some(nat) = self.native.as_mut() {
@@ -276,27 +270,26 @@ impl Ppo {
                 nat.reset(&self.cfg, env)?;
             }
         } else {
-            obs = Some(self.observe(&env.reset()));
+            pop = Some(Population::single(self)?);
         }
         while self.updates < end {
             let started = Instant::now();
             let lr = self.learning_rate(first, span);
-            let mut stats = match (self.native.as_mut(), obs.take()) {
+            let (updates, env_steps) = (self.updates, self.env_steps);
+            let mut stats = match (self.native.as_mut(), pop.as_mut()) {
                 (Some(nat), _) => {
                     nat.collect(&self.cfg, env, &mut self.recent, &mut self.episodes)?;
                     nat.update(&self.cfg, lr, &mut self.adam.steps, self.updates)?
                 }
-                (None, Some(o)) => {
-                    let (rollout, next_obs) = self.collect(env, o)?;
-                    obs = Some(next_obs);
-                    self.update(&rollout, lr)?
+                (None, Some(pop)) => {
+                    let device = self.device();
+                    let mut one =
+                        OneEnv { env: &mut *env, device, recent: &mut self.recent, episodes: &mut self.episodes };
+                    let stats = pop.update_one(&mut one, lr)?;
+                    pop.write_back(0, self)?;
+                    stats
                 }
-                (None, None) => {
-                    let o = self.observe(&env.reset());
-                    let (rollout, next_obs) = self.collect(env, o)?;
-                    obs = Some(next_obs);
-                    self.update(&rollout, lr)?
-                }
+                (None, None) => return Err(PpoError::Config("the trainer has neither backend (a bug)".into())),
             };
             if let Some((sum, count)) = env.take_returns()?
                 && count > 0.0
@@ -305,8 +298,8 @@ impl Ppo {
                 self.episodes += count as u64;
             }
             self.push_native();
-            self.updates += 1;
-            self.env_steps += per_update;
+            self.updates = updates + 1;
+            self.env_steps = env_steps + per_update;
             stats.update = self.updates;
             stats.env_steps = self.env_steps;
             stats.learning_rate = lr;

@@ -64,17 +64,19 @@ fn gae_matches_a_hand_computation() {
     let v = [[0.2f32, 0.1], [0.3, -0.4], [0.5, 0.6]];
     let d = [[0.0f32, 0.0], [0.0, 1.0], [0.0, 0.0]];
     let last = [0.7f32, 0.8];
-    let t2 = |m: [[f32; 2]; 3]| Tensor::from_slice(m.as_flattened()).view([3, 2]);
-    let ro = Rollout {
-        obs: Tensor::zeros([3, 2, 4], (Kind::Float, Device::Cpu)),
-        actions: Tensor::zeros([3, 2, 1], (Kind::Float, Device::Cpu)),
-        log_probs: Tensor::zeros([3, 2], (Kind::Float, Device::Cpu)),
+    // The single run's rollout: one trial, `[T, 1, E]`.
+    let t2 = |m: [[f32; 2]; 3]| Tensor::from_slice(m.as_flattened()).view([3, 1, 2]);
+    let ro = population::Rollout {
+        obs: Tensor::zeros([3, 1, 2, 4], (Kind::Float, Device::Cpu)),
+        actions: Tensor::zeros([3, 1, 2, 1], (Kind::Float, Device::Cpu)),
+        log_probs: Tensor::zeros([3, 1, 2], (Kind::Float, Device::Cpu)),
         values: t2(v),
         rewards: t2(r),
         dones: t2(d),
-        last_value: Tensor::from_slice(&last),
+        last_value: Tensor::from_slice(&last).view([1, 2]),
     };
-    let got = Vec::<f32>::try_from(p.advantages(&ro).unwrap().reshape([-1])).unwrap();
+    let pop = Population::single(&p).unwrap();
+    let got = Vec::<f32>::try_from(pop.advantages(&ro).unwrap().reshape([-1])).unwrap();
     let mut want = [[0.0f64; 2]; 3];
     for e in 0..2 {
         let mut acc = 0.0f64;
@@ -124,13 +126,22 @@ fn refuses_mismatched_env_and_bad_config() {
 fn flat_state(p: &Ppo) -> Vec<f32> {
     let mut out = Vec::new();
     for t in p.model.parameters().iter().chain([&p.adam.flat_m, &p.adam.flat_v]) {
-        out.extend(Vec::<f32>::try_from(t.reshape([-1])).unwrap());
+        out.extend(Vec::<f32>::try_from(t.to_device(Device::Cpu).reshape([-1])).unwrap());
     }
     out
 }
 
 #[test]
 fn native_and_libtorch_take_the_same_minibatch_steps() {
+    assert_libtorch_steps_as_native(Device::Cpu);
+}
+
+/// The libtorch trainer (a population of one) on `device` and the native trainer on the CPU take the same
+/// minibatch steps from the same weights: the loss, the clipping (gradient norm, value clip) and Adam.
+/// CUDA's matmuls sum in another order: there the first step's statistics are compared (the same
+/// weights), and the weights after three steps must mostly agree (Adam turns a sign flip of a near-zero
+/// gradient into a whole step).
+fn assert_libtorch_steps_as_native(device: Device) {
     // Small enough to check by hand, with every branch in play: the value clip, the entropy bonus, the
     // gradient-norm clip (a low max norm), and one log-std held outside its bounds (no gradient).
     let cfg = PpoConfig {
@@ -142,37 +153,39 @@ fn native_and_libtorch_take_the_same_minibatch_steps() {
         seed: 21,
         ..small()
     };
-    let mut nat = Ppo::new(PpoConfig { cpu_backend: CpuBackend::Native, ..cfg.clone() }, 5, 3, Device::Cpu).unwrap();
-    let mut lt = Ppo::new(PpoConfig { cpu_backend: CpuBackend::Libtorch, ..cfg.clone() }, 5, 3, Device::Cpu).unwrap();
+    let cpu = Device::Cpu;
+    let mut nat = Ppo::new(PpoConfig { cpu_backend: CpuBackend::Native, ..cfg.clone() }, 5, 3, cpu).unwrap();
+    let mut lt = Ppo::new(PpoConfig { cpu_backend: CpuBackend::Libtorch, ..cfg.clone() }, 5, 3, device).unwrap();
     assert_eq!((nat.backend(), lt.backend()), ("native", "libtorch"));
     tch::no_grad(|| {
-        for p in [&nat, &lt] {
-            p.model.log_std.shallow_clone().copy_(&Tensor::from_slice(&[-0.5f32, 1.5, 0.2]));
-        }
+        lt.model.log_std.shallow_clone().copy_(&Tensor::from_slice(&[-0.5f32, 1.5, 0.2]).to_device(device));
     });
     // Both start from the same weights. That one seed gives the same weights is checked in processes of
     // their own (`same_seed_same_result_on_cpu`): torch's generator is global, and a test drawing from it
     // on another thread while these two are built changes one of them.
     tch::no_grad(|| {
         for (to, from) in nat.model.parameters().iter().zip(lt.model.parameters()) {
-            to.shallow_clone().copy_(&from);
+            to.shallow_clone().copy_(&from.to_device(cpu));
         }
     });
     nat.pull_native().unwrap();
     assert_eq!(flat_state(&nat), flat_state(&lt), "both backends start from the same weights and moments");
+    let mut pop = Population::single(&lt).unwrap();
     tch::manual_seed(77);
     let lr = 3e-3;
+    let cuda = device.is_cuda();
     let mut clipped_seen = 0.0;
-    for step in 0..8 {
+    let steps = if cuda { 3 } else { 8 };
+    for step in 0..steps {
         let n = 48;
-        let obs = Tensor::randn([n, 5], (Kind::Float, Device::Cpu));
-        let actions = Tensor::randn([n, 3], (Kind::Float, Device::Cpu));
+        let obs = Tensor::randn([n, 5], (Kind::Float, cpu));
+        let actions = Tensor::randn([n, 3], (Kind::Float, cpu));
         // Old log-probs and values away from the current ones, so that ratios and values get clipped.
-        let lp = tch::no_grad(|| lt.model.log_prob(&lt.model.mean(&obs), &actions));
-        let old_lp = &lp + Tensor::randn([n], (Kind::Float, Device::Cpu)) * 0.4;
-        let old_v = tch::no_grad(|| lt.model.value(&obs)) + Tensor::randn([n], (Kind::Float, Device::Cpu)) * 0.3;
-        let adv = Tensor::randn([n], (Kind::Float, Device::Cpu)) * 2.0 + 0.3;
-        let ret = Tensor::randn([n], (Kind::Float, Device::Cpu));
+        let lp = tch::no_grad(|| nat.model.log_prob(&nat.model.mean(&obs), &actions));
+        let old_lp = &lp + Tensor::randn([n], (Kind::Float, cpu)) * 0.4;
+        let old_v = tch::no_grad(|| nat.model.value(&obs)) + Tensor::randn([n], (Kind::Float, cpu)) * 0.3;
+        let adv = Tensor::randn([n], (Kind::Float, cpu)) * 2.0 + 0.3;
+        let ret = Tensor::randn([n], (Kind::Float, cpu));
         let batch = [obs, actions, old_lp, old_v, adv, ret];
         let host: Vec<Vec<f32>> = batch.iter().map(|t| Vec::<f32>::try_from(t.reshape([-1])).unwrap()).collect();
         let b = native::Batch {
@@ -183,10 +196,15 @@ fn native_and_libtorch_take_the_same_minibatch_steps() {
             advantage: &host[4],
             returns: &host[5],
         };
-        let [loss, pl, vl, kl, cf] = lt.tch_minibatch(&batch, lr).map(|t| t.double_value(&[]));
-        let (cfg_n, mut steps) = (nat.cfg.clone(), nat.adam.steps);
-        let got = nat.native.as_mut().unwrap().minibatch(&cfg_n, lr, &mut steps, &b, 0).unwrap();
-        nat.adam.steps = steps;
+        let on_device = batch.each_ref().map(|t| t.to_device(device).unsqueeze(0));
+        let stats = pop.minibatch(&on_device, &Tensor::from_slice(&[lr]).to_device(device));
+        let [loss, pl, vl, kl, cf] =
+            <[f64; 5]>::try_from(Vec::<f64>::try_from(stats.to_device(cpu).reshape([-1])).unwrap()).unwrap();
+        let (cfg_n, mut adam_steps) = (nat.cfg.clone(), nat.adam.steps);
+        let got = nat.native.as_mut().unwrap().minibatch(&cfg_n, lr, &mut adam_steps, &b, 0).unwrap();
+        nat.adam.steps = adam_steps;
+        nat.push_native();
+        let tolerance = if cuda { 1e-4 } else { 1e-5 };
         for (what, g, w) in [
             ("loss", got.loss, loss),
             ("policy loss", got.policy_loss, pl),
@@ -194,23 +212,47 @@ fn native_and_libtorch_take_the_same_minibatch_steps() {
             ("approx kl", got.approx_kl, kl),
             ("clip fraction", got.clip_fraction, cf),
         ] {
-            assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "step {step}: {what} native {g} libtorch {w}");
+            let compared = !cuda || step == 0;
+            assert!(
+                !compared || (g - w).abs() <= tolerance * (1.0 + w.abs()),
+                "step {step}: {what} native {g} libtorch {w}"
+            );
         }
         clipped_seen += cf;
     }
     assert!(clipped_seen > 0.0, "no ratio was ever clipped: a weak test");
-    nat.push_native();
+    pop.write_back(0, &mut lt).unwrap();
     let (a, b) = (flat_state(&nat), flat_state(&lt));
-    let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0f32, f32::max);
-    assert!(worst <= 1e-5, "parameters or Adam moments differ by {worst} after 8 steps");
-    assert_eq!(nat.adam.steps, 8);
+    let close = |x: &f32, y: &f32| (x - y).abs() / (1.0 + y.abs()) <= if cuda { 1e-4 } else { 1e-5 };
+    let agree = a.iter().zip(&b).filter(|(x, y)| close(x, y)).count() as f64 / a.len() as f64;
+    let want = if cuda { 0.99 } else { 1.0 };
+    assert!(agree >= want, "only {agree} of the parameters and Adam moments agree after {steps} steps");
+    assert_eq!((nat.adam.steps, lt.adam.steps), (steps, steps));
     // The log-std held above its bound got no gradient, on either side.
-    let ls = Vec::<f32>::try_from(&lt.model.log_std).unwrap();
+    let ls = Vec::<f32>::try_from(lt.model.log_std.to_device(cpu)).unwrap();
     assert_eq!(ls[1], 1.5, "{ls:?}");
     assert_ne!(ls[0], -0.5, "{ls:?}");
     // And the update moved the weights: the comparison is not between two untouched copies.
-    let fresh = Ppo::new(PpoConfig { cpu_backend: CpuBackend::Libtorch, ..cfg }, 5, 3, Device::Cpu).unwrap();
+    let fresh = Ppo::new(PpoConfig { cpu_backend: CpuBackend::Libtorch, ..cfg }, 5, 3, device).unwrap();
     assert!(flat_state(&fresh).iter().zip(&b).any(|(x, y)| (x - y).abs() > 1e-4));
+}
+
+/// `ppo.target_kl` ends a libtorch run's epochs early (a population of one may; several trials in step may
+/// not): with a tiny target every update stops after its first epoch, and without one it runs them all.
+#[test]
+fn a_libtorch_run_stops_its_epochs_at_the_target_kl() {
+    for (target, epochs) in [(Some(1e-12), 1), (None, 2)] {
+        let cfg = PpoConfig { cpu_backend: CpuBackend::Libtorch, target_kl: target, ..small() };
+        let mut p = Ppo::new(cfg, 4, 1, Device::Cpu).unwrap();
+        let mut seen = Vec::new();
+        p.train(&mut CartPole::new(4, 1), 2 * 32 * 4, |s| {
+            seen.push(s.epochs_run);
+            true
+        })
+        .unwrap();
+        assert_eq!(seen, [epochs, epochs], "target {target:?}");
+        assert_eq!(p.adam.steps, 2 * epochs as u64 * 2, "2 updates of {epochs} epochs of 2 minibatches");
+    }
 }
 
 #[test]
@@ -254,14 +296,17 @@ fn kernel_setup() -> (crate::rl::trading::KernelTradingEnv, Ppo) {
 #[test]
 fn a_rollout_on_the_kernel_env_reads_nothing_back_and_an_update_reads_twice() {
     use crate::ml::readback::reads;
-    let (mut env, mut ppo) = kernel_setup();
-    let obs = ppo.observe(&env.reset());
+    let (mut env, ppo) = kernel_setup();
+    let mut pop = Population::single(&ppo).unwrap();
+    let (mut recent, mut episodes) = (std::collections::VecDeque::new(), 0);
+    let mut one = OneEnv { env: &mut env, device: Device::Cpu, recent: &mut recent, episodes: &mut episodes };
+    let updates = Tensor::from_slice(&[0i64]);
     let before = reads();
-    let (rollout, _) = ppo.collect(&mut env, obs).unwrap();
+    let rollout = pop.collect(&mut one, 8, &updates).unwrap();
     assert_eq!(reads() - before, 0, "16 rollout steps read from the device");
-    assert_eq!(rollout.rewards.size(), [16, 8]);
+    assert_eq!(rollout.rewards.size(), [16, 1, 8]);
     let before = reads();
-    ppo.update(&rollout, 3e-4).unwrap();
+    pop.update(&rollout, &[3e-4], &updates, &Tensor::from_slice(&[3e-4f64])).unwrap();
     assert_eq!(reads() - before, 1, "an update reads its statistics once, not per minibatch");
 
     let (mut env, mut ppo) = kernel_setup();
@@ -388,5 +433,13 @@ mod gpu_tests {
         assert!(seen.iter().all(|s| s.policy_loss.is_finite() && s.value_loss.is_finite()), "{seen:?}");
         assert_eq!(seen[2].episodes, 1024 * 4, "episodes of 20 steps over 96 steps");
         assert_eq!(crate::ml::autocast::cuda_dtype().unwrap(), Kind::BFloat16, "mixed precision runs in bfloat16");
+    }
+
+    /// On CUDA the libtorch trainer's minibatch step is the native trainer's (within CUDA's summation
+    /// order). Needs a GPU: `make test-gpu`.
+    #[test]
+    fn on_cuda_a_libtorch_step_is_the_native_step() {
+        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+        assert_libtorch_steps_as_native(Device::Cuda(0));
     }
 }

@@ -11,18 +11,25 @@
 //! minibatch size and epochs, and the options that are not tuned (`PpoShape`; each trial's own values are
 //! its `PpoTuned`).
 //!
-//! A population trains in float32 (`ppo.mixed_precision` applies to single runs), GAE as tensor ops with
-//! each trial's γ and λ (not the single-run GAE kernel, whose factors are scalars).
+//! A single run is a population of one (`Population::single`, what `Ppo::train` runs on libtorch): its
+//! rollout steps any `BatchEnv`, it may end its epochs early at `ppo.target_kl`, and on CUDA it computes
+//! GAE as one kernel launch and its forward passes in bfloat16 where `ppo.mixed_precision` asks. A population
+//! of several trains in float32, GAE as tensor ops with each trial's γ and λ (the kernel's factors are scalars).
 //!
 //! The trials come from and go back to ordinary `Ppo` trainers (`new` stacks them, `write_back` copies a
 //! trial back for export, validation and registration), so checkpoints and ONNX export are unchanged.
 
 mod draws;
+mod rollout;
 #[cfg(test)]
 mod tests;
 
+pub(in crate::rl::ppo) use rollout::OneEnv;
+#[cfg(test)]
+pub(in crate::rl::ppo) use rollout::Rollout;
 pub use train::MemberResult;
 
+use super::gae::GaeKernel;
 use super::{Ppo, PpoError, PpoShape, PpoTuned};
 use crate::onnx::Activation;
 use tch::{Device, Kind, Tensor};
@@ -59,6 +66,10 @@ pub struct Population {
     pub env_steps: Vec<u64>,
     /// The last rollout's final observations `[P, E, obs]`, normalised: the next rollout starts there.
     next_obs: Option<Tensor>,
+    /// A single run's forward passes in bfloat16 (`ppo.mixed_precision` on CUDA).
+    amp: bool,
+    /// A single run's GAE kernel (on CUDA).
+    gae: Option<GaeKernel>,
 }
 
 /// Per-trial constants as tensors `[P, 1]` (f32) on the device.
@@ -116,10 +127,9 @@ impl Population {
                 return Err(PpoError::Config("a population's trials must be on one device".into()));
             }
         }
-        if shape.target_kl.is_some() {
+        if shape.target_kl.is_some() && members.len() > 1 {
             return Err(PpoError::Config(
-                "ppo.target_kl ends a trial's epochs early, which a population trained in step cannot do: unset it"
-                    .into(),
+                "ppo.target_kl ends a trial's epochs early, which trials trained in step cannot do: unset it".into(),
             ));
         }
         let device = first.device();
@@ -173,7 +183,18 @@ impl Population {
             updates: members.iter().map(|m| m.updates).collect(),
             env_steps: members.iter().map(|m| m.env_steps).collect(),
             next_obs: None,
+            amp: false,
+            gae: None,
         })
+    }
+
+    /// A single run as a population of one: `ppo`'s state stacked, with its mixed precision and its GAE
+    /// kernel (on CUDA).
+    pub(in crate::rl::ppo) fn single(ppo: &Ppo) -> Result<Population, PpoError> {
+        let mut pop = Population::new(&[ppo])?;
+        pop.amp = ppo.amp();
+        pop.gae = ppo.gae.clone();
+        Ok(pop)
     }
 
     /// How many trials it trains.
@@ -287,6 +308,17 @@ impl Population {
         self.tower(obs, 2 * self.depth + 2).squeeze_dim(-1)
     }
 
+    /// Mean actions and values, in float32 (the layers under bfloat16 autocast in a mixed-precision run).
+    fn forward(&self, obs: &Tensor) -> (Tensor, Tensor) {
+        let (mean, value) = tch::autocast(self.amp, || (self.mean(obs), self.value(obs)));
+        (mean.to_kind(Kind::Float), value.to_kind(Kind::Float))
+    }
+
+    /// Values alone, as `forward`.
+    fn values(&self, obs: &Tensor) -> Tensor {
+        tch::autocast(self.amp, || self.value(obs)).to_kind(Kind::Float)
+    }
+
     /// Log-std `[P, A]` within the configured bounds.
     fn log_std(&self) -> Tensor {
         let c = self.shape();
@@ -312,7 +344,8 @@ impl Population {
     fn observe(&mut self, raw: &Tensor) -> Tensor {
         let raw = raw.to_kind(Kind::Float);
         if !self.shape().normalize_obs {
-            return raw;
+            // A copy: the env kernel overwrites its observation buffer at the next step.
+            return raw.copy();
         }
         tch::no_grad(|| {
             let n = raw.size()[1] as f64;

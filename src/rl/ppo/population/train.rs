@@ -1,10 +1,13 @@
 //! A population's round: one rollout of every trial on the stacked env, then the epochs of minibatch steps,
-//! each trial's loss reaching only its own weights.
+//! each trial's loss reaching only its own weights; and a single run's update, a population of one's.
 
-use super::super::{PpoError, Rollout, UpdateStats, update_stats};
+use super::super::{PpoError, UpdateStats, update_stats};
+use super::rollout::{Kernel, OneEnv, Rollout};
 use super::{Population, draws};
 use crate::env::kernel::TensorKernelEnv;
 use crate::ml::optim::{BETA1, BETA2, PPO_EPS, update_moments};
+use crate::ml::readback::scalar;
+use crate::rl::BatchEnv;
 use std::time::Instant;
 use tch::{Kind, Tensor};
 
@@ -35,7 +38,8 @@ impl Population {
         let updates: Vec<i64> = self.updates.iter().map(|&u| u as i64).collect();
         let updates = draws::column(&updates, self.device);
         let lr = Tensor::from_slice(lrs).to_device(self.device);
-        let ro = self.collect(env, e, &updates)?;
+        let (p, obs_dim) = (p as i64, self.obs_dim);
+        let ro = self.collect(&mut Kernel { env: &mut *env, p, e, obs_dim }, e, &updates)?;
         let stats = self.update(&ro, lrs, &updates, &lr)?;
         let returns = env.take_trial_returns().map_err(|err| PpoError::Env(err.to_string()))?;
         let per_update = (self.shape().n_steps as i64 * e) as u64;
@@ -60,55 +64,48 @@ impl Population {
             .collect())
     }
 
-    fn collect(&mut self, env: &mut TensorKernelEnv, e: i64, updates: &Tensor) -> Result<Rollout, PpoError> {
-        let (p, a, t_len) = (self.len() as i64, self.act_dim, self.shape().n_steps);
-        let view = |t: &Tensor, last: Option<i64>| match last {
-            Some(d) => t.view([p, e, d]),
-            None => t.view([p, e]),
-        };
-        // The last round's final observations, normalised then; the env's current ones at the first round.
-        let mut obs = match self.next_obs.take() {
-            Some(o) => o,
-            None => self.observe(&view(env.obs(), Some(self.obs_dim))),
-        };
-        // Each trial's noise stream continues where its last rollout stopped.
-        let start = updates * t_len as i64;
-        let (mut o, mut ac, mut lp, mut v, mut r, mut d) = (vec![], vec![], vec![], vec![], vec![], vec![]);
-        for t in 0..t_len {
-            let counter = &start + t as i64;
-            let (action, log_prob, value) = tch::no_grad(|| {
-                let mean = self.mean(&obs);
-                let noise = draws::normals(&self.seeds, &counter, e * a).view([p, e, a]);
-                let action = &mean + self.log_std().exp().unsqueeze(1) * noise;
-                let log_prob = self.log_prob(&mean, &action);
-                (action, log_prob, self.value(&obs))
-            });
-            env.set_actions(&action)
-                .and_then(|()| env.step())
-                .map_err(|err| PpoError::Env(format!("the env kernel's step failed: {err}")))?;
-            o.push(obs);
-            ac.push(action);
-            lp.push(log_prob);
-            v.push(value);
-            r.push(view(env.reward(), None).copy());
-            d.push(view(env.done(), None).copy());
-            obs = self.observe(&view(env.obs(), Some(self.obs_dim)));
+    /// A single run's update (a population of one): one rollout on `env`, then the epochs at learning rate
+    /// `lr`. Reads the device once (the statistics; once more an epoch with `ppo.target_kl`); the caller
+    /// reads the env's returns.
+    pub(in crate::rl::ppo) fn update_one<E: BatchEnv + ?Sized>(
+        &mut self,
+        env: &mut OneEnv<'_, E>,
+        lr: f64,
+    ) -> Result<UpdateStats, PpoError> {
+        if self.len() != 1 {
+            return Err(PpoError::Config(format!("a single run is a population of one, not of {}", self.len())));
         }
-        let last_value = tch::no_grad(|| self.value(&obs));
-        self.next_obs = Some(obs.shallow_clone());
-        Ok(Rollout {
-            obs: Tensor::stack(&o, 0),
-            actions: Tensor::stack(&ac, 0),
-            log_probs: Tensor::stack(&lp, 0),
-            values: Tensor::stack(&v, 0),
-            rewards: Tensor::stack(&r, 0),
-            dones: Tensor::stack(&d, 0),
-            last_value,
-        })
+        let e = env.env.num_envs() as i64;
+        let updates = draws::column(&[self.updates[0] as i64], self.device);
+        let lr_t = Tensor::from_slice(&[lr]).to_device(self.device);
+        let ro = self.collect(env, e, &updates)?;
+        let stats = self.update(&ro, &[lr], &updates, &lr_t)?;
+        self.updates[0] += 1;
+        self.env_steps[0] += (self.shape().n_steps as i64 * e) as u64;
+        match <[MemberResult; 1]>::try_from(stats) {
+            Ok([one]) => one,
+            Err(other) => Err(PpoError::Readback { values: 8 * other.len(), expected: 8 }),
+        }
     }
 
-    /// GAE(λ) `[T, P, E]` with each trial's γ and λ (`gae::gae_ops` with per-trial factors).
-    pub(super) fn advantages(&self, ro: &Rollout) -> Tensor {
+    /// GAE(λ) `[T, P, E]` with each trial's γ and λ (`gae::gae_ops` with per-trial factors); a single run's
+    /// on CUDA as one launch of the GAE kernel (its failure is the update's error).
+    pub(in crate::rl::ppo) fn advantages(&self, ro: &Rollout) -> Result<Tensor, PpoError> {
+        if let (Some(kernel), [one]) = (&self.gae, self.tuned.as_slice()) {
+            let (t, e) = (ro.rewards.size()[0], ro.rewards.size()[2]);
+            let flat = |x: &Tensor| x.view([t, e]);
+            return kernel
+                .advantages(
+                    one.gamma,
+                    one.gae_lambda,
+                    &flat(&ro.rewards),
+                    &flat(&ro.values),
+                    &flat(&ro.dones),
+                    &ro.last_value.view([e]),
+                )
+                .map(|adv| adv.view([t, 1, e]))
+                .map_err(|err| PpoError::Device(format!("the GAE kernel failed: {err}")));
+        }
         let (gamma, gl) = (&self.consts.gamma, &self.consts.gamma_lambda);
         let t_len = ro.rewards.size()[0];
         let mut adv = Vec::with_capacity(t_len as usize);
@@ -121,10 +118,10 @@ impl Population {
             adv.push(last.shallow_clone());
         }
         adv.reverse();
-        Tensor::stack(&adv, 0)
+        Ok(Tensor::stack(&adv, 0))
     }
 
-    fn update(
+    pub(in crate::rl::ppo) fn update(
         &mut self,
         ro: &Rollout,
         lrs: &[f64],
@@ -132,7 +129,7 @@ impl Population {
         lr: &Tensor,
     ) -> Result<Vec<MemberResult>, PpoError> {
         let p = self.len() as i64;
-        let adv = tch::no_grad(|| self.advantages(ro));
+        let adv = tch::no_grad(|| self.advantages(ro))?;
         let returns = &adv + &ro.values;
         // [T, P, E, ...] -> [P, T * E, ...]
         let flat = |t: &Tensor| {
@@ -147,9 +144,13 @@ impl Population {
         // loss, policy loss, value loss, approximate KL, clip fraction: per trial, f64 sums.
         let mut sums = Tensor::zeros([p, 5], (Kind::Double, device));
         let bs = (self.shape().batch_size as i64).min(n);
-        let mut batches = 0usize;
+        let (mut batches, mut epochs_run) = (0usize, 0);
         let epochs = self.shape().n_epochs;
+        // A single run's early stop at `ppo.target_kl` (refused for several trials): the epoch's KL, summed.
+        let target_kl = self.shape().target_kl;
         for epoch in 0..epochs {
+            epochs_run += 1;
+            let mut epoch_kl = Tensor::zeros([p], (Kind::Double, device));
             let counter = updates * epochs as i64 + epoch as i64;
             let perm = draws::permutations(&self.seeds, &counter, n);
             for start in (0..n).step_by(bs as usize) {
@@ -161,8 +162,17 @@ impl Population {
                 };
                 let batch = [wide(&obs), wide(&actions), rows(&old_lp), rows(&old_v), rows(&adv), rows(&returns)];
                 let s = self.minibatch(&batch, lr);
+                if target_kl.is_some() {
+                    epoch_kl += s.select(1, 3);
+                }
                 sums += s;
                 batches += 1;
+            }
+            let per_batch = (n as u64).div_ceil(bs as u64) as f64;
+            if let Some(target) = target_kl
+                && scalar(&epoch_kl.sum(Kind::Double))? / per_batch > 1.5 * target
+            {
+                break;
             }
         }
         let tail = tch::no_grad(|| {
@@ -177,7 +187,7 @@ impl Population {
         Ok(v.chunks(8)
             .enumerate()
             .map(|(k, row)| {
-                let mut s = update_stats(row, batches, epochs, self.updates[k] + 1)?;
+                let mut s = update_stats(row, batches, epochs_run, self.updates[k] + 1)?;
                 s.learning_rate = lrs[k];
                 Ok(s)
             })
@@ -186,14 +196,14 @@ impl Population {
 
     /// One gradient step of every trial on its minibatch `[obs, actions, old log-prob, old value, advantage,
     /// return]` (each `[P, B, ...]`); returns `[P, 5]`: loss, policy loss, value loss, KL, clip fraction (f64).
-    pub(super) fn minibatch(&mut self, b: &[Tensor; 6], lr: &Tensor) -> Tensor {
+    pub(in crate::rl::ppo) fn minibatch(&mut self, b: &[Tensor; 6], lr: &Tensor) -> Tensor {
         let [o, a, olp, ov, ad, ret] = b;
         let c = self.shape().clone();
         let mut ad = ad.shallow_clone();
         if c.normalize_advantage && ad.size()[1] > 1 {
             ad = (&ad - ad.mean_dim(1, true, Kind::Float)) / (ad.std_dim(1, true, true) + 1e-8);
         }
-        let (mean, value) = (self.mean(o), self.value(o));
+        let (mean, value) = self.forward(o);
         let log_ratio = self.log_prob(&mean, a) - olp;
         let ratio = log_ratio.exp();
         let clip = self.consts.clip.shallow_clone();
