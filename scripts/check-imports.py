@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 LAYERS = [
-    ["alloc", "logging", "native", "domain", "calendar", "clock", "schedule", "out", "ml", "exec"],
+    ["alloc", "logging", "runtime_libs", "domain", "calendar", "clock", "schedule", "out", "ml", "exec"],
     ["store", "features", "onnx"],
     ["env", "models", "feed"],
     ["config"],

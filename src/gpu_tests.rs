@@ -17,7 +17,7 @@ use tch::{Device, Kind, Tensor};
 /// The first CUDA device; a failure, not a skip, where there is none.
 fn cuda() -> Device {
     assert!(
-        crate::native::load_torch_cuda(),
+        crate::runtime_libs::load_torch_cuda(),
         "no CUDA device (tch::Cuda::is_available() is false: no NVIDIA driver, or no GPU): this test needs a GPU"
     );
     Device::Cuda(0)
@@ -43,7 +43,7 @@ fn onnx_export_of_a_cuda_trained_policy_equals_its_tch_outputs_on_the_cpu() {
     let (ppo, obs_dim) = train_on_cuda(vec![64, 64], |update| update < 3);
     assert_eq!((ppo.device(), ppo.updates), (Device::Cuda(0), 3));
     let bytes = ppo.export_policy(Some(1.0)).unwrap().to_onnx("obs", "action", &[]).unwrap();
-    let rt = crate::native::init_onnxruntime(None).unwrap_or_else(|e| panic!("{e}"));
+    let rt = crate::runtime_libs::init_onnxruntime(None).unwrap_or_else(|e| panic!("{e}"));
     let mut s = ort::session::Session::builder(&rt.env).unwrap().commit_from_memory(&bytes).unwrap();
     let n = 1000;
     let obs = Tensor::randn([n, obs_dim as i64], (Kind::Float, Device::Cpu)) * 2.0;

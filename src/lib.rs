@@ -22,7 +22,7 @@
 //! Modules by layer, lowest first; a module uses only modules of lower layers (`scripts/check-imports.py`,
 //! run by `make lint`, fails on any upward import):
 //!
-//! 0. [`alloc`] (jemalloc), [`logging`] (journald or stderr), [`native`] (ONNX Runtime and libtorch
+//! 0. [`alloc`] (jemalloc), [`logging`] (journald or stderr), [`runtime_libs`] (ONNX Runtime and libtorch
 //!    discovery), [`domain`] (symbols, timeframes, bars, decimal money, order ids and lifecycle),
 //!    [`calendar`] (the exchange's trading days and session times), [`clock`] (the wall clock or a
 //!    simulated one shared with the fake Alpaca),
@@ -101,7 +101,6 @@ mod metrics;
 #[cfg(feature = "train")]
 mod ml;
 pub mod models;
-mod native;
 pub mod oms;
 mod onnx;
 mod out;
@@ -110,6 +109,7 @@ pub mod retrain;
 mod risk;
 #[cfg(feature = "train")]
 pub mod rl;
+mod runtime_libs;
 mod schedule;
 pub mod store;
 mod telegram;
@@ -130,11 +130,11 @@ pub use exec::ExecParams;
 pub use features::windows::context_names;
 pub use features::{FEATURE_VERSION, FeatureSpec};
 pub use live::{EX_FATAL, EX_PANIC, RunError};
-pub use native::{init_onnxruntime, pyenv_python};
 pub use onnx::mlp::{MlpPolicy, Squash};
 pub use onnx::{Activation, Dense};
 pub use out::{EX_IOERR, OutError, err_fmt, error_lines};
 pub use policy::{Pipeline, PpoPolicy};
 pub use risk::DailyLoss;
+pub use runtime_libs::{init_onnxruntime, pyenv_python};
 #[cfg(feature = "train")]
 pub use training::device::cuda_unusable;

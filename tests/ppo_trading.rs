@@ -55,7 +55,7 @@ fn mean_return(panel: &Arc<Panel>, seed: u64, mut policy: impl FnMut(&[f32], usi
     let n = 32;
     let mut e = env::VecEnv::new(env_cfg(n, seed), panel.clone()).unwrap();
     let mut obs = vec![0.0f32; n * e.obs_dim()];
-    let mut step = env::Step::default();
+    let mut step = env::StepOutcome::default();
     let mut returns = Vec::new();
     for t in 0..60 {
         e.observe(&mut obs);

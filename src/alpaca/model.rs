@@ -67,9 +67,10 @@ pub struct Asset {
     pub price_increment: Option<Decimal>,
 }
 
-/// One open position as Alpaca reports it (GET `/v2/positions`), for reconciliation and `status`.
+/// One open position as the broker (Alpaca) reports it (GET `/v2/positions`), for reconciliation and `status`; the
+/// trading core's own position, the one the execution rule keeps, is `exec::Position`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Position {
+pub struct BrokerPosition {
     /// As Alpaca names it: crypto positions without the pair's slash (`BTCUSD`), unlike orders and assets.
     pub symbol: Symbol,
     /// `us_equity` or `crypto`.

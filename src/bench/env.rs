@@ -1,7 +1,7 @@
 //! `tradebot bench env`: steps the vectorized environment on a seeded synthetic panel with random actions
 //! and prints env-steps/s and asset-steps/s (one line of JSON with `--json`).
 
-use crate::env::{Accounting, EnvConfig, Panel, Step, VecEnv, rng::SplitMix64};
+use crate::env::{Accounting, EnvConfig, Panel, StepOutcome, VecEnv, rng::SplitMix64};
 use crate::exec::ExecParams;
 use crate::out::outln;
 use anyhow::{Context, bail};
@@ -103,11 +103,11 @@ fn run_rust(b: &EnvBench, panel: Arc<Panel>) -> anyhow::Result<Timing> {
 fn time_host_steps(
     b: &EnvBench,
     backend: &'static str,
-    mut step: impl FnMut(&[f32], &mut Step) -> Result<(), crate::env::EnvError>,
+    mut step: impl FnMut(&[f32], &mut StepOutcome) -> Result<(), crate::env::EnvError>,
 ) -> anyhow::Result<Timing> {
     let acts = actions(b);
     let n = b.envs * b.assets;
-    let mut out = Step::default();
+    let mut out = StepOutcome::default();
     let t0 = Instant::now();
     let mut done = 0;
     while done == 0 || t0.elapsed().as_secs_f64() < b.min_seconds {
@@ -138,7 +138,7 @@ fn run_kernel(b: &EnvBench, panel: Arc<Panel>, cuda: bool) -> anyhow::Result<Tim
 #[cfg(feature = "train")]
 fn run_kernel_cuda(b: &EnvBench, panel: &Panel) -> anyhow::Result<Timing> {
     use tch::{Device, Tensor};
-    if !crate::native::load_torch_cuda() {
+    if !crate::runtime_libs::load_torch_cuda() {
         bail!("--device cuda: no CUDA device is usable (tch::Cuda::is_available() is false)");
     }
     let device = Device::Cuda(0);

@@ -77,7 +77,7 @@ pub fn plan(quick: bool) -> Vec<(String, Vec<String>)> {
 #[cfg(feature = "train")]
 pub fn gpu(b: GpuBench) -> anyhow::Result<ExitCode> {
     use anyhow::{Context, bail};
-    if !crate::native::load_torch_cuda() {
+    if !crate::runtime_libs::load_torch_cuda() {
         eprintln!("no GPU: tch::Cuda::is_available() is false (no NVIDIA driver, or no CUDA device); nothing measured");
         return Ok(ExitCode::from(1));
     }

@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn an_incomplete_wheelhouse_is_refused_with_the_fix() {
         let dir = tempfile::tempdir().unwrap();
-        let python = crate::native::pyenv_python();
+        let python = crate::runtime_libs::pyenv_python();
         let err = install(&python.to_string_lossy(), dir.path()).unwrap_err().to_string();
         assert!(err.contains("make gpu-kit"), "{err}");
     }

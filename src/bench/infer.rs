@@ -101,7 +101,7 @@ fn synthetic(pl: &Pipeline, hidden: &[i64], act: Activation) -> (Manifest, Vec<u
 
 /// Runs the bench on `config` (the one `b.config` names, loaded by the caller).
 pub fn infer(config: &Config, b: InferBench) -> anyhow::Result<ExitCode> {
-    crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
+    crate::runtime_libs::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = Store::open(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(config, &store)?;
     let symbols = config.market.symbols.clone();

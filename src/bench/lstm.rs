@@ -61,7 +61,7 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     }
     let device = match b.device.as_str() {
         "cpu" => Device::Cpu,
-        "cuda" if crate::native::load_torch_cuda() => Device::Cuda(0),
+        "cuda" if crate::runtime_libs::load_torch_cuda() => Device::Cuda(0),
         "cuda" => bail!("--device cuda: no CUDA device is usable"),
         other => bail!("--device {other:?}: use cpu or cuda"),
     };

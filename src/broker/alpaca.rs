@@ -18,7 +18,7 @@
 
 use super::{Broker, BrokerError};
 use crate::alpaca::event::BrokerOrder;
-use crate::alpaca::model::{Asset, Position};
+use crate::alpaca::model::{Asset, BrokerPosition};
 use crate::alpaca::rest::{
     CancelOrder, GetAccount, GetAsset, GetOrderByClientId, ListAssets, ListOrders, ListOrdersQuery, ListPositions,
     NewOrder, OrderFilter, OrderKind, RestClient, RestError, Skipped, TimeInForce,
@@ -124,7 +124,7 @@ impl AlpacaBroker {
 
     /// Our symbol for a position: crypto positions come back as `BTCUSD`, mapped to the pair (`BTC/USD`)
     /// through the crypto asset list (read once, again when a position names a pair it does not hold).
-    async fn position_symbol(&mut self, p: &Position) -> Result<Symbol, BrokerError> {
+    async fn position_symbol(&mut self, p: &BrokerPosition) -> Result<Symbol, BrokerError> {
         if p.class != "crypto" || p.symbol.is_crypto() {
             return Ok(p.symbol.clone());
         }

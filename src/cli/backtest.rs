@@ -50,7 +50,7 @@ pub struct BacktestArgs {
 
 pub(super) fn run(a: BacktestArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(a.config)?;
-    crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
+    crate::runtime_libs::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = crate::control::beside::open_or_snapshot(&config.state_dir).context("opening the store")?;
     crate::data::ensure_bars(&config, &store)?;
     let reg = Registry::open(&config.state_dir.join("models")).context("opening the model registry")?;

@@ -10,14 +10,14 @@ use anyhow::Context;
 use std::process::ExitCode;
 
 pub(super) fn run(config: Option<Config>, gpu: bool) -> anyhow::Result<ExitCode> {
-    let venv = crate::native::pyenv_dir();
+    let venv = crate::runtime_libs::pyenv_dir();
     match &config {
         Some(c) => outln!("config:        {}", c.source.display())?,
         None => outln!("config:        none found (the defaults are checked)")?,
     }
     outln!("python venv:   {}", venv.display())?;
     let lib = config.as_ref().and_then(|c| c.runtime.onnxruntime_lib.as_deref());
-    let ort = crate::native::init_onnxruntime(lib).context("loading ONNX Runtime")?;
+    let ort = crate::runtime_libs::init_onnxruntime(lib).context("loading ONNX Runtime")?;
     outln!("onnxruntime:   {}", ort.path.display())?;
     #[cfg(feature = "train")]
     {

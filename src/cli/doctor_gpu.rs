@@ -82,7 +82,7 @@ pub(super) fn check() -> GpuReport {
     if !nvml(&mut r) && !devices.is_empty() {
         r.fail(GpuProblem::Unusable("NVML cannot be read: no GPU busy % or memory figures".into()));
     }
-    let torch = crate::native::load_torch_cuda();
+    let torch = crate::runtime_libs::load_torch_cuda();
     r.lines.push((
         "libtorch cuda:",
         if torch { format!("{} device(s)", tch::Cuda::device_count()) } else { "not available".into() },

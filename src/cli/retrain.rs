@@ -155,14 +155,14 @@ fn lines(p: &Progress, shown: &mut Shown) -> Vec<String> {
             vec![format!("{}: snapshot of {} bars written", kind.as_str(), count(*bars as u64))]
         }
         Progress::Training { kind, line } => {
-            let Some(pr) = crate::web::data::Progress::of_line(line) else { return Vec::new() };
+            let Some(pr) = crate::web::data::TrainingProgress::of_line(line) else { return Vec::new() };
             let fraction = if pr.total > 0.0 { (pr.done / pr.total).clamp(0.0, 1.0) } else { 1.0 };
             let last = shown.0.get(kind.as_str()).copied();
             if last.is_some_and(|l| fraction < 1.0 && fraction - l < 0.1) {
                 return Vec::new();
             }
             shown.0.insert(kind.as_str(), fraction);
-            let unit = crate::web::data::Progress::unit(line);
+            let unit = crate::web::data::TrainingProgress::unit(line);
             let rate = if unit == "steps" && pr.steps_per_s > 0.0 {
                 format!(", {} steps/s", count(pr.steps_per_s.round() as u64))
             } else {

@@ -2,7 +2,7 @@
 
 use super::load_config;
 use crate::out::{err, errln, out, outln};
-use crate::retrain::study;
+use crate::retrain::study_record;
 use crate::training::device::DeviceRequest;
 use crate::tune::{self, TuneJob};
 use anyhow::bail;
@@ -144,7 +144,7 @@ pub(super) fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
         TuneCmd::List { config, json, storage: None } => {
             let config = load_config(config)?;
             let store = super::read_store(&config)?;
-            let all = study::list(&store)?;
+            let all = study_record::list(&store)?;
             if json {
                 outln!("{}", serde_json::to_string(&all)?)?;
             } else if all.is_empty() {
@@ -159,7 +159,7 @@ pub(super) fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
         TuneCmd::Show { study: name, config, json, optuna_journal, storage: None } => {
             let config = load_config(config)?;
             let store = super::read_store(&config)?;
-            let Some(s) = study::find(&store, &name)? else {
+            let Some(s) = study_record::find(&store, &name)? else {
                 bail!("no study {name:?} in {}: `tradebot tune list` shows them", config.state_dir.display());
             };
             show(&s, json, optuna_journal)
@@ -167,7 +167,7 @@ pub(super) fn run(cmd: TuneCmd) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn show(s: &study::StudyRecord, json: bool, optuna_journal: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+fn show(s: &study_record::StudyRecord, json: bool, optuna_journal: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     if let Some(path) = optuna_journal {
         tune::journal::write(s, &path)?;
         errln!("Optuna journal written to {}", path.display());
@@ -181,7 +181,7 @@ fn show(s: &study::StudyRecord, json: bool, optuna_journal: Option<PathBuf>) -> 
 }
 
 /// A study in `tune list`: its name, trials, best value, candidate and trigger.
-fn list_line(s: &study::StudyRecord) -> String {
+fn list_line(s: &study_record::StudyRecord) -> String {
     let best = s
         .best
         .and_then(|n| s.trials.iter().find(|t| t.number == n))

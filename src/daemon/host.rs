@@ -19,7 +19,7 @@ use crate::live::notify::Notifier;
 use crate::live::report::Reporter;
 use crate::metrics::Metrics;
 use crate::models::Registry;
-use crate::retrain::study::StudyRecord;
+use crate::retrain::study_record::StudyRecord;
 use crate::retrain::{Progress, RunRecord};
 use crate::store::Store;
 use crate::web::data::{EquityPoint, SharedData, TrainingView};
@@ -332,7 +332,7 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
             metrics.training_progress(kind.as_str(), line);
             if let Some(v) = live.running.get_mut(kind.as_str()) {
                 crate::retrain::record::add_to_curves(&mut v.curves, line);
-                if let Some(p) = crate::web::data::Progress::of_line(line) {
+                if let Some(p) = crate::web::data::TrainingProgress::of_line(line) {
                     v.progress = Some(p);
                 }
             }

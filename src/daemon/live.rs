@@ -48,7 +48,7 @@ pub(crate) fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Canc
         "feed.kind / broker.kind = \"alpaca\" needs APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment",
     )?;
     if !scripted {
-        crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
+        crate::runtime_libs::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     }
     let store = Store::open(&config.state_dir).context("opening the store")?;
     // Status, control, metrics, dashboard and the retrainer run around the engine (not the harness).

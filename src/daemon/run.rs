@@ -133,7 +133,7 @@ fn run_replay(
     shutdown: &CancellationToken,
     linger: bool,
 ) -> anyhow::Result<ReplaySummary> {
-    crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
+    crate::runtime_libs::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let store = Store::open(&config.state_dir).context("opening the store")?;
     ensure_bars(config, &store)?;
     let host = start_host(config, &store, rt, shutdown)?;

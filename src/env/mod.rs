@@ -27,7 +27,7 @@ pub mod weights;
 pub use config::{Accounting, EnvConfig, EnvError};
 pub use panel::{Panel, PanelError};
 pub use reward::{Benchmark, Objective, Reward};
-pub use vec_env::{Step, VecEnv};
+pub use vec_env::{StepOutcome, VecEnv};
 pub use weights::ActionSpace;
 
 #[cfg(test)]

@@ -15,9 +15,11 @@ use super::weights::ActionSpace;
 use crate::exec::Position;
 use std::sync::Arc;
 
-/// What one `step` returns, per env.
+/// What one `step` of the trading env leaves, per env, in host buffers the caller keeps and passes again
+/// (`VecEnv`, the env kernel); the observations go to a buffer of their own. `rl::TensorStep` and `rl::HostStep`
+/// are a `BatchEnv`'s step, with the observations.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Step {
+pub struct StepOutcome {
     /// The reward of the step, per env (see `Reward`).
     pub reward: Vec<f32>,
     /// The env finished its episode on this step (and has already been reset).
@@ -198,7 +200,7 @@ impl VecEnv {
 
     /// Steps every env with `actions` (`n_envs x n_assets`, each in [-1, 1]; NaN counts as 0), chunks of
     /// envs in parallel on the env's pool.
-    pub fn step(&mut self, actions: &[f32], out: &mut Step) -> Result<(), EnvError> {
+    pub fn step(&mut self, actions: &[f32], out: &mut StepOutcome) -> Result<(), EnvError> {
         let (e, a) = (self.cfg.n_envs, self.panel.n_assets);
         if actions.len() != e * a {
             return Err(EnvError::ActionShape { got: actions.len(), want: e * a });

@@ -63,7 +63,7 @@ fn export_matches_tch_through_onnx_runtime() {
     let mut t = LstmTrainer::new(LstmConfig { max_epochs: 2, ..cfg() }, dims(), Device::Cpu).unwrap();
     t.fit(&ds, &tr, &va, None, |_| true).unwrap();
     let bytes = t.net.export(&t.vs).unwrap().to_onnx(&[("kind", "lstm")]).unwrap();
-    let rt = crate::native::init_onnxruntime(None).unwrap();
+    let rt = crate::runtime_libs::init_onnxruntime(None).unwrap();
     let mut s = ort::session::Session::builder(&rt.env).unwrap().commit_from_memory(&bytes).unwrap();
     let n = 300;
     let (xf, xs, xc) = (

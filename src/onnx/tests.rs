@@ -42,7 +42,7 @@ impl Rng {
 }
 
 fn session(bytes: &[u8]) -> Session {
-    let rt = crate::native::init_onnxruntime(None).expect("ONNX Runtime (make venv)");
+    let rt = crate::runtime_libs::init_onnxruntime(None).expect("ONNX Runtime (make venv)");
     Session::builder(&rt.env).unwrap().with_intra_threads(1).unwrap().commit_from_memory(bytes).unwrap()
 }
 
@@ -50,7 +50,7 @@ fn onnx_checker(bytes: &[u8]) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.onnx");
     std::fs::write(&path, bytes).unwrap();
-    let out = std::process::Command::new(crate::native::pyenv_python())
+    let out = std::process::Command::new(crate::runtime_libs::pyenv_python())
         .args(["-c", "import onnx,sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True); print('ok')"])
         .arg(&path)
         .output()

@@ -162,7 +162,7 @@ pub(crate) fn fetch(registry: &Registry, sel: &ModelSel, kind: ModelKind) -> Res
 
 /// A session over `bytes` whose graph has exactly the manifest's input and output names.
 pub(crate) fn session(m: &Manifest, bytes: &[u8], opts: SessionOptions) -> Result<Session, PolicyError> {
-    let rt = crate::native::init_onnxruntime(None).map_err(|e| PolicyError::Runtime(e.to_string()))?;
+    let rt = crate::runtime_libs::init_onnxruntime(None).map_err(|e| PolicyError::Runtime(e.to_string()))?;
     let fail = |e: String| PolicyError::Session { id: m.id.clone(), reason: e };
     let s = Session::builder(&rt.env)
         .map_err(|e| fail(e.to_string()))?

@@ -118,9 +118,9 @@ impl RetrainPipeline {
 
     /// A search's study, as its child reported it, into the store (a WARN when it cannot be).
     fn store_study(&self, run: &str, line: &serde_json::Value) {
-        match serde_json::from_value::<study::StudyRecord>(line["study"].clone()) {
+        match serde_json::from_value::<study_record::StudyRecord>(line["study"].clone()) {
             Ok(s) => {
-                if let Err(e) = study::save(&self.store, &s) {
+                if let Err(e) = study_record::save(&self.store, &s) {
                     log::warn!("retrain {run}: cannot store the search's study {}: {e}", s.name);
                 }
             }

@@ -12,7 +12,7 @@ use super::child::{self, ChildOutcome};
 use super::dataset;
 use super::gate::{self, GateInput};
 use super::record::{self, Failure, RunOutcome, RunRecord};
-use super::study;
+use super::study_record;
 use crate::models::{Algorithm, ModelKind, Registry};
 use crate::store::Store;
 use chrono::{DateTime, Utc};
@@ -43,7 +43,8 @@ pub trait Evaluator: Send + Sync + 'static {
     }
 }
 
-/// What the pipeline reports while it runs.
+/// What the pipeline reports while it runs: the run's stages (a training child's own counts, read from its
+/// lines, are `web::data::TrainingProgress`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
     /// The training window is being written for the child.

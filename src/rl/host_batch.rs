@@ -2,7 +2,7 @@
 //! (reset, automatic reset at an episode's end, episode returns, tensors or host arrays) that CartPole and
 //! Pendulum share. An environment brings only its dynamics, as a `SingleEnv`.
 
-use super::{BatchEnv, HostStep, Step, StepError};
+use super::{BatchEnv, HostStep, StepError, TensorStep};
 use crate::env::rng::SplitMix64;
 use tch::{Device, Kind, Tensor};
 
@@ -116,12 +116,17 @@ impl<E: SingleEnv> BatchEnv for HostBatch<E> {
         self.obs()
     }
 
-    fn step(&mut self, actions: &Tensor) -> Result<Step, StepError> {
+    fn step(&mut self, actions: &Tensor) -> Result<TensorStep, StepError> {
         let a = Vec::<f32>::try_from(actions.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?)?;
         self.check(a.len())?;
         let (mut reward, mut done, mut finished) = (Vec::new(), Vec::new(), Vec::new());
         self.advance(&a, &mut reward, &mut done, &mut finished);
-        Ok(Step { obs: self.obs(), reward: Tensor::from_slice(&reward), done: Tensor::from_slice(&done), finished })
+        Ok(TensorStep {
+            obs: self.obs(),
+            reward: Tensor::from_slice(&reward),
+            done: Tensor::from_slice(&done),
+            finished,
+        })
     }
 
     fn reset_host(&mut self, obs: &mut Vec<f32>) -> Result<(), tch::TchError> {

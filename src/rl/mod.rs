@@ -64,8 +64,9 @@ pub enum StepError {
     Torch(#[from] TchError),
 }
 
-/// One step of all environments.
-pub struct Step {
+/// One step of all environments as tensors on the environment's device (`BatchEnv::step`; `HostStep` is the same
+/// in host memory).
+pub struct TensorStep {
     /// `[E, obs_dim]` observations after the step (after an automatic reset where an episode ended).
     pub obs: Tensor,
     /// `[E]` rewards.
@@ -103,10 +104,10 @@ pub trait BatchEnv {
     fn reset(&mut self) -> Tensor;
     /// Applies `actions` `[E, act_dim]` (unbounded; the environment clips or maps them). Actions of
     /// another count or shape are an error, as is a step the environment could not take.
-    fn step(&mut self, actions: &Tensor) -> Result<Step, StepError>;
+    fn step(&mut self, actions: &Tensor) -> Result<TensorStep, StepError>;
 
     /// Environments that sum their finished episodes' returns on the device (reporting none in
-    /// `Step::finished`) return `(sum, count)` since the last call, one read, once per rollout.
+    /// `TensorStep::finished`) return `(sum, count)` since the last call, one read, once per rollout.
     fn take_returns(&mut self) -> Result<Option<(f64, f64)>, StepError> {
         Ok(None)
     }

@@ -3,7 +3,7 @@
 //! Actions are clipped to [-1, 1] (the env's action space); an episode's "return" for progress reports is
 //! its total return, `final equity / initial cash - 1`.
 
-use super::{BatchEnv, HostStep, Step, StepError};
+use super::{BatchEnv, HostStep, StepError, TensorStep};
 use crate::env::kernel::{KernelEnvError, TensorKernelEnv};
 use crate::env::{self, EnvConfig, EnvError, Panel};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use tch::{Device, Kind, Tensor};
 pub struct TradingEnv {
     inner: env::VecEnv,
     obs: Vec<f32>,
-    step: env::Step,
+    step: env::StepOutcome,
     actions: Vec<f32>,
     initial_cash: f64,
 }
@@ -25,7 +25,7 @@ impl TradingEnv {
         let inner = env::VecEnv::new(cfg, panel)?;
         let obs = vec![0.0; inner.n_envs() * inner.obs_dim()];
         let actions = vec![0.0; inner.n_envs() * inner.n_assets()];
-        Ok(TradingEnv { inner, obs, step: env::Step::default(), actions, initial_cash })
+        Ok(TradingEnv { inner, obs, step: env::StepOutcome::default(), actions, initial_cash })
     }
 
     /// The env underneath (cash, positions, equity).
@@ -83,11 +83,11 @@ impl BatchEnv for TradingEnv {
         self.obs_tensor()
     }
 
-    fn step(&mut self, actions: &Tensor) -> Result<Step, StepError> {
+    fn step(&mut self, actions: &Tensor) -> Result<TensorStep, StepError> {
         let flat = actions.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_reshape([-1])?;
         self.take_actions(&Vec::<f32>::try_from(flat)?)?;
         let (finished, done) = self.advance()?;
-        Ok(Step {
+        Ok(TensorStep {
             obs: self.obs_tensor(),
             reward: Tensor::from_slice(&self.step.reward),
             done: Tensor::from_slice(&done),
@@ -156,7 +156,7 @@ impl BatchEnv for KernelTradingEnv {
         self.inner.obs().copy()
     }
 
-    fn step(&mut self, actions: &Tensor) -> Result<Step, StepError> {
+    fn step(&mut self, actions: &Tensor) -> Result<TensorStep, StepError> {
         let want = [self.num_envs() as i64, self.act_dim() as i64];
         if actions.size() != want {
             return Err(StepError::ActionShape { got: actions.size(), want });
@@ -164,7 +164,7 @@ impl BatchEnv for KernelTradingEnv {
         self.inner.set_actions(actions).map_err(StepError::SetActions)?;
         self.inner.step().map_err(StepError::Kernel)?;
         // Copies on the device: the kernel overwrites its buffers at the next step.
-        Ok(Step {
+        Ok(TensorStep {
             obs: self.inner.obs().copy(),
             reward: self.inner.reward().copy(),
             done: self.inner.done().copy(),

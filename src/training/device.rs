@@ -136,7 +136,7 @@ pub(crate) fn resolve(req: DeviceRequest) -> anyhow::Result<tch::Device> {
 /// Why CUDA device `n` cannot be used by libtorch, or `None` where it can.
 #[cfg(feature = "train")]
 pub fn cuda_unusable(n: usize) -> Option<String> {
-    if !crate::native::load_torch_cuda() {
+    if !crate::runtime_libs::load_torch_cuda() {
         return Some(match crate::env::kernel::probe::driver() {
             Err(why) => why.to_string(),
             Ok(d) if d.devices.is_empty() => {

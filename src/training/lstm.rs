@@ -344,7 +344,7 @@ fn register(
 
 /// Largest |tch - ONNX Runtime| over probabilities of 256 random inputs.
 fn parity(t: &LstmTrainer, onnx: &[u8], config: &Config, d: NetDims) -> anyhow::Result<f32> {
-    let rt = crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
+    let rt = crate::runtime_libs::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let mut s = ort::session::Session::builder(&rt.env)?.commit_from_memory(onnx)?;
     let n = 256i64;
     let cpu = (Kind::Float, Device::Cpu);

@@ -312,7 +312,7 @@ pub(crate) fn export_checked(ppo: &Ppo, config: &Config) -> anyhow::Result<(f32,
 
 /// Runs the ONNX policy in ONNX Runtime on `obs` (`n x d`, row-major); returns the actions, flattened.
 pub(crate) fn onnx_forward(config: &Config, bytes: &[u8], obs: &[f32], d: usize) -> anyhow::Result<Vec<f32>> {
-    let rt = crate::native::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
+    let rt = crate::runtime_libs::init_onnxruntime(config.runtime.onnxruntime_lib.as_deref())?;
     let mut s = ort::session::Session::builder(&rt.env)?.commit_from_memory(bytes)?;
     let x = ndarray::Array2::from_shape_vec((obs.len() / d.max(1), d), obs.to_vec())?;
     let out = s.run(ort::inputs!["obs" => ort::value::TensorRef::from_array_view(x.view())?])?;

@@ -6,7 +6,7 @@
 //! intermediate values (by step) and the final metrics as user attributes.
 
 use crate::config::Dist;
-use crate::retrain::study::{StudyRecord, TrialState};
+use crate::retrain::study_record::{StudyRecord, TrialState};
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};

@@ -11,7 +11,7 @@
 //! - [`journal`]: the study as an Optuna journal file, for `optuna-dashboard`.
 //! - [`optuna_storage`]: a search on Optuna's own storage (its gRPC proxy), beside other workers.
 //!
-//! The study's record (`retrain::study`) is in the store's `studies` tree; `tradebot tune list|show`
+//! The study's record (`retrain::study_record`) is in the store's `studies` tree; `tradebot tune list|show`
 //! read it, and the dashboard's search page draws it.
 //!
 //! Without feature `train` (the inference-only daemon), the search's client side (Optuna's storage, the
@@ -40,7 +40,7 @@ mod trial;
 mod waves;
 
 use crate::config::Config;
-use crate::retrain::study::StudyRecord;
+use crate::retrain::study_record::StudyRecord;
 use std::path::PathBuf;
 use std::time::Duration;
 

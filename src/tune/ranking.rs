@@ -2,7 +2,7 @@
 
 use super::{space, tpe};
 use crate::config::SamplerKind;
-use crate::retrain::study::{StudyRecord, TrialRecord};
+use crate::retrain::study_record::{StudyRecord, TrialRecord};
 use crate::training;
 
 /// The next trial's parameters: random, or TPE over the trials judged so far, best first.

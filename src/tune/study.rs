@@ -16,7 +16,7 @@ use super::trial::{Shared, Trial};
 use super::waves::Search;
 use crate::backtest::session::first_traded_bar;
 use crate::config::{Config, StrategyMode, TuneConfig};
-use crate::retrain::study::StudyRecord;
+use crate::retrain::study_record::StudyRecord;
 use crate::store::Store;
 use crate::training::device::{self, Ran};
 use crate::training::{self, ppo as train_ppo};

@@ -125,7 +125,7 @@ mod training {
     fn a_search_over_ppo_and_sac_trains_both_and_registers_the_best_with_its_algorithm() {
         use crate::config::{SacConfig, SamplerKind};
         use crate::models::{ModelKind, Registry};
-        use crate::retrain::study::TrialRecord;
+        use crate::retrain::study_record::TrialRecord;
         let dir = tempfile::tempdir().unwrap();
         let mut c = small_config(dir.path());
         (c.tune.algorithms, c.tune.sampler) = (vec![Algorithm::Ppo, Algorithm::Sac], SamplerKind::Random);
@@ -351,7 +351,7 @@ mod training {
 /// trained and why (issue 36): not a bare "complete at 65536 steps".
 #[test]
 fn a_trial_that_trains_past_its_rung_says_the_rounding() {
-    use crate::retrain::study::{RungValue, StudyRecord, TrialRecord, TrialState};
+    use crate::retrain::study_record::{RungValue, StudyRecord, TrialRecord, TrialState};
     let now = chrono::Utc::now();
     let trial = TrialRecord {
         number: 0,

@@ -10,7 +10,7 @@ use crate::env::Panel;
 use crate::env::kernel::TensorKernelEnv;
 use crate::models::Algorithm;
 use crate::policy::{Pipeline, PpoPolicy, SessionOptions};
-use crate::retrain::study::{RungValue, TrialRecord, TrialState};
+use crate::retrain::study_record::{RungValue, TrialRecord, TrialState};
 use crate::rl::BatchEnv;
 use crate::rl::ppo::{Ppo, UpdateStats};
 use crate::rl::sac::Sac;

@@ -10,7 +10,7 @@ use super::ranking::{better, log_end, propose};
 use super::trial::{Shared, Trial};
 use crate::config::{Config, TuneConfig};
 use crate::env::kernel::TensorKernelEnv;
-use crate::retrain::study::{self as record, StudyRecord, TrialRecord, TrialState};
+use crate::retrain::study_record::{self as record, StudyRecord, TrialRecord, TrialState};
 use crate::store::Store;
 use crate::training::emit;
 use anyhow::{Context, bail};

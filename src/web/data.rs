@@ -33,7 +33,7 @@ pub(crate) struct DashboardData {
     pub prices: Vec<PriceView>,
     /// The latest hyper-parameter searches, most recent first (the search page).
     #[serde(default)]
-    pub studies: Vec<crate::retrain::study::StudyRecord>,
+    pub studies: Vec<crate::retrain::study_record::StudyRecord>,
     /// The trailing stop: the fraction below the high-water mark since entry at which a holding is sold
     /// (0 = off). The price charts draw its line.
     #[serde(default)]
@@ -178,7 +178,7 @@ pub(crate) struct TrainingView {
     pub outcome: String,
     /// Named curves over updates or epochs: "return", "loss", "val_mcc", ...
     pub curves: BTreeMap<String, Vec<f64>>,
-    pub progress: Option<Progress>,
+    pub progress: Option<TrainingProgress>,
     /// The child's final numbers.
     #[serde(default)]
     pub metrics: BTreeMap<String, f64>,
@@ -187,8 +187,10 @@ pub(crate) struct TrainingView {
     pub gate: Option<(String, String)>,
 }
 
+/// A training child's progress as the dashboard and the foreground `tradebot retrain` show it: its count (steps,
+/// epochs or trials) of its total, its rate and ETA (`retrain::Progress` is the retrain run's stages).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Progress {
+pub(crate) struct TrainingProgress {
     pub done: f64,
     pub total: f64,
     pub steps_per_s: f64,
@@ -206,14 +208,14 @@ pub(crate) struct GpuNow {
     pub power_w: Option<f64>,
 }
 
-impl Progress {
+impl TrainingProgress {
     /// A training child's progress line as the run's progress: PPO counts steps, the LSTM epochs, a
     /// search (`retrain.tune`) its ended trials; `None` for a line without both counts (the dataset's,
     /// `done`). The dashboard and the foreground `tradebot retrain` show the same.
-    pub(crate) fn of_line(line: &serde_json::Value) -> Option<Progress> {
+    pub(crate) fn of_line(line: &serde_json::Value) -> Option<TrainingProgress> {
         let done = ["env_steps", "epoch", "trials_ended"].iter().find_map(|k| line.get(*k)?.as_f64())?;
         let total = ["total_steps", "max_epochs", "trials"].iter().find_map(|k| line.get(*k)?.as_f64())?;
-        Some(Progress {
+        Some(TrainingProgress {
             done,
             total,
             steps_per_s: crate::metrics::train_rate(line).unwrap_or(0.0),

@@ -3,7 +3,7 @@
 //! were judged, as a signed bar), and the trials table (state, steps, value at each rung, parameters).
 
 use super::svg::{Series, esc, line_chart};
-use crate::retrain::study::{StudyRecord, TrialRecord};
+use crate::retrain::study_record::{StudyRecord, TrialRecord};
 use std::fmt::Write;
 
 const STYLE: &str = include_str!("style.css");
@@ -177,7 +177,7 @@ fn study(o: &mut String, s: &StudyRecord) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::retrain::study::{RungValue, TrialState};
+    use crate::retrain::study_record::{RungValue, TrialState};
     use std::collections::BTreeMap;
 
     #[test]

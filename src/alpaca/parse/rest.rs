@@ -3,7 +3,7 @@
 use super::market::rest_bar;
 use super::{ParseError, decimal, field_err, opt_decimal, opt_time, time};
 use crate::alpaca::event::BrokerOrder;
-use crate::alpaca::model::{Account, Asset, MarketClock, Position, TradingDay};
+use crate::alpaca::model::{Account, Asset, BrokerPosition, MarketClock, TradingDay};
 use crate::alpaca::wire::rest as w;
 use crate::domain::{Bar, ClientOrderId, OrderId, OrderStatus, Side, Symbol, Timeframe};
 use chrono::{NaiveDate, NaiveTime, TimeZone};
@@ -143,8 +143,8 @@ pub fn asset(a: w::Asset) -> Result<Asset, ParseError> {
 }
 
 /// A position (GET `/v2/positions`) in domain terms; errors name the bad field.
-pub fn position(p: w::Position) -> Result<Position, ParseError> {
-    Ok(Position {
+pub fn position(p: w::Position) -> Result<BrokerPosition, ParseError> {
+    Ok(BrokerPosition {
         symbol: Symbol::new(&p.symbol)?,
         class: p.asset_class,
         qty: decimal("qty", &p.qty)?,

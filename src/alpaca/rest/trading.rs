@@ -2,7 +2,7 @@
 
 use super::{Endpoint, RestError, decode};
 use crate::alpaca::event::BrokerOrder;
-use crate::alpaca::model::{Account, Asset, MarketClock, Position, TradingDay};
+use crate::alpaca::model::{Account, Asset, BrokerPosition, MarketClock, TradingDay};
 use crate::alpaca::parse;
 use crate::alpaca::wire::rest as w;
 use crate::domain::{ClientOrderId, OrderId, Price, Qty, Side, Symbol};
@@ -391,7 +391,7 @@ impl Endpoint for CancelAllOrders {
 pub struct ListPositions;
 impl Endpoint for ListPositions {
     type Input = ();
-    type Output = Listed<Position>;
+    type Output = Listed<BrokerPosition>;
     const METHOD: Method = Method::GET;
     const IDEMPOTENT: bool = true;
     const NAME: &'static str = "GET /v2/positions";
@@ -407,14 +407,14 @@ impl Endpoint for ListPositions {
 pub struct GetPosition;
 impl Endpoint for GetPosition {
     type Input = Symbol;
-    type Output = Position;
+    type Output = BrokerPosition;
     const METHOD: Method = Method::GET;
     const IDEMPOTENT: bool = true;
     const NAME: &'static str = "GET /v2/positions/{symbol}";
     fn path(s: &Symbol) -> String {
         format!("/v2/positions/{}", path_symbol(s))
     }
-    fn parse(_: &Symbol, body: &[u8]) -> Result<Position, RestError> {
+    fn parse(_: &Symbol, body: &[u8]) -> Result<BrokerPosition, RestError> {
         decode(Self::NAME, body, parse::position)
     }
 }

@@ -404,7 +404,7 @@ pub struct OrderRequest {
     pub client_order_id: Option<String>,
 }
 
-/// `GET /v2/positions[/{symbol}]`; short quantities are negative.
+/// `GET /v2/positions[/{symbol}]`; short quantities are negative. Parsed into `model::BrokerPosition`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Position {
     /// The asset's id (a UUID).

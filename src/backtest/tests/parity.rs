@@ -6,7 +6,7 @@ use crate::backtest::*;
 use crate::broker::SimBroker;
 use crate::data::{ImportOptions, import_csv};
 use crate::engine::{Engine, EngineConfig, ManualClock, StrategyConfig};
-use crate::env::{EnvConfig, Panel, Step, VecEnv};
+use crate::env::{EnvConfig, Panel, StepOutcome, VecEnv};
 use crate::features::FeatureSpec;
 use crate::oms::{Oms, OmsConfig};
 use crate::policy::tests::{random_ppo, register_ppo};
@@ -59,7 +59,7 @@ fn parity(action: crate::env::ActionSpace, exec: ExecParams) -> u64 {
     let mut policy = PpoPolicy::load(&reg, &ModelSel::Champion, &pl, SessionOptions::default()).unwrap();
     let mut env = VecEnv::new(env_cfg.clone(), panel.clone()).unwrap();
     let mut obs = vec![0.0f32; env.obs_dim()];
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     let mut env_curve = vec![env_cfg.initial_cash];
     for _ in 0..env_cfg.episode_len {
         env.observe(&mut obs);

@@ -56,7 +56,7 @@ proptest! {
         let cfg = EnvConfig { n_envs: 1, episode_len: 59, initial_cash: 10_000.0, exec, fixed_start: true, seed, ..Default::default() };
         let mut env = VecEnv::new(cfg, panel.clone()).unwrap();
         let mut broker = SimBroker::new(10_000.0, exec);
-        let mut step = crate::env::Step::default();
+        let mut step = crate::env::StepOutcome::default();
         for t in 0..59 {
             let a = &actions[t * assets..(t + 1) * assets];
             env.step(a, &mut step).unwrap();

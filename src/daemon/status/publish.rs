@@ -50,7 +50,7 @@ impl<P: RunPipeline> Host<P> {
                 _ => {
                     let mut book = super::book::book(account, decisions.as_ref(), view, self.config.env.exec.fee_bps);
                     crate::web::data::add_stored_bars(&mut book.prices, &self.store, self.config.market.timeframe);
-                    let studies = crate::retrain::study::recent(&self.store, 3).unwrap_or_default();
+                    let studies = crate::retrain::study_record::recent(&self.store, 3).unwrap_or_default();
                     *cached = Some((std::time::Instant::now(), book.clone(), studies.clone()));
                     (book, studies)
                 }

@@ -188,7 +188,7 @@ mod tests {
         /// second program of the same source on the same device shares its module, stream and context.
         #[test]
         fn on_a_gpu_a_source_is_loaded_once_per_device_as_a_cubin_of_its_arch() {
-            assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+            assert!(crate::runtime_libs::load_torch_cuda(), "no CUDA device: this test needs a GPU");
             let a = CudaKernel::load(0).unwrap_or_else(|e| panic!("{e}"));
             let (modules, cubins) = (MODULES.len(), CUBINS.len());
             let b = CudaKernel::load(0).unwrap_or_else(|e| panic!("{e}"));
@@ -208,7 +208,7 @@ mod tests {
         /// `log` and `pow` enter. Needs a GPU: `make test-gpu`.
         #[test]
         fn kernel_cuda_build_agrees_with_the_cpu_build_bit_for_bit() {
-            assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+            assert!(crate::runtime_libs::load_torch_cuda(), "no CUDA device: this test needs a GPU");
             crate::env::kernel::tensor::tests::assert_agrees_with_the_host_build(tch::Device::Cuda(0), 300, 200);
         }
     }

@@ -48,7 +48,7 @@ pub use tensor::TensorKernelEnv;
 use super::config::{Accounting, EnvConfig, EnvError};
 use super::panel::Panel;
 use super::reward::{Benchmark, Reward};
-use super::vec_env::Step;
+use super::vec_env::StepOutcome;
 use super::weights::ActionSpace;
 use std::sync::Arc;
 
@@ -321,7 +321,7 @@ impl CpuKernelEnv {
 
     /// Steps every env with `actions` (`n_envs x n_assets`; NaN counts as 0) and writes the next
     /// observations; `out` as `VecEnv::step` fills it.
-    pub fn step(&mut self, actions: &[f32], out: &mut Step) -> Result<(), EnvError> {
+    pub fn step(&mut self, actions: &[f32], out: &mut StepOutcome) -> Result<(), EnvError> {
         let want = self.state.actions.len();
         if actions.len() != want {
             return Err(EnvError::ActionShape { got: actions.len(), want });

@@ -376,7 +376,7 @@ fn nvrtc() -> Result<&'static Nvrtc, KernelEnvError> {
     static LIB: OnceLock<Result<Nvrtc, (bool, String)>> = OnceLock::new();
     LIB.get_or_init(|| {
         let driver = driver_version();
-        let venv = crate::native::pyenv_dir();
+        let venv = crate::runtime_libs::pyenv_dir();
         let mut sites: Vec<PathBuf> = loaded_torch_site_packages().into_iter().collect();
         sites.extend(venv_site_packages(&venv));
         let mut files = nvrtc_files(&sites);

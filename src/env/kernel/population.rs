@@ -141,7 +141,7 @@ impl TensorKernelEnv {
 mod tests {
     use super::super::tests::{bits, f32_bits, panel_with_turbulence, random_actions};
     use super::*;
-    use crate::env::{EnvConfig, Step};
+    use crate::env::{EnvConfig, StepOutcome};
     use tch::Device;
 
     fn host<T: tch::kind::Element>(t: &Tensor) -> Vec<T>
@@ -198,10 +198,10 @@ mod tests {
             for &m in &members {
                 let mut actions = vec![0f32; 5 * a];
                 random_actions(&mut rng, &mut actions);
-                alone[m].step_host(&actions, &mut Step::default()).unwrap();
+                alone[m].step_host(&actions, &mut StepOutcome::default()).unwrap();
                 all.extend(actions);
             }
-            pop.step_host(&all, &mut Step::default()).unwrap();
+            pop.step_host(&all, &mut StepOutcome::default()).unwrap();
             let (rows, cash) = (host::<f32>(pop.reward()), host::<f64>(&pop.state.cash));
             let holdings = pop.holdings().unwrap();
             for (k, &m) in members.iter().enumerate() {
@@ -243,7 +243,7 @@ mod tests {
         /// The same on CUDA: the NVRTC build with positions asset-major, stacked and kept along the env axis.
         #[test]
         fn on_cuda_a_population_steps_each_trial_as_its_env_alone() {
-            assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+            assert!(crate::runtime_libs::load_torch_cuda(), "no CUDA device: this test needs a GPU");
             assert_population_steps_as_alone(Device::Cuda(0));
         }
     }

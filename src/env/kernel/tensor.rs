@@ -9,7 +9,7 @@
 use super::cuda::{CudaKernel, KernelEnvError};
 use super::state::{Dims, Inputs, TensorState};
 use super::{Buffers, Entry, Params};
-use crate::env::{EnvConfig, EnvError, Panel, Step};
+use crate::env::{EnvConfig, EnvError, Panel, StepOutcome};
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 
@@ -139,7 +139,7 @@ impl TensorKernelEnv {
     }
 
     /// As `VecEnv::step` on host slices (tests, benchmarks): the actions copied in, the results out.
-    pub fn step_host(&mut self, actions: &[f32], out: &mut Step) -> Result<(), KernelEnvError> {
+    pub fn step_host(&mut self, actions: &[f32], out: &mut StepOutcome) -> Result<(), KernelEnvError> {
         let want = self.n_envs() * self.n_assets();
         if actions.len() != want {
             return Err(EnvError::ActionShape { got: actions.len(), want }.into());
@@ -290,7 +290,7 @@ pub(crate) mod tests {
             state.f32s(&obs(got.obs()), want.obs(), &format!("variant {v}: first observation"));
             let mut rng = crate::env::rng::SplitMix64::new(v as u64 + 7);
             let mut actions = vec![0f32; cfg.n_envs * panel.n_assets];
-            let (mut s_want, mut s_got) = (Step::default(), Step::default());
+            let (mut s_want, mut s_got) = (StepOutcome::default(), StepOutcome::default());
             for s in 0..steps {
                 random_actions(&mut rng, &mut actions);
                 want.step(&actions, &mut s_want).unwrap();
@@ -354,7 +354,7 @@ pub(crate) mod tests {
         let panel = panel_with_turbulence();
         let cfg = EnvConfig { n_envs: 4, episode_len: 30, ..Default::default() };
         let mut env = TensorKernelEnv::new(&cfg, &panel, Device::Cpu).unwrap();
-        let err = env.step_host(&[0.0; 3], &mut Step::default()).err().unwrap().to_string();
+        let err = env.step_host(&[0.0; 3], &mut StepOutcome::default()).err().unwrap().to_string();
         assert!(err.contains('3') && err.contains(&(4 * panel.n_assets).to_string()), "{err}");
         let err = env.set_actions(&Tensor::zeros([4 * panel.n_assets as i64 + 1], (Kind::Float, Device::Cpu)));
         let err = err.err().map(|e| e.to_string()).unwrap_or_default();

@@ -202,7 +202,7 @@ fn kernel_cpu_build_agrees_with_vec_env_bit_for_bit() {
         assert_eq!(f32_bits(got.obs()), f32_bits(&obs), "variant {v}: first observation");
         let mut rng = SplitMix64::new(v as u64);
         let mut actions = vec![0f32; e * a];
-        let (mut s_want, mut s_got) = (Step::default(), Step::default());
+        let (mut s_want, mut s_got) = (StepOutcome::default(), StepOutcome::default());
         let (mut stops, mut dones, mut turbulent, mut returns) = (0, 0, 0, 0.0);
         let mut binding = Binding::default();
         for s in 0..200 {
@@ -258,7 +258,7 @@ fn kernel_asset_major_layout_steps_the_same_envs() {
         let mut asset_major = CpuKernelEnv::with_layout(&cfg, panel.clone(), true).unwrap();
         let mut rng = SplitMix64::new(40 + v as u64);
         let mut actions = vec![0f32; e * a];
-        let (mut s1, mut s2) = (Step::default(), Step::default());
+        let (mut s1, mut s2) = (StepOutcome::default(), StepOutcome::default());
         for s in 0..150 {
             random_actions(&mut rng, &mut actions);
             env_major.step(&actions, &mut s1).unwrap();
@@ -283,7 +283,7 @@ fn kernel_cpu_build_is_the_same_on_any_thread_count() {
         let mut env = CpuKernelEnv::new(&cfg, panel.clone()).unwrap().with_threads(threads).unwrap();
         let mut rng = SplitMix64::new(9);
         let mut actions = vec![0f32; cfg.n_envs * a];
-        let mut step = Step::default();
+        let mut step = StepOutcome::default();
         let mut trace = Vec::new();
         for _ in 0..80 {
             random_actions(&mut rng, &mut actions);
@@ -316,7 +316,7 @@ fn kernel_env_refuses_what_it_cannot_run() {
     let err = CpuKernelEnv::new(&no_index, panel.clone()).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("SPY") && err.contains("equal-weight"), "{err}");
     let mut env = CpuKernelEnv::new(&EnvConfig { n_envs: 2, ..Default::default() }, panel).unwrap();
-    let err = env.step(&[0.0; 5], &mut Step::default()).unwrap_err();
+    let err = env.step(&[0.0; 5], &mut StepOutcome::default()).unwrap_err();
     assert_eq!(err, EnvError::ActionShape { got: 5, want: 6 });
 }
 

@@ -45,7 +45,7 @@ fn random_actions_on_real_data_keep_cash_and_holdings_non_negative_and_finite() 
         let mut rng = SplitMix64::new(99 + v as u64);
         let mut actions = vec![0f32; 8 * 3];
         let mut obs = vec![0f32; 8 * env.obs_dim()];
-        let mut step = Step::default();
+        let mut step = StepOutcome::default();
         let (mut stops, mut dones, mut traded) = (0, 0, 0);
         for _ in 0..2_000 {
             actions.iter_mut().for_each(|x| *x = rng.action());
@@ -79,7 +79,7 @@ fn episodes_have_fixed_length_random_seeded_starts_and_reset_themselves() {
     assert_eq!(VecEnv::new(cfg.clone(), panel.clone()).unwrap().days(), &starts[..], "same seed, same starts");
     let other = VecEnv::new(EnvConfig { seed: 8, ..cfg.clone() }, panel.clone()).unwrap();
     assert_ne!(other.days(), &starts[..]);
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     let buy = vec![1f32; 4 * 3];
     for k in 1..=10 {
         env.step(&buy, &mut step).unwrap();
@@ -102,7 +102,7 @@ fn sells_happen_before_buys_so_a_sale_funds_a_buy_in_the_same_step() {
     let exec = ExecParams { fee_bps: 0.0, max_trade: 10.0, ..Default::default() };
     let cfg = EnvConfig { episode_len: 3, initial_cash: 100.0, exec, fixed_start: true, ..Default::default() };
     let mut env = VecEnv::new(cfg, panel).unwrap();
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     env.step(&[1.0, 0.0], &mut step).unwrap();
     assert_eq!((env.cash()[0], env.positions()[0].holding), (0.0, 10.0));
     // Asset 1's buy comes first in the action vector, asset 0's sell runs first all the same.
@@ -125,7 +125,7 @@ fn reward_is_scaled_equity_change_minus_turnover_penalty() {
         ..Default::default()
     };
     let mut env = VecEnv::new(cfg, panel).unwrap();
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     // Day 1: buy 10 of asset 0 at 11: fee 0.11, equity 1000 - 0.11; turnover 110.
     env.step(&[1.0, 0.0], &mut step).unwrap();
     let expect = 0.5 * (-0.11 - 0.01 * 110.0);
@@ -142,7 +142,7 @@ fn turbulence_above_the_threshold_liquidates_and_blocks_buys() {
     let cfg =
         EnvConfig { episode_len: 3, exec, turbulence_threshold: Some(99.0), fixed_start: true, ..Default::default() };
     let mut env = VecEnv::new(cfg, panel).unwrap();
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     env.step(&[1.0, 1.0], &mut step).unwrap();
     assert_eq!(env.positions()[0].holding, 10.0);
     env.step(&[1.0, 1.0], &mut step).unwrap();
@@ -187,7 +187,7 @@ fn episode_starts_are_the_seeded_stream_drawn_env_by_env() {
     let span = panel.n_days - len;
     let first: Vec<usize> = (0..e).map(|_| stream.below(span)).collect();
     assert_eq!(env.days(), first.as_slice());
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     for _ in 0..len {
         env.step(&vec![0.0; e * 3], &mut step).unwrap();
     }
@@ -212,7 +212,7 @@ fn vec_env_is_bit_identical_on_any_thread_count() {
             let mut env = VecEnv::new(cfg.clone(), panel.clone()).unwrap().with_threads(threads).unwrap();
             let mut rng = SplitMix64::new(3);
             let mut actions = vec![0f32; cfg.n_envs * 3];
-            let (mut step, mut obs) = (Step::default(), vec![0f32; cfg.n_envs * env.obs_dim()]);
+            let (mut step, mut obs) = (StepOutcome::default(), vec![0f32; cfg.n_envs * env.obs_dim()]);
             let mut trace = Vec::new();
             for _ in 0..130 {
                 crate::env::kernel::tests::random_actions(&mut rng, &mut actions);
@@ -244,7 +244,7 @@ fn weights_actions_trade_to_the_band_edge_and_not_inside_it() {
     let cfg =
         EnvConfig { episode_len: 5, initial_cash: 10_000.0, exec, fixed_start: true, action, ..Default::default() };
     let mut env = VecEnv::new(cfg.clone(), panel.clone()).unwrap();
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     let weights = |env: &VecEnv, day: usize| -> Vec<f64> {
         let eq = env.equity()[0];
         (0..2).map(|k| env.positions()[k].holding * f64::from(panel.price(day, k)) / eq).collect()
@@ -287,7 +287,7 @@ fn the_benchmark_relative_reward_equals_its_definition() {
     let cfg =
         EnvConfig { episode_len: 2, initial_cash: 10_000.0, exec, fixed_start: true, reward, ..Default::default() };
     let mut env = VecEnv::new(cfg.clone(), panel.clone()).unwrap();
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     env.step(&[0.5, 0.0], &mut step).unwrap();
     let want1 = 0.0 - 1.05f64.ln() - 20e-4 * 550.0 / 10_000.0;
     assert!((f64::from(step.reward[0]) - want1).abs() < 1e-6, "{} vs {want1}", step.reward[0]);
@@ -308,7 +308,7 @@ fn the_benchmark_relative_reward_equals_its_definition() {
     assert!((f64::from(step.reward[0]) - want).abs() < 1e-6, "{} vs {want}", step.reward[0]);
     // The env kernel's reward is the same, bit for bit.
     let mut kernel = crate::env::kernel::CpuKernelEnv::new(&cfg, with_index).unwrap();
-    let mut k_step = Step::default();
+    let mut k_step = StepOutcome::default();
     kernel.step(&[0.5, 0.0], &mut k_step).unwrap();
     kernel.step(&[0.0, 0.0], &mut k_step).unwrap();
     assert_eq!(k_step.reward[0].to_bits(), step.reward[0].to_bits(), "the kernel's reward");

@@ -108,7 +108,7 @@ fn finrl_numpy_env_is_reproduced_step_by_step() {
     let cfg = EnvConfig { episode_len: f.days, ..finrl_config(f.days, Accounting::FinrlNumpy) };
     let mut env = VecEnv::new(cfg, extended_panel(&f)).unwrap();
     assert_eq!(env.equity()[0], f.total[0]);
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     let a = f.assets;
     let (mut turbulent_days, mut worst) = (0, 0f64);
     for t in 0..f.days - 1 {
@@ -133,7 +133,7 @@ fn finrl_numpy_env_is_reproduced_step_by_step() {
 fn finrl_episode_ends_on_the_panels_last_day() {
     let f = load_fixture();
     let mut env = VecEnv::new(finrl_config(f.days, Accounting::FinrlNumpy), fixture_panel(&f)).unwrap();
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     let a = f.assets;
     for t in 0..f.days - 1 {
         env.step(&f.actions[t * a..(t + 1) * a], &mut step).unwrap();
@@ -150,7 +150,7 @@ fn finrl_episode_ends_on_the_panels_last_day() {
 fn standard_accounting_follows_finrl_until_float32_rounding_diverges() {
     let f = load_fixture();
     let mut env = VecEnv::new(finrl_config(f.days, Accounting::Standard), fixture_panel(&f)).unwrap();
-    let mut step = Step::default();
+    let mut step = StepOutcome::default();
     let a = f.assets;
     let (mut first_diff, mut worst) = (None, 0f64);
     for t in 0..f.days - 2 {

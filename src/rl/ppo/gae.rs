@@ -200,7 +200,7 @@ mod tests {
         /// The CUDA build against the CPU build, bit for bit. Needs a GPU: `make test-gpu`.
         #[test]
         fn gae_cuda_build_agrees_with_the_cpu_build_bit_for_bit() {
-            assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+            assert!(crate::runtime_libs::load_torch_cuda(), "no CUDA device: this test needs a GPU");
             let (t, e) = (128, 4096);
             let opts = (Kind::Float, Device::Cpu);
             let (rewards, values) = (Tensor::randn([t, e], opts), Tensor::randn([t, e], opts) * 3.0);

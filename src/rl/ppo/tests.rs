@@ -100,7 +100,7 @@ fn exported_policy_matches_tch_through_onnx_runtime() {
     p.train(&mut env, 4 * 32 * 4, |_| true).unwrap();
     let policy = p.export_policy(Some(1.0)).unwrap();
     let bytes = policy.to_onnx("obs", "action", &[]).unwrap();
-    let rt = crate::native::init_onnxruntime(None).unwrap();
+    let rt = crate::runtime_libs::init_onnxruntime(None).unwrap();
     let mut s = ort::session::Session::builder(&rt.env).unwrap().commit_from_memory(&bytes).unwrap();
     let obs = Tensor::randn([1000, 4], (Kind::Float, Device::Cpu)) * 2.0;
     let want = Vec::<f32>::try_from(p.act_deterministic(&obs).clamp(-1.0, 1.0).reshape([-1])).unwrap();
@@ -413,7 +413,7 @@ mod gpu_tests {
     /// length (each read a synchronisation). Needs a GPU: `make test-gpu`.
     #[test]
     fn on_cuda_an_update_reads_the_device_twice() {
-        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+        assert!(crate::runtime_libs::load_torch_cuda(), "no CUDA device: this test needs a GPU");
         let cuda = Device::Cuda(0);
         let panel = crate::env::tests::real_panel();
         let cfg = crate::env::EnvConfig { n_envs: 1024, episode_len: 20, seed: 3, ..Default::default() };
@@ -439,7 +439,7 @@ mod gpu_tests {
     /// order). Needs a GPU: `make test-gpu`.
     #[test]
     fn on_cuda_a_libtorch_step_is_the_native_step() {
-        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+        assert!(crate::runtime_libs::load_torch_cuda(), "no CUDA device: this test needs a GPU");
         assert_libtorch_steps_as_native(Device::Cuda(0));
     }
 }

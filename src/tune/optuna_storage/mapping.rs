@@ -5,7 +5,7 @@
 
 use super::messages::{self as m, state};
 use crate::config::Dist;
-use crate::retrain::study::{RungValue, TrialRecord, TrialState};
+use crate::retrain::study_record::{RungValue, TrialRecord, TrialState};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@
 use super::messages as m;
 use super::{Client, StorageError, WORKER_ATTR, mapping};
 use crate::config::TuneConfig;
-use crate::retrain::study::StudyRecord;
+use crate::retrain::study_record::StudyRecord;
 use serde_json::Value;
 
 /// The study system attribute with the search's settings (metric, rungs, sampler, trials).

@@ -34,7 +34,7 @@ pub(super) fn data() -> DashboardData {
             started_at: t0,
             outcome: "running".into(),
             curves: [("return".to_string(), vec![0.0, 0.1, 0.2])].into_iter().collect(),
-            progress: Some(data::Progress {
+            progress: Some(data::TrainingProgress {
                 done: 50.0,
                 total: 100.0,
                 steps_per_s: 12_345.0,

@@ -218,7 +218,7 @@ mod gpu_tests {
     /// it) and trains every trial (its step against the native trainer's: `rl::ppo::tests::gpu_tests`).
     #[test]
     fn on_cuda_a_population_reads_twice_a_round() {
-        assert!(crate::native::load_torch_cuda(), "no CUDA device: this test needs a GPU");
+        assert!(crate::runtime_libs::load_torch_cuda(), "no CUDA device: this test needs a GPU");
         let cuda = Device::Cuda(0);
         let trained = train_on(&[0, 1, 2, 3], 2, cuda);
         let panel = panel_with_turbulence();

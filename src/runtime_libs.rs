@@ -1,4 +1,4 @@
-//! The two native libraries: ONNX Runtime (loaded at run time, `ort`'s `load-dynamic`) and libtorch
+//! Finding and loading the runtime libraries: ONNX Runtime (loaded at run time, `ort`'s `load-dynamic`) and libtorch
 //! (linked by `tch` behind the `train` feature, found through an rpath recorded at build time).
 //!
 //! Both come from PyPI wheels installed by `make venv` into a venv outside the clone, keyed by version:
@@ -14,7 +14,7 @@ pub(crate) const ORT_VERSION: &str = "1.31.1";
 pub(crate) const PYENV_VAR: &str = "TRADEBOT_PYENV";
 
 #[derive(Debug, thiserror::Error)]
-pub enum NativeError {
+pub enum OnnxRuntimeError {
     #[error(
         "ONNX Runtime library not found; looked at: {tried}. Install it with `make venv` (onnxruntime=={ORT_VERSION} into {venv}), or point ORT_DYLIB_PATH or the config key runtime.onnxruntime_lib at libonnxruntime.so"
     )]
@@ -66,7 +66,7 @@ fn venv_ort(venv: &Path) -> Option<PathBuf> {
 }
 
 /// Finds libonnxruntime: the config key, then `ORT_DYLIB_PATH`, then the venv.
-pub(crate) fn find_onnxruntime(configured: Option<&Path>) -> Result<PathBuf, NativeError> {
+pub(crate) fn find_onnxruntime(configured: Option<&Path>) -> Result<PathBuf, OnnxRuntimeError> {
     let mut tried = Vec::new();
     if let Some(p) = configured {
         if p.is_file() {
@@ -86,7 +86,7 @@ pub(crate) fn find_onnxruntime(configured: Option<&Path>) -> Result<PathBuf, Nat
         return Ok(p);
     }
     tried.push(format!("{}/lib/python3*/site-packages/onnxruntime/capi/libonnxruntime.so.*", venv.display()));
-    Err(NativeError::OrtMissing { tried: tried.join("; "), venv: venv.display().to_string() })
+    Err(OnnxRuntimeError::OrtMissing { tried: tried.join("; "), venv: venv.display().to_string() })
 }
 
 /// ONNX Runtime, loaded: where the library came from and the process-wide environment that sessions
@@ -96,20 +96,20 @@ pub struct OnnxRuntime {
     pub env: ort::environment::Environment,
 }
 
-static ORT: OnceLock<Result<OnnxRuntime, NativeError>> = OnceLock::new();
+static ORT: OnceLock<Result<OnnxRuntime, OnnxRuntimeError>> = OnceLock::new();
 
 /// Loads ONNX Runtime once per process. Later calls return the first result (ONNX Runtime cannot be
 /// swapped inside a process).
-pub fn init_onnxruntime(configured: Option<&Path>) -> Result<&'static OnnxRuntime, NativeError> {
+pub fn init_onnxruntime(configured: Option<&Path>) -> Result<&'static OnnxRuntime, OnnxRuntimeError> {
     let r = ORT.get_or_init(|| {
         let path = find_onnxruntime(configured)?;
-        let fail = |reason: String| NativeError::OrtLoad { path: path.display().to_string(), reason };
+        let fail = |reason: String| OnnxRuntimeError::OrtLoad { path: path.display().to_string(), reason };
         let builder = ort::init_from(&path).map_err(|e| fail(e.to_string()))?;
         let env = builder.with_name("tradebot").build().map_err(|e| fail(e.to_string()))?;
         log::debug!("ONNX Runtime loaded from {}", path.display());
         Ok(OnnxRuntime { path, env })
     });
-    r.as_ref().map_err(|e| NativeError::Earlier(e.to_string()))
+    r.as_ref().map_err(|e| OnnxRuntimeError::Earlier(e.to_string()))
 }
 
 /// Loads libtorch's CUDA backend. The linker drops `libtorch_cuda.so` under `--as-needed` because no
@@ -151,7 +151,7 @@ mod tests {
         std::fs::write(capi.join("libonnxruntime.so.1.31.1"), b"").unwrap();
         assert_eq!(venv_ort(&dir.path().join("venv")).unwrap(), capi.join("libonnxruntime.so.1.31.1"));
         assert!(venv_ort(dir.path()).is_none());
-        let err = NativeError::OrtMissing { tried: "x".into(), venv: "/v".into() }.to_string();
+        let err = OnnxRuntimeError::OrtMissing { tried: "x".into(), venv: "/v".into() }.to_string();
         assert!(err.contains("make venv") && err.contains("ORT_DYLIB_PATH"), "{err}");
     }
 }
