@@ -65,9 +65,12 @@ pub enum PpoError {
         /// Values expected (eight per trial).
         expected: usize,
     },
-    /// The env kernel of a population failed (its message).
+    /// The env kernel of a population failed (reading the trials' returns back).
     #[error("the training environment failed: {0}")]
-    Env(String),
+    Env(#[from] crate::env::kernel::KernelEnvError),
+    /// The env kernel of a population failed to take the actions or to step.
+    #[error("the training environment failed: the env kernel's step failed: {0}")]
+    KernelStep(#[source] crate::env::kernel::KernelEnvError),
     /// A step of the environments failed.
     #[error("the training environment failed: {0}")]
     Step(#[from] crate::rl::StepError),
@@ -77,6 +80,24 @@ pub enum PpoError {
     /// A tensor operation failed in libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),
+}
+
+/// The trainer that runs a `train_until`, decided once before its updates.
+enum Trainer {
+    /// The plain-Rust trainer on the CPU, taken out of `Ppo::native` for the run and put back after it.
+    Native(Box<native::Native>),
+    /// libtorch's: a population of one, written back into the `Ppo` after every update.
+    Population(Box<Population>),
+}
+
+impl Trainer {
+    /// The native trainer, where it is the one that runs.
+    fn native(&self) -> Option<&native::Native> {
+        match self {
+            Trainer::Native(nat) => Some(nat),
+            Trainer::Population(_) => None,
+        }
+    }
 }
 
 /// A PPO trainer: the actor-critic, its optimiser and observation statistics, and the counts of steps and updates;
@@ -94,7 +115,8 @@ pub struct Ppo {
     /// the native trainer's order too; the population of one or the native trainer steps it (`eps` 1e-5) and
     /// writes it back after every update.
     adam: crate::ml::optim::Adam,
-    /// The plain-Rust trainer on the CPU (`ppo.cpu_backend = "native"`).
+    /// The plain-Rust trainer on the CPU (`ppo.cpu_backend = "native"`). `train_until` holds it while it
+    /// runs (`Trainer::Native`) and puts it back when it returns.
     native: Option<native::Native>,
     /// GAE as one kernel launch, on CUDA (loaded when the trainer is built, so that a kernel that cannot load
     /// refuses the trainer there).
@@ -153,7 +175,8 @@ impl Ppo {
         Ok(ppo)
     }
 
-    /// Which implementation trains: "native" (plain Rust on the CPU) or "libtorch".
+    /// Which implementation trains: "native" (plain Rust on the CPU) or "libtorch". Asked outside
+    /// `train_until` (whose run holds the native trainer).
     pub fn backend(&self) -> &'static str {
         if self.native.is_some() { "native" } else { "libtorch" }
     }
@@ -184,10 +207,19 @@ impl Ppo {
     }
 
     /// Copies the native trainer's state back into the `VarStore` (and Adam's step count in both cases).
+    #[cfg(test)]
     fn push_native(&mut self) {
+        let nat = self.native.take();
+        self.push_from(nat.as_ref());
+        self.native = nat;
+    }
+
+    /// Copies `nat`'s state (the native trainer's, where it trains) into the `VarStore`, and Adam's step
+    /// count in both cases.
+    fn push_from(&mut self, nat: Option<&native::Native>) {
         self.adam.store_steps();
         tch::no_grad(|| {
-            let Some(nat) = self.native.as_ref() else { return };
+            let Some(nat) = nat else { return };
             let device = self.device();
             let from = |v: &[f32], shape: &[i64]| Tensor::from_slice(v).view(shape).to_device(device);
             let mut off = 0;
@@ -247,7 +279,7 @@ impl Ppo {
         env: &mut E,
         first: u64,
         end: u64,
-        mut on_update: impl FnMut(&Ppo, &UpdateStats) -> bool,
+        on_update: impl FnMut(&Ppo, &UpdateStats) -> bool,
     ) -> Result<(), PpoError> {
         if env.obs_dim() != self.obs_dim {
             return Err(PpoError::Shape { what: "observations", env: env.obs_dim(), policy: self.obs_dim });
@@ -261,27 +293,43 @@ impl Ppo {
             crate::ml::autocast::bfloat16_on_this_thread();
         }
         // The libtorch path is a population of one, written back after every update; the native trainer
-        // keeps its own copy the same way.
-        let mut pop = None;
-        if self.native.is_some() {
-            self.pull_native()?;
-            if let Some(nat) = self.native.as_mut() {
-                nat.reseed(self.cfg.seed, self.updates);
-                nat.reset(&self.cfg, env)?;
-            }
-        } else {
-            pop = Some(Population::single(self)?);
+        // keeps its own copy the same way (brought up to date with the `VarStore` first). Which one runs
+        // is decided here, once.
+        self.pull_native()?;
+        let mut trainer = match self.native.take() {
+            Some(nat) => Trainer::Native(Box::new(nat)),
+            None => Trainer::Population(Box::new(Population::single(self)?)),
+        };
+        let out = self.run_updates(&mut trainer, env, (first, end, span, per_update), on_update);
+        if let Trainer::Native(nat) = trainer {
+            self.native = Some(*nat);
+        }
+        out
+    }
+
+    /// `train_until`'s updates with `trainer` (the native trainer is out of `self.native` meanwhile):
+    /// `first` and `span` the learning rate's schedule, `per_update` the env steps of an update.
+    fn run_updates<E: BatchEnv + ?Sized>(
+        &mut self,
+        trainer: &mut Trainer,
+        env: &mut E,
+        (first, end, span, per_update): (u64, u64, f64, u64),
+        mut on_update: impl FnMut(&Ppo, &UpdateStats) -> bool,
+    ) -> Result<(), PpoError> {
+        if let Trainer::Native(nat) = trainer {
+            nat.reseed(self.cfg.seed, self.updates);
+            nat.reset(&self.cfg, env)?;
         }
         while self.updates < end {
             let started = Instant::now();
             let lr = self.learning_rate(first, span);
             let (updates, env_steps) = (self.updates, self.env_steps);
-            let mut stats = match (self.native.as_mut(), pop.as_mut()) {
-                (Some(nat), _) => {
+            let mut stats = match trainer {
+                Trainer::Native(nat) => {
                     nat.collect(&self.cfg, env, &mut self.recent, &mut self.episodes)?;
                     nat.update(&self.cfg, lr, &mut self.adam.steps, self.updates)?
                 }
-                (None, Some(pop)) => {
+                Trainer::Population(pop) => {
                     let device = self.device();
                     let mut one =
                         OneEnv { env: &mut *env, device, recent: &mut self.recent, episodes: &mut self.episodes };
@@ -289,7 +337,6 @@ impl Ppo {
                     pop.write_back(0, self)?;
                     stats
                 }
-                (None, None) => return Err(PpoError::Config("the trainer has neither backend (a bug)".into())),
             };
             if let Some((sum, count)) = env.take_returns()?
                 && count > 0.0
@@ -297,7 +344,7 @@ impl Ppo {
                 self.device_mean = Some(sum / count);
                 self.episodes += count as u64;
             }
-            self.push_native();
+            self.push_from(trainer.native());
             self.updates = updates + 1;
             self.env_steps = env_steps + per_update;
             stats.update = self.updates;
