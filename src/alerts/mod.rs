@@ -87,10 +87,36 @@ impl Target {
     }
 }
 
+/// Why `[notify]`'s targets cannot be built: each message names the fix.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TargetError {
+    /// `notify.telegram_chat_id` without the bot's token.
+    #[error(
+        "notify.telegram_chat_id is set but no bot token: set {TELEGRAM_TOKEN_VAR} in the environment or as a systemd credential (LoadCredential={TELEGRAM_TOKEN_VAR}:FILE)"
+    )]
+    NoTelegramToken,
+    /// `notify.discord = true` without the webhook's URL.
+    #[error(
+        "notify.discord = true but no webhook URL: set {DISCORD_WEBHOOK_VAR} in the environment or as a systemd credential (LoadCredential={DISCORD_WEBHOOK_VAR}:FILE)"
+    )]
+    NoDiscordWebhook,
+    /// The Discord webhook's secret does not parse as a URL.
+    #[error("{DISCORD_WEBHOOK_VAR} is not a URL: copy the webhook's URL from Discord's channel settings")]
+    DiscordNotUrl,
+    /// A credential file exists and cannot be read.
+    #[error("cannot read credential {}: {error}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why (in the message: no source, so that it is said once).
+        error: std::io::Error,
+    },
+}
+
 /// The targets `[notify]` names, their secrets read through `env` (the environment, then files of the same
 /// names in `$CREDENTIALS_DIRECTORY`). A target whose secret is missing is an error naming the fix.
-pub(crate) fn targets(cfg: &NotifyConfig, env: impl Fn(&str) -> Option<String>) -> Result<Vec<Target>, String> {
-    let secret = |name: &str| -> Result<Option<Secret>, String> {
+pub(crate) fn targets(cfg: &NotifyConfig, env: impl Fn(&str) -> Option<String>) -> Result<Vec<Target>, TargetError> {
+    let secret = |name: &str| -> Result<Option<Secret>, TargetError> {
         if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
             return Ok(Some(Secret::new(v.trim())));
         }
@@ -100,7 +126,7 @@ pub(crate) fn targets(cfg: &NotifyConfig, env: impl Fn(&str) -> Option<String>) 
             Ok(s) if !s.trim().is_empty() => Ok(Some(Secret::new(s.trim()))),
             Ok(_) => Ok(None),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("cannot read credential {}: {e}", p.display())),
+            Err(error) => Err(TargetError::Read { path: p, error }),
         }
     };
     let mut out = Vec::new();
@@ -108,19 +134,13 @@ pub(crate) fn targets(cfg: &NotifyConfig, env: impl Fn(&str) -> Option<String>) 
         out.push(Target::Webhook(u.clone()));
     }
     if let Some(chat_id) = &cfg.telegram_chat_id {
-        let token = secret(TELEGRAM_TOKEN_VAR)?.ok_or_else(|| {
-            format!("notify.telegram_chat_id is set but no bot token: set {TELEGRAM_TOKEN_VAR} in the environment or as a systemd credential (LoadCredential={TELEGRAM_TOKEN_VAR}:FILE)")
-        })?;
+        let token = secret(TELEGRAM_TOKEN_VAR)?.ok_or(TargetError::NoTelegramToken)?;
         out.push(Target::Telegram { api: cfg.telegram_api.clone(), token, chat_id: chat_id.clone() });
     }
     if cfg.discord {
-        let url = secret(DISCORD_WEBHOOK_VAR)?.ok_or_else(|| {
-            format!("notify.discord = true but no webhook URL: set {DISCORD_WEBHOOK_VAR} in the environment or as a systemd credential (LoadCredential={DISCORD_WEBHOOK_VAR}:FILE)")
-        })?;
+        let url = secret(DISCORD_WEBHOOK_VAR)?.ok_or(TargetError::NoDiscordWebhook)?;
         if url::Url::parse(url.expose()).is_err() {
-            return Err(format!(
-                "{DISCORD_WEBHOOK_VAR} is not a URL: copy the webhook's URL from Discord's channel settings"
-            ));
+            return Err(TargetError::DiscordNotUrl);
         }
         out.push(Target::Discord(url));
     }

@@ -138,9 +138,11 @@ fn a_target_without_its_secret_is_refused_with_the_fix() {
         telegram_commands: false,
         telegram_allowed_chats: Vec::new(),
     };
-    let e = targets(&cfg, |_| None).unwrap_err();
+    let e = targets(&cfg, |_| None).unwrap_err().to_string();
     assert!(e.contains(TELEGRAM_TOKEN_VAR) && e.contains("LoadCredential"), "{e}");
-    let e = targets(&NotifyConfig { telegram_chat_id: None, discord: true, ..cfg.clone() }, |_| None).unwrap_err();
+    let e = targets(&NotifyConfig { telegram_chat_id: None, discord: true, ..cfg.clone() }, |_| None)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(DISCORD_WEBHOOK_VAR), "{e}");
     let bad = |k: &str| (k == DISCORD_WEBHOOK_VAR).then(|| "not a url".to_string());
     assert!(targets(&NotifyConfig { telegram_chat_id: None, discord: true, ..cfg.clone() }, bad).is_err());

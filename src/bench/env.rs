@@ -4,6 +4,7 @@
 use crate::env::{Accounting, EnvConfig, Panel, StepOutcome, VecEnv, rng::SplitMix64};
 use crate::exec::ExecParams;
 use crate::out::outln;
+use crate::training::device::DeviceRequest;
 use anyhow::{Context, bail};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -28,8 +29,8 @@ pub struct EnvBench {
     #[arg(long, default_value_t = 2519)]
     pub episode_len: usize,
     /// cpu | cuda
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, default_value = "cpu", value_parser = super::cpu_or_cuda)]
+    pub device: DeviceRequest,
     /// rust (plain-Rust env, CPU only) | kernel (the C kernel: its CPU build, or its CUDA build through
     /// NVRTC on --device cuda). Default: rust on cpu, kernel on cuda.
     #[arg(long)]
@@ -188,10 +189,11 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
     if !(0.0..=3600.0).contains(&b.min_seconds) {
         bail!("--min-seconds {}: must be between 0 and 3600 (0 times --steps once)", b.min_seconds);
     }
-    let cuda = match b.device.as_str() {
-        "cpu" => false,
-        "cuda" => true,
-        other => bail!("--device {other:?}: must be cpu or cuda"),
+    // The kernel's CUDA build runs on CUDA device 0 (`--device cuda`, `super::cpu_or_cuda`).
+    let cuda = match b.device {
+        DeviceRequest::Cpu => false,
+        DeviceRequest::Cuda(0) => true,
+        other => return Err(super::NotCpuOrCuda(other.to_string()).into()),
     };
     let backend = b.backend.clone().unwrap_or_else(|| if cuda { "kernel".into() } else { "rust".into() });
     let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
@@ -217,7 +219,7 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
         outln!(
             "{} on {}: {} envs x {} assets x {} steps in {:.3} s: {:.0} env-steps/s, {:.0} asset-steps/s",
             t.backend,
-            b.device,
+            if cuda { "cuda" } else { "cpu" },
             b.envs,
             b.assets,
             t.steps,

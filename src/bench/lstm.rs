@@ -20,8 +20,8 @@ pub struct LstmBench {
     #[arg(long, default_value_t = 3072)]
     pub batch: usize,
     /// cpu | cuda
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, default_value = "cpu", value_parser = super::cpu_or_cuda)]
+    pub device: crate::training::device::DeviceRequest,
     /// Write the synthetic data (raw little-endian arrays and meta.json) here for the PyTorch peer.
     #[arg(long)]
     pub dump: Option<PathBuf>,
@@ -54,17 +54,11 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
     use crate::lstm::model::NetDims;
     use crate::lstm::train::LstmTrainer;
     use anyhow::{Context, bail};
-    use tch::Device;
 
     if b.samples < 2 * b.batch || b.epochs == 0 || b.batch < 2 {
         bail!("--samples must be at least twice --batch (>= 2), and --epochs at least 1");
     }
-    let device = match b.device.as_str() {
-        "cpu" => Device::Cpu,
-        "cuda" if crate::runtime_libs::load_torch_cuda() => Device::Cuda(0),
-        "cuda" => bail!("--device cuda: no CUDA device is usable"),
-        other => bail!("--device {other:?}: use cpu or cuda"),
-    };
+    let device = crate::training::pick_device(&b.device)?;
     let spec = synthetic(b.samples, FAST_LEN, FEATURES, SLOW_LEN, CONTEXT, 7);
     if let Some(dir) = &b.dump {
         dump(dir, &spec).with_context(|| format!("writing the benchmark data to {}", dir.display()))?;

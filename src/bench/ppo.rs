@@ -39,11 +39,11 @@ pub struct PpoBench {
     #[arg(long, default_value_t = 1)]
     pub threads: i32,
     /// cpu | cuda
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, default_value = "cpu", value_parser = super::cpu_or_cuda)]
+    pub device: crate::training::device::DeviceRequest,
     /// On the CPU: native (plain Rust, the default) | libtorch (the tch code CUDA runs).
-    #[arg(long, default_value = "native")]
-    pub cpu_backend: String,
+    #[arg(long, value_enum, default_value = "native", hide_possible_values = true)]
+    pub cpu_backend: crate::config::CpuBackend,
     /// The env: auto (the env kernel on the training device with --device cuda, `VecEnv` on the CPU
     /// otherwise) | kernel | vec. The kernel keeps standard f64 accounting in place of FinRL's float32.
     #[arg(long, default_value = "auto")]
@@ -141,24 +141,13 @@ pub fn ppo(b: PpoBench) -> anyhow::Result<ExitCode> {
 /// The bench's options checked, and its device and CPU backend.
 #[cfg(feature = "train")]
 fn checked(b: &PpoBench) -> anyhow::Result<(tch::Device, crate::rl::ppo::CpuBackend)> {
-    use crate::rl::ppo::CpuBackend;
     if b.envs == 0 || b.assets == 0 || b.steps == 0 || b.days < 3 {
         bail!("--envs, --assets and --steps must be at least 1, --days at least 3");
     }
     if !(0.0..=3600.0).contains(&b.min_seconds) {
         bail!("--min-seconds {}: must be between 0 and 3600 (0 runs --steps once)", b.min_seconds);
     }
-    let device = match b.device.as_str() {
-        "cpu" => crate::training::pick_device(&crate::training::device::DeviceRequest::Cpu)?,
-        "cuda" => crate::training::pick_device(&crate::training::device::DeviceRequest::Cuda(0))?,
-        other => bail!("--device {other:?}: must be cpu or cuda"),
-    };
-    let cpu_backend = match b.cpu_backend.as_str() {
-        "native" => CpuBackend::Native,
-        "libtorch" => CpuBackend::Libtorch,
-        other => bail!("--cpu-backend {other:?}: must be native or libtorch"),
-    };
-    Ok((device, cpu_backend))
+    Ok((crate::training::pick_device(&b.device)?, b.cpu_backend))
 }
 
 /// The figures: one JSON object, or a line for people.

@@ -6,6 +6,7 @@
 
 #[cfg(feature = "train")]
 use crate::out::outln;
+use crate::training::device::DeviceRequest;
 use anyhow::bail;
 use std::process::ExitCode;
 
@@ -48,8 +49,8 @@ pub struct TuneBench {
     #[arg(long)]
     pub population: bool,
     /// cpu | cuda (with --population).
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, default_value = "cpu", value_parser = DeviceRequest::parse_arg)]
+    pub device: DeviceRequest,
     /// Envs per trial (with --population).
     #[arg(long, default_value_t = 1)]
     pub envs: usize,
@@ -93,7 +94,7 @@ pub fn tune(b: TuneBench) -> anyhow::Result<ExitCode> {
     if !(0.0..=3600.0).contains(&b.min_seconds) {
         bail!("--min-seconds {}: must be between 0 and 3600 (0 runs the trials once)", b.min_seconds);
     }
-    if !b.population && b.device != "cpu" {
+    if !b.population && b.device != DeviceRequest::Cpu {
         bail!(
             "--device {}: trials one at a time train on the CPU threads only; add --population to train them on the GPU, or use --device cpu",
             b.device
@@ -284,7 +285,7 @@ fn population(
     use crate::rl::ppo::population::Population;
     use anyhow::Context;
     use std::time::Instant;
-    let device = crate::training::pick_device(&b.device.parse()?)?;
+    let device = crate::training::pick_device(&b.device)?;
     if !device.is_cuda() {
         tch::set_num_threads(b.parallel.max(1) as i32);
     }
@@ -343,7 +344,7 @@ mod tests {
             seed: 1,
             json: true,
             population: false,
-            device: "cuda".into(),
+            device: DeviceRequest::Cuda(0),
             envs: 1,
             epochs: Some(1),
             min_seconds: 0.5,

@@ -44,9 +44,7 @@ fn day(flag: &str, s: &str) -> anyhow::Result<NaiveDate> {
 
 pub(super) fn run(args: FetchArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args.config)?;
-    let creds = Credentials::load()
-        .map_err(|e| anyhow!(e))?
-        .context("no Alpaca keys: set APCA_API_KEY_ID and APCA_API_SECRET_KEY")?;
+    let creds = Credentials::load()?.context("no Alpaca keys: set APCA_API_KEY_ID and APCA_API_SECRET_KEY")?;
     let (from, to) = (day("--from", &args.from)?, day("--to", &args.to)?);
     let req = HistoryRequest {
         symbols: args.symbols.iter().map(|s| Symbol::new(s)).collect::<Result<_, _>>().context("--symbols")?,

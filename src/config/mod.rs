@@ -46,6 +46,9 @@ pub use ppo::PpoConfig;
 pub(crate) use ppo::PpoConfig;
 #[cfg(feature = "train")]
 pub use ppo::{CpuBackend, PpoShape, PpoTuned};
+// `bench ppo --cpu-backend` parses into it in every build.
+#[cfg(not(feature = "train"))]
+pub(crate) use ppo::CpuBackend;
 pub(crate) use raw::RawConfig;
 pub(crate) use retrain::{GateConfig, RetrainConfig};
 pub(crate) use risk::{BrokerConfig, RiskConfig};
@@ -110,11 +113,43 @@ pub enum Mode {
     Live,
 }
 
+impl Mode {
+    /// Its name in the config and the status report (`paper`, `live`), as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Paper => "paper",
+            Mode::Live => "live",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FeedKind {
     Replay,
     Alpaca,
+}
+
+impl FeedKind {
+    /// Its name in the config and the status report (`replay`, `alpaca`), as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FeedKind::Replay => "replay",
+            FeedKind::Alpaca => "alpaca",
+        }
+    }
+}
+
+impl std::fmt::Display for FeedKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -62,8 +62,9 @@ pub struct PpoConfig {
 }
 
 /// The PPO trainer's CPU implementation (`ppo.cpu_backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum CpuBackend {
     /// Plain Rust: small matrices through `ndarray`'s GEMM, hand-written backward, Adam in place.
     #[default]

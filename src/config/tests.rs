@@ -100,7 +100,7 @@ fn credentials_from_env_then_directory() {
     std::fs::write(dir.path().join(KEY_ID_VAR), "PKFILE\n").unwrap();
     let d = dir.path().to_string_lossy().to_string();
     let env = |k: &str| (k == "CREDENTIALS_DIRECTORY").then(|| d.clone());
-    let e = Credentials::load_from(env).unwrap_err();
+    let e = Credentials::load_from(env).unwrap_err().to_string();
     assert!(e.contains("holds only one of"), "{e}");
     std::fs::write(dir.path().join(SECRET_KEY_VAR), "sfile\n").unwrap();
     let c = Credentials::load_from(env).unwrap().unwrap();
@@ -454,4 +454,17 @@ fn a_ppo_section_splits_into_its_shape_and_its_tuned_values_and_joins_back() {
     let shape_only = parse(&format!("{MIN}[ppo]\n{shape_keys}")).unwrap().ppo;
     assert_eq!(shape_only.shape(), shape, "the tuned keys changed the shape");
     assert_ne!(shape_only.tuned(), tuned);
+}
+
+#[test]
+fn mode_and_feed_kind_names_are_what_the_status_report_said() {
+    // The status report's `mode` and `feed.kind` were `format!("{:?}", x).to_lowercase()`: the same words.
+    for m in [Mode::Paper, Mode::Live] {
+        assert_eq!(m.to_string(), format!("{m:?}").to_lowercase());
+        assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+    }
+    for k in [FeedKind::Replay, FeedKind::Alpaca] {
+        assert_eq!(k.to_string(), format!("{k:?}").to_lowercase());
+        assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+    }
 }

@@ -28,7 +28,7 @@ use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
 use crate::risk::{AssetRules, RiskChecks};
 use crate::store::Store;
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 use chrono::Duration;
 use rust_decimal::Decimal;
 use std::collections::HashMap;
@@ -44,7 +44,7 @@ const WARM_UP_BARS: i64 = 600;
 pub(crate) fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &CancellationToken) -> anyhow::Result<()> {
     let scripted = config.strategy.mode == StrategyMode::Scripted;
     refuse_unsafe(config, scripted)?;
-    let creds = Credentials::load().map_err(|e| anyhow!(e))?.context(
+    let creds = Credentials::load()?.context(
         "feed.kind / broker.kind = \"alpaca\" needs APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment",
     )?;
     if !scripted {

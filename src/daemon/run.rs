@@ -102,7 +102,7 @@ fn run_until_stopped(config: &Config, opts: RunOptions, shutdown: CancellationTo
                 )
                 .into());
             }
-            Err(e) => return Err(problem(config, &e).into()),
+            Err(e) => return Err(problem(config, &e.to_string()).into()),
         }
     }
     usable_state_dir(&config.state_dir).map_err(|(reason, e)| -> anyhow::Error {

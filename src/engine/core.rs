@@ -385,9 +385,9 @@ impl Engine {
         }
         let wants = match self.wants(&holdings, &mut rec) {
             Ok(w) => w,
-            Err(note) => {
-                log::error!("engine: no trade at {t}: {note}");
-                rec.note = Some(note);
+            Err(why) => {
+                log::error!("engine: no trade at {t}: {why}");
+                rec.note = Some(why.to_string());
                 self.store_decision(&rec);
                 return cmds;
             }
@@ -404,9 +404,13 @@ impl Engine {
     }
 
     /// The wanted trade per symbol, by mode; `Err` (no trade) on non-finite inputs or a model failure.
-    pub(super) fn wants(&mut self, holdings: &[f64], rec: &mut DecisionRecord) -> Result<Vec<Option<Want>>, String> {
-        if let Some(i) = self.obs.iter().position(|v| !v.is_finite()) {
-            return Err(format!("observation value {i} is {}: inputs must be finite", self.obs[i]));
+    pub(super) fn wants(
+        &mut self,
+        holdings: &[f64],
+        rec: &mut DecisionRecord,
+    ) -> Result<Vec<Option<Want>>, NoDecision> {
+        if let Some(index) = self.obs.iter().position(|v| !v.is_finite()) {
+            return Err(NoDecision::NonFinite { index, value: self.obs[index] });
         }
         let a = self.cfg.symbols.len();
         let mode = self.cfg.strategy.mode;
@@ -414,13 +418,13 @@ impl Engine {
             && let Some(src) = self.probs.as_mut()
         {
             for s in &self.cfg.symbols {
-                rec.probs.push(src.probs(s).transpose().map_err(|e| e.to_string())?);
+                rec.probs.push(src.probs(s).transpose()?);
             }
         }
         if mode.uses(ModelKind::Ppo)
             && let Some(p) = self.policy.as_mut()
         {
-            p.act_into(&self.obs, &mut self.actions).map_err(|e| e.to_string())?;
+            p.act_into(&self.obs, &mut self.actions)?;
             rec.actions = self.actions.clone();
         }
         let exec = &self.cfg.exec;
@@ -448,4 +452,20 @@ impl Engine {
             })
             .collect())
     }
+}
+
+/// Why a bar's decision trades nothing (logged, and the decision's note).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NoDecision {
+    /// The observation holds a NaN or an infinity (its index and value): the features or the cash are wrong.
+    #[error("observation value {index} is {value}: inputs must be finite")]
+    NonFinite {
+        /// Its place in the observation.
+        index: usize,
+        /// What it is.
+        value: f32,
+    },
+    /// The PPO or the LSTM failed on the observation (its message).
+    #[error(transparent)]
+    Model(#[from] crate::policy::PolicyError),
 }

@@ -36,15 +36,23 @@ pub(super) struct Period {
     to: String,
 }
 
+/// A field of the period that is not a day: its name and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}={value:?} is not a day: write YYYY-MM-DD, or leave it empty for the whole history")]
+struct BadDay {
+    /// `from` or `to`.
+    field: &'static str,
+    /// What the form sent (trimmed).
+    value: String,
+}
+
 /// A day of the period: `None` when empty, an error naming the field and the format otherwise.
-fn day(name: &str, s: &str) -> Result<Option<NaiveDate>, String> {
+fn day(field: &'static str, s: &str) -> Result<Option<NaiveDate>, BadDay> {
     let s = s.trim();
     if s.is_empty() {
         return Ok(None);
     }
-    NaiveDate::parse_from_str(s, "%Y-%m-%d")
-        .map(Some)
-        .map_err(|_| format!("{name}={s:?} is not a day: write YYYY-MM-DD, or leave it empty for the whole history"))
+    NaiveDate::parse_from_str(s, "%Y-%m-%d").map(Some).map_err(|_| BadDay { field, value: s.to_string() })
 }
 
 /// A short page saying why there is no report, with its status.
@@ -88,7 +96,7 @@ pub(super) async fn account_report(State(s): State<WebState>, Query(p): Query<Pe
     };
     let (from, to) = match (day("from", &p.from), day("to", &p.to)) {
         (Ok(f), Ok(t)) => (f, t),
-        (Err(e), _) | (_, Err(e)) => return problem(StatusCode::BAD_REQUEST, &e),
+        (Err(e), _) | (_, Err(e)) => return problem(StatusCode::BAD_REQUEST, &e.to_string()),
     };
     if let (Some(f), Some(t)) = (from, to)
         && f > t
@@ -137,7 +145,7 @@ mod tests {
     fn a_day_is_empty_or_a_date_and_a_bad_one_names_its_field() {
         assert_eq!(day("from", " "), Ok(None));
         assert_eq!(day("to", "2012-03-05"), Ok(NaiveDate::from_ymd_opt(2012, 3, 5)));
-        let e = day("from", "5.3.2012").unwrap_err();
+        let e = day("from", "5.3.2012").unwrap_err().to_string();
         assert!(e.starts_with("from=\"5.3.2012\" is not a day: write YYYY-MM-DD"), "{e}");
     }
 }

@@ -95,7 +95,7 @@ pub(crate) fn models(config: &Config, store: &Store, now: DateTime<Utc>) -> Resu
 /// The report with no daemon running: everything the store and the registry hold.
 pub(crate) fn from_store(config: &Config, store: &Store, now: DateTime<Utc>) -> Result<StatusReport, StatusError> {
     let tf = config.market.timeframe;
-    let mut feed = FeedStatus { kind: format!("{:?}", config.feed.kind).to_lowercase(), ..Default::default() };
+    let mut feed = FeedStatus { kind: config.feed.kind.to_string(), ..Default::default() };
     let mut last_close = std::collections::BTreeMap::new();
     for s in &config.market.symbols {
         if let Some(t) = store.last_bar_time(s, tf)? {
@@ -148,7 +148,7 @@ pub(crate) fn from_store(config: &Config, store: &Store, now: DateTime<Utc>) -> 
     Ok(StatusReport {
         version: STATUS_VERSION,
         daemon_running: false,
-        mode: format!("{:?}", config.mode).to_lowercase(),
+        mode: config.mode.to_string(),
         activity,
         feed,
         positions,

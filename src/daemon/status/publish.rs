@@ -101,7 +101,7 @@ impl<P: RunPipeline> Host<P> {
         StatusReport {
             version: STATUS_VERSION,
             daemon_running: true,
-            mode: format!("{:?}", config.mode).to_lowercase(),
+            mode: config.mode.to_string(),
             pid: std::process::id(),
             started_at: Some(live.started_at),
             activity: match view.missing_model {
@@ -117,7 +117,7 @@ impl<P: RunPipeline> Host<P> {
                 },
             },
             feed: FeedStatus {
-                kind: format!("{:?}", config.feed.kind).to_lowercase(),
+                kind: config.feed.kind.to_string(),
                 // A replay reads the store: always "connected"; live, the stream's state.
                 connected: config.feed.kind != crate::config::FeedKind::Alpaca
                     || self.metrics.feed_connected.get() == 1,

@@ -450,3 +450,9 @@ fn the_engine_reads_the_clock_it_was_built_with_not_the_last_bar_or_the_wall() {
     r.engine.process(Event::Control(Control::Flatten));
     assert_eq!(r.engine.flatten_outcome().map(|o| o.at), Some(at));
 }
+
+#[test]
+fn a_decision_on_a_non_finite_observation_says_which_value() {
+    let e = super::core::NoDecision::NonFinite { index: 3, value: f32::NAN };
+    assert_eq!(e.to_string(), "observation value 3 is NaN: inputs must be finite");
+}

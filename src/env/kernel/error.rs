@@ -11,9 +11,9 @@ pub enum KernelEnvError {
         "NVRTC (libnvrtc) is not available: looked in the system's library path and in {0}; install the project's venv (`make venv`: torch's CUDA wheel brings it) or a CUDA toolkit"
     )]
     NoNvrtc(String),
-    /// NVRTC refused the kernel's source (its log).
+    /// NVRTC refused the kernel's source, or did not hand over what it built.
     #[error("NVRTC could not compile a kernel: {0}")]
-    Compile(String),
+    Compile(#[from] CompileError),
     /// The NVRTC found cannot build for this GPU or driver (too new or too old for it).
     #[error("the kernel cannot be built for this GPU: {0}")]
     Unbuildable(String),
@@ -75,4 +75,49 @@ impl KernelEnvError {
             tch::Device::Vulkan => "vulkan".into(),
         })
     }
+}
+
+/// Why NVRTC did not turn a kernel's source (named) into a CUBIN or PTX.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// The source, its name or an option holds a NUL byte (`what`: which), which C strings cannot carry.
+    #[error("{name}: {what} holds a NUL byte")]
+    Nul {
+        /// The kernel's name.
+        name: String,
+        /// "the source", "the name" or "an NVRTC option".
+        what: &'static str,
+    },
+    /// `nvrtcCreateProgram` failed (its status).
+    #[error("{name}: nvrtcCreateProgram failed (status {status})")]
+    Create {
+        /// The kernel's name.
+        name: String,
+        /// NVRTC's status code.
+        status: i32,
+    },
+    /// NVRTC refused the source: its status and its log (the compiler's messages).
+    #[error("{name} (status {status}): {log}")]
+    Refused {
+        /// The kernel's name.
+        name: String,
+        /// NVRTC's status code.
+        status: i32,
+        /// The program's log.
+        log: String,
+    },
+    /// The compiled program has no output of the kind asked for (`CUBIN` or `PTX`).
+    #[error("{name}: NVRTC produced no {kind}")]
+    NoOutput {
+        /// The kernel's name.
+        name: String,
+        /// `CUBIN` or `PTX`.
+        kind: &'static str,
+    },
+    /// NVRTC did not copy its output out.
+    #[error("{name}: NVRTC did not hand over its output")]
+    NoHandover {
+        /// The kernel's name.
+        name: String,
+    },
 }

@@ -41,6 +41,8 @@ mod tensor;
 pub(crate) use buffer::check_buffer;
 #[cfg(feature = "train")]
 pub use cuda::KernelEnvError;
+#[cfg(feature = "train")]
+pub use error::CompileError;
 pub use state::Buffers;
 #[cfg(feature = "train")]
 pub use tensor::TensorKernelEnv;

@@ -83,7 +83,7 @@ mod tests {
                         .get_or_load(module_key(ordinal, name, source), || {
                             counts[which].fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(2));
-                            Ok::<_, String>(Arc::new(format!("{name} on {ordinal}")))
+                            Ok::<_, std::convert::Infallible>(Arc::new(format!("{name} on {ordinal}")))
                         })
                         .unwrap();
                     assert_eq!(*got, format!("{name} on {ordinal}"), "another source's or device's module came back");

@@ -6,7 +6,7 @@
 //! NVRTC builds) are pure functions below; the calls into `libnvrtc` are a few symbols looked up in the
 //! very library chosen (`dlopen` by path), so no other NVRTC on the loader's path can stand in for it.
 
-use super::error::KernelEnvError;
+use super::error::{CompileError, KernelEnvError};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -312,21 +312,22 @@ impl Nvrtc {
     }
 
     /// Compiles `source` with `options`; `cubin` picks the output (else PTX).
-    fn build(&self, source: &str, name: &str, options: &[String], cubin: bool) -> Result<Vec<u8>, String> {
-        let src = CString::new(source).map_err(|_| format!("{name}: the source holds a NUL byte"))?;
-        let cname = CString::new(name).map_err(|_| format!("{name}: the name holds a NUL byte"))?;
+    fn build(&self, source: &str, name: &str, options: &[String], cubin: bool) -> Result<Vec<u8>, CompileError> {
+        let nul = |what| CompileError::Nul { name: name.to_string(), what };
+        let src = CString::new(source).map_err(|_| nul("the source"))?;
+        let cname = CString::new(name).map_err(|_| nul("the name"))?;
         let opts: Vec<CString> = options
             .iter()
             .map(|o| CString::new(o.as_str()))
             .collect::<Result<_, _>>()
-            .map_err(|_| format!("{name}: an NVRTC option holds a NUL byte"))?;
+            .map_err(|_| nul("an NVRTC option"))?;
         let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
         let mut prog: ProgramPtr = std::ptr::null_mut();
         // SAFETY: valid NUL-terminated strings alive for the program's life (until `destroy` below), no headers.
         let st =
             unsafe { (self.create)(&mut prog, src.as_ptr(), cname.as_ptr(), 0, std::ptr::null(), std::ptr::null()) };
         if st != 0 || prog.is_null() {
-            return Err(format!("{name}: nvrtcCreateProgram failed (status {st})"));
+            return Err(CompileError::Create { name: name.to_string(), status: st });
         }
         let out = self.compile_program(prog, name, &ptrs, cubin);
         // SAFETY: `prog` came from nvrtcCreateProgram and is destroyed once.
@@ -340,7 +341,7 @@ impl Nvrtc {
         name: &str,
         opts: &[*const c_char],
         cubin: bool,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, CompileError> {
         // SAFETY: `prog` is live; `opts` holds `len` valid C strings.
         let st = unsafe { (self.compile)(prog, opts.len() as c_int, opts.as_ptr()) };
         if st != 0 {
@@ -353,18 +354,19 @@ impl Nvrtc {
                 unsafe { (self.log)(prog, log.as_mut_ptr().cast()) };
             }
             let log = String::from_utf8_lossy(&log).trim_end_matches('\0').trim().to_string();
-            return Err(format!("{name} (status {st}): {log}"));
+            return Err(CompileError::Refused { name: name.to_string(), status: st, log });
         }
         let (size_fn, get_fn) = if cubin { (self.cubin_size, self.cubin) } else { (self.ptx_size, self.ptx) };
         let mut n = 0usize;
         // SAFETY: `prog` is compiled; `out` holds the `n` bytes asked for.
         if unsafe { size_fn(prog, &mut n) } != 0 || n == 0 {
-            return Err(format!("{name}: NVRTC produced no {}", if cubin { "CUBIN" } else { "PTX" }));
+            let kind = if cubin { "CUBIN" } else { "PTX" };
+            return Err(CompileError::NoOutput { name: name.to_string(), kind });
         }
         let mut out = vec![0u8; n];
         // SAFETY: as above.
         if unsafe { get_fn(prog, out.as_mut_ptr().cast()) } != 0 {
-            return Err(format!("{name}: NVRTC did not hand over its output"));
+            return Err(CompileError::NoHandover { name: name.to_string() });
         }
         Ok(out)
     }
@@ -439,14 +441,14 @@ pub fn loaded() -> Result<(CudaVersion, String), KernelEnvError> {
 /// `source` compiled to a CUBIN for `arch` (`sm_XY`), FMA contraction off. No GPU needed.
 pub fn compile_cubin(source: &str, name: &str, arch: &str) -> Result<Vec<u8>, KernelEnvError> {
     let opts = ["--fmad=false".to_string(), format!("--gpu-architecture={arch}")];
-    nvrtc()?.build(source, name, &opts, true).map_err(KernelEnvError::Compile)
+    Ok(nvrtc()?.build(source, name, &opts, true)?)
 }
 
 /// `source` compiled to PTX (for reading what NVRTC generates; the device gets a CUBIN), FMA
 /// contraction off unless `fmad`.
 pub fn compile_ptx(source: &str, name: &str, fmad: bool) -> Result<String, KernelEnvError> {
     let opts = [format!("--fmad={fmad}")];
-    let ptx = nvrtc()?.build(source, name, &opts, false).map_err(KernelEnvError::Compile)?;
+    let ptx = nvrtc()?.build(source, name, &opts, false)?;
     Ok(String::from_utf8_lossy(&ptx).trim_end_matches('\0').to_string())
 }
 

@@ -65,9 +65,12 @@ pub enum PpoError {
         /// Values expected (eight per trial).
         expected: usize,
     },
-    /// The env kernel of a population failed (its message).
+    /// The env kernel of a population failed (reading the trials' returns back).
     #[error("the training environment failed: {0}")]
-    Env(String),
+    Env(#[from] crate::env::kernel::KernelEnvError),
+    /// The env kernel of a population failed to take the actions or to step.
+    #[error("the training environment failed: the env kernel's step failed: {0}")]
+    KernelStep(#[source] crate::env::kernel::KernelEnvError),
     /// A step of the environments failed.
     #[error("the training environment failed: {0}")]
     Step(#[from] crate::rl::StepError),
@@ -260,28 +263,28 @@ impl Ppo {
         if self.amp() {
             crate::ml::autocast::bfloat16_on_this_thread();
         }
-        // The libtorch path is a population of one, written back after every update; the native trainer
-        // keeps its own copy the same way.
-        let mut pop = None;
-        if self.native.is_some() {
-            self.pull_native()?;
-            if let Some(nat) = self.native.as_mut() {
-                nat.reseed(self.cfg.seed, self.updates);
-                nat.reset(&self.cfg, env)?;
-            }
-        } else {
-            pop = Some(Population::single(self)?);
+        // The libtorch path is a population of one (built at the first update), written back after every
+        // update; the native trainer keeps its own copy the same way.
+        let mut pop: Option<Population> = None;
+        self.pull_native()?;
+        if let Some(nat) = self.native.as_mut() {
+            nat.reseed(self.cfg.seed, self.updates);
+            nat.reset(&self.cfg, env)?;
         }
         while self.updates < end {
             let started = Instant::now();
             let lr = self.learning_rate(first, span);
             let (updates, env_steps) = (self.updates, self.env_steps);
-            let mut stats = match (self.native.as_mut(), pop.as_mut()) {
-                (Some(nat), _) => {
+            let mut stats = match self.native.as_mut() {
+                Some(nat) => {
                     nat.collect(&self.cfg, env, &mut self.recent, &mut self.episodes)?;
                     nat.update(&self.cfg, lr, &mut self.adam.steps, self.updates)?
                 }
-                (None, Some(pop)) => {
+                None => {
+                    let pop = match &mut pop {
+                        Some(pop) => pop,
+                        slot => slot.insert(Population::single(self)?),
+                    };
                     let device = self.device();
                     let mut one =
                         OneEnv { env: &mut *env, device, recent: &mut self.recent, episodes: &mut self.episodes };
@@ -289,7 +292,6 @@ impl Ppo {
                     pop.write_back(0, self)?;
                     stats
                 }
-                (None, None) => return Err(PpoError::Config("the trainer has neither backend (a bug)".into())),
             };
             if let Some((sum, count)) = env.take_returns()?
                 && count > 0.0

@@ -43,10 +43,7 @@ impl Steps for Kernel<'_> {
     }
 
     fn step(&mut self, actions: &Tensor) -> Result<(Tensor, Tensor, Tensor), PpoError> {
-        self.env
-            .set_actions(actions)
-            .and_then(|()| self.env.step())
-            .map_err(|err| PpoError::Env(format!("the env kernel's step failed: {err}")))?;
+        self.env.set_actions(actions).and_then(|()| self.env.step()).map_err(PpoError::KernelStep)?;
         let (p, e) = (self.p, self.e);
         // The kernel overwrites its buffers at the next step: rewards and flags are copied out.
         Ok((self.env.reward().view([p, e]).copy(), self.env.done().view([p, e]).copy(), self.first()?))

@@ -41,7 +41,7 @@ impl Population {
         let (p, obs_dim) = (p as i64, self.obs_dim);
         let ro = self.collect(&mut Kernel { env: &mut *env, p, e, obs_dim }, e, &updates)?;
         let stats = self.update(&ro, lrs, &updates, &lr)?;
-        let returns = env.take_trial_returns().map_err(|err| PpoError::Env(err.to_string()))?;
+        let returns = env.take_trial_returns()?;
         let per_update = (self.shape().n_steps as i64 * e) as u64;
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
         Ok(stats
