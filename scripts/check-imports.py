@@ -45,7 +45,7 @@ LAYERS = [
 SAME_LAYER_OK = set()
 
 SRC = Path(__file__).resolve().parent.parent / "src"
-PATH = re.compile(r"\bcrate::([a-z_][a-z0-9_]*(?:::contract\b)?)")
+PATH = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
 USE_GROUP = re.compile(r"\buse\s+crate::\{([^;]*)\}", re.S)
 
 
@@ -53,14 +53,8 @@ USE_GROUP = re.compile(r"\buse\s+crate::\{([^;]*)\}", re.S)
 # files (relative to the repository). Remove an entry when its circle is gone; never add one.
 KNOWN_FILE_CYCLES: list[set[str]] = []
 
-# Submodules that are nodes of their own: the engine's contract sits below the order manager.
-OWN_NODES = {"engine::contract"}
-
-
 def module_of(path: Path) -> str | None:
     rel = path.relative_to(SRC)
-    if len(rel.parts) == 2 and f"{rel.parts[0]}::{Path(rel.parts[1]).stem}" in OWN_NODES:
-        return f"{rel.parts[0]}::{Path(rel.parts[1]).stem}"
     if len(rel.parts) == 1:
         stem = rel.stem
         return None if stem in ("lib", "main") else stem
@@ -227,8 +221,6 @@ def main() -> int:
             errors.append(f"{f.relative_to(SRC.parent)}: module `{src_mod}` is in no layer: add it to LAYERS in {Path(__file__).name}")
             continue
         for line, dst in refs(f.read_text()):
-            if dst.endswith("::contract") and dst not in OWN_NODES:
-                dst = dst.split("::")[0]
             if dst == src_mod or dst not in layer:
                 continue  # a crate-root item (a re-export or macro), not a module
             graph.setdefault(src_mod, set()).add(dst)

@@ -4,7 +4,7 @@
 # and optuna-dashboard where it is installed. Prints where to look; once the workers end, the study stays up
 # (HOLD seconds, or until Ctrl-C on a terminal), then it all stops.
 # On several machines: the proxy on one (listening on an address the others reach), `tradebot tune ppo
-# --storage grpc://HOST:PORT --study NAME` on each (README, "A study shared with Optuna").
+# --storage grpc://HOST:PORT --study NAME` on each (docs/SEARCH.md, "A study shared with Optuna").
 set -euo pipefail
 PY="${PYENV:?PYENV: the project venv}/bin/python"
 TB="${TB:-./target/release/tradebot}"

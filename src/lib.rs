@@ -19,8 +19,8 @@
 //! `control`, `domain`, `engine`, `env`, `models`, `oms`, `retrain`, `rl`, `store` (and `fuzzing` with
 //! feature `testkit`), and the few items of the private ones re-exported at the end of this file.
 //!
-//! Modules by layer, lowest first; a module uses only modules of lower layers (`scripts/check-imports.py`,
-//! run by `make lint`, fails on any upward import):
+//! Modules by layer, lowest first, numbered as `LAYERS` in `scripts/check-imports.py`; a module uses only
+//! modules of lower layers (the script, run by `make lint`, fails on any upward import):
 //!
 //! 0. [`alloc`] (jemalloc), [`logging`] (journald or stderr), [`runtime_libs`] (ONNX Runtime and libtorch
 //!    discovery), [`domain`] (symbols, timeframes, bars, decimal money, order ids and lifecycle),
@@ -40,22 +40,27 @@
 //! 4. [`data`] (CSV import, aligned panels), [`policy`] (ONNX Runtime sessions), [`control`] (the control
 //!    socket and the status report), [`alpaca`] (wire types, REST, streams, the fake Alpaca), [`alerts`]
 //!    (webhooks, Telegram and Discord, from a queue).
-//! 5. [`risk`] (the checks every order passes, stops, the kill switch), [`metrics`] (Prometheus), [`rl`] and [`lstm`] (training, feature `train`).
-//! 6. [`contract`]: the events, commands, clock and broker snapshot the engine and its edges share.
-//! 7. [`oms`]: the order manager (idempotent submission, fills exactly once, reconciliation).
-//! 8. [`broker`]: the `Broker` trait, Alpaca's and the simulated one.
-//! 9. [`engine`]: `Engine::process(Event) -> Vec<Command>`, one synchronous core for live, paper, replay
-//!    and backtest, and `engine::drive`, its command handling and the one synchronous loop of replays,
-//!    backtests and the gate.
-//! 10. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread,
+//! 5. `fuzzing` (the fuzz targets' entry points, feature `testkit` or the crate's own tests).
+//! 6. [`risk`] (the checks every order passes, stops, the kill switch), [`metrics`] (Prometheus), [`rl`] and
+//!    [`lstm`] (training, feature `train`).
+//! 7. [`contract`]: the events, commands, clock and broker snapshot the engine and its edges share.
+//! 8. [`oms`]: the order manager (idempotent submission, fills exactly once, reconciliation).
+//! 9. [`broker`]: the `Broker` trait, Alpaca's and the simulated one.
+//! 10. [`engine`]: `Engine::process(Event) -> Vec<Command>`, one synchronous core for live, paper, replay
+//!     and backtest, and `engine::drive`, its command handling and the one synchronous loop of replays,
+//!     backtests and the gate.
+//! 11. [`live`]: the live runner (feed, broker tasks and ticks into events; the core on its own thread,
 //!     handling them with `engine::drive::handle`: `engine_core::LiveCore`, which reports through
 //!     `report::Reporter`, metrics and systemd, and leaves a `view::TradingView` for the daemon's chores).
-//! 11. [`backtest`]: the one evaluator (`backtest::session`) and its metrics, the tear sheets, and the
+//! 12. [`backtest`]: the one evaluator (`backtest::session`) and its metrics, the tear sheets, and the
 //!     account's own history (`backtest::account`, `tradebot report`).
-//! 12. [`retrain`] (the pipeline, the gate, records), 13. [`training`] (`tradebot train` jobs).
-//! 14. [`web`] (`/metrics` and the dashboard), 15. [`daemon`] (`tradebot::run`: the runtime, signals,
-//!     shutdown, the live and replay drivers, the host and its chores thread beside the live trading thread,
-//!     the retrainer), and [`bench`] (`tradebot bench ...`), 16. [`cli`] (parses and dispatches).
+//! 13. [`retrain`] (the pipeline, the gate, records), 14. [`training`] (`tradebot train` jobs), 15. [`tune`]
+//!     (the hyper-parameter search: `tradebot tune`, a retrain's `retrain.tune`).
+//! 16. [`web`] (`/metrics` and the dashboard), 17. [`telegram`] (the bot: `/status` and the like answered
+//!     from the dashboard's data, `/pause` and the like sent to the daemon on the control channel).
+//! 18. [`daemon`] (`tradebot::run`: the runtime, signals, shutdown, the live and replay drivers, the host and
+//!     its chores thread beside the live trading thread, the retrainer), and [`bench`]
+//!     (`tradebot bench ...`), 19. [`cli`] (parses and dispatches).
 //!
 //! Tests follow one pattern. A module's unit tests are its `tests` module: inline, or `tests.rs` in the
 //! module's folder (`cli/tests.rs`; `daemon/chores/tests.rs` for `daemon/chores.rs`); tests on several

@@ -574,8 +574,9 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
         assert!(Instant::now() < deadline, "{chosen} is not shown as champion: {state}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    // Screenshots at a desktop's width and a phone's, kept as artifacts; into docs/ (the README shows
-    // them) only when asked with TRADEBOT_UPDATE_DOCS=1, so that a test run leaves the checkout as it was.
+    // Screenshots at a desktop's width and a phone's, kept as artifacts; into docs/ (README.md and
+    // docs/DASHBOARD.md show them) only when asked with TRADEBOT_UPDATE_DOCS=1, so that a test run leaves the
+    // checkout as it was.
     let update_docs = std::env::var("TRADEBOT_UPDATE_DOCS").is_ok_and(|v| v == "1");
     let shots = root().join("target/artifacts");
     std::fs::create_dir_all(&shots).unwrap();

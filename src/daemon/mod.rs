@@ -1,14 +1,17 @@
-//! The daemon: `tradebot::run` (`run`) builds the runtime, owns shutdown and the signals, and starts what
-//! runs around the engine (`host`: registry, control socket, `/metrics`, dashboard, retrainer, status);
-//! then a driver moves bars from the feed to the engine and orders from the engine to the broker:
-//! `replay` (stored bars, the SimBroker, simulated time, through the one run loop `engine::drive::run` with
-//! `replay_hooks`) or `live` (Alpaca's feed, `feed::LiveBars` and the broker through the live runner, with
-//! `live::engine_core`'s cores on its trading thread; `live::report` carries metrics and systemd for both;
-//! `calendar` reads the exchange calendar; `models` loads the champions and new ones; live, `chores` runs
-//! the host on a thread of its own beside the trading thread). Also the last alert of a failing run
-//! (`fatal`), scheduled retraining in the background (`retrainer`),
-//! and the status (`status`: the report and the dashboard, the book, the alerts the host watches for, and
-//! the status as the state directory tells it without a daemon).
+//! The daemon: `tradebot::run` (`run`) checks the live/paper gate and hands over to a driver; `start` (the
+//! start-up both drivers share) builds the runtime, listens for the signals (shutdown has one owner, the
+//! caller's token) and wires the host (`host`: registry, control socket, `/metrics`, dashboard, retrainer,
+//! alerts; it reaches the engine through `link`, and `requests` serves the control requests that change or
+//! copy the store); then a driver moves bars from the feed to the engine and orders from the engine to the
+//! broker: `replay` (stored bars, the SimBroker, simulated time, through the one run loop
+//! `engine::drive::run` with `replay_hooks`) or `live` (Alpaca's feed, `feed::LiveBars` and the broker
+//! through the live runner, with `live::engine_core`'s cores on its trading thread; `live::report` carries
+//! metrics and systemd for both; `calendar` reads the exchange calendar; `models` loads the champions and
+//! new ones; live, `chores` runs the host on a thread of its own beside the trading thread). Also the last
+//! alert of a failing run (`fatal`), scheduled retraining in the background (`retrainer`), and the status
+//! (the `status/` folder: the report and the dashboard's data in `status::publish`, the book in
+//! `status::book`, the alerts the host watches for in `status::watch`, and the status as the state
+//! directory tells it without a daemon in `status::offline`).
 
 pub(crate) mod calendar;
 pub(crate) mod chores;

@@ -5,7 +5,7 @@
 //!   band, sized by `env::weights` exactly as the env sizes them in training (`from_weights`).
 //! - `lstm`: per symbol, long `lstm_position_pct` of equity when P(up) ≥ the up cut-off, flat when P(down) ≥
 //!   the down cut-off, otherwise hold. The cut-offs are the config's `up_threshold` / `down_threshold` when
-//!   set, else the ones the model chose on its validation split (`lstm::cutoffs`), else 0.5.
+//!   set, else the ones the model chose on its validation split (`engine::cutoffs`), else 0.5.
 //! - `ensemble`: the PPO trades, except buys of a symbol whose P(down) ≥ `veto_down` (vetoed).
 //!
 //! The LSTM probabilities come from a `ProbSource`: the real one (the LSTM input builder from the `lstm`

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  RiskChecks::open(&RiskConfig, &ExecParams, &Store)   loads the kill switch (stays tripped until cleared)
-//!  on_bar(symbol, close)      -> Option<StopOut>        trailing stop / cooldown (the env::exec rule)
+//!  on_bar(symbol, close)      -> Option<StopOut>        trailing stop / cooldown (the crate::exec rule)
 //!  on_fill(symbol, side, ..)                            keeps the stop's holding in step
 //!  on_equity(now, equity)     -> Option<KillSwitchState> daily loss limit; trips, persists, flushes
 //!  check(OrderRequest, &RiskContext) -> Result<RiskApproved<OrderRequest>, Refusal>
