@@ -148,7 +148,9 @@ mod tests {
         New_York.with_ymd_and_hms(y, mo, d, h, 0, 0).single().unwrap().to_utc()
     }
 
-    #[tokio::test]
+    /// On paused time: the call to an Alpaca that cannot be reached retries for the REST client's own
+    /// trading deadline (30 s) before the stored copy is used.
+    #[tokio::test(start_paused = true)]
     async fn alpacas_calendar_is_kept_and_used_when_alpaca_cannot_be_reached() {
         let fake = FakeAlpaca::start(0).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -166,13 +168,11 @@ mod tests {
         assert!(!cal.is_open(ny(2026, 11, 27, 14), Session::Regular));
         assert!(cal.is_open(ny(2026, 11, 30, 14), Session::Regular));
         // Alpaca gone: the stored copy, the same calendar.
-        let cfg = RestConfig {
-            trading_url: "http://127.0.0.1:9".parse().unwrap(),
-            retry: RetryPolicy { trading_deadline: std::time::Duration::from_millis(300), ..RetryPolicy::default() },
-            ..fake.rest_config()
-        };
+        let cfg = RestConfig { trading_url: "http://127.0.0.1:9".parse().unwrap(), ..fake.rest_config() };
         let gone = RestClient::new(cfg).unwrap();
+        let started = tokio::time::Instant::now();
         assert_eq!(load(&gone, &store, now + Duration::days(1)).await, cal);
+        assert!(started.elapsed() <= RetryPolicy::default().trading_deadline, "{:?}", started.elapsed());
         // Nothing stored: the shipped table (no Alpaca span), which knows the same holiday.
         let empty = Store::open(tempfile::tempdir().unwrap().path()).unwrap();
         let shipped = load(&gone, &empty, now).await;
@@ -180,7 +180,9 @@ mod tests {
         assert!(!shipped.is_open(ny(2026, 11, 26, 11), Session::Regular));
     }
 
-    #[tokio::test]
+    /// On paused time, with the daemon's own periods: a refresh a day (`REFRESH_EVERY`), an hour after a
+    /// failure (`RETRY_EVERY`).
+    #[tokio::test(start_paused = true)]
     async fn the_daily_refresh_hands_over_a_calendar_that_changed_and_only_then() {
         let fake = FakeAlpaca::start(0).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -198,20 +200,23 @@ mod tests {
 
         let slot = CalendarSlot::default();
         let stop = tokio_util::sync::CancellationToken::new();
-        let every = (std::time::Duration::from_millis(20), std::time::Duration::from_millis(20));
+        let every = (REFRESH_EVERY.to_std().unwrap(), RETRY_EVERY.to_std().unwrap());
+        let minute = std::time::Duration::from_secs(60);
+        let started = tokio::time::Instant::now();
         let task = tokio::spawn(refresh_daily(rest.clone(), store.clone(), in_use, slot.clone(), every, stop.clone()));
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let deadline = started + every.0 + minute * 5;
         let fresh = loop {
             if let Some(c) = slot.lock().unwrap().take() {
                 break c;
             }
             assert!(tokio::time::Instant::now() < deadline, "no refreshed calendar handed over");
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            tokio::time::sleep(minute).await;
         };
+        assert!(started.elapsed() >= every.0, "handed over after a day, not before: {:?}", started.elapsed());
         assert_eq!(fresh.hours(sunday), None, "Alpaca's calendar replaces the one in use");
         // Unchanged since: nothing more is handed over, while the refresh keeps reading.
         let reads = fake.count("GET", "/v2/calendar");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(every.0 * 2 + minute).await;
         assert!(fake.count("GET", "/v2/calendar") > reads, "the refresh goes on");
         assert!(slot.lock().unwrap().is_none(), "an unchanged calendar is not handed over again");
         stop.cancel();

@@ -384,45 +384,46 @@ mod tests {
     use crate::alpaca::rest::RetryPolicy;
     use std::time::Duration as StdDuration;
 
-    fn quick(fake: &FakeAlpaca, key: &str) -> RestClient {
-        let fast = Backoff { initial: StdDuration::from_millis(5), max: StdDuration::from_millis(20) };
-        RestClient::new(RestConfig {
-            key_id: crate::config::Secret::new(key),
-            retry: RetryPolicy {
-                backoff: fast,
-                trading_deadline: StdDuration::from_millis(1),
-                ..RetryPolicy::default()
-            },
-            ..fake.rest_config()
-        })
-        .unwrap()
+    /// The REST client start-up uses, against the fake: its default retry policy and timeout.
+    fn client(fake: &FakeAlpaca, key: &str) -> RestClient {
+        RestClient::new(RestConfig { key_id: crate::config::Secret::new(key), ..fake.rest_config() }).unwrap()
     }
 
-    #[tokio::test]
+    /// On paused time, with the daemon's own delays: `alpaca.start_retry_secs`' default (300 s), the
+    /// streams' backoff `check_account` passes (0.5 s doubling to 60 s) and the REST retry policy's.
+    #[tokio::test(start_paused = true)]
     async fn start_up_waits_out_an_outage_but_not_bad_keys() {
         let fake = FakeAlpaca::start(0).await.unwrap();
-        let fast = Backoff { initial: StdDuration::from_millis(5), max: StdDuration::from_millis(20) };
+        let deadline = StdDuration::from_secs(300);
+        let backoff = Backoff::STREAM;
         for _ in 0..5 {
             fake.push_fault(Fault::ServerError);
         }
         let never = CancellationToken::new();
-        let rest = quick(&fake, crate::alpaca::fake::KEY_ID);
-        let a = account_at_start(&rest, StdDuration::from_secs(30), fast, &never).await.unwrap();
+        let rest = client(&fake, crate::alpaca::fake::KEY_ID);
+        let a = account_at_start(&rest, deadline, backoff, &never).await.unwrap();
         assert!(a.cash > Decimal::ZERO);
         assert_eq!(fake.count("GET", "/v2/account"), 6, "five 503s, then the answer");
 
-        let bad = quick(&fake, "WRONGKEY");
-        let e = account_at_start(&bad, StdDuration::from_secs(30), fast, &never).await.unwrap_err();
+        let bad = client(&fake, "WRONGKEY");
+        let e = account_at_start(&bad, deadline, backoff, &never).await.unwrap_err();
         assert!(e.to_string().contains("not authorized"), "{e}");
         assert_eq!(fake.count("GET", "/v2/account"), 7, "bad keys are not retried");
 
-        // Past the deadline it gives up with the last error.
-        for _ in 0..100 {
+        // Past the deadline it gives up with the last error, within one call (its trading deadline) of it.
+        for _ in 0..1000 {
             fake.push_fault(Fault::ServerError);
         }
-        let started = std::time::Instant::now();
-        let e = account_at_start(&rest, StdDuration::from_millis(300), fast, &never).await.unwrap_err();
+        let started = tokio::time::Instant::now();
+        let e = account_at_start(&rest, deadline, backoff, &never).await.unwrap_err();
         assert!(e.to_string().contains("500"), "{e}");
-        assert!(started.elapsed() < StdDuration::from_secs(2));
+        let call = RetryPolicy::default().trading_deadline;
+        assert!(started.elapsed() < deadline + call, "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() > deadline - backoff.max,
+            "it kept trying until the deadline: {:?}",
+            started.elapsed()
+        );
+        assert!(!fake.lock().faults.is_empty(), "every try was a 500, none an answer");
     }
 }

@@ -182,6 +182,14 @@ impl FakeAlpaca {
         let router = rest::router(app.clone()).merge(market_ws::router(app.clone())).merge(updates_ws::router(app));
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
+        // Each frame leaves at once, as the clients' sockets send theirs: with Nagle's algorithm a frame
+        // written while the one before waits for the client's delayed ACK is held up to 40 ms, which a
+        // test on paused time sees as a socket with nothing to read (its clock jumps to the next timer).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                log::warn!("fake alpaca: TCP_NODELAY: {e}");
+            }
+        });
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
                 log::error!("fake alpaca: server stopped: {e}");

@@ -9,11 +9,9 @@ use crate::domain::{ClientOrderId, OrderEvent, Qty, Side, Symbol};
 use futures_util::{SinkExt, StreamExt};
 use rust_decimal::Decimal;
 
+/// The stream's own settings (the streams' backoff, 10 s I/O timeout, pings every 10 s), on the fake.
 fn config(fake: &FakeAlpaca, key: &str) -> UpdatesConfig {
-    let mut c = UpdatesConfig::new(fake.ws_url("stream"), Secret::new(key), Secret::new(SECRET_KEY));
-    c.backoff = Backoff { initial: Duration::from_millis(10), max: Duration::from_millis(50) };
-    c.io_timeout = Duration::from_secs(3);
-    c
+    UpdatesConfig::new(fake.ws_url("stream"), Secret::new(key), Secret::new(SECRET_KEY))
 }
 
 async fn next(s: &mut TradeUpdates) -> UpdatesEvent {
@@ -40,7 +38,9 @@ fn order_update(ev: UpdatesEvent) -> Box<crate::alpaca::event::OrderUpdate> {
     }
 }
 
-#[tokio::test]
+/// On paused time: the reconnect waits the streams' backoff (0.25 to 0.5 s for the first retry) on the
+/// runtime's clock.
+#[tokio::test(start_paused = true)]
 async fn frames_updates_and_reconnect() {
     let fake = FakeAlpaca::start(0).await.unwrap();
     fake.set_price("AAPL", Decimal::from(150));
@@ -62,7 +62,11 @@ async fn frames_updates_and_reconnect() {
 
     fake.drop_update_sockets();
     assert!(matches!(next(&mut s).await, UpdatesEvent::Disconnected { .. }));
+    let lost = tokio::time::Instant::now();
     assert_eq!(next(&mut s).await, UpdatesEvent::Connected { reconnect: true }, "tells the OMS to reconcile");
+    let waited = lost.elapsed();
+    assert!(waited >= Backoff::STREAM.ceiling(0) / 2, "the first retry waits the backoff: {waited:?}");
+    assert!(waited < Backoff::STREAM.ceiling(0) + Duration::from_secs(1), "{waited:?}");
     buy(&fake, "tb-u-2").await;
     assert_eq!(order_update(next(&mut s).await).order.raw_client_order_id, "tb-u-2");
     assert_eq!(fake.lock().updates_connections, 2);
