@@ -7,7 +7,7 @@ use crate::control::{Request, client, socket_path};
 use crate::models::ModelKind;
 use crate::out::{OutError, errln, outln};
 use crate::retrain::holdout::holdout_evaluator;
-use crate::retrain::{PipelineSpec, Progress, RetrainPipeline, RunOutcome, Trigger};
+use crate::retrain::{PipelineSpec, RetrainPipeline, RetrainProgress, RunOutcome, Trigger};
 use crate::store::Store;
 use anyhow::Context;
 use std::path::PathBuf;
@@ -127,15 +127,15 @@ fn on_signal(cancel: CancellationToken) -> std::io::Result<Arc<OnceLock<(&'stati
 #[derive(Default)]
 struct Shown(std::collections::BTreeMap<&'static str, f64>);
 
-fn show(p: &Progress, json: bool, shown: &mut Shown) -> Result<(), OutError> {
+fn show(p: &RetrainProgress, json: bool, shown: &mut Shown) -> Result<(), OutError> {
     if json {
         let v = match p {
-            Progress::Snapshot { kind, bars } => serde_json::json!({"event":"snapshot","kind":kind,"bars":bars}),
-            Progress::Training { kind, line } => serde_json::json!({"event":"train","kind":kind,"line":line}),
-            Progress::Evaluating { kind, candidate } => {
+            RetrainProgress::Snapshot { kind, bars } => serde_json::json!({"event":"snapshot","kind":kind,"bars":bars}),
+            RetrainProgress::Training { kind, line } => serde_json::json!({"event":"train","kind":kind,"line":line}),
+            RetrainProgress::Evaluating { kind, candidate } => {
                 serde_json::json!({"event":"evaluate","kind":kind,"candidate":candidate})
             }
-            Progress::Finished(r) => serde_json::json!({"event":"finished","record":r}),
+            RetrainProgress::Finished(r) => serde_json::json!({"event":"finished","record":r}),
         };
         return outln!("{v}");
     }
@@ -148,13 +148,13 @@ fn show(p: &Progress, json: bool, shown: &mut Shown) -> Result<(), OutError> {
 /// The lines for people, in the daemon's words: the run's progress as the dashboard shows it (done of
 /// total, rate, ETA; a line each tenth of the run), and the decision as the replay's summary says it
 /// (outcome — reason, then the gate's numbers).
-fn lines(p: &Progress, shown: &mut Shown) -> Vec<String> {
+fn lines(p: &RetrainProgress, shown: &mut Shown) -> Vec<String> {
     use crate::domain::count;
     match p {
-        Progress::Snapshot { kind, bars } => {
+        RetrainProgress::Snapshot { kind, bars } => {
             vec![format!("{}: snapshot of {} bars written", kind.as_str(), count(*bars as u64))]
         }
-        Progress::Training { kind, line } => {
+        RetrainProgress::Training { kind, line } => {
             let Some(pr) = crate::web::data::TrainingProgress::of_line(line) else { return Vec::new() };
             let fraction = if pr.total > 0.0 { (pr.done / pr.total).clamp(0.0, 1.0) } else { 1.0 };
             let last = shown.0.get(kind.as_str()).copied();
@@ -177,10 +177,10 @@ fn lines(p: &Progress, shown: &mut Shown) -> Vec<String> {
                 crate::domain::duration_words(pr.eta_secs)
             )]
         }
-        Progress::Evaluating { kind, candidate } => {
+        RetrainProgress::Evaluating { kind, candidate } => {
             vec![format!("{}: backtesting {candidate} and the champion on the holdout", kind.as_str())]
         }
-        Progress::Finished(r) => {
+        RetrainProgress::Finished(r) => {
             let mut out = vec![format!("{}: {} — {}", r.kind.as_str(), r.outcome.as_str(), r.reason())];
             if let Some(d) = &r.decision {
                 out.push(format!("  gate: {}", crate::retrain::gate::numbers_line(&d.numbers)));
@@ -205,7 +205,7 @@ fn lines(p: &Progress, shown: &mut Shown) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use crate::models::ModelKind;
-    use crate::retrain::Progress;
+    use crate::retrain::RetrainProgress;
 
     /// Issue 36: the foreground retrain speaks as the daemon does: progress as done of total with the
     /// rate and ETA (not the child's `approx_kl=… ` keys, no JSON `metrics={…}`), a line each tenth, and
@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn the_foreground_retrain_shows_progress_and_the_gate_in_the_daemons_words() {
         let mut shown = super::Shown::default();
-        let step = |steps: u64| Progress::Training {
+        let step = |steps: u64| RetrainProgress::Training {
             kind: ModelKind::Ppo,
             line: serde_json::json!({"event": "progress", "update": 1, "env_steps": steps, "total_steps": 32768,
                 "approx_kl": 0.0072, "clip_fraction": 0.1, "steps_per_s": 1234.4, "eta_secs": 13.2}),
@@ -224,7 +224,7 @@ mod tests {
         );
         assert!(super::lines(&step(17000), &mut shown).is_empty(), "not a tenth further");
         assert_eq!(super::lines(&step(32768), &mut shown).len(), 1, "the end is always said");
-        let done = Progress::Training {
+        let done = RetrainProgress::Training {
             kind: ModelKind::Ppo,
             line: serde_json::json!({"event": "done", "model_id": "ppo-1", "metrics": {"updates": 2, "approx_kl": 0.0072}}),
         };
@@ -239,7 +239,7 @@ mod tests {
                     "champion_sharpe": 1.58, "buy_hold_return": 0.344}}
         }))
         .unwrap();
-        let text = super::lines(&Progress::Finished(Box::new(r.clone())), &mut shown).join("\n");
+        let text = super::lines(&RetrainProgress::Finished(Box::new(r.clone())), &mut shown).join("\n");
         assert_eq!(
             text,
             "ppo: kept — candidate return 15.9% trails buy-and-hold's 34.4% by more than 5.0 points\n  \
@@ -255,9 +255,9 @@ mod tests {
             }))
             .unwrap(),
         ];
-        let text = super::lines(&Progress::Finished(Box::new(r.clone())), &mut shown).join("\n");
+        let text = super::lines(&RetrainProgress::Finished(Box::new(r.clone())), &mut shown).join("\n");
         assert!(text.contains("\n  candidate warm-started from the champion ppo-0\n  champion: ppo-0"), "{text}");
         r.decision = None;
-        assert!(!super::lines(&Progress::Finished(Box::new(r)), &mut shown).join("\n").contains("gate"));
+        assert!(!super::lines(&RetrainProgress::Finished(Box::new(r)), &mut shown).join("\n").contains("gate"));
     }
 }

@@ -20,7 +20,7 @@ use crate::live::report::Reporter;
 use crate::metrics::Metrics;
 use crate::models::Registry;
 use crate::retrain::study_record::StudyRecord;
-use crate::retrain::{Progress, RunRecord};
+use crate::retrain::{RetrainProgress, RunRecord};
 use crate::store::Store;
 use crate::web::data::{EquityPoint, SharedData, TrainingView};
 use chrono::{DateTime, Utc};
@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 
 /// The daemon's live state, behind the status report and the dashboard.
 #[derive(Debug, Clone)]
-pub(crate) struct Live {
+pub(crate) struct HostState {
     pub bars_received: u64,
     pub last_bar: BTreeMap<String, DateTime<Utc>>,
     pub day_open_equity: Option<(chrono::NaiveDate, f64)>,
@@ -53,14 +53,14 @@ pub(crate) struct Host<P: RunPipeline> {
     pub dashboard: Arc<SharedData>,
     pub retrainer: Retrainer<P>,
     /// The retrainer's progress (`Retrainer::with_progress`).
-    pub progress: Option<mpsc::UnboundedReceiver<Progress>>,
+    pub progress: Option<mpsc::UnboundedReceiver<RetrainProgress>>,
     /// The control socket's requests (`control::server::serve`).
     pub calls: Option<mpsc::Receiver<Call>>,
     /// Metrics and systemd, as the trading side reports them (`live::report`).
     pub report: Reporter,
     /// Set by SIGHUP: reload what can be reloaded at the next `poll`.
     pub hangup: Arc<AtomicBool>,
-    pub live: Live,
+    pub live: HostState,
     /// Every retrain run that ended, in order.
     pub retrains: Vec<RunRecord>,
     /// Where alerts go (`[notify]`); off unless `with_alerts`.
@@ -80,7 +80,7 @@ pub(in crate::daemon) struct HostParts<P: RunPipeline> {
     pub dashboard: Arc<SharedData>,
     pub retrainer: Retrainer<P>,
     /// The retrainer's progress (`Retrainer::with_progress`).
-    pub progress: Option<mpsc::UnboundedReceiver<Progress>>,
+    pub progress: Option<mpsc::UnboundedReceiver<RetrainProgress>>,
     /// The control socket's requests (`control::server::serve`).
     pub calls: Option<mpsc::Receiver<Call>>,
     pub notifier: Notifier,
@@ -97,7 +97,7 @@ impl<P: RunPipeline> Drop for Host<P> {
 impl<P: RunPipeline> Host<P> {
     pub(in crate::daemon) fn new(parts: HostParts<P>) -> Self {
         let HostParts { config, store, registry, metrics, dashboard, retrainer, progress, calls, notifier } = parts;
-        let live = Live {
+        let live = HostState {
             bars_received: 0,
             last_bar: BTreeMap::new(),
             day_open_equity: None,
@@ -311,9 +311,9 @@ impl<P: RunPipeline> Host<P> {
     }
 }
 
-fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
+fn on_progress(metrics: &Metrics, live: &mut HostState, p: &RetrainProgress) {
     match p {
-        Progress::Snapshot { kind, .. } => {
+        RetrainProgress::Snapshot { kind, .. } => {
             live.running.insert(
                 kind.as_str().to_string(),
                 TrainingView {
@@ -328,7 +328,7 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
                 },
             );
         }
-        Progress::Training { kind, line } => {
+        RetrainProgress::Training { kind, line } => {
             metrics.training_progress(kind.as_str(), line);
             if let Some(v) = live.running.get_mut(kind.as_str()) {
                 crate::retrain::record::add_to_curves(&mut v.curves, line);
@@ -338,7 +338,7 @@ fn on_progress(metrics: &Metrics, live: &mut Live, p: &Progress) {
             }
         }
         // The end of a run arrives once, as `RetrainEvent::Finished` (`drain_retrains`).
-        Progress::Finished(_) | Progress::Evaluating { .. } => {}
+        RetrainProgress::Finished(_) | RetrainProgress::Evaluating { .. } => {}
     }
 }
 
@@ -351,7 +351,7 @@ mod tests {
     #[test]
     fn progress_counts_steps_epochs_or_trials() {
         let metrics = Metrics::new();
-        let mut live = Live {
+        let mut live = HostState {
             bars_received: 0,
             last_bar: BTreeMap::new(),
             day_open_equity: None,
@@ -360,14 +360,14 @@ mod tests {
             activity: String::new(),
             started_at: crate::clock::now(),
         };
-        on_progress(&metrics, &mut live, &Progress::Snapshot { kind: ModelKind::Ppo, bars: 10 });
+        on_progress(&metrics, &mut live, &RetrainProgress::Snapshot { kind: ModelKind::Ppo, bars: 10 });
         let lines = [
             serde_json::json!({"event": "search", "trials_ended": 3, "trials": 12, "best_value": 0.5}),
             serde_json::json!({"event": "progress", "env_steps": 64, "total_steps": 256}),
         ];
         let mut seen = Vec::new();
         for line in lines {
-            on_progress(&metrics, &mut live, &Progress::Training { kind: ModelKind::Ppo, line });
+            on_progress(&metrics, &mut live, &RetrainProgress::Training { kind: ModelKind::Ppo, line });
             let p = live.running["ppo"].progress.clone().unwrap();
             seen.push((p.done, p.total));
         }
@@ -377,7 +377,7 @@ mod tests {
         // A child on a GPU: its readings reach the dashboard's run and `/metrics` while it runs.
         let line = serde_json::json!({"event": "progress", "env_steps": 128, "total_steps": 256,
             "gpu_busy_pct": 96.5, "gpu_memory_mb": 4096.0});
-        on_progress(&metrics, &mut live, &Progress::Training { kind: ModelKind::Ppo, line });
+        on_progress(&metrics, &mut live, &RetrainProgress::Training { kind: ModelKind::Ppo, line });
         let gpu = live.running["ppo"].progress.as_ref().unwrap().gpu;
         assert_eq!(gpu, Some(crate::web::data::GpuNow { busy_pct: 96.5, memory_mb: 4096.0, power_w: None }));
         assert!(metrics.encode().contains("tradebot_train_gpu_busy_percent{kind=\"ppo\"} 96.5"));

@@ -9,7 +9,7 @@
 use crate::calendar::{Calendar, Session};
 use crate::engine::Clock;
 use crate::models::ModelKind;
-use crate::retrain::{Progress, RetrainPipeline, RunRecord, Trigger};
+use crate::retrain::{RetrainPipeline, RetrainProgress, RunRecord, Trigger};
 use crate::schedule::Schedule;
 use chrono::{DateTime, Utc};
 use std::future::Future;
@@ -23,7 +23,7 @@ pub(crate) trait RunPipeline: Send + Sync + 'static {
         &self,
         kind: ModelKind,
         trigger: Trigger,
-        progress: &mut (dyn FnMut(Progress) + Send),
+        progress: &mut (dyn FnMut(RetrainProgress) + Send),
     ) -> impl Future<Output = RunRecord> + Send;
 }
 
@@ -32,7 +32,7 @@ impl RunPipeline for RetrainPipeline {
         &self,
         kind: ModelKind,
         trigger: Trigger,
-        progress: &mut (dyn FnMut(Progress) + Send),
+        progress: &mut (dyn FnMut(RetrainProgress) + Send),
     ) -> impl Future<Output = RunRecord> + Send {
         self.run(kind, trigger, progress)
     }
@@ -71,7 +71,7 @@ pub(crate) struct Retrainer<P: RunPipeline> {
     running: Arc<AtomicBool>,
     events_tx: mpsc::UnboundedSender<RetrainEvent>,
     events_rx: mpsc::UnboundedReceiver<RetrainEvent>,
-    progress: Option<mpsc::UnboundedSender<Progress>>,
+    progress: Option<mpsc::UnboundedSender<RetrainProgress>>,
     rt: tokio::runtime::Handle,
     /// The exchange's sessions (stocks traded): a scheduled run due inside a regular session waits for
     /// its close, so training never competes with the engine while the market trades. `None`: no wait.
@@ -114,7 +114,7 @@ impl<P: RunPipeline> Retrainer<P> {
 
     /// Where the runs' progress goes while they run (the dashboard, `tradebot status`); how each ended
     /// comes from `poll`/`recv` (`RetrainEvent::Finished`), never on this channel.
-    pub(crate) fn with_progress(mut self, tx: mpsc::UnboundedSender<Progress>) -> Self {
+    pub(crate) fn with_progress(mut self, tx: mpsc::UnboundedSender<RetrainProgress>) -> Self {
         self.progress = Some(tx);
         self
     }
@@ -187,9 +187,9 @@ impl<P: RunPipeline> Retrainer<P> {
         let progress = self.progress.clone();
         self.rt.spawn(async move {
             // The progress channel carries a run while it runs; its end (the record) goes once, as
-            // `RetrainEvent::Finished` on the events channel, not also as `Progress::Finished`.
-            let mut report = move |p: Progress| {
-                if let (Some(tx), false) = (&progress, matches!(p, Progress::Finished(_))) {
+            // `RetrainEvent::Finished` on the events channel, not also as `RetrainProgress::Finished`.
+            let mut report = move |p: RetrainProgress| {
+                if let (Some(tx), false) = (&progress, matches!(p, RetrainProgress::Finished(_))) {
                     let _ = tx.send(p);
                 }
             };

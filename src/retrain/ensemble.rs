@@ -50,7 +50,7 @@ impl RetrainPipeline {
         snapshot: &std::path::Path,
         seed: u64,
         registry: &Registry,
-        progress: &mut (dyn FnMut(Progress) + Send),
+        progress: &mut (dyn FnMut(RetrainProgress) + Send),
     ) -> CandidateResult {
         let kind = r.kind;
         let champion = r.champion_before.as_deref();
@@ -81,7 +81,7 @@ impl RetrainPipeline {
                 return;
             }
             record::add_to_curves(&mut curves, line);
-            progress(Progress::Training { kind, line: line.clone() })
+            progress(RetrainProgress::Training { kind, line: line.clone() })
         })
         .await;
         log_start(&r.id, algorithm, warm_start.as_ref(), trained_on.as_ref());
@@ -135,7 +135,7 @@ impl RetrainPipeline {
         r: &mut RunRecord,
         trained: Vec<(Algorithm, CandidateResult)>,
         registry: &Registry,
-        progress: &mut (dyn FnMut(Progress) + Send),
+        progress: &mut (dyn FnMut(RetrainProgress) + Send),
     ) -> Result<(), Failure> {
         let single = trained.len() == 1;
         let mut rows: Vec<CandidateRecord> = Vec::new();
@@ -200,10 +200,10 @@ impl RetrainPipeline {
         r: &mut RunRecord,
         ok: &[(usize, Trained)],
         single: bool,
-        progress: &mut (dyn FnMut(Progress) + Send),
+        progress: &mut (dyn FnMut(RetrainProgress) + Send),
     ) -> Result<(Vec<Option<GateInput>>, Option<GateInput>), Failure> {
         for (_, t) in ok {
-            progress(Progress::Evaluating { kind: r.kind, candidate: t.model_id.clone() });
+            progress(RetrainProgress::Evaluating { kind: r.kind, candidate: t.model_id.clone() });
         }
         let ids: Vec<String> = ok.iter().map(|(_, t)| t.model_id.clone()).collect();
         let (ev, champion, as_of) = (self.evaluator.clone(), r.champion_before.clone(), r.clock_time);

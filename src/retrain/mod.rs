@@ -21,5 +21,5 @@ pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
 
-pub use pipeline::{EvalError, Evaluator, PipelineSpec, Progress, RetrainPipeline, Trigger};
+pub use pipeline::{EvalError, Evaluator, PipelineSpec, RetrainPipeline, RetrainProgress, Trigger};
 pub use record::{CandidateRecord, NOT_ENOUGH_DATA, RunOutcome, RunRecord, WarmStart};

@@ -46,7 +46,7 @@ pub trait Evaluator: Send + Sync + 'static {
 /// What the pipeline reports while it runs: the run's stages (a training child's own counts, read from its
 /// lines, are `web::data::TrainingProgress`).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Progress {
+pub enum RetrainProgress {
     /// The training window is being written for the child.
     Snapshot {
         /// The model being retrained.
@@ -131,7 +131,7 @@ impl RetrainPipeline {
         &self,
         kind: ModelKind,
         trigger: Trigger,
-        progress: &mut (dyn FnMut(Progress) + Send),
+        progress: &mut (dyn FnMut(RetrainProgress) + Send),
     ) -> RunRecord {
         self.run_until(kind, trigger, progress, &CancellationToken::new()).await
     }
@@ -142,7 +142,7 @@ impl RetrainPipeline {
         &self,
         kind: ModelKind,
         trigger: Trigger,
-        progress: &mut (dyn FnMut(Progress) + Send),
+        progress: &mut (dyn FnMut(RetrainProgress) + Send),
         cancel: &CancellationToken,
     ) -> RunRecord {
         let started_at = crate::clock::now();
@@ -215,11 +215,15 @@ impl RetrainPipeline {
         if let Err(e) = record::save(&self.store, &r) {
             log::error!("retrain {}: cannot store its record: {e}", r.id);
         }
-        progress(Progress::Finished(Box::new(r.clone())));
+        progress(RetrainProgress::Finished(Box::new(r.clone())));
         r
     }
 
-    async fn stages(&self, r: &mut RunRecord, progress: &mut (dyn FnMut(Progress) + Send)) -> Result<(), Failure> {
+    async fn stages(
+        &self,
+        r: &mut RunRecord,
+        progress: &mut (dyn FnMut(RetrainProgress) + Send),
+    ) -> Result<(), Failure> {
         let kind = r.kind;
         let registry = Registry::open(&self.spec.state_dir.join("models")).map_err(fail("registry", "registry"))?;
         r.champion_before = registry.champion(kind).map_err(fail("registry", "registry"))?.map(|m| m.id);
@@ -232,7 +236,7 @@ impl RetrainPipeline {
         if let (Some(first), Some(last)) = (snap.first_bar, snap.last_bar) {
             log::info!("retrain {}: training on {} bars, {first} to {last}, seed {seed}", r.id, snap.bars);
         }
-        progress(Progress::Snapshot { kind, bars: snap.bars });
+        progress(RetrainProgress::Snapshot { kind, bars: snap.bars });
         let path = std::path::PathBuf::from(&snap.path);
         r.snapshot = Some(snap);
         let mut trained = Vec::new();

@@ -188,7 +188,7 @@ pub(crate) struct TrainingView {
 }
 
 /// A training child's progress as the dashboard and the foreground `tradebot retrain` show it: its count (steps,
-/// epochs or trials) of its total, its rate and ETA (`retrain::Progress` is the retrain run's stages).
+/// epochs or trials) of its total, its rate and ETA (`retrain::RetrainProgress` is the retrain run's stages).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct TrainingProgress {
     pub done: f64,

@@ -47,14 +47,14 @@ impl RunPipeline for FakePipeline {
         &self,
         kind: ModelKind,
         trigger: Trigger,
-        progress: &mut (dyn FnMut(Progress) + Send),
+        progress: &mut (dyn FnMut(RetrainProgress) + Send),
     ) -> RunRecord {
         self.calls.lock().unwrap().push((kind, trigger.clone()));
         self.gate.acquire().await.unwrap().forget();
-        progress(Progress::Snapshot { kind, bars: 1 });
+        progress(RetrainProgress::Snapshot { kind, bars: 1 });
         let r = record(kind, &trigger);
         // As the real pipeline does: its end as progress too (the CLI's `retrain` prints it).
-        progress(Progress::Finished(Box::new(r.clone())));
+        progress(RetrainProgress::Finished(Box::new(r.clone())));
         r
     }
 }
@@ -114,10 +114,13 @@ async fn crossing_saturday_two_am_new_york_retrains_once_and_reports_the_swap() 
         assert_eq!(kinds, vec![ModelKind::Ppo, ModelKind::Lstm]);
         assert!(calls.iter().all(|(_, t)| t.clock_time == utc(10, 7, 0) && t.reason.contains("0 2 * * Sat")));
     }
-    assert!(matches!(prx.try_recv(), Ok(Progress::Snapshot { kind: ModelKind::Ppo, .. })), "progress is streamed");
+    assert!(
+        matches!(prx.try_recv(), Ok(RetrainProgress::Snapshot { kind: ModelKind::Ppo, .. })),
+        "progress is streamed"
+    );
     // A run's end travels once, on the events channel (above), never also as progress.
-    let rest: Vec<Progress> = std::iter::from_fn(|| prx.try_recv().ok()).collect();
-    assert!(matches!(rest.as_slice(), [Progress::Snapshot { kind: ModelKind::Lstm, .. }]), "{rest:?}");
+    let rest: Vec<RetrainProgress> = std::iter::from_fn(|| prx.try_recv().ok()).collect();
+    assert!(matches!(rest.as_slice(), [RetrainProgress::Snapshot { kind: ModelKind::Lstm, .. }]), "{rest:?}");
 
     // Idle again: a manual request runs only the asked kind.
     assert_eq!(r.request(Some(ModelKind::Lstm), "control socket", &later), Ok(()));

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 struct Run {
     record: RunRecord,
-    progress: Vec<Progress>,
+    progress: Vec<RetrainProgress>,
     champion_now: Option<String>,
     stored: Vec<RunRecord>,
 }
@@ -34,7 +34,7 @@ fn assert_failed_and_kept(run: &Run, champ: &str, code: &str) {
     assert_eq!(run.champion_now.as_deref(), Some(champ), "a failed run must leave the champion");
     assert_eq!(r.champion_after.as_deref(), Some(champ));
     assert_eq!(run.stored, vec![r.clone()], "the failure is stored");
-    assert!(matches!(run.progress.last(), Some(Progress::Finished(f)) if **f == *r));
+    assert!(matches!(run.progress.last(), Some(RetrainProgress::Finished(f)) if **f == *r));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,7 +46,7 @@ async fn a_crashing_child_leaves_the_champion_and_is_recorded() {
     assert_failed_and_kept(&run, &champ, "crash");
     assert!(run.record.reason().contains("train failed (crash)"), "{}", run.record.reason());
     assert!(
-        run.progress.iter().any(|p| matches!(p, Progress::Training { line, .. } if line["steps"] == 64)),
+        run.progress.iter().any(|p| matches!(p, RetrainProgress::Training { line, .. } if line["steps"] == 64)),
         "the child's progress is streamed"
     );
     assert!(ev.calls.lock().unwrap().is_empty(), "nothing to evaluate after a crash");
