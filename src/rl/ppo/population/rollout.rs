@@ -30,23 +30,26 @@ pub(in crate::rl::ppo) trait Steps {
 }
 
 /// The stacked env kernel of a population's trials (`TensorKernelEnv::stack`).
-pub(super) struct Kernel<'a> {
-    pub(super) env: &'a mut TensorKernelEnv,
-    pub(super) p: i64,
-    pub(super) e: i64,
-    pub(super) obs_dim: i64,
+pub(super) struct Kernel<'a>(pub(super) &'a mut TensorKernelEnv);
+
+impl Kernel<'_> {
+    /// `[P, E]`: trials, and envs per trial.
+    fn dims(&self) -> (i64, i64) {
+        (self.0.n_trials() as i64, self.0.trial_envs() as i64)
+    }
 }
 
 impl Steps for Kernel<'_> {
     fn first(&mut self) -> Result<Tensor, PpoError> {
-        Ok(self.env.obs().view([self.p, self.e, self.obs_dim]))
+        let (p, e) = self.dims();
+        Ok(self.0.obs().view([p, e, self.0.obs_dim() as i64]))
     }
 
     fn step(&mut self, actions: &Tensor) -> Result<(Tensor, Tensor, Tensor), PpoError> {
-        self.env.set_actions(actions).and_then(|()| self.env.step()).map_err(PpoError::KernelStep)?;
-        let (p, e) = (self.p, self.e);
+        self.0.set_actions(actions).and_then(|()| self.0.step()).map_err(PpoError::KernelStep)?;
+        let (p, e) = self.dims();
         // The kernel overwrites its buffers at the next step: rewards and flags are copied out.
-        Ok((self.env.reward().view([p, e]).copy(), self.env.done().view([p, e]).copy(), self.first()?))
+        Ok((self.0.reward().view([p, e]).copy(), self.0.done().view([p, e]).copy(), self.first()?))
     }
 }
 

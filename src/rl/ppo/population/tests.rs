@@ -149,9 +149,9 @@ fn a_rollout_without_normalisation_keeps_each_steps_observations() {
     let ppo = Ppo::new(cfg, env.obs_dim(), env.n_assets(), Device::Cpu).unwrap();
     let mut pop = Population::new(&[&ppo]).unwrap();
     let first = env.obs().copy();
-    let (e, obs_dim) = (env.trial_envs() as i64, env.obs_dim() as i64);
+    let e = env.trial_envs() as i64;
     let updates = draws::column(&[0], Device::Cpu);
-    let mut steps = super::rollout::Kernel { env: &mut env, p: 1, e, obs_dim };
+    let mut steps = super::rollout::Kernel(&mut env);
     let ro = pop.collect(&mut steps, e, &updates).unwrap();
     assert!(ro.obs.get(0).reshape([-1]).equal(&first.reshape([-1])), "the first step's observations were overwritten");
     assert!(!ro.obs.get(0).equal(&ro.obs.get(1)), "two steps' observations are one");

@@ -38,8 +38,7 @@ impl Population {
         let updates: Vec<i64> = self.updates.iter().map(|&u| u as i64).collect();
         let updates = draws::column(&updates, self.device);
         let lr = Tensor::from_slice(lrs).to_device(self.device);
-        let (p, obs_dim) = (p as i64, self.obs_dim);
-        let ro = self.collect(&mut Kernel { env: &mut *env, p, e, obs_dim }, e, &updates)?;
+        let ro = self.collect(&mut Kernel(&mut *env), e, &updates)?;
         let stats = self.update(&ro, lrs, &updates, &lr)?;
         let returns = env.take_trial_returns()?;
         let per_update = (self.shape().n_steps as i64 * e) as u64;
