@@ -46,27 +46,47 @@ struct Soak {
     dir: tempfile::TempDir,
     cfg: String,
     names: Vec<String>,
+    /// What `anew` needs to start the same market again: its simulated start, speed, spec and timeframe.
+    start: DateTime<Utc>,
+    speed: f64,
+    spec: MarketSpec,
+    timeframe: String,
 }
 
 impl Soak {
     fn new(start: DateTime<Utc>, speed: f64, symbols: &[(&str, f64)], quiet: &[(&str, f64)], timeframe: &str) -> Soak {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
-        let clock = SimClock::starting(start, speed).unwrap();
         let spec = MarketSpec {
             seed: 11,
             symbols: symbols.iter().map(|(s, p)| (s.to_string(), *p)).collect(),
             history_days: 200,
             quiet: quiet.iter().map(|(s, p)| (s.to_string(), *p)).collect(),
         };
+        Soak::over(tempfile::tempdir().unwrap(), start, speed, spec, timeframe)
+    }
+
+    /// A fake market started now on a simulated clock at `start`, and a paper config in `dir` pointed at it.
+    fn over(dir: tempfile::TempDir, start: DateTime<Utc>, speed: f64, spec: MarketSpec, timeframe: &str) -> Soak {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let fake = rt.block_on(FakeAlpaca::start(0)).unwrap();
+        let clock = SimClock::starting(start, speed).unwrap();
         {
             let _rt = rt.enter();
-            fake.run_market(spec, Some(clock));
+            fake.run_market(spec.clone(), Some(clock));
         }
-        let dir = tempfile::tempdir().unwrap();
-        let names: Vec<String> = symbols.iter().map(|(s, _)| s.to_string()).collect();
+        let names: Vec<String> = spec.symbols.iter().map(|(s, _)| s.clone()).collect();
         let cfg = config(dir.path(), &fake, &names, timeframe);
-        Soak { rt, fake, clock, dir, cfg, names }
+        Soak { rt, fake, clock, dir, cfg, names, start, speed, spec, timeframe: timeframe.into() }
+    }
+
+    /// The same market started again at the same simulated instant, over the same state directory: the same
+    /// seed gives the same history, so what was fetched and trained stays true of it, and the wall time the
+    /// training took is not taken from the sessions that follow (on a slow machine it once ate the first
+    /// day's morning).
+    fn anew(self) -> Soak {
+        let Soak { rt, fake, dir, start, speed, spec, timeframe, .. } = self;
+        drop(fake);
+        drop(rt);
+        Soak::over(dir, start, speed, spec, &timeframe)
     }
 
     /// `tradebot ARGS --config CFG` with the keys and the simulated clock.
@@ -420,10 +440,12 @@ fn two_simulated_days_of_15_minute_decisions_with_a_quiet_symbol_and_a_kill() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // Monday 2026-11-16 04:00 New York at 40 simulated minutes per second (the quarter-second close grace is
     // 10 simulated minutes, within a period); QUIET trades in one minute of fourteen, so a third of its
-    // 15-minute periods have no bar.
+    // 15-minute periods have no bar. The champion is trained against a first run of the market; the daemon
+    // meets the same market started anew, so it is ready before the open however long the training took.
     let symbols = [("AAPL", 190.0), ("MSFT", 420.0), ("QUIET", 40.0)];
-    let soak = Soak::new(ny((2026, 11, 16), 4, 0), 40.0, &symbols, &[("QUIET", 13.0 / 14.0)], "15Min");
-    let id = soak.trained_15min_champion("2026-09-01");
+    let trainer = Soak::new(ny((2026, 11, 16), 4, 0), 40.0, &symbols, &[("QUIET", 13.0 / 14.0)], "15Min");
+    let id = trainer.trained_15min_champion("2026-09-01");
+    let soak = trainer.anew();
     let mut d = soak.start(0);
     soak.until(ny((2026, 11, 16), 13, 0), &mut d);
     soak.fake.drop_market_sockets();
