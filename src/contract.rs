@@ -1,4 +1,4 @@
-//! The engine's contract with its edges: `Event`s in, `Command`s out, the `Clock` it reads, the broker's
+//! The engine's contract with its edges: `Event`s in, `Command`s out, the `EngineClock` it reads, the broker's
 //! snapshot, and the `Core` trait the live runner and the simulated sessions drive. Nothing here imports
 //! the engine's internals or anything above the risk checks.
 
@@ -9,16 +9,17 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
 /// Time as the engine sees it: the wall clock live, the bar clock in replay and backtest.
-pub trait Clock: Send {
+pub trait EngineClock: Send {
     /// The time now, as this clock tells it.
     fn now(&self) -> DateTime<Utc>;
 }
 
-/// The wall clock.
+/// The process's clock (`crate::clock::now`): the wall clock, or the simulated one `TRADEBOT_SIM_CLOCK`
+/// installed at start.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub struct ProcessClock;
 
-impl Clock for SystemClock {
+impl EngineClock for ProcessClock {
     fn now(&self) -> DateTime<Utc> {
         crate::clock::now()
     }
@@ -42,7 +43,7 @@ impl ManualClock {
     }
 }
 
-impl Clock for ManualClock {
+impl EngineClock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -5,7 +5,7 @@
 //! ```text
 //!  Alpaca stream (minutes) ─► feed::LiveBars (stored, aggregated to market.timeframe; NoBar for a quiet symbol)
 //!      ─► live runner (live::engine_core::LiveCore on the trading thread) ─► Event::{Bar, NoBar}
-//!  replay: stored bars ─► engine::drive::run (daemon::replay drives it) ─► Event::Bar
+//!  replay: stored bars ─► engine::drive::run (daemon::replay_driver drives it) ─► Event::Bar
 //!      ─► engine::Engine::process
 //!      features ─► policy (ONNX Runtime) ─► engine::strategy ─► risk::RiskChecks ─► oms::Oms
 //!      ─► Command::Submit(RiskApproved<OrderRequest>) ─► live runner ─► broker::{AlpacaBroker, SimBroker}
@@ -27,7 +27,8 @@
 //!    [`calendar`] (the exchange's trading days and session times), [`clock`] (the wall clock or a
 //!    simulated one shared with the fake Alpaca),
 //!    [`schedule`] (the retrain schedule), [`exec`] (the execution rule: positions, the fill rule, fees and
-//!    slippage, stops; the training env, the simulated broker, risk and the engine apply the same one),
+//!    slippage, stops, and the action spaces' order sizing, target weights in a no-trade band; the training
+//!    env, the simulated broker, risk and the engine apply the same one),
 //!    [`ml`] (the trainers' helpers, feature `train`: autocast, NVML and CUDA, Adam, counted read-backs,
 //!    seeding), [`out`] (every command's stdout: a closed pipe ends quietly, a failed write is an error,
 //!    never a panic).
@@ -131,7 +132,7 @@ pub use clock::{ENV as CLOCK_ENV, SimClock};
 pub use config::{Config, ConfigError, EX_CONFIG, KillSwitchAction, LstmConfig};
 pub use daemon::status::offline::keep_published;
 pub use daemon::{EX_CANTCREAT, StateDirError};
-pub use exec::ExecParams;
+pub use exec::{ActionSpace, ExecParams};
 pub use features::windows::context_names;
 pub use features::{FEATURE_VERSION, FeatureSpec};
 pub use live::{EX_FATAL, EX_PANIC, RunError};

@@ -6,7 +6,7 @@
 //! symbols at their first closes, without fees. Fees are `env.exec.fee_bps` of each fill's notional: what
 //! the simulated broker charges (a replay), an estimate for an Alpaca account.
 
-use super::{Activity, BacktestReport, EquityPoint, Metrics, metrics, periods_per_year};
+use super::{Activity, BacktestReport, EquityPoint, Performance, metrics, periods_per_year};
 use crate::config::{Config, StrategyMode};
 use crate::engine::DecisionRecord;
 use crate::oms::FillRecord;
@@ -50,8 +50,8 @@ pub(crate) struct AccountReport {
     pub fees: f64,
     /// The models the engine decided with, in the order they first traded.
     pub models: Vec<String>,
-    pub strategy: Metrics,
-    pub buy_hold: Metrics,
+    pub strategy: Performance,
+    pub buy_hold: Performance,
     #[serde(skip)]
     pub mode: StrategyMode,
     #[serde(skip)]

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Metrics {
+pub struct Performance {
     pub total_return: f64,
     pub cagr: f64,
     /// Annualised (mean / std of per-bar returns × √periods_per_year); 0 when returns do not vary.
@@ -33,8 +33,8 @@ pub(crate) struct Activity {
 }
 
 /// Metrics of `curve` (time, equity), `periods_per_year` bars a year (252 for daily bars).
-pub(crate) fn metrics(curve: &[(DateTime<Utc>, f64)], periods_per_year: f64, act: Activity) -> Metrics {
-    let (Some(first), Some(last)) = (curve.first(), curve.last()) else { return Metrics::default() };
+pub(crate) fn metrics(curve: &[(DateTime<Utc>, f64)], periods_per_year: f64, act: Activity) -> Performance {
+    let (Some(first), Some(last)) = (curve.first(), curve.last()) else { return Performance::default() };
     let total_return = last.1 / first.1 - 1.0;
     let years = (last.0 - first.0).num_seconds() as f64 / (365.25 * 86_400.0);
     let cagr = if years > 0.0 && last.1 > 0.0 { (last.1 / first.1).powf(1.0 / years) - 1.0 } else { 0.0 };
@@ -52,7 +52,7 @@ pub(crate) fn metrics(curve: &[(DateTime<Utc>, f64)], periods_per_year: f64, act
         }
     }
     let mean_equity = curve.iter().map(|c| c.1).sum::<f64>() / curve.len() as f64;
-    Metrics {
+    Performance {
         total_return,
         cagr,
         sharpe: if sd > 0.0 { mean / sd * ann } else { 0.0 },

@@ -19,7 +19,7 @@ pub(crate) mod tearsheet;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use metrics::{Activity, Metrics, metrics};
+pub(crate) use metrics::{Activity, Performance, metrics};
 #[cfg(test)]
 pub(crate) use session::simulate;
 pub(crate) use session::{EquityPoint, Models, SessionHooks, SimSession};
@@ -69,8 +69,8 @@ pub(crate) struct BacktestReport {
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
     pub bars: usize,
-    pub strategy: Metrics,
-    pub buy_hold: Metrics,
+    pub strategy: Performance,
+    pub buy_hold: Performance,
     /// Orders risk refused, by reason code.
     pub refusals: std::collections::BTreeMap<&'static str, usize>,
     #[serde(skip)]
@@ -262,8 +262,8 @@ pub(crate) struct Evaluation {
     pub curve: Vec<EquityPoint>,
     /// Orders risk refused, by reason code.
     pub refusals: std::collections::BTreeMap<&'static str, usize>,
-    pub strategy: Metrics,
-    pub buy_hold: Metrics,
+    pub strategy: Performance,
+    pub buy_hold: Performance,
     /// The account's fills, in time order (`evaluate`; empty from `summarise`).
     pub fills: Vec<crate::oms::FillRecord>,
 }

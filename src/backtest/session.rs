@@ -22,9 +22,8 @@ use crate::broker::SimBroker;
 use crate::config::Config;
 use crate::domain::Bar;
 use crate::engine::drive::{self, Flow, Hooks, Moment};
-use crate::engine::{Command, Engine, EngineConfig, EngineRisk, ManualClock, ProbSource, StrategyMode};
+use crate::engine::{Command, Engine, EngineConfig, EngineRisk, ManualClock, StrategyMode};
 use crate::oms::{Oms, OmsConfig};
-use crate::policy::PpoPolicy;
 use crate::risk::RiskChecks;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
@@ -32,9 +31,7 @@ use rust_decimal::prelude::ToPrimitive;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The models a session trades with: the PPO policy (`ppo`, `ensemble`) and the LSTM probabilities
-/// (`lstm`, `ensemble`).
-pub(crate) type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
+pub(crate) use crate::engine::Models;
 
 /// One recorded bar of a session: the account after the bar's fills, buy-and-hold's equity, and the
 /// running count of fills and fees.

@@ -258,11 +258,11 @@ pub(crate) fn sheet(head: &Heading, r: &BacktestReport, json: &str, config: &str
 /// The figures of the strategy, buy-and-hold and cash, side by side.
 fn figures_table(r: &BacktestReport) -> String {
     let mut h = String::new();
-    let cash = super::Metrics::default();
+    let cash = super::Performance::default();
     h.push_str(
         "<h2>Figures</h2><table id=\"figures\"><tr><th></th><th>strategy</th><th>buy &amp; hold</th><th>cash</th></tr>",
     );
-    type Row = (&'static str, fn(&super::Metrics) -> String);
+    type Row = (&'static str, fn(&super::Performance) -> String);
     let rows: [Row; 9] = [
         ("total return", |m| pct(m.total_return)),
         ("CAGR", |m| pct(m.cagr)),

@@ -337,7 +337,7 @@ impl SessionHooks<'_> for Timing {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::ActionSpace;
+    use crate::exec::ActionSpace;
 
     /// The stand-in model is made in the config's action space: the demo config's target weights load it
     /// (`make bench-infer` on a fresh machine), as share counts do.

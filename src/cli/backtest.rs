@@ -3,7 +3,7 @@
 //! writes it as CSV on request.
 
 use super::load_config;
-use crate::backtest::{self, BacktestReport, Metrics, Subject};
+use crate::backtest::{self, BacktestReport, Performance, Subject};
 use crate::engine::StrategyMode;
 use crate::models::Registry;
 use crate::out::{OutError, outln};
@@ -108,10 +108,10 @@ impl StrategyArg {
     }
 }
 
-/// A report line: its label and how to format it from a `Metrics`.
-pub(super) type Row = (&'static str, fn(&Metrics) -> String);
+/// A report line: its label and how to format it from a `Performance`.
+pub(super) type Row = (&'static str, fn(&Performance) -> String);
 
-/// The table's lines: a label and how to format it from a `Metrics` (`backtest` and `report` print the same).
+/// The table's lines: a label and how to format it from a `Performance` (`backtest` and `report` print the same).
 pub(super) fn metric_rows() -> [Row; 9] {
     [
         ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
@@ -131,7 +131,7 @@ fn print_report(r: &BacktestReport) -> Result<(), OutError> {
     outln!("backtest of {} ({}) over {} bars, {} to {}", r.model_id, r.mode, r.bars, day(r.from), day(r.to))?;
     outln!("(full risk checks and the SimBroker, as the replay daemon trades)")?;
     outln!("{:<14} {:>12} {:>12} {:>12}", "", "strategy", "buy&hold", "cash")?;
-    let cash = Metrics::default();
+    let cash = Performance::default();
     let rows = metric_rows();
     for (name, f) in rows {
         outln!("{:<14} {:>12} {:>12} {:>12}", name, f(&r.strategy), f(&r.buy_hold), f(&cash))?;

@@ -4,7 +4,8 @@
 
 use super::raw::{RawEnv, RawFeatures};
 use super::{BrokerConfig, Checker};
-use crate::env::{Accounting, ActionSpace, Benchmark, EnvConfig, Reward};
+use crate::env::{Accounting, Benchmark, EnvConfig, Reward};
+use crate::exec::ActionSpace;
 use crate::exec::ExecParams;
 use crate::features::FeatureSpec;
 

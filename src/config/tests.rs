@@ -388,7 +388,8 @@ fn symbols_are_checked_as_alpaca_writes_their_asset_class() {
 
 #[test]
 fn action_space_and_reward_keys_are_checked_and_round_trip() {
-    use crate::env::{ActionSpace, Benchmark, Objective, Reward};
+    use crate::env::{Benchmark, Objective, Reward};
+    use crate::exec::ActionSpace;
     let c = parse(&format!(
         "{MIN}[env]\naction_space = \"weights\"\nno_trade_band = 0.03\nmax_weight = 0.5\nreward = \"vs-benchmark\"\nbenchmark = \"spy\"\nturnover_bps = 5\n"
     ))

@@ -8,11 +8,11 @@
 //! The trading thread only trades: after each event it leaves a `TradingView` here (its engine's state
 //! from memory), and it takes what this thread sends between two events (`Core::inbox`).
 
-use super::calendar::CalendarSlot;
+use super::calendar_source::CalendarSlot;
 use super::host::{EngineLink, Host};
 use super::retrainer::RunPipeline;
 use crate::domain::Symbol;
-use crate::engine::{Command, Event, LoadedModel, ModelSwap, SystemClock, Update};
+use crate::engine::{Command, Event, LoadedModel, ModelSwap, ProcessClock, Update};
 use crate::live::view::TradingView;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
@@ -102,11 +102,11 @@ pub(crate) fn spawn<P: RunPipeline + Send + 'static>(
                 }
                 engine.send(Event::Update(Update::Calendar(Box::new(c))));
             }
-            host.retrainer.on_clock(&SystemClock);
+            host.retrainer.on_clock(&ProcessClock);
             host.live.bars_received = view.bars_received;
             host.live.last_bar = view.last_bar.clone();
             curve.point(&mut host, &view);
-            host.poll(&mut engine, &view.engine, &SystemClock);
+            host.poll(&mut engine, &view.engine, &ProcessClock);
             host.publish(&view.engine, Some(&account));
             wait(&stop, EVERY);
         }

@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::control::server::Call;
 use crate::control::{Request, Response};
 use crate::domain::Bar;
-use crate::engine::{Clock, Command, Control, Event, Update};
+use crate::engine::{Command, Control, EngineClock, Event, Update};
 use crate::live::notify::Notifier;
 use crate::live::report::Reporter;
 use crate::metrics::Metrics;
@@ -22,7 +22,7 @@ use crate::models::Registry;
 use crate::retrain::study_record::StudyRecord;
 use crate::retrain::{RetrainProgress, RunRecord};
 use crate::store::Store;
-use crate::web::data::{EquityPoint, SharedData, TrainingView};
+use crate::web::data::{ChartPoint, SharedData, TrainingView};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,11 +31,11 @@ use tokio::sync::mpsc;
 
 /// The daemon's live state, behind the status report and the dashboard.
 #[derive(Debug, Clone)]
-pub(crate) struct HostState {
+pub(crate) struct DaemonState {
     pub bars_received: u64,
     pub last_bar: BTreeMap<String, DateTime<Utc>>,
     pub day_open_equity: Option<(chrono::NaiveDate, f64)>,
-    pub equity: Vec<EquityPoint>,
+    pub equity: Vec<ChartPoint>,
     pub running: BTreeMap<String, TrainingView>,
     pub activity: String,
     pub started_at: DateTime<Utc>,
@@ -60,7 +60,7 @@ pub(crate) struct Host<P: RunPipeline> {
     pub report: Reporter,
     /// Set by SIGHUP: reload what can be reloaded at the next `poll`.
     pub hangup: Arc<AtomicBool>,
-    pub live: HostState,
+    pub live: DaemonState,
     /// Every retrain run that ended, in order.
     pub retrains: Vec<RunRecord>,
     /// Where alerts go (`[notify]`); off unless `with_alerts`.
@@ -97,7 +97,7 @@ impl<P: RunPipeline> Drop for Host<P> {
 impl<P: RunPipeline> Host<P> {
     pub(in crate::daemon) fn new(parts: HostParts<P>) -> Self {
         let HostParts { config, store, registry, metrics, dashboard, retrainer, progress, calls, notifier } = parts;
-        let live = HostState {
+        let live = DaemonState {
             bars_received: 0,
             last_bar: BTreeMap::new(),
             day_open_equity: None,
@@ -149,7 +149,7 @@ impl<P: RunPipeline> Host<P> {
             }
             self.live.day_open_equity = Some((day, open));
         }
-        self.live.equity.push(EquityPoint { t, equity, buy_hold });
+        self.live.equity.push(ChartPoint { t, equity, buy_hold });
     }
 
     pub(crate) fn set_activity(&mut self, activity: impl Into<String>) {
@@ -164,7 +164,7 @@ impl<P: RunPipeline> Host<P> {
         &mut self,
         engine: &mut dyn EngineLink,
         view: &EngineView,
-        clock: &dyn Clock,
+        clock: &dyn EngineClock,
     ) -> (Vec<Command>, bool) {
         self.watch(view, crate::clock::now());
         if self.hangup.swap(false, Ordering::SeqCst) {
@@ -249,7 +249,7 @@ impl<P: RunPipeline> Host<P> {
         engine.swap(Box::new(move || load_swap(&config, &registry, kind, &id)));
     }
 
-    fn serve_calls(&mut self, engine: &mut dyn EngineLink, view: &EngineView, clock: &dyn Clock) -> Vec<Command> {
+    fn serve_calls(&mut self, engine: &mut dyn EngineLink, view: &EngineView, clock: &dyn EngineClock) -> Vec<Command> {
         let mut out = Vec::new();
         let Some(rx) = self.calls.as_mut() else { return out };
         let mut calls = Vec::new();
@@ -311,7 +311,7 @@ impl<P: RunPipeline> Host<P> {
     }
 }
 
-fn on_progress(metrics: &Metrics, live: &mut HostState, p: &RetrainProgress) {
+fn on_progress(metrics: &Metrics, live: &mut DaemonState, p: &RetrainProgress) {
     match p {
         RetrainProgress::Snapshot { kind, .. } => {
             live.running.insert(
@@ -351,7 +351,7 @@ mod tests {
     #[test]
     fn progress_counts_steps_epochs_or_trials() {
         let metrics = Metrics::new();
-        let mut live = HostState {
+        let mut live = DaemonState {
             bars_received: 0,
             last_bar: BTreeMap::new(),
             day_open_equity: None,

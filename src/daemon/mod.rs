@@ -3,24 +3,24 @@
 //! caller's token) and wires the host (`host`: registry, control socket, `/metrics`, dashboard, retrainer,
 //! alerts; it reaches the engine through `link`, and `requests` serves the control requests that change or
 //! copy the store); then a driver moves bars from the feed to the engine and orders from the engine to the
-//! broker: `replay` (stored bars, the SimBroker, simulated time, through the one run loop
-//! `engine::drive::run` with `replay_hooks`) or `live` (Alpaca's feed, `feed::LiveBars` and the broker
+//! broker: `replay_driver` (stored bars, the SimBroker, simulated time, through the one run loop
+//! `engine::drive::run` with `replay_hooks`) or `live_driver` (Alpaca's feed, `feed::LiveBars` and the broker
 //! through the live runner, with `live::engine_core`'s cores on its trading thread; `live::report` carries
-//! metrics and systemd for both; `calendar` reads the exchange calendar; `models` loads the champions and
+//! metrics and systemd for both; `calendar_source` reads the exchange calendar; `models` loads the champions and
 //! new ones; live, `chores` runs the host on a thread of its own beside the trading thread). Also the last
 //! alert of a failing run (`fatal`), scheduled retraining in the background (`retrainer`), and the status
 //! (the `status/` folder: the report and the dashboard's data in `status::publish`, the book in
 //! `status::book`, the alerts the host watches for in `status::watch`, and the status as the state
 //! directory tells it without a daemon in `status::offline`).
 
-pub(crate) mod calendar;
+pub(crate) mod calendar_source;
 pub(crate) mod chores;
 mod fatal;
 pub(crate) mod host;
 pub(crate) mod link;
-pub(crate) mod live;
+pub(crate) mod live_driver;
 pub(crate) mod models;
-pub(crate) mod replay;
+pub(crate) mod replay_driver;
 mod replay_hooks;
 pub(crate) mod requests;
 pub(crate) mod retrainer;

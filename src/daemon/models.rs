@@ -2,13 +2,10 @@
 //! champion swapped in between two bars after a promotion (one that does not load leaves the running one).
 
 use crate::config::Config;
-use crate::engine::{LoadedModel, LstmProbs, ProbSource};
+use crate::engine::{LoadedModel, LstmProbs, Models, ProbSource};
 use crate::models::{ModelKind, Registry};
 use crate::policy::{LstmPolicy, ModelSel, Pipeline, PpoPolicy, SessionOptions};
 use anyhow::Context;
-
-/// A PPO policy and an LSTM probability source, as a strategy needs them.
-pub(crate) type Models = (Option<PpoPolicy>, Option<Box<dyn ProbSource>>);
 
 /// The champions the configured strategy trades with: the PPO policy (`ppo`, `ensemble`) and the LSTM
 /// probability source (`lstm`, `ensemble`), each checked against the running pipeline. A kind without a

@@ -7,7 +7,7 @@
 //! so nothing here can stop trading.
 
 use crate::calendar::{Calendar, Session};
-use crate::engine::Clock;
+use crate::engine::EngineClock;
 use crate::models::ModelKind;
 use crate::retrain::{RetrainPipeline, RetrainProgress, RunRecord, Trigger};
 use crate::schedule::Schedule;
@@ -138,7 +138,7 @@ impl<P: RunPipeline> Retrainer<P> {
     /// Called between bars with the engine's clock: starts a run when a fire time of the schedule passed
     /// since the previous call. The first call only sets the baseline. A fire time that passes while a run is under
     /// way is skipped (logged), and the next one tries again. Returns whether a run started.
-    pub(crate) fn on_clock(&mut self, clock: &dyn Clock) -> bool {
+    pub(crate) fn on_clock(&mut self, clock: &dyn EngineClock) -> bool {
         let now = clock.now();
         let Some(since) = self.last_check else {
             self.last_check = Some(now);
@@ -172,7 +172,12 @@ impl<P: RunPipeline> Retrainer<P> {
     }
 
     /// A run asked for by hand (control socket): one kind, or every kind.
-    pub(crate) fn request(&mut self, kind: Option<ModelKind>, reason: &str, clock: &dyn Clock) -> Result<(), Busy> {
+    pub(crate) fn request(
+        &mut self,
+        kind: Option<ModelKind>,
+        reason: &str,
+        clock: &dyn EngineClock,
+    ) -> Result<(), Busy> {
         let kinds = kind.map_or_else(|| self.kinds.clone(), |k| vec![k]);
         self.start(kinds, Trigger { reason: reason.to_string(), clock_time: clock.now() })
     }

@@ -2,13 +2,13 @@
 //! for signals (both through `daemon::start`, the start-up both drivers share), opens the store (importing `feed.file` when the store lacks its bars), seeds
 //! the model registry with the shipped models, and starts the control socket, `/metrics` and the
 //! dashboard. With `feed.kind = "replay"` and `broker.kind = "sim"` it runs the replay driver
-//! (`daemon::replay`: engine, SimBroker, scheduled retrains in simulated time) and returns its summary;
-//! with the Alpaca feed and broker it hands over to the live driver (`daemon::live`).
+//! (`daemon::replay_driver`: engine, SimBroker, scheduled retrains in simulated time) and returns its summary;
+//! with the Alpaca feed and broker it hands over to the live driver (`daemon::live_driver`).
 //!
 //! Shutdown has one owner, the `shutdown` token the caller passes in: signals, the control socket and the
 //! end of a replay all end in it, and every task and driver stops on it.
 
-use super::replay::{self, ReplayParts, ReplaySummary};
+use super::replay_driver::{self, ReplayParts, ReplaySummary};
 use super::start::{mode_name, on_signal, problem, runtime, start_host};
 use crate::config::{BrokerKind, Config, ConfigError, FeedKind, Mode};
 use crate::data::ensure_bars;
@@ -117,7 +117,7 @@ fn run_until_stopped(config: &Config, opts: RunOptions, shutdown: CancellationTo
     let rt = runtime()?;
     rt.spawn(on_signal(shutdown.clone()));
     let result = if live {
-        super::live::run(config, &rt, &shutdown).map(|()| RunEnd::Live)
+        super::live_driver::run(config, &rt, &shutdown).map(|()| RunEnd::Live)
     } else {
         run_replay(config, &rt, &shutdown, opts.linger).map(|s| RunEnd::Replay(Box::new(s)))
     };
@@ -143,7 +143,7 @@ fn run_replay(
         config.mode,
         config.market.timeframe
     )?;
-    replay::run(ReplayParts { host, shutdown: shutdown.clone(), linger })
+    replay_driver::run(ReplayParts { host, shutdown: shutdown.clone(), linger })
 }
 
 /// Creates `dir` when missing and writes a file in it: a state directory the daemon cannot use is one
@@ -193,7 +193,7 @@ impl fmt::Display for ReplaySummary {
             )?;
         }
         writeln!(f, "{:<14} {:>12} {:>12} {:>12}", "", "tradebot", "buy&hold", "cash")?;
-        type Row = (&'static str, fn(&crate::backtest::Metrics) -> String);
+        type Row = (&'static str, fn(&crate::backtest::Performance) -> String);
         let rows: [Row; 5] = [
             ("total return", |m| format!("{:.2}%", m.total_return * 100.0)),
             ("Sharpe", |m| format!("{:.3}", m.sharpe)),
@@ -201,7 +201,7 @@ impl fmt::Display for ReplaySummary {
             ("trades", |m| m.trades.to_string()),
             ("fees", |m| format!("{:.2}", m.fees)),
         ];
-        let cash = crate::backtest::Metrics::default();
+        let cash = crate::backtest::Performance::default();
         for (label, g) in rows {
             writeln!(f, "{label:<14} {:>12} {:>12} {:>12}", g(&s.strategy), g(&s.buy_hold), g(&cash))?;
         }

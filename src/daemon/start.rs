@@ -1,8 +1,8 @@
 //! The daemon's start-up, shared by both drivers: the async runtime, the signals (the one place that
 //! listens: SIGTERM and SIGINT cancel the caller's `shutdown` token, SIGHUP asks the host to reload), and
 //! the host's wiring (the model registry seeded with the shipped models, the control socket, `/metrics`,
-//! the dashboard, the retrainer and the alerts). `daemon::run` and the drivers (`daemon::replay`,
-//! `daemon::live`) use it; it uses neither.
+//! the dashboard, the retrainer and the alerts). `daemon::run` and the drivers (`daemon::replay_driver`,
+//! `daemon::live_driver`) use it; it uses neither.
 
 use super::host::{Host, HostParts};
 use super::retrainer::Retrainer;

@@ -9,6 +9,10 @@ use crate::risk::{AssetRules, RiskChecks};
 use rust_decimal::Decimal;
 use std::collections::HashMap;
 
+/// The models an engine trades with: the PPO policy (`ppo`, `ensemble`) and the LSTM probabilities
+/// (`lstm`, `ensemble`); a kind the strategy does not use is `None`.
+pub type Models = (Option<crate::policy::PpoPolicy>, Option<Box<dyn super::strategy::ProbSource>>);
+
 /// What the engine needs besides its models.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {

@@ -72,7 +72,7 @@ pub struct Engine {
     pub(super) audit: bool,
     /// The engine's time, given when it is built: the wall clock live, the bar clock (moved by the
     /// session's loop) in replays, backtests and tests. There is no other source of "now".
-    pub(super) clock: Box<dyn super::Clock>,
+    pub(super) clock: Box<dyn super::EngineClock>,
 }
 
 /// A bar opening below 0.55 or above 1.8 times the previous close: almost always a split, a reverse split
@@ -87,8 +87,8 @@ impl Engine {
         cfg: EngineConfig,
         store: &Store,
         oms: Oms,
-        (policy, probs): (Option<PpoPolicy>, Option<Box<dyn ProbSource>>),
-        clock: Box<dyn super::Clock>,
+        (policy, probs): super::Models,
+        clock: Box<dyn super::EngineClock>,
     ) -> Result<Engine, EngineError> {
         let mode = cfg.strategy.mode;
         if mode == StrategyMode::Scripted {
@@ -437,7 +437,7 @@ impl Engine {
         };
         // The PPO trades in the model's action space (checked against the config's at load).
         let ppo: Vec<Option<Want>> = match self.policy.as_ref().map(|p| p.action_space()) {
-            Some(crate::env::ActionSpace::Weights { band, max_weight }) if !self.actions.is_empty() => {
+            Some(crate::exec::ActionSpace::Weights { band, max_weight }) if !self.actions.is_empty() => {
                 let equity = rec.cash + holdings.iter().zip(&rec.closes).map(|(h, c)| h * c).sum::<f64>();
                 from_weights(exec, (band, max_weight), &self.actions, holdings, &rec.closes, equity)
             }

@@ -168,7 +168,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Clock, Control};
+    use crate::engine::{Control, EngineClock};
 
     /// A core that writes down what it hears, with the clock's time.
     struct Log(ManualClock, Vec<String>);

@@ -1,4 +1,4 @@
-//! The engine: one synchronous `Engine::process(Event) -> Vec<Command>`, driven by an injected `Clock`,
+//! The engine: one synchronous `Engine::process(Event) -> Vec<Command>`, driven by an injected `EngineClock`,
 //! shared by live, paper, replay, backtest and tests. Only the feed, the clock and the broker differ.
 //!
 //! ```text
@@ -33,9 +33,10 @@ pub mod strategy;
 mod tests;
 
 pub use crate::contract::{
-    BrokerSnapshot, Clock, Command, Control, Core, Event, LoadedModel, ManualClock, ModelSwap, SystemClock, Update,
+    BrokerSnapshot, Command, Control, Core, EngineClock, Event, LoadedModel, ManualClock, ModelSwap, ProcessClock,
+    Update,
 };
-pub use config::{EngineConfig, EngineError, EngineRisk};
+pub use config::{EngineConfig, EngineError, EngineRisk, Models};
 pub use core::Engine;
 pub use lstm_source::LstmProbs;
 pub use protect_state::{FlattenOutcome, ProtectFailures};

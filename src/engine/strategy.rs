@@ -2,7 +2,7 @@
 //!
 //! - `ppo`: the policy's actions in the model's action space (`env.action_space`): share counts, each `a_k`
 //!   a trade of `a_k × max_trade` units under `exec`'s sizing; or target weights with a no-trade
-//!   band, sized by `env::weights` exactly as the env sizes them in training (`from_weights`).
+//!   band, sized by `exec::weights` exactly as the env sizes them in training (`from_weights`).
 //! - `lstm`: per symbol, long `lstm_position_pct` of equity when P(up) ≥ the up cut-off, flat when P(down) ≥
 //!   the down cut-off, otherwise hold. The cut-offs are the config's `up_threshold` / `down_threshold` when
 //!   set, else the ones the model chose on its validation split (`engine::cutoffs`), else 0.5.
@@ -78,8 +78,8 @@ pub fn from_weights(
 ) -> Vec<Option<Want>> {
     let n = actions.len();
     let (mut target, mut units) = (vec![0.0; n], vec![0.0; n]);
-    crate::env::weights::target_weights(actions, max_weight, &mut target);
-    crate::env::weights::band_orders(&target, holdings, closes, equity, band, exec, &mut units);
+    crate::exec::weights::target_weights(actions, max_weight, &mut target);
+    crate::exec::weights::band_orders(&target, holdings, closes, equity, band, exec, &mut units);
     units
         .iter()
         .map(|&u| match u {
@@ -166,7 +166,7 @@ mod tests {
         let (h, c) = ([50.0, 20.0], [50.0, 100.0]);
         let mut t = [0.0; 2];
         let acts = [0.2f32, -0.1];
-        crate::env::weights::target_weights(&acts, 1.0, &mut t);
+        crate::exec::weights::target_weights(&acts, 1.0, &mut t);
         let w1 = 2_000.0 / 10_000.0;
         let band = (t[1] - w1).abs() + 0.01;
         let got = from_weights(&exec, (band, 1.0), &acts, &h, &c, 10_000.0);

@@ -2,7 +2,7 @@
 //! with them.
 
 use super::reward::Reward;
-use super::weights::ActionSpace;
+use crate::exec::ActionSpace;
 use crate::exec::ExecParams;
 
 /// How cash is computed.

@@ -10,7 +10,8 @@
 //!   compiled with NVRTC at run time, and `TensorKernelEnv`, its state in tensors on the training device,
 //!   which PPO trains on with CUDA (feature `train`).
 //! - [`panel`]: prices, feature rows and turbulence, time-major.
-//! - [`weights`]: the action spaces (FinRL's share counts, or target weights with a no-trade band).
+//! - The action spaces (FinRL's share counts, or target weights with a no-trade band) are the trading
+//!   core's: `crate::exec::weights`, which sizes the env's trades and the engine's orders alike.
 //! - [`reward`]: the rewards (equity change, log return against a benchmark, differential Sharpe) and
 //!   what the gate counts as better with each.
 
@@ -22,13 +23,11 @@ pub mod panel;
 pub mod reward;
 pub mod rng;
 mod vec_env;
-pub mod weights;
 
 pub use config::{Accounting, EnvConfig, EnvError};
 pub use panel::{Panel, PanelError};
 pub use reward::{Benchmark, Objective, Reward};
 pub use vec_env::{StepOutcome, VecEnv};
-pub use weights::ActionSpace;
 
 #[cfg(test)]
 pub(crate) mod tests;

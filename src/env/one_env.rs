@@ -7,7 +7,8 @@ use super::finrl::{self, Kind, Np};
 use super::panel::Panel;
 use super::reward::{Benchmark, Reward, differential_sharpe, net_log_return};
 use super::rng::SplitMix64;
-use super::weights::{ActionSpace, band_orders, target_weights};
+use crate::exec::ActionSpace;
+use crate::exec::weights::{band_orders, target_weights};
 use crate::exec::{ExecParams, Position, buy_phase, buy_units_phase, liquidate, sell_phase, sell_units_phase};
 
 /// One env's state, borrowed from `VecEnv`'s arrays.

@@ -11,7 +11,7 @@ use super::finrl::Kind;
 use super::one_env::EnvMut;
 use super::panel::Panel;
 use super::reward::{Benchmark, Reward};
-use super::weights::ActionSpace;
+use crate::exec::ActionSpace;
 use crate::exec::Position;
 use std::sync::Arc;
 

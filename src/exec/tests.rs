@@ -62,7 +62,7 @@ fn sells_are_capped_at_the_holding_and_never_go_short() {
     let f = sell_phase(&p, &mut pos, &mut cash, 50.0, -1.0);
     assert_eq!(f.qty, -3.0);
     assert_eq!(pos, Position::default());
-    assert_eq!(sell_phase(&p, &mut pos, &mut cash, 50.0, -1.0), Fill::default());
+    assert_eq!(sell_phase(&p, &mut pos, &mut cash, 50.0, -1.0), AssetFill::default());
     assert!(close(cash, 150.0 * 0.999));
 }
 
@@ -71,10 +71,10 @@ fn requested_trades_below_the_minimum_are_dropped() {
     let p = ExecParams { min_order: 5.0, ..params() };
     let (mut pos, mut cash) = (Position::default(), 10_000.0);
     // 0.049 x 100 = 4.9 -> 4 units: dropped. 0.05 -> 5 units: traded.
-    assert_eq!(buy_phase(&p, &mut pos, &mut cash, 10.0, 0.049), Fill::default());
+    assert_eq!(buy_phase(&p, &mut pos, &mut cash, 10.0, 0.049), AssetFill::default());
     assert_eq!(cash, 10_000.0);
     assert_eq!(buy_phase(&p, &mut pos, &mut cash, 10.0, 0.05).qty, 5.0);
-    assert_eq!(sell_phase(&p, &mut pos, &mut cash, 10.0, -0.04), Fill::default());
+    assert_eq!(sell_phase(&p, &mut pos, &mut cash, 10.0, -0.04), AssetFill::default());
     assert_eq!(pos.holding, 5.0);
 }
 
@@ -85,7 +85,7 @@ fn trailing_stop_sells_everything_below_the_high_water_mark() {
     buy_phase(&p, &mut pos, &mut cash, 100.0, 0.2);
     assert_eq!(pos.high_water, 100.0);
     for price in [110.0, 120.0, 115.0, 108.5] {
-        assert_eq!(sell_phase(&p, &mut pos, &mut cash, price, 0.0), Fill::default(), "at {price}");
+        assert_eq!(sell_phase(&p, &mut pos, &mut cash, price, 0.0), AssetFill::default(), "at {price}");
     }
     assert_eq!(pos.high_water, 120.0);
     // 120 x 0.9 = 108: stopped, whatever the action says.
@@ -102,10 +102,10 @@ fn cooldown_refuses_buys_for_n_bars_after_a_stop_out() {
     buy_phase(&p, &mut pos, &mut cash, 100.0, 0.1);
     assert!(sell_phase(&p, &mut pos, &mut cash, 90.0, 0.0).stopped);
     // The stop bar and the next two bars take no buys; the third does.
-    assert_eq!(buy_phase(&p, &mut pos, &mut cash, 90.0, 1.0), Fill::default());
+    assert_eq!(buy_phase(&p, &mut pos, &mut cash, 90.0, 1.0), AssetFill::default());
     for bar in 1..=2 {
         sell_phase(&p, &mut pos, &mut cash, 90.0, 0.0);
-        assert_eq!(buy_phase(&p, &mut pos, &mut cash, 90.0, 1.0), Fill::default(), "bar {bar}");
+        assert_eq!(buy_phase(&p, &mut pos, &mut cash, 90.0, 1.0), AssetFill::default(), "bar {bar}");
     }
     sell_phase(&p, &mut pos, &mut cash, 90.0, 0.0);
     assert!(buy_phase(&p, &mut pos, &mut cash, 90.0, 0.1).qty > 0.0);

@@ -63,7 +63,7 @@ pub const EX_PANIC: u8 = 70;
 
 /// How a run ended: the core, and the fatal error that stopped it, if one did (the caller cleans up with
 /// the core, then fails with `RunError::Fatal`).
-pub(crate) struct RunEnd<C> {
+pub(crate) struct RunnerExit<C> {
     pub core: C,
     pub fatal: Option<String>,
 }
@@ -163,7 +163,7 @@ pub(crate) async fn run<C, F, U, B>(
     broker: B,
     cfg: RunnerConfig,
     shutdown: CancellationToken,
-) -> Result<RunEnd<C>, RunError>
+) -> Result<RunnerExit<C>, RunError>
 where
     C: Core,
     F: MarketFeed + Send + 'static,
@@ -204,7 +204,7 @@ where
     };
     match tokio::time::timeout(cfg.shutdown_deadline, stopped).await {
         Err(_) => Err(RunError::Deadline(cfg.shutdown_deadline)),
-        Ok(Ok(Ok(core))) => Ok(RunEnd { core, fatal: fatal.take() }),
+        Ok(Ok(Ok(core))) => Ok(RunnerExit { core, fatal: fatal.take() }),
         Ok(_) => {
             log::error!("runner: the core thread panicked; stopping");
             Err(RunError::CorePanicked)

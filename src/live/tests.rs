@@ -102,7 +102,7 @@ struct Rig {
     updates: mpsc::UnboundedSender<UpdatesEvent>,
     broker: MemBroker,
     stop: CancellationToken,
-    run: tokio::task::JoinHandle<Result<RunEnd<ScriptedCore>, RunError>>,
+    run: tokio::task::JoinHandle<Result<RunnerExit<ScriptedCore>, RunError>>,
     _dir: tempfile::TempDir,
 }
 

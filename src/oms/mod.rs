@@ -46,7 +46,7 @@ pub mod trades;
 
 pub use record::{FillRecord, OmsChange, OmsConfig, OmsError, OmsOrder, PositionRecord, ReconcileReport};
 
-use crate::contract::{Clock, Command};
+use crate::contract::{Command, EngineClock};
 use crate::domain::{ClientOrderId, OrderEvent, OrderId, OrderRequest, OrderStatus, Symbol};
 use crate::risk::RiskApproved;
 use crate::store::{Store, TreeName, TypedTree};
@@ -74,7 +74,7 @@ pub struct Oms {
     /// Orders this process recorded whose send attempt has not been reported yet (in the command queue).
     queued: HashSet<ClientOrderId>,
     ready: bool,
-    clock: Box<dyn Clock>,
+    clock: Box<dyn EngineClock>,
     cfg: OmsConfig,
 }
 
@@ -109,7 +109,7 @@ pub fn commands_of(result: Result<Vec<Command>, OmsError>, who: &str, halted: &m
 
 impl Oms {
     /// Loads every stored order, fill and position. The OMS starts not ready: reconcile first.
-    pub fn open(store: &Store, clock: Box<dyn Clock>, cfg: OmsConfig) -> Result<Oms, OmsError> {
+    pub fn open(store: &Store, clock: Box<dyn EngineClock>, cfg: OmsConfig) -> Result<Oms, OmsError> {
         let mut oms = Oms {
             store: store.clone(),
             orders_tree: store.tree(TreeName::Orders)?,

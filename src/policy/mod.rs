@@ -28,7 +28,7 @@ pub(crate) use ppo::check_action_space;
 pub(crate) use ppo::manifest_action_space;
 
 use crate::domain::{Symbol, Timeframe};
-use crate::env::ActionSpace;
+use crate::exec::ActionSpace;
 use crate::features::{FEATURE_VERSION, FeatureSpec};
 use crate::models::{FeatureRef, Manifest, MismatchError, ModelKind, Registry, RegistryError};
 use ort::session::Session;

@@ -4,7 +4,7 @@
 //! served here too.
 
 use super::{ModelSel, Pipeline, PolicyError, SessionOptions, fetch, session};
-use crate::env::ActionSpace;
+use crate::exec::ActionSpace;
 use crate::exec::ExecParams;
 use crate::models::{Manifest, ModelKind, Registry, TensorSpec};
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};

@@ -171,10 +171,10 @@ fn a_model_of_another_action_space_is_refused_naming_both() {
     let dir = tempfile::tempdir().unwrap();
     let reg = Registry::open(dir.path()).unwrap();
     let shares = pipeline(&["AAPL", "MSFT"]);
-    let weights_space = crate::env::ActionSpace::Weights { band: 0.05, max_weight: 0.6 };
+    let weights_space = crate::exec::ActionSpace::Weights { band: 0.05, max_weight: 0.6 };
     let weights = shares.clone().with_action(weights_space);
     let env =
-        EnvConfig { action: crate::env::ActionSpace::Weights { band: 0.02, max_weight: 1.0 }, ..Default::default() };
+        EnvConfig { action: crate::exec::ActionSpace::Weights { band: 0.02, max_weight: 1.0 }, ..Default::default() };
     let m = register_ppo(&reg, &shares, &random_ppo(&shares, 3), &env);
     assert_eq!(manifest_action_space(&m), Ok(env.action), "the manifest says which action space");
     let e = PpoPolicy::load(&reg, &ModelSel::Champion, &shares, SessionOptions::default()).unwrap_err().to_string();
@@ -193,7 +193,7 @@ fn a_model_of_another_action_space_is_refused_naming_both() {
     assert!(e.contains("trained in the shares action space") && e.contains("is \"weights\""), "{e}");
     let mut bare = m.clone();
     bare.params.clear();
-    assert_eq!(manifest_action_space(&bare), Ok(crate::env::ActionSpace::Shares));
+    assert_eq!(manifest_action_space(&bare), Ok(crate::exec::ActionSpace::Shares));
 }
 
 /// Counts the calling thread's heap allocations (Rust's; ONNX Runtime's C++ ones go to `malloc` directly),

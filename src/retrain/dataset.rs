@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 /// Why the store could not be backed up or the snapshot written (shown as the failure's message).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum DatasetError {
+pub(crate) enum BackupError {
     #[error("{}: {source}", dir.display())]
     Dir { dir: PathBuf, source: std::io::Error },
     #[error(transparent)]
@@ -51,13 +51,13 @@ impl PipelineSpec {
 /// failed backup is logged and does not stop the retrain.
 pub(super) async fn backup_store(store: &Store, run: &str) {
     let store = store.clone();
-    let job = move || -> Result<(crate::store::backup::Summary, usize), DatasetError> {
+    let job = move || -> Result<(crate::store::backup::Summary, usize), BackupError> {
         let s = store.backup()?;
         let pruned =
-            crate::store::backup::prune(store.dir(), crate::store::backup::KEEP).map_err(DatasetError::Prune)?;
+            crate::store::backup::prune(store.dir(), crate::store::backup::KEEP).map_err(BackupError::Prune)?;
         Ok((s, pruned))
     };
-    match tokio::task::spawn_blocking(job).await.map_err(DatasetError::from).and_then(|x| x) {
+    match tokio::task::spawn_blocking(job).await.map_err(BackupError::from).and_then(|x| x) {
         Ok((s, pruned)) => log::info!(
             "retrain {run}: store backed up first ({} records, write sequence {}) to {}{}",
             s.records,
@@ -82,8 +82,8 @@ pub(super) async fn snapshot(spec: &PipelineSpec, store: &Store, r: &RunRecord) 
     let dir = spec.state_dir.join("retrain");
     let path = dir.join(format!("{}.safetensors", r.id));
     let (store, symbols, tf) = (store.clone(), spec.symbols.clone(), spec.timeframe);
-    let write = move || -> Result<SnapshotInfo, DatasetError> {
-        std::fs::create_dir_all(&dir).map_err(|source| DatasetError::Dir { dir: dir.clone(), source })?;
+    let write = move || -> Result<SnapshotInfo, BackupError> {
+        std::fs::create_dir_all(&dir).map_err(|source| BackupError::Dir { dir: dir.clone(), source })?;
         let mut series = Vec::new();
         for s in symbols {
             let bars = store.bars(&s, tf, from, to)?;
@@ -103,7 +103,7 @@ pub(super) async fn snapshot(spec: &PipelineSpec, store: &Store, r: &RunRecord) 
         let path = path.display().to_string();
         Ok(SnapshotInfo { path, bars, from: Some(from), to: Some(to), first_bar, last_bar, holdout_last_bar })
     };
-    tokio::task::spawn_blocking(write).await.map_err(DatasetError::from).and_then(|x| x).map_err(|e| Failure {
+    tokio::task::spawn_blocking(write).await.map_err(BackupError::from).and_then(|x| x).map_err(|e| Failure {
         stage: "snapshot".into(),
         code: "snapshot".into(),
         message: e.to_string(),

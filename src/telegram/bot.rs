@@ -5,7 +5,7 @@
 //! within `CONFIRM_WITHIN`.
 
 use super::api::{Api, ApiError, Update};
-use super::commands::{self, Command, HELP};
+use super::commands::{self, BotCommand, HELP};
 use crate::control::server::Call;
 use crate::control::{Request, Response, audit};
 use crate::web::data::DashboardSource;
@@ -139,14 +139,14 @@ impl Bot {
         let text = m.text.unwrap_or_default();
         let reply = match commands::parse(&text) {
             Err(why) => why.to_string(),
-            Ok(Command::Help) => HELP.to_string(),
-            Ok(Command::Status) => commands::status(&self.data.snapshot()),
-            Ok(Command::Positions) => commands::positions(&self.data.snapshot()),
-            Ok(Command::Balance) => commands::balance(&self.data.snapshot()),
-            Ok(Command::Profit { days }) => commands::profit(&self.data.snapshot(), days),
-            Ok(Command::Models) => commands::models(&self.data.snapshot()),
-            Ok(Command::Control(req)) => self.ask(req).await,
-            Ok(Command::Flatten) => {
+            Ok(BotCommand::Help) => HELP.to_string(),
+            Ok(BotCommand::Status) => commands::status(&self.data.snapshot()),
+            Ok(BotCommand::Positions) => commands::positions(&self.data.snapshot()),
+            Ok(BotCommand::Balance) => commands::balance(&self.data.snapshot()),
+            Ok(BotCommand::Profit { days }) => commands::profit(&self.data.snapshot(), days),
+            Ok(BotCommand::Models) => commands::models(&self.data.snapshot()),
+            Ok(BotCommand::Control(req)) => self.ask(req).await,
+            Ok(BotCommand::Flatten) => {
                 self.asked += 1;
                 let token = format!("flatten:{}:{}", std::process::id(), self.asked);
                 self.flatten.insert(chat, (token.clone(), Instant::now()));

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 /// A command sent to the bot.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Command {
+pub(crate) enum BotCommand {
     Help,
     Status,
     Positions,
@@ -48,17 +48,17 @@ pub(crate) enum ParseError {
 }
 
 /// The command in `text` (`/name args`, a `@botname` suffix allowed), or why it is not one.
-pub(crate) fn parse(text: &str) -> Result<Command, ParseError> {
+pub(crate) fn parse(text: &str) -> Result<BotCommand, ParseError> {
     let mut words = text.split_whitespace();
     let head = words.next().unwrap_or("");
     let name = head.strip_prefix('/').ok_or(ParseError::NoSlash)?;
     let name = name.split('@').next().unwrap_or("").to_ascii_lowercase();
     let arg = words.next();
     Ok(match name.as_str() {
-        "help" | "start" => Command::Help,
-        "status" => Command::Status,
-        "positions" => Command::Positions,
-        "balance" => Command::Balance,
+        "help" | "start" => BotCommand::Help,
+        "status" => BotCommand::Status,
+        "positions" => BotCommand::Positions,
+        "balance" => BotCommand::Balance,
         "profit" => {
             let days = match arg {
                 None => 7,
@@ -68,18 +68,18 @@ pub(crate) fn parse(text: &str) -> Result<Command, ParseError> {
                     .filter(|d| (1..=3650).contains(d))
                     .ok_or_else(|| ParseError::Days(a.to_string()))?,
             };
-            Command::Profit { days }
+            BotCommand::Profit { days }
         }
-        "models" => Command::Models,
-        "pause" => Command::Control(Request::Pause),
-        "resume" => Command::Control(Request::Resume),
-        "flatten" => Command::Flatten,
+        "models" => BotCommand::Models,
+        "pause" => BotCommand::Control(Request::Pause),
+        "resume" => BotCommand::Control(Request::Resume),
+        "flatten" => BotCommand::Flatten,
         "retrain" => {
             let kind = match arg {
                 None => None,
                 Some(a) => Some(a.parse::<ModelKind>().map_err(|_| ParseError::Kind(a.to_string()))?),
             };
-            Command::Control(Request::Retrain { kind })
+            BotCommand::Control(Request::Retrain { kind })
         }
         other => return Err(ParseError::Unknown(other.to_string())),
     })

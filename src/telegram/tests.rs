@@ -7,7 +7,7 @@ use crate::config::Secret;
 use crate::control::report::PositionStatus;
 use crate::control::server::Call;
 use crate::control::{Request, Response, StatusReport};
-use crate::web::data::{DashboardData, EquityPoint, SharedData};
+use crate::web::data::{ChartPoint, DashboardData, SharedData};
 use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -132,9 +132,9 @@ fn dashboard() -> DashboardData {
         ..Default::default()
     };
     let equity = vec![
-        EquityPoint { t: t(1), equity: 90_000.0, buy_hold: 90_000.0 },
-        EquityPoint { t: t(20), equity: 100_000.0, buy_hold: 99_000.0 },
-        EquityPoint { t: t(26), equity: 101_234.5, buy_hold: 99_500.0 },
+        ChartPoint { t: t(1), equity: 90_000.0, buy_hold: 90_000.0 },
+        ChartPoint { t: t(20), equity: 100_000.0, buy_hold: 99_000.0 },
+        ChartPoint { t: t(26), equity: 101_234.5, buy_hold: 99_500.0 },
     ];
     DashboardData { status, equity, ..Default::default() }
 }
@@ -222,14 +222,14 @@ async fn more_than_the_rate_a_minute_is_refused_once() {
 
 #[test]
 fn commands_parse_with_their_arguments_and_mistakes_are_named() {
-    use super::commands::{Command, parse};
-    assert_eq!(parse("/profit"), Ok(Command::Profit { days: 7 }));
-    assert_eq!(parse("/PROFIT 30"), Ok(Command::Profit { days: 30 }));
-    assert_eq!(parse("/retrain"), Ok(Command::Control(Request::Retrain { kind: None })));
+    use super::commands::{BotCommand, parse};
+    assert_eq!(parse("/profit"), Ok(BotCommand::Profit { days: 7 }));
+    assert_eq!(parse("/PROFIT 30"), Ok(BotCommand::Profit { days: 30 }));
+    assert_eq!(parse("/retrain"), Ok(BotCommand::Control(Request::Retrain { kind: None })));
     assert!(parse("/retrain svm").unwrap_err().to_string().contains("ppo or lstm"));
     assert!(parse("/sell AAPL").unwrap_err().to_string().contains("/sell is not a command"));
     assert!(parse("hello").unwrap_err().to_string().contains("send /help"));
-    assert_eq!(parse("/flatten"), Ok(Command::Flatten));
+    assert_eq!(parse("/flatten"), Ok(BotCommand::Flatten));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 pub(crate) struct DashboardData {
     pub status: StatusReport,
     /// Equity over time with the buy-and-hold benchmark on the same bars.
-    pub equity: Vec<EquityPoint>,
+    pub equity: Vec<ChartPoint>,
     /// Most recent first.
     pub decisions: Vec<DecisionView>,
     pub models: Vec<ModelView>,
@@ -131,8 +131,10 @@ pub(crate) struct FillMark {
     pub reason: String,
 }
 
+/// One point of the dashboard's equity chart: the account and buy-and-hold at a bar (the backtest's
+/// `EquityPoint` has the cash, trades and fees besides).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct EquityPoint {
+pub(crate) struct ChartPoint {
     pub t: DateTime<Utc>,
     pub equity: f64,
     pub buy_hold: f64,

@@ -5,7 +5,7 @@
 //! build time (`build.rs`). The controls are rendered once and never replaced, so a form being filled in
 //! is never disturbed. Nothing is loaded from elsewhere.
 
-use super::data::{DashboardData, EquityPoint};
+use super::data::{ChartPoint, DashboardData};
 use super::format::{daily, money, num, pct, td, when};
 use super::svg::esc;
 use std::fmt::Write;
@@ -221,7 +221,7 @@ fn reports_section(o: &mut String, links: &Links) {
 }
 
 /// The returns since the first point, and the deepest drawdown (the charts beside them draw both).
-fn returns_section(pts: &[EquityPoint]) -> String {
+fn returns_section(pts: &[ChartPoint]) -> String {
     let eq: Vec<f64> = pts.iter().map(|p| p.equity).collect();
     let bh: Vec<f64> = pts.iter().map(|p| p.buy_hold).collect();
     let first = pts.first().map(|p| p.t.date_naive().to_string()).unwrap_or_default();

@@ -15,20 +15,20 @@ use std::sync::Arc;
 #[test]
 fn env_rollout_and_backtest_give_the_same_equity_curve() {
     let exec = ExecParams { max_trade: 50.0, trailing_stop: 0.08, cooldown_bars: 3, ..ExecParams::default() };
-    let trades = parity(crate::env::ActionSpace::Shares, exec);
+    let trades = parity(crate::exec::ActionSpace::Shares, exec);
     assert!(trades >= 20, "only {trades} fills: the test would not see the execution");
 }
 
 /// The weights action space with its no-trade band: the engine sizes its orders as the env does.
 #[test]
 fn env_rollout_and_backtest_agree_with_target_weights_and_a_band() {
-    let weights = crate::env::ActionSpace::Weights { band: 0.04, max_weight: 0.5 };
+    let weights = crate::exec::ActionSpace::Weights { band: 0.04, max_weight: 0.5 };
     let trades = parity(weights, ExecParams::default());
     assert!(trades >= 10, "only {trades} fills: the test would not see the band's orders");
 }
 
 /// Runs both with `action` and `exec`, checks the curves agree; returns the backtest's trade count.
-fn parity(action: crate::env::ActionSpace, exec: ExecParams) -> u64 {
+fn parity(action: crate::exec::ActionSpace, exec: ExecParams) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("state")).unwrap();
     let csv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/stocks-daily-2000-2013.csv.gz");

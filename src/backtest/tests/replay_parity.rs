@@ -1,10 +1,10 @@
 //! Parity (issue 17 item 1): `tradebot backtest` (`backtest::run`) and the replay daemon
-//! (`daemon::replay::run`, no retrains) trade the same model over the same bars by the same rules, with
+//! (`daemon::replay_driver::run`, no retrains) trade the same model over the same bars by the same rules, with
 //! limits that bind: the same equity, cash, fills and fees at every bar (relative 1e-9), the same
 //! refusals; and over random limit settings (proptest).
 
 use crate::backtest::*;
-use crate::daemon::replay::{ReplayParts, ReplaySummary};
+use crate::daemon::replay_driver::{ReplayParts, ReplaySummary};
 use crate::data::{ImportOptions, import_csv};
 use crate::env::EnvConfig;
 use crate::policy::tests::{random_ppo, register_ppo};
@@ -81,13 +81,13 @@ fn replay(config: &Config) -> ReplaySummary {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let host = crate::daemon::test_host(config, &rt, None);
     let shutdown = tokio_util::sync::CancellationToken::new();
-    crate::daemon::replay::run(ReplayParts { host, shutdown, linger: false }).unwrap()
+    crate::daemon::replay_driver::run(ReplayParts { host, shutdown, linger: false }).unwrap()
 }
 
 fn backtest(config: &Config) -> BacktestReport {
     let store = Store::open(&config.state_dir).unwrap();
     let registry = Registry::open(&config.state_dir.join("models")).unwrap();
-    let (from, to) = crate::daemon::replay::replay_window(config);
+    let (from, to) = crate::daemon::replay_driver::replay_window(config);
     run(config, &store, &registry, &ModelSel::Champion, from, to).unwrap()
 }
 
@@ -217,7 +217,7 @@ fn an_evaluation_in_memory_flushes_nothing_and_equals_one_on_disk() {
     let config = Config::parse(&path, &config_text(dir.path(), &BINDING, "flatten")).unwrap();
     let store = Store::open(&config.state_dir).unwrap();
     let registry = Registry::open(&config.state_dir.join("models")).unwrap();
-    let (from, to) = crate::daemon::replay::replay_window(&config);
+    let (from, to) = crate::daemon::replay_driver::replay_window(&config);
     let bars = aligned_bars(&store, &config.market.symbols, config.market.timeframe, from, to).unwrap();
     let models = || load_models(&config, &registry, StrategyMode::Ppo, &ModelSel::Champion, ModelKind::Ppo).unwrap();
 

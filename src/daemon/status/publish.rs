@@ -4,7 +4,7 @@
 
 use crate::control::StatusReport;
 use crate::control::report::{FeedStatus, ModelsStatus, PositionStatus, RiskStatus, STATUS_VERSION};
-use crate::daemon::host::{Host, HostState};
+use crate::daemon::host::{DaemonState, Host};
 use crate::daemon::retrainer::RunPipeline;
 use crate::domain::Symbol;
 use crate::engine::DecisionRecord;
@@ -190,7 +190,11 @@ fn recent_decisions(tree: &TypedTree<DecisionRecord>, symbols: &[Symbol], n: usi
     out
 }
 
-fn history(registry: &Registry, store: &Store, live: &HostState) -> (Vec<ModelView>, Vec<GateView>, Vec<TrainingView>) {
+fn history(
+    registry: &Registry,
+    store: &Store,
+    live: &DaemonState,
+) -> (Vec<ModelView>, Vec<GateView>, Vec<TrainingView>) {
     let models = registry
         .list()
         .map(|(ms, _)| {

@@ -250,9 +250,9 @@ fn lstm_and_ensemble_modes_follow_the_probabilities() {
             reconcile_every: 0,
         },
         &r.store,
-        Oms::open(&r.store, Box::new(SystemClock), OmsConfig::default()).unwrap(),
+        Oms::open(&r.store, Box::new(ProcessClock), OmsConfig::default()).unwrap(),
         (None, None),
-        Box::new(SystemClock),
+        Box::new(ProcessClock),
     );
     assert!(matches!(e, Err(EngineError::Missing { .. })));
 }

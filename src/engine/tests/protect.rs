@@ -206,6 +206,6 @@ fn a_refused_kill_switch_sell_is_sent_again_with_backoff() {
 }
 
 fn clock_now(c: &ManualClock) -> DateTime<Utc> {
-    use crate::engine::Clock;
+    use crate::engine::EngineClock;
     c.now()
 }

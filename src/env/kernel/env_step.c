@@ -2,7 +2,7 @@
  * The trading environment's step as one kernel: one thread per env applies the execution rule of
  * `crate::exec` (src/exec.rs) to all A assets (stop check, sells before buys, the buys' sequential cash
  * cap, fees and slippage, cooldowns) to the orders of its action space (FinRL's share counts, or target
- * weights with a no-trade band as `env::weights` sizes them), computes equity and the reward
+ * weights with a no-trade band as `exec::weights` sizes them), computes equity and the reward
  * (`env::reward`: the equity change, the log return against a benchmark, or the differential Sharpe ratio
  * with its moments), ends and resets the episode from a counter-based SplitMix64 (the draw VecEnv's shared
  * stream would make), and writes the next observation in `VecEnv::observe`'s layout into the policy's input

@@ -51,7 +51,7 @@ use super::config::{Accounting, EnvConfig, EnvError};
 use super::panel::Panel;
 use super::reward::{Benchmark, Reward};
 use super::vec_env::StepOutcome;
-use super::weights::ActionSpace;
+use crate::exec::ActionSpace;
 use std::sync::Arc;
 
 /// The kernel source, for NVRTC.
@@ -137,7 +137,7 @@ pub const REWARD_DIFFERENTIAL_SHARPE: i32 = 2;
 /// and the trial's seed).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Trial {
+pub struct TrialEnv {
     /// The trial's trailing stop (as `Params::trailing_stop`).
     pub trailing_stop: f64,
     /// The trial's reward scale (as `Params::reward_scale`).
@@ -150,10 +150,10 @@ pub struct Trial {
     pub pad: u32,
 }
 
-impl Trial {
+impl TrialEnv {
     /// The values of `p` (one trial's env parameters).
-    pub fn of(p: &Params) -> Trial {
-        Trial {
+    pub fn of(p: &Params) -> TrialEnv {
+        TrialEnv {
             trailing_stop: p.trailing_stop,
             reward_scale: p.reward_scale,
             seed: p.seed,

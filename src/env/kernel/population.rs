@@ -9,7 +9,7 @@ use super::buffer::{mul_i32, sum_i32};
 use super::cuda::KernelEnvError;
 use super::state::TensorState;
 use super::tensor::TensorKernelEnv;
-use super::{Params, Trial};
+use super::{Params, TrialEnv};
 use crate::env::EnvError;
 use tch::{Kind, Tensor};
 
@@ -23,7 +23,7 @@ fn shared_part(p: &Params) -> Params {
 }
 
 /// `tb_trial` as the kernel reads it (native byte order, `#[repr(C)]` layout: 8 + 8 + 8 + 4 + 4 bytes).
-fn trial_bytes(trials: &[Trial]) -> Vec<u8> {
+fn trial_bytes(trials: &[TrialEnv]) -> Vec<u8> {
     let mut out = Vec::with_capacity(std::mem::size_of_val(trials));
     for t in trials {
         out.extend_from_slice(&t.trailing_stop.to_ne_bytes());
@@ -55,9 +55,9 @@ impl TensorKernelEnv {
             }
         }
         let all: Vec<&TensorKernelEnv> = std::iter::once(&first).chain(&rest).collect();
-        let trials: Vec<Trial> = all
+        let trials: Vec<TrialEnv> = all
             .iter()
-            .flat_map(|e| e.trials.as_ref().map_or_else(|| vec![Trial::of(&e.params)], |(t, _)| t.clone()))
+            .flat_map(|e| e.trials.as_ref().map_or_else(|| vec![TrialEnv::of(&e.params)], |(t, _)| t.clone()))
             .collect();
         // The kernel indexes envs, positions and observation rows with `i32`, as `params` checks for one env.
         let n = sum_i32("the population's env count", all.iter().map(|e| e.params.n_envs))?;
@@ -106,9 +106,9 @@ impl TensorKernelEnv {
         let idx = Tensor::f_from_slice(&rows)?.f_to_device(self.device)?;
         let asset_major = self.device.is_cuda();
         self.state.keep(&idx, self.params.n_assets as i64, asset_major)?;
-        let trials: Vec<Trial> = match &self.trials {
+        let trials: Vec<TrialEnv> = match &self.trials {
             Some((t, _)) => keep.iter().map(|&k| t[k]).collect(),
-            None => vec![Trial::of(&self.params)],
+            None => vec![TrialEnv::of(&self.params)],
         };
         let table = Tensor::f_from_slice(&trial_bytes(&trials))?.f_to_device(self.device)?;
         self.trials = Some((trials, table));
@@ -158,7 +158,7 @@ mod tests {
     pub(crate) fn assert_population_steps_as_alone(device: Device) {
         let shares = EnvConfig { n_envs: 5, episode_len: 12, ..Default::default() };
         let weights = EnvConfig {
-            action: crate::env::ActionSpace::Weights { band: 0.05, max_weight: 0.5 },
+            action: crate::exec::ActionSpace::Weights { band: 0.05, max_weight: 0.5 },
             reward: crate::env::Reward::DifferentialSharpe { eta: 0.05, turnover_bps: 10.0 },
             ..shares.clone()
         };

@@ -9,7 +9,7 @@
 //!
 //! A buffer added to the kernel is one line here (and its field in `env_step.c`).
 
-use super::Trial;
+use super::TrialEnv;
 
 /// How long a buffer is, and how a population joins and selects it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub(crate) struct Inputs {
     pub(crate) features: *const f32,
     pub(crate) turbulence: *const f64,
     pub(crate) benchmark: *const f32,
-    pub(crate) trials: *const Trial,
+    pub(crate) trials: *const TrialEnv,
 }
 
 macro_rules! kernel_state {
@@ -69,7 +69,7 @@ macro_rules! kernel_state {
             /// The index symbol's prices `[n_days]` (null unless `Params::bench_symbol`).
             pub benchmark: *const f32,
             /// Per trial in a population (`Params::trial_envs` envs each); null otherwise.
-            pub trials: *const Trial,
+            pub trials: *const TrialEnv,
             $($(#[doc = $doc])* pub $name: *mut $ty,)*
         }
 

@@ -34,7 +34,7 @@ pub struct TensorKernelEnv {
     pub(super) state: TensorState,
     /// In a population (`stack`): each trial's own values, and the same as bytes on the device for the
     /// kernel (`tb_trial`); `None` for one trial's env.
-    pub(super) trials: Option<(Vec<super::Trial>, Tensor)>,
+    pub(super) trials: Option<(Vec<super::TrialEnv>, Tensor)>,
 }
 
 impl TensorKernelEnv {
@@ -216,7 +216,7 @@ impl TensorKernelEnv {
             )));
         }
         if let Some((trials, table)) = &self.trials {
-            // The kernel reads `trials[i / trial_envs]` for every env `i`, as `Trial` (8-byte aligned).
+            // The kernel reads `trials[i / trial_envs]` for every env `i`, as `TrialEnv` (8-byte aligned).
             let per = count("envs per trial", p.trial_envs)?;
             if per == 0 || trials.len().checked_mul(per) != Some(e) {
                 return Err(KernelEnvError::TooLarge(format!(
@@ -225,7 +225,7 @@ impl TensorKernelEnv {
                 )));
             }
             check("trials", table, Kind::Uint8, std::mem::size_of_val(trials.as_slice()), d)?;
-            if !(table.data_ptr() as usize).is_multiple_of(std::mem::align_of::<super::Trial>()) {
+            if !(table.data_ptr() as usize).is_multiple_of(std::mem::align_of::<super::TrialEnv>()) {
                 return Err(KernelEnvError::TooLarge("the trial table is not 8-byte aligned".into()));
             }
         }
@@ -240,7 +240,7 @@ impl TensorKernelEnv {
             features: self.panel[1].data_ptr() as *const f32,
             turbulence: if self.has_turbulence { self.panel[2].data_ptr() as *const f64 } else { std::ptr::null() },
             benchmark: if self.has_benchmark { self.panel[3].data_ptr() as *const f32 } else { std::ptr::null() },
-            trials: self.trials.as_ref().map_or(std::ptr::null(), |(_, t)| t.data_ptr() as *const super::Trial),
+            trials: self.trials.as_ref().map_or(std::ptr::null(), |(_, t)| t.data_ptr() as *const super::TrialEnv),
         })
     }
 
@@ -283,7 +283,7 @@ pub(crate) mod tests {
         for (v, cfg) in configs(n_envs).into_iter().enumerate() {
             let mut want = CpuKernelEnv::new(&cfg, panel.clone()).unwrap();
             let mut got = TensorKernelEnv::new(&cfg, &panel, device).unwrap().with_threads(2).unwrap();
-            let shares = cfg.action == crate::env::ActionSpace::Shares;
+            let shares = cfg.action == crate::exec::ActionSpace::Shares;
             let state = Exact(!device.is_cuda() || shares);
             let reward = Exact(!device.is_cuda() || (shares && cfg.reward == crate::env::Reward::Equity));
             let obs = |t: &Tensor| Vec::<f32>::try_from(t.to_device(Device::Cpu).view([-1])).unwrap();

@@ -6,9 +6,10 @@
 
 use super::*;
 use crate::env::rng::SplitMix64;
-use crate::env::weights::target_weights;
-use crate::env::{ActionSpace, Benchmark, Reward, VecEnv};
+use crate::env::{Benchmark, Reward, VecEnv};
+use crate::exec::ActionSpace;
 use crate::exec::ExecParams;
+use crate::exec::weights::target_weights;
 
 pub(crate) fn bits(v: &[f64]) -> Vec<u64> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -337,8 +338,8 @@ fn params_and_buffers_mirror_the_c_structs() {
         std::mem::size_of::<Buffers>(),
         std::mem::offset_of!(Buffers, holding),
         std::mem::offset_of!(Buffers, ret_count),
-        std::mem::size_of::<super::Trial>(),
-        std::mem::offset_of!(super::Trial, cooldown_bars),
+        std::mem::size_of::<super::TrialEnv>(),
+        std::mem::offset_of!(super::TrialEnv, cooldown_bars),
         std::mem::offset_of!(Params, sharpe_eta),
         std::mem::offset_of!(Params, bench_symbol),
         std::mem::offset_of!(Buffers, benchmark),

@@ -240,7 +240,7 @@ fn weights_actions_trade_to_the_band_edge_and_not_inside_it() {
     let days = [[10.0, 20.0], [10.0, 20.0], [10.0, 20.0], [20.0, 20.0], [20.0, 20.0], [20.0, 20.0]];
     let panel = tiny_panel(&days, None);
     let exec = ExecParams { fee_bps: 0.0, integer_units: false, min_order: 0.001, ..Default::default() };
-    let action = crate::env::ActionSpace::Weights { band: 0.05, max_weight: 1.0 };
+    let action = crate::exec::ActionSpace::Weights { band: 0.05, max_weight: 1.0 };
     let cfg =
         EnvConfig { episode_len: 5, initial_cash: 10_000.0, exec, fixed_start: true, action, ..Default::default() };
     let mut env = VecEnv::new(cfg.clone(), panel.clone()).unwrap();

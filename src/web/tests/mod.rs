@@ -1,7 +1,7 @@
 use super::*;
 use crate::control::StatusReport;
 use crate::control::report::{PositionStatus, RiskStatus, StaleSymbol};
-use crate::web::data::{EquityPoint, TrainingView};
+use crate::web::data::{ChartPoint, TrainingView};
 use chrono::{TimeZone, Utc};
 use std::os::unix::fs::PermissionsExt;
 
@@ -22,7 +22,7 @@ pub(super) fn data() -> DashboardData {
             ..Default::default()
         },
         equity: (0..30)
-            .map(|i| EquityPoint {
+            .map(|i| ChartPoint {
                 t: t0 + chrono::Duration::days(i),
                 equity: 100_000.0 + 500.0 * (i as f64).sin(),
                 buy_hold: 100_000.0 + 100.0 * i as f64,

@@ -1,5 +1,7 @@
 //! The execution rule for one asset: how an action in [-1, 1] becomes a fill, shared by the vectorized
-//! environment and (later) the SimBroker, so that training and paper trading cannot disagree.
+//! environment, the simulated broker, the risk checks and the engine, so that training and trading cannot
+//! disagree. [`weights`] is the other action space's rule: target weights, traded to a no-trade band's
+//! edge, for the env's trades and the engine's orders alike.
 //!
 //! A step runs in two phases over all assets of an account: [`sell_phase`] (trailing stop, then the
 //! requested sell) for every asset, then [`buy_phase`] for every asset, so sells free cash before buys.
@@ -10,6 +12,10 @@
 //! since entry, and the asset then takes no buys for `cooldown_bars` bars. Long-only.
 
 use serde::{Deserialize, Serialize};
+
+pub(crate) mod weights;
+
+pub use weights::ActionSpace;
 
 /// Parameters of the execution rule. Built from config; see `EnvConfig`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -62,7 +68,7 @@ pub struct Position {
 
 /// What a phase did to one asset.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct Fill {
+pub(crate) struct AssetFill {
     /// Units bought (> 0) or sold (< 0).
     pub qty: f64,
     /// Notional at the execution price, before fees.
@@ -90,7 +96,7 @@ impl ExecParams {
 /// Stop check, then the requested sell (action < 0). Also starts the cooldown of a stopped asset and
 /// counts down an active one. Returns the fill (qty ≤ 0).
 #[inline]
-pub(crate) fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
+pub(crate) fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> AssetFill {
     let want = if action >= 0.0 { 0.0 } else { p.units(action) };
     sell_units_phase(p, pos, cash, price, want)
 }
@@ -98,7 +104,7 @@ pub(crate) fn sell_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, pri
 /// [`sell_phase`] for a sell of `want` units (≥ 0; 0 = none) sized by the caller (the weights action
 /// space): stop check, cooldown count-down, then the sell, dropped below `min_order`, capped at the holding.
 #[inline]
-pub(crate) fn sell_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
+pub(crate) fn sell_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> AssetFill {
     if pos.cooldown > 0 {
         pos.cooldown -= 1;
     }
@@ -115,17 +121,17 @@ pub(crate) fn sell_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f6
 }
 
 #[inline]
-fn requested_sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
+fn requested_sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> AssetFill {
     if want < p.min_order || want <= 0.0 {
-        return Fill::default();
+        return AssetFill::default();
     }
     sell(p, pos, cash, price, want.min(pos.holding))
 }
 
 #[inline]
-fn sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, qty: f64) -> Fill {
+fn sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, qty: f64) -> AssetFill {
     if qty <= 0.0 {
-        return Fill::default();
+        return AssetFill::default();
     }
     let px = price * (1.0 - p.slip_rate());
     let notional = px * qty;
@@ -135,23 +141,23 @@ fn sell(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, qty: f64
     if pos.holding <= 0.0 {
         *pos = Position { cooldown: pos.cooldown, ..Position::default() };
     }
-    Fill { qty: -qty, notional, fee, stopped: false }
+    AssetFill { qty: -qty, notional, fee, stopped: false }
 }
 
 /// The requested buy (action > 0), unless the asset is cooling down after a stop-out. Returns the fill.
 #[inline]
-pub(crate) fn buy_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> Fill {
+pub(crate) fn buy_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, action: f64) -> AssetFill {
     if action <= 0.0 {
-        return Fill::default();
+        return AssetFill::default();
     }
     buy_units_phase(p, pos, cash, price, p.units(action))
 }
 
 /// [`buy_phase`] for a buy of `want` units (≥ 0; 0 = none) sized by the caller (the weights action space).
 #[inline]
-pub(crate) fn buy_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> Fill {
+pub(crate) fn buy_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64, want: f64) -> AssetFill {
     if pos.cooldown > 0 || want < p.min_order || want <= 0.0 {
-        return Fill::default();
+        return AssetFill::default();
     }
     let px = price * (1.0 + p.slip_rate());
     let unit_cost = if p.cash_cap_ignores_fees { px } else { px * (1.0 + p.fee_rate()) };
@@ -161,7 +167,7 @@ pub(crate) fn buy_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64
     }
     let qty = want.min(affordable);
     if qty <= 0.0 {
-        return Fill::default();
+        return AssetFill::default();
     }
     let notional = px * qty;
     let fee = notional * p.fee_rate();
@@ -172,12 +178,12 @@ pub(crate) fn buy_units_phase(p: &ExecParams, pos: &mut Position, cash: &mut f64
     pos.entry = if held > 0.0 { (pos.entry * held + px * qty) / (held + qty) } else { px };
     pos.high_water = if held > 0.0 { pos.high_water.max(price) } else { price };
     pos.holding = held + qty;
-    Fill { qty, notional, fee, stopped: false }
+    AssetFill { qty, notional, fee, stopped: false }
 }
 
 /// The bar's phase when everything must go (FinRL's turbulence rule, the kill switch's flatten): counts
 /// down the cooldown like [`sell_phase`], then sells the whole holding, with no stop check.
-pub(crate) fn liquidate(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64) -> Fill {
+pub(crate) fn liquidate(p: &ExecParams, pos: &mut Position, cash: &mut f64, price: f64) -> AssetFill {
     if pos.cooldown > 0 {
         pos.cooldown -= 1;
     }

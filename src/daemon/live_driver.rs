@@ -18,7 +18,7 @@ use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
 use crate::config::{Config, Credentials, Mode};
 use crate::domain::{Qty, Timeframe};
-use crate::engine::{Engine, EngineConfig, EngineRisk, StrategyMode, SystemClock};
+use crate::engine::{Engine, EngineConfig, EngineRisk, ProcessClock, StrategyMode};
 use crate::feed::LiveBars;
 use crate::live::engine_core::{CountingFeed, LiveCore, Notifying};
 use crate::live::notify::Notifier;
@@ -61,7 +61,7 @@ pub(crate) fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Canc
             RestClient::new(RestConfig::from_config(&config.alpaca, &creds)).context("building the REST client")?;
         check_account(&rest, config, shutdown).await?;
         let oms_cfg = OmsConfig { lost_after: config.broker.lost_after };
-        let oms = Oms::open(&store, Box::new(SystemClock), oms_cfg).context("opening the order manager")?;
+        let oms = Oms::open(&store, Box::new(ProcessClock), oms_cfg).context("opening the order manager")?;
         // Every minute stored; the first backfill starts after the last stored one.
         let (mut bars, resume) = LiveBars::resume(store.clone(), &config.market.symbols, tf, crate::clock::now())
             .context("reading the stored bars to resume from")?;
@@ -70,7 +70,7 @@ pub(crate) fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Canc
         let calendar = if scripted {
             crate::calendar::Calendar::shipped()
         } else {
-            crate::daemon::calendar::load(&rest, &store, crate::clock::now()).await
+            crate::daemon::calendar_source::load(&rest, &store, crate::clock::now()).await
         };
         if matches!(tf, Timeframe::Days(_)) {
             let today = crate::clock::now().date_naive();
@@ -211,10 +211,10 @@ async fn run_engine(
     let Edges { rest, bars, feed, updates, broker, cfg } = edges;
     let stocks = config.market.symbols.iter().any(|s| !s.is_crypto());
     host.retrainer.set_calendar(stocks.then(|| calendar.clone()));
-    let slot = crate::daemon::calendar::CalendarSlot::default();
-    let (every, retry) = (crate::daemon::calendar::REFRESH_EVERY, crate::daemon::calendar::RETRY_EVERY);
+    let slot = crate::daemon::calendar_source::CalendarSlot::default();
+    let (every, retry) = (crate::daemon::calendar_source::REFRESH_EVERY, crate::daemon::calendar_source::RETRY_EVERY);
     let periods = (crate::clock::wall_span(every), crate::clock::wall_span(retry));
-    let refresh = crate::daemon::calendar::refresh_daily(
+    let refresh = crate::daemon::calendar_source::refresh_daily(
         rest.clone(),
         store.clone(),
         calendar.clone(),
@@ -282,7 +282,7 @@ async fn engine(
         reconcile_every: RECONCILE_EVERY_TICKS,
     };
     let tf = config.market.timeframe;
-    let mut engine = Engine::new(cfg, store, oms, (policy, probs), Box::new(SystemClock))
+    let mut engine = Engine::new(cfg, store, oms, (policy, probs), Box::new(ProcessClock))
         .context("building the engine")?
         .with_risk(EngineRisk { checks, timeframe: tf, assets })
         .with_gap_guard()

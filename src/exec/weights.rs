@@ -10,12 +10,12 @@
 //! The same functions size the env's trades (`VecEnv`) and the engine's orders (`engine::strategy`), so
 //! training and trading cannot disagree.
 
-use crate::exec::ExecParams;
+use super::ExecParams;
 use serde::{Deserialize, Serialize};
 
 /// The policy output times this is a softmax logit: |a| ≤ 1 spans weights from about 0.7% to 99% of one
 /// asset against cash.
-pub const LOGIT_SCALE: f64 = 5.0;
+pub(crate) const LOGIT_SCALE: f64 = 5.0;
 
 /// Which action space a model acts in; in `[env]`, and in a PPO model's manifest (`params.env.action`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -57,7 +57,7 @@ impl std::fmt::Display for ActionSpace {
 
 /// The target weight of each asset for `actions` (one per asset; NaN counts as 0): softmax over the
 /// scaled actions and cash's logit 0, each asset capped at `max_weight` (the excess stays in cash).
-pub fn target_weights(actions: &[f32], max_weight: f64, out: &mut [f64]) {
+pub(crate) fn target_weights(actions: &[f32], max_weight: f64, out: &mut [f64]) {
     let logit = |a: f32| if a.is_nan() { 0.0 } else { f64::from(a).clamp(-1.0, 1.0) * LOGIT_SCALE };
     // Cash's logit is 0; subtracting the largest keeps exp() finite.
     let top = actions.iter().map(|a| logit(*a)).fold(0.0, f64::max);
@@ -76,7 +76,7 @@ pub fn target_weights(actions: &[f32], max_weight: f64, out: &mut [f64]) {
 /// alone; one above goes down to `target + band`, one below up to `target − band`. Whole units when the
 /// execution rule asks (rounded toward zero, so a trade never crosses the edge); trades below `min_order`
 /// are dropped. Nothing trades when equity is not positive or a price is not.
-pub fn band_orders(
+pub(crate) fn band_orders(
     target: &[f64],
     holdings: &[f64],
     prices: &[f64],

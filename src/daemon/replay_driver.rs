@@ -17,7 +17,7 @@ use super::host::{Balance, EngineView, Host};
 use super::models::load_models;
 use super::replay_hooks::{ReplayHooks, poll, sleep_unless_cancelled};
 use super::retrainer::RunPipeline;
-use crate::backtest::{self, EquityPoint, Metrics as PerfMetrics, SimSession, session};
+use crate::backtest::{self, EquityPoint, Performance, SimSession, session};
 use crate::config::Config;
 use crate::domain::Bar;
 use crate::engine::Core;
@@ -48,8 +48,8 @@ pub struct ReplaySummary {
     /// The first bar the engine could trade on: the window's first, unless the stored bars before the
     /// window were too few to warm the features up.
     pub traded_from: Option<DateTime<Utc>>,
-    pub strategy: PerfMetrics,
-    pub buy_hold: PerfMetrics,
+    pub strategy: Performance,
+    pub buy_hold: Performance,
     pub retrains: Vec<RunRecord>,
     /// Bars (after the feature warm-up) on which the engine stored no decision; 0 is the promise.
     pub missed_decisions: usize,
