@@ -13,6 +13,7 @@ pub mod history;
 pub mod model;
 pub mod parse;
 pub mod rest;
+pub(crate) mod start;
 pub mod updates;
 pub mod wire;
 

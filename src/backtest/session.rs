@@ -157,15 +157,7 @@ impl SimSession {
             .map_err(|e| SessionError::Oms(e.to_string()))?;
         let checks =
             RiskChecks::open(&config.risk, &env.exec, account).map_err(|e| SessionError::Risk(e.to_string()))?;
-        let cfg = EngineConfig {
-            strategy: crate::engine::StrategyConfig { mode, ..config.strategy.clone() },
-            symbols: config.market.symbols.clone(),
-            features: config.features.clone(),
-            initial_cash: env.initial_cash,
-            exec: env.exec,
-            max_order_notional: config.risk.max_order_notional,
-            reconcile_every: 0,
-        };
+        let cfg = EngineConfig::from_config(config, mode, 0);
         let risk = EngineRisk { checks, timeframe: config.market.timeframe, assets: Default::default() };
         let engine = Engine::new(cfg, account, oms, models, Box::new(clock.clone()))
             .map_err(|e| SessionError::Engine(e.to_string()))?

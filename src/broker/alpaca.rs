@@ -25,7 +25,7 @@ use crate::alpaca::rest::{
 };
 use crate::contract::BrokerSnapshot;
 use crate::domain::{ClientOrderId, OrderId, OrderRequest, OrderTif, Symbol};
-use crate::risk::RiskApproved;
+use crate::risk::{AssetRules, RiskApproved};
 use chrono::Utc;
 use rust_decimal::Decimal;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -258,6 +258,33 @@ impl Broker for AlpacaBroker {
             }
             log::info!("broker: an order filled while the snapshot was taken; taking it again");
         }
+    }
+}
+
+/// The risk checks' rules for each of `symbols`, from Alpaca's asset records; a symbol whose record cannot
+/// be read is left out (the checks then assume it tradable, whole units, no minimum) and said so.
+pub(crate) async fn asset_rules(rest: &RestClient, symbols: &[Symbol]) -> HashMap<Symbol, AssetRules> {
+    let mut rules = HashMap::new();
+    for s in symbols {
+        match rest.issue::<GetAsset>(s).await {
+            Ok(a) => {
+                rules.insert(s.clone(), rules_of(&a));
+            }
+            Err(e) => log::warn!("risk: no asset record for {s} ({e}); assuming tradable, whole units, no minimum"),
+        }
+    }
+    rules
+}
+
+/// The risk checks' rules for a symbol, from Alpaca's asset record.
+fn rules_of(a: &Asset) -> AssetRules {
+    AssetRules {
+        tradable: a.tradable,
+        fractionable: a.fractionable,
+        min_order_size: a.min_order_size,
+        min_trade_increment: a.min_trade_increment,
+        price_increment: a.price_increment,
+        crypto: a.class == "crypto" || a.symbol.is_crypto(),
     }
 }
 

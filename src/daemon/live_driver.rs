@@ -1,10 +1,12 @@
 //! The live driver: `tradebot::run` with `feed.kind = "alpaca"` and `broker.kind = "alpaca"`, the live
 //! runner (`crate::live`) against Alpaca (or anything speaking its protocol at the configured URLs, such as `tradebot fake-alpaca`).
 //!
-//! It logs the account it will trade first (id, status, cash, equity), then drives the `Engine` with the
-//! configured strategy and the registry's champions (seeded from the shipped `models/`), the full risk
-//! checks on the wall clock with Alpaca's asset rules, and the OMS on the store. Before the first
-//! reconciliation the engine is warmed up on the stored bars (features and LSTM windows; no decision).
+//! It logs the account it will trade first (`alpaca::start`: id, status, cash, equity), then drives the
+//! `Engine` (built as the simulated sessions build theirs, `EngineConfig::from_config`) with the configured
+//! strategy and the registry's champions (seeded from the shipped `models/`), the full risk checks on the
+//! process's clock with Alpaca's asset rules (`broker::alpaca::asset_rules`), and the OMS on the store.
+//! Before the first reconciliation the engine is warmed up on the stored bars (`Engine::warm_up_on_store`:
+//! features and LSTM windows; no decision).
 //! The feed's minutes pass `feed::LiveBars`: each is stored, the gap since the last stored one is
 //! backfilled, and the engine gets closed bars of `market.timeframe` (daily bars at the calendar's close).
 //! sd_notify: `READY=1` after the first reconciliation, `WATCHDOG=1` as events are processed.
@@ -13,7 +15,7 @@
 //! each bar): an order-path harness for a paper account, refused in live mode.
 
 use crate::alpaca::feed::{AlpacaFeed, StreamConfig};
-use crate::alpaca::rest::{GetAccount, GetAsset, RestClient, RestConfig};
+use crate::alpaca::rest::{RestClient, RestConfig};
 use crate::alpaca::updates::{TradeUpdates, UpdatesConfig};
 use crate::broker::AlpacaBroker;
 use crate::config::{Config, Credentials, Mode};
@@ -26,19 +28,18 @@ use crate::live::report::Reporter;
 use crate::live::{RunnerConfig, ScriptedCore};
 use crate::models::Registry;
 use crate::oms::{Oms, OmsConfig};
-use crate::risk::{AssetRules, RiskChecks};
+use crate::risk::RiskChecks;
 use crate::store::Store;
 use anyhow::{Context, bail};
 use chrono::Duration;
 use rust_decimal::Decimal;
-use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Ticks between periodic reconciliations (one tick a second).
 const RECONCILE_EVERY_TICKS: u64 = 60;
 /// Stored bars per symbol the engine warms up on before trading.
-const WARM_UP_BARS: i64 = 600;
+const WARM_UP_BARS: usize = 600;
 
 /// Runs on `rt` until `shutdown` is cancelled (by a signal, the caller, or a fatal feed error).
 pub(crate) fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &CancellationToken) -> anyhow::Result<()> {
@@ -59,7 +60,7 @@ pub(crate) fn run(config: &Config, rt: &tokio::runtime::Runtime, shutdown: &Canc
     let result = rt.block_on(async {
         let rest =
             RestClient::new(RestConfig::from_config(&config.alpaca, &creds)).context("building the REST client")?;
-        check_account(&rest, config, shutdown).await?;
+        crate::alpaca::start::check_account(&rest, config, shutdown).await?;
         let oms_cfg = OmsConfig { lost_after: config.broker.lost_after };
         let oms = Oms::open(&store, Box::new(ProcessClock), oms_cfg).context("opening the order manager")?;
         // Every minute stored; the first backfill starts after the last stored one.
@@ -135,31 +136,6 @@ fn runner_config(config: &Config, tf: Timeframe) -> RunnerConfig {
         bar_length: std::time::Duration::from_secs(tf.seconds().unsigned_abs()),
         ..RunnerConfig::default()
     }
-}
-
-/// The account we are about to trade, logged (paper or LIVE); a blocked one is refused.
-async fn check_account(rest: &RestClient, config: &Config, shutdown: &CancellationToken) -> anyhow::Result<()> {
-    let backoff = crate::alpaca::backoff::Backoff::STREAM;
-    let account = account_at_start(rest, config.alpaca.start_retry, backoff, shutdown)
-        .await
-        .context("reading the Alpaca account: check the API keys and alpaca.trading_url")?;
-    log::warn!(
-        "tradebot run: trading the Alpaca {} account {} at {} (status {}, cash {}, equity {})",
-        if config.mode == Mode::Live { "LIVE (real money)" } else { "paper" },
-        account.id,
-        config.alpaca.trading_url,
-        account.status,
-        account.cash.round_dp(2),
-        account.equity.round_dp(2)
-    );
-    if account.blocked {
-        bail!(
-            "Alpaca account {} is blocked for trading (status {}): see Alpaca's dashboard",
-            account.id,
-            account.status
-        );
-    }
-    Ok(())
 }
 
 /// What the core trades through: Alpaca's REST client, the bar path over its stream, its trade updates
@@ -261,26 +237,10 @@ async fn engine(
     calendar: crate::calendar::Calendar,
 ) -> anyhow::Result<Engine> {
     let (policy, probs) = crate::daemon::models::load_models(config, registry)?;
-    let mut assets = HashMap::new();
-    for s in &config.market.symbols {
-        match rest.issue::<GetAsset>(s).await {
-            Ok(a) => {
-                assets.insert(s.clone(), asset_rules(&a));
-            }
-            Err(e) => log::warn!("risk: no asset record for {s} ({e}); assuming tradable, whole units, no minimum"),
-        }
-    }
+    let assets = crate::broker::alpaca::asset_rules(rest, &config.market.symbols).await;
     let mut checks = RiskChecks::open(&config.risk, &config.env.exec, store).context("opening the risk checks")?;
     checks.set_calendar(calendar);
-    let cfg = EngineConfig {
-        strategy: config.strategy.clone(),
-        symbols: config.market.symbols.clone(),
-        features: config.features.clone(),
-        initial_cash: config.env.initial_cash,
-        exec: config.env.exec,
-        max_order_notional: config.risk.max_order_notional,
-        reconcile_every: RECONCILE_EVERY_TICKS,
-    };
+    let cfg = EngineConfig::from_config(config, config.strategy.mode, RECONCILE_EVERY_TICKS);
     let tf = config.market.timeframe;
     let mut engine = Engine::new(cfg, store, oms, (policy, probs), Box::new(ProcessClock))
         .context("building the engine")?
@@ -288,23 +248,8 @@ async fn engine(
         .with_gap_guard()
         .with_audit()
         .with_max_stale_bars(config.market.max_stale_bars);
-    // The last WARM_UP_BARS stored bars of each symbol (read from twice that span before its last bar).
-    let mut warm = Vec::new();
-    for s in &config.market.symbols {
-        let Some(last) = store.last_bar_time(s, tf)? else {
-            log::warn!("engine: no stored {tf} bars of {s} to warm up on; trading starts once the features fill");
-            continue;
-        };
-        let from = last - Duration::seconds(tf.seconds().saturating_mul(WARM_UP_BARS * 2));
-        let bars = store.bars(s, tf, from, last)?;
-        let n = bars.len();
-        warm.extend(bars.into_iter().skip(n.saturating_sub(WARM_UP_BARS as usize)));
-    }
-    warm.sort_by_key(|b| b.t);
-    for b in &warm {
-        engine.warm_up(b);
-    }
-    log::info!("engine: warmed up on {} stored bars", warm.len());
+    let warmed = engine.warm_up_on_store(store, tf, WARM_UP_BARS).context("reading the stored bars to warm up on")?;
+    log::info!("engine: warmed up on {warmed} stored bars");
     Ok(engine)
 }
 
@@ -321,109 +266,5 @@ async fn cancel_open_orders(rest: &RestClient, engine: &Engine, timeout: std::ti
             Ok(Err(e)) => log::warn!("shutdown: cannot cancel {id}: {e}"),
             Err(_) => log::warn!("shutdown: cancel of {id} timed out after {timeout:?}"),
         }
-    }
-}
-
-/// The risk checks' rules for a symbol, from Alpaca's asset record.
-fn asset_rules(a: &crate::alpaca::model::Asset) -> AssetRules {
-    AssetRules {
-        tradable: a.tradable,
-        fractionable: a.fractionable,
-        min_order_size: a.min_order_size,
-        min_trade_increment: a.min_trade_increment,
-        price_increment: a.price_increment,
-        crypto: a.class == "crypto" || a.symbol.is_crypto(),
-    }
-}
-
-/// The account call at start, retried with backoff through outages (5xx, timeouts, dropped
-/// connections, 429s) until `deadline` (`alpaca.start_retry_secs`) has passed; refusals (bad keys) fail
-/// at once. Logged once when it starts waiting and once when the account answers.
-async fn account_at_start(
-    rest: &RestClient,
-    deadline: std::time::Duration,
-    backoff: crate::alpaca::backoff::Backoff,
-    shutdown: &CancellationToken,
-) -> anyhow::Result<crate::alpaca::model::Account> {
-    let started = tokio::time::Instant::now();
-    let mut attempt = 0u32;
-    loop {
-        let err = match rest.issue::<GetAccount>(&()).await {
-            Ok(a) => {
-                if attempt > 0 {
-                    log::info!("tradebot run: Alpaca answered after {:.0} s", started.elapsed().as_secs_f64());
-                }
-                return Ok(a);
-            }
-            Err(e) => e,
-        };
-        let transient = err.is_ambiguous() || matches!(err, crate::alpaca::rest::RestError::RateLimited { .. });
-        let wait = backoff.delay(attempt);
-        if !transient || started.elapsed() + wait > deadline {
-            return Err(err.into());
-        }
-        if attempt == 0 {
-            log::warn!(
-                "tradebot run: Alpaca is not answering ({err}); retrying for up to {} s (alpaca.start_retry_secs)",
-                deadline.as_secs()
-            );
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = shutdown.cancelled() => anyhow::bail!("stopped while waiting for Alpaca ({err})"),
-        }
-        attempt += 1;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::alpaca::backoff::Backoff;
-    use crate::alpaca::fake::{FakeAlpaca, Fault};
-    use crate::alpaca::rest::RetryPolicy;
-    use std::time::Duration as StdDuration;
-
-    /// The REST client start-up uses, against the fake: its default retry policy and timeout.
-    fn client(fake: &FakeAlpaca, key: &str) -> RestClient {
-        RestClient::new(RestConfig { key_id: crate::config::Secret::new(key), ..fake.rest_config() }).unwrap()
-    }
-
-    /// On paused time, with the daemon's own delays: `alpaca.start_retry_secs`' default (300 s), the
-    /// streams' backoff `check_account` passes (0.5 s doubling to 60 s) and the REST retry policy's.
-    #[tokio::test(start_paused = true)]
-    async fn start_up_waits_out_an_outage_but_not_bad_keys() {
-        let fake = FakeAlpaca::start(0).await.unwrap();
-        let deadline = StdDuration::from_secs(300);
-        let backoff = Backoff::STREAM;
-        for _ in 0..5 {
-            fake.push_fault(Fault::ServerError);
-        }
-        let never = CancellationToken::new();
-        let rest = client(&fake, crate::alpaca::fake::KEY_ID);
-        let a = account_at_start(&rest, deadline, backoff, &never).await.unwrap();
-        assert!(a.cash > Decimal::ZERO);
-        assert_eq!(fake.count("GET", "/v2/account"), 6, "five 503s, then the answer");
-
-        let bad = client(&fake, "WRONGKEY");
-        let e = account_at_start(&bad, deadline, backoff, &never).await.unwrap_err();
-        assert!(e.to_string().contains("not authorized"), "{e}");
-        assert_eq!(fake.count("GET", "/v2/account"), 7, "bad keys are not retried");
-
-        // Past the deadline it gives up with the last error, within one call (its trading deadline) of it.
-        for _ in 0..1000 {
-            fake.push_fault(Fault::ServerError);
-        }
-        let started = tokio::time::Instant::now();
-        let e = account_at_start(&rest, deadline, backoff, &never).await.unwrap_err();
-        assert!(e.to_string().contains("500"), "{e}");
-        let call = RetryPolicy::default().trading_deadline;
-        assert!(started.elapsed() < deadline + call, "{:?}", started.elapsed());
-        assert!(
-            started.elapsed() > deadline - backoff.max,
-            "it kept trying until the deadline: {:?}",
-            started.elapsed()
-        );
-        assert!(!fake.lock().faults.is_empty(), "every try was a 500, none an answer");
     }
 }

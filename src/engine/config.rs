@@ -33,6 +33,23 @@ pub struct EngineConfig {
     pub reconcile_every: u64,
 }
 
+impl EngineConfig {
+    /// The engine `config` describes, trading strategy `mode`: its symbols, features, the env's cash scale
+    /// and execution rule, the order cap; a reconciliation asked for every `reconcile_every` ticks (0: never,
+    /// as against the simulated broker). The live driver and the simulated sessions build theirs here.
+    pub(crate) fn from_config(config: &crate::config::Config, mode: StrategyMode, reconcile_every: u64) -> Self {
+        EngineConfig {
+            strategy: StrategyConfig { mode, ..config.strategy.clone() },
+            symbols: config.market.symbols.clone(),
+            features: config.features.clone(),
+            initial_cash: config.env.initial_cash,
+            exec: config.env.exec,
+            max_order_notional: config.risk.max_order_notional,
+            reconcile_every,
+        }
+    }
+}
+
 /// The full risk checks (`risk::RiskChecks`) and what they need from outside the engine: the timeframe
 /// and the broker's asset rules (stale bars and market hours are judged on the engine's clock) (symbols absent from the map
 /// are assumed tradable, fractionable, no minimum). Without them the engine checks only the order

@@ -31,6 +31,7 @@ mod stale;
 pub mod strategy;
 #[cfg(test)]
 mod tests;
+mod warm;
 
 pub use crate::contract::{
     BrokerSnapshot, Command, Control, Core, EngineClock, Event, LoadedModel, ManualClock, ModelSwap, ProcessClock,

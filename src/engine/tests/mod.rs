@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 mod money;
 mod protect;
 mod tif;
+mod warm;
 
 /// A constant policy: action +1 on the first symbol, -1 on the second.
 fn constant_policy(obs_dim: usize) -> MlpPolicy {
