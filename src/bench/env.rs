@@ -33,8 +33,8 @@ pub struct EnvBench {
     pub device: DeviceRequest,
     /// rust (plain-Rust env, CPU only) | kernel (the C kernel: its CPU build, or its CUDA build through
     /// NVRTC on --device cuda). Default: rust on cpu, kernel on cuda.
-    #[arg(long)]
-    pub backend: Option<String>,
+    #[arg(long, value_enum)]
+    pub backend: Option<EnvBackend>,
     /// CPU threads stepping the envs (rust and kernel backends; 0 = every core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -52,6 +52,15 @@ pub struct EnvBench {
     /// have passed, so that a fast run's figure is not a few milliseconds of timer noise.
     #[arg(long, default_value_t = 0.5)]
     pub min_seconds: f64,
+}
+
+/// Which environment `bench env` steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EnvBackend {
+    /// `VecEnv`, the plain-Rust env (CPU only).
+    Rust,
+    /// The C kernel: its CPU build, or its CUDA build through NVRTC on `--device cuda`.
+    Kernel,
 }
 
 struct Timing {
@@ -195,13 +204,14 @@ pub fn env(b: EnvBench) -> anyhow::Result<ExitCode> {
         DeviceRequest::Cuda(0) => true,
         other => return Err(super::NotCpuOrCuda(other.to_string()).into()),
     };
-    let backend = b.backend.clone().unwrap_or_else(|| if cuda { "kernel".into() } else { "rust".into() });
+    let backend = b.backend.unwrap_or(if cuda { EnvBackend::Kernel } else { EnvBackend::Rust });
     let panel = Panel::synthetic(b.days, b.assets, 1, b.seed).context("building the synthetic panel")?;
-    let t = match backend.as_str() {
-        "rust" if cuda => bail!("--backend rust runs on the CPU only; use --backend kernel with --device cuda"),
-        "rust" => run_rust(&b, Arc::new(panel))?,
-        "kernel" => run_kernel(&b, Arc::new(panel), cuda)?,
-        other => bail!("--backend {other:?}: must be rust or kernel"),
+    let t = match backend {
+        EnvBackend::Rust if cuda => {
+            bail!("--backend rust runs on the CPU only; use --backend kernel with --device cuda")
+        }
+        EnvBackend::Rust => run_rust(&b, Arc::new(panel))?,
+        EnvBackend::Kernel => run_kernel(&b, Arc::new(panel), cuda)?,
     };
     let env_steps = (t.steps * b.envs) as f64 / t.seconds;
     let asset_steps = env_steps * b.assets as f64;
