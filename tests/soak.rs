@@ -308,14 +308,9 @@ impl Daemon {
 
     fn stop(mut self) -> String {
         common::signal(self.child.id(), Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let exit = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "no exit within 60 s of SIGTERM:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let log = self.log.clone();
+        let read = || std::fs::read_to_string(&log).unwrap_or_default();
+        let exit = common::wait_exit(&mut self.child, Duration::from_secs(60), "no exit within 60 s of SIGTERM", read);
         assert!(exit.success(), "{exit}:\n{}", self.log());
         let log = self.log();
         assert!(log.contains("stopped cleanly"), "{log}");

@@ -90,6 +90,24 @@ pub(crate) fn signal(pid: u32, sig: Signal) {
     kill(Pid::from_raw(pid), sig).unwrap_or_else(|e| panic!("sending {sig} to pid {pid}: {e}"));
 }
 
+/// Waits up to `within` for `child` to exit and returns how it did; past that, fails with `why` and the
+/// daemon's log as `log` reads it then.
+pub(crate) fn wait_exit(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+    why: &str,
+    log: impl Fn() -> String,
+) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().expect("the child's status can be read") {
+            return s;
+        }
+        assert!(std::time::Instant::now() < deadline, "{why}:\n{}", log());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// A spawned daemon that is killed when the test lets go of it, so that a failed assertion does not
 /// leave a `tradebot run` behind holding its store, its port or the CPU for the tests after it.
 pub(crate) struct Reaped(pub(crate) std::process::Child);

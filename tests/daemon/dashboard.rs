@@ -391,14 +391,7 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
 
     // SIGTERM: a clean exit, the store flushed and released.
     common::signal(pid, Signal::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let exit = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit within 30 s of SIGTERM:\n{}", log_text());
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let exit = common::wait_exit(&mut child, Duration::from_secs(30), "no exit within 30 s of SIGTERM", log_text);
     assert!(exit.success(), "{exit}:\n{}", log_text());
     assert!(log_text().contains("SIGTERM: shutting down"), "{}", log_text());
     assert_eq!(out_text().matches("replay finished:").count(), 1, "the summary once:\n{}", out_text());

@@ -165,14 +165,7 @@ listen = "127.0.0.1:{port}"
     assert!(body.contains("tradebot_feed_connected 1"), "{body}");
 
     common::signal(child.id(), Signal::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let exit = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit within 30 s of SIGTERM:\n{}", log_text());
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let exit = common::wait_exit(&mut child, Duration::from_secs(30), "no exit within 30 s of SIGTERM", log_text);
     assert!(exit.success(), "{exit}:\n{}", log_text());
     assert!(log_text().contains("stopped cleanly"), "{}", log_text());
     // broker.cancel_on_shutdown: every order left open was canceled at the broker.
@@ -221,14 +214,8 @@ listen = "127.0.0.1:{port}"
         std::thread::sleep(Duration::from_millis(50));
     }
     fake.send_market_raw(r#"[{"T":"error","code":409,"msg":"insufficient subscription"}]"#);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let exit = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "still running after a fatal stream error:\n{}", log2_text());
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let exit =
+        common::wait_exit(&mut child, Duration::from_secs(30), "still running after a fatal stream error", log2_text);
     assert_eq!(exit.code(), Some(75), "{exit}:\n{}", log2_text());
     assert!(log2_text().contains("stopped on a fatal error: market feed"), "{}", log2_text());
 }
