@@ -14,7 +14,9 @@
 //! Adam's moments live in the `VarStore` either way (copied back after every update), so checkpoints,
 //! export and `act_deterministic` do not depend on the backend.
 
+mod fma_gemm;
 mod gae;
+mod lanes;
 pub mod model;
 mod native;
 mod net;

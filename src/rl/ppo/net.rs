@@ -1,10 +1,12 @@
 //! The native backend's networks: where each parameter lives in the flat vector (`Layout`), and the
-//! forward and backward passes of one tower (dense layers, tanh or ReLU, a linear head) over `ndarray`
-//! GEMMs, with a vectorising `tanh`.
+//! forward and backward passes of one tower (dense layers, tanh or ReLU, a linear head): GEMMs (the
+//! unpacked FMA kernel of `fma_gemm`, or `ndarray`'s), a few rows' dot products and `tanh` from `lanes`.
 
+use super::fma_gemm::{self, Mat};
+use super::lanes::{few_rows, tanh_slice};
 use crate::onnx::Activation;
 use ndarray::linalg::general_mat_mul;
-use ndarray::{ArrayView2, ArrayViewMut2, Axis};
+use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
 
 /// Rows of a GEMM's output per block of work.
 const ROWS: usize = 64;
@@ -12,42 +14,44 @@ const ROWS: usize = 64;
 /// the blocks are spread.
 const ELEMS: usize = 16_384;
 
-/// Fewer rows than this go through [`dot`] in a forward pass instead of a GEMM (the GEMM's tiles are 8
-/// rows high): a rollout's one env, or a few.
+/// Fewer rows than this go through [`few_rows`] in a forward pass instead of a GEMM (the GEMM's tiles
+/// are 8 rows high): a rollout's one env, or a few.
 const SMALL: usize = 8;
 
-/// `a·b` in eight lanes (so that it vectorises), then the lanes pairwise and the tail in order.
-pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail = ca.remainder().iter().zip(cb.remainder());
-    let mut acc = [0f32; 8];
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
+/// `c = alpha * a·b + beta * c`, `c` row-major `a.rows × b.cols`, with `c`'s rows in blocks of [`ROWS`]
+/// spread over rayon's current pool once there are two blocks or more. Whether it blocks depends on the
+/// shape alone, never on the threads, and each row is computed by the same kernel over the same `k` loop in
+/// any block: the result is the same bits for any thread count (tested), and equal to one unblocked GEMM.
+/// On a CPU with FMA the unpacked kernel of [`fma_gemm`] computes it (`matrixmultiply`'s bits; `b` copied
+/// row-major first where its rows are not contiguous), elsewhere `ndarray`'s `general_mat_mul`.
+pub(super) fn gemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32]) {
+    let (m, n) = (a.rows, b.cols);
+    let c = &mut c[..m * n];
+    let fast = fma_gemm::usable(alpha, beta, a.cols);
+    let copied;
+    let b = if fast && b.cs != 1 {
+        copied = b.to_row_major();
+        Mat::row_major(&copied, b.rows, b.cols)
+    } else {
+        b
+    };
+    let one = |a: Mat<'_>, c: &mut [f32]| {
+        if fast {
+            fma_gemm::gemm(a, b, beta == 0.0, c);
+        } else {
+            general_mat_mul(alpha, &ndarray_view(a), &ndarray_view(b), beta, &mut view_mut(c, a.rows, n));
         }
-    }
-    let s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    tail.fold(s, |s, (x, y)| s + x * y)
-}
-
-/// `c = alpha * a·b + beta * c`, with `c`'s rows in blocks of [`ROWS`] spread over rayon's current pool
-/// once there are two blocks or more. Whether it blocks depends on the shape alone, never on the threads,
-/// and each row is computed by the same kernel over the same `k` loop in any block: the result is the same
-/// bits for any thread count (tested), and equal to one unblocked GEMM.
-pub(super) fn gemm(
-    alpha: f32,
-    a: &ArrayView2<'_, f32>,
-    b: &ArrayView2<'_, f32>,
-    beta: f32,
-    c: &mut ArrayViewMut2<'_, f32>,
-) {
-    if c.nrows() < 2 * ROWS {
-        general_mat_mul(alpha, a, b, beta, c);
+    };
+    if m < 2 * ROWS {
+        one(a, c);
         return;
     }
     use rayon::prelude::*;
-    let blocks: Vec<_> = a.axis_chunks_iter(Axis(0), ROWS).zip(c.axis_chunks_iter_mut(Axis(0), ROWS)).collect();
-    blocks.into_par_iter().for_each(|(a, mut c)| general_mat_mul(alpha, &a, b, beta, &mut c));
+    c.par_chunks_mut(ROWS * n).enumerate().for_each(|(i, c)| one(a.rows(i * ROWS, c.len() / n), c));
+}
+
+fn ndarray_view(m: Mat<'_>) -> ArrayView2<'_, f32> {
+    ArrayView2::from_shape((m.rows, m.cols).strides((m.rs, m.cs)), m.data).expect("a matrix inside its slice")
 }
 
 /// One dense layer's place in the flat parameter vector: `weight` `[out, in]` row-major (torch's layout)
@@ -110,57 +114,6 @@ impl Layout {
 #[derive(Default)]
 pub(super) struct Acts(pub Vec<Vec<f32>>);
 
-/// `tanh` over a slice. libm's `tanhf` (through `expm1f`) took over 40 % of a minibatch; this one is
-/// branch-free so the loop vectorises: `sign(x) (1 - e) / (1 + e)` with `e = exp(-2|x|)`, the exponential
-/// range-reduced by powers of two (Cody and Waite's split of ln 2) and a degree-6 Taylor polynomial on
-/// `|r| <= ln(2)/2`. Absolute error below 3e-7 (tested against f64); NaN stays NaN.
-///
-/// On a CPU with AVX2 the same loop runs eight lanes wide instead of four (the build targets baseline
-/// x86-64): the same operations in the same order, no fused multiply-add, so the same bits (tested).
-pub(super) fn tanh_slice(v: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above; `tanh_avx2` needs nothing else.
-        #[allow(unsafe_code)]
-        unsafe {
-            tanh_avx2(v)
-        };
-        return;
-    }
-    tanh_lanes(v)
-}
-
-/// `tanh_lanes` compiled for AVX2 (eight f32 lanes; `fma` is not enabled, so no rounding changes).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn tanh_avx2(v: &mut [f32]) {
-    tanh_lanes(v)
-}
-
-/// The loop of `tanh_slice`, inlined into each build of it.
-#[inline(always)]
-fn tanh_lanes(v: &mut [f32]) {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23: adding and subtracting it rounds to an integer
-    for x in v.iter_mut() {
-        let a = x.abs().min(9.0); // tanh(9) is 1 in f32
-        let y = -2.0 * a;
-        let k = (y * LOG2E + ROUND) - ROUND;
-        let r = (y - k * LN2_HI) - k * LN2_LO;
-        let p =
-            1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-        let e = p * f32::from_bits(((k as i32 + 127) as u32) << 23);
-        let t = ((1.0 - e) / (1.0 + e)).copysign(*x);
-        *x = if x.is_nan() { *x } else { t };
-    }
-}
-
-pub(super) fn view(x: &[f32], rows: usize, cols: usize) -> ArrayView2<'_, f32> {
-    ArrayView2::from_shape((rows, cols), &x[..rows * cols]).expect("buffer sized by the layout")
-}
-
 pub(super) fn view_mut(x: &mut [f32], rows: usize, cols: usize) -> ArrayViewMut2<'_, f32> {
     ArrayViewMut2::from_shape((rows, cols), &mut x[..rows * cols]).expect("buffer sized by the layout")
 }
@@ -177,15 +130,13 @@ pub(super) fn forward(params: &[f32], tower: &[Dense], act: Activation, x: &[f32
         if n < SMALL {
             // A rollout's few rows: dot products straight off the weights' rows. A GEMM would pack the
             // weights and compute whole 8-row tiles for each call, several times this work.
-            for row in input[..n * d.input].chunks_exact(d.input) {
-                y.extend(weight.chunks_exact(d.input).zip(bias).map(|(w, b)| b + dot(row, w)));
-            }
+            few_rows(&input[..n * d.input], weight, bias, d.input, y);
         } else {
             for _ in 0..n {
                 y.extend_from_slice(bias);
             }
-            let w = view(weight, d.out, d.input);
-            gemm(1.0, &view(input, n, d.input), &w.t(), 1.0, &mut view_mut(y, n, d.out));
+            let w = Mat::row_major(weight, d.out, d.input);
+            gemm(1.0, Mat::row_major(input, n, d.input), w.t(), 1.0, y);
         }
         if i + 1 < tower.len() {
             let f = |y: &mut [f32]| match act {
@@ -220,8 +171,8 @@ pub(super) fn backward(
         let d = tower[i];
         let input: &[f32] = if i == 0 { x } else { &acts.0[i - 1] };
         {
-            let g = view(dy, n, d.out);
-            gemm(1.0, &g.t(), &view(input, n, d.input), 1.0, &mut view_mut(&mut grads[d.w..], d.out, d.input));
+            let g = Mat::row_major(dy, n, d.out);
+            gemm(1.0, g.t(), Mat::row_major(input, n, d.input), 1.0, &mut grads[d.w..]);
             let gb = &mut grads[d.b..d.b + d.out];
             for row in dy[..n * d.out].chunks_exact(d.out) {
                 gb.iter_mut().zip(row).for_each(|(a, b)| *a += b);
@@ -232,7 +183,8 @@ pub(super) fn backward(
         }
         dx.clear();
         dx.resize(n * d.input, 0.0);
-        gemm(1.0, &view(dy, n, d.out), &view(&params[d.w..], d.out, d.input), 0.0, &mut view_mut(dx, n, d.input));
+        let w = Mat::row_major(&params[d.w..], d.out, d.input);
+        gemm(1.0, Mat::row_major(dy, n, d.out), w, 0.0, dx);
         // Through the activation of layer i - 1 (whose output is `input`).
         let f = |(dx, y): (&mut [f32], &[f32])| match act {
             Activation::Tanh => dx.iter_mut().zip(y).for_each(|(g, y)| *g *= 1.0 - y * y),
@@ -255,30 +207,40 @@ pub(super) fn backward(
 
 #[cfg(test)]
 mod tests {
-    /// The blocked GEMM against one unblocked call, bit for bit, on 1, 2 and 3 threads, with a transposed
-    /// operand (the weight gradient's) and a ragged last block.
+    /// The blocked GEMM against one unblocked `general_mat_mul`, bit for bit, on 1, 2 and 3 threads, with a
+    /// ragged last block: a plain product with `alpha` 0.5 (always `general_mat_mul`), the weight gradient's
+    /// (a transposed `a`, overwriting) and the forward pass's (a transposed `b`, accumulating), the last two
+    /// on the unpacked FMA kernel where the CPU has FMA.
     #[test]
     fn the_blocked_gemm_is_the_same_bits_on_any_thread_count() {
+        use super::Mat;
         use ndarray::Array2;
         use ndarray::linalg::general_mat_mul;
         let mut rng = crate::env::rng::SplitMix64::new(9);
         let mut fill = |r: usize, c: usize| Array2::from_shape_fn((r, c), |_| (rng.next_f64() * 2.0 - 1.0) as f32);
         let (a, b, c0) = (fill(300, 37), fill(37, 53), fill(300, 53));
-        let at = fill(37, 300);
+        let (at, bt) = (fill(37, 300), fill(53, 37));
         let mut want = c0.clone();
         general_mat_mul(0.5, &a.view(), &b.view(), 1.0, &mut want.view_mut());
         let mut want_t = Array2::<f32>::zeros((300, 53));
         general_mat_mul(1.0, &at.t(), &b.view(), 0.0, &mut want_t.view_mut());
+        let mut want_bt = c0.clone();
+        general_mat_mul(1.0, &a.view(), &bt.t(), 1.0, &mut want_bt.view_mut());
+        fn mat(m: &Array2<f32>) -> Mat<'_> {
+            Mat::row_major(m.as_slice().unwrap(), m.nrows(), m.ncols())
+        }
         for threads in [1, 2, 3] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            let (mut got, mut got_t) = (c0.clone(), Array2::<f32>::zeros((300, 53)));
+            let (mut got, mut got_t, mut got_bt) = (c0.clone(), Array2::<f32>::zeros((300, 53)), c0.clone());
             pool.install(|| {
-                super::gemm(0.5, &a.view(), &b.view(), 1.0, &mut got.view_mut());
-                super::gemm(1.0, &at.t(), &b.view(), 0.0, &mut got_t.view_mut());
+                super::gemm(0.5, mat(&a), mat(&b), 1.0, got.as_slice_mut().unwrap());
+                super::gemm(1.0, mat(&at).t(), mat(&b), 0.0, got_t.as_slice_mut().unwrap());
+                super::gemm(1.0, mat(&a), mat(&bt).t(), 1.0, got_bt.as_slice_mut().unwrap());
             });
             let bits = |m: &Array2<f32>| m.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{threads} threads");
-            assert_eq!(bits(&got_t), bits(&want_t), "{threads} threads, transposed operand");
+            assert_eq!(bits(&got_t), bits(&want_t), "{threads} threads, transposed a");
+            assert_eq!(bits(&got_bt), bits(&want_bt), "{threads} threads, transposed b");
         }
     }
 
@@ -303,59 +265,6 @@ mod tests {
             assert!(worst < 1e-5, "{n} rows: worst difference {worst}");
             assert!(got.iter().any(|g| g.abs() > 1e-2), "outputs all ~0: a weak test");
         }
-        assert_eq!(super::dot(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]), 32.0, "the tail alone");
-    }
-
-    /// The AVX2 build of `tanh` gives the baseline build's bits, on every kind of input.
-    #[test]
-    fn tanh_is_the_same_bits_eight_lanes_wide_as_four() {
-        let mut xs: Vec<f32> =
-            (0..20_000).map(|i| ((i as f32) * 0.001_37 - 13.7) * ((i % 7) as f32 * 0.3 + 0.1)).collect();
-        xs.extend([
-            0.0,
-            -0.0,
-            1e-30,
-            -1e-30,
-            8.999,
-            9.0,
-            9.001,
-            -9.0,
-            f32::MAX,
-            f32::MIN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-        ]);
-        xs.extend((0..1000u32).map(|i| f32::from_bits(0x3f80_0000 ^ (i.wrapping_mul(2_654_435_761u32) >> 9))));
-        let mut lanes = xs.clone();
-        super::tanh_lanes(&mut lanes);
-        let mut dispatched = xs.clone();
-        super::tanh_slice(&mut dispatched);
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&dispatched), bits(&lanes));
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            let mut wide = xs.clone();
-            // SAFETY: the CPU has AVX2 (checked just above).
-            #[allow(unsafe_code)]
-            unsafe {
-                super::tanh_avx2(&mut wide)
-            };
-            assert_eq!(bits(&wide), bits(&lanes), "AVX2 changed the bits");
-        }
-    }
-
-    #[test]
-    fn tanh_slice_is_within_3e_7_of_f64_and_keeps_nan() {
-        let mut xs: Vec<f32> = (-200_000..=200_000).map(|i| i as f32 * 1e-4).collect();
-        xs.extend([1e-30, -1e-7, 8.99, 9.5, -40.0, f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY]);
-        let mut got = xs.clone();
-        super::tanh_slice(&mut got);
-        let worst = xs.iter().zip(&got).map(|(x, g)| ((*x as f64).tanh() - *g as f64).abs()).fold(0.0, f64::max);
-        assert!(worst < 3e-7, "worst absolute error {worst}");
-        assert!(got.iter().all(|g| g.abs() <= 1.0));
-        let mut nan = [f32::NAN, 0.5];
-        super::tanh_slice(&mut nan);
-        assert!(nan[0].is_nan() && (nan[1] - 0.5f32.tanh()).abs() < 3e-7);
+        assert_eq!(super::super::lanes::dot(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]), 32.0, "the tail alone");
     }
 }

@@ -1,6 +1,7 @@
 //! One gradient step of the native trainer on a minibatch: the PPO loss and its gradient written by hand
 //! (torch's subgradients at the kinks), the global gradient-norm clip and Adam, libtorch's formulas.
 
+use super::super::lanes::{AdamStep, adam};
 use super::super::net::{backward, forward};
 use super::super::{PpoConfig, PpoError};
 use super::{ADAM_EPS, BETA1, BETA2, Batch, HALF_LN_2PI, MbStats, Native};
@@ -160,11 +161,8 @@ impl Native {
         let (bc1, bc2) = (1.0 - BETA1.powi(t), 1.0 - BETA2.powi(t));
         let (b1, b2, eps) = (BETA1 as f32, BETA2 as f32, ADAM_EPS as f32);
         let (sqrt_bc2, step_size) = (bc2.sqrt() as f32, (lr / bc1) as f32);
-        for (((p, g), m), v) in self.params.iter_mut().zip(&self.grads).zip(&mut self.adam_m).zip(&mut self.adam_v) {
-            *m = *m * b1 + g * (1.0 - b1);
-            *v = *v * b2 + g * g * (1.0 - b2);
-            *p -= step_size * *m / (v.sqrt() / sqrt_bc2 + eps);
-        }
+        let step = AdamStep { b1, b2, eps, sqrt_bc2, step_size };
+        adam(&step, &mut self.params, &self.grads, &mut self.adam_m, &mut self.adam_v);
     }
 }
 

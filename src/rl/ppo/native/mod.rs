@@ -3,9 +3,10 @@
 //!
 //! With SB3's default work (one env, [64, 64] networks, minibatches of 64) every tensor is tiny, and
 //! libtorch spends most of a minibatch dispatching some 300 operations (forward, autograd, clipping,
-//! Adam per parameter tensor). Here a minibatch is six small GEMMs forward and twelve backward
-//! (`ndarray`'s `general_mat_mul`), a hand-written backward of the PPO loss, and one pass of Adam over one
-//! flat parameter vector. The rollout steps the environment in host memory (`BatchEnv::step_host`).
+//! Adam per parameter tensor). Here a minibatch is six small GEMMs forward and twelve backward (on a CPU
+//! with FMA an unpacked kernel with `matrixmultiply`'s bits, `fma_gemm`; elsewhere `ndarray`'s
+//! `general_mat_mul`), a hand-written backward of the PPO loss, and one pass of Adam over one flat
+//! parameter vector. The rollout steps the environment in host memory (`BatchEnv::step_host`).
 //!
 //! The arithmetic mirrors the tch path: the same loss (clipped surrogate, clipped value loss, entropy
 //! bonus on the clamped log-std), torch's subgradients at the kinks (`minimum`/`maximum` split a tie in
