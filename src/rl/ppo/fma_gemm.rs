@@ -5,7 +5,9 @@
 //! and runs its edge tiles through a buffer at every call: most of its time at SB3's 64-row minibatches.
 //!
 //! `b`'s rows must be contiguous; `a` may have any strides (each of its elements is broadcast). A CPU
-//! without FMA keeps `general_mat_mul` (whose kernel then rounds the products apart).
+//! without FMA keeps `general_mat_mul` (whose kernel then rounds the products apart). One difference is
+//! left, in the sign of a zero: where every product of an element's chain underflows to -0 and is added to
+//! a `c` of -0, `matrixmultiply` writes +0 in its edge tiles and -0 elsewhere; this kernel writes -0.
 
 /// `matrixmultiply`'s `k` block for f32 (`S_KC`): each block's chain starts from zero and is added to `c`.
 const KC: usize = 256;
@@ -137,6 +139,7 @@ fn kernel(a: Mat<'_>, b: Mat<'_>, overwrite: bool, c: &mut [f32]) {
 }
 
 /// Where a tile goes in `c`: rows from `i0`, `width` columns from `j0`, rows `ldc` apart.
+#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 struct Out {
     i0: usize,
@@ -188,7 +191,9 @@ fn tile<const R: usize, const V: usize>(a: Mat<'_>, b: Mat<'_>, bj: usize, out: 
         for (r, lanes) in lanes.iter().enumerate() {
             let row = &mut c[(out.i0 + r) * out.ldc + out.j0..][..out.width];
             if out.overwrite && k0 == 0 {
-                row.copy_from_slice(&lanes[..out.width]);
+                // `+ 0.0` as `matrixmultiply`'s epilogue has it (`fma(1, acc, 0)`): a chain of products
+                // that all underflowed to -0 is written +0.
+                row.iter_mut().zip(lanes).for_each(|(c, s)| *c = s + 0.0);
             } else {
                 row.iter_mut().zip(lanes).for_each(|(c, s)| *c += s);
             }
@@ -251,6 +256,22 @@ mod tests {
             }
         }
         assert_eq!(compared, 6 * 7 * 9 * 4);
+        // Products that underflow to -0, written over `c` (the weight gradient's and `dx`'s case): +0, as
+        // `general_mat_mul` writes them, in a full tile and at the edges alike.
+        let (m, k, n) = (5, 3, 19);
+        let (a, b) = (vec![-1e-30f32; m * k], vec![1e-30f32; k * n]);
+        let mut want = vec![f32::NAN; m * n];
+        general_mat_mul(
+            1.0,
+            &ArrayView2::from_shape((m, k), &a[..]).unwrap(),
+            &ArrayView2::from_shape((k, n), &b[..]).unwrap(),
+            0.0,
+            &mut ArrayViewMut2::from_shape((m, n), &mut want[..]).unwrap(),
+        );
+        let mut got = vec![f32::NAN; m * n];
+        super::gemm(Mat::row_major(&a, m, k), Mat::row_major(&b, k, n), true, &mut got);
+        assert!(want.iter().all(|x| x.to_bits() == 0), "general_mat_mul wrote {want:?}");
+        assert!(got.iter().all(|x| x.to_bits() == 0), "wrote {got:?}");
     }
 
     #[test]
