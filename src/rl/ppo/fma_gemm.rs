@@ -215,9 +215,13 @@ mod tests {
     #[test]
     fn the_unpacked_gemm_is_matrixmultiplys_bits() {
         if !super::cpu_has_fma() {
-            eprintln!("no AVX2 and FMA here: general_mat_mul is used and nothing is compared");
+            // Nothing to compare on this CPU: what must hold is that the trainer never picks this kernel
+            // (the fallback's bits are `the_blocked_gemm_is_the_same_bits_on_any_thread_count`'s).
+            assert!(!super::usable(1.0, 1.0, 64), "the FMA kernel offered on a CPU without FMA");
             return;
         }
+        assert!(super::usable(1.0, 0.0, 64) && super::usable(1.0, 1.0, 1), "FMA here, yet the kernel is not used");
+        assert!(!super::usable(0.5, 1.0, 64) && !super::usable(1.0, 2.0, 64) && !super::usable(1.0, 1.0, 0));
         let mut rng = crate::env::rng::SplitMix64::new(21);
         let mut fill = |len: usize| -> Vec<f32> {
             (0..len).map(|i| if i % 17 == 3 { 0.0 } else { (rng.next_f64() * 2.0 - 1.0) as f32 * 3.0 }).collect()

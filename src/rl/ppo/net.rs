@@ -26,6 +26,9 @@ const SMALL: usize = 8;
 /// row-major first where its rows are not contiguous), elsewhere `ndarray`'s `general_mat_mul`.
 pub(super) fn gemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32]) {
     let (m, n) = (a.rows, b.cols);
+    if m == 0 || n == 0 {
+        return;
+    }
     let c = &mut c[..m * n];
     let fast = fma_gemm::usable(alpha, beta, a.cols);
     let copied;
