@@ -17,7 +17,8 @@ use tradebot::store::Store;
 
 /// The demo config with its state under `dir`, only AAPL, and a 2 s training budget.
 fn config_in(dir: &Path) -> PathBuf {
-    write_config(dir, &demo_config(dir).replace("time_budget_secs = 3600", "time_budget_secs = 2"))
+    let demo = demo_config(dir).replacen("\ntune = true ", "\ntune = false ", 1);
+    write_config(dir, &demo.replace("time_budget_secs = 3600", "time_budget_secs = 2"))
 }
 
 fn draft(kind: ModelKind) -> Manifest {
@@ -292,7 +293,11 @@ fn gone_within(pid: u32, secs: u64) -> bool {
 fn the_training_child_dies_with_a_foreground_retrain_on_sigterm_and_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let c = demo_config(dir.path()).replace("ppo_steps = 32768 ", "ppo_steps = 50000000 ");
+    let c = demo_config(dir.path()).replace("ppo_steps = 32768 ", "ppo_steps = 50000000 ").replacen(
+        "\ntune = true ",
+        "\ntune = false ",
+        1,
+    );
     assert!(c.contains("ppo_steps = 50000000"), "the demo config's ppo_steps line changed");
     let cfg = write_config(dir.path(), &c);
 

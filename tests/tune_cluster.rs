@@ -92,6 +92,8 @@ fn config(dir: &Path, budget_steps: u64) -> PathBuf {
     let mut s = demo_config(dir);
     for (a, b) in [
         ("[env]\n", "[env]\nn_envs = 4\nepisode_len = 40\n"),
+        // The demo's own search sizing: these tests set their own.
+        ("trials = 8\nparallel = 2\nbudget_steps = 32768\nalgorithms = [\"ppo\", \"sac\"]\n", ""),
         (
             "window_days = 3650\nholdout_days = 365",
             "from = \"2005-01-01\"\nto = \"2007-06-30\"\nholdout_from = \"2007-07-01\"\nholdout_to = \"2007-12-31\"",

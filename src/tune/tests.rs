@@ -15,6 +15,8 @@ fn small_config(dir: &Path) -> Config {
     for (a, b) in [
         ("state_dir = \"./var\"", state.as_str()),
         ("[env]\n", "[env]\nn_envs = 4\nepisode_len = 40\n"),
+        // The demo's own search sizing: these tests set their own.
+        ("trials = 8\nparallel = 2\nbudget_steps = 32768\nalgorithms = [\"ppo\", \"sac\"]\n", ""),
         ("window_days = 3650\nholdout_days = 365", "from = \"2005-01-01\"\nto = \"2007-06-30\""),
     ] {
         assert!(s.contains(a), "the demo config lost {a:?}");

@@ -3,7 +3,7 @@
 //! SIGTERM flushing the store.
 
 use super::common::{self, command, root, text, tradebot};
-use super::{ONE_RETRAIN, config_in, demo_replay_days, free_port, get, replay_finished};
+use super::{NO_SEARCH, ONE_RETRAIN, config_in, demo_replay_days, free_port, get, replay_finished};
 use nix::sys::signal::Signal;
 use std::io::{Read, Write};
 use std::process::Command;
@@ -55,7 +55,7 @@ fn dashboard_in_chromium_matches_status_and_sigterm_flushes() {
         .expect("headless Chromium is needed (Debian's chromium package; `make test` installs it)");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let cfg = config_in(dir.path(), Some(port), &[ONE_RETRAIN]);
+    let cfg = config_in(dir.path(), Some(port), &[ONE_RETRAIN, NO_SEARCH]);
     let cfg_s = cfg.to_str().unwrap();
     let token = "test-token-0123456789abcdef";
     // A notify socket like systemd's, to see READY=1.

@@ -2,7 +2,7 @@
 //! the models a daemon starts with: found through the environment, or refused for another timeframe.
 
 use super::common::{self, command, root, text, tradebot};
-use super::{ONE_RETRAIN, config_in, final_ppo, free_port, get, shipped_ppo};
+use super::{NO_SEARCH, ONE_RETRAIN, config_in, final_ppo, free_port, get, shipped_ppo};
 use nix::sys::signal::Signal;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -261,6 +261,7 @@ fn a_daily_model_is_refused_at_start_by_a_15_minute_config_naming_both_and_the_f
             ("timeframe = \"1Day\"", "timeframe = \"15Min\""),
             ONE_RETRAIN,
             ("time_budget_secs = 600", "time_budget_secs = 1"),
+            NO_SEARCH,
         ],
     );
     let cfg = cfg.to_str().unwrap();

@@ -39,6 +39,10 @@ fn config_in(dir: &Path, web: Option<u16>, edits: &[(&str, &str)]) -> PathBuf {
 /// only the second.
 const ONE_RETRAIN: (&str, &str) = ("schedule = \"0 2 1 3,7 *\"", "schedule = \"0 2 1 7 *\"  ");
 
+/// The demo's PPO retrain is a search (`retrain.tune`); tests about one PPO run's retrain (its hot swap, its
+/// child's failure, its curves on the dashboard) train one warm-started PPO candidate instead.
+const NO_SEARCH: (&str, &str) = ("\ntune = true ", "\ntune = false ");
+
 fn final_ppo(out: &str) -> String {
     let line = out.lines().find(|l| l.starts_with("models at the end: ppo ")).unwrap_or_else(|| panic!("{out}"));
     line["models at the end: ppo ".len()..].split(',').next().unwrap().to_string()
