@@ -18,6 +18,7 @@ use tradebot::store::Store;
 /// The demo config with its state under `dir`, only AAPL, and a 2 s training budget.
 fn config_in(dir: &Path) -> PathBuf {
     let demo = demo_config(dir).replacen("\ntune = true ", "\ntune = false ", 1);
+    assert!(demo.contains("\ntune = false "), "the demo config's retrain.tune line changed");
     write_config(dir, &demo.replace("time_budget_secs = 3600", "time_budget_secs = 2"))
 }
 
@@ -298,7 +299,10 @@ fn the_training_child_dies_with_a_foreground_retrain_on_sigterm_and_sigkill() {
         "\ntune = false ",
         1,
     );
-    assert!(c.contains("ppo_steps = 50000000"), "the demo config's ppo_steps line changed");
+    assert!(
+        c.contains("ppo_steps = 50000000") && c.contains("\ntune = false "),
+        "the demo config's retrain lines changed"
+    );
     let cfg = write_config(dir.path(), &c);
 
     // SIGTERM: the retrain kills its child, records the run as interrupted and exits 143.
