@@ -19,7 +19,8 @@ use tradebot::store::Store;
 fn config_in(dir: &Path) -> PathBuf {
     let demo = demo_config(dir).replacen("\ntune = true ", "\ntune = false ", 1);
     assert!(demo.contains("\ntune = false "), "the demo config's retrain.tune line changed");
-    write_config(dir, &demo.replace("time_budget_secs = 3600", "time_budget_secs = 2"))
+    assert!(demo.contains("time_budget_secs = 600 "), "the demo config's retrain budget line changed");
+    write_config(dir, &demo.replace("time_budget_secs = 600 ", "time_budget_secs = 2 "))
 }
 
 fn draft(kind: ModelKind) -> Manifest {
