@@ -178,3 +178,20 @@ fn lstm_processes_spin_briefly_unless_the_user_chose() {
     assert_eq!(bench(&[("OMP_WAIT_POLICY", "active")]), ("active".into(), null.clone()));
     assert_eq!(bench(&[("GOMP_SPINCOUNT", "1000")]), (null, "1000".into()));
 }
+
+/// On the CPU a minibatch's gradient is taken in as many parts as libtorch has threads, one thread each;
+/// with one thread, in one pass. `bench lstm` reports both.
+#[test]
+fn lstm_minibatches_are_cut_into_one_part_per_thread_on_the_cpu() {
+    let bench = |threads: &str| {
+        let mut c = common::command(&["bench", "lstm", "--samples", "1024", "--batch", "512", "--json"]);
+        c.env("OMP_NUM_THREADS", threads);
+        let o = c.output().expect("tradebot runs");
+        assert!(o.status.success(), "{}", common::text(&o));
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", common::text(&o)));
+        (v["threads"].as_i64(), v["parts"].as_i64(), v["samples_per_sec"].as_f64().is_some_and(|s| s > 0.0))
+    };
+    assert_eq!(bench("2"), (Some(2), Some(2), true));
+    assert_eq!(bench("1"), (Some(1), Some(1), true));
+}

@@ -102,16 +102,18 @@ pub fn run(b: LstmBench) -> anyhow::Result<std::process::ExitCode> {
                 "impl": "tradebot", "device": crate::training::device_name(device), "samples": n, "batch": b.batch, "params": params,
                 "fast_len": FAST_LEN, "slow_len": SLOW_LEN, "features": FEATURES, "context": CONTEXT,
                 "epochs_timed": timed.len(), "epoch_secs": secs, "samples_per_sec": sps,
-                "threads": tch::get_num_threads(), "omp_wait_policy": wait_policy, "gomp_spincount": spin_count,
+                "threads": tch::get_num_threads(), "parts": crate::lstm::parts::count(device),
+                "omp_wait_policy": wait_policy, "gomp_spincount": spin_count,
                 "gpu": gpu,
             })
         )?;
     } else {
         outln!(
-            "tradebot lstm on {}: {n} samples, batch {}, {params} parameters, windows {FAST_LEN}x{FEATURES} + {SLOW_LEN}x{FEATURES} + {CONTEXT}: {secs:.2} s/epoch, {sps:.0} samples/s ({} threads, OMP_WAIT_POLICY {}, GOMP_SPINCOUNT {})",
+            "tradebot lstm on {}: {n} samples, batch {}, {params} parameters, windows {FAST_LEN}x{FEATURES} + {SLOW_LEN}x{FEATURES} + {CONTEXT}: {secs:.2} s/epoch, {sps:.0} samples/s ({} threads, minibatches in {} parts, OMP_WAIT_POLICY {}, GOMP_SPINCOUNT {})",
             b.device,
             b.batch,
             tch::get_num_threads(),
+            crate::lstm::parts::count(device),
             wait_policy.as_deref().unwrap_or("unset"),
             spin_count.as_deref().unwrap_or("unset")
         )?;

@@ -119,6 +119,23 @@ impl WindowDataset {
         self.labels.size()[0]
     }
 
+    /// Another handle on the same device tensors, for a training thread.
+    pub(crate) fn shallow_clone(&self) -> WindowDataset {
+        WindowDataset {
+            fast: self.fast.shallow_clone(),
+            slow: self.slow.shallow_clone(),
+            context: self.context.shallow_clone(),
+            fast_len: self.fast_len,
+            slow_len: self.slow_len,
+            fast_end: self.fast_end.shallow_clone(),
+            slow_end: self.slow_end.shallow_clone(),
+            context_row: self.context_row.shallow_clone(),
+            labels: self.labels.shallow_clone(),
+            fast_offsets: self.fast_offsets.shallow_clone(),
+            slow_offsets: self.slow_offsets.shallow_clone(),
+        }
+    }
+
     pub(crate) fn device(&self) -> Device {
         self.labels.device()
     }

@@ -5,11 +5,11 @@
 use super::LstmConfig;
 use crate::onnx::lstm::{LstmClassifier, LstmLayer};
 use crate::onnx::{Activation, Dense};
-use tch::{Kind, Tensor, nn, nn::Module, nn::RNN};
+use tch::{Kind, Tensor, nn, nn::Module};
 
 pub(crate) struct LstmNet {
-    fast: nn::LSTM,
-    slow: nn::LSTM,
+    fast: Recurrent,
+    slow: Recurrent,
     ctx: Vec<nn::Linear>,
     head: Vec<nn::Linear>,
     activation: Activation,
@@ -30,10 +30,53 @@ fn rnn_cfg() -> nn::RNNConfig {
     nn::RNNConfig { batch_first: true, ..Default::default() }
 }
 
+/// One LSTM layer's weights as `nn::lstm` made them (its initialisation, its names `weight_ih_l0`,
+/// `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0` under the layer's path, cuDNN's flattening on CUDA), held as
+/// plain tensors so that a training thread can hold its own handles on them (`LstmNet::replica`).
+struct Recurrent {
+    /// `[w_ih, w_hh, b_ih, b_hh]`: libtorch's order.
+    weights: Vec<Tensor>,
+    hidden: i64,
+}
+
+impl Recurrent {
+    fn new(vs: &nn::Path, name: &str, input: i64, hidden: i64) -> Recurrent {
+        let path = vs / name;
+        let _ = nn::lstm(&path, input, hidden, rnn_cfg());
+        let weights =
+            ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"].iter().filter_map(|w| path.get(w)).collect();
+        Recurrent { weights, hidden }
+    }
+
+    /// The last hidden state `[B, hidden]` of a batch-first sequence `[B, T, in]` from a zero state: the
+    /// same call `nn::LSTM::seq` makes.
+    fn last_hidden(&self, input: &Tensor) -> Tensor {
+        let zeros =
+            Tensor::zeros([1, input.size()[0], self.hidden], (self.weights[0].kind(), self.weights[0].device()));
+        let c = rnn_cfg();
+        let weights: Vec<&Tensor> = self.weights.iter().collect();
+        let (_, h, _) = input.lstm(
+            &[&zeros, &zeros],
+            &weights,
+            c.has_biases,
+            c.num_layers,
+            c.dropout,
+            c.train,
+            c.bidirectional,
+            c.batch_first,
+        );
+        h.squeeze_dim(0)
+    }
+
+    fn replica(&self) -> Recurrent {
+        Recurrent { weights: self.weights.iter().map(Tensor::shallow_clone).collect(), hidden: self.hidden }
+    }
+}
+
 impl LstmNet {
     pub(crate) fn new(vs: &nn::Path, dims: NetDims, cfg: &LstmConfig) -> Self {
-        let fast = nn::lstm(vs / "fast", dims.fast_dim as i64, cfg.fast_hidden, rnn_cfg());
-        let slow = nn::lstm(vs / "slow", dims.slow_dim as i64, cfg.slow_hidden, rnn_cfg());
+        let fast = Recurrent::new(vs, "fast", dims.fast_dim as i64, cfg.fast_hidden);
+        let slow = Recurrent::new(vs, "slow", dims.slow_dim as i64, cfg.slow_hidden);
         let mut ctx = Vec::new();
         let mut d = dims.context_dim as i64;
         for (i, &h) in cfg.context_hidden.iter().enumerate() {
@@ -58,8 +101,8 @@ impl LstmNet {
 
     /// Logits `[B, 3]` from `fast` `[B, F, nf]`, `slow` `[B, S, ns]`, `context` `[B, nc]`.
     pub(crate) fn forward(&self, fast: &Tensor, slow: &Tensor, context: &Tensor) -> Tensor {
-        let hf = self.fast.seq(fast).1.h().squeeze_dim(0);
-        let hs = self.slow.seq(slow).1.h().squeeze_dim(0);
+        let hf = self.fast.last_hidden(fast);
+        let hs = self.slow.last_hidden(slow);
         let mut c = context.shallow_clone();
         for l in &self.ctx {
             c = self.act(l.forward(&c));
@@ -74,6 +117,24 @@ impl LstmNet {
             }
         }
         z
+    }
+
+    /// Another handle on the same weights (the same autograd leaves), for a training thread: what it
+    /// computes, and the gradients it takes, are those of this network.
+    pub(crate) fn replica(&self) -> LstmNet {
+        let linears = |ls: &[nn::Linear]| -> Vec<nn::Linear> {
+            ls.iter()
+                .map(|l| nn::Linear { ws: l.ws.shallow_clone(), bs: l.bs.as_ref().map(Tensor::shallow_clone) })
+                .collect()
+        };
+        LstmNet {
+            fast: self.fast.replica(),
+            slow: self.slow.replica(),
+            ctx: linears(&self.ctx),
+            head: linears(&self.head),
+            activation: self.activation,
+            dims: self.dims,
+        }
     }
 
     /// Class probabilities `[B, 3]`.

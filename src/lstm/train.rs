@@ -22,6 +22,8 @@ pub(crate) enum LstmError {
     Diverged(usize),
     #[error("checkpoint {path}: {reason}")]
     Checkpoint { path: String, reason: String },
+    #[error("training in parts on {threads} threads: {reason}")]
+    Parts { threads: usize, reason: String },
     #[error(transparent)]
     Torch(#[from] tch::TchError),
 }
@@ -154,6 +156,29 @@ impl LstmTrainer {
         Ok(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
     }
 
+    /// One AdamW step on the minibatch `idx` (in `parts` on their threads when given, with their count);
+    /// returns its loss, detached.
+    fn train_batch(
+        &mut self,
+        ds: &WindowDataset,
+        idx: &Tensor,
+        weights: Option<&Tensor>,
+        parts: Option<&(super::parts::Parts, usize)>,
+    ) -> Result<Tensor, LstmError> {
+        if let Some((parts, threads)) = parts {
+            let (loss, grads) = parts.step(idx).map_err(|reason| LstmError::Parts { threads: *threads, reason })?;
+            self.opt.step_grads(self.cfg.learning_rate, &grads);
+            return Ok(loss);
+        }
+        let b = ds.batch(idx);
+        let logits = tch::autocast(self.amp(), || self.net.forward(&b.fast, &b.slow, &b.context)).to_kind(Kind::Float);
+        let loss = logits.cross_entropy_loss(&b.labels, weights, tch::Reduction::Mean, -100, 0.0);
+        self.opt.zero_grad();
+        loss.backward();
+        self.opt.step(self.cfg.learning_rate);
+        Ok(loss.detach())
+    }
+
     /// Trains until `max_epochs`, early stopping, or `on_epoch` returning false; then restores the best
     /// weights. Returns the statistics of every epoch run.
     pub(crate) fn fit(
@@ -173,6 +198,14 @@ impl LstmTrainer {
         }
         let train_t = Tensor::from_slice(train).to_device(device);
         let weights = self.class_weights(ds, &train_t);
+        // On the CPU with more than one thread, each minibatch's gradient in parts, one thread each.
+        let n = super::parts::count(device);
+        let parts = if n > 1 && !self.amp() {
+            let p = super::parts::Parts::new(n, &self.net, ds, weights.as_ref(), self.opt.params());
+            Some((p.map_err(|e| LstmError::Parts { threads: n, reason: e.to_string() })?, n))
+        } else {
+            None
+        };
         let mut history = Vec::new();
         while self.epoch < self.cfg.max_epochs {
             let started = Instant::now();
@@ -182,14 +215,9 @@ impl LstmTrainer {
             let (mut loss_sum, mut seen) = (Tensor::zeros([] as [i64; 0], (Kind::Double, device)), 0usize);
             for start in (0..train.len()).step_by(self.cfg.batch_size) {
                 let len = self.cfg.batch_size.min(train.len() - start);
-                let b = ds.batch(&perm.narrow(0, start as i64, len as i64));
-                let logits =
-                    tch::autocast(self.amp(), || self.net.forward(&b.fast, &b.slow, &b.context)).to_kind(Kind::Float);
-                let loss = logits.cross_entropy_loss(&b.labels, weights.as_ref(), tch::Reduction::Mean, -100, 0.0);
-                self.opt.zero_grad();
-                loss.backward();
-                self.opt.step(self.cfg.learning_rate);
-                loss_sum += loss.detach().to_kind(Kind::Double) * len as f64;
+                let idx = perm.narrow(0, start as i64, len as i64);
+                let loss = self.train_batch(ds, &idx, weights.as_ref(), parts.as_ref())?;
+                loss_sum += loss.to_kind(Kind::Double) * len as f64;
                 seen += len;
             }
             let train_loss = crate::ml::readback::scalar(&loss_sum)? / seen.max(1) as f64;

@@ -89,25 +89,36 @@ impl Adam {
         self.steps = 0;
     }
 
+    /// The parameters, in the order `step_grads` takes their gradients.
+    pub(crate) fn params(&self) -> &[Tensor] {
+        &self.params
+    }
+
     pub(crate) fn zero_grad(&mut self) {
         self.params.iter_mut().for_each(Tensor::zero_grad);
     }
 
     /// One step at learning rate `lr` over the parameters that have a gradient.
     pub(crate) fn step(&mut self, lr: f64) {
+        let grads: Vec<Tensor> = self.params.iter().map(Tensor::grad).collect();
+        self.step_grads(lr, &grads);
+    }
+
+    /// One step at learning rate `lr` with `grads`, one per parameter in the order given to `new` (an
+    /// undefined tensor: that parameter has no gradient and is left alone), in place of their `.grad`.
+    pub(crate) fn step_grads(&mut self, lr: f64, grads: &[Tensor]) {
         self.steps += 1;
         let t = self.steps.min(i32::MAX as u64) as i32;
         let (bc1, bc2) = (1.0 - BETA1.powi(t), 1.0 - BETA2.powi(t));
         tch::no_grad(|| {
-            for ((p, m), v) in self.params.iter_mut().zip(&mut self.m).zip(&mut self.v) {
-                let g = p.grad();
+            for (((p, m), v), g) in self.params.iter_mut().zip(&mut self.m).zip(&mut self.v).zip(grads) {
                 if !g.defined() {
                     continue;
                 }
                 if self.weight_decay != 0.0 {
                     let _ = p.g_mul_scalar_(1.0 - lr * self.weight_decay);
                 }
-                update_moments(m, v, &g);
+                update_moments(m, v, g);
                 let denom = v.sqrt() / bc2.sqrt() + self.eps;
                 let _ = p.g_add_(&(&*m / denom * (-lr / bc1)));
             }

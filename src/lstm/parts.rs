@@ -1,0 +1,220 @@
+//! A CPU minibatch's gradient in parts, one thread each.
+//!
+//! On the CPU libtorch runs the LSTM on its intra-op threads (OpenMP), which meet at a barrier several
+//! times per time step: at a hidden size of a few dozen the barriers, not the arithmetic, set the pace.
+//! Here the minibatch is cut into as many contiguous parts as libtorch has intra-op threads; each part's
+//! forward and backward pass runs on a thread of its own with one OpenMP thread (the caller's thread takes
+//! the first part), and the parts' gradients are summed in part order. Each part's loss is its
+//! class-weighted sum over the whole batch's total weight, so the parts' losses sum to the batch's weighted
+//! mean and their gradients to its gradient: the same loss as one pass over the batch, with its additions
+//! in another order (so other bits than one pass; the same bits from run to run on a machine with the same
+//! number of threads, as one pass's OpenMP reductions are too).
+
+use super::dataset::WindowDataset;
+use super::model::LstmNet;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+use tch::{Device, Kind, Tensor};
+
+/// How many parts a minibatch is cut into on `device`: libtorch's intra-op threads on the CPU, none (one
+/// pass, on its own threads) on CUDA or with one thread.
+pub(crate) fn count(device: Device) -> usize {
+    match device {
+        Device::Cpu => usize::try_from(tch::get_num_threads()).unwrap_or(1).max(1),
+        _ => 1,
+    }
+}
+
+/// One part's work: its samples and the batch's total weight.
+struct Job {
+    idx: Tensor,
+    total: Tensor,
+}
+
+/// One part's loss (detached) and the gradients of the parameters; a panic's message if it failed.
+type Done = Result<(Tensor, Vec<Tensor>), String>;
+
+/// What a thread needs for its part: its own handles on the network, the data, the class weights and the
+/// parameters (the same tensors: no copy).
+struct Part {
+    net: LstmNet,
+    ds: WindowDataset,
+    weights: Option<Tensor>,
+    params: Vec<Tensor>,
+}
+
+impl Part {
+    fn new(net: &LstmNet, ds: &WindowDataset, weights: Option<&Tensor>, params: &[Tensor]) -> Part {
+        Part {
+            net: net.replica(),
+            ds: ds.shallow_clone(),
+            weights: weights.map(Tensor::shallow_clone),
+            params: params.iter().map(Tensor::shallow_clone).collect(),
+        }
+    }
+
+    fn run(&self, job: &Job) -> (Tensor, Vec<Tensor>) {
+        let b = self.ds.batch(&job.idx);
+        let logits = self.net.forward(&b.fast, &b.slow, &b.context).to_kind(Kind::Float);
+        let sum = logits.cross_entropy_loss(&b.labels, self.weights.as_ref(), tch::Reduction::Sum, -100, 0.0);
+        let loss = sum / &job.total;
+        let grads = Tensor::run_backward(&[&loss], &self.params, false, false);
+        (loss.detach(), grads)
+    }
+
+    /// `run`, a panic (libtorch's error) turned into its message.
+    fn try_run(&self, job: &Job) -> Done {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(job))).map_err(|p| {
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic without a message".into())
+        })
+    }
+}
+
+struct Worker {
+    jobs: Option<Sender<Job>>,
+    /// Each part's result with libtorch's threads on the worker's thread after it.
+    done: Receiver<(Done, i32)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The caller's part and the threads of the others, for the length of one `fit`.
+pub(super) struct Parts {
+    first: Part,
+    workers: Vec<Worker>,
+    /// The most libtorch threads a worker's thread has reported, once started and after each part (1).
+    worker_threads: std::cell::Cell<i32>,
+}
+
+/// Makes the calling thread run libtorch with one OpenMP thread for good. libtorch sets a thread's
+/// OpenMP team size from a process-wide count the first time that thread runs parallel work
+/// (`at::internal::lazy_init_num_threads`): the count is 1 while this runs (`Parts::new`), and a
+/// reduction over more elements than libtorch's grain size is that first parallel work.
+fn one_thread_here() -> i32 {
+    tch::set_num_threads(1);
+    let _ = Tensor::ones([1 << 16], (Kind::Float, Device::Cpu)).sum(Kind::Float);
+    tch::set_num_threads(1);
+    tch::get_num_threads()
+}
+
+impl Parts {
+    /// `n` parts (at least 2): `n - 1` threads besides the caller's, each with one OpenMP thread.
+    pub(super) fn new(
+        n: usize,
+        net: &LstmNet,
+        ds: &WindowDataset,
+        weights: Option<&Tensor>,
+        params: &[Tensor],
+    ) -> std::io::Result<Parts> {
+        // The process-wide count is 1 until every thread has taken it (`one_thread_here`), then the
+        // caller's own again.
+        let threads = tch::get_num_threads();
+        tch::set_num_threads(1);
+        let (ready_tx, ready) = channel::<i32>();
+        let mut workers = Vec::new();
+        for i in 1..n.max(2) {
+            let part = Part::new(net, ds, weights, params);
+            let (jobs, job_rx) = channel::<Job>();
+            let (done_tx, done) = channel::<(Done, i32)>();
+            let ready_tx = ready_tx.clone();
+            let spawned = std::thread::Builder::new().name(format!("lstm-part-{i}")).spawn(move || {
+                let _ = ready_tx.send(one_thread_here());
+                while let Ok(job) = job_rx.recv() {
+                    let done = part.try_run(&job);
+                    if done_tx.send((done, tch::get_num_threads())).is_err() {
+                        break;
+                    }
+                }
+            });
+            match spawned {
+                Ok(thread) => workers.push(Worker { jobs: Some(jobs), done, thread: Some(thread) }),
+                Err(e) => {
+                    tch::set_num_threads(threads);
+                    return Err(e);
+                }
+            }
+        }
+        drop(ready_tx);
+        let worker_threads = workers.iter().filter_map(|_| ready.recv().ok()).max().unwrap_or(1);
+        tch::set_num_threads(threads);
+        Ok(Parts { first: Part::new(net, ds, weights, params), workers, worker_threads: worker_threads.into() })
+    }
+
+    /// The most libtorch threads a worker's thread has reported, once started and after each part.
+    #[cfg(test)]
+    pub(super) fn worker_threads(&self) -> i32 {
+        self.worker_threads.get()
+    }
+
+    /// The loss of the minibatch `idx` (the class-weighted mean, detached) and its gradient, one tensor
+    /// per parameter in the order given to `new`.
+    pub(super) fn step(&self, idx: &Tensor) -> Result<(Tensor, Vec<Tensor>), String> {
+        let len = idx.size()[0];
+        let n = (self.workers.len() as i64 + 1).min(len.max(1));
+        let total = match &self.first.weights {
+            Some(w) => {
+                let labels = self.first.ds.labels.f_index_select(0, idx).map_err(|e| e.to_string())?;
+                w.f_index_select(0, &labels).map_err(|e| e.to_string())?.sum(Kind::Float)
+            }
+            None => Tensor::from(len as f32).to_device(idx.device()),
+        };
+        // Contiguous parts as equal as can be: the first `len % n` one sample longer.
+        let (base, extra) = (len / n, len % n);
+        let span = |i: i64| (i * base + i.min(extra), base + i64::from(i < extra));
+        let job = |i: i64| {
+            let (start, size) = span(i);
+            Job { idx: idx.narrow(0, start, size), total: total.shallow_clone() }
+        };
+        let sent = &self.workers[..(n - 1) as usize];
+        for (i, w) in sent.iter().enumerate() {
+            let jobs = w.jobs.as_ref().ok_or("a training thread has stopped")?;
+            jobs.send(job(i as i64 + 1)).map_err(|_| "a training thread has stopped".to_string())?;
+        }
+        let threads = tch::get_num_threads();
+        tch::set_num_threads(1);
+        let first = self.first.try_run(&job(0));
+        tch::set_num_threads(threads);
+        // Every sent part is received before returning, so no thread is left working on this batch.
+        let rest: Vec<Done> = sent
+            .iter()
+            .map(|w| match w.done.recv() {
+                Ok((done, threads)) => {
+                    self.worker_threads.set(self.worker_threads.get().max(threads));
+                    done
+                }
+                Err(_) => Err("a training thread has stopped".into()),
+            })
+            .collect();
+        let (mut loss, mut grads) = first?;
+        for part in rest {
+            let (l, g) = part?;
+            loss += l;
+            for (sum, g) in grads.iter_mut().zip(g) {
+                *sum = match (sum.defined(), g.defined()) {
+                    (true, true) => &*sum + g,
+                    (false, _) => g,
+                    (true, false) => sum.shallow_clone(),
+                };
+            }
+        }
+        Ok((loss, grads))
+    }
+}
+
+impl Drop for Parts {
+    fn drop(&mut self) {
+        for w in &mut self.workers {
+            w.jobs = None;
+        }
+        for w in &mut self.workers {
+            if let Some(t) = w.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
