@@ -167,24 +167,26 @@ impl Parts {
             let (start, size) = span(i);
             Job { idx: idx.narrow(0, start, size), total: total.shallow_clone() }
         };
-        let sent = &self.workers[..(n - 1) as usize];
-        for (i, w) in sent.iter().enumerate() {
-            let jobs = w.jobs.as_ref().ok_or("a training thread has stopped")?;
-            jobs.send(job(i as i64 + 1)).map_err(|_| "a training thread has stopped".to_string())?;
-        }
+        const STOPPED: &str = "a training thread has stopped";
+        // Whether each worker took its part: one that did not (its thread gone) fails the batch below.
+        let sent: Vec<(&Worker, bool)> = self.workers[..(n - 1) as usize]
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w, w.jobs.as_ref().is_some_and(|jobs| jobs.send(job(i as i64 + 1)).is_ok())))
+            .collect();
         let threads = tch::get_num_threads();
         tch::set_num_threads(1);
         let first = self.first.try_run(&job(0));
         tch::set_num_threads(threads);
-        // Every sent part is received before returning, so no thread is left working on this batch.
+        // Every part sent is received before returning, so no result is left over for the next batch.
         let rest: Vec<Done> = sent
             .iter()
-            .map(|w| match w.done.recv() {
-                Ok((done, threads)) => {
+            .map(|(w, sent)| match sent.then(|| w.done.recv()) {
+                Some(Ok((done, threads))) => {
                     self.worker_threads.set(self.worker_threads.get().max(threads));
                     done
                 }
-                Err(_) => Err("a training thread has stopped".into()),
+                _ => Err(STOPPED.into()),
             })
             .collect();
         let (mut loss, mut grads) = first?;

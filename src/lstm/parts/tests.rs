@@ -81,3 +81,23 @@ fn a_part_that_fails_is_an_error_and_the_next_batch_still_runs() {
     assert!(loss.double_value(&[]).is_finite());
     assert!(grads.iter().all(|g| g.defined()));
 }
+
+/// A part whose thread is gone fails its batch with that reason, without waiting on it, and the caller's
+/// part of the next batch does not meet a result left over from this one.
+#[test]
+fn a_part_whose_thread_is_gone_fails_its_batch_with_the_reason() {
+    let (t, ds) = trainer_and_data();
+    let mut parts = Parts::new(3, &t.net, &ds, None, &t.vs.trainable_variables()).unwrap();
+    parts.workers[1].jobs = None;
+    if let Some(thread) = parts.workers[1].thread.take() {
+        thread.join().unwrap();
+    }
+    let idx = Tensor::arange(90, (Kind::Int64, Device::Cpu));
+    for _ in 0..2 {
+        assert_eq!(parts.step(&idx).unwrap_err(), "a training thread has stopped");
+    }
+    parts.workers.truncate(1);
+    let (want, _) = Parts::new(2, &t.net, &ds, None, &t.vs.trainable_variables()).unwrap().step(&idx).unwrap();
+    let (got, _) = parts.step(&idx).unwrap();
+    assert!(got.equal(&want), "a result left over from a failed batch was taken for this one");
+}
