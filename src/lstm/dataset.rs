@@ -120,7 +120,7 @@ impl WindowDataset {
     }
 
     /// Another handle on the same device tensors, for a training thread.
-    pub(crate) fn shallow_clone(&self) -> WindowDataset {
+    pub(super) fn shallow_clone(&self) -> WindowDataset {
         WindowDataset {
             fast: self.fast.shallow_clone(),
             slow: self.slow.shallow_clone(),

@@ -121,7 +121,7 @@ impl LstmNet {
 
     /// Another handle on the same weights (the same autograd leaves), for a training thread: what it
     /// computes, and the gradients it takes, are those of this network.
-    pub(crate) fn replica(&self) -> LstmNet {
+    pub(super) fn replica(&self) -> LstmNet {
         let linears = |ls: &[nn::Linear]| -> Vec<nn::Linear> {
             ls.iter()
                 .map(|l| nn::Linear { ws: l.ws.shallow_clone(), bs: l.bs.as_ref().map(Tensor::shallow_clone) })

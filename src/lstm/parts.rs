@@ -93,7 +93,6 @@ pub(super) struct Parts {
 /// (`at::internal::lazy_init_num_threads`): the count is 1 while this runs (`Parts::new`), and a
 /// reduction over more elements than libtorch's grain size is that first parallel work.
 fn one_thread_here() -> i32 {
-    tch::set_num_threads(1);
     let _ = Tensor::ones([1 << 16], (Kind::Float, Device::Cpu)).sum(Kind::Float);
     tch::set_num_threads(1);
     tch::get_num_threads()
