@@ -151,12 +151,28 @@ test:
 test-build: venv chart-assets
 	+$(CARGO_ENV) $(CARGO) test --all-targets --no-run
 
-# CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs). The test binaries run one
-# after another, as before: tests/soak.rs run beside the others (its daemon needs little CPU but needs it on
-# time, its fake publishing on a simulated clock) failed all three times it was tried on the build machine,
-# the others at nice 10 or not (benches/RESULTS.md, "Build time").
+# CI=1: a test whose tool is missing fails instead of skipping (tests/systemd.rs). The test binaries run two at
+# a time (`cargo test` runs them one after another, leaving a core idle for most of the soak, whose daemon
+# needs little CPU but needs it on time), in this order as slots free: the soak beside the daemon's tests,
+# the library's and PPO on CartPole's (the heaviest two not beside each other: both keep two threads busy),
+# then the lighter ones; every other binary (a new file in tests/ included) after them. Each is `cargo test`
+# of that target, as alone; make's -k runs every binary and names each that failed.
+# TEST_BINARIES_AT_ONCE=1 runs them one after another. (make notes "-j2 forced in submake: resetting jobserver
+# mode": the binaries take two slots of their own, whatever TEST_JOBS gave the steps before them.)
+TEST_BINARIES_FIRST := soak daemon lib ppo_cartpole risk tune_cluster cli ppo_trading tune planted_gate \
+	train_ppo train_lstm retrain_status
+TEST_BINARIES := $(TEST_BINARIES_FIRST) $(filter-out $(TEST_BINARIES_FIRST),bins \
+	$(patsubst tests/%.rs,%,$(wildcard tests/*.rs)) $(patsubst tests/%/main.rs,%,$(wildcard tests/*/main.rs)))
+TEST_BINARIES_AT_ONCE ?= 2
 test-run: test-build lint check-inference-only optuna test-tools
-	CI=1 $(CARGO_ENV) $(CARGO) test --all-targets
+	@+$(MAKE) --no-print-directory -k -j$(TEST_BINARIES_AT_ONCE) --output-sync=target $(addprefix test-binary-,$(TEST_BINARIES))
+
+test-binary-lib:
+	CI=1 $(CARGO_ENV) $(CARGO) test --lib
+test-binary-bins:
+	CI=1 $(CARGO_ENV) $(CARGO) test --bins
+test-binary-%:
+	CI=1 $(CARGO_ENV) $(CARGO) test --test $*
 
 # The tests that need a CUDA GPU, and only them: compiled with the feature `gpu-tests` (which `make test`,
 # run by CI without a GPU, leaves off), each in a `gpu_tests` module; each fails without a GPU.

@@ -332,11 +332,15 @@ fn sessions(from: (i32, u32, u32), to: (i32, u32, u32)) -> Vec<NaiveDate> {
 #[test]
 fn two_simulated_weeks_of_15_minute_bars_with_faults_kills_and_a_weekend_retrain() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    // Saturday 2026-10-31 18:00 New York at 160 minutes per second: the history fetch and the training
-    // take the weekend; the first session opens about fifteen wall seconds in.
+    // Saturday 2026-10-31 18:00 New York at 160 minutes per second. The champion is trained against a
+    // first run of the market, and the daemon meets the same market started anew at the same instant, so
+    // the first session opens about fifteen wall seconds after it starts however long the training took
+    // (on a busy machine it once took days of the simulated clock, and the start's backfill, seven days
+    // at most, then no longer reached the first minutes checked below).
     let symbols = [("AAPL", 190.0), ("MSFT", 420.0), ("IBM", 210.0)];
-    let soak = Soak::new(ny((2026, 10, 31), 18, 0), 160.0, &symbols, &[], "15Min");
-    let id = soak.trained_15min_champion("2026-05-01");
+    let trainer = Soak::new(ny((2026, 10, 31), 18, 0), 160.0, &symbols, &[], "15Min");
+    let id = trainer.trained_15min_champion("2026-05-01");
+    let soak = trainer.anew();
     let fake = &soak.fake;
 
     let mut logs = Vec::new();
@@ -406,13 +410,17 @@ fn two_simulated_weeks_of_15_minute_bars_with_faults_kills_and_a_weekend_retrain
 #[test]
 fn a_week_of_day_bars_decides_once_per_session_at_its_close() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    // Monday 2026-11-16 06:00 New York at 320 minutes per second, the shipped (daily) models.
+    // Sunday 2026-11-15 12:00 New York at 320 minutes per second, the shipped (daily) models. The history is
+    // fetched from a first run of the market and the daemon meets the same market started anew, 28 simulated
+    // hours (5 wall seconds) before the first close: on a busy machine the fetch and the daemon's start once
+    // took longer than the 2 wall seconds a start at Monday 06:00 left, and the first session had closed.
     let symbols = [("AAPL", 190.0), ("MSFT", 420.0), ("IBM", 210.0)];
-    let soak = Soak::new(ny((2026, 11, 16), 6, 0), 320.0, &symbols, &[], "1Day");
+    let fetcher = Soak::new(ny((2026, 11, 15), 12, 0), 320.0, &symbols, &[], "1Day");
+    fetcher.tradebot(&["data", "fetch", "--symbols", "AAPL,MSFT,IBM", "--from", "2026-04-01", "--to", "2026-11-15"]);
+    let soak = fetcher.anew();
     // The shipped PPO model trades target weights: the config says so, or the model is refused at load.
     let cfg = std::fs::read_to_string(&soak.cfg).unwrap().replacen("[env]\n", &format!("[env]\n{SHIPPED_PPO_ENV}"), 1);
     std::fs::write(&soak.cfg, cfg).unwrap();
-    soak.tradebot(&["data", "fetch", "--symbols", "AAPL,MSFT,IBM", "--from", "2026-04-01", "--to", "2026-11-15"]);
     let mut d = soak.start(0);
     soak.until(ny((2026, 11, 20), 16, 10), &mut d);
     let log = d.stop();

@@ -84,7 +84,17 @@ async fn session(app: App, mut sock: WebSocket) {
                 Ok(WsCmd::Bar(b)) if subs.has_bar(&b) => {
                     if sock.send(frame(&[wm::StreamMsg::Bar(b)])).await.is_err() { return; }
                 }
-                Ok(WsCmd::Bar(_)) | Err(RecvError::Lagged(_)) => {}
+                Ok(WsCmd::Bar(_)) => {}
+                // A client that does not keep up is told so and cut off, as Alpaca does (`407 slow
+                // client`, then the close): it reconnects and backfills, where a silent skip would lose
+                // the messages it fell behind by.
+                Err(RecvError::Lagged(n)) => {
+                    log::warn!("fake alpaca: market socket {n} messages behind: 407 slow client, closing");
+                    app.lock().market_slow_clients += 1;
+                    let _ = sock.send(err(407, "slow client")).await;
+                    let _ = sock.send(Message::Close(None)).await;
+                    return;
+                }
                 Ok(WsCmd::Raw(f)) => {
                     if sock.send(Message::Text(f.into())).await.is_err() { return; }
                 }

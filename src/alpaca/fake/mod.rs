@@ -123,6 +123,9 @@ pub struct Shared {
     pub updates_connections: usize,
     /// Market-data connections refused with 406.
     pub market_refused: usize,
+    /// Market-data connections cut off with 407 (`slow client`): their client fell further behind than
+    /// the fake's buffer holds.
+    pub market_slow_clients: usize,
     /// More simultaneous market-data connections than this get 406.
     pub max_market_connections: usize,
     /// Refuse the next N market-data connections with 406 even under the limit.
@@ -172,6 +175,7 @@ impl FakeAlpaca {
             market_active: 0,
             updates_connections: 0,
             market_refused: 0,
+            market_slow_clients: 0,
             max_market_connections: 1,
             refuse_next_connections: 0,
             keys: (KEY_ID.into(), SECRET_KEY.into()),

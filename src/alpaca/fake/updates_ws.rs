@@ -79,7 +79,14 @@ async fn session(app: App, mut sock: WebSocket) {
                     if sock.send(Message::Binary(text.into_bytes().into())).await.is_err() { return; }
                 }
                 Ok(UpdCmd::Drop) => return,
-                Ok(UpdCmd::Msg(_)) | Err(RecvError::Lagged(_)) => {}
+                Ok(UpdCmd::Msg(_)) => {}
+                // A client that fell behind is cut off (Alpaca documents no code for it on this stream):
+                // it reconnects and reconciles, where a silent skip would lose the updates it missed.
+                Err(RecvError::Lagged(n)) => {
+                    log::warn!("fake alpaca: trade_updates socket {n} messages behind, closing");
+                    let _ = sock.send(Message::Close(None)).await;
+                    return;
+                }
                 Err(RecvError::Closed) => return,
             },
         }

@@ -223,21 +223,23 @@ async fn stream(cfg: &StreamConfig, ws: &mut Ws, gate: &mut BarGate, tx: &Tx) ->
     let mut ping = tokio::time::interval(cfg.ping_interval);
     ping.tick().await;
     let mut deadline = Instant::now() + cfg.silence_timeout;
+    // The last stream error the server sent: it says why a close that follows came (`407 slow client`).
+    let mut warned: Option<String> = None;
     loop {
         tokio::select! {
             m = timeout_at(deadline, ws.next()) => {
                 let payload = match m {
                     Err(_) => return End::Lost(format!("no frame for {:?}: half-dead socket", cfg.silence_timeout)),
-                    Ok(None) => return End::Lost("closed".into()),
+                    Ok(None) => return End::Lost(after("closed", &warned)),
                     Ok(Some(Err(e))) => return End::Lost(e.to_string()),
-                    Ok(Some(Ok(Message::Close(_)))) => return End::Lost("closed by server".into()),
+                    Ok(Some(Ok(Message::Close(_)))) => return End::Lost(after("closed by server", &warned)),
                     Ok(Some(Ok(Message::Text(t)))) => t.as_bytes().to_vec(),
                     Ok(Some(Ok(Message::Binary(b)))) => b.to_vec(),
                     Ok(Some(Ok(_))) => Vec::new(),
                 };
                 deadline = Instant::now() + cfg.silence_timeout;
                 if !payload.is_empty()
-                    && let Some(end) = deliver(cfg, &payload, gate, tx).await
+                    && let Some(end) = deliver(cfg, &payload, gate, tx, &mut warned).await
                 {
                     return end;
                 }
@@ -254,8 +256,23 @@ async fn stream(cfg: &StreamConfig, ws: &mut Ws, gate: &mut BarGate, tx: &Tx) ->
     }
 }
 
-/// Passes a frame's items on; `Some` ends the session.
-async fn deliver(cfg: &StreamConfig, payload: &[u8], gate: &mut BarGate, tx: &Tx) -> Option<End> {
+/// `what` happened to the socket, after the stream error the server sent before it, if any.
+fn after(what: &str, warned: &Option<String>) -> String {
+    match warned {
+        Some(error) => format!("{what} after {error}"),
+        None => what.into(),
+    }
+}
+
+/// Passes a frame's items on; `Some` ends the session. A stream error that does not end it is logged and
+/// kept in `warned`.
+async fn deliver(
+    cfg: &StreamConfig,
+    payload: &[u8],
+    gate: &mut BarGate,
+    tx: &Tx,
+    warned: &mut Option<String>,
+) -> Option<End> {
     for item in market_frame(payload).items {
         let ev = match item {
             StreamItem::Market(MarketEvent::Bar(StreamBar { kind: BarKind::Minute, bar, .. })) => {
@@ -287,6 +304,7 @@ async fn deliver(cfg: &StreamConfig, payload: &[u8], gate: &mut BarGate, tx: &Tx
             StreamItem::Control(StreamControl::Error { code, msg }) => match stream_error(cfg, code, msg) {
                 End::Lost(reason) => {
                     log::warn!("alpaca feed: {reason}");
+                    *warned = Some(reason);
                     continue;
                 }
                 end => return Some(end),

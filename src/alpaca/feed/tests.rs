@@ -237,3 +237,37 @@ async fn a_message_over_one_mib_drops_the_connection_instead_of_being_buffered()
     wait_connected(&mut feed).await;
     assert_eq!(fake.market_connections(), 2, "reconnected after the drop");
 }
+
+/// A consumer that stops reading: the feed stops reading its socket, the fake falls more messages behind
+/// than it buffers and cuts the socket off with `407 slow client`, and the reconnect's backfill brings
+/// what the stream did not: every bar once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_falls_behind_is_cut_off_as_a_slow_client_and_loses_no_bar() {
+    const MOST: i64 = 200_000;
+    let fake = FakeAlpaca::start(0).await.unwrap();
+    let mut feed = AlpacaFeed::start(config(&fake, KEY_ID, &["AAPL"]), rest(&fake));
+    wait_connected(&mut feed).await;
+    // Published without reading until the fake has cut a socket off (the kernel's socket buffers fill
+    // first, then the fake's own).
+    let mut published = 0;
+    while fake.lock().market_slow_clients == 0 {
+        assert!(published < MOST, "no socket cut off after {published} bars unread");
+        for i in published..published + 1000 {
+            fake.publish_bar("AAPL", wire_bar(i));
+        }
+        published += 1000;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let (mut times, mut reasons) = (Vec::new(), Vec::new());
+    while (times.len() as i64) < published {
+        match next(&mut feed).await {
+            FeedEvent::Bar(b) => times.push((b.t.timestamp() - T0) / 60),
+            FeedEvent::Disconnected { reason } => reasons.push(reason),
+            _ => {}
+        }
+    }
+    assert!(reasons.iter().any(|r| r.contains("407") && r.contains("slow client")), "{reasons:?}");
+    assert!(times.iter().copied().eq(0..published), "every bar once, in order ({} of {published})", times.len());
+    let extra = tokio::time::timeout(Duration::from_millis(300), feed.recv()).await;
+    assert!(!matches!(extra, Ok(Ok(FeedEvent::Bar(_)))), "no bar beyond the published ones: {extra:?}");
+}
