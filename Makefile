@@ -167,11 +167,13 @@ TEST_BINARIES_AT_ONCE ?= 2
 test-run: test-build lint check-inference-only optuna test-tools
 	@+$(MAKE) --no-print-directory -k -j$(TEST_BINARIES_AT_ONCE) --output-sync=target $(addprefix test-binary-,$(TEST_BINARIES))
 
+TEST_FILES := $(filter-out lib bins,$(TEST_BINARIES))
+.PHONY: test-binary-lib test-binary-bins $(addprefix test-binary-,$(TEST_FILES))
 test-binary-lib:
 	CI=1 $(CARGO_ENV) $(CARGO) test --lib
 test-binary-bins:
 	CI=1 $(CARGO_ENV) $(CARGO) test --bins
-test-binary-%:
+$(addprefix test-binary-,$(TEST_FILES)): test-binary-%:
 	CI=1 $(CARGO_ENV) $(CARGO) test --test $*
 
 # The tests that need a CUDA GPU, and only them: compiled with the feature `gpu-tests` (which `make test`,
