@@ -265,7 +265,7 @@ fn after(what: &str, warned: &Option<String>) -> String {
 }
 
 /// Passes a frame's items on; `Some` ends the session. A stream error that does not end it is logged and
-/// kept in `warned`.
+/// kept in `warned` until data follows it.
 async fn deliver(
     cfg: &StreamConfig,
     payload: &[u8],
@@ -317,6 +317,8 @@ async fn deliver(
         if tx.send(Ok(ev)).await.is_err() {
             return Some(End::Stopped);
         }
+        // Data after the error: the stream went on, and a later close is not the error's.
+        *warned = None;
     }
     None
 }
