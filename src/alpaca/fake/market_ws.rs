@@ -85,9 +85,9 @@ async fn session(app: App, mut sock: WebSocket) {
                     if sock.send(frame(&[wm::StreamMsg::Bar(b)])).await.is_err() { return; }
                 }
                 Ok(WsCmd::Bar(_)) => {}
-                // A client that does not keep up is told so and cut off, as Alpaca does (`407 slow
-                // client`, then the close): it reconnects and backfills, where a silent skip would lose
-                // the messages it fell behind by.
+                // A client that does not keep up is told so with Alpaca's code for it (`407 slow client`,
+                // which may precede Alpaca's disconnect) and cut off: it reconnects and backfills, where a
+                // silent skip would lose the messages it fell behind by.
                 Err(RecvError::Lagged(n)) => {
                     log::warn!("fake alpaca: market socket {n} messages behind: 407 slow client, closing");
                     app.lock().market_slow_clients += 1;
