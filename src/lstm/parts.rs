@@ -141,6 +141,11 @@ impl Parts {
         Ok(Parts { first: Part::new(net, ds, weights, params), workers, worker_threads: worker_threads.into() })
     }
 
+    /// How many parts a minibatch is cut into: the caller's thread and the workers'.
+    pub(super) fn count(&self) -> usize {
+        self.workers.len() + 1
+    }
+
     /// The most libtorch threads a worker's thread has reported, once started and after each part.
     #[cfg(test)]
     pub(super) fn worker_threads(&self) -> i32 {

@@ -156,17 +156,18 @@ impl LstmTrainer {
         Ok(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
     }
 
-    /// One AdamW step on the minibatch `idx` (in `parts` on their threads when given, with their count);
-    /// returns its loss, detached.
+    /// One AdamW step on the minibatch `idx` (in `parts` on their threads when given); returns its loss,
+    /// detached.
     fn train_batch(
         &mut self,
         ds: &WindowDataset,
         idx: &Tensor,
         weights: Option<&Tensor>,
-        parts: Option<&(super::parts::Parts, usize)>,
+        parts: Option<&super::parts::Parts>,
     ) -> Result<Tensor, LstmError> {
-        if let Some((parts, threads)) = parts {
-            let (loss, grads) = parts.step(idx).map_err(|reason| LstmError::Parts { threads: *threads, reason })?;
+        if let Some(parts) = parts {
+            let (loss, grads) =
+                parts.step(idx).map_err(|reason| LstmError::Parts { threads: parts.count(), reason })?;
             self.opt.step_grads(self.cfg.learning_rate, &grads);
             return Ok(loss);
         }
@@ -202,7 +203,7 @@ impl LstmTrainer {
         let n = super::parts::count(device);
         let parts = if n > 1 && !self.amp() {
             let p = super::parts::Parts::new(n, &self.net, ds, weights.as_ref(), self.opt.params());
-            Some((p.map_err(|e| LstmError::Parts { threads: n, reason: e.to_string() })?, n))
+            Some(p.map_err(|e| LstmError::Parts { threads: n, reason: e.to_string() })?)
         } else {
             None
         };
