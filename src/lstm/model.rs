@@ -33,7 +33,7 @@ fn rnn_cfg() -> nn::RNNConfig {
 /// One LSTM layer's weights as `nn::lstm` made them (its initialisation, its names `weight_ih_l0`,
 /// `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0` under the layer's path, cuDNN's flattening on CUDA), held as
 /// plain tensors so that a training thread can hold its own handles on them (`LstmNet::replica`).
-struct Recurrent {
+pub(super) struct Recurrent {
     /// `[w_ih, w_hh, b_ih, b_hh]`: libtorch's order.
     weights: Vec<Tensor>,
     hidden: i64,
@@ -71,6 +71,35 @@ impl Recurrent {
     fn replica(&self) -> Recurrent {
         Recurrent { weights: self.weights.iter().map(Tensor::shallow_clone).collect(), hidden: self.hidden }
     }
+
+    /// The weights `[w_ih, w_hh, b_ih, b_hh]` (the tensors themselves, not copies).
+    pub(super) fn weights(&self) -> &[Tensor] {
+        &self.weights
+    }
+
+    /// A copy of the weights in host memory, as f32, for the native pass (`super::native`).
+    pub(super) fn host_weights(&self) -> Result<LstmLayer, tch::TchError> {
+        let host = |t: &Tensor| {
+            Vec::<f32>::try_from(t.detach().to_device(tch::Device::Cpu).to_kind(Kind::Float).reshape([-1]))
+        };
+        let [w_ih, w_hh, b_ih, b_hh] = &self.weights[..] else {
+            return Err(tch::TchError::Shape(format!("an LSTM layer of {} weights, not 4", self.weights.len())));
+        };
+        let hidden = self.hidden as usize;
+        Ok(LstmLayer {
+            input_size: w_ih.size().get(1).map_or(0, |i| *i as usize),
+            hidden,
+            w_ih: host(w_ih)?,
+            w_hh: host(w_hh)?,
+            b_ih: host(b_ih)?,
+            b_hh: host(b_hh)?,
+        })
+    }
+
+    /// The hidden size.
+    pub(super) fn hidden(&self) -> i64 {
+        self.hidden
+    }
 }
 
 impl LstmNet {
@@ -101,8 +130,17 @@ impl LstmNet {
 
     /// Logits `[B, 3]` from `fast` `[B, F, nf]`, `slow` `[B, S, ns]`, `context` `[B, nc]`.
     pub(crate) fn forward(&self, fast: &Tensor, slow: &Tensor, context: &Tensor) -> Tensor {
-        let hf = self.fast.last_hidden(fast);
-        let hs = self.slow.last_hidden(slow);
+        self.head_forward(self.fast.last_hidden(fast), self.slow.last_hidden(slow), context)
+    }
+
+    /// The two LSTM layers, fast and slow.
+    pub(super) fn recurrent(&self) -> [&Recurrent; 2] {
+        [&self.fast, &self.slow]
+    }
+
+    /// Logits `[B, 3]` from the LSTM layers' last hidden states `hf` `[B, fast_hidden]` and `hs`
+    /// `[B, slow_hidden]` and `context` `[B, nc]`: the network past its LSTM layers.
+    pub(super) fn head_forward(&self, hf: Tensor, hs: Tensor, context: &Tensor) -> Tensor {
         let mut c = context.shallow_clone();
         for l in &self.ctx {
             c = self.act(l.forward(&c));

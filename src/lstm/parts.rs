@@ -9,15 +9,22 @@
 //! mean and their gradients to its gradient: the same loss as one pass over the batch, with its additions
 //! in another order (so other bits than one pass; the same bits from run to run on a machine with the same
 //! number of threads, as one pass's OpenMP reductions are too).
+//!
+//! Each part runs its LSTM layers natively (`super::native`: libtorch's LSTM spent most of an epoch in
+//! its kernels at these sizes), their last hidden states entering libtorch's graph for the rest of the
+//! network and the loss; with one thread the minibatch is one such part. Where the layers' weights are
+//! not f32 on the CPU the parts run libtorch's LSTM.
 
 use super::dataset::WindowDataset;
 use super::model::LstmNet;
+use super::native::Tape;
+use std::cell::RefCell;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use tch::{Device, Kind, Tensor};
 
-/// How many parts a minibatch is cut into on `device`: libtorch's intra-op threads on the CPU, none (one
-/// pass, on its own threads) on CUDA or with one thread.
+/// How many parts a minibatch is cut into on `device`: libtorch's intra-op threads on the CPU (one with
+/// one thread); one on CUDA, where the trainer takes a minibatch in one pass on libtorch's own threads.
 pub(crate) fn count(device: Device) -> usize {
     match device {
         Device::Cpu => usize::try_from(tch::get_num_threads()).unwrap_or(1).max(1),
@@ -31,16 +38,61 @@ struct Job {
     total: Tensor,
 }
 
-/// One part's loss (detached) and the gradients of the parameters; a panic's message if it failed.
+/// One part's loss (detached) and the gradients of the parameters; the reason if it failed (a panic's
+/// message, or the native pass's error).
 type Done = Result<(Tensor, Vec<Tensor>), String>;
 
 /// What a thread needs for its part: its own handles on the network, the data, the class weights and the
-/// parameters (the same tensors: no copy).
+/// parameters (the same tensors: no copy), and the native LSTM layers' buffers.
 struct Part {
     net: LstmNet,
     ds: WindowDataset,
     weights: Option<Tensor>,
     params: Vec<Tensor>,
+    native: Option<NativeLayers>,
+}
+
+/// The LSTM layers run natively (`super::native`): which parameter is which layer's weight, and the
+/// layers' tapes and input buffer, kept from one minibatch to the next.
+struct NativeLayers {
+    /// For each parameter, in `Part::params`' order: `(layer, weight)` (layer 0 fast, 1 slow; weight in
+    /// libtorch's order `w_ih, w_hh, b_ih, b_hh`), or `None` for a parameter past the LSTM layers.
+    slots: Vec<Option<(usize, usize)>>,
+    tapes: RefCell<[Tape; 2]>,
+    input: RefCell<Vec<f32>>,
+}
+
+impl NativeLayers {
+    /// Where the LSTM layers' f32 weights on the CPU are among `params`, every one of them; `None` (the
+    /// parts then run libtorch's LSTM) where one is not there or not f32 on the CPU.
+    fn new(net: &LstmNet, params: &[Tensor]) -> Option<NativeLayers> {
+        let mut found = 0;
+        let slots: Vec<Option<(usize, usize)>> = params
+            .iter()
+            .map(|p| {
+                let slot = net.recurrent().iter().enumerate().find_map(|(l, layer)| {
+                    layer.weights().iter().position(|w| w.data_ptr() == p.data_ptr()).map(|k| (l, k))
+                });
+                found += usize::from(slot.is_some());
+                slot
+            })
+            .collect();
+        let host_f32 = |t: &Tensor| t.device() == Device::Cpu && t.kind() == Kind::Float;
+        let all = net.recurrent().iter().map(|l| l.weights().len()).sum::<usize>();
+        (found == all && net.recurrent().iter().all(|l| l.weights().iter().all(host_f32))).then(|| NativeLayers {
+            slots,
+            tapes: RefCell::new(Default::default()),
+            input: RefCell::new(Vec::new()),
+        })
+    }
+}
+
+/// A tensor's elements as f32 in host memory, into `out`.
+fn host_f32(t: &Tensor, out: &mut Vec<f32>) -> Result<(), String> {
+    let t = t.to_device(Device::Cpu).to_kind(Kind::Float).contiguous();
+    let n = t.numel();
+    out.resize(n, 0.0);
+    t.f_copy_data(out, n).map_err(|e| e.to_string())
 }
 
 impl Part {
@@ -50,25 +102,74 @@ impl Part {
             ds: ds.shallow_clone(),
             weights: weights.map(Tensor::shallow_clone),
             params: params.iter().map(Tensor::shallow_clone).collect(),
+            native: NativeLayers::new(net, params),
         }
     }
 
-    fn run(&self, job: &Job) -> (Tensor, Vec<Tensor>) {
+    /// The part's loss: its class-weighted sum over the batch's total weight.
+    fn loss(&self, logits: &Tensor, labels: &Tensor, total: &Tensor) -> Tensor {
+        let logits = logits.to_kind(Kind::Float);
+        logits.cross_entropy_loss(labels, self.weights.as_ref(), tch::Reduction::Sum, -100, 0.0) / total
+    }
+
+    fn run(&self, job: &Job) -> Result<(Tensor, Vec<Tensor>), String> {
+        if let Some(native) = &self.native {
+            return self.run_native(native, job);
+        }
         let b = self.ds.batch(&job.idx);
-        let logits = self.net.forward(&b.fast, &b.slow, &b.context).to_kind(Kind::Float);
-        let sum = logits.cross_entropy_loss(&b.labels, self.weights.as_ref(), tch::Reduction::Sum, -100, 0.0);
-        let loss = sum / &job.total;
+        let loss = self.loss(&self.net.forward(&b.fast, &b.slow, &b.context), &b.labels, &job.total);
         let grads = Tensor::run_backward(&[&loss], &self.params, false, false);
-        (loss.detach(), grads)
+        Ok((loss.detach(), grads))
+    }
+
+    /// `run` with the LSTM layers native: their last hidden states enter libtorch's graph as leaves, whose
+    /// gradients the native backward pass takes to the layers' weights.
+    fn run_native(&self, native: &NativeLayers, job: &Job) -> Result<(Tensor, Vec<Tensor>), String> {
+        let b = self.ds.batch(&job.idx);
+        let batch = b.fast.size()[0];
+        let mut tapes = native.tapes.borrow_mut();
+        let mut input = native.input.borrow_mut();
+        let (mut layers, mut last) = (Vec::with_capacity(2), Vec::with_capacity(2));
+        for ((layer, x), tape) in self.net.recurrent().into_iter().zip([&b.fast, &b.slow]).zip(tapes.iter_mut()) {
+            let w = layer.host_weights().map_err(|e| e.to_string())?;
+            host_f32(x, &mut input)?;
+            let h = tape.forward(&w, &input, batch as usize, x.size()[1] as usize)?;
+            last.push(Tensor::from_slice(h).view([batch, layer.hidden()]).set_requires_grad(true));
+            layers.push(w);
+        }
+        let [hf, hs] = [&last[0], &last[1]].map(Tensor::shallow_clone);
+        let loss = self.loss(&self.net.head_forward(hf, hs, &b.context), &b.labels, &job.total);
+        let rest = self.params.iter().zip(&native.slots).filter(|(_, slot)| slot.is_none()).map(|(p, _)| p);
+        let inputs: Vec<&Tensor> = rest.chain(&last).collect();
+        let mut grads = Tensor::run_backward(&[&loss], &inputs, false, false);
+        let dh = grads.split_off(grads.len().saturating_sub(2));
+        let mut layer_grads = Vec::with_capacity(2);
+        for ((tape, w), dh) in tapes.iter_mut().zip(&layers).zip(&dh) {
+            host_f32(dh, &mut input)?;
+            let g = tape.backward(w, &input)?;
+            layer_grads.push([g.w_ih, g.w_hh, g.bias.clone(), g.bias]);
+        }
+        let mut rest = grads.into_iter();
+        let grads = self
+            .params
+            .iter()
+            .zip(&native.slots)
+            .map(|(p, slot)| match slot {
+                Some((l, k)) => Tensor::from_slice(&layer_grads[*l][*k]).view(&p.size()[..]),
+                None => rest.next().unwrap_or_default(),
+            })
+            .collect();
+        Ok((loss.detach(), grads))
     }
 
     /// `run`, a panic (libtorch's error) turned into its message.
     fn try_run(&self, job: &Job) -> Done {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(job))).map_err(|p| {
-            p.downcast_ref::<String>()
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(job))).unwrap_or_else(|p| {
+            Err(p
+                .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "a panic without a message".into())
+                .unwrap_or_else(|| "a panic without a message".into()))
         })
     }
 }
@@ -99,7 +200,7 @@ fn one_thread_here() -> i32 {
 }
 
 impl Parts {
-    /// `n` parts (at least 2): `n - 1` threads besides the caller's, each with one OpenMP thread.
+    /// `n` parts: `n - 1` threads besides the caller's (none for one part), each with one OpenMP thread.
     pub(super) fn new(
         n: usize,
         net: &LstmNet,
@@ -113,7 +214,7 @@ impl Parts {
         tch::set_num_threads(1);
         let (ready_tx, ready) = channel::<i32>();
         let mut workers = Vec::new();
-        for i in 1..n.max(2) {
+        for i in 1..n {
             let part = Part::new(net, ds, weights, params);
             let (jobs, job_rx) = channel::<Job>();
             let (done_tx, done) = channel::<(Done, i32)>();

@@ -199,9 +199,10 @@ impl LstmTrainer {
         }
         let train_t = Tensor::from_slice(train).to_device(device);
         let weights = self.class_weights(ds, &train_t);
-        // On the CPU with more than one thread, each minibatch's gradient in parts, one thread each.
+        // On the CPU each minibatch's gradient in parts, one thread each (one part with one thread), the
+        // LSTM layers native.
         let n = super::parts::count(device);
-        let parts = if n > 1 && !self.amp() {
+        let parts = if device == Device::Cpu && !self.amp() {
             let p = super::parts::Parts::new(n, &self.net, ds, weights.as_ref(), self.opt.params());
             Some(p.map_err(|e| LstmError::Parts { threads: n, reason: e.to_string() })?)
         } else {

@@ -38,6 +38,7 @@ fn a_batch_in_parts_has_the_loss_and_gradient_of_one_pass() {
         let (want_loss, want) = one_pass(&t, &ds, &idx, weights);
         let parts = Parts::new(3, &t.net, &ds, weights, &t.vs.trainable_variables()).unwrap();
         assert_eq!(parts.count(), 3, "the caller's part and two workers'");
+        assert!(parts.first.native.is_some(), "the parts run the LSTM layers natively");
         let (loss, grads) = parts.step(&idx).unwrap();
         let loss = loss.double_value(&[]);
         assert!((loss - want_loss).abs() <= 1e-6 * want_loss.abs(), "loss {loss} against one pass's {want_loss}");

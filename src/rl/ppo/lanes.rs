@@ -3,18 +3,7 @@
 //! rollout's forward passes) and Adam's step over the flat parameters. The same operations in the same
 //! order and no fused multiply-add, so a model trains to the same weights on either build (tested).
 
-/// `$lanes(args)`, through its AVX2 build `$avx2` where the CPU has AVX2 (x86-64 only).
-macro_rules! on_avx2 {
-    ($avx2:ident, $lanes:ident, ($($arg:expr),*)) => {{
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above; the AVX2 builds need nothing else.
-            #[allow(unsafe_code)]
-            return unsafe { $avx2($($arg),*) };
-        }
-        $lanes($($arg),*)
-    }};
-}
+use crate::ml::lanes::on_avx2;
 
 /// A dense layer over a few rows of `width` inputs, `bias + row·w` for each row and weight row, appended
 /// to `y`. On a CPU with AVX2 it runs compiled for it: [`dot`]'s eight lanes in one register instead of
@@ -88,10 +77,9 @@ pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
     tail.fold(s, |s, (x, y)| s + x * y)
 }
 
-/// `tanh` over a slice. libm's `tanhf` (through `expm1f`) took over 40 % of a minibatch; this one is
-/// branch-free so the loop vectorises: `sign(x) (1 - e) / (1 + e)` with `e = exp(-2|x|)`, the exponential
-/// range-reduced by powers of two (Cody and Waite's split of ln 2) and a degree-6 Taylor polynomial on
-/// `|r| <= ln(2)/2`. Absolute error below 3e-7 (tested against f64); NaN stays NaN.
+/// `tanh` over a slice. libm's `tanhf` (through `expm1f`) took over 40 % of a minibatch; this one
+/// ([`crate::ml::lanes::tanh`]) is branch-free so the loop vectorises: `sign(x) (1 - e) / (1 + e)` with
+/// `e = exp(-2|x|)`. Absolute error below 3e-7 (tested against f64); NaN stays NaN.
 ///
 /// On a CPU with AVX2 the same loop runs eight lanes wide instead of four (the build targets baseline
 /// x86-64): the same operations in the same order, no fused multiply-add, so the same bits (tested).
@@ -109,23 +97,8 @@ fn tanh_avx2(v: &mut [f32]) {
 /// The loop of `tanh_slice`, inlined into each build of it.
 #[inline(always)]
 fn tanh_lanes(v: &mut [f32]) {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23: adding and subtracting it rounds to an integer
     for x in v.iter_mut() {
-        let a = x.abs().min(9.0); // tanh(9) is 1 in f32
-        let y = -2.0 * a;
-        let k = (y * LOG2E + ROUND) - ROUND;
-        let r = (y - k * LN2_HI) - k * LN2_LO;
-        let p =
-            1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-        // `k` as an integer read off the rounded sum's bits (its ulp is 1 there): `k as i32` is the same
-        // value but compiles to one scalar conversion per lane, which kept this loop from vectorising.
-        let ki = (y * LOG2E + ROUND).to_bits() as i32 - ROUND.to_bits() as i32;
-        let e = p * f32::from_bits(((ki + 127) as u32) << 23);
-        let t = ((1.0 - e) / (1.0 + e)).copysign(*x);
-        *x = if x.is_nan() { *x } else { t };
+        *x = crate::ml::lanes::tanh(*x);
     }
 }
 
