@@ -22,7 +22,7 @@ pub(crate) enum LstmError {
     Diverged(usize),
     #[error("checkpoint {path}: {reason}")]
     Checkpoint { path: String, reason: String },
-    #[error("training in parts on {threads} threads: {reason}")]
+    #[error("training a minibatch in {threads} part(s), one thread each: {reason}")]
     Parts { threads: usize, reason: String },
     #[error(transparent)]
     Torch(#[from] tch::TchError),

@@ -17,15 +17,15 @@ use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
 
 /// The gradient of a layer's weights: `w_ih`, `w_hh` and the biases' (both biases have the same one).
-pub(crate) struct Grads {
-    pub w_ih: Vec<f32>,
-    pub w_hh: Vec<f32>,
-    pub bias: Vec<f32>,
+pub(super) struct Grads {
+    pub(super) w_ih: Vec<f32>,
+    pub(super) w_hh: Vec<f32>,
+    pub(super) bias: Vec<f32>,
 }
 
 /// What the forward pass keeps for the backward pass (buffers reused from one minibatch to the next).
 #[derive(Default)]
-pub(crate) struct Tape {
+pub(super) struct Tape {
     batch: usize,
     len: usize,
     /// `[w_ih | w_hh]`, `[4H][I + H]`.
@@ -78,7 +78,7 @@ fn gemm(a: Operand<'_>, b: Operand<'_>, beta: f32, c: &mut [f32], ldc: usize) ->
 
 impl Tape {
     /// The last hidden state `[B][H]` of the batch-first sequences `x` `[B][T][I]` from a zero state.
-    pub(crate) fn forward(&mut self, w: &LstmLayer, x: &[f32], batch: usize, len: usize) -> Result<&[f32], String> {
+    pub(super) fn forward(&mut self, w: &LstmLayer, x: &[f32], batch: usize, len: usize) -> Result<&[f32], String> {
         let (input, hd) = (w.input_size, w.hidden);
         let g4 = 4 * hd;
         if x.len() != batch * len * input
@@ -137,7 +137,7 @@ impl Tape {
 
     /// The gradient of the weights from `dh_last`, that of the last hidden state `[B][H]` the last
     /// `forward` returned (the cell state's is zero: the layer hands on only its hidden state).
-    pub(crate) fn backward(&mut self, w: &LstmLayer, dh_last: &[f32]) -> Result<Grads, String> {
+    pub(super) fn backward(&mut self, w: &LstmLayer, dh_last: &[f32]) -> Result<Grads, String> {
         let (batch, len, input, hd) = (self.batch, self.len, w.input_size, w.hidden);
         let (g4, n) = (4 * hd, batch * hd);
         if dh_last.len() != n || self.h_last.len() != n || self.xh.len() != len * batch * (input + hd) {
