@@ -99,10 +99,20 @@ pub(crate) fn init(level: LevelFilter) {
         }
         return;
     }
+    let logger = stderr_logger(level, env.as_deref());
+    let max = logger.filter();
+    if log::set_boxed_logger(Box::new(Tee(logger))).is_ok() {
+        log::set_max_level(max);
+    }
+}
+
+/// The stderr logger: `level`, or `RUST_LOG`'s spec (`env`) when set, in env_logger's syntax; a `/text`
+/// after it keeps the lines that contain `text` (plain text, not a regular expression).
+fn stderr_logger(level: LevelFilter, env: Option<&str>) -> env_logger::Logger {
     let mut b = env_logger::Builder::new();
     b.filter_level(level);
     if let Some(spec) = env {
-        b.parse_filters(&spec);
+        b.parse_filters(spec);
     }
     b.format(|buf, rec| {
         let ts = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
@@ -111,11 +121,7 @@ pub(crate) fn init(level: LevelFilter) {
         let _ = rec.key_values().visit(&mut kv);
         writeln!(buf, "{}", kv.0)
     });
-    let logger = b.build();
-    let max = logger.filter();
-    if log::set_boxed_logger(Box::new(Tee(logger))).is_ok() {
-        log::set_max_level(max);
-    }
+    b.build()
 }
 
 /// Log lines beside a progress bar: while a bar is shown (`bridge::show`), each line is written with the
@@ -285,5 +291,22 @@ mod tests {
         let want = [("WARN", "line 2"), ("ERROR", "line 3"), ("WARN", "line 4")];
         assert_eq!(kept, want.map(|(a, b)| (a.to_string(), b.to_string())));
         assert_eq!(r.lines()[0].target, "tradebot::x");
+    }
+
+    #[test]
+    fn rust_log_sets_levels_by_module_and_its_text_filter_is_plain_text() {
+        let kept = |logger: &env_logger::Logger, level, target: &str, msg: &str| {
+            logger.matches(&log::Record::builder().level(level).target(target).args(format_args!("{msg}")).build())
+        };
+        let by_config = stderr_logger(LevelFilter::Info, None);
+        assert!(kept(&by_config, log::Level::Info, "tradebot::daemon", "a bar"));
+        assert!(!kept(&by_config, log::Level::Debug, "tradebot::daemon", "a bar"));
+
+        let by_env = stderr_logger(LevelFilter::Info, Some("warn,tradebot::daemon=debug/order a.c"));
+        assert!(kept(&by_env, log::Level::Debug, "tradebot::daemon", "order a.c sent"));
+        assert!(!kept(&by_env, log::Level::Info, "tradebot::store", "order a.c sent"), "other modules at WARN");
+        assert!(!kept(&by_env, log::Level::Debug, "tradebot::daemon", "a bar"), "without the text");
+        // `.` is a character to find, not any character: the text is not a regular expression.
+        assert!(!kept(&by_env, log::Level::Warn, "tradebot::daemon", "order abc sent"));
     }
 }
