@@ -231,7 +231,7 @@ async fn stream(cfg: &StreamConfig, ws: &mut Ws, gate: &mut BarGate, tx: &Tx) ->
                 let payload = match m {
                     Err(_) => return End::Lost(format!("no frame for {:?}: half-dead socket", cfg.silence_timeout)),
                     Ok(None) => return End::Lost(after("closed", &warned)),
-                    Ok(Some(Err(e))) => return End::Lost(e.to_string()),
+                    Ok(Some(Err(e))) => return End::Lost(after(&e.to_string(), &warned)),
                     Ok(Some(Ok(Message::Close(_)))) => return End::Lost(after("closed by server", &warned)),
                     Ok(Some(Ok(Message::Text(t)))) => t.as_bytes().to_vec(),
                     Ok(Some(Ok(Message::Binary(b)))) => b.to_vec(),

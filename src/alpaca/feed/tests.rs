@@ -271,3 +271,31 @@ async fn a_consumer_that_falls_behind_is_cut_off_as_a_slow_client_and_loses_no_b
     let extra = tokio::time::timeout(Duration::from_millis(300), feed.recv()).await;
     assert!(!matches!(extra, Ok(Ok(FeedEvent::Bar(_)))), "no bar beyond the published ones: {extra:?}");
 }
+
+async fn disconnect_reason(feed: &mut AlpacaFeed) -> String {
+    loop {
+        if let FeedEvent::Disconnected { reason } = next(feed).await {
+            return reason;
+        }
+    }
+}
+
+/// A stream error that does not end the session is named in the disconnect that follows it, and not in
+/// one that comes after data: the stream went on after the error, so the error is not why it ended.
+#[tokio::test]
+async fn a_stream_error_is_named_in_the_disconnect_right_after_it_and_not_after_data() {
+    let fake = FakeAlpaca::start(0).await.unwrap();
+    let mut feed = AlpacaFeed::start(config(&fake, KEY_ID, &["AAPL"]), rest(&fake));
+    wait_connected(&mut feed).await;
+    let error = serde_json::to_string(&[wm::StreamMsg::Error { code: 500, msg: "internal error".into() }]).unwrap();
+    fake.send_market_raw(&error);
+    fake.publish_bar("AAPL", wire_bar(0));
+    fake.drop_market_sockets();
+    let reason = disconnect_reason(&mut feed).await;
+    assert!(!reason.contains("500"), "a bar came between the error and the drop: {reason}");
+    wait_connected(&mut feed).await;
+    fake.send_market_raw(&error);
+    fake.drop_market_sockets();
+    let reason = disconnect_reason(&mut feed).await;
+    assert!(reason.ends_with("after stream error 500: internal error"), "{reason}");
+}
