@@ -64,7 +64,18 @@ fn run_gpu_check_on_stubs(kit: &std::path::Path, doctor_rc: i32, doctor_says: &s
     let summary = if tests_rc == 0 { "ok. 2 passed; 0 failed" } else { "FAILED. 1 passed; 1 failed" };
     exe("tradebot-gpu-tests", format!("touch tests-ran\necho 'test result: {summary}'; exit {tests_rc}"));
     std::fs::copy(common::root().join("scripts/gpu-check.sh"), kit.join("gpu-check.sh")).unwrap();
-    std::process::Command::new(kit.join("gpu-check.sh")).env("PEER_PYTHON", kit.join("python")).output().unwrap()
+    // A process that another test's thread forks while this thread writes the script holds the written
+    // file open until it execs, and running the script in that moment fails with "Text file busy"
+    // (ETXTBSY): tried again, for up to a second.
+    for _ in 0..50 {
+        match std::process::Command::new(kit.join("gpu-check.sh")).env("PEER_PYTHON", kit.join("python")).output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            o => return o.unwrap(),
+        }
+    }
+    panic!("gpu-check.sh stayed busy (ETXTBSY) for a second")
 }
 
 /// The GPU check on a machine without a GPU stops at doctor ("no GPU"), exits 1 within seconds, runs
