@@ -18,7 +18,9 @@
 use super::dataset::WindowDataset;
 use super::model::LstmNet;
 use super::native::Tape;
+use crate::onnx::lstm::LstmLayer;
 use std::cell::RefCell;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use tch::{Device, Kind, Tensor};
@@ -32,10 +34,13 @@ pub(crate) fn count(device: Device) -> usize {
     }
 }
 
-/// One part's work: its samples and the batch's total weight.
+/// One part's work: its samples, the batch's total weight, and the LSTM layers' weights in host memory
+/// for the native pass (copied once per minibatch and shared by its parts; `None` where the parts run
+/// libtorch's LSTM).
 struct Job {
     idx: Tensor,
     total: Tensor,
+    layers: Option<Arc<[LstmLayer; 2]>>,
 }
 
 /// One part's loss (detached) and the gradients of the parameters; the reason if it failed (a panic's
@@ -87,6 +92,12 @@ impl NativeLayers {
     }
 }
 
+/// The two LSTM layers' weights as f32 in host memory, for the native pass.
+fn host_layers(net: &LstmNet) -> Result<Arc<[LstmLayer; 2]>, String> {
+    let [fast, slow] = net.recurrent().map(|layer| layer.host_weights().map_err(|e| e.to_string()));
+    Ok(Arc::new([fast?, slow?]))
+}
+
 /// A tensor's elements as f32 in host memory, into `out`.
 fn host_f32(t: &Tensor, out: &mut Vec<f32>) -> Result<(), String> {
     let t = t.to_device(Device::Cpu).to_kind(Kind::Float).contiguous();
@@ -129,13 +140,17 @@ impl Part {
         let batch = b.fast.size()[0];
         let mut tapes = native.tapes.borrow_mut();
         let mut input = native.input.borrow_mut();
-        let (mut layers, mut last) = (Vec::with_capacity(2), Vec::with_capacity(2));
-        for ((layer, x), tape) in self.net.recurrent().into_iter().zip([&b.fast, &b.slow]).zip(tapes.iter_mut()) {
-            let w = layer.host_weights().map_err(|e| e.to_string())?;
+        let layers = match &job.layers {
+            Some(layers) => Arc::clone(layers),
+            None => host_layers(&self.net)?,
+        };
+        let mut last = Vec::with_capacity(2);
+        for (((layer, w), x), tape) in
+            self.net.recurrent().into_iter().zip(layers.iter()).zip([&b.fast, &b.slow]).zip(tapes.iter_mut())
+        {
             host_f32(x, &mut input)?;
-            let h = tape.forward(&w, &input, batch as usize, x.size()[1] as usize)?;
+            let h = tape.forward(w, &input, batch as usize, x.size()[1] as usize)?;
             last.push(Tensor::from_slice(h).view([batch, layer.hidden()]).set_requires_grad(true));
-            layers.push(w);
         }
         let [hf, hs] = [&last[0], &last[1]].map(Tensor::shallow_clone);
         let loss = self.loss(&self.net.head_forward(hf, hs, &b.context), &b.labels, &job.total);
@@ -144,7 +159,7 @@ impl Part {
         let mut grads = Tensor::run_backward(&[&loss], &inputs, false, false);
         let dh = grads.split_off(grads.len().saturating_sub(2));
         let mut layer_grads = Vec::with_capacity(2);
-        for ((tape, w), dh) in tapes.iter_mut().zip(&layers).zip(&dh) {
+        for ((tape, w), dh) in tapes.iter_mut().zip(layers.iter()).zip(&dh) {
             host_f32(dh, &mut input)?;
             let g = tape.backward(w, &input)?;
             layer_grads.push([g.w_ih, g.w_hh, g.bias.clone(), g.bias]);
@@ -164,14 +179,19 @@ impl Part {
 
     /// `run`, a panic (libtorch's error) turned into its message.
     fn try_run(&self, job: &Job) -> Done {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(job))).unwrap_or_else(|p| {
-            Err(p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "a panic without a message".into()))
-        })
+        caught(|| self.run(job))
     }
+}
+
+/// `f`'s result, a panic in it (libtorch's error) turned into its message.
+fn caught<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        Err(p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into()))
+    })
 }
 
 struct Worker {
@@ -268,9 +288,14 @@ impl Parts {
         // Contiguous parts as equal as can be: the first `len % n` one sample longer.
         let (base, extra) = (len / n, len % n);
         let span = |i: i64| (i * base + i.min(extra), base + i64::from(i < extra));
+        // The layers' weights copied to host memory once for all parts (they read, never write them).
+        let layers = match &self.first.native {
+            Some(_) => Some(caught(|| host_layers(&self.first.net))?),
+            None => None,
+        };
         let job = |i: i64| {
             let (start, size) = span(i);
-            Job { idx: idx.narrow(0, start, size), total: total.shallow_clone() }
+            Job { idx: idx.narrow(0, start, size), total: total.shallow_clone(), layers: layers.clone() }
         };
         const STOPPED: &str = "a training thread has stopped";
         // Whether each worker took its part: one that did not (its thread gone) fails the batch below.
