@@ -124,8 +124,8 @@ impl Part {
     }
 
     fn run(&self, job: &Job) -> Result<(Tensor, Vec<Tensor>), String> {
-        if let Some(native) = &self.native {
-            return self.run_native(native, job);
+        if let (Some(native), Some(layers)) = (&self.native, &job.layers) {
+            return self.run_native(native, layers, job);
         }
         let b = self.ds.batch(&job.idx);
         let loss = self.loss(&self.net.forward(&b.fast, &b.slow, &b.context), &b.labels, &job.total);
@@ -135,15 +135,16 @@ impl Part {
 
     /// `run` with the LSTM layers native: their last hidden states enter libtorch's graph as leaves, whose
     /// gradients the native backward pass takes to the layers' weights.
-    fn run_native(&self, native: &NativeLayers, job: &Job) -> Result<(Tensor, Vec<Tensor>), String> {
+    fn run_native(
+        &self,
+        native: &NativeLayers,
+        layers: &[LstmLayer; 2],
+        job: &Job,
+    ) -> Result<(Tensor, Vec<Tensor>), String> {
         let b = self.ds.batch(&job.idx);
         let batch = b.fast.size()[0];
         let mut tapes = native.tapes.borrow_mut();
         let mut input = native.input.borrow_mut();
-        let layers = match &job.layers {
-            Some(layers) => Arc::clone(layers),
-            None => host_layers(&self.net)?,
-        };
         let mut last = Vec::with_capacity(2);
         for (((layer, w), x), tape) in
             self.net.recurrent().into_iter().zip(layers.iter()).zip([&b.fast, &b.slow]).zip(tapes.iter_mut())
